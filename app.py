@@ -1,0 +1,17 @@
+"""Stratus's control plane as one Chalice app: wiring only. Routes and event handlers live in
+`chalicelib/` blueprints; `chalicelib/api/routing.py` turns errors into JSON bodies around every view."""
+
+from __future__ import annotations
+
+import logging
+
+from chalice import Chalice
+
+from chalicelib.api import compute_routes, user_routes
+from chalicelib.handlers import events
+
+app = Chalice(app_name="stratus")
+app.log.setLevel(logging.INFO)
+app.register_blueprint(user_routes.bp)
+app.register_blueprint(compute_routes.bp)
+app.register_blueprint(events.bp)

@@ -1,0 +1,246 @@
+"""Request and response bodies of the HTTP API. `GET /openapi.json` is generated from these models, and
+docs/contracts.md describes the same shapes for the CLI and the harness."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- user-facing ----------------------------------------------------------------------------------
+
+
+class ContextUploadRequest(_Body):
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+
+
+class PresignedUpload(BaseModel):
+    url: str
+    method: Literal["PUT"] = "PUT"
+    headers: dict[str, str] = {}
+
+
+class ContextUploadResponse(BaseModel):
+    key: str
+    exists: bool
+    upload: PresignedUpload | None
+
+
+class CreateExperimentRequest(_Body):
+    config: dict[str, Any]
+    context_sha256: str | None = None
+    validate_only: bool = False
+    activate: bool = True
+
+
+class Checkpoint(BaseModel):
+    uuid: str
+    trial_id: int
+    experiment_id: int
+    steps_completed: int
+    state: str
+    uri: str
+    resources: dict[str, int]
+    metadata: dict[str, Any]
+    report_time: str
+
+
+class TrialExit(BaseModel):
+    code: int
+    reason: str
+
+
+class Trial(BaseModel):
+    id: int
+    experiment_id: int
+    state: str
+    hparams: dict[str, Any]
+    restarts: int
+    start_time: str | None
+    end_time: str | None
+    total_batches: int
+    progress: float | None
+    best_validation: float | None
+    latest_validation: dict[str, Any] | None
+    latest_checkpoint: Checkpoint | None
+    exit: TrialExit | None
+
+
+class Experiment(BaseModel):
+    id: int
+    name: str
+    description: str
+    labels: list[str]
+    state: str
+    progress: float | None
+    searcher_type: str
+    resource_pool: str
+    owner: str
+    start_time: str | None
+    end_time: str | None
+    num_trials: int
+    context_sha256: str | None
+    config: dict[str, Any]
+
+
+class CreateExperimentResponse(BaseModel):
+    experiment: Experiment | None
+    warnings: list[str]
+
+
+class ExperimentList(BaseModel):
+    experiments: list[Experiment]
+
+
+class ExperimentDetail(BaseModel):
+    experiment: Experiment
+    trials: list[Trial]
+
+
+class ExperimentOnly(BaseModel):
+    experiment: Experiment
+
+
+class TrialDetail(BaseModel):
+    trial: Trial
+    checkpoints: list[Checkpoint]
+
+
+class Metric(BaseModel):
+    group: str
+    steps_completed: int
+    metrics: dict[str, Any]
+    report_time: str
+
+
+class MetricList(BaseModel):
+    metrics: list[Metric]
+
+
+class LogLine(BaseModel):
+    timestamp: int
+    message: str
+    rank: int | None = None
+
+
+class LogPage(BaseModel):
+    logs: list[LogLine]
+    next_token: str | None
+    trial_state: str
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+
+
+class ErrorBody(BaseModel):
+    error: str
+    message: str
+    problems: list[dict[str, str]] | None = None
+
+
+class Empty(BaseModel):
+    pass
+
+
+# ---- agent-facing ---------------------------------------------------------------------------------
+
+
+class AgentHeartbeat(_Body):
+    pool: str = Field(min_length=1, max_length=64)
+    slots: int = Field(ge=0, le=1024)
+    running: list[str] = []
+
+
+class LaunchSpec(BaseModel):
+    run_id: str
+    trial_id: int
+    experiment_id: int
+    slots: int
+    entrypoint: list[str]
+    environment: dict[str, str]
+    context_url: str
+    api_url: str
+
+
+class AgentInstructions(BaseModel):
+    launch: list[LaunchSpec]
+    kill: list[str]
+
+
+class RunStarted(_Body):
+    pid: int
+
+
+class RunExited(_Body):
+    exit_code: int
+    reason: str = Field(default="", max_length=4000)
+
+
+class LogBatch(_Body):
+    run_id: str
+    lines: list[LogLine] = Field(max_length=10_000)
+
+
+# ---- trial-facing ---------------------------------------------------------------------------------
+
+
+class TrialInfo(BaseModel):
+    trial_id: int
+    experiment_id: int
+    run_id: str
+    hparams: dict[str, Any]
+    latest_checkpoint: str | None
+    trial_seed: int
+    config: dict[str, Any]
+
+
+class MetricReport(_Body):
+    group: Literal["training", "validation"]
+    steps_completed: int = Field(ge=0)
+    metrics: dict[str, Any]
+
+
+class ProgressReport(_Body):
+    progress: float = Field(ge=0.0, le=1.0)
+
+
+class TrialHeartbeat(_Body):
+    pass
+
+
+class HeartbeatAnswer(BaseModel):
+    preempt: bool
+
+
+class CheckpointUploadRequest(_Body):
+    uuid: str
+    files: list[str] = Field(min_length=1, max_length=10_000)
+
+
+class CheckpointUploadAnswer(BaseModel):
+    prefix: str
+    urls: dict[str, str]
+
+
+class CheckpointReport(_Body):
+    uuid: str
+    steps_completed: int = Field(ge=0)
+    resources: dict[str, int] = {}
+    metadata: dict[str, Any] = {}
+
+
+class CheckpointOnly(BaseModel):
+    checkpoint: Checkpoint
+
+
+class CheckpointDownloads(BaseModel):
+    checkpoint: Checkpoint
+    urls: dict[str, str]

@@ -1,0 +1,28 @@
+"""Adapters over AWS: the only modules of the control plane that import boto3."""
+
+from __future__ import annotations
+
+from chalicelib.aws.checkpoint_table import DynamoCheckpoints, DynamoIds, DynamoMetrics
+from chalicelib.aws.experiment_table import DynamoExperiments
+from chalicelib.aws.logs import CloudWatchLogs
+from chalicelib.aws.messaging import SqsQueues, StepFunctions
+from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
+from chalicelib.aws.storage import S3Blobs
+from chalicelib.aws.trial_table import DynamoTrials
+from chalicelib.services.ports import Ports
+
+
+def aws_ports() -> Ports:
+    return Ports(
+        experiments=DynamoExperiments(),
+        trials=DynamoTrials(),
+        runs=DynamoRuns(),
+        agents=DynamoAgents(),
+        checkpoints=DynamoCheckpoints(),
+        metrics=DynamoMetrics(),
+        ids=DynamoIds(),
+        blobs=S3Blobs(),
+        workflows=StepFunctions(),
+        queues=SqsQueues(),
+        logs=CloudWatchLogs(),
+    )

@@ -1,0 +1,95 @@
+"""Checkpoints, metrics and id counters in DynamoDB."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import dynamo
+
+
+class DynamoCheckpoints:
+    def __init__(self) -> None:
+        self._table = dynamo.table("checkpoints")
+
+    def put(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Store a checkpoint once; a repeated report of the same uuid returns the stored record."""
+        item = dict(record)
+        item["resources"] = dynamo.dumps(item.get("resources", {}))
+        item["metadata"] = dynamo.dumps(item.get("metadata", {}))
+        try:
+            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(#u)",
+                                 ExpressionAttributeNames={"#u": "uuid"})
+        except ClientError as error:
+            if not dynamo.is_condition_failure(error):
+                raise
+        stored = self.get(str(record["uuid"]))
+        assert stored is not None
+        return stored
+
+    def get(self, uuid: str) -> dict[str, Any] | None:
+        item = self._table.get_item(Key={"uuid": uuid}, ConsistentRead=True).get("Item")
+        return _decode(dynamo.plain(item)) if item else None
+
+    def for_trial(self, trial_id: int) -> list[dict[str, Any]]:
+        items = dynamo.query_all(
+            self._table,
+            IndexName="by_trial",
+            KeyConditionExpression="trial_id = :t",
+            ExpressionAttributeValues={":t": trial_id},
+        )
+        return sorted((_decode(i) for i in items), key=lambda c: (c["steps_completed"], c["report_time"]))
+
+
+def _decode(item: dict[str, Any]) -> dict[str, Any]:
+    item["resources"] = json.loads(item["resources"])
+    item["metadata"] = json.loads(item["metadata"])
+    return item
+
+
+class DynamoMetrics:
+    def __init__(self) -> None:
+        self._table = dynamo.table("metrics")
+
+    def put(self, trial_id: int, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> bool:
+        """Store one report; False when that (group, steps_completed) was already reported."""
+        try:
+            self._table.put_item(
+                Item={
+                    "trial_id": trial_id,
+                    "key": f"{group}#{steps_completed:012d}",
+                    "group": group,
+                    "steps_completed": steps_completed,
+                    "metrics": json.dumps(metrics, sort_keys=True),
+                    "report_time": dynamo.now_iso(),
+                },
+                ConditionExpression="attribute_not_exists(#k)",
+                ExpressionAttributeNames={"#k": "key"},
+            )
+        except ClientError as error:
+            if dynamo.is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def list(self, trial_id: int, group: str) -> list[dict[str, Any]]:
+        items = dynamo.query_all(
+            self._table,
+            KeyConditionExpression="trial_id = :t AND begins_with(#k, :g)",
+            ExpressionAttributeNames={"#k": "key"},
+            ExpressionAttributeValues={":t": trial_id, ":g": f"{group}#"},
+        )
+        out = []
+        for item in items:
+            item["metrics"] = json.loads(item["metrics"])
+            item.pop("key", None)
+            out.append(item)
+        return out
+
+
+class DynamoIds:
+    def next(self, counter: str) -> int:
+        return dynamo.next_id(counter)

@@ -1,0 +1,173 @@
+"""Shared DynamoDB plumbing: tables by logical name, value conversion, conditional-write errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import clients
+from chalicelib.settings import get_settings
+
+TABLES = ("experiments", "trials", "runs", "agents", "checkpoints", "metrics", "counters")
+
+
+def table(name: str) -> Any:
+    return clients.resource("dynamodb").Table(get_settings().table(name))
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_epoch() -> float:
+    return time.time()
+
+
+def plain(value: Any) -> Any:
+    """DynamoDB's Decimals to ints and floats, recursively."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def number(value: float | int) -> Decimal:
+    """A float for DynamoDB, which refuses Python floats (NaN and inf are stored as null by callers)."""
+    return Decimal(str(value))
+
+
+def to_dynamo(value: Any) -> Any:
+    """Python floats to Decimals, recursively (boto3 refuses floats)."""
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, Mapping):
+        return {k: to_dynamo(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_dynamo(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def is_condition_failure(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code") in (
+        "ConditionalCheckFailedException",
+        "TransactionCanceledException",
+    )
+
+
+def query_all(tbl: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    while True:
+        page = tbl.query(**kwargs)
+        for item in page.get("Items", []):
+            yield plain(item)
+        if "LastEvaluatedKey" not in page:
+            return
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def next_id(counter: str) -> int:
+    """A monotonically increasing integer id (Determined's ids are small integers)."""
+    answer = table("counters").update_item(
+        Key={"name": counter},
+        UpdateExpression="ADD #v :one",
+        ExpressionAttributeNames={"#v": "value"},
+        ExpressionAttributeValues={":one": 1},
+        ReturnValues="UPDATED_NEW",
+    )
+    return int(answer["Attributes"]["value"])
+
+
+def transition(
+    tbl: Any,
+    key: Mapping[str, Any],
+    target: str,
+    sources: list[str],
+    sets: Mapping[str, Any] | None = None,
+    removes: tuple[str, ...] = (),
+    extra_condition: str = "",
+    extra_values: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """Move a record to `target` if it is in one of `sources`; bump its version.
+
+    Returns the new record, or None when the condition failed (a stale or illegal update), so callers
+    decide whether that is idempotent success (already there) or a conflict.
+    """
+    names: dict[str, str] = {"#state": "state", "#version": "version"}
+    values: dict[str, Any] = {":target": target, ":one": 1}
+    assignments = ["#state = :target", "#version = if_not_exists(#version, :zero) + :one"]
+    values[":zero"] = 0
+    for i, (field, value) in enumerate((sets or {}).items()):
+        names[f"#f{i}"] = field
+        values[f":v{i}"] = to_dynamo(value)
+        assignments.append(f"#f{i} = :v{i}")
+    placeholders = []
+    for i, source in enumerate(sources):
+        values[f":s{i}"] = source
+        placeholders.append(f":s{i}")
+    condition = f"#state IN ({', '.join(placeholders)})"
+    if extra_condition:
+        condition = f"({condition}) AND ({extra_condition})"
+        values.update(extra_values or {})
+    expression = "SET " + ", ".join(assignments)
+    if removes:
+        for i, field in enumerate(removes):
+            names[f"#r{i}"] = field
+        expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
+    try:
+        answer = tbl.update_item(
+            Key=dict(key),
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+    except ClientError as error:
+        if is_condition_failure(error):
+            return None
+        raise
+    return plain(answer["Attributes"])
+
+
+def update_fields(
+    tbl: Any,
+    key: Mapping[str, Any],
+    sets: Mapping[str, Any],
+    condition: str = "attribute_exists(#pk)",
+    condition_values: Mapping[str, Any] | None = None,
+    pk: str = "id",
+) -> dict[str, Any] | None:
+    """Set fields on an existing record; None when the condition failed. `sets` must not be empty."""
+    names = {"#pk": pk}
+    values: dict[str, Any] = dict(condition_values or {})
+    assignments = []
+    for i, (field, value) in enumerate(sets.items()):
+        names[f"#f{i}"] = field
+        values[f":v{i}"] = to_dynamo(value)
+        assignments.append(f"#f{i} = :v{i}")
+    try:
+        answer = tbl.update_item(
+            Key=dict(key),
+            UpdateExpression="SET " + ", ".join(assignments),
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+    except ClientError as error:
+        if is_condition_failure(error):
+            return None
+        raise
+    return plain(answer["Attributes"])

@@ -1,0 +1,73 @@
+"""Experiments in DynamoDB. Each record holds the validated config and the searcher's snapshot."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import dynamo
+from chalicelib.domain.states import EXPERIMENT_TRANSITIONS, ExperimentState, allowed_sources
+
+
+class DynamoExperiments:
+    def __init__(self) -> None:
+        self._table = dynamo.table("experiments")
+
+    def create(self, record: Mapping[str, Any]) -> None:
+        item = dict(record)
+        item["config"] = dynamo.dumps(item["config"])
+        item.setdefault("version", 0)
+        self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(id)")
+
+    def get(self, experiment_id: int) -> dict[str, Any] | None:
+        item = self._table.get_item(Key={"id": experiment_id}, ConsistentRead=True).get("Item")
+        return _decode(dynamo.plain(item)) if item else None
+
+    def list(self, limit: int, offset: int) -> list[dict[str, Any]]:
+        # A scan is fine for the number of experiments one account runs; a GSI by owner comes with users.
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {}
+        while True:
+            page = self._table.scan(**kwargs)
+            items.extend(dynamo.plain(i) for i in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        items.sort(key=lambda i: int(i["id"]), reverse=True)
+        return [_decode(i) for i in items[offset : offset + limit]]
+
+    def transition(self, experiment_id: int, target: str, **sets: Any) -> dict[str, Any] | None:
+        sources = allowed_sources(EXPERIMENT_TRANSITIONS, ExperimentState(target))
+        record = dynamo.transition(self._table, {"id": experiment_id}, target, [str(s) for s in sources], sets)
+        return _decode(record) if record else None
+
+    def save_searcher(self, experiment_id: int, snapshot: Mapping[str, Any], expected_version: int) -> bool:
+        try:
+            self._table.update_item(
+                Key={"id": experiment_id},
+                UpdateExpression="SET searcher = :s, searcher_version = :next",
+                ConditionExpression="attribute_not_exists(searcher_version) OR searcher_version = :expected",
+                ExpressionAttributeValues={
+                    ":s": dynamo.dumps(snapshot),
+                    ":next": expected_version + 1,
+                    ":expected": expected_version,
+                },
+            )
+        except ClientError as error:
+            if dynamo.is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def update(self, experiment_id: int, **sets: Any) -> None:
+        dynamo.update_fields(self._table, {"id": experiment_id}, sets)
+
+
+def _decode(item: dict[str, Any]) -> dict[str, Any]:
+    item["config"] = json.loads(item["config"])
+    if "searcher" in item:
+        item["searcher"] = json.loads(item["searcher"])
+    return item

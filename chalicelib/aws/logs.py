@@ -1,0 +1,97 @@
+"""Trial logs in CloudWatch Logs: a log group for the stack, a stream per trial."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import clients
+from chalicelib.domain.keys import log_stream
+from chalicelib.settings import get_settings
+
+# CloudWatch Logs limits: 10,000 events and ~1 MiB per PutLogEvents call, 256 KiB per event.
+_MAX_EVENTS = 10_000
+_MAX_BATCH_BYTES = 1_000_000
+_MAX_EVENT_BYTES = 200_000
+
+
+class CloudWatchLogs:
+    def __init__(self) -> None:
+        self._logs = clients.client("logs")
+        self._group = get_settings().log_group
+
+    def put(self, trial_id: int, lines: Sequence[Mapping[str, Any]]) -> None:
+        stream = log_stream(trial_id)
+        events = sorted(
+            (
+                {"timestamp": int(line["timestamp"]), "message": _encode(line)}
+                for line in lines
+            ),
+            key=lambda e: e["timestamp"],
+        )
+        batch: list[dict[str, Any]] = []
+        size = 0
+        for event in events:
+            event_size = len(event["message"].encode()) + 26
+            if batch and (len(batch) >= _MAX_EVENTS or size + event_size > _MAX_BATCH_BYTES):
+                self._send(stream, batch)
+                batch, size = [], 0
+            batch.append(event)
+            size += event_size
+        if batch:
+            self._send(stream, batch)
+
+    def _send(self, stream: str, events: list[dict[str, Any]]) -> None:
+        try:
+            self._logs.put_log_events(logGroupName=self._group, logStreamName=stream, logEvents=events)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            try:
+                self._logs.create_log_stream(logGroupName=self._group, logStreamName=stream)
+            except ClientError as create_error:
+                if create_error.response.get("Error", {}).get("Code") != "ResourceAlreadyExistsException":
+                    raise
+            self._logs.put_log_events(logGroupName=self._group, logStreamName=stream, logEvents=events)
+
+    def get(
+        self, trial_id: int, limit: int, next_token: str | None, tail: int | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        kwargs: dict[str, Any] = {
+            "logGroupName": self._group,
+            "logStreamName": log_stream(trial_id),
+            "limit": min(tail or limit, 10_000),
+            "startFromHead": tail is None,
+        }
+        if next_token:
+            kwargs["nextToken"] = next_token
+        try:
+            answer = self._logs.get_log_events(**kwargs)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return [], next_token  # no line yet
+            raise
+        lines = [_decode(e) for e in answer.get("events", [])]
+        return lines, answer.get("nextForwardToken") or next_token
+
+
+def _encode(line: Mapping[str, Any]) -> str:
+    # The rank travels inside the event so one stream keeps the ranks' lines in time order.
+    message = str(line.get("message", ""))[:_MAX_EVENT_BYTES]
+    rank = line.get("rank")
+    return json.dumps({"r": rank, "m": message}) if rank is not None else message
+
+
+def _decode(event: Mapping[str, Any]) -> dict[str, Any]:
+    message = str(event.get("message", ""))
+    rank = None
+    if message.startswith('{"r": '):
+        try:
+            decoded = json.loads(message)
+            message, rank = str(decoded["m"]), decoded["r"]
+        except (ValueError, KeyError):
+            pass
+    return {"timestamp": int(event.get("timestamp", 0)), "message": message, "rank": rank}

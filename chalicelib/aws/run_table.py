@@ -1,0 +1,142 @@
+"""Runs (one attempt of a trial: first a job in its pool's queue, then a process on an agent) and agents.
+
+Sparse GSIs keep the scheduler's reads small: `pending_pool` exists only while a run waits for slots,
+`alloc_pool` only while it holds them, `active_agent` only while an agent should be running it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import dynamo
+from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
+
+
+def _sources(target: RunState) -> list[str]:
+    return [str(s) for s in allowed_sources(RUN_TRANSITIONS, target)]
+
+
+class DynamoRuns:
+    def __init__(self) -> None:
+        self._table = dynamo.table("runs")
+
+    def put_request(self, record: Mapping[str, Any]) -> bool:
+        item = {**record, "state": str(RunState.PENDING), "pending_pool": record["pool"], "version": 0}
+        try:
+            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(run_id)")
+        except ClientError as error:
+            if dynamo.is_condition_failure(error):
+                return False  # a redelivered request: the first one is already queued
+            raise
+        return True
+
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        item = self._table.get_item(Key={"run_id": run_id}, ConsistentRead=True).get("Item")
+        return dynamo.plain(item) if item else None
+
+    def pending(self, pool: str) -> list[dict[str, Any]]:
+        return list(
+            dynamo.query_all(
+                self._table,
+                IndexName="pending",
+                KeyConditionExpression="pending_pool = :p",
+                ExpressionAttributeValues={":p": pool},
+            )
+        )
+
+    def allocated(self, pool: str) -> list[dict[str, Any]]:
+        return list(
+            dynamo.query_all(
+                self._table,
+                IndexName="allocated",
+                KeyConditionExpression="alloc_pool = :p",
+                ExpressionAttributeValues={":p": pool},
+            )
+        )
+
+    def for_agent(self, agent_id: str) -> list[dict[str, Any]]:
+        return list(
+            dynamo.query_all(
+                self._table,
+                IndexName="by_agent",
+                KeyConditionExpression="active_agent = :a",
+                ExpressionAttributeValues={":a": agent_id},
+            )
+        )
+
+    def assign(self, run_id: str, agent_id: str) -> dict[str, Any] | None:
+        run = self.get(run_id)
+        if run is None:
+            return None
+        return dynamo.transition(
+            self._table,
+            {"run_id": run_id},
+            str(RunState.ASSIGNED),
+            _sources(RunState.ASSIGNED),
+            sets={"agent_id": agent_id, "alloc_pool": run["pool"], "assigned_at": dynamo.now_iso()},
+            removes=("pending_pool",),
+        )
+
+    def launch(self, run_id: str, launch_token: str) -> dict[str, Any] | None:
+        run = self.get(run_id)
+        if run is None:
+            return None
+        return dynamo.transition(
+            self._table,
+            {"run_id": run_id},
+            str(RunState.LAUNCHING),
+            _sources(RunState.LAUNCHING),
+            sets={"launch_token": launch_token, "active_agent": run["agent_id"], "launched_at": dynamo.now_iso()},
+        )
+
+    def start(self, run_id: str, agent_id: str, pid: int) -> dict[str, Any] | None:
+        return dynamo.transition(
+            self._table,
+            {"run_id": run_id},
+            str(RunState.RUNNING),
+            _sources(RunState.RUNNING),
+            sets={"pid": pid, "started_at": dynamo.now_iso()},
+            extra_condition="agent_id = :agent",
+            extra_values={":agent": agent_id},
+        )
+
+    def exit(self, run_id: str, exit_code: int, reason: str) -> dict[str, Any] | None:
+        return dynamo.transition(
+            self._table,
+            {"run_id": run_id},
+            str(RunState.EXITED),
+            _sources(RunState.EXITED),
+            sets={"exit_code": exit_code, "reason": reason[:1000], "exited_at": dynamo.now_iso()},
+            removes=("pending_pool", "alloc_pool", "active_agent"),
+        )
+
+
+class DynamoAgents:
+    def __init__(self) -> None:
+        self._table = dynamo.table("agents")
+
+    def heartbeat(self, agent_id: str, pool: str, slots: int) -> bool:
+        """Record the agent; True when it is new or its capacity changed (the scheduler should run)."""
+        answer = self._table.update_item(
+            Key={"agent_id": agent_id},
+            UpdateExpression="SET #pool = :p, slots = :s, last_seen = :t",
+            ExpressionAttributeNames={"#pool": "pool"},
+            ExpressionAttributeValues={":p": pool, ":s": slots, ":t": dynamo.number(dynamo.now_epoch())},
+            ReturnValues="ALL_OLD",
+        )
+        old = dynamo.plain(answer.get("Attributes") or {})
+        return old.get("slots") != slots or old.get("pool") != pool
+
+    def alive(self, pool: str, timeout_s: float) -> list[dict[str, Any]]:
+        items = dynamo.query_all(
+            self._table,
+            IndexName="by_pool",
+            KeyConditionExpression="#pool = :p",
+            ExpressionAttributeNames={"#pool": "pool"},
+            ExpressionAttributeValues={":p": pool},
+        )
+        horizon = dynamo.now_epoch() - timeout_s
+        return [i for i in items if float(i["last_seen"]) >= horizon]

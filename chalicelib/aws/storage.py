@@ -1,0 +1,45 @@
+"""S3: existence checks and presigned URLs. Bytes never pass through the API (API Gateway caps bodies
+at 10 MB): the CLI, the agent and the harness move them straight to and from S3."""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import clients
+from chalicelib.settings import get_settings
+
+
+class S3Blobs:
+    def __init__(self) -> None:
+        self._s3 = clients.client("s3")
+        self._settings = get_settings()
+
+    def exists(self, key: str) -> bool:
+        try:
+            self._s3.head_object(Bucket=self._settings.bucket, Key=key)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    def presign_put(self, key: str) -> str:
+        return str(
+            self._s3.generate_presigned_url(
+                "put_object",
+                Params={"Bucket": self._settings.bucket, "Key": key},
+                ExpiresIn=self._settings.presign_expiry_s,
+            )
+        )
+
+    def presign_get(self, key: str) -> str:
+        return str(
+            self._s3.generate_presigned_url(
+                "get_object",
+                Params={"Bucket": self._settings.bucket, "Key": key},
+                ExpiresIn=self._settings.presign_expiry_s,
+            )
+        )
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self._settings.bucket}/{key}"

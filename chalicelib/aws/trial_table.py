@@ -1,0 +1,113 @@
+"""Trials in DynamoDB, with a GSI by experiment and the summary fields `det` shows."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import dynamo
+from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
+
+
+class DynamoTrials:
+    def __init__(self) -> None:
+        self._table = dynamo.table("trials")
+
+    def create(self, record: Mapping[str, Any]) -> None:
+        item = dict(record)
+        item["hparams"] = dynamo.dumps(item["hparams"])
+        item.setdefault("version", 0)
+        self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(id)")
+
+    def get(self, trial_id: int) -> dict[str, Any] | None:
+        item = self._table.get_item(Key={"id": trial_id}, ConsistentRead=True).get("Item")
+        return _decode(dynamo.plain(item)) if item else None
+
+    def for_experiment(self, experiment_id: int) -> list[dict[str, Any]]:
+        items = dynamo.query_all(
+            self._table,
+            IndexName="by_experiment",
+            KeyConditionExpression="experiment_id = :e",
+            ExpressionAttributeValues={":e": experiment_id},
+        )
+        return sorted((_decode(i) for i in items), key=lambda t: int(t["id"]))
+
+    def transition(self, trial_id: int, target: str, **sets: Any) -> dict[str, Any] | None:
+        sources = allowed_sources(TRIAL_TRANSITIONS, TrialState(target))
+        record = dynamo.transition(self._table, {"id": trial_id}, target, [str(s) for s in sources], sets)
+        return _decode(record) if record else None
+
+    def update(self, trial_id: int, **sets: Any) -> None:
+        dynamo.update_fields(self._table, {"id": trial_id}, sets)
+
+    def record_training(self, trial_id: int, steps_completed: int) -> None:
+        self._raise_total(trial_id, steps_completed)
+
+    def record_validation(
+        self,
+        trial_id: int,
+        steps_completed: int,
+        metrics: Mapping[str, Any],
+        searcher_value: float | None,
+        smaller_is_better: bool,
+    ) -> None:
+        self._raise_total(trial_id, steps_completed)
+        self._conditional_set(
+            trial_id,
+            "SET latest_validation = :m, latest_validation_steps = :s",
+            "attribute_not_exists(latest_validation_steps) OR latest_validation_steps <= :s",
+            {":m": dynamo.dumps(_finite(metrics)), ":s": steps_completed},
+        )
+        if searcher_value is None or not math.isfinite(searcher_value):
+            return
+        better = "<" if smaller_is_better else ">"
+        self._conditional_set(
+            trial_id,
+            "SET best_validation = :b",
+            f"attribute_not_exists(best_validation) OR :b {better} best_validation",
+            {":b": dynamo.number(searcher_value)},
+        )
+
+    def set_latest_checkpoint(self, trial_id: int, uuid: str, steps_completed: int) -> None:
+        self._conditional_set(
+            trial_id,
+            "SET latest_checkpoint = :u, latest_checkpoint_steps = :s",
+            "attribute_not_exists(latest_checkpoint_steps) OR latest_checkpoint_steps <= :s",
+            {":u": uuid, ":s": steps_completed},
+        )
+
+    def _raise_total(self, trial_id: int, steps_completed: int) -> None:
+        self._conditional_set(
+            trial_id,
+            "SET total_batches = :s",
+            "attribute_not_exists(total_batches) OR total_batches < :s",
+            {":s": steps_completed},
+        )
+
+    def _conditional_set(self, trial_id: int, expression: str, condition: str, values: dict[str, Any]) -> None:
+        # A failed condition means a newer value is already there: not an error (reports may race).
+        try:
+            self._table.update_item(
+                Key={"id": trial_id},
+                UpdateExpression=expression,
+                ConditionExpression=f"attribute_exists(id) AND ({condition})",
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if not dynamo.is_condition_failure(error):
+                raise
+
+
+def _finite(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()}
+
+
+def _decode(item: dict[str, Any]) -> dict[str, Any]:
+    item["hparams"] = json.loads(item["hparams"])
+    if "latest_validation" in item:
+        item["latest_validation"] = json.loads(item["latest_validation"])
+    return item

@@ -1,0 +1,65 @@
+"""Names and keys shared by every part of the control plane: S3 keys, run ids, execution names.
+
+The S3 layout is a contract with the CLI and the harness (docs/contracts.md §3).
+"""
+
+from __future__ import annotations
+
+import re
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_RUN_ID = re.compile(r"^(\d+)\.(\d+)$")
+
+
+def is_sha256(value: str) -> bool:
+    return bool(_SHA256.match(value))
+
+
+def is_uuid(value: str) -> bool:
+    return bool(_UUID.match(value))
+
+
+def context_key(sha256: str) -> str:
+    if not is_sha256(sha256):
+        raise ValueError(f"context sha256 must be 64 lowercase hex digits, got {sha256!r}")
+    return f"contexts/{sha256}.tar.zst"
+
+
+def checkpoint_prefix(experiment_id: int, trial_id: int, uuid: str) -> str:
+    if not is_uuid(uuid):
+        raise ValueError(f"checkpoint uuid must be a lowercase UUID, got {uuid!r}")
+    return f"checkpoints/{experiment_id}/{trial_id}/{uuid}/"
+
+
+def checkpoint_object_key(experiment_id: int, trial_id: int, uuid: str, relative_path: str) -> str:
+    """The key of one checkpoint file; refuses paths that would leave the checkpoint's prefix."""
+    parts = relative_path.split("/")
+    if (
+        not relative_path
+        or relative_path.startswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+        or "\\" in relative_path
+    ):
+        raise ValueError(f"checkpoint file path {relative_path!r} must be relative with no '..' or empty parts")
+    return checkpoint_prefix(experiment_id, trial_id, uuid) + relative_path
+
+
+def run_id(trial_id: int, attempt: int) -> str:
+    return f"{trial_id}.{attempt}"
+
+
+def parse_run_id(value: str) -> tuple[int, int]:
+    match = _RUN_ID.match(value)
+    if not match:
+        raise ValueError(f"run id must look like '<trial>.<attempt>', got {value!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def execution_name(trial_id: int, generation: int) -> str:
+    """One Step Functions execution per trial run; starting the same name twice is a no-op in AWS."""
+    return f"trial-{trial_id}-{generation}"
+
+
+def log_stream(trial_id: int) -> str:
+    return f"trial-{trial_id}"

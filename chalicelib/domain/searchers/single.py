@@ -1,0 +1,68 @@
+"""Determined's `single` searcher: one trial with hyperparameters sampled once, run to max_length."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.domain import hparams as hp
+from chalicelib.domain.searchers.base import (
+    CreateTrial,
+    Event,
+    Operation,
+    SearcherBase,
+    Shutdown,
+    TrialCreated,
+    TrialExited,
+)
+
+
+@dataclass
+class SingleSearcher(SearcherBase):
+    space: Mapping[str, Any] | None = None
+    seed: int = 0
+    name: str = "single"
+
+    def initial_operations(self) -> list[Operation]:
+        if self.trials:
+            return []
+        rng = random.Random(self.seed)
+        return [CreateTrial(request_id="single-0", hparams=hp.sample(self.space or {}, rng))]
+
+    def on_event(self, event: Event) -> list[Operation]:
+        if not self._first_time(event.event_id):
+            return []
+        if isinstance(event, TrialCreated):
+            self.trials[event.request_id] = event.trial_id
+        elif isinstance(event, TrialExited):
+            self.exited[event.trial_id] = event.failed
+            if not self.shut_down:
+                self.shut_down = True
+                return [Shutdown(failure=event.failed)]
+        return []
+
+    def progress(self) -> float:
+        return 1.0 if self.shut_down else 0.0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "seen_events": list(self.seen_events),
+            "trials": dict(self.trials),
+            "exited": {str(k): v for k, v in self.exited.items()},
+            "shut_down": self.shut_down,
+        }
+
+    @classmethod
+    def restore(cls, snapshot: Mapping[str, Any], space: Mapping[str, Any]) -> SingleSearcher:
+        return cls(
+            space=space,
+            seed=int(snapshot.get("seed", 0)),
+            seen_events=list(snapshot.get("seen_events", [])),
+            trials={str(k): int(v) for k, v in snapshot.get("trials", {}).items()},
+            exited={int(k): bool(v) for k, v in snapshot.get("exited", {}).items()},
+            shut_down=bool(snapshot.get("shut_down", False)),
+        )

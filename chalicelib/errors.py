@@ -1,0 +1,64 @@
+"""Errors of the control plane, declared as data: each class carries its wire code and HTTP status.
+
+    StratusError
+    ├── BadRequestError        400  a value is malformed; the message names it and the fix
+    │   └── ConfigInvalidError 400  an experiment config with problems (listed by path)
+    ├── UnauthorizedError      401  missing or wrong token
+    ├── ForbiddenError         403  a token used outside its trial or agent
+    ├── NotFoundError          404  an unknown experiment, trial, checkpoint or run id
+    ├── ConflictError          409  a stale update, or an operation the current state forbids
+    └── PayloadTooLargeError   413
+
+The API's one error middleware turns any of these into `{"error": code, "message": ...}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class StratusError(Exception):
+    code: ClassVar[str] = "InternalError"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message, **self.details}
+
+
+class BadRequestError(StratusError):
+    code = "BadRequest"
+    status = 400
+
+
+class ConfigInvalidError(BadRequestError):
+    code = "ConfigInvalid"
+
+
+class UnauthorizedError(StratusError):
+    code = "Unauthorized"
+    status = 401
+
+
+class ForbiddenError(StratusError):
+    code = "Forbidden"
+    status = 403
+
+
+class NotFoundError(StratusError):
+    code = "NotFound"
+    status = 404
+
+
+class ConflictError(StratusError):
+    code = "Conflict"
+    status = 409
+
+
+class PayloadTooLargeError(StratusError):
+    code = "PayloadTooLarge"
+    status = 413

@@ -1,0 +1,108 @@
+"""Use cases on experiments: create (validate, record, start the searcher), activate, read."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib import config as cfg
+from chalicelib.domain import keys
+from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
+from chalicelib.domain.states import ExperimentState
+from chalicelib.errors import BadRequestError, ConfigInvalidError, ConflictError, NotFoundError
+from chalicelib.services import searching
+from chalicelib.services.clock import now_iso
+from chalicelib.services.ports import Ports, Record
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    experiment: Record | None
+    warnings: list[str]
+
+
+def validate(raw_config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The config with defaults filled in (JSON form) and its warnings, or ConfigInvalidError."""
+    try:
+        parsed = cfg.parse_experiment_config(raw_config)
+    except cfg.ConfigInvalidError as error:
+        problems = [{"path": p.path, "message": p.message} for p in error.problems]
+        raise ConfigInvalidError(str(error), problems=problems) from error
+    config = parsed.config.model_dump(mode="json")
+    searcher = config["searcher"]["name"]
+    try:
+        new_searcher(searcher, config.get("hyperparameters") or {}, 0)
+    except SearcherNotSupportedError as error:
+        problem = {"path": "searcher.name", "message": str(error)}
+        raise ConfigInvalidError(f"config has 1 problem: searcher.name: {error}", problems=[problem]) from error
+    return config, list(parsed.warnings)
+
+
+def create(
+    ports: Ports,
+    raw_config: Mapping[str, Any],
+    context_sha256: str | None,
+    *,
+    validate_only: bool = False,
+    activate: bool = True,
+    owner: str = "user",
+) -> CreateResult:
+    config, warnings = validate(raw_config)
+    if validate_only:
+        return CreateResult(experiment=None, warnings=warnings)
+    if not context_sha256 or not keys.is_sha256(context_sha256):
+        raise BadRequestError(
+            f"context_sha256 {context_sha256!r} is not a SHA-256 hex digest; upload the context through POST /contexts first"
+        )
+    if not ports.blobs.exists(keys.context_key(context_sha256)):
+        raise BadRequestError(
+            f"context {context_sha256[:12]}… is not in S3; upload it through the URL POST /contexts returns, then retry"
+        )
+    experiment_id = ports.ids.next("experiment")
+    reproducibility = config.setdefault("reproducibility", {}) or {}
+    if reproducibility.get("experiment_seed") is None:
+        # Determined seeds from the submission time; keep it in the stored config so it is reproducible.
+        reproducibility["experiment_seed"] = int(time.time()) % 2**31
+        config["reproducibility"] = reproducibility
+    if not config.get("name"):
+        config["name"] = f"Experiment {experiment_id}"
+    resources = config.get("resources") or {}
+    record = {
+        "id": experiment_id,
+        "state": str(ExperimentState.ACTIVE if activate else ExperimentState.PAUSED),
+        "name": config["name"],
+        "description": config.get("description") or "",
+        "labels": list(config.get("labels") or []),
+        "owner": owner,
+        "config": config,
+        "context_sha256": context_sha256,
+        "searcher_type": config["searcher"]["name"],
+        "resource_pool": resources.get("resource_pool") or "default",
+        "start_time": now_iso(),
+        "num_trials": 0,
+    }
+    ports.experiments.create(record)
+    if activate:
+        searching.start(ports, experiment_id)
+    stored = ports.experiments.get(experiment_id)
+    return CreateResult(experiment=stored, warnings=warnings)
+
+
+def activate(ports: Ports, experiment_id: int) -> Record:
+    experiment = get(ports, experiment_id)
+    if experiment["state"] == ExperimentState.ACTIVE:
+        return experiment
+    if ports.experiments.transition(experiment_id, str(ExperimentState.ACTIVE)) is None:
+        raise ConflictError(f"experiment {experiment_id} is {experiment['state']} and cannot be activated")
+    searching.start(ports, experiment_id)
+    return get(ports, experiment_id)
+
+
+def get(ports: Ports, experiment_id: int) -> Record:
+    experiment = ports.experiments.get(experiment_id)
+    if experiment is None:
+        raise NotFoundError(f"experiment {experiment_id} not found; `det experiment list` shows the ids")
+    return experiment
+

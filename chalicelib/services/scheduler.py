@@ -1,0 +1,76 @@
+"""The scheduler consumer: queue slot requests, then hand out slots in each pool.
+
+Messages arrive on a FIFO queue grouped by pool, so one pool is scheduled by one consumer at a time.
+Three kinds: `request` (a run's task token asking for slots, sent by the state machine), `release`
+(a run ended) and `capacity` (an agent appeared or changed). All of them end with a scheduling pass,
+which is idempotent: it reads the pool's state from DynamoDB and only grants what is still pending.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, assign_fifo
+from chalicelib.domain.states import RunState
+from chalicelib.services.clock import now_iso
+from chalicelib.services.ports import Ports
+from chalicelib.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+
+def handle_message(ports: Ports, body: Mapping[str, Any]) -> None:
+    kind = body.get("type")
+    if kind == "request":
+        ports.runs.put_request(
+            {
+                "run_id": str(body["run_id"]),
+                "trial_id": int(body["trial_id"]),
+                "experiment_id": int(body["experiment_id"]),
+                "pool": str(body["pool"]),
+                "slots": int(body["slots"]),
+                "priority": int(body["priority"]),
+                "slot_token": str(body["token"]),
+                "queued_at": now_iso(),
+            }
+        )
+    elif kind not in ("release", "capacity"):
+        raise ValueError(f"unknown scheduler message type {kind!r}")
+    schedule_pool(ports, str(body["pool"]))
+
+
+def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
+    """One scheduling pass; returns the (run_id, agent_id) pairs granted now."""
+    pending = ports.runs.pending(pool)
+    if not pending:
+        return []
+    used: dict[str, int] = {}
+    for run in ports.runs.allocated(pool):
+        used[run["agent_id"]] = used.get(run["agent_id"], 0) + int(run["slots"])
+    agents = [
+        AgentCapacity(agent_id=a["agent_id"], slots=int(a["slots"]), used=used.get(a["agent_id"], 0))
+        for a in ports.agents.alive(pool, get_settings().agent_timeout_s)
+    ]
+    requests = [
+        SlotRequest(run_id=r["run_id"], slots=int(r["slots"]), priority=int(r["priority"]), queued_at=r["queued_at"])
+        for r in pending
+    ]
+    tokens = {r["run_id"]: r["slot_token"] for r in pending}
+    granted = []
+    for assignment in assign_fifo(requests, agents):
+        if ports.runs.assign(assignment.run_id, assignment.agent_id) is None:
+            continue  # assigned by an earlier delivery of this message
+        if ports.workflows.succeed(tokens[assignment.run_id], {"agent_id": assignment.agent_id}):
+            granted.append((assignment.run_id, assignment.agent_id))
+        else:
+            # The execution is gone (stopped or timed out): give the slots back.
+            ports.runs.exit(assignment.run_id, -1, "its workflow ended before it was launched")
+    if granted:
+        log.info("pool %s: granted %s", pool, granted)
+    return granted
+
+
+def is_live(state: str) -> bool:
+    return state in (RunState.ASSIGNED, RunState.LAUNCHING, RunState.RUNNING)

@@ -1,0 +1,41 @@
+"""Run tokens: bearer tokens that let one trial process call the trial-facing API for its own trial.
+
+A token is `<run_id>.<hmac>`; it is derived, not stored, so the API checks it without a table read and a
+leaked table never leaks tokens. The run must also still be live (checked by the caller).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from chalicelib.errors import ForbiddenError, UnauthorizedError
+
+
+def run_token(secret: str, run_id: str) -> str:
+    digest = hmac.new(secret.encode(), f"run:{run_id}".encode(), hashlib.sha256).hexdigest()
+    return f"{run_id}.{digest}"
+
+
+def run_id_from_token(secret: str, header: str | None) -> str:
+    token = _bearer(header)
+    run_id, _, _ = token.rpartition(".")
+    if not run_id or not hmac.compare_digest(run_token(secret, run_id), token):
+        raise UnauthorizedError("the run token is not valid; trial calls must use the token the agent passed in STRATUS_RUN_TOKEN")
+    return run_id
+
+
+def check_agent_token(expected: str, header: str | None) -> None:
+    if not hmac.compare_digest(expected.encode(), _bearer(header).encode()):
+        raise UnauthorizedError("the agent token is not valid; start the agent with the stack's STRATUS_AGENT_TOKEN")
+
+
+def _bearer(header: str | None) -> str:
+    if not header or not header.startswith("Bearer "):
+        raise UnauthorizedError("missing 'Authorization: Bearer <token>' header")
+    return header[len("Bearer ") :].strip()
+
+
+def require_trial(run_trial_id: int, path_trial_id: int) -> None:
+    if run_trial_id != path_trial_id:
+        raise ForbiddenError(f"this run token belongs to trial {run_trial_id}, not trial {path_trial_id}")

@@ -1,0 +1,158 @@
+"""What a running trial may do, each call checked against its run token: report metrics and progress,
+store and restore checkpoints, send heartbeats, and (through its agent) ship logs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from chalicelib.domain import keys
+from chalicelib.domain.states import RunState
+from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
+from chalicelib.services import tokens
+from chalicelib.services.clock import now_iso
+from chalicelib.services.ports import Ports, Record
+from chalicelib.settings import get_settings
+
+METRIC_GROUPS = ("training", "validation")
+MAX_CHECKPOINT_FILES = 10_000
+
+
+def authorize_run(ports: Ports, header: str | None, trial_id: int | None) -> Record:
+    """The live run behind a bearer token, which must belong to `trial_id` when one is named."""
+    run_id = tokens.run_id_from_token(get_settings().token_secret, header)
+    run = ports.runs.get(run_id)
+    if run is None:
+        raise ForbiddenError(f"run {run_id} does not exist")
+    if trial_id is not None:
+        tokens.require_trial(int(run["trial_id"]), trial_id)
+    if run["state"] == RunState.EXITED:
+        raise ForbiddenError(f"run {run_id} has exited; its token is no longer valid")
+    return run
+
+
+def trial_info(ports: Ports, run: Record) -> dict[str, Any]:
+    trial = _trial(ports, int(run["trial_id"]))
+    experiment = ports.experiments.get(int(run["experiment_id"]))
+    assert experiment is not None
+    return {
+        "trial_id": int(trial["id"]),
+        "experiment_id": int(experiment["id"]),
+        "run_id": run["run_id"],
+        "hparams": trial["hparams"],
+        "latest_checkpoint": trial.get("latest_checkpoint"),
+        "trial_seed": int(trial.get("trial_seed", 0)),
+        "config": experiment["config"],
+    }
+
+
+def report_metrics(ports: Ports, run: Record, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> None:
+    if group not in METRIC_GROUPS:
+        raise BadRequestError(f"metric group {group!r} is not one of {', '.join(METRIC_GROUPS)}")
+    if steps_completed < 0:
+        raise BadRequestError(f"steps_completed must be ≥ 0, got {steps_completed}")
+    trial_id = int(run["trial_id"])
+    first_time = ports.metrics.put(trial_id, group, steps_completed, metrics)
+    if group == "training":
+        ports.trials.record_training(trial_id, steps_completed)
+        return
+    experiment = ports.experiments.get(int(run["experiment_id"]))
+    assert experiment is not None
+    searcher = experiment["config"]["searcher"]
+    value = metrics.get(searcher["metric"])
+    searcher_value = float(value) if isinstance(value, int | float) and math.isfinite(float(value)) else None
+    ports.trials.record_validation(
+        trial_id, steps_completed, metrics, searcher_value, bool(searcher.get("smaller_is_better", True))
+    )
+    if first_time and searcher_value is not None:
+        ports.queues.to_events(
+            {
+                "type": "validation",
+                "event_id": f"validation-{trial_id}-{steps_completed}",
+                "experiment_id": int(run["experiment_id"]),
+                "trial_id": trial_id,
+                "steps_completed": steps_completed,
+                "metric": searcher_value,
+            }
+        )
+
+
+def report_progress(ports: Ports, run: Record, progress: float) -> None:
+    if not 0.0 <= progress <= 1.0:
+        raise BadRequestError(f"progress must be between 0 and 1, got {progress}")
+    ports.trials.update(int(run["trial_id"]), progress=progress)
+
+
+def heartbeat(ports: Ports, run: Record) -> dict[str, Any]:
+    return {"preempt": bool(run.get("preempt", False))}
+
+
+def checkpoint_uploads(ports: Ports, run: Record, uuid: str, files: Sequence[str]) -> dict[str, Any]:
+    if not keys.is_uuid(uuid):
+        raise BadRequestError(f"checkpoint uuid {uuid!r} is not a lowercase UUID; use uuid.uuid4()")
+    if not files or len(files) > MAX_CHECKPOINT_FILES:
+        raise BadRequestError(f"a checkpoint needs 1 to {MAX_CHECKPOINT_FILES} files, got {len(files)}")
+    if ports.checkpoints.get(uuid) is not None:
+        raise ConflictError(f"checkpoint {uuid} is already reported; store a new checkpoint under a new uuid")
+    experiment_id, trial_id = int(run["experiment_id"]), int(run["trial_id"])
+    urls = {}
+    for path in files:
+        try:
+            key = keys.checkpoint_object_key(experiment_id, trial_id, uuid, path)
+        except ValueError as error:
+            raise BadRequestError(str(error)) from error
+        urls[path] = ports.blobs.presign_put(key)
+    return {"prefix": keys.checkpoint_prefix(experiment_id, trial_id, uuid), "urls": urls}
+
+
+def report_checkpoint(
+    ports: Ports, run: Record, uuid: str, steps_completed: int, resources: Mapping[str, int], metadata: Mapping[str, Any]
+) -> Record:
+    if not keys.is_uuid(uuid):
+        raise BadRequestError(f"checkpoint uuid {uuid!r} is not a lowercase UUID; use uuid.uuid4()")
+    experiment_id, trial_id = int(run["experiment_id"]), int(run["trial_id"])
+    marker = keys.checkpoint_object_key(experiment_id, trial_id, uuid, "metadata.json")
+    if not ports.blobs.exists(marker):
+        raise ConflictError(
+            f"checkpoint {uuid} has no metadata.json in S3 yet; upload every file, metadata.json last, then report it"
+        )
+    existing = ports.checkpoints.get(uuid)
+    if existing is not None and int(existing["trial_id"]) != trial_id:
+        raise ForbiddenError(f"checkpoint {uuid} belongs to trial {existing['trial_id']}")
+    record = ports.checkpoints.put(
+        {
+            "uuid": uuid,
+            "trial_id": trial_id,
+            "experiment_id": experiment_id,
+            "run_id": run["run_id"],
+            "steps_completed": steps_completed,
+            "state": "COMPLETED",
+            "resources": dict(resources),
+            "metadata": dict(metadata),
+            "report_time": now_iso(),
+        }
+    )
+    ports.trials.set_latest_checkpoint(trial_id, uuid, steps_completed)
+    return record
+
+
+def checkpoint_downloads(ports: Ports, run: Record, uuid: str) -> dict[str, Any]:
+    checkpoint = ports.checkpoints.get(uuid)
+    if checkpoint is None:
+        raise NotFoundError(f"checkpoint {uuid} not found")
+    if int(checkpoint["experiment_id"]) != int(run["experiment_id"]):
+        raise ForbiddenError(f"checkpoint {uuid} belongs to another experiment")
+    if checkpoint["state"] != "COMPLETED":
+        raise ConflictError(f"checkpoint {uuid} is {checkpoint['state']} and cannot be restored")
+    experiment_id, trial_id = int(checkpoint["experiment_id"]), int(checkpoint["trial_id"])
+    files = sorted(set(checkpoint["resources"]) | {"metadata.json"})
+    urls = {p: ports.blobs.presign_get(keys.checkpoint_object_key(experiment_id, trial_id, uuid, p)) for p in files}
+    return {"checkpoint": checkpoint, "urls": urls}
+
+
+def _trial(ports: Ports, trial_id: int) -> Record:
+    trial = ports.trials.get(trial_id)
+    if trial is None:
+        raise NotFoundError(f"trial {trial_id} not found; `det experiment describe` lists an experiment's trials")
+    return trial

@@ -1,0 +1,75 @@
+"""The control plane's settings: the one place that reads environment variables.
+
+In AWS the variables are set on every Lambda by `infra/`; on the embedded local stack, `infra.local_stack`
+sets them before the app is imported. Read lazily, so tests can set the environment first.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Settings:
+    stack: str
+    region: str
+    endpoint_url: str | None
+    bucket: str
+    table_prefix: str
+    scheduler_queue_url: str
+    launch_queue_url: str
+    events_queue_url: str
+    state_machine_arn: str
+    log_group: str
+    api_url: str
+    token_secret: str
+    agent_token: str
+    agent_timeout_s: float
+    presign_expiry_s: int
+
+    def table(self, name: str) -> str:
+        return f"{self.table_prefix}{name}"
+
+
+def _required(name: str) -> str:
+    value = os.environ.get(name, "")
+    if not value:
+        raise RuntimeError(f"environment variable {name} is not set; the stack's deployment sets it")
+    return value
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    stack = os.environ.get("STRATUS_STACK", "stratus")
+    return Settings(
+        stack=stack,
+        region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None,
+        bucket=_required("STRATUS_BUCKET"),
+        table_prefix=os.environ.get("STRATUS_TABLE_PREFIX", f"{stack}-"),
+        scheduler_queue_url=_required("STRATUS_SCHEDULER_QUEUE_URL"),
+        launch_queue_url=_required("STRATUS_LAUNCH_QUEUE_URL"),
+        events_queue_url=_required("STRATUS_EVENTS_QUEUE_URL"),
+        state_machine_arn=_required("STRATUS_STATE_MACHINE_ARN"),
+        log_group=os.environ.get("STRATUS_LOG_GROUP", f"/{stack}/trials"),
+        api_url=os.environ.get("STRATUS_API_URL", ""),
+        token_secret=_required("STRATUS_TOKEN_SECRET"),
+        agent_token=_required("STRATUS_AGENT_TOKEN"),
+        agent_timeout_s=float(os.environ.get("STRATUS_AGENT_TIMEOUT_S", "30")),
+        presign_expiry_s=int(os.environ.get("STRATUS_PRESIGN_EXPIRY_S", "3600")),
+    )
+
+
+def reset_settings() -> None:
+    """Forget the cached settings (tests and the local stack change the environment)."""
+    get_settings.cache_clear()
+
+
+QUEUES = {"scheduler": "scheduler.fifo", "launch": "launch", "events": "trial-events"}
+
+
+def queue_name(kind: str) -> str:
+    """The SQS queue of a kind. Read at import by the event decorators, so only the stack name is used."""
+    return f"{os.environ.get('STRATUS_STACK', 'stratus')}-{QUEUES[kind]}"

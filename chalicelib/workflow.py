@@ -1,0 +1,203 @@
+"""The trial-run state machine, compiled to Amazon States Language as a plain dict.
+
+One Standard execution drives one trial from the queue to its end:
+
+    Enqueue ─► RequestSlots ─► Launch ─► Release ─► Exited? ─0─► Complete ─► NotifyCompleted
+       ▲          (token to the      (token to the                 │
+       │           scheduler queue)   launch queue, answered       └─≠0─► CanRestart? ─► Errored ─► NotifyErrored
+       └──────── restart ◄──────────  by the agent's exit)                    │
+                                                                              └─ attempts left: back to Enqueue
+
+Waiting is done with `sqs:sendMessage.waitForTaskToken`, never with polling loops (an execution's
+history is capped at 25,000 events). State writes use the DynamoDB integration directly, with
+conditions built from the transition tables in `chalicelib.domain.states`, so a trial that was
+canceled meanwhile is never resurrected. No Lambda invoke is used: moto cannot run Lambda code without
+Docker, and direct integrations are cheaper anyway.
+
+Input: {"trial_id", "experiment_id", "pool", "slots", "priority", "max_restarts"}.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
+
+
+@dataclass(frozen=True)
+class WorkflowResources:
+    trials_table: str
+    scheduler_queue_url: str
+    launch_queue_url: str
+    events_queue_url: str
+
+
+_TRIAL_KEY = {"id": {"N.$": "States.Format('{}', $.trial_id)"}}
+
+
+def _set_trial_state(table: str, target: TrialState, extra: str = "", extra_values: dict[str, Any] | None = None) -> dict[str, Any]:
+    sources = allowed_sources(TRIAL_TRANSITIONS, target)
+    values: dict[str, Any] = {
+        ":target": {"S": str(target)},
+        ":one": {"N": "1"},
+        ":zero": {"N": "0"},
+    }
+    placeholders = []
+    for i, source in enumerate(sources):
+        values[f":s{i}"] = {"S": str(source)}
+        placeholders.append(f":s{i}")
+    values.update(extra_values or {})
+    update = "SET #state = :target, #version = if_not_exists(#version, :zero) + :one" + extra
+    return {
+        "TableName": table,
+        "Key": _TRIAL_KEY,
+        "UpdateExpression": update,
+        "ConditionExpression": f"#state IN ({', '.join(placeholders)})",
+        "ExpressionAttributeNames": {"#state": "state", "#version": "version"},
+        "ExpressionAttributeValues": values,
+    }
+
+
+def _notify(queue_url: str, state: TrialState, next_state: str) -> dict[str, Any]:
+    return {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::sqs:sendMessage",
+        "Parameters": {
+            "QueueUrl": queue_url,
+            "MessageBody": {
+                "type": "trial_exited",
+                "event_id.$": "States.Format('exit-{}', $.run.run_id)",
+                "trial_id.$": "$.trial_id",
+                "experiment_id.$": "$.experiment_id",
+                "state": str(state),
+            },
+        },
+        "ResultPath": None,
+        "Next": next_state,
+    }
+
+
+def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
+    enqueue = _set_trial_state(res.trials_table, TrialState.QUEUED, " ADD attempts :one")
+    enqueue["ReturnValues"] = "UPDATED_NEW"
+    ended = {":t": {"S.$": "$$.State.EnteredTime"}}
+    complete = _set_trial_state(res.trials_table, TrialState.COMPLETED, ", end_time = :t", ended)
+    errored = _set_trial_state(res.trials_table, TrialState.ERROR, ", end_time = :t", ended)
+    condition_failed = ["DynamoDB.ConditionalCheckFailedException"]
+    return {
+        "Comment": "Stratus trial run: queue, launch, wait for exit, complete, restart or fail.",
+        "StartAt": "Enqueue",
+        "States": {
+            "Enqueue": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::dynamodb:updateItem",
+                "Parameters": enqueue,
+                "ResultSelector": {"attempt.$": "States.StringToJson($.Attributes.attempts.N)"},
+                "ResultPath": "$.run",
+                "Next": "NameRun",
+                # The trial is no longer runnable (canceled, already ended): nothing to do.
+                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "Abandoned"}],
+            },
+            "NameRun": {
+                "Type": "Pass",
+                "Parameters": {
+                    "attempt.$": "$.run.attempt",
+                    "run_id.$": "States.Format('{}.{}', $.trial_id, $.run.attempt)",
+                },
+                "ResultPath": "$.run",
+                "Next": "RequestSlots",
+            },
+            "RequestSlots": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                "Parameters": {
+                    "QueueUrl": res.scheduler_queue_url,
+                    "MessageGroupId.$": "$.pool",
+                    "MessageDeduplicationId.$": "States.Format('{}-request', $.run.run_id)",
+                    "MessageBody": {
+                        "type": "request",
+                        "token.$": "$$.Task.Token",
+                        "run_id.$": "$.run.run_id",
+                        "trial_id.$": "$.trial_id",
+                        "experiment_id.$": "$.experiment_id",
+                        "pool.$": "$.pool",
+                        "slots.$": "$.slots",
+                        "priority.$": "$.priority",
+                    },
+                },
+                "ResultPath": "$.assignment",
+                "Next": "Launch",
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotLaunched"}],
+            },
+            "Launch": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                "Parameters": {
+                    "QueueUrl": res.launch_queue_url,
+                    "MessageBody": {
+                        "type": "launch",
+                        "token.$": "$$.Task.Token",
+                        "run_id.$": "$.run.run_id",
+                        "trial_id.$": "$.trial_id",
+                        "experiment_id.$": "$.experiment_id",
+                        "agent_id.$": "$.assignment.agent_id",
+                    },
+                },
+                "ResultPath": "$.exit",
+                "Next": "Release",
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotLaunched"}],
+            },
+            "NotLaunched": {
+                "Type": "Pass",
+                "Parameters": {"exit_code": -1, "reason.$": "$.error.Error"},
+                "ResultPath": "$.exit",
+                "Next": "Release",
+            },
+            "Release": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::sqs:sendMessage",
+                "Parameters": {
+                    "QueueUrl": res.scheduler_queue_url,
+                    "MessageGroupId.$": "$.pool",
+                    "MessageDeduplicationId.$": "States.Format('{}-release', $.run.run_id)",
+                    "MessageBody": {"type": "release", "run_id.$": "$.run.run_id", "pool.$": "$.pool"},
+                },
+                "ResultPath": None,
+                "Next": "Exited",
+            },
+            "Exited": {
+                "Type": "Choice",
+                "Choices": [{"Variable": "$.exit.exit_code", "NumericEquals": 0, "Next": "Complete"}],
+                "Default": "CanRestart",
+            },
+            "CanRestart": {
+                "Type": "Choice",
+                "Choices": [
+                    {"Variable": "$.run.attempt", "NumericGreaterThanPath": "$.max_restarts", "Next": "Errored"}
+                ],
+                "Default": "Enqueue",
+            },
+            "Complete": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::dynamodb:updateItem",
+                "Parameters": complete,
+                "ResultPath": None,
+                "Next": "NotifyCompleted",
+                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyCompleted"}],
+            },
+            "NotifyCompleted": _notify(res.events_queue_url, TrialState.COMPLETED, "Completed"),
+            "Completed": {"Type": "Succeed"},
+            "Errored": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::dynamodb:updateItem",
+                "Parameters": errored,
+                "ResultPath": None,
+                "Next": "NotifyErrored",
+                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyErrored"}],
+            },
+            "NotifyErrored": _notify(res.events_queue_url, TrialState.ERROR, "TrialErrored"),
+            "TrialErrored": {"Type": "Fail", "Error": "TrialErrored", "Cause": "the trial exited non-zero and has no restarts left"},
+            "Abandoned": {"Type": "Succeed"},
+        },
+    }

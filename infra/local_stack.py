@@ -1,0 +1,220 @@
+"""The embedded local stack: AWS in one process, for a laptop and for the end-to-end tests.
+
+    python -m infra.local_stack --port 8080 --slots 2 --state-dir ~/.stratus/local
+
+starts a moto server on 127.0.0.1 (Step Functions execution on, MOTO_PORT set), creates the stack's
+resources in it (infra/resources.py), serves the Chalice app on 127.0.0.1, runs a pump per SQS queue into
+its handler (what Lambda's event source mapping does in AWS), and starts a local agent with N slots as a
+child process. Once everything is up it writes `<state-dir>/stack.json`; SIGTERM or SIGINT stops it all
+and removes that file. `det deploy local up|status|down` drive this program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("stratus.local")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalStack:
+    def __init__(self, *, port: int, slots: int, state_dir: Path, stack: str = "stratus", agents: int = 1) -> None:
+        self.port = port or free_port()
+        self.slots = slots
+        self.state_dir = state_dir
+        self.stack = stack
+        self.agents = agents
+        self.moto_port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.port}"
+        self.moto_url = f"http://127.0.0.1:{self.moto_port}"
+        self._moto: Any = None
+        self._http: Any = None
+        self._pumps: list[Any] = []
+        self._agents: list[subprocess.Popen[bytes]] = []
+        self._agent_token = secrets.token_urlsafe(32)
+
+    # ---- start ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._environment()
+        self._start_moto()
+        self._create_resources()
+        self._start_api()
+        self._start_pumps()
+        self._start_agents()
+        self._write_state()
+
+    def _environment(self) -> None:
+        # Never reach a real account from the local stack: fixed fake credentials, everything at moto.
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+            os.environ.pop(name, None)
+        os.environ.update(
+            {
+                "AWS_ACCESS_KEY_ID": "stratus-local",
+                "AWS_SECRET_ACCESS_KEY": "stratus-local",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": self.moto_url,
+                "MOTO_PORT": str(self.moto_port),
+                "STRATUS_STACK": self.stack,
+                "STRATUS_API_URL": self.api_url,
+                "STRATUS_TOKEN_SECRET": secrets.token_urlsafe(32),
+                "STRATUS_AGENT_TOKEN": self._agent_token,
+            }
+        )
+
+    def _start_moto(self) -> None:
+        import httpx
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.moto_port, verbose=False)
+        self._moto.start()
+        httpx.post(
+            f"{self.moto_url}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}}, timeout=10
+        ).raise_for_status()
+        log.info("moto server on %s", self.moto_url)
+
+    def _create_resources(self) -> None:
+        import boto3
+
+        from infra.resources import StackNames, create
+
+        names = StackNames(stack=self.stack)
+        # A short visibility timeout: a failed local delivery is retried after 5 s instead of 30.
+        env = create(boto3.session.Session(), names, endpoint_url=self.moto_url, visibility_timeout=5)
+        os.environ.update(env)
+        self._queue_urls = {
+            "scheduler": env["STRATUS_SCHEDULER_QUEUE_URL"],
+            "launch": env["STRATUS_LAUNCH_QUEUE_URL"],
+            "events": env["STRATUS_EVENTS_QUEUE_URL"],
+        }
+        log.info("resources of stack %r created", self.stack)
+
+    def _start_api(self) -> None:
+        from chalice.config import Config
+        from chalice.local import LocalDevServer
+
+        warnings.filterwarnings("ignore", message=".*is not a supported in local mode.*")
+        from chalicelib import wiring
+
+        wiring.reset()
+        import app as chalice_app
+
+        config = Config.create(chalice_stage="local", app_name="stratus", function_name="api_handler")
+        server = LocalDevServer(chalice_app.app, config, host="127.0.0.1", port=self.port)
+        self._http = server
+        threading.Thread(target=server.serve_forever, name="api", daemon=True).start()
+        log.info("API on %s", self.api_url)
+
+    def _start_pumps(self) -> None:
+        import boto3
+
+        import app as chalice_app
+        from infra.pump import QueuePump
+
+        sqs = boto3.client("sqs", endpoint_url=self.moto_url)
+        handlers = {
+            "scheduler": (chalice_app.events.on_scheduler_message, 1),
+            "launch": (chalice_app.events.on_launch_message, 10),
+            "events": (chalice_app.events.on_trial_event, 1),
+        }
+        for kind, (handler, batch) in handlers.items():
+            pump = QueuePump(sqs, self._queue_urls[kind], handler, batch_size=batch)
+            pump.start()
+            self._pumps.append(pump)
+
+    def _start_agents(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STRATUS_", "MOTO_"))}
+        env["STRATUS_AGENT_TOKEN"] = self._agent_token
+        for i in range(self.agents):
+            agent_id = f"local-{i}"
+            work_dir = self.state_dir / "agents" / agent_id
+            work_dir.mkdir(parents=True, exist_ok=True)
+            out = (self.state_dir / f"{agent_id}.log").open("ab")
+            cmd = [
+                sys.executable, "-m", "harness.agent",
+                "--api", self.api_url, "--agent-id", agent_id, "--pool", "default",
+                "--slots", str(self.slots), "--work-dir", str(work_dir),
+            ]
+            self._agents.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
+            log.info("agent %s with %d slots", agent_id, self.slots)
+
+    def _write_state(self) -> None:
+        state = {
+            "pid": os.getpid(),
+            "api_url": self.api_url,
+            "moto_url": self.moto_url,
+            "slots": self.slots,
+            "agents": self.agents,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        tmp = self.state_dir / "stack.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_dir / "stack.json")
+
+    # ---- stop -------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        (self.state_dir / "stack.json").unlink(missing_ok=True)
+        for agent in self._agents:
+            if agent.poll() is None:
+                agent.terminate()
+        for agent in self._agents:
+            try:
+                agent.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+        for pump in self._pumps:
+            pump.stop()
+        if self._http is not None:
+            self._http.shutdown()
+        if self._moto is not None:
+            self._moto.stop()
+        log.info("stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.local_stack", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=8080, help="API port (0 picks a free one)")
+    parser.add_argument("--slots", type=int, default=2, help="slots of the local agent")
+    parser.add_argument("--agents", type=int, default=1, help="number of local agents")
+    parser.add_argument("--state-dir", type=Path, default=Path.home() / ".stratus" / "local")
+    parser.add_argument("--stack", default="stratus")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    stack = LocalStack(port=args.port, slots=args.slots, state_dir=args.state_dir, stack=args.stack, agents=args.agents)
+    try:
+        stack.start()
+        log.info("ready: %s", stack.api_url)
+        stopping.wait()
+    finally:
+        stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The local stand-in for Lambda's SQS event source mapping: long-poll a queue, hand each batch to its
+Chalice handler, delete the messages only when the handler returned (a handler that raises leaves them to
+be delivered again after the visibility timeout, exactly as in AWS)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("stratus.pump")
+
+
+class QueuePump(threading.Thread):
+    def __init__(
+        self,
+        sqs: Any,
+        queue_url: str,
+        handler: Callable[[dict[str, Any], Any], Any],
+        *,
+        batch_size: int = 1,
+        wait_seconds: int = 1,
+    ) -> None:
+        super().__init__(name=f"pump-{queue_url.rsplit('/', 1)[-1]}", daemon=True)
+        self._sqs = sqs
+        self._url = queue_url
+        self._handler = handler
+        self._batch = batch_size
+        self._wait = wait_seconds
+        self._stop_event = threading.Event()
+        self.delivered = 0
+        self.failures = 0
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            try:
+                self.pump_once()
+            except Exception:  # the pump must outlive any one bad batch
+                log.exception("pump %s: receive failed", self.name)
+                self._stop_event.wait(1.0)
+
+    def pump_once(self) -> int:
+        answer = self._sqs.receive_message(
+            QueueUrl=self._url,
+            MaxNumberOfMessages=self._batch,
+            WaitTimeSeconds=self._wait,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages = answer.get("Messages", [])
+        if not messages:
+            return 0
+        event = {"Records": [_record(m, self._url) for m in messages]}
+        try:
+            self._handler(event, None)
+        except Exception:
+            self.failures += 1
+            log.exception("pump %s: handler failed; the messages will be delivered again", self.name)
+            return 0
+        self._sqs.delete_message_batch(
+            QueueUrl=self._url,
+            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+        )
+        self.delivered += len(messages)
+        return len(messages)
+
+
+def _record(message: dict[str, Any], queue_url: str) -> dict[str, Any]:
+    # The shape Lambda gives an SQS-triggered function.
+    attributes = {
+        name: {"stringValue": value.get("StringValue"), "dataType": value.get("DataType")}
+        for name, value in message.get("MessageAttributes", {}).items()
+    }
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": attributes,
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:" + queue_url.rsplit("/", 1)[-1],
+        "awsRegion": "us-east-1",
+    }

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import random
+
+from chalicelib.domain import hparams
+from chalicelib.domain.searchers import (
+    CreateTrial,
+    Shutdown,
+    SingleSearcher,
+    TrialCreated,
+    TrialExited,
+    new_searcher,
+    restore_searcher,
+)
+
+SPACE = {
+    "lr": {"type": "log", "base": 10, "minval": -4, "maxval": -1},
+    "layers": {"type": "int", "minval": 1, "maxval": 3},
+    "act": {"type": "categorical", "vals": ["relu", "tanh"]},
+    "opt": {"beta": {"type": "double", "minval": 0.8, "maxval": 0.99}, "name": "adam"},
+    "batch_size": 32,
+    "const": {"type": "const", "val": 7},
+}
+
+
+def test_sampling_follows_determineds_rules_and_is_reproducible():
+    a = hparams.sample(SPACE, random.Random(5))
+    assert a == hparams.sample(SPACE, random.Random(5))
+    assert 1e-4 <= a["lr"] <= 1e-1
+    assert a["layers"] in (1, 2, 3)
+    assert a["act"] in ("relu", "tanh")
+    assert 0.8 <= a["opt"]["beta"] <= 0.99 and a["opt"]["name"] == "adam"
+    assert a["batch_size"] == 32 and a["const"] == 7
+    ints = {hparams.sample_leaf({"type": "int", "minval": 1, "maxval": 3}, random.Random(s)) for s in range(60)}
+    assert ints == {1, 2, 3}  # inclusive bounds
+
+
+def test_single_creates_one_trial_then_shuts_down_once():
+    searcher = new_searcher("single", SPACE, seed=1)
+    ops = searcher.initial_operations()
+    assert len(ops) == 1 and isinstance(ops[0], CreateTrial)
+    assert searcher.on_event(TrialCreated("created-single-0", "single-0", 11)) == []
+    assert searcher.initial_operations() == []  # already created: a replayed start creates nothing
+    assert searcher.on_event(TrialExited("exit-11.1", 11, failed=False)) == [Shutdown(failure=False)]
+    assert searcher.on_event(TrialExited("exit-11.1", 11, failed=False)) == []  # duplicate delivery
+    assert searcher.progress() == 1.0
+
+
+def test_single_reports_failure_and_snapshot_round_trips():
+    searcher = SingleSearcher(space=SPACE, seed=3)
+    searcher.initial_operations()
+    searcher.on_event(TrialCreated("c", "single-0", 4))
+    restored = restore_searcher(searcher.snapshot(), SPACE)
+    assert restored.snapshot() == searcher.snapshot()
+    assert restored.on_event(TrialExited("exit-4.2", 4, failed=True)) == [Shutdown(failure=True)]

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from chalicelib.domain.states import (
+    EXPERIMENT_TRANSITIONS,
+    RUN_TRANSITIONS,
+    TRIAL_TRANSITIONS,
+    ExperimentState,
+    RunState,
+    TrialState,
+    allowed_sources,
+    can_transition,
+)
+
+TABLES = [
+    (EXPERIMENT_TRANSITIONS, ExperimentState),
+    (TRIAL_TRANSITIONS, TrialState),
+    (RUN_TRANSITIONS, RunState),
+]
+
+
+@pytest.mark.parametrize(("table", "enum"), TABLES)
+def test_every_state_has_a_row_and_terminal_states_are_dead_ends(table, enum):
+    assert set(table) == set(enum)
+    for state in enum:
+        assert (not table[state]) == state.terminal, state
+
+
+@pytest.mark.parametrize(("table", "enum"), TABLES)
+def test_every_state_is_reachable_from_the_first(table, enum):
+    start = next(iter(enum)) if enum is not ExperimentState else ExperimentState.PAUSED
+    seen, frontier = {start}, [start]
+    while frontier:
+        for nxt in table[frontier.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                frontier.append(nxt)
+    # ACTIVE experiments are also created directly; every other state must be reachable.
+    assert seen == set(enum)
+
+
+def test_allowed_sources_inverts_the_table():
+    assert allowed_sources(TRIAL_TRANSITIONS, TrialState.COMPLETED) == [
+        TrialState.PULLING,
+        TrialState.RUNNING,
+        TrialState.STOPPING_COMPLETED,
+    ]
+    for target in TrialState:
+        for source in allowed_sources(TRIAL_TRANSITIONS, target):
+            assert can_transition(TRIAL_TRANSITIONS, source, target)
+
+
+def test_a_finished_trial_cannot_be_requeued():
+    for terminal in (TrialState.COMPLETED, TrialState.ERROR, TrialState.CANCELED):
+        assert terminal not in allowed_sources(TRIAL_TRANSITIONS, TrialState.QUEUED)
+    assert not can_transition(RUN_TRANSITIONS, RunState.EXITED, RunState.RUNNING)

@@ -1,0 +1,56 @@
+"""The trial state machine is a plain dict; its ASL is golden-tested (regenerate with
+STRATUS_UPDATE_GOLDEN=1 after a deliberate change) and checked against the transition tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
+from chalicelib.workflow import WorkflowResources, compile_trial_workflow
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "trial_workflow.json"
+RES = WorkflowResources(
+    trials_table="stratus-trials",
+    scheduler_queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/stratus-scheduler.fifo",
+    launch_queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/stratus-launch",
+    events_queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/stratus-trial-events",
+)
+
+
+def test_matches_the_golden_file():
+    compiled = json.dumps(compile_trial_workflow(RES), indent=2, sort_keys=True) + "\n"
+    if os.environ.get("STRATUS_UPDATE_GOLDEN"):
+        GOLDEN.write_text(compiled)
+    assert compiled == GOLDEN.read_text()
+
+
+def test_every_transition_target_exists_and_every_state_is_reachable():
+    states = compile_trial_workflow(RES)["States"]
+    targets = {"Enqueue"}
+    for state in states.values():
+        targets.update(t for t in (state.get("Next"), state.get("Default")) if t)
+        targets.update(c["Next"] for c in state.get("Choices", []))
+        targets.update(c["Next"] for c in state.get("Catch", []))
+    assert targets == set(states)
+
+
+def test_state_writes_are_guarded_by_the_transition_table():
+    states = compile_trial_workflow(RES)["States"]
+    for name, target in (("Enqueue", TrialState.QUEUED), ("Complete", TrialState.COMPLETED), ("Errored", TrialState.ERROR)):
+        params = states[name]["Parameters"]
+        placeholders = re.findall(r":s\d+", params["ConditionExpression"])
+        sources = sorted(params["ExpressionAttributeValues"][p]["S"] for p in placeholders)
+        assert sources == sorted(str(s) for s in allowed_sources(TRIAL_TRANSITIONS, target))
+        assert params["ExpressionAttributeValues"][":target"] == {"S": str(target)}
+
+
+def test_waits_use_task_tokens_and_no_lambda():
+    states = compile_trial_workflow(RES)["States"]
+    resources = {s.get("Resource") for s in states.values() if s["Type"] == "Task"}
+    assert "arn:aws:states:::sqs:sendMessage.waitForTaskToken" in resources
+    assert not any("lambda" in r for r in resources)
+    assert states["RequestSlots"]["Parameters"]["MessageBody"]["token.$"] == "$$.Task.Token"
+    assert states["Launch"]["Parameters"]["MessageBody"]["token.$"] == "$$.Task.Token"
