@@ -36,7 +36,9 @@ def free_port() -> int:
 
 
 class LocalStack:
-    def __init__(self, *, port: int, slots: int, state_dir: Path, stack: str = "stratus", agents: int = 1) -> None:
+    def __init__(
+        self, *, port: int, slots: int, state_dir: Path, stack: str = "stratus", agents: int = 1
+    ) -> None:
         self.port = port or free_port()
         self.slots = slots
         self.state_dir = state_dir
@@ -90,7 +92,9 @@ class LocalStack:
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.moto_port, verbose=False)
         self._moto.start()
         httpx.post(
-            f"{self.moto_url}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}}, timeout=10
+            f"{self.moto_url}/moto-api/config",
+            json={"stepfunctions": {"execute_state_machine": True}},
+            timeout=10,
         ).raise_for_status()
         log.info("moto server on %s", self.moto_url)
 
@@ -112,7 +116,7 @@ class LocalStack:
 
     def _start_api(self) -> None:
         from chalice.config import Config
-        from chalice.local import LocalDevServer
+        from chalice.local import create_local_server
 
         warnings.filterwarnings("ignore", message=".*is not a supported in local mode.*")
         from chalicelib import wiring
@@ -121,7 +125,8 @@ class LocalStack:
         import app as chalice_app
 
         config = Config.create(chalice_stage="local", app_name="stratus", function_name="api_handler")
-        server = LocalDevServer(chalice_app.app, config, host="127.0.0.1", port=self.port)
+        # create_local_server makes `current_request` thread-local: the server handles requests in threads.
+        server = create_local_server(chalice_app.app, config, host="127.0.0.1", port=self.port)
         self._http = server
         threading.Thread(target=server.serve_forever, name="api", daemon=True).start()
         log.info("API on %s", self.api_url)
@@ -152,9 +157,19 @@ class LocalStack:
             work_dir.mkdir(parents=True, exist_ok=True)
             out = (self.state_dir / f"{agent_id}.log").open("ab")
             cmd = [
-                sys.executable, "-m", "harness.agent",
-                "--api", self.api_url, "--agent-id", agent_id, "--pool", "default",
-                "--slots", str(self.slots), "--work-dir", str(work_dir),
+                sys.executable,
+                "-m",
+                "harness.agent",
+                "--api",
+                self.api_url,
+                "--agent-id",
+                agent_id,
+                "--pool",
+                "default",
+                "--slots",
+                str(self.slots),
+                "--work-dir",
+                str(work_dir),
             ]
             self._agents.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
             log.info("agent %s with %d slots", agent_id, self.slots)
@@ -206,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
-    stack = LocalStack(port=args.port, slots=args.slots, state_dir=args.state_dir, stack=args.stack, agents=args.agents)
+    stack = LocalStack(
+        port=args.port, slots=args.slots, state_dir=args.state_dir, stack=args.stack, agents=args.agents
+    )
     try:
         stack.start()
         log.info("ready: %s", stack.api_url)

@@ -1,0 +1,42 @@
+"""Stratus's in-trial library: report metrics, store and restore checkpoints, and notice preemption.
+
+    import harness
+
+    with harness.init() as core:
+        info = harness.get_cluster_info()          # None off the platform
+        hparams = info.trial.hparams if info else {"learning_rate": 1e-3}
+        ...
+        core.train.report_validation_metrics(steps_completed=n, metrics={"validation_accuracy": acc})
+
+See `harness.core` for the sub-contexts. Errors raised are `harness.HarnessError` and its subclasses.
+"""
+
+from __future__ import annotations
+
+from harness._info import ClusterInfo, TrialInfo
+from harness.core import (
+    CheckpointContext,
+    Context,
+    DistributedContext,
+    PreemptContext,
+    TrainContext,
+    get_cluster_info,
+    init,
+)
+from harness.errors import ApiCallError, CheckpointError, HarnessError, UnsafeArchiveError
+
+__all__ = [
+    "ApiCallError",
+    "CheckpointContext",
+    "CheckpointError",
+    "ClusterInfo",
+    "Context",
+    "DistributedContext",
+    "HarnessError",
+    "PreemptContext",
+    "TrainContext",
+    "TrialInfo",
+    "UnsafeArchiveError",
+    "get_cluster_info",
+    "init",
+]

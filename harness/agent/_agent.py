@@ -1,0 +1,247 @@
+"""The agent's loop: heartbeat, start what the answer launches, kill what it kills; stop cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from harness.agent._api import AgentApi, InvalidLaunchSpec, LaunchSpec, call_with_retry
+from harness.agent._run import REASON_AGENT_STOPPED, Run
+from harness.agent._settings import Settings
+from harness.errors import ApiCallError
+
+log = logging.getLogger("harness.agent")
+
+_FINISHED_KEPT = 10_000
+_HEARTBEAT_WARN_EVERY = 30.0
+
+
+class Waker:
+    """Ends the loop's wait early: from any thread, and from a signal handler (it only writes a byte)."""
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+
+    def wake(self) -> None:
+        # OSError: the pipe is full (a wake-up is pending anyway) or closed
+        with contextlib.suppress(OSError):
+            os.write(self._w, b"\0")
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a wake-up; True if one came."""
+        ready, _, _ = select.select([self._r], [], [], max(0.0, timeout))
+        if not ready:
+            return False
+        try:
+            while os.read(self._r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        return True
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Agent:
+    def __init__(self, settings: Settings, api: AgentApi | None = None) -> None:
+        self.settings = settings
+        self.api = api or AgentApi(
+            settings.api_url, settings.agent_id, settings.token, timeout=settings.request_timeout
+        )
+        #: Set when the agent stops for good: every retry loop (log shipping, exit reports) gives up.
+        self.give_up = threading.Event()
+        self._lock = threading.Lock()
+        self._runs: dict[str, Run] = {}
+        self._finished: OrderedDict[str, None] = OrderedDict()
+        self._free_gpus: list[str] = list(settings.gpus)
+        self._waker = Waker()
+        self._stop_requested = False
+        self._force = False
+        self._api_down_since: float | None = None
+        self._api_warned_at = 0.0
+
+    # ---- control ------------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Stop the agent (safe in a signal handler). A second request stops waiting for the runs' reports."""
+        if self._stop_requested:
+            self._force = True
+        self._stop_requested = True
+        self._waker.wake()
+
+    def run(self) -> int:
+        """Heartbeat until stopped, then kill every run, report their exits and return 0."""
+        self.settings.runs_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            while not self._stop_requested:
+                self.heartbeat_once()
+                if self._stop_requested:
+                    break
+                self._waker.wait(self.settings.heartbeat_interval)
+        finally:
+            self._shutdown()
+        return 0
+
+    def running_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._runs)
+
+    def get_run(self, run_id: str) -> Run | None:
+        with self._lock:
+            return self._runs.get(run_id)
+
+    # ---- one beat -----------------------------------------------------------------------------------
+
+    def heartbeat_once(self) -> bool:
+        """One heartbeat and its answer; False if the API could not be reached or refused it."""
+        try:
+            answer = self.api.heartbeat(self.settings.pool, self.settings.slots, self.running_ids())
+        except ApiCallError as e:
+            self._heartbeat_failed(e)
+            return False
+        if self._api_down_since is not None:
+            log.info("the API answers again (after %.0f s)", time.monotonic() - self._api_down_since)
+            self._api_down_since = None
+        for raw in answer.launch:
+            self.launch(raw)
+        for run_id in answer.kill:
+            self.kill(run_id)
+        return True
+
+    def _heartbeat_failed(self, err: ApiCallError) -> None:
+        now = time.monotonic()
+        hint = " (check STRATUS_AGENT_TOKEN)" if err.status in (401, 403) else ""
+        if self._api_down_since is None:
+            self._api_down_since = now
+            self._api_warned_at = now
+            log.warning("heartbeat failed, will keep trying: %s%s", err, hint)
+        elif now - self._api_warned_at >= _HEARTBEAT_WARN_EVERY:
+            self._api_warned_at = now
+            log.warning("heartbeat still failing after %.0f s: %s%s", now - self._api_down_since, err, hint)
+        else:
+            log.debug("heartbeat failed: %s", err)
+
+    def launch(self, raw: Any) -> Run | None:
+        """Start a run from a raw LaunchSpec; a run id already running or finished is ignored."""
+        try:
+            spec = LaunchSpec.from_json(raw)
+        except InvalidLaunchSpec as e:
+            run_id = raw.get("run_id") if isinstance(raw, dict) else None
+            log.error("refusing a launch spec (run %s): %s", run_id, e)
+            if isinstance(run_id, str | int) and not isinstance(run_id, bool) and self._claim(str(run_id)):
+                self._report_exit_async(str(run_id), 1, f"invalid launch spec: {e}")
+            return None
+        with self._lock:
+            if spec.run_id in self._runs or spec.run_id in self._finished:
+                log.debug("launch of run %s repeated: ignored", spec.run_id)
+                return None
+            run = Run(
+                spec,
+                self.settings,
+                self.api,
+                give_up=self.give_up,
+                gpus=self._take_gpus(spec),
+                on_done=self._run_done,
+            )
+            self._runs[spec.run_id] = run
+        log.info("launching run %s of trial %s (%d slots)", spec.run_id, spec.trial_id, spec.slots)
+        try:
+            run.start()
+        except OSError as e:
+            log.error("cannot start run %s: %s", spec.run_id, e)
+            self._run_done(run)
+            self._report_exit_async(spec.run_id, 1, f"agent error: cannot create the run folder: {e}")
+            return None
+        return run
+
+    def kill(self, run_id: str) -> None:
+        run = self.get_run(run_id)
+        if run is None:
+            log.debug("kill of run %s, which is not running here: ignored", run_id)
+            return
+        log.info("killing run %s", run_id)
+        run.kill()
+
+    # ---- bookkeeping --------------------------------------------------------------------------------
+
+    def _claim(self, run_id: str) -> bool:
+        """Mark a run id finished without running it; False if it is known already."""
+        with self._lock:
+            if run_id in self._runs or run_id in self._finished:
+                return False
+            self._remember_finished(run_id)
+            return True
+
+    def _remember_finished(self, run_id: str) -> None:
+        self._finished[run_id] = None
+        while len(self._finished) > _FINISHED_KEPT:
+            self._finished.popitem(last=False)
+
+    def _take_gpus(self, spec: LaunchSpec) -> tuple[str, ...] | None:
+        """CUDA devices for a run (callers hold ``_lock``); None on a CPU agent."""
+        if not self.settings.gpus:
+            return None
+        taken = tuple(self._free_gpus[: spec.slots])
+        del self._free_gpus[: len(taken)]
+        if len(taken) < spec.slots:
+            log.warning(
+                "run %s asks for %d slots but only %d GPUs are free", spec.run_id, spec.slots, len(taken)
+            )
+        return taken
+
+    def _run_done(self, run: Run) -> None:
+        with self._lock:
+            if self._runs.get(run.run_id) is run:
+                del self._runs[run.run_id]
+            self._remember_finished(run.run_id)
+            if run.gpus:
+                order = {g: i for i, g in enumerate(self.settings.gpus)}
+                self._free_gpus = sorted(
+                    {*self._free_gpus, *run.gpus}, key=lambda g: order.get(g, len(order))
+                )
+        self._waker.wake()  # report the freed capacity now, not after the interval
+
+    def _report_exit_async(self, run_id: str, code: int, reason: str) -> None:
+        def report() -> None:
+            call_with_retry(
+                lambda: self.api.exited(run_id, code, reason),
+                what=f"reporting the exit of run {run_id}",
+                give_up=self.give_up,
+                max_backoff=self.settings.retry_max_backoff,
+            )
+
+        threading.Thread(target=report, name=f"exit-{run_id}", daemon=True).start()
+
+    def _shutdown(self) -> None:
+        with self._lock:
+            runs = list(self._runs.values())
+        if runs:
+            log.info("stopping: killing %d runs", len(runs))
+        for run in runs:
+            run.kill(reason=REASON_AGENT_STOPPED)
+        deadline = time.monotonic() + self.settings.kill_grace + self.settings.shutdown_timeout
+        # Wait on the waker (each run's end wakes it), so a second signal can cut the wait short.
+        while (pending := [r for r in runs if not r.done]) and not self._force:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._waker.wait(left)
+        if pending:
+            log.warning("stopping without the exit reports of runs %s", ", ".join(r.run_id for r in pending))
+        self.give_up.set()
+        for run in pending:
+            run.wait(5)
+        self.api.close()
+        self._waker.close()
+        log.info("agent stopped")

@@ -1,0 +1,398 @@
+"""One run of a trial on this agent.
+
+fetch the context → source ``startup-hook.sh`` and exec the entrypoint in a new process group → ship its
+output → on exit: kill the group's leftovers, flush the logs, then report the exit (in that order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from harness.agent._api import AgentApi, LaunchSpec, call_with_retry
+from harness.agent._logs import LineSplitter, LogShipper
+from harness.agent._settings import SECRET_ENV_NAMES, TOKEN_ENV, Settings
+from harness.errors import UnsafeArchiveError
+
+log = logging.getLogger("harness.agent")
+
+HOOK = "startup-hook.sh"
+REASON_AGENT_STOPPED = "agent stopped"
+REASON_HOOK_FAILED = "startup-hook.sh failed"
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_HOOK_FAILED_MARKER = "startup-hook.failed"
+
+
+class ContextError(Exception):
+    """The context could not be downloaded or extracted."""
+
+
+class _Cancelled(Exception):
+    """A kill arrived before the process was started."""
+
+
+def run_dir_name(run_id: str) -> str:
+    if _SAFE_NAME.fullmatch(run_id) and not run_id.startswith("."):
+        return run_id
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:12]
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id).lstrip('.')[:64]}-{digest}"
+
+
+def redact_url(url: str) -> str:
+    """A presigned URL without its query (the signature and session token live there)."""
+    return url.split("?", 1)[0]
+
+
+def exit_status(returncode: int) -> tuple[int, str]:
+    """(exit_code, reason) of a process's return code; killed by signal N gives 128+N."""
+    if returncode < 0:
+        sig = -returncode
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return 128 + sig, f"killed by signal {name}"
+    return returncode, f"exited with code {returncode}"
+
+
+def build_environment(
+    spec: LaunchSpec,
+    settings: Settings,
+    gpus: tuple[str, ...] | None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The agent's environment minus secrets, ``PATH`` led by this interpreter's bin dir, the trial's."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in SECRET_ENV_NAMES}
+    bin_dir = os.path.dirname(sys.executable) if sys.executable else ""
+    path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
+    env["PATH"] = os.pathsep.join([bin_dir, *path] if bin_dir else path)
+    if sys.prefix != sys.base_prefix:
+        env["VIRTUAL_ENV"] = sys.prefix
+    env["PYTHONUNBUFFERED"] = "1"
+    env["STRATUS_MASTER"] = spec.api_url or settings.api_url
+    env["STRATUS_TRIAL_ID"] = spec.trial_id
+    env["STRATUS_EXPERIMENT_ID"] = spec.experiment_id
+    env["STRATUS_RUN_ID"] = spec.run_id
+    env["STRATUS_SLOTS"] = str(spec.slots)
+    env.update(spec.environment)
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    env.pop(TOKEN_ENV, None)
+    return env
+
+
+def build_script(entrypoint: tuple[str, ...] | str, hook_failed_marker: Path) -> str:
+    """The ``bash -c`` script: source the hook (its exports reach the entrypoint), then exec the entrypoint.
+
+    A hook that fails, or ends the shell (``exit``, ``set -e``), leaves a marker file behind so the agent
+    can tell the run's end apart from the entrypoint's.
+    """
+    cmd = (
+        f"exec sh -c {shlex.quote(entrypoint)}"
+        if isinstance(entrypoint, str)
+        else f"exec {shlex.join(entrypoint)}"
+    )
+    on_exit = (
+        '__stratus_rc=$?; [ "$__stratus_rc" -ne 0 ] || __stratus_rc=1; '
+        f'echo "[agent] {HOOK} failed (exit code $__stratus_rc); the entrypoint was not started" >&2; '
+        f': > {shlex.quote(str(hook_failed_marker))}; exit "$__stratus_rc"'
+    )
+    return (
+        f"if [ -f ./{HOOK} ]; then\n"
+        f"  trap {shlex.quote(on_exit)} EXIT\n"
+        f"  . ./{HOOK}\n"  # not `|| exit`: that would turn off a `set -e` inside the hook
+        '  __stratus_rc=$?; [ "$__stratus_rc" -eq 0 ] || exit "$__stratus_rc"\n'
+        "  trap - EXIT\n"
+        "fi\n"
+        f"{cmd}\n"
+    )
+
+
+class Run:
+    """A run's life on this agent, driven by its own thread; ``kill()`` may come from any thread."""
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        settings: Settings,
+        api: AgentApi,
+        *,
+        give_up: threading.Event,
+        gpus: tuple[str, ...] | None = None,
+        on_done: Callable[[Run], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.gpus = gpus
+        self._settings = settings
+        self._api = api
+        self._give_up = give_up
+        self._on_done = on_done
+        self.run_dir = settings.runs_dir / run_dir_name(spec.run_id)
+        self.context_dir = self.run_dir / "context"
+        self._marker = self.run_dir / _HOOK_FAILED_MARKER
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._kill_requested = threading.Event()
+        self._reason_override: str | None = None
+        self._exited = threading.Event()  # the process ended, or will never start
+        self._done = threading.Event()  # the exit is reported (or given up on)
+        self.exit_code: int | None = None
+        self.reason: str | None = None
+        self.exit_reported = False
+        self._logs = LogShipper(
+            lambda lines: api.logs(spec.trial_id, spec.run_id, lines),
+            self.run_dir / "output.log",
+            what=f"run {spec.run_id}",
+            give_up=give_up,
+            flush_interval=settings.log_flush_interval,
+            batch_lines=settings.log_batch_lines,
+            buffer_lines=settings.log_buffer_lines,
+            flush_timeout=settings.log_flush_timeout,
+            max_backoff=settings.retry_max_backoff,
+        )
+        self._thread = threading.Thread(target=self._main, name=f"run-{spec.run_id}", daemon=True)
+
+    # ---- the outside's view -------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc
+        return None if proc is None else proc.pid
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def start(self) -> None:
+        """Create the run folder and start the run's thread (raises OSError if the folder cannot be made)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._marker.unlink(missing_ok=True)
+        self._logs.start()
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the exit is reported (or given up on); True if it was."""
+        return self._done.wait(timeout)
+
+    def kill(self, reason: str | None = None) -> None:
+        """SIGTERM to the process group, SIGKILL after the kill grace. Idempotent; never blocks.
+
+        ``reason`` replaces the reason the exit is reported with (the agent stopping).
+        """
+        with self._lock:
+            if reason is not None and not self._exited.is_set():
+                self._reason_override = reason
+            if self._kill_requested.is_set():
+                return
+            self._kill_requested.set()
+            if self._proc is None or self._exited.is_set():
+                return  # not started yet (the run's thread will not start it) or already gone
+            self._signal_group(signal.SIGTERM)
+        self._agent_line("kill requested: SIGTERM sent to the process group")
+        threading.Thread(target=self._escalate, name=f"kill-{self.run_id}", daemon=True).start()
+
+    # ---- the run's thread ---------------------------------------------------------------------------
+
+    def _main(self) -> None:
+        code, reason = 1, "agent error"
+        try:
+            code, reason = self._execute()
+        except Exception as e:  # a bug in the agent: still report an exit rather than hang the trial
+            log.exception("run %s failed inside the agent", self.run_id)
+            reason = f"agent error: {type(e).__name__}: {e}"
+            self._agent_line(reason)
+        finally:
+            self._exited.set()
+            if self._reason_override is not None:
+                reason = self._reason_override
+            self.exit_code, self.reason = code, reason
+            log.info("run %s ended: exit code %d, %s", self.run_id, code, reason)
+            self._logs.close()  # flush the logs FIRST, then report the exit
+            self.exit_reported, _ = call_with_retry(
+                lambda: self._api.exited(self.run_id, code, reason),
+                what=f"reporting the exit of run {self.run_id}",
+                give_up=self._give_up,
+                max_backoff=self._settings.retry_max_backoff,
+            )
+            self._done.set()
+            if self._on_done is not None:
+                self._on_done(self)
+
+    def _execute(self) -> tuple[int, str]:
+        try:
+            self._fetch_context()
+        except ContextError as e:
+            self._agent_line(f"context download failed: {e}")
+            return 1, f"context download failed: {e}"
+        except _Cancelled:
+            return 128 + signal.SIGTERM, "killed before the process started"
+        env = build_environment(self.spec, self._settings, self.gpus)
+        script = build_script(self.spec.entrypoint, self._marker)
+        with self._lock:
+            if self._kill_requested.is_set():
+                return 128 + signal.SIGTERM, "killed before the process started"
+            try:
+                proc = subprocess.Popen(
+                    [shutil.which("bash") or "/bin/bash", "-c", script],
+                    cwd=self.context_dir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError as e:
+                msg = f"could not start the process: {e}"
+                self._agent_line(msg)
+                return 1, msg
+            self._proc = proc
+        assert proc.stdout is not None
+        log.info("run %s started: pid %d, trial %s", self.run_id, proc.pid, self.spec.trial_id)
+        reader = threading.Thread(
+            target=self._read_output, args=(proc.stdout,), name=f"output-{self.run_id}", daemon=True
+        )
+        reader.start()
+        started = threading.Thread(
+            target=self._report_started, args=(proc.pid,), name=f"started-{self.run_id}", daemon=True
+        )
+        started.start()
+
+        returncode = proc.wait()
+        with self._lock:
+            self._exited.set()
+            self._signal_group(signal.SIGKILL)  # leftovers of the group (background children)
+        reader.join(timeout=5)
+        if reader.is_alive():
+            self._agent_line(
+                "the output pipe is held open by a process outside the run's process group; "
+                "later output is not captured"
+            )
+        started.join()
+        code, reason = exit_status(returncode)
+        if self._marker.exists():
+            reason = REASON_HOOK_FAILED
+        return code, reason
+
+    def _fetch_context(self) -> None:
+        if self.context_dir.exists():
+            shutil.rmtree(self.context_dir)
+        self.context_dir.mkdir(parents=True)
+        url = self.spec.context_url
+        if not url:
+            return
+        archive = self.run_dir / "context.tar.zst"
+        try:
+            self._download(url, archive)
+            if self._kill_requested.is_set():
+                raise _Cancelled
+            try:
+                from harness._archive import extract
+            except ImportError as e:
+                raise ContextError(f"the archive extractor is unavailable ({e})") from e
+            try:
+                extract(archive, self.context_dir)
+            except UnsafeArchiveError as e:
+                raise ContextError(f"unsafe archive: {e}") from e
+            except Exception as e:
+                raise ContextError(f"cannot extract the archive: {type(e).__name__}: {e}") from e
+        finally:
+            archive.unlink(missing_ok=True)
+
+    def _download(self, url: str, dest: Path) -> None:
+        attempts = max(1, self._settings.download_attempts)
+        timeout = httpx.Timeout(
+            self._settings.request_timeout, connect=min(30.0, self._settings.request_timeout)
+        )
+        with httpx.Client(timeout=timeout, follow_redirects=True) as client:  # no agent token: presigned URL
+            for attempt in range(1, attempts + 1):
+                try:
+                    with client.stream("GET", url) as resp:
+                        if resp.status_code >= 400:
+                            retryable = resp.status_code >= 500 or resp.status_code in (408, 429)
+                            msg = f"HTTP {resp.status_code} from GET {redact_url(url)}"
+                            if not retryable:
+                                raise ContextError(msg)
+                            raise httpx.HTTPStatusError(msg, request=resp.request, response=resp)
+                        with dest.open("wb") as f:
+                            for chunk in resp.iter_bytes(1 << 20):
+                                if self._kill_requested.is_set():
+                                    raise _Cancelled
+                                f.write(chunk)
+                    return
+                except httpx.HTTPError as e:
+                    msg = (
+                        str(e)
+                        if isinstance(e, httpx.HTTPStatusError)
+                        else f"GET {redact_url(url)}: {type(e).__name__}: {e}"
+                    )
+                    if attempt >= attempts:
+                        raise ContextError(msg) from e
+                    self._agent_line(
+                        f"context download failed (attempt {attempt} of {attempts}, retrying): {msg}"
+                    )
+                    if self._kill_requested.wait(min(2.0**attempt, self._settings.retry_max_backoff)):
+                        raise _Cancelled from e
+                except OSError as e:
+                    raise ContextError(f"cannot write {dest.name}: {e}") from e
+
+    def _read_output(self, stream: IO[bytes]) -> None:
+        splitter = LineSplitter(self._settings.log_line_max_bytes)
+        fd = stream.fileno()
+        try:
+            while data := os.read(fd, 65536):
+                self._logs.add(splitter.feed(data))
+        except OSError as e:
+            log.warning("run %s: reading its output failed: %s", self.run_id, e)
+        finally:
+            self._logs.add(splitter.finish())
+            stream.close()
+
+    def _report_started(self, pid: int) -> None:
+        call_with_retry(
+            lambda: self._api.started(self.run_id, pid),
+            what=f"reporting the start of run {self.run_id}",
+            give_up=self._give_up,
+            deadline=self._exited.is_set,
+            max_backoff=self._settings.retry_max_backoff,
+        )
+
+    def _escalate(self) -> None:
+        grace = self._settings.kill_grace
+        if self._exited.wait(grace):
+            return
+        with self._lock:
+            if self._exited.is_set():
+                return
+            self._signal_group(signal.SIGKILL)
+        self._agent_line(f"still running {grace:g} s after SIGTERM: SIGKILL sent to the process group")
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        """Signal the process group (callers hold ``_lock``)."""
+        proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+
+    def _agent_line(self, message: str) -> None:
+        log.info("run %s: %s", self.run_id, message)
+        self._logs.add([f"[agent] {message}"])

@@ -1,0 +1,142 @@
+"""The agent's settings: read in this module only (command line, environment, the machine's GPUs)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOKEN_ENV = "STRATUS_AGENT_TOKEN"
+
+#: Variables of the agent's own environment that never reach a trial.
+SECRET_ENV_NAMES = frozenset(
+    {
+        TOKEN_ENV,
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    }
+)
+
+_GPU_LINE = re.compile(r"^GPU (\d+):")
+
+
+@dataclass(frozen=True)
+class Settings:
+    api_url: str
+    agent_id: str
+    pool: str
+    slots: int
+    work_dir: Path
+    token: str = field(default="", repr=False)
+    #: CUDA device ids handed out to runs (``CUDA_VISIBLE_DEVICES`` entries); empty on a CPU agent.
+    gpus: tuple[str, ...] = ()
+    heartbeat_interval: float = 0.5
+    kill_grace: float = 10.0
+    #: Log shipping: a batch leaves at least this often, or when it holds ``log_batch_lines`` lines.
+    log_flush_interval: float = 0.5
+    log_batch_lines: int = 200
+    log_line_max_bytes: int = 16 * 1024
+    #: Lines kept in memory while the API cannot be reached; the oldest are dropped beyond it.
+    log_buffer_lines: int = 100_000
+    #: How long a finished run keeps trying to ship its last lines before it reports its exit anyway.
+    log_flush_timeout: float = 30.0
+    #: How long a stopping agent waits for its runs to end and report, after their kill grace.
+    shutdown_timeout: float = 30.0
+    request_timeout: float = 30.0
+    download_attempts: int = 3
+    retry_max_backoff: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.slots < 0:
+            raise ValueError("slots must be >= 0")
+        if self.heartbeat_interval <= 0:
+            raise ValueError("heartbeat interval must be > 0")
+        if self.kill_grace < 0:
+            raise ValueError("kill grace must be >= 0")
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.work_dir / "runs"
+
+
+def detect_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The CUDA devices this agent may hand out.
+
+    ``CUDA_VISIBLE_DEVICES`` in the agent's own environment restricts them (an empty value or ``-1``
+    means none); otherwise every device ``nvidia-smi -L`` lists. No ``nvidia-smi``: no GPUs.
+    """
+    env = os.environ if environ is None else environ
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = tuple(part.strip() for part in visible.split(",") if part.strip())
+        return () if ids in ((), ("-1",)) else ids
+    exe = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if exe is None:
+        return ()
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if out.returncode != 0:
+        return ()
+    return tuple(m.group(1) for line in out.stdout.splitlines() if (m := _GPU_LINE.match(line.strip())))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.agent",
+        description="Stratus compute agent: heartbeats to the control plane and runs the trials it is given. "
+        f"The agent token is read from ${TOKEN_ENV}.",
+    )
+    p.add_argument("--api", required=True, help="control plane base URL")
+    p.add_argument("--agent-id", required=True)
+    p.add_argument("--pool", required=True, help="resource pool this agent serves")
+    p.add_argument(
+        "--slots", type=int, default=None, help="slots offered (default: number of CUDA devices, else 1)"
+    )
+    p.add_argument("--work-dir", required=True, type=Path, help="runs live under WORK_DIR/runs/<run_id>/")
+    p.add_argument("--heartbeat-interval", type=float, default=0.5, metavar="SECONDS")
+    p.add_argument(
+        "--kill-grace", type=float, default=10.0, metavar="SECONDS", help="SIGTERM to SIGKILL delay"
+    )
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+@dataclass(frozen=True)
+class CliOptions:
+    settings: Settings
+    log_level: str
+
+
+def parse_cli(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> CliOptions:
+    env = os.environ if environ is None else environ
+    parser = _parser()
+    ns = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    gpus = detect_gpus(env)
+    slots: int = ns.slots if ns.slots is not None else (len(gpus) or 1)
+    try:
+        settings = Settings(
+            api_url=str(ns.api).rstrip("/"),
+            agent_id=ns.agent_id,
+            pool=ns.pool,
+            slots=slots,
+            work_dir=Path(ns.work_dir).resolve(),
+            token=env.get(TOKEN_ENV, ""),
+            gpus=gpus,
+            heartbeat_interval=ns.heartbeat_interval,
+            kill_grace=ns.kill_grace,
+        )
+    except ValueError as e:
+        parser.error(str(e))
+    return CliOptions(settings=settings, log_level=ns.log_level)

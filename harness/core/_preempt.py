@@ -1,0 +1,121 @@
+"""Knowing when to stop (Determined's `core.PreemptContext`).
+
+A trial is asked to stop (to checkpoint and exit, to be resumed later) in two ways: the control plane
+answers `{"preempt": true}` to the heartbeat, or the process gets SIGTERM (the agent stopping it, a
+Batch job being terminated, a spot instance reclaimed). Either one latches `should_preempt()` to true.
+
+On the platform the chief runs a daemon thread that POSTs `/trials/{id}/heartbeat` every few seconds;
+that call is also the trial's heartbeat. Other ranks do not poll: with a `torch.distributed` process
+group, `should_preempt()` is a collective that gives every rank the chief's answer (or any rank's
+SIGTERM), so all ranks stop at the same step; without one, a rank only sees its own SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+from harness._api import ApiClient
+from harness.core._distributed import DistributedContext
+from harness.errors import HarnessError
+
+log = logging.getLogger("harness.preempt")
+
+HEARTBEAT_INTERVAL_S = 5.0
+
+_Handler = Any  # what signal.getsignal returns: a callable, SIG_DFL, SIG_IGN or None
+
+
+class PreemptContext:
+    """`should_preempt()` turns true, and stays true, once the trial has been asked to stop."""
+
+    def __init__(self, distributed: DistributedContext) -> None:
+        self._dist = distributed
+        self._preempted = threading.Event()
+        self._previous_handler: _Handler = None
+        self._handler_installed = False
+        self._install_sigterm_handler()
+
+    def should_preempt(self) -> bool:
+        """True once the trial should checkpoint and exit. With several ranks and a process group, every
+        rank must call it at the same step."""
+        return self._dist.any_rank(self._preempted.is_set())
+
+    def close(self) -> None:
+        """Stop watching; restores the SIGTERM handler that was there before."""
+        if not self._handler_installed:
+            return
+        if threading.current_thread() is threading.main_thread():
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._previous_handler)
+            self._handler_installed = False
+
+    def _latch(self, why: str) -> None:
+        if not self._preempted.is_set():
+            log.info("preemption requested (%s); checkpoint and exit at the next chance", why)
+        self._preempted.set()
+
+    def _install_sigterm_handler(self) -> None:
+        # Python only lets the main thread install signal handlers; elsewhere SIGTERM keeps its handler.
+        if threading.current_thread() is not threading.main_thread():
+            log.debug("not in the main thread: SIGTERM will not latch preemption")
+            return
+        self._previous_handler = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._handler_installed = True
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self._latch("SIGTERM")
+        previous = self._previous_handler
+        # A handler someone else installed still runs. The default action (terminate) does not: the
+        # point is to let the training loop checkpoint first. An ignored signal stays ignored.
+        if callable(previous):
+            previous(signum, frame)
+
+
+class LocalPreemptContext(PreemptContext):
+    """Off the platform: only SIGTERM asks the trial to stop."""
+
+
+class PlatformPreemptContext(PreemptContext):
+    """Adds the chief's heartbeat thread, which latches on `{"preempt": true}`."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        trial_id: int,
+        distributed: DistributedContext,
+        *,
+        heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    ) -> None:
+        super().__init__(distributed)
+        self._api = api
+        self._trial_id = trial_id
+        self._interval = heartbeat_interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if distributed.is_chief:
+            self._thread = threading.Thread(target=self._watch, name="stratus-heartbeat", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self._interval + 35.0)  # at most one request in flight
+        super().close()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                answer = self._api.post(f"/trials/{self._trial_id}/heartbeat", {})
+            except HarnessError as e:
+                log.warning("heartbeat failed: %s", e)
+            except Exception:  # the thread must outlive surprises: it is the trial's heartbeat
+                log.exception("heartbeat failed unexpectedly")
+            else:
+                if answer.get("preempt") is True:
+                    self._latch("the control plane asked")
+            self._stop.wait(self._interval)

@@ -1,0 +1,128 @@
+"""Reporting metrics and progress (Determined's `core.TrainContext`).
+
+Only the chief reports: on other ranks every call returns at once, so the same training script runs
+unchanged on every rank (average or gather metrics on the chief first if all ranks' values matter).
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from harness._api import ApiClient
+from harness.core._distributed import DistributedContext
+
+TRAINING = "training"
+VALIDATION = "validation"
+
+
+class TrainContext(abc.ABC):
+    """Reports training and validation metrics and the trial's progress."""
+
+    def __init__(self, distributed: DistributedContext) -> None:
+        self._dist = distributed
+
+    def report_training_metrics(self, steps_completed: int, metrics: Mapping[str, Any]) -> None:
+        """Report training metrics after `steps_completed` batches (chief only; a no-op elsewhere)."""
+        self._report(TRAINING, steps_completed, metrics)
+
+    def report_validation_metrics(self, steps_completed: int, metrics: Mapping[str, Any]) -> None:
+        """Report validation metrics after `steps_completed` batches (chief only; a no-op elsewhere).
+
+        The searcher reads its `metric` from these.
+        """
+        self._report(VALIDATION, steps_completed, metrics)
+
+    def report_progress(self, progress: float) -> None:
+        """Report how far the trial is, from 0.0 to 1.0 (chief only; a no-op elsewhere)."""
+        value = float(progress)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"progress {progress!r} is outside [0, 1]; report a fraction of the work done.")
+        if self._dist.is_chief:
+            self._send_progress(value)
+
+    def _report(self, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> None:
+        steps = check_steps(steps_completed)
+        clean = clean_metrics(metrics)
+        if self._dist.is_chief:
+            self._send_metrics(group, steps, clean)
+
+    @abc.abstractmethod
+    def _send_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None: ...
+
+    @abc.abstractmethod
+    def _send_progress(self, progress: float) -> None: ...
+
+
+class PlatformTrainContext(TrainContext):
+    """Sends metrics to `POST /trials/{id}/metrics` and progress to `POST /trials/{id}/progress`."""
+
+    def __init__(self, api: ApiClient, trial_id: int, distributed: DistributedContext) -> None:
+        super().__init__(distributed)
+        self._api = api
+        self._trial_id = trial_id
+
+    def _send_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+        body = {"group": group, "steps_completed": steps_completed, "metrics": metrics}
+        self._api.post(f"/trials/{self._trial_id}/metrics", body)
+
+    def _send_progress(self, progress: float) -> None:
+        self._api.post(f"/trials/{self._trial_id}/progress", {"progress": progress})
+
+
+class LocalTrainContext(TrainContext):
+    """Off the platform: prints metrics and keeps them in `training_metrics` / `validation_metrics`."""
+
+    def __init__(self, distributed: DistributedContext) -> None:
+        super().__init__(distributed)
+        self.training_metrics: list[dict[str, Any]] = []
+        self.validation_metrics: list[dict[str, Any]] = []
+        self.progress: float | None = None
+
+    def _send_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+        kept = self.training_metrics if group == TRAINING else self.validation_metrics
+        kept.append({"steps_completed": steps_completed, "metrics": metrics})
+        shown = " ".join(f"{k}={_show(v)}" for k, v in metrics.items())
+        print(f"[{group}] steps_completed={steps_completed} {shown}", flush=True)
+
+    def _send_progress(self, progress: float) -> None:
+        self.progress = progress
+
+
+def check_steps(steps_completed: Any) -> int:
+    if isinstance(steps_completed, bool) or not isinstance(steps_completed, int) or steps_completed < 0:
+        raise ValueError(f"steps_completed={steps_completed!r} must be a whole number of batches, >= 0.")
+    return steps_completed
+
+
+def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Metrics as JSON values: scalars with `.item()` (numpy, torch) are unwrapped, and non-finite floats
+    become the strings "NaN", "Infinity", "-Infinity" (JSON has no such numbers)."""
+    if not isinstance(metrics, Mapping):
+        raise ValueError(f"metrics must be a mapping of name to value, not {type(metrics).__name__}.")
+    return {str(name): _clean(name, value) for name, value in metrics.items()}
+
+
+def _clean(name: object, value: Any) -> Any:
+    if hasattr(value, "item") and callable(value.item):
+        try:
+            value = value.item()
+        except (ValueError, RuntimeError) as e:  # a tensor or array with more than one element
+            raise ValueError(f"metric {name!r} is not a scalar ({e}); report one number per name.") from e
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_clean(name, v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _clean(name, v) for k, v in value.items()}
+    raise ValueError(
+        f"metric {name!r} is a {type(value).__name__}; report numbers, strings or lists of them."
+    )
+
+
+def _show(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,95 @@
+"""The embedded local stack, started once for the end-to-end tests as a user would run it, and a `det`
+runner that calls the real CLI in a subprocess against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.2):  # noqa: ANN001, ANN201
+    """Poll `condition` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@dataclass
+class LocalStackInfo:
+    api_url: str
+    moto_url: str
+    state_dir: Path
+
+    def s3(self):  # noqa: ANN201
+        return boto3.client(
+            "s3", endpoint_url=self.moto_url, region_name="us-east-1",
+            aws_access_key_id="stratus-local", aws_secret_access_key="stratus-local",
+        )
+
+    @property
+    def bucket(self) -> str:
+        return "stratus-123456789012-us-east-1"
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackInfo]:
+    state_dir = tmp_path_factory.mktemp("stack")
+    log = (state_dir / "stack.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "infra.local_stack", "--port", "0", "--slots", "2", "--state-dir", str(state_dir)],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    state_file = state_dir / "stack.json"
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise AssertionError("local stack exited:\n" + (state_dir / "stack.log").read_text()[-3000:])
+        return state_file.exists()
+
+    try:
+        wait_for(ready, 120, "the local stack to start")
+        state = json.loads(state_file.read_text())
+        yield LocalStackInfo(api_url=state["api_url"], moto_url=state["moto_url"], state_dir=state_dir)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+@dataclass
+class DetResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def det(local_stack: LocalStackInfo):  # noqa: ANN201
+    def run(*args: str, cwd: Path | None = None, timeout: float = 240) -> DetResult:
+        env = {**os.environ, "DET_MASTER": local_stack.api_url}
+        done = subprocess.run(
+            [sys.executable, "-m", "det", *args], cwd=cwd or ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        )
+        return DetResult(done.returncode, done.stdout, done.stderr)
+
+    return run

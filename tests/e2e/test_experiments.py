@@ -1,0 +1,102 @@
+"""End to end on the embedded local stack: the real CLI, API, queues, state machine, agent and PyTorch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def _describe(det, experiment_id: int) -> dict:
+    result = det("experiment", "describe", str(experiment_id), "--json")
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def _created_id(output: str) -> int:
+    line = next(line for line in output.splitlines() if line.startswith("Created experiment"))
+    return int(line.split()[-1])
+
+
+def test_digits_runs_to_completed_with_a_checkpoint(det, local_stack):
+    result = det("experiment", "create", "examples/digits/const.yaml", "examples/digits", "-f")
+    assert result.code == 0, result.out + result.err
+    experiment_id = _created_id(result.out)
+    assert f"Experiment {experiment_id} COMPLETED" in result.out + result.err
+    assert "validation_accuracy" in result.out  # the trial's own log lines were followed
+
+    described = _describe(det, experiment_id)
+    assert described["experiment"]["state"] == "COMPLETED"
+    (trial,) = described["trials"]
+    assert trial["state"] == "COMPLETED"
+    assert trial["latest_validation"]["validation_accuracy"] > 0.9
+    checkpoint = trial["latest_checkpoint"]
+    assert checkpoint["steps_completed"] == trial["total_batches"] > 0
+    key = checkpoint["uri"].split("/", 3)[3] + "metadata.json"
+    metadata = json.loads(local_stack.s3().get_object(Bucket=local_stack.bucket, Key=key)["Body"].read())
+    assert metadata["steps_completed"] == checkpoint["steps_completed"]
+
+    listed = det("experiment", "list")
+    assert listed.code == 0
+    assert any(line.split("|")[0].strip() == str(experiment_id) and "COMPLETED" in line for line in listed.out.splitlines())
+
+
+def test_a_failing_entrypoint_ends_in_error_with_its_log(det, tmp_path: Path):
+    (tmp_path / "fail.yaml").write_text(
+        "name: failing\n"
+        "entrypoint: echo 'about to fail on purpose'; exit 3\n"
+        "searcher: {name: single, metric: loss, max_length: 1}\n"
+        "max_restarts: 0\n"
+    )
+    result = det("experiment", "create", str(tmp_path / "fail.yaml"), str(tmp_path), "-f")
+    assert result.code != 0
+    experiment_id = _created_id(result.out)
+    described = _describe(det, experiment_id)
+    assert described["experiment"]["state"] == "ERROR"
+    (trial,) = described["trials"]
+    assert trial["state"] == "ERROR"
+    assert trial["exit"]["code"] == 3
+    logs = det("trial", "logs", str(trial["id"]))
+    assert logs.code == 0
+    assert "about to fail on purpose" in logs.out
+
+
+def test_an_invalid_config_is_refused_and_nothing_is_created(det, local_stack, tmp_path: Path):
+    (tmp_path / "bad.yaml").write_text(
+        "entrypoint: python3 train.py\n"
+        "searcher: {name: random, metric: loss, max_trials: 0, max_length: 10}\n"
+        "resources: {slot_per_trial: 2}\n"
+    )
+    (tmp_path / "train.py").write_text("print('never shipped: unique 9f1c2e')\n")
+    before = det("experiment", "list", "--json")
+    result = det("experiment", "create", str(tmp_path / "bad.yaml"), str(tmp_path))
+    assert result.code != 0
+    assert "searcher.max_trials" in result.err
+    assert "slots_per_trial" in result.err  # the typo's suggestion
+    after = det("experiment", "list", "--json")
+    assert json.loads(after.out) == json.loads(before.out)
+    keys = local_stack.s3().list_objects_v2(Bucket=local_stack.bucket, Prefix="contexts/").get("Contents", [])
+    for obj in keys:
+        body = local_stack.s3().get_object(Bucket=local_stack.bucket, Key=obj["Key"])["Body"].read()
+        assert b"unique 9f1c2e" not in body  # compressed, so also check we never uploaded it:
+    assert "Uploaded context" not in result.err + result.out
+
+
+def test_unknown_ids_get_one_clear_line(det):
+    result = det("trial", "describe", "987654")
+    assert result.code != 0
+    assert "987654" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_the_api_publishes_its_openapi_document(local_stack):
+    import httpx
+
+    document = httpx.get(f"{local_stack.api_url}/openapi.json").json()
+    assert document["openapi"].startswith("3.")
+    assert "post" in document["paths"]["/experiments"]
+    assert (ROOT / "docs" / "contracts.md").exists()

@@ -1,0 +1,754 @@
+"""The compute agent (harness/agent) against a fake control plane: a ThreadingHTTPServer on 127.0.0.1:0.
+
+Runs are real processes (bash, python3 from this venv); every wait is on a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import zstandard
+
+from harness.agent._agent import Agent
+from harness.agent._api import AgentApi, LaunchSpec
+from harness.agent._logs import LineSplitter, LogShipper
+from harness.agent._run import Run, build_environment, exit_status
+from harness.agent._settings import Settings, detect_gpus, parse_cli
+from harness.errors import UnsafeArchiveError
+
+T = TypeVar("T")
+TOKEN = "agent-token-s3cr3t-6f1d"
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ---- helpers ------------------------------------------------------------------------------------------
+
+
+def wait_until(cond: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
+    """Poll ``cond`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def make_context(files: dict[str, str]) -> bytes:
+    """A .tar.zst context archive, built with tarfile + zstandard."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return zstandard.ZstdCompressor().compress(buf.getvalue())
+
+
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (an orphan may wait a while for its reaper)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _extractor() -> Iterator[None]:
+    """Use harness._archive when it exists; a minimal stand-in otherwise (another module's job)."""
+    try:
+        import harness._archive  # noqa: F401
+    except ImportError:
+        mod = types.ModuleType("harness._archive")
+
+        def extract(archive: bytes | Path, dest: Path) -> list[str]:
+            raw = archive if isinstance(archive, bytes) else Path(archive).read_bytes()
+            data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                members = tar.getmembers()
+                for m in members:
+                    if m.name.startswith("/") or ".." in Path(m.name).parts:
+                        raise UnsafeArchiveError(f"{m.name} escapes the context folder")
+                tar.extractall(dest, filter="data")
+            return [m.name for m in members]
+
+        mod.extract = extract  # type: ignore[attr-defined]
+        sys.modules["harness._archive"] = mod
+        yield
+        sys.modules.pop("harness._archive", None)
+    else:
+        yield
+
+
+class FakeApi:
+    """Records every call in arrival order; answers heartbeats from ``launch`` / ``kill``."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.calls: list[dict[str, Any]] = []
+        self.launch: list[dict[str, Any]] = []
+        self.kill: list[str] = []
+        self.repeat_launch = False  # answer every heartbeat with the same launches
+        self.contexts: dict[str, bytes] = {}
+        self.fail: dict[str, int] = {}  # path kind -> how many more calls answer 503
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _answer(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                fake._record("GET", self.path, None, self.headers.get("Authorization"))
+                data = fake.contexts.get(self.path.split("?")[0])
+                if data is None:
+                    self._answer(404, b'{"error": "NotFound", "message": "no such context"}')
+                else:
+                    self._answer(200, data, "application/octet-stream")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                kind = fake._kind(self.path)
+                with fake.cond:
+                    failing = fake.fail.get(kind, 0) > 0
+                    if failing:
+                        fake.fail[kind] -= 1
+                fake._record("POST", self.path, body, self.headers.get("Authorization"), failed=failing)
+                if failing:
+                    self._answer(503, b'{"error": "Unavailable", "message": "try again"}')
+                    return
+                answer: dict[str, Any] = {}
+                if kind == "heartbeat":
+                    with fake.cond:
+                        answer = {"launch": list(fake.launch), "kill": list(fake.kill)}
+                        if not fake.repeat_launch:
+                            fake.launch.clear()
+                            fake.kill.clear()
+                self._answer(200, json.dumps(answer).encode())
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    @staticmethod
+    def _kind(path: str) -> str:
+        for kind in ("heartbeat", "started", "exit", "logs"):
+            if path.rstrip("/").endswith("/" + kind):
+                return kind
+        return "other"
+
+    def _record(self, method: str, path: str, body: Any, auth: str | None, failed: bool = False) -> None:
+        with self.cond:
+            self.calls.append(
+                {
+                    "method": method,
+                    "path": path,
+                    "body": body,
+                    "auth": auth,
+                    "kind": self._kind(path),
+                    "failed": failed,
+                }
+            )
+            self.cond.notify_all()
+
+    # -- views -----------------------------------------------------------------------------------------
+
+    def of(self, kind: str, run_id: str | None = None, *, ok: bool = True) -> list[dict[str, Any]]:
+        with self.cond:
+            calls = [c for c in self.calls if c["kind"] == kind and not (ok and c["failed"])]
+        if run_id is None:
+            return calls
+        return [
+            c for c in calls if f"/runs/{run_id}/" in c["path"] or (c["body"] or {}).get("run_id") == run_id
+        ]
+
+    def log_lines(self, run_id: str) -> list[str]:
+        return [line["message"] for c in self.of("logs", run_id) for line in c["body"]["lines"]]
+
+    def wait_exit(self, run_id: str, timeout: float = 15.0) -> dict[str, Any]:
+        with self.cond:
+            ok = self.cond.wait_for(lambda: bool(self.of("exit", run_id)), timeout)
+        assert ok, f"no exit reported for {run_id}; calls: {[c['path'] for c in self.calls]}"
+        return self.of("exit", run_id)[0]["body"]
+
+    def wait_log(self, run_id: str, text: str, timeout: float = 15.0) -> None:
+        with self.cond:
+            ok = self.cond.wait_for(lambda: any(text in m for m in self.log_lines(run_id)), timeout)
+        assert ok, f"{text!r} never logged by {run_id}: {self.log_lines(run_id)}"
+
+    def wait_calls(self, pred: Callable[[], bool], timeout: float = 15.0, what: str = "calls") -> None:
+        with self.cond:
+            ok = self.cond.wait_for(pred, timeout)
+        assert ok, f"timed out waiting for {what}"
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApi]:
+    fake = FakeApi()
+    fake.thread.start()
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, api: FakeApi) -> Settings:
+    return Settings(
+        api_url=api.url,
+        agent_id="agent-1",
+        pool="default",
+        slots=2,
+        work_dir=tmp_path / "work",
+        token=TOKEN,
+        heartbeat_interval=0.05,
+        kill_grace=1.0,
+        log_flush_interval=0.1,
+        log_flush_timeout=5.0,
+        shutdown_timeout=5.0,
+        request_timeout=5.0,
+        retry_max_backoff=0.2,
+    )
+
+
+_counter = iter(range(1, 1_000_000))
+
+
+def spec_for(
+    api: FakeApi,
+    entrypoint: list[str] | str,
+    files: dict[str, str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    n = next(_counter)
+    path = f"/ctx/{n}.tar.zst"
+    api.contexts[path] = make_context(files or {"README": "empty\n"})
+    spec: dict[str, Any] = {
+        "run_id": f"run-{n}",
+        "trial_id": 100 + n,
+        "experiment_id": 7,
+        "slots": 1,
+        "entrypoint": entrypoint,
+        "environment": {"STRATUS_RUN_TOKEN": "run-token-x", "FROM_SPEC": "yes"},
+        "context_url": f"{api.url}{path}?X-Amz-Signature=abc",
+        "api_url": api.url,
+    }
+    spec.update(extra)
+    return spec
+
+
+class Runner:
+    """Runs started directly (no heartbeat loop), with their client and give-up event."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = AgentApi(settings.api_url, settings.agent_id, settings.token, timeout=5)
+        self.give_up = threading.Event()
+        self.runs: list[Run] = []
+
+    def start(self, spec: dict[str, Any], settings: Settings | None = None) -> Run:
+        run = Run(LaunchSpec.from_json(spec), settings or self.settings, self.client, give_up=self.give_up)
+        self.runs.append(run)
+        run.start()
+        return run
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.kill()
+        for run in self.runs:
+            run.wait(10)
+        self.give_up.set()
+        self.client.close()
+
+
+@pytest.fixture
+def runner(settings: Settings) -> Iterator[Runner]:
+    r = Runner(settings)
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def agent_thread(settings: Settings) -> Iterator[Callable[..., Agent]]:
+    started: list[tuple[Agent, threading.Thread]] = []
+
+    def start(**changes: Any) -> Agent:
+        agent = Agent(replace(settings, **changes))
+        t = threading.Thread(target=agent.run, daemon=True)
+        t.start()
+        started.append((agent, t))
+        return agent
+
+    yield start
+    for agent, t in started:
+        agent.request_stop()
+        t.join(20)
+        assert not t.is_alive(), "the agent did not stop"
+
+
+PRINT_LINES = "import sys\nfor i in range(300):\n    print(f'line {i}')\nprint('exe', sys.executable)\n"
+
+
+# ---- one run ------------------------------------------------------------------------------------------
+
+
+def test_run_ships_lines_in_order_then_reports_exit(api: FakeApi, runner: Runner) -> None:
+    spec = spec_for(api, ["python3", "main.py"], {"main.py": PRINT_LINES})
+    run = runner.start(spec)
+    body = api.wait_exit(spec["run_id"])
+    assert body == {"exit_code": 0, "reason": "exited with code 0"}
+
+    lines = api.log_lines(spec["run_id"])
+    assert lines[:300] == [f"line {i}" for i in range(300)]
+    # python3 in an entrypoint is this interpreter's venv (PATH led by its bin dir)
+    assert lines[300] == f"exe {Path(sys.executable).parent / 'python3'}"
+    # flush first: every log batch arrived before the exit; batches hold at most 200 lines
+    with api.cond:
+        kinds = [c["kind"] for c in api.calls if c["kind"] in ("logs", "exit", "started")]
+    assert kinds[-1] == "exit" and kinds.count("exit") == 1
+    assert kinds.count("started") == 1 and kinds.index("started") < kinds.index("exit")
+    logs = api.of("logs", spec["run_id"])
+    assert all(len(c["body"]["lines"]) <= 200 for c in logs)
+    assert all(c["path"] == f"/trials/{spec['trial_id']}/logs" for c in logs)
+    first = logs[0]["body"]["lines"][0]
+    assert set(first) == {"timestamp", "message", "rank"} and first["rank"] is None
+    assert abs(first["timestamp"] - time.time() * 1000) < 60_000
+    started = api.of("started", spec["run_id"])[0]
+    assert started["path"] == f"/agents/agent-1/runs/{spec['run_id']}/started"
+    assert started["body"] == {"pid": run.pid}
+    assert all(c["auth"] == f"Bearer {TOKEN}" for c in api.calls if c["method"] == "POST")
+    # the presigned context GET carries no agent token
+    assert [c["auth"] for c in api.calls if c["method"] == "GET"] == [None]
+    assert (run.run_dir / "output.log").read_text().splitlines()[:300] == lines[:300]
+    assert (run.context_dir / "main.py").exists()
+
+
+def test_exit_code_is_reported(api: FakeApi, runner: Runner) -> None:
+    spec = spec_for(api, ["python3", "-c", "import sys; print('bye'); sys.exit(3)"])
+    runner.start(spec)
+    assert api.wait_exit(spec["run_id"]) == {"exit_code": 3, "reason": "exited with code 3"}
+    assert api.log_lines(spec["run_id"]) == ["bye"]
+
+
+def test_string_entrypoint_runs_with_sh(api: FakeApi, runner: Runner) -> None:
+    spec = spec_for(api, "echo one && echo two; exit 4")
+    runner.start(spec)
+    assert api.wait_exit(spec["run_id"])["exit_code"] == 4
+    assert api.log_lines(spec["run_id"]) == ["one", "two"]
+
+
+def test_startup_hook_exports_reach_the_entrypoint(api: FakeApi, runner: Runner) -> None:
+    hook = "echo sourcing the hook\nexport GREETING=hello-from-hook\nHIDDEN=not-exported\n"
+    spec = spec_for(
+        api,
+        ["python3", "-c", "import os; print('greeting=' + os.environ['GREETING'], os.environ.get('HIDDEN'))"],
+        {"startup-hook.sh": hook},
+    )
+    runner.start(spec)
+    assert api.wait_exit(spec["run_id"])["exit_code"] == 0
+    assert api.log_lines(spec["run_id"]) == ["sourcing the hook", "greeting=hello-from-hook None"]
+
+
+@pytest.mark.parametrize(
+    ("hook", "code"),
+    [
+        ("echo hook says hi\nfalse\n", 1),  # the hook's status is a failure
+        ("echo hook says hi\nexit 7\n", 7),  # the hook ends the shell itself
+        ("set -e\necho hook says hi\nfalse\necho never\n", 1),  # set -e ends the shell
+    ],
+)
+def test_failing_startup_hook_fails_the_run(api: FakeApi, runner: Runner, hook: str, code: int) -> None:
+    spec = spec_for(api, ["echo", "entrypoint ran"], {"startup-hook.sh": hook})
+    runner.start(spec)
+    assert api.wait_exit(spec["run_id"]) == {"exit_code": code, "reason": "startup-hook.sh failed"}
+    lines = api.log_lines(spec["run_id"])
+    assert "hook says hi" in lines
+    assert "entrypoint ran" not in lines and "never" not in lines
+    assert any("startup-hook.sh failed" in m for m in lines)
+
+
+def test_kill_sends_sigterm_to_the_process_group(api: FakeApi, runner: Runner) -> None:
+    spec = spec_for(api, ["python3", "-c", "import time; print('ready', flush=True); time.sleep(60)"])
+    run = runner.start(spec)
+    api.wait_log(spec["run_id"], "ready")
+    run.kill()
+    run.kill()  # idempotent
+    assert api.wait_exit(spec["run_id"]) == {"exit_code": 143, "reason": "killed by signal SIGTERM"}
+
+
+def test_kill_escalates_to_sigkill_after_the_grace(api: FakeApi, runner: Runner) -> None:
+    code = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: print('ignoring SIGTERM', flush=True))\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(1)\n"
+    )
+    spec = spec_for(api, ["python3", "-c", code])
+    run = runner.start(spec)
+    api.wait_log(spec["run_id"], "ready")
+    t0 = time.monotonic()
+    run.kill()
+    api.wait_log(spec["run_id"], "ignoring SIGTERM")
+    assert api.wait_exit(spec["run_id"]) == {"exit_code": 137, "reason": "killed by signal SIGKILL"}
+    assert time.monotonic() - t0 >= 0.9  # not before the 1 s grace
+    assert any("SIGKILL sent" in m for m in api.log_lines(spec["run_id"]))
+
+
+def test_leftovers_of_the_process_group_are_killed(api: FakeApi, runner: Runner) -> None:
+    # a background child keeps the output pipe open after the entrypoint exits
+    spec = spec_for(api, ["sh", "-c", "sleep 300 & echo $! > child.pid; echo leader done"])
+    run = runner.start(spec)
+    assert api.wait_exit(spec["run_id"]) == {"exit_code": 0, "reason": "exited with code 0"}
+    child = int((run.context_dir / "child.pid").read_text())
+    wait_until(lambda: not pid_alive(child), 5, "the background child to be killed")
+    assert api.log_lines(spec["run_id"]) == ["leader done"]
+
+
+def test_context_download_failure_is_an_exit_with_code_1(api: FakeApi, runner: Runner) -> None:
+    spec = spec_for(
+        api, ["echo", "never"], context_url=f"{api.url}/ctx/missing.tar.zst?X-Amz-Signature=s3cr3t"
+    )
+    runner.start(spec)
+    body = api.wait_exit(spec["run_id"])
+    assert body["exit_code"] == 1
+    assert body["reason"].startswith("context download failed: HTTP 404")
+    assert "s3cr3t" not in body["reason"]  # the presigned query is never repeated
+    assert any("context download failed" in m for m in api.log_lines(spec["run_id"]))
+    assert not api.of("started", spec["run_id"])
+
+
+def test_unsafe_context_archive_fails_the_run(api: FakeApi, runner: Runner) -> None:
+    spec = spec_for(api, ["echo", "never"], {"../escape.txt": "x"})
+    runner.start(spec)
+    body = api.wait_exit(spec["run_id"])
+    assert body["exit_code"] == 1 and body["reason"].startswith("context download failed:")
+    assert not (runner.settings.runs_dir / spec["run_id"] / "escape.txt").exists()
+
+
+def test_log_shipping_retries_and_keeps_order(api: FakeApi, runner: Runner) -> None:
+    api.fail["logs"] = 2
+    api.fail["exit"] = 2
+    spec = spec_for(api, ["python3", "main.py"], {"main.py": PRINT_LINES})
+    runner.start(spec)
+    assert api.wait_exit(spec["run_id"])["exit_code"] == 0
+    assert api.log_lines(spec["run_id"])[:300] == [f"line {i}" for i in range(300)]
+    assert len(api.of("logs", spec["run_id"], ok=False)) >= len(api.of("logs", spec["run_id"])) + 2
+    assert len(api.of("exit", spec["run_id"], ok=False)) == 3
+
+
+def test_trial_environment_has_no_secrets(
+    api: FakeApi, runner: Runner, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("STRATUS_AGENT_TOKEN", TOKEN)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-value")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("KEEP_ME", "kept")
+    spec = spec_for(api, ["python3", "-c", "import os, json; print(json.dumps(dict(os.environ)))"])
+    runner.start(spec)
+    assert api.wait_exit(spec["run_id"])["exit_code"] == 0
+    text = "\n".join(api.log_lines(spec["run_id"]))
+    env = json.loads(api.log_lines(spec["run_id"])[0])
+    assert TOKEN not in text and "aws-secret-value" not in text
+    assert "STRATUS_AGENT_TOKEN" not in env and "AWS_ACCESS_KEY_ID" not in env
+    assert env["KEEP_ME"] == "kept" and env["PYTHONUNBUFFERED"] == "1" and env["FROM_SPEC"] == "yes"
+    assert env["STRATUS_RUN_TOKEN"] == "run-token-x" and env["STRATUS_RUN_ID"] == spec["run_id"]
+    assert env["STRATUS_TRIAL_ID"] == str(spec["trial_id"]) and env["STRATUS_MASTER"] == api.url
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    assert TOKEN not in caplog.text
+    assert TOKEN not in repr(runner.settings)
+
+
+# ---- the loop -----------------------------------------------------------------------------------------
+
+
+def test_duplicate_launches_start_one_process(api: FakeApi, agent_thread: Callable[..., Agent]) -> None:
+    spec = spec_for(api, ["python3", "-c", "import time; print('once'); time.sleep(0.3)"])
+    api.launch = [spec, spec]  # twice in one answer, and again in every answer
+    api.repeat_launch = True
+    agent = agent_thread()
+    api.wait_exit(spec["run_id"])
+    n = len(api.of("heartbeat"))
+    api.wait_calls(lambda: len(api.of("heartbeat")) >= n + 5, what="more heartbeats after the exit")
+    assert len(api.of("started", spec["run_id"])) == 1
+    assert len(api.of("exit", spec["run_id"])) == 1
+    assert api.log_lines(spec["run_id"]) == ["once"]
+    assert agent.launch(spec) is None
+
+
+def test_heartbeat_reports_running_and_wakes_when_a_run_exits(
+    api: FakeApi, agent_thread: Callable[..., Agent]
+) -> None:
+    spec = spec_for(api, ["python3", "-c", "import time; time.sleep(0.5)"])
+    api.launch = [spec]
+    agent_thread(heartbeat_interval=0.3)
+    api.wait_calls(
+        lambda: any(c["body"]["running"] == [spec["run_id"]] for c in api.of("heartbeat")),
+        what="a heartbeat listing the run",
+    )
+    beat = api.of("heartbeat")[0]
+    assert beat["path"] == "/agents/agent-1/heartbeat"
+    assert beat["body"] == {"pool": "default", "slots": 2, "running": []}
+    api.wait_exit(spec["run_id"])
+    # the first heartbeat after the exit report no longer lists the run
+    with api.cond:
+        exit_at = next(i for i, c in enumerate(api.calls) if c["kind"] == "exit")
+    api.wait_calls(
+        lambda: any(c["kind"] == "heartbeat" for c in api.calls[exit_at:]), what="a heartbeat after the exit"
+    )
+    with api.cond:
+        after = next(c for c in api.calls[exit_at:] if c["kind"] == "heartbeat")
+    assert after["body"]["running"] == []
+
+
+def test_exit_wakes_the_loop_before_the_interval(api: FakeApi, agent_thread: Callable[..., Agent]) -> None:
+    spec = spec_for(api, ["python3", "-c", "print('quick')"])
+    api.launch = [spec]
+    agent_thread(heartbeat_interval=60.0)  # without the wake-up the next beat is a minute away
+    api.wait_exit(spec["run_id"])
+    api.wait_calls(lambda: len(api.of("heartbeat")) >= 2, timeout=10, what="the wake-up heartbeat")
+    assert api.of("heartbeat")[-1]["body"]["running"] == []
+
+
+def test_kill_from_the_heartbeat_answer(api: FakeApi, agent_thread: Callable[..., Agent]) -> None:
+    spec = spec_for(api, ["python3", "-c", "import time; print('ready', flush=True); time.sleep(60)"])
+    api.launch = [spec]
+    agent_thread()
+    api.wait_log(spec["run_id"], "ready")
+    with api.cond:
+        api.kill = [spec["run_id"], "run-unknown"]
+    assert api.wait_exit(spec["run_id"]) == {"exit_code": 143, "reason": "killed by signal SIGTERM"}
+
+
+def test_agent_keeps_trying_when_the_api_fails(api: FakeApi, agent_thread: Callable[..., Agent]) -> None:
+    api.fail["heartbeat"] = 3
+    spec = spec_for(api, ["true"])
+    api.launch = [spec]
+    agent_thread()
+    assert api.wait_exit(spec["run_id"])["exit_code"] == 0
+    assert len(api.of("heartbeat", ok=False)) >= 4
+
+
+def test_agent_survives_an_api_that_is_not_there(settings: Settings) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    agent = Agent(replace(settings, api_url=f"http://127.0.0.1:{port}", request_timeout=2))
+    try:
+        assert agent.heartbeat_once() is False
+        assert agent.heartbeat_once() is False
+    finally:
+        agent.request_stop()
+        assert agent.run() == 0
+
+
+def test_agent_stop_kills_runs_and_reports_agent_stopped(api: FakeApi, settings: Settings) -> None:
+    spec = spec_for(api, ["python3", "-c", "import time; print('ready', flush=True); time.sleep(60)"])
+    api.launch = [spec]
+    agent = Agent(settings)
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    api.wait_log(spec["run_id"], "ready")
+    agent.request_stop()
+    t.join(20)
+    assert not t.is_alive()
+    assert api.of("exit", spec["run_id"])[0]["body"] == {"exit_code": 143, "reason": "agent stopped"}
+
+
+def test_gpus_are_assigned_from_free_devices(api: FakeApi, settings: Settings) -> None:
+    agent = Agent(replace(settings, gpus=("0", "1", "2"), slots=3))
+    show = [
+        "python3",
+        "-c",
+        "import os, time; print('cvd=' + os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
+        "time.sleep(float(os.environ['HOLD']))",
+    ]
+    a = spec_for(api, show, slots=2, environment={"HOLD": "60", "CUDA_VISIBLE_DEVICES": "7"})
+    b = spec_for(api, show, slots=1, environment={"HOLD": "0"})
+    c = spec_for(api, show, slots=1, environment={"HOLD": "0"})
+    try:
+        run_a = agent.launch(a)
+        assert run_a is not None
+        agent.launch(b)
+        api.wait_exit(b["run_id"])
+        wait_until(lambda: agent.get_run(b["run_id"]) is None, 5, "run b to be forgotten")
+        agent.launch(c)
+        api.wait_exit(c["run_id"])
+        api.wait_log(a["run_id"], "cvd=")
+        assert api.log_lines(a["run_id"]) == ["cvd=0,1"]
+        assert api.log_lines(b["run_id"]) == ["cvd=2"]
+        assert api.log_lines(c["run_id"]) == ["cvd=2"]  # freed by b, handed out again
+    finally:
+        agent.request_stop()
+        agent.run()
+
+
+# ---- pieces -------------------------------------------------------------------------------------------
+
+
+def test_line_splitter() -> None:
+    s = LineSplitter(max_bytes=16)
+    assert s.feed(b"a\nb\r\nc") == ["a", "b"]
+    assert s.feed(b"d\r") == ["cd"]
+    assert s.feed(b"\n") == []  # the \n of a \r\n cut in two
+    assert s.feed(b"\r 10%\r 20%\r 30%\n\n") == [" 10%", " 20%", " 30%", ""]
+    assert s.feed(b"x" * 40) == ["x" * 16, "x" * 16]
+    assert s.feed("é".encode()[:1]) == []  # half a character waits for its other half
+    assert s.feed("é".encode()[1:] + b"\n") == ["x" * 8 + "é"]
+    assert s.feed(("€" * 7).encode() + b"\n") == ["€" * 5, "€" * 2]  # 3-byte chars, never cut in half
+    assert s.feed(b"\xff\xfeok") == []
+    assert s.finish() == ["\ufffd\ufffdok"]
+
+
+def test_log_shipper_batches_by_size_and_flushes_on_close(tmp_path: Path) -> None:
+    batches: list[list[str]] = []
+    got = threading.Event()
+
+    def send(lines: Any) -> None:
+        batches.append([line["message"] for line in lines])
+        got.set()
+
+    shipper = LogShipper(
+        send, tmp_path / "out.log", what="t", give_up=threading.Event(), flush_interval=30.0, batch_lines=200
+    )
+    shipper.start()
+    shipper.add([f"l{i}" for i in range(450)])
+    assert got.wait(5)  # 200 lines leave at once, without waiting 30 s
+    shipper.close()  # the rest leaves on close
+    assert [len(b) for b in batches] == [200, 200, 50]
+    assert sum(batches, []) == [f"l{i}" for i in range(450)]
+    assert (tmp_path / "out.log").read_text().splitlines() == [f"l{i}" for i in range(450)]
+
+
+def test_exit_status() -> None:
+    assert exit_status(0) == (0, "exited with code 0")
+    assert exit_status(-signal.SIGTERM) == (143, "killed by signal SIGTERM")
+    assert exit_status(-signal.SIGKILL) == (137, "killed by signal SIGKILL")
+
+
+def test_build_environment_spec_wins_but_gpus_are_the_agents(settings: Settings) -> None:
+    spec = LaunchSpec.from_json(
+        {
+            "run_id": "r",
+            "trial_id": 1,
+            "experiment_id": 2,
+            "slots": 1,
+            "entrypoint": ["x"],
+            "environment": {"A": 1, "CUDA_VISIBLE_DEVICES": "9"},
+            "context_url": None,
+            "api_url": "http://m",
+        }
+    )
+    base = {"PATH": "/usr/bin", "STRATUS_AGENT_TOKEN": TOKEN, "AWS_SESSION_TOKEN": "t", "HOME": "/h"}
+    env = build_environment(spec, settings, ("3",), base)
+    assert env["A"] == "1" and env["CUDA_VISIBLE_DEVICES"] == "3" and env["HOME"] == "/h"
+    assert "STRATUS_AGENT_TOKEN" not in env and "AWS_SESSION_TOKEN" not in env
+    assert env["PATH"] == os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin"])
+    assert env["STRATUS_MASTER"] == "http://m" and env["STRATUS_SLOTS"] == "1"
+    # a CPU agent assigns nothing: the trial's own value (if any) stands
+    assert build_environment(spec, settings, None, {"PATH": "/bin"})["CUDA_VISIBLE_DEVICES"] == "9"
+
+
+def test_detect_gpus(tmp_path: Path) -> None:
+    assert detect_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ("2", "3")
+    assert detect_gpus({"CUDA_VISIBLE_DEVICES": ""}) == ()
+    assert detect_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == ()
+    assert detect_gpus({"PATH": str(tmp_path)}) == ()  # no nvidia-smi
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-a)'\necho 'GPU 1: NVIDIA H100 (UUID: GPU-b)'\n"
+    )
+    smi.chmod(0o755)
+    assert detect_gpus({"PATH": str(tmp_path)}) == ("0", "1")
+
+
+def test_cli_settings(tmp_path: Path) -> None:
+    argv = ["--api", "http://x:1/", "--agent-id", "a", "--pool", "p", "--work-dir", str(tmp_path)]
+    opts = parse_cli(argv, {"STRATUS_AGENT_TOKEN": TOKEN, "CUDA_VISIBLE_DEVICES": ""})
+    s = opts.settings
+    assert (s.api_url, s.agent_id, s.pool, s.slots, s.work_dir) == ("http://x:1", "a", "p", 1, tmp_path)
+    assert (s.heartbeat_interval, s.kill_grace, s.token) == (0.5, 10.0, TOKEN)
+    assert TOKEN not in repr(s)
+    more = parse_cli(
+        [*argv, "--slots", "4", "--heartbeat-interval", "2", "--kill-grace", "1"],
+        {"CUDA_VISIBLE_DEVICES": "0,1"},
+    )
+    assert (more.settings.slots, more.settings.gpus, more.settings.kill_grace) == (4, ("0", "1"), 1.0)
+    assert parse_cli(argv, {"CUDA_VISIBLE_DEVICES": "0,1"}).settings.slots == 2
+    with pytest.raises(SystemExit):
+        parse_cli(["--api", "http://x"], {})
+
+
+def test_python_m_harness_agent_stops_on_sigterm(api: FakeApi, tmp_path: Path) -> None:
+    # no context (context_url null): an empty context folder
+    spec = spec_for(
+        api, ["python3", "-c", "import time; print('ready', flush=True); time.sleep(60)"], context_url=None
+    )
+    api.launch = [spec]
+    env = {**os.environ, "STRATUS_AGENT_TOKEN": TOKEN, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.agent",
+            "--api",
+            api.url,
+            "--agent-id",
+            "cli-agent",
+            "--pool",
+            "p",
+            "--work-dir",
+            str(tmp_path / "w"),
+            "--heartbeat-interval",
+            "0.1",
+            "--kill-grace",
+            "2",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        api.wait_log(spec["run_id"], "ready")
+        beat = api.of("heartbeat")[0]
+        assert beat["path"] == "/agents/cli-agent/heartbeat" and beat["auth"] == f"Bearer {TOKEN}"
+        assert beat["body"]["slots"] == 1
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out.decode()
+    assert api.of("exit", spec["run_id"])[0]["body"] == {"exit_code": 143, "reason": "agent stopped"}
+    assert TOKEN.encode() not in out

@@ -1,0 +1,619 @@
+"""The in-trial Core API against an in-memory control plane and S3 (httpx.MockTransport): no network."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+import harness
+from harness import core
+from harness._api import ApiClient
+from harness._info import load_cluster_info, load_rank_info
+from harness.core._checkpoint import safe_join
+from harness.core._train import clean_metrics
+
+API = "https://api.test/v1"
+TOKEN = "run-token-7"
+TRIAL, EXPERIMENT = 7, 3
+CONFIG = {"name": "digits", "searcher": {"name": "single", "max_length": {"batches": 600}}}
+WAIT_S = 10.0
+
+ENV_NAMES = [
+    "STRATUS_MASTER",
+    "STRATUS_TRIAL_ID",
+    "STRATUS_EXPERIMENT_ID",
+    "STRATUS_RUN_ID",
+    "STRATUS_RUN_TOKEN",
+    "STRATUS_HPARAMS",
+    "STRATUS_LATEST_CHECKPOINT",
+    "STRATUS_TRIAL_SEED",
+    "STRATUS_SLOTS",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+]
+
+
+class FakePlane:
+    """The trial-facing routes of contracts.md §1 plus an S3 that honours presigned URLs, in memory."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str, Any]] = []  # (method, path, JSON body or bytes), in arrival order
+        self.s3: dict[str, bytes] = {}
+        self.checkpoints: dict[str, dict[str, Any]] = {}
+        self.preempt = False
+        self.heartbeats = 0
+        self.heartbeat_seen = threading.Condition(self.lock)
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def calls(self, method: str | None = None, path_part: str = "") -> list[tuple[str, str, Any]]:
+        with self.lock:
+            return [c for c in self.log if (method in (None, c[0])) and path_part in c[1]]
+
+    def api_calls(self) -> list[tuple[str, str, Any]]:
+        return [c for c in self.calls() if c[1].startswith("/v1/") and not c[1].endswith("/heartbeat")]
+
+    def wait_heartbeats(self, n: int) -> bool:
+        with self.heartbeat_seen:
+            return self.heartbeat_seen.wait_for(lambda: self.heartbeats >= n, timeout=WAIT_S)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.host == "s3.test":
+            return self._s3(request)
+        if request.headers.get("authorization") != f"Bearer {TOKEN}":
+            return _error(401, "Unauthorized", "the run token is missing or wrong.")
+        body = json.loads(request.content) if request.content else None
+        with self.lock:
+            self.log.append((request.method, url.path, body))
+        route = url.path.removeprefix("/v1")
+        return self._route(request.method, route, body)
+
+    def _route(self, method: str, route: str, body: Any) -> httpx.Response:
+        parts = route.strip("/").split("/")
+        if parts[0] == "trials" and parts[1] != str(TRIAL):
+            return _error(403, "Forbidden", f"the run token is not valid for trial {parts[1]}.")
+        if (method, parts[0]) == ("GET", "trials") and parts[2:] == ["info"]:
+            return httpx.Response(200, json=self._info())
+        if (method, parts[2:]) == ("POST", ["metrics"]):
+            return httpx.Response(200, json={})
+        if (method, parts[2:]) == ("POST", ["progress"]):
+            return httpx.Response(200, json={})
+        if (method, parts[2:]) == ("POST", ["heartbeat"]):
+            with self.heartbeat_seen:
+                self.heartbeats += 1
+                self.heartbeat_seen.notify_all()
+            return httpx.Response(200, json={"preempt": self.preempt})
+        if (method, parts[2:]) == ("POST", ["checkpoints", "uploads"]):
+            prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
+            urls = {f: f"https://s3.test/bucket/{prefix}{f}?X-Amz-Signature=sig" for f in body["files"]}
+            return httpx.Response(200, json={"prefix": prefix, "urls": urls})
+        if (method, parts[2:]) == ("POST", ["checkpoints"]):
+            return self._report_checkpoint(body)
+        if (method, parts[0]) == ("GET", "checkpoints") and parts[2:] == ["downloads"]:
+            return self._downloads(parts[1])
+        return _error(404, "NotFound", f"no route {method} {route}.")
+
+    def _info(self) -> dict[str, Any]:
+        return {
+            "trial_id": TRIAL,
+            "experiment_id": EXPERIMENT,
+            "run_id": "run-1",
+            "hparams": {"learning_rate": 0.01},
+            "latest_checkpoint": None,
+            "trial_seed": 42,
+            "config": CONFIG,
+        }
+
+    def _report_checkpoint(self, body: dict[str, Any]) -> httpx.Response:
+        prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
+        if f"bucket/{prefix}metadata.json" not in self.s3:
+            return _error(409, "Conflict", "metadata.json is not in S3 yet; upload it before reporting.")
+        checkpoint = {
+            "uuid": body["uuid"],
+            "trial_id": TRIAL,
+            "experiment_id": EXPERIMENT,
+            "steps_completed": body["steps_completed"],
+            "state": "COMPLETED",
+            "uri": f"s3://bucket/{prefix}",
+            "resources": body["resources"],
+            "metadata": body["metadata"],
+            "report_time": "2024-01-01T00:00:00Z",
+        }
+        self.checkpoints[body["uuid"]] = checkpoint
+        return httpx.Response(200, json={"checkpoint": checkpoint})
+
+    def _downloads(self, storage_id: str) -> httpx.Response:
+        checkpoint = self.checkpoints.get(storage_id)
+        if checkpoint is None:
+            return _error(404, "NotFound", f"no checkpoint {storage_id}; check the uuid.")
+        prefix = f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{storage_id}/"
+        urls = {f: f"https://s3.test/{prefix}{f}?X-Amz-Signature=sig" for f in checkpoint["resources"]}
+        return httpx.Response(200, json={"checkpoint": checkpoint, "urls": urls})
+
+    def _s3(self, request: httpx.Request) -> httpx.Response:
+        key = urlsplit(str(request.url)).path.lstrip("/")
+        if "authorization" in request.headers:  # S3 refuses two signatures
+            return httpx.Response(400, text="<Error><Code>InvalidArgument</Code></Error>")
+        if request.url.params.get("X-Amz-Signature") != "sig":
+            return httpx.Response(403, text="<Error><Code>AccessDenied</Code></Error>")
+        if request.method == "PUT":
+            with self.lock:
+                self.s3[key] = request.content
+                self.log.append(("PUT", "/" + key, request.content))
+            return httpx.Response(200)
+        if request.method == "GET" and key in self.s3:
+            return httpx.Response(200, content=self.s3[key])
+        return httpx.Response(404, text="<Error><Code>NoSuchKey</Code></Error>")
+
+
+def _error(status: int, code: str, message: str) -> httpx.Response:
+    return httpx.Response(status, json={"error": code, "message": message})
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def on_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {
+        "STRATUS_MASTER": API,
+        "STRATUS_TRIAL_ID": str(TRIAL),
+        "STRATUS_EXPERIMENT_ID": str(EXPERIMENT),
+        "STRATUS_RUN_ID": "run-1",
+        "STRATUS_RUN_TOKEN": TOKEN,
+        "STRATUS_HPARAMS": json.dumps({"learning_rate": 0.01, "hidden_size": 32}),
+        "STRATUS_LATEST_CHECKPOINT": "",
+        "STRATUS_TRIAL_SEED": "42",
+        "STRATUS_SLOTS": "1",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def plane() -> FakePlane:
+    return FakePlane()
+
+
+@pytest.fixture
+def ctx(on_platform: None, plane: FakePlane) -> Iterator[harness.Context]:
+    with harness.init(transport=plane.transport()) as context:
+        yield context
+
+
+# --- info ---------------------------------------------------------------------------------------
+
+
+def test_cluster_info_is_read_from_the_environment(on_platform: None) -> None:
+    info = load_cluster_info()
+    assert info is not None
+    assert info.trial.trial_id == TRIAL and info.trial.experiment_id == EXPERIMENT
+    assert info.trial.hparams == {"learning_rate": 0.01, "hidden_size": 32}
+    assert info.trial.trial_seed == 42
+    assert info.run_id == "run-1" and info.master_url == API
+    assert info.latest_checkpoint is None
+    assert TOKEN not in repr(info)
+
+
+def test_off_platform_there_is_no_cluster_info() -> None:
+    assert load_cluster_info() is None
+    assert harness.get_cluster_info() is None
+
+
+def test_init_fetches_the_config(ctx: harness.Context) -> None:
+    info = harness.get_cluster_info()
+    assert info is ctx.info and info is not None
+    assert info.config == CONFIG
+    assert info.latest_checkpoint is None
+
+
+def test_cluster_info_outlives_its_context(
+    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane: FakePlane
+) -> None:
+    with harness.init(transport=plane.transport()) as context:
+        info = context.info
+    assert harness.get_cluster_info() is info  # kept: no second GET /info (this one has no transport)
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    assert harness.get_cluster_info() is None
+
+
+def test_latest_checkpoint_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, on_platform: None
+) -> None:
+    monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", "abc-123")
+    info = load_cluster_info()
+    assert info is not None and info.latest_checkpoint == "abc-123"
+
+
+def test_bad_hparams_say_what_is_wrong(monkeypatch: pytest.MonkeyPatch, on_platform: None) -> None:
+    monkeypatch.setenv("STRATUS_HPARAMS", "[1, 2]")
+    with pytest.raises(harness.HarnessError, match="STRATUS_HPARAMS"):
+        load_cluster_info()
+
+
+def test_ranks_default_to_a_single_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_rank_info() == load_rank_info({})
+    d = core.DistributedContext.from_env()
+    assert (d.rank, d.size, d.local_rank, d.local_size, d.cross_rank, d.cross_size) == (0, 1, 0, 1, 0, 1)
+    assert d.is_chief
+    for name, value in {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"}.items():
+        monkeypatch.setenv(name, value)
+    d = core.DistributedContext.from_env()
+    assert (d.rank, d.size, d.local_rank, d.local_size, d.cross_rank, d.cross_size) == (5, 8, 1, 4, 1, 2)
+    assert not d.is_chief
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+
+def test_metrics_and_progress_reach_the_api(ctx: harness.Context, plane: FakePlane) -> None:
+    ctx.train.report_training_metrics(steps_completed=50, metrics={"loss": 0.5})
+    ctx.train.report_validation_metrics(steps_completed=200, metrics={"validation_accuracy": 0.9})
+    ctx.train.report_progress(0.25)
+    assert plane.api_calls() == [
+        ("GET", f"/v1/trials/{TRIAL}/info", None),
+        (
+            "POST",
+            f"/v1/trials/{TRIAL}/metrics",
+            {"group": "training", "steps_completed": 50, "metrics": {"loss": 0.5}},
+        ),
+        (
+            "POST",
+            f"/v1/trials/{TRIAL}/metrics",
+            {"group": "validation", "steps_completed": 200, "metrics": {"validation_accuracy": 0.9}},
+        ),
+        ("POST", f"/v1/trials/{TRIAL}/progress", {"progress": 0.25}),
+    ]
+
+
+def test_metric_values_become_json() -> None:
+    torch = pytest.importorskip("torch")
+    cleaned = clean_metrics({"loss": torch.tensor(0.5), "nan": math.nan, "inf": -math.inf, "n": 3})
+    assert cleaned == {"loss": 0.5, "nan": "NaN", "inf": "-Infinity", "n": 3}
+    with pytest.raises(ValueError, match="not a scalar"):
+        clean_metrics({"loss": torch.ones(2)})
+    with pytest.raises(ValueError, match="steps_completed"):
+        core.LocalTrainContext(core.DistributedContext()).report_training_metrics(-1, {"loss": 1.0})
+    with pytest.raises(ValueError, match="progress"):
+        core.LocalTrainContext(core.DistributedContext()).report_progress(1.5)
+
+
+# --- checkpoints --------------------------------------------------------------------------------
+
+
+def _write_files(path: Path) -> None:
+    (path / "model.pt").write_bytes(b"weights" * 100)
+    (path / "sub").mkdir()
+    (path / "sub" / "opt.bin").write_bytes(b"\x00\x01\x02")
+
+
+def test_store_path_uploads_metadata_last_then_reports(ctx: harness.Context, plane: FakePlane) -> None:
+    with ctx.checkpoint.store_path({"steps_completed": 200, "note": "x"}) as (path, storage_id):
+        _write_files(path)
+    assert not path.exists()  # the staging folder is gone
+    calls = [c for c in plane.calls() if not c[1].endswith("/heartbeat")]
+    kinds = [
+        (m, p.rsplit("/", 1)[-1] if m == "PUT" else p) for m, p, _ in calls if p != f"/v1/trials/{TRIAL}/info"
+    ]
+    uploads = f"/v1/trials/{TRIAL}/checkpoints/uploads"
+    report = f"/v1/trials/{TRIAL}/checkpoints"
+    assert kinds[0] == ("POST", uploads)
+    assert sorted(kinds[1:3]) == [("PUT", "model.pt"), ("PUT", "opt.bin")]
+    assert kinds[3:] == [("PUT", "metadata.json"), ("POST", report)]
+    upload_body = plane.calls("POST", "/uploads")[0][2]
+    assert upload_body == {"uuid": storage_id, "files": ["model.pt", "sub/opt.bin", "metadata.json"]}
+    body = plane.calls("POST", report)[-1][2]
+    metadata_json = plane.s3[f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{storage_id}/metadata.json"]
+    assert body == {
+        "uuid": storage_id,
+        "steps_completed": 200,
+        "resources": {"model.pt": 700, "sub/opt.bin": 3, "metadata.json": len(metadata_json)},
+        "metadata": {"steps_completed": 200, "note": "x"},
+    }
+    assert json.loads(metadata_json) == {"steps_completed": 200, "note": "x"}
+    assert plane.s3[f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{storage_id}/sub/opt.bin"] == b"\x00\x01\x02"
+    uuid.UUID(storage_id)
+
+
+def test_a_failing_block_reports_nothing(ctx: harness.Context, plane: FakePlane) -> None:
+    with (
+        pytest.raises(RuntimeError, match="disk full"),
+        ctx.checkpoint.store_path({"steps_completed": 1}) as (path, _),
+    ):
+        _write_files(path)
+        raise RuntimeError("disk full")
+    assert not path.exists()
+    assert plane.calls(path_part="/checkpoints") == [] and plane.s3 == {}
+
+
+def test_missing_steps_completed_raises_before_anything(ctx: harness.Context, plane: FakePlane) -> None:
+    for metadata in (None, {}, {"steps_completed": "10"}, {"steps_completed": True}):
+        with (
+            pytest.raises(harness.CheckpointError, match="steps_completed"),
+            ctx.checkpoint.store_path(metadata),
+        ):
+            pytest.fail("the block must not run")
+    assert plane.calls(path_part="/checkpoints") == []
+
+
+def test_a_user_metadata_json_is_refused(ctx: harness.Context, plane: FakePlane) -> None:
+    with (
+        pytest.raises(harness.CheckpointError, match=r"metadata\.json"),
+        ctx.checkpoint.store_path({"steps_completed": 1}) as (path, _),
+    ):
+        (path / "metadata.json").write_text("{}")
+    assert plane.calls(path_part="/checkpoints") == []
+
+
+def test_restore_round_trips_files_and_metadata(ctx: harness.Context) -> None:
+    with ctx.checkpoint.store_path({"steps_completed": 400}) as (path, storage_id):
+        _write_files(path)
+    with ctx.checkpoint.restore_path(storage_id) as restored:
+        assert (restored / "model.pt").read_bytes() == b"weights" * 100
+        assert (restored / "sub" / "opt.bin").read_bytes() == b"\x00\x01\x02"
+        assert json.loads((restored / "metadata.json").read_text())["steps_completed"] == 400
+    assert not restored.exists()
+    assert ctx.checkpoint.get_metadata(storage_id) == {"steps_completed": 400}
+
+
+def test_restoring_an_unknown_checkpoint_names_it(ctx: harness.Context) -> None:
+    with (
+        pytest.raises(harness.CheckpointError, match="no checkpoint nope"),
+        ctx.checkpoint.restore_path("nope"),
+    ):
+        pytest.fail("the block must not run")
+
+
+def test_download_names_cannot_escape(tmp_path: Path) -> None:
+    assert safe_join(tmp_path, "a/b.pt") == tmp_path / "a" / "b.pt"
+    for bad in ("../x", "/etc/passwd", "a/../../x", ""):
+        with pytest.raises(harness.CheckpointError):
+            safe_join(tmp_path, bad)
+
+
+# --- preemption ---------------------------------------------------------------------------------
+
+
+def test_heartbeats_run_and_do_not_preempt_by_themselves(on_platform: None, plane: FakePlane) -> None:
+    with harness.init(transport=plane.transport(), heartbeat_interval_s=0.01) as context:
+        assert plane.wait_heartbeats(3)
+        assert context.preempt.should_preempt() is False
+    assert plane.calls("POST", "/heartbeat")[0][2] == {}
+
+
+def test_preemption_latches_from_the_heartbeat_answer(on_platform: None, plane: FakePlane) -> None:
+    plane.preempt = True
+    with harness.init(transport=plane.transport(), heartbeat_interval_s=0.01) as context:
+        assert plane.wait_heartbeats(2)  # the first answer has been handled
+        plane.preempt = False
+        assert context.preempt.should_preempt() is True
+        assert plane.wait_heartbeats(4)
+        assert context.preempt.should_preempt() is True  # latched
+
+
+def test_close_stops_the_heartbeat_thread(on_platform: None, plane: FakePlane) -> None:
+    context = harness.init(transport=plane.transport(), heartbeat_interval_s=0.01)
+    assert plane.wait_heartbeats(1)
+    context.close()
+    assert not any(t.name == "stratus-heartbeat" for t in threading.enumerate())
+    context.close()  # idempotent
+
+
+@pytest.mark.parametrize("platform", [True, False])
+def test_sigterm_latches_preemption_and_close_restores_the_handler(
+    request: pytest.FixtureRequest, plane: FakePlane, platform: bool
+) -> None:
+    if platform:
+        request.getfixturevalue("on_platform")
+    before = signal.getsignal(signal.SIGTERM)
+    context = harness.init(transport=plane.transport())
+    try:
+        assert context.preempt.should_preempt() is False
+        assert signal.getsignal(signal.SIGTERM) != before
+        signal.raise_signal(signal.SIGTERM)
+        assert context.preempt.should_preempt() is True
+    finally:
+        context.close()
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_sigterm_still_runs_a_handler_installed_before() -> None:
+    seen = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.set())
+    try:
+        with harness.init() as context:
+            signal.raise_signal(signal.SIGTERM)
+            assert seen.wait(WAIT_S)
+            assert context.preempt.should_preempt() is True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_init_outside_the_main_thread_installs_no_handler() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    results: list[bool] = []
+
+    def worker() -> None:
+        with harness.init() as context:
+            results.append(context.preempt.should_preempt())
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(WAIT_S)
+    assert results == [False] and signal.getsignal(signal.SIGTERM) == before
+
+
+def test_any_rank_uses_the_process_group(tmp_path: Path) -> None:
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        two_ranks = core.DistributedContext(rank=0, size=2)
+        assert two_ranks.any_rank(True) is True and two_ranks.any_rank(False) is False
+    finally:
+        dist.destroy_process_group()
+
+
+# --- local twins --------------------------------------------------------------------------------
+
+
+def test_local_twins_work_without_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with harness.init() as context:
+        assert context.info is None
+        assert isinstance(context.train, core.LocalTrainContext)
+        context.train.report_training_metrics(steps_completed=10, metrics={"loss": 1.25})
+        context.train.report_validation_metrics(steps_completed=10, metrics={"validation_accuracy": 0.5})
+        context.train.report_progress(0.5)
+        assert context.train.training_metrics == [{"steps_completed": 10, "metrics": {"loss": 1.25}}]
+        assert context.train.validation_metrics[0]["metrics"] == {"validation_accuracy": 0.5}
+        with context.checkpoint.store_path({"steps_completed": 10}) as (path, storage_id):
+            (path / "w.bin").write_bytes(b"abc")
+        assert path == tmp_path / "checkpoints" / storage_id
+        assert json.loads((path / "metadata.json").read_text()) == {"steps_completed": 10}
+        with context.checkpoint.restore_path(storage_id) as restored:
+            assert (restored / "w.bin").read_bytes() == b"abc"
+        assert context.checkpoint.get_metadata(storage_id) == {"steps_completed": 10}
+        with (
+            pytest.raises(RuntimeError),
+            context.checkpoint.store_path({"steps_completed": 11}) as (failed, _),
+        ):
+            raise RuntimeError("boom")
+        assert not failed.exists()
+        with pytest.raises(harness.CheckpointError), context.checkpoint.store_path({}):
+            pass
+        with (
+            pytest.raises(harness.CheckpointError, match="no checkpoint"),
+            context.checkpoint.restore_path(str(uuid.uuid4())),
+        ):
+            pass
+        assert context.preempt.should_preempt() is False
+    assert "[training] steps_completed=10 loss=1.25" in capsys.readouterr().out
+
+
+def test_local_checkpoint_dir_is_configurable(tmp_path: Path) -> None:
+    with (
+        harness.init(checkpoint_dir=tmp_path / "ckpts") as context,
+        context.checkpoint.store_path({"steps_completed": 1}) as (path, storage_id),
+    ):
+        (path / "x").write_text("x")
+    assert (tmp_path / "ckpts" / storage_id / "metadata.json").is_file()
+
+
+# --- ranks --------------------------------------------------------------------------------------
+
+
+def test_non_chief_ranks_report_nothing(
+    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane: FakePlane
+) -> None:
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with harness.init(transport=plane.transport(), heartbeat_interval_s=0.01) as context:
+        assert not context.distributed.is_chief
+        context.train.report_training_metrics(steps_completed=1, metrics={"loss": 1.0})
+        context.train.report_validation_metrics(steps_completed=1, metrics={"validation_accuracy": 1.0})
+        context.train.report_progress(1.0)
+        with context.checkpoint.store_path({"steps_completed": 1}) as (path, storage_id):
+            (path / "x").write_text("x")
+        assert storage_id == ""
+        assert context.preempt.should_preempt() is False
+        with (
+            pytest.raises(harness.CheckpointError, match="shard=True"),
+            context.checkpoint.store_path({"steps_completed": 1}, shard=True),
+        ):
+            pass
+    assert not path.exists()
+    assert plane.calls() == [("GET", f"/v1/trials/{TRIAL}/info", None)]  # no metrics, uploads, heartbeats
+    assert plane.s3 == {}
+
+
+def test_non_chief_ranks_can_restore(
+    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane: FakePlane
+) -> None:
+    with (
+        harness.init(transport=plane.transport()) as chief,
+        chief.checkpoint.store_path({"steps_completed": 3}) as (path, storage_id),
+    ):
+        (path / "x").write_text("x")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with harness.init(transport=plane.transport()) as worker, worker.checkpoint.restore_path(storage_id) as p:
+        assert (p / "x").read_text() == "x"
+
+
+# --- the API client -----------------------------------------------------------------------------
+
+
+def _client(handler: Any, sleeps: list[float]) -> ApiClient:
+    return ApiClient(
+        API, TOKEN, transport=httpx.MockTransport(handler), backoff_s=(0.1, 0.2), sleep=sleeps.append
+    )
+
+
+def test_client_retries_5xx_and_connection_errors_then_succeeds() -> None:
+    answers: list[Any] = [httpx.ConnectError("refused"), httpx.Response(502, text="Bad Gateway")]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if answers:
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return httpx.Response(200, json={"preempt": False})
+
+    sleeps: list[float] = []
+    assert _client(handler, sleeps).post("/trials/7/heartbeat", {}) == {"preempt": False}
+    assert sleeps == [0.1, 0.2]
+
+
+def test_client_gives_up_after_its_backoff() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    sleeps: list[float] = []
+    with pytest.raises(harness.ApiCallError, match="STRATUS_MASTER"):
+        _client(handler, sleeps).get("/trials/7/info")
+    assert sleeps == [0.1, 0.2]
+
+    def always_500(request: httpx.Request) -> httpx.Response:
+        return _error(503, "Unavailable", "try later.")
+
+    with pytest.raises(harness.ApiCallError) as raised:
+        _client(always_500, []).get("/trials/7/info")
+    assert raised.value.status == 503
+
+
+def test_client_raises_4xx_at_once_with_the_servers_message() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["authorization"] == f"Bearer {TOKEN}"
+        assert request.url.path == "/v1/trials/7/metrics"
+        return _error(409, "Conflict", "trial 7 is COMPLETED; it takes no more metrics.")
+
+    sleeps: list[float] = []
+    with pytest.raises(harness.ApiCallError, match="trial 7 is COMPLETED") as raised:
+        _client(handler, sleeps).post("/trials/7/metrics", {"group": "training"})
+    assert (raised.value.status, raised.value.code) == (409, "Conflict")
+    assert sleeps == []
