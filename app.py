@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from chalice import Chalice
+from chalice.app import Chalice
 
 from chalicelib.api import compute_routes, user_routes
 from chalicelib.handlers import events

@@ -36,7 +36,9 @@ class WorkflowResources:
 _TRIAL_KEY = {"id": {"N.$": "States.Format('{}', $.trial_id)"}}
 
 
-def _set_trial_state(table: str, target: TrialState, extra: str = "", extra_values: dict[str, Any] | None = None) -> dict[str, Any]:
+def _set_trial_state(
+    table: str, target: TrialState, extra: str = "", extra_values: dict[str, Any] | None = None
+) -> dict[str, Any]:
     sources = allowed_sources(TRIAL_TRANSITIONS, target)
     values: dict[str, Any] = {
         ":target": {"S": str(target)},
@@ -174,7 +176,11 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
             "CanRestart": {
                 "Type": "Choice",
                 "Choices": [
-                    {"Variable": "$.run.attempt", "NumericGreaterThanPath": "$.max_restarts", "Next": "Errored"}
+                    {
+                        "Variable": "$.run.attempt",
+                        "NumericGreaterThanPath": "$.max_restarts",
+                        "Next": "Errored",
+                    }
                 ],
                 "Default": "Enqueue",
             },
@@ -184,7 +190,9 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                 "Parameters": complete,
                 "ResultPath": None,
                 "Next": "NotifyCompleted",
-                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyCompleted"}],
+                "Catch": [
+                    {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyCompleted"}
+                ],
             },
             "NotifyCompleted": _notify(res.events_queue_url, TrialState.COMPLETED, "Completed"),
             "Completed": {"Type": "Succeed"},
@@ -194,10 +202,16 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                 "Parameters": errored,
                 "ResultPath": None,
                 "Next": "NotifyErrored",
-                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyErrored"}],
+                "Catch": [
+                    {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyErrored"}
+                ],
             },
             "NotifyErrored": _notify(res.events_queue_url, TrialState.ERROR, "TrialErrored"),
-            "TrialErrored": {"Type": "Fail", "Error": "TrialErrored", "Cause": "the trial exited non-zero and has no restarts left"},
+            "TrialErrored": {
+                "Type": "Fail",
+                "Error": "TrialErrored",
+                "Cause": "the trial exited non-zero and has no restarts left",
+            },
             "Abandoned": {"Type": "Succeed"},
         },
     }

@@ -1,13 +1,13 @@
 """Errors raised by the CLI. Each message is one sentence that names the value and says what to do.
 
-    DetError
-    ├── UsageError            bad arguments or a bad file on the user's side
-    │   ├── ConfigFileError   the config file cannot be read or parsed
-    │   └── ContextError      the context folder cannot be packed (too large, missing)
-    ├── ApiError              the API answered with an error (carries status, code, problems)
-    │   └── NotFoundError     an unknown experiment or trial id
-    ├── ConnectionFailedError the API cannot be reached (is the stack up? is DET_MASTER right?)
-    └── StackError            the embedded local stack cannot be started or stopped
+DetError
+├── UsageError            bad arguments or a bad file on the user's side
+│   ├── ConfigFileError   the config file cannot be read or parsed
+│   └── ContextError      the context folder cannot be packed (too large, missing)
+├── ApiError              the API answered with an error (carries status, code, problems)
+│   └── NotFoundError     an unknown experiment or trial id
+├── ConnectionFailedError the API cannot be reached (is the stack up? is DET_MASTER right?)
+└── StackError            the embedded local stack cannot be started or stopped
 """
 
 from __future__ import annotations

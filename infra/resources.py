@@ -44,7 +44,11 @@ TABLES: tuple[TableSpec, ...] = (
         ),
     ),
     TableSpec("agents", ("agent_id", "S"), indexes=(Index("by_pool", ("pool", "S"), ("agent_id", "S")),)),
-    TableSpec("checkpoints", ("uuid", "S"), indexes=(Index("by_trial", ("trial_id", "N"), ("steps_completed", "N")),)),
+    TableSpec(
+        "checkpoints",
+        ("uuid", "S"),
+        indexes=(Index("by_trial", ("trial_id", "N"), ("steps_completed", "N")),),
+    ),
     TableSpec("metrics", ("trial_id", "N"), ("key", "S")),
     TableSpec("counters", ("name", "S")),
 )
@@ -89,7 +93,9 @@ def table_request(names: StackNames, spec: TableSpec) -> dict[str, Any]:
         if index.range_key:
             attributes.add(index.range_key)
             index_keys.append({"AttributeName": index.range_key[0], "KeyType": "RANGE"})
-        indexes.append({"IndexName": index.name, "KeySchema": index_keys, "Projection": {"ProjectionType": "ALL"}})
+        indexes.append(
+            {"IndexName": index.name, "KeySchema": index_keys, "Projection": {"ProjectionType": "ALL"}}
+        )
     request: dict[str, Any] = {
         "TableName": names.table(spec.name),
         "KeySchema": keys,
@@ -108,7 +114,9 @@ def queue_attributes(kind: str, visibility_timeout: int) -> dict[str, str]:
     return attributes
 
 
-def create(session: Any, names: StackNames, *, endpoint_url: str | None, visibility_timeout: int = 30) -> dict[str, str]:
+def create(
+    session: Any, names: StackNames, *, endpoint_url: str | None, visibility_timeout: int = 30
+) -> dict[str, str]:
     """Create every resource of the stack; returns the environment the control plane needs."""
     kwargs = {"endpoint_url": endpoint_url, "region_name": names.region}
     s3 = session.client("s3", **kwargs)
@@ -123,9 +131,17 @@ def create(session: Any, names: StackNames, *, endpoint_url: str | None, visibil
         dynamodb.create_table(**table_request(names, spec))
     urls = {}
     for kind in QUEUES:
-        dlq_name = names.queue(kind).replace(".fifo", "-dlq.fifo") if QUEUES[kind].endswith(".fifo") else names.queue(kind) + "-dlq"
-        dlq = sqs.create_queue(QueueName=dlq_name, Attributes=queue_attributes(kind, visibility_timeout))["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        dlq_name = (
+            names.queue(kind).replace(".fifo", "-dlq.fifo")
+            if QUEUES[kind].endswith(".fifo")
+            else names.queue(kind) + "-dlq"
+        )
+        dlq = sqs.create_queue(QueueName=dlq_name, Attributes=queue_attributes(kind, visibility_timeout))[
+            "QueueUrl"
+        ]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
         attributes = queue_attributes(kind, visibility_timeout)
         attributes["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"})
         urls[kind] = sqs.create_queue(QueueName=names.queue(kind), Attributes=attributes)["QueueUrl"]
@@ -135,7 +151,13 @@ def create(session: Any, names: StackNames, *, endpoint_url: str | None, visibil
         AssumeRolePolicyDocument=json.dumps(
             {
                 "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Principal": {"Service": "states.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "states.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
             }
         ),
     )["Role"]["Arn"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint, Response
+from chalice.app import Blueprint, Response
 
 from chalicelib.api import models, views
 from chalicelib.api.routing import answer, parse, path_id, route
@@ -36,7 +36,14 @@ def _authorization() -> str | None:
 # ---- agents ---------------------------------------------------------------------------------------
 
 
-@route(bp, "/agents/{agent_id}/heartbeat", "POST", request=models.AgentHeartbeat, response=models.AgentInstructions, auth="agent")
+@route(
+    bp,
+    "/agents/{agent_id}/heartbeat",
+    "POST",
+    request=models.AgentHeartbeat,
+    response=models.AgentInstructions,
+    auth="agent",
+)
 def agent_heartbeat(agent_id: str) -> Response:
     """An agent's capacity and running runs in; runs to launch and to kill out."""
     body = parse(bp, models.AgentHeartbeat)
@@ -44,7 +51,14 @@ def agent_heartbeat(agent_id: str) -> Response:
     return answer(models.AgentInstructions.model_validate(instructions))
 
 
-@route(bp, "/agents/{agent_id}/runs/{run_id}/started", "POST", request=models.RunStarted, response=models.Empty, auth="agent")
+@route(
+    bp,
+    "/agents/{agent_id}/runs/{run_id}/started",
+    "POST",
+    request=models.RunStarted,
+    response=models.Empty,
+    auth="agent",
+)
 def run_started(agent_id: str, run_id: str) -> Response:
     """The agent started a run's process."""
     body = parse(bp, models.RunStarted)
@@ -52,7 +66,14 @@ def run_started(agent_id: str, run_id: str) -> Response:
     return answer(models.Empty())
 
 
-@route(bp, "/agents/{agent_id}/runs/{run_id}/exit", "POST", request=models.RunExited, response=models.Empty, auth="agent")
+@route(
+    bp,
+    "/agents/{agent_id}/runs/{run_id}/exit",
+    "POST",
+    request=models.RunExited,
+    response=models.Empty,
+    auth="agent",
+)
 def run_exited(agent_id: str, run_id: str) -> Response:
     """A run's process ended; the trial's workflow moves on."""
     body = parse(bp, models.RunExited)
@@ -83,7 +104,9 @@ def trial_info(trial_id: str) -> Response:
     return answer(models.TrialInfo.model_validate(trial_api.trial_info(ports(), _run(trial_id))))
 
 
-@route(bp, "/trials/{trial_id}/metrics", "POST", request=models.MetricReport, response=models.Empty, auth="run")
+@route(
+    bp, "/trials/{trial_id}/metrics", "POST", request=models.MetricReport, response=models.Empty, auth="run"
+)
 def report_metrics(trial_id: str) -> Response:
     """Training or validation metrics at a number of steps completed (idempotent)."""
     run = _run(trial_id)
@@ -92,7 +115,14 @@ def report_metrics(trial_id: str) -> Response:
     return answer(models.Empty())
 
 
-@route(bp, "/trials/{trial_id}/progress", "POST", request=models.ProgressReport, response=models.Empty, auth="run")
+@route(
+    bp,
+    "/trials/{trial_id}/progress",
+    "POST",
+    request=models.ProgressReport,
+    response=models.Empty,
+    auth="run",
+)
 def report_progress(trial_id: str) -> Response:
     """The trial's own estimate of its progress, 0 to 1."""
     run = _run(trial_id)
@@ -101,13 +131,27 @@ def report_progress(trial_id: str) -> Response:
     return answer(models.Empty())
 
 
-@route(bp, "/trials/{trial_id}/heartbeat", "POST", request=models.TrialHeartbeat, response=models.HeartbeatAnswer, auth="run")
+@route(
+    bp,
+    "/trials/{trial_id}/heartbeat",
+    "POST",
+    request=models.TrialHeartbeat,
+    response=models.HeartbeatAnswer,
+    auth="run",
+)
 def trial_heartbeat(trial_id: str) -> Response:
     """Liveness of a trial; answers whether it should checkpoint and stop."""
     return answer(models.HeartbeatAnswer.model_validate(trial_api.heartbeat(ports(), _run(trial_id))))
 
 
-@route(bp, "/trials/{trial_id}/checkpoints/uploads", "POST", request=models.CheckpointUploadRequest, response=models.CheckpointUploadAnswer, auth="run")
+@route(
+    bp,
+    "/trials/{trial_id}/checkpoints/uploads",
+    "POST",
+    request=models.CheckpointUploadRequest,
+    response=models.CheckpointUploadAnswer,
+    auth="run",
+)
 def checkpoint_uploads(trial_id: str) -> Response:
     """Presigned PUT URLs for a new checkpoint's files, under the trial's own prefix."""
     run = _run(trial_id)
@@ -116,13 +160,22 @@ def checkpoint_uploads(trial_id: str) -> Response:
     return answer(models.CheckpointUploadAnswer.model_validate(urls))
 
 
-@route(bp, "/trials/{trial_id}/checkpoints", "POST", request=models.CheckpointReport, response=models.CheckpointOnly, auth="run")
+@route(
+    bp,
+    "/trials/{trial_id}/checkpoints",
+    "POST",
+    request=models.CheckpointReport,
+    response=models.CheckpointOnly,
+    auth="run",
+)
 def report_checkpoint(trial_id: str) -> Response:
     """Record a checkpoint whose files (metadata.json last) are in S3."""
     run = _run(trial_id)
     body = parse(bp, models.CheckpointReport)
     p = ports()
-    record = trial_api.report_checkpoint(p, run, body.uuid, body.steps_completed, body.resources, body.metadata)
+    record = trial_api.report_checkpoint(
+        p, run, body.uuid, body.steps_completed, body.resources, body.metadata
+    )
     return answer(models.CheckpointOnly(checkpoint=views.checkpoint(p, record)))
 
 
@@ -132,4 +185,6 @@ def checkpoint_downloads(uuid: str) -> Response:
     p = ports()
     run = trial_api.authorize_run(p, _authorization(), trial_id=None)
     found = trial_api.checkpoint_downloads(p, run, uuid)
-    return answer(models.CheckpointDownloads(checkpoint=views.checkpoint(p, found["checkpoint"]), urls=found["urls"]))
+    return answer(
+        models.CheckpointDownloads(checkpoint=views.checkpoint(p, found["checkpoint"]), urls=found["urls"])
+    )

@@ -166,7 +166,7 @@ class LaunchSpec(BaseModel):
     slots: int
     entrypoint: list[str]
     environment: dict[str, str]
-    context_url: str
+    context_url: str | None  # null: the experiment has no context (an empty folder)
     api_url: str
 
 

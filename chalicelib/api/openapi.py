@@ -12,7 +12,7 @@ from chalicelib.api.routing import ROUTES
 
 VERSION = "0.1.0"
 
-_SECURITY = {
+_SECURITY: dict[str, list[dict[str, list[str]]]] = {
     "iam": [{"sigv4": []}],
     "agent": [{"agentToken": []}],
     "run": [{"runToken": []}],
@@ -42,7 +42,10 @@ def document() -> dict[str, Any]:
             ],
             "responses": {
                 "200": {"description": "OK", "content": {"application/json": {"schema": ref(r.response)}}},
-                "default": {"description": "Error", "content": {"application/json": {"schema": ref(ErrorBody)}}},
+                "default": {
+                    "description": "Error",
+                    "content": {"application/json": {"schema": ref(ErrorBody)}},
+                },
             },
         }
         if r.request is not None:
@@ -58,7 +61,12 @@ def document() -> dict[str, Any]:
         "components": {
             "schemas": schemas,
             "securitySchemes": {
-                "sigv4": {"type": "apiKey", "name": "Authorization", "in": "header", "x-amazon-apigateway-authtype": "awsSigv4"},
+                "sigv4": {
+                    "type": "apiKey",
+                    "name": "Authorization",
+                    "in": "header",
+                    "x-amazon-apigateway-authtype": "awsSigv4",
+                },
                 "agentToken": {"type": "http", "scheme": "bearer"},
                 "runToken": {"type": "http", "scheme": "bearer"},
             },

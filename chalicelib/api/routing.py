@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from chalice import Blueprint, IAMAuthorizer, Response
+from chalice.app import Blueprint, IAMAuthorizer, Response
 from pydantic import BaseModel, ValidationError
 
 from chalicelib.errors import BadRequestError, StratusError
@@ -45,7 +45,9 @@ def route(
     auth: str,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def register(view: Callable[..., Any]) -> Callable[..., Any]:
-        ROUTES.append(RouteDoc(method, path, (view.__doc__ or "").strip().split("\n")[0], request, response, auth))
+        ROUTES.append(
+            RouteDoc(method, path, (view.__doc__ or "").strip().split("\n")[0], request, response, auth)
+        )
         options: dict[str, Any] = {"methods": [method]}
         if auth == "iam":
             options["authorizer"] = IAM
@@ -64,7 +66,9 @@ def _errors_as_json(view: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return view(*args, **kwargs)
         except StratusError as error:
-            return Response(body=error.body(), status_code=error.status, headers={"Content-Type": "application/json"})
+            return Response(
+                body=error.body(), status_code=error.status, headers={"Content-Type": "application/json"}
+            )
         except Exception:
             log.exception("unhandled error in %s", view.__name__)
             body = {"error": "InternalError", "message": "internal error; the API's log has the details"}
@@ -83,7 +87,8 @@ def parse(bp: Blueprint, model: type[M]) -> M:
         return model.model_validate(raw)
     except ValidationError as error:
         problems = [
-            {"path": ".".join(str(p) for p in e["loc"]) or "(body)", "message": e["msg"]} for e in error.errors()
+            {"path": ".".join(str(p) for p in e["loc"]) or "(body)", "message": e["msg"]}
+            for e in error.errors()
         ]
         first = problems[0]
         raise BadRequestError(
@@ -92,12 +97,23 @@ def parse(bp: Blueprint, model: type[M]) -> M:
 
 
 def answer(model: BaseModel, status: int = 200) -> Response:
-    return Response(body=_finite(model.model_dump(mode="json")), status_code=status,
-                    headers={"Content-Type": "application/json"})
+    return Response(
+        body=_finite(model.model_dump(mode="json")),
+        status_code=status,
+        headers={"Content-Type": "application/json"},
+    )
 
 
-def query_int(bp: Blueprint, name: str, default: int | None, minimum: int = 0, maximum: int = 10_000) -> int | None:
-    params = bp.current_request.query_params or {}
+def query_str(bp: Blueprint, name: str) -> str | None:
+    params: Any = bp.current_request.query_params or {}
+    value = params.get(name)
+    return None if value is None else str(value)
+
+
+def query_int(
+    bp: Blueprint, name: str, default: int | None, minimum: int = 0, maximum: int = 10_000
+) -> int | None:
+    params: Any = bp.current_request.query_params or {}
     if name not in params:
         return default
     try:

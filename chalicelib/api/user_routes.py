@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from chalice import Blueprint, Response
+from typing import Any
+
+from chalice.app import Blueprint, Response
 
 from chalicelib.api import models, views
 from chalicelib.api.openapi import VERSION, document
-from chalicelib.api.routing import answer, parse, path_id, query_int, route
+from chalicelib.api.routing import answer, parse, path_id, query_int, query_str, route
 from chalicelib.domain import keys
 from chalicelib.errors import BadRequestError, NotFoundError
 from chalicelib.services import experiments
@@ -27,7 +29,14 @@ def openapi() -> Response:
     return Response(body=document(), status_code=200, headers={"Content-Type": "application/json"})
 
 
-@route(bp, "/contexts", "POST", request=models.ContextUploadRequest, response=models.ContextUploadResponse, auth="iam")
+@route(
+    bp,
+    "/contexts",
+    "POST",
+    request=models.ContextUploadRequest,
+    response=models.ContextUploadResponse,
+    auth="iam",
+)
 def create_context() -> Response:
     """Where to upload a packed context (nothing to upload when S3 already has it)."""
     body = parse(bp, models.ContextUploadRequest)
@@ -39,7 +48,14 @@ def create_context() -> Response:
     return answer(models.ContextUploadResponse(key=key, exists=False, upload=upload))
 
 
-@route(bp, "/experiments", "POST", request=models.CreateExperimentRequest, response=models.CreateExperimentResponse, auth="iam")
+@route(
+    bp,
+    "/experiments",
+    "POST",
+    request=models.CreateExperimentRequest,
+    response=models.CreateExperimentResponse,
+    auth="iam",
+)
 def create_experiment() -> Response:
     """Validate a config and, unless validate_only, create and start the experiment."""
     body = parse(bp, models.CreateExperimentRequest)
@@ -88,7 +104,7 @@ def describe_trial(trial_id: str) -> Response:
 def trial_metrics(trial_id: str) -> Response:
     """A trial's training or validation metrics, by steps completed."""
     record = _trial(trial_id)
-    group = (bp.current_request.query_params or {}).get("group", "validation")
+    group = query_str(bp, "group") or "validation"
     if group not in ("training", "validation"):
         raise BadRequestError(f"group={group!r} must be 'training' or 'validation'")
     rows = ports().metrics.list(int(record["id"]), group)
@@ -102,19 +118,23 @@ def trial_logs(trial_id: str) -> Response:
     limit = query_int(bp, "limit", 1000, minimum=1, maximum=10_000) or 1000
     tail = query_int(bp, "tail", None, minimum=1, maximum=10_000)
     rank = query_int(bp, "rank", None, minimum=0, maximum=100_000)
-    token = (bp.current_request.query_params or {}).get("next_token")
+    token = query_str(bp, "next_token")
     lines, next_token = ports().logs.get(int(record["id"]), limit, token, tail)
     if rank is not None:
         lines = [line for line in lines if line.get("rank") == rank]
     page = models.LogPage(
-        logs=[models.LogLine.model_validate(line) for line in lines], next_token=next_token, trial_state=str(record["state"])
+        logs=[models.LogLine.model_validate(line) for line in lines],
+        next_token=next_token,
+        trial_state=str(record["state"]),
     )
     return answer(page)
 
 
-def _trial(trial_id: str) -> dict[str, object]:
+def _trial(trial_id: str) -> dict[str, Any]:
     number = path_id(trial_id, "trial")
     record = ports().trials.get(number)
     if record is None:
-        raise NotFoundError(f"trial {number} not found; `det experiment describe` lists an experiment's trials")
+        raise NotFoundError(
+            f"trial {number} not found; `det experiment describe` lists an experiment's trials"
+        )
     return record

@@ -29,7 +29,9 @@ def experiment(record: Record) -> models.Experiment:
 
 
 def checkpoint(ports: Ports, record: Record) -> models.Checkpoint:
-    prefix = keys.checkpoint_prefix(int(record["experiment_id"]), int(record["trial_id"]), str(record["uuid"]))
+    prefix = keys.checkpoint_prefix(
+        int(record["experiment_id"]), int(record["trial_id"]), str(record["uuid"])
+    )
     return models.Checkpoint(
         uuid=str(record["uuid"]),
         trial_id=int(record["trial_id"]),

@@ -21,8 +21,11 @@ class DynamoCheckpoints:
         item["resources"] = dynamo.dumps(item.get("resources", {}))
         item["metadata"] = dynamo.dumps(item.get("metadata", {}))
         try:
-            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(#u)",
-                                 ExpressionAttributeNames={"#u": "uuid"})
+            self._table.put_item(
+                Item=item,
+                ConditionExpression="attribute_not_exists(#u)",
+                ExpressionAttributeNames={"#u": "uuid"},
+            )
         except ClientError as error:
             if not dynamo.is_condition_failure(error):
                 raise

@@ -43,7 +43,9 @@ def resource(service: str) -> Any:
     session = _session()
     key = ("resource", service)
     if key not in _local.cache:
-        _local.cache[key] = session.resource(service, endpoint_url=get_settings().endpoint_url, config=_CONFIG)
+        _local.cache[key] = session.resource(
+            service, endpoint_url=get_settings().endpoint_url, config=_CONFIG
+        )
     return _local.cache[key]
 
 

@@ -138,7 +138,8 @@ def transition(
         if is_condition_failure(error):
             return None
         raise
-    return plain(answer["Attributes"])
+    record: dict[str, Any] = plain(answer["Attributes"])
+    return record
 
 
 def update_fields(
@@ -170,4 +171,5 @@ def update_fields(
         if is_condition_failure(error):
             return None
         raise
-    return plain(answer["Attributes"])
+    record: dict[str, Any] = plain(answer["Attributes"])
+    return record

@@ -41,7 +41,9 @@ class DynamoExperiments:
 
     def transition(self, experiment_id: int, target: str, **sets: Any) -> dict[str, Any] | None:
         sources = allowed_sources(EXPERIMENT_TRANSITIONS, ExperimentState(target))
-        record = dynamo.transition(self._table, {"id": experiment_id}, target, [str(s) for s in sources], sets)
+        record = dynamo.transition(
+            self._table, {"id": experiment_id}, target, [str(s) for s in sources], sets
+        )
         return _decode(record) if record else None
 
     def save_searcher(self, experiment_id: int, snapshot: Mapping[str, Any], expected_version: int) -> bool:

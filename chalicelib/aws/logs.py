@@ -25,17 +25,12 @@ class CloudWatchLogs:
 
     def put(self, trial_id: int, lines: Sequence[Mapping[str, Any]]) -> None:
         stream = log_stream(trial_id)
-        events = sorted(
-            (
-                {"timestamp": int(line["timestamp"]), "message": _encode(line)}
-                for line in lines
-            ),
-            key=lambda e: e["timestamp"],
-        )
+        events = sorted(((int(line["timestamp"]), _encode(line)) for line in lines), key=lambda e: e[0])
         batch: list[dict[str, Any]] = []
         size = 0
-        for event in events:
-            event_size = len(event["message"].encode()) + 26
+        for timestamp, message in events:
+            event = {"timestamp": timestamp, "message": message}
+            event_size = len(message.encode()) + 26
             if batch and (len(batch) >= _MAX_EVENTS or size + event_size > _MAX_BATCH_BYTES):
                 self._send(stream, batch)
                 batch, size = [], 0

@@ -89,7 +89,11 @@ class DynamoRuns:
             {"run_id": run_id},
             str(RunState.LAUNCHING),
             _sources(RunState.LAUNCHING),
-            sets={"launch_token": launch_token, "active_agent": run["agent_id"], "launched_at": dynamo.now_iso()},
+            sets={
+                "launch_token": launch_token,
+                "active_agent": run["agent_id"],
+                "launched_at": dynamo.now_iso(),
+            },
         )
 
     def start(self, run_id: str, agent_id: str, pid: int) -> dict[str, Any] | None:
@@ -127,8 +131,8 @@ class DynamoAgents:
             ExpressionAttributeValues={":p": pool, ":s": slots, ":t": dynamo.number(dynamo.now_epoch())},
             ReturnValues="ALL_OLD",
         )
-        old = dynamo.plain(answer.get("Attributes") or {})
-        return old.get("slots") != slots or old.get("pool") != pool
+        old: dict[str, Any] = dynamo.plain(answer.get("Attributes") or {})
+        return bool(old.get("slots") != slots or old.get("pool") != pool)
 
     def alive(self, pool: str, timeout_s: float) -> list[dict[str, Any]]:
         items = dynamo.query_all(

@@ -88,7 +88,9 @@ class DynamoTrials:
             {":s": steps_completed},
         )
 
-    def _conditional_set(self, trial_id: int, expression: str, condition: str, values: dict[str, Any]) -> None:
+    def _conditional_set(
+        self, trial_id: int, expression: str, condition: str, values: dict[str, Any]
+    ) -> None:
         # A failed condition means a newer value is already there: not an error (reports may race).
         try:
             self._table.update_item(

@@ -41,7 +41,9 @@ def checkpoint_object_key(experiment_id: int, trial_id: int, uuid: str, relative
         or any(p in ("", ".", "..") for p in parts)
         or "\\" in relative_path
     ):
-        raise ValueError(f"checkpoint file path {relative_path!r} must be relative with no '..' or empty parts")
+        raise ValueError(
+            f"checkpoint file path {relative_path!r} must be relative with no '..' or empty parts"
+        )
     return checkpoint_prefix(experiment_id, trial_id, uuid) + relative_path
 
 

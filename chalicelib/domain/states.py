@@ -59,9 +59,7 @@ class RunState(StrEnum):
         return self is RunState.EXITED
 
 
-_EXPERIMENT_TERMINAL = frozenset(
-    {ExperimentState.COMPLETED, ExperimentState.ERROR, ExperimentState.CANCELED}
-)
+_EXPERIMENT_TERMINAL = frozenset({ExperimentState.COMPLETED, ExperimentState.ERROR, ExperimentState.CANCELED})
 _TRIAL_TERMINAL = frozenset({TrialState.COMPLETED, TrialState.ERROR, TrialState.CANCELED})
 
 E = ExperimentState
@@ -86,7 +84,15 @@ TRIAL_TRANSITIONS: dict[TrialState, frozenset[TrialState]] = {
     T.QUEUED: frozenset({T.QUEUED, T.PULLING, T.PAUSED, T.STOPPING_CANCELED, T.CANCELED, T.ERROR}),
     T.PULLING: frozenset({T.RUNNING, T.QUEUED, T.STOPPING_CANCELED, T.COMPLETED, T.ERROR}),
     T.RUNNING: frozenset(
-        {T.QUEUED, T.PAUSED, T.STOPPING_COMPLETED, T.STOPPING_ERROR, T.STOPPING_CANCELED, T.COMPLETED, T.ERROR}
+        {
+            T.QUEUED,
+            T.PAUSED,
+            T.STOPPING_COMPLETED,
+            T.STOPPING_ERROR,
+            T.STOPPING_CANCELED,
+            T.COMPLETED,
+            T.ERROR,
+        }
     ),
     T.PAUSED: frozenset({T.QUEUED, T.STOPPING_CANCELED, T.CANCELED}),
     T.STOPPING_COMPLETED: frozenset({T.COMPLETED, T.ERROR}),

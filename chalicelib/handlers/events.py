@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import logging
 
-from chalice import Blueprint
-from chalice.app import SQSEvent
+from chalice.app import Blueprint, SQSEvent
 
 from chalicelib.services import runs, scheduler, searching
 from chalicelib.settings import queue_name

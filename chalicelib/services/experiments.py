@@ -36,7 +36,9 @@ def validate(raw_config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         new_searcher(searcher, config.get("hyperparameters") or {}, 0)
     except SearcherNotSupportedError as error:
         problem = {"path": "searcher.name", "message": str(error)}
-        raise ConfigInvalidError(f"config has 1 problem: searcher.name: {error}", problems=[problem]) from error
+        raise ConfigInvalidError(
+            f"config has 1 problem: searcher.name: {error}", problems=[problem]
+        ) from error
     return config, list(parsed.warnings)
 
 
@@ -52,11 +54,11 @@ def create(
     config, warnings = validate(raw_config)
     if validate_only:
         return CreateResult(experiment=None, warnings=warnings)
-    if not context_sha256 or not keys.is_sha256(context_sha256):
+    if context_sha256 is not None and not keys.is_sha256(context_sha256):
         raise BadRequestError(
             f"context_sha256 {context_sha256!r} is not a SHA-256 hex digest; upload the context through POST /contexts first"
         )
-    if not ports.blobs.exists(keys.context_key(context_sha256)):
+    if context_sha256 is not None and not ports.blobs.exists(keys.context_key(context_sha256)):
         raise BadRequestError(
             f"context {context_sha256[:12]}… is not in S3; upload it through the URL POST /contexts returns, then retry"
         )
@@ -105,4 +107,3 @@ def get(ports: Ports, experiment_id: int) -> Record:
     if experiment is None:
         raise NotFoundError(f"experiment {experiment_id} not found; `det experiment list` shows the ids")
     return experiment
-

@@ -32,13 +32,17 @@ def handle_launch(ports: Ports, body: Mapping[str, Any]) -> None:
         ports.trials.transition(int(run["trial_id"]), str(TrialState.PULLING))
     elif run["state"] == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
-        ports.workflows.succeed(str(body["token"]), {"exit_code": int(run.get("exit_code", -1)), "reason": run.get("reason", "")})
+        ports.workflows.succeed(
+            str(body["token"]), {"exit_code": int(run.get("exit_code", -1)), "reason": run.get("reason", "")}
+        )
     # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
 
 
 def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Sequence[str]) -> dict[str, Any]:
     if ports.agents.heartbeat(agent_id, pool, slots):
-        ports.queues.to_scheduler(pool, {"type": "capacity", "pool": pool}, dedup_id=f"capacity-{agent_id}-{now_iso()}")
+        ports.queues.to_scheduler(
+            pool, {"type": "capacity", "pool": pool}, dedup_id=f"capacity-{agent_id}-{now_iso()}"
+        )
     launches = []
     kill = []
     mine = ports.runs.for_agent(agent_id)
@@ -107,7 +111,11 @@ def _launch_spec(ports: Ports, run: Record) -> dict[str, Any]:
         "slots": int(run["slots"]),
         "entrypoint": entrypoint_words(config["entrypoint"]),
         "environment": environment,
-        "context_url": ports.blobs.presign_get(keys.context_key(experiment["context_sha256"])),
+        "context_url": (
+            ports.blobs.presign_get(keys.context_key(experiment["context_sha256"]))
+            if experiment.get("context_sha256")
+            else None
+        ),
         "api_url": settings.api_url,
     }
 
@@ -130,4 +138,3 @@ def _config_environment(config: Mapping[str, Any]) -> dict[str, str]:
         if sep:
             out[name] = value
     return out
-

@@ -54,7 +54,9 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         for a in ports.agents.alive(pool, get_settings().agent_timeout_s)
     ]
     requests = [
-        SlotRequest(run_id=r["run_id"], slots=int(r["slots"]), priority=int(r["priority"]), queued_at=r["queued_at"])
+        SlotRequest(
+            run_id=r["run_id"], slots=int(r["slots"]), priority=int(r["priority"]), queued_at=r["queued_at"]
+        )
         for r in pending
     ]
     tokens = {r["run_id"]: r["slot_token"] for r in pending}

@@ -55,7 +55,9 @@ def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
     if kind == "trial_exited":
         trial = ports.trials.get(int(body["trial_id"]))
         failed = trial is None or trial["state"] != TrialState.COMPLETED
-        ops = searcher.on_event(TrialExited(event_id=body["event_id"], trial_id=int(body["trial_id"]), failed=failed))
+        ops = searcher.on_event(
+            TrialExited(event_id=body["event_id"], trial_id=int(body["trial_id"]), failed=failed)
+        )
     elif kind == "validation":
         ops = searcher.on_event(
             ValidationReported(
@@ -70,7 +72,9 @@ def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
     _save_and_apply(ports, experiment, searcher, ops, version=int(experiment.get("searcher_version", 0)))
 
 
-def _save_and_apply(ports: Ports, experiment: Record, searcher: Searcher, ops: list[Operation], version: int) -> None:
+def _save_and_apply(
+    ports: Ports, experiment: Record, searcher: Searcher, ops: list[Operation], version: int
+) -> None:
     experiment_id = int(experiment["id"])
     if not ports.experiments.save_searcher(experiment_id, searcher.snapshot(), expected_version=version):
         raise StaleSearcherError(f"searcher of experiment {experiment_id} changed meanwhile; retrying")
@@ -79,9 +83,15 @@ def _save_and_apply(ports: Ports, experiment: Record, searcher: Searcher, ops: l
         if isinstance(op, CreateTrial):
             trial_id = _create_trial(ports, experiment, op)
             # Tell the searcher the trial's id; saved before the next operation runs.
-            searcher.on_event(TrialCreated(event_id=f"created-{op.request_id}", request_id=op.request_id, trial_id=trial_id))
-            if not ports.experiments.save_searcher(experiment_id, searcher.snapshot(), expected_version=version):
-                raise StaleSearcherError(f"searcher of experiment {experiment_id} changed meanwhile; retrying")
+            searcher.on_event(
+                TrialCreated(event_id=f"created-{op.request_id}", request_id=op.request_id, trial_id=trial_id)
+            )
+            if not ports.experiments.save_searcher(
+                experiment_id, searcher.snapshot(), expected_version=version
+            ):
+                raise StaleSearcherError(
+                    f"searcher of experiment {experiment_id} changed meanwhile; retrying"
+                )
             version += 1
         elif isinstance(op, Shutdown):
             _finish(ports, experiment_id, failure=op.failure)
@@ -106,7 +116,9 @@ def _create_trial(ports: Ports, experiment: Record, op: CreateTrial) -> int:
             "trial_seed": (int(config["reproducibility"]["experiment_seed"]) + trial_id) % 2**31,
         }
     )
-    ports.experiments.update(int(experiment["id"]), num_trials=len(ports.trials.for_experiment(int(experiment["id"]))))
+    ports.experiments.update(
+        int(experiment["id"]), num_trials=len(ports.trials.for_experiment(int(experiment["id"])))
+    )
     ports.workflows.start(
         keys.execution_name(trial_id, 0),
         {
@@ -126,4 +138,3 @@ def _finish(ports: Ports, experiment_id: int, *, failure: bool) -> None:
     any_completed = any(t["state"] == TrialState.COMPLETED for t in trials)
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
     ports.experiments.transition(experiment_id, str(target), end_time=now_iso())
-

@@ -21,13 +21,17 @@ def run_id_from_token(secret: str, header: str | None) -> str:
     token = _bearer(header)
     run_id, _, _ = token.rpartition(".")
     if not run_id or not hmac.compare_digest(run_token(secret, run_id), token):
-        raise UnauthorizedError("the run token is not valid; trial calls must use the token the agent passed in STRATUS_RUN_TOKEN")
+        raise UnauthorizedError(
+            "the run token is not valid; trial calls must use the token the agent passed in STRATUS_RUN_TOKEN"
+        )
     return run_id
 
 
 def check_agent_token(expected: str, header: str | None) -> None:
     if not hmac.compare_digest(expected.encode(), _bearer(header).encode()):
-        raise UnauthorizedError("the agent token is not valid; start the agent with the stack's STRATUS_AGENT_TOKEN")
+        raise UnauthorizedError(
+            "the agent token is not valid; start the agent with the stack's STRATUS_AGENT_TOKEN"
+        )
 
 
 def _bearer(header: str | None) -> str:

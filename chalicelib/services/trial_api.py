@@ -47,7 +47,9 @@ def trial_info(ports: Ports, run: Record) -> dict[str, Any]:
     }
 
 
-def report_metrics(ports: Ports, run: Record, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> None:
+def report_metrics(
+    ports: Ports, run: Record, group: str, steps_completed: int, metrics: Mapping[str, Any]
+) -> None:
     if group not in METRIC_GROUPS:
         raise BadRequestError(f"metric group {group!r} is not one of {', '.join(METRIC_GROUPS)}")
     if steps_completed < 0:
@@ -107,7 +109,12 @@ def checkpoint_uploads(ports: Ports, run: Record, uuid: str, files: Sequence[str
 
 
 def report_checkpoint(
-    ports: Ports, run: Record, uuid: str, steps_completed: int, resources: Mapping[str, int], metadata: Mapping[str, Any]
+    ports: Ports,
+    run: Record,
+    uuid: str,
+    steps_completed: int,
+    resources: Mapping[str, int],
+    metadata: Mapping[str, Any],
 ) -> Record:
     if not keys.is_uuid(uuid):
         raise BadRequestError(f"checkpoint uuid {uuid!r} is not a lowercase UUID; use uuid.uuid4()")
@@ -147,12 +154,17 @@ def checkpoint_downloads(ports: Ports, run: Record, uuid: str) -> dict[str, Any]
         raise ConflictError(f"checkpoint {uuid} is {checkpoint['state']} and cannot be restored")
     experiment_id, trial_id = int(checkpoint["experiment_id"]), int(checkpoint["trial_id"])
     files = sorted(set(checkpoint["resources"]) | {"metadata.json"})
-    urls = {p: ports.blobs.presign_get(keys.checkpoint_object_key(experiment_id, trial_id, uuid, p)) for p in files}
+    urls = {
+        p: ports.blobs.presign_get(keys.checkpoint_object_key(experiment_id, trial_id, uuid, p))
+        for p in files
+    }
     return {"checkpoint": checkpoint, "urls": urls}
 
 
 def _trial(ports: Ports, trial_id: int) -> Record:
     trial = ports.trials.get(trial_id)
     if trial is None:
-        raise NotFoundError(f"trial {trial_id} not found; `det experiment describe` lists an experiment's trials")
+        raise NotFoundError(
+            f"trial {trial_id} not found; `det experiment describe` lists an experiment's trials"
+        )
     return trial

@@ -26,13 +26,23 @@ def moto_url() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
     port = free_port()
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "MOTO_PORT")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1", MOTO_PORT=str(port))
+    saved = {
+        k: os.environ.get(k)
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "MOTO_PORT")
+    }
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        MOTO_PORT=str(port),
+    )
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     url = f"http://127.0.0.1:{port}"
-    httpx.post(f"{url}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}}).raise_for_status()
+    httpx.post(
+        f"{url}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}}
+    ).raise_for_status()
     yield url
     server.stop()
     for key, value in saved.items():

@@ -25,10 +25,20 @@ def test_logs_keep_order_ranks_and_tail(stack):
     logs = stack.ports.logs
     assert logs.get(5, 100, None, None) == ([], None)  # no stream yet is not an error
     now = int(time.time() * 1000)  # CloudWatch refuses events older than 14 days
-    logs.put(5, [{"timestamp": now + 2, "message": "second", "rank": 1}, {"timestamp": now + 1, "message": "first", "rank": None}])
+    logs.put(
+        5,
+        [
+            {"timestamp": now + 2, "message": "second", "rank": 1},
+            {"timestamp": now + 1, "message": "first", "rank": None},
+        ],
+    )
     logs.put(5, [{"timestamp": now + 3, "message": "third", "rank": 0}])
     lines, token = logs.get(5, 100, None, None)
-    assert [(line["message"], line["rank"]) for line in lines] == [("first", None), ("second", 1), ("third", 0)]
+    assert [(line["message"], line["rank"]) for line in lines] == [
+        ("first", None),
+        ("second", 1),
+        ("third", 0),
+    ]
     more, _ = logs.get(5, 100, token, None)
     assert more == []  # following from the token gives only new lines
     tail, _ = logs.get(5, 100, None, 1)
@@ -41,11 +51,17 @@ def test_scheduler_queue_is_fifo_per_pool_and_deduplicated(stack):
     queues.to_scheduler("default", {"type": "capacity", "pool": "default"}, dedup_id="same")
     queues.to_events({"type": "trial_exited", "experiment_id": 3})
     sqs = stack.client("sqs")
-    got = sqs.receive_message(QueueUrl=stack.env["STRATUS_SCHEDULER_QUEUE_URL"], MaxNumberOfMessages=10,
-                              AttributeNames=["All"], MessageAttributeNames=["All"])["Messages"]
+    got = sqs.receive_message(
+        QueueUrl=stack.env["STRATUS_SCHEDULER_QUEUE_URL"],
+        MaxNumberOfMessages=10,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    )["Messages"]
     assert len(got) == 1
     assert got[0]["Attributes"]["MessageGroupId"] == "default"
-    event = sqs.receive_message(QueueUrl=stack.env["STRATUS_EVENTS_QUEUE_URL"], MessageAttributeNames=["All"])["Messages"][0]
+    event = sqs.receive_message(
+        QueueUrl=stack.env["STRATUS_EVENTS_QUEUE_URL"], MessageAttributeNames=["All"]
+    )["Messages"][0]
     assert json.loads(event["Body"])["experiment_id"] == 3
     assert event["MessageAttributes"]["experiment"]["StringValue"] == "3"
 
@@ -55,6 +71,13 @@ def test_answering_an_unknown_task_token_is_not_an_error(stack):
 
 
 def test_starting_the_same_execution_twice_is_a_no_op(stack):
-    payload = {"trial_id": 999, "experiment_id": 1, "pool": "default", "slots": 1, "priority": 42, "max_restarts": 0}
+    payload = {
+        "trial_id": 999,
+        "experiment_id": 1,
+        "pool": "default",
+        "slots": 1,
+        "priority": 42,
+        "max_restarts": 0,
+    }
     first = stack.ports.workflows.start("trial-999-0", payload)
     assert stack.ports.workflows.start("trial-999-0", payload) == first

@@ -9,7 +9,13 @@ pytestmark = pytest.mark.aws
 
 def _experiment(stack, experiment_id=1, state="ACTIVE"):
     stack.ports.experiments.create(
-        {"id": experiment_id, "state": state, "name": "e", "config": {"searcher": {"name": "single"}}, "labels": []}
+        {
+            "id": experiment_id,
+            "state": state,
+            "name": "e",
+            "config": {"searcher": {"name": "single"}},
+            "labels": [],
+        }
     )
 
 
@@ -65,8 +71,16 @@ def test_trial_state_writes_refuse_illegal_transitions(stack):
 
 def test_runs_move_through_the_sparse_indexes(stack):
     runs = stack.ports.runs
-    request = {"run_id": "1.1", "trial_id": 1, "experiment_id": 1, "pool": "default", "slots": 1, "priority": 42,
-               "slot_token": "tok", "queued_at": "2026-01-01T00:00:00Z"}
+    request = {
+        "run_id": "1.1",
+        "trial_id": 1,
+        "experiment_id": 1,
+        "pool": "default",
+        "slots": 1,
+        "priority": 42,
+        "slot_token": "tok",
+        "queued_at": "2026-01-01T00:00:00Z",
+    }
     assert runs.put_request(request)
     assert not runs.put_request(request)  # redelivered: queued once
     assert [r["run_id"] for r in runs.pending("default")] == ["1.1"]
@@ -100,9 +114,20 @@ def test_metrics_checkpoints_and_ids(stack):
     assert not p.metrics.put(1, "training", 100, {"loss": 0.1})  # duplicate report
     assert p.metrics.put(1, "validation", 100, {"acc": 0.7})
     rows = p.metrics.list(1, "training")
-    assert [(r["steps_completed"], r["metrics"]) for r in rows] == [(100, {"loss": 0.9}), (200, {"loss": 0.5})]
-    record = {"uuid": "u1", "trial_id": 1, "experiment_id": 1, "steps_completed": 100, "state": "COMPLETED",
-              "resources": {"model.pt": 10}, "metadata": {"steps_completed": 100}, "report_time": "t"}
+    assert [(r["steps_completed"], r["metrics"]) for r in rows] == [
+        (100, {"loss": 0.9}),
+        (200, {"loss": 0.5}),
+    ]
+    record = {
+        "uuid": "u1",
+        "trial_id": 1,
+        "experiment_id": 1,
+        "steps_completed": 100,
+        "state": "COMPLETED",
+        "resources": {"model.pt": 10},
+        "metadata": {"steps_completed": 100},
+        "report_time": "t",
+    }
     assert p.checkpoints.put(record)["resources"] == {"model.pt": 10}
     assert p.checkpoints.put({**record, "steps_completed": 5})["steps_completed"] == 100  # first one wins
     assert [c["uuid"] for c in p.checkpoints.for_trial(1)] == ["u1"]

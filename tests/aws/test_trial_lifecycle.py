@@ -38,7 +38,9 @@ def pump_until(stack, condition, timeout=30.0):
         if condition():
             return
         for url, consume in consumers.items():
-            for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", []):
+            for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+                "Messages", []
+            ):
                 consume(json.loads(message["Body"]))
                 sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     raise AssertionError(f"condition not met within {timeout} s")
@@ -60,7 +62,10 @@ def _launch(stack, agent="agent-1"):
 
 def _execution_status(stack, trial_id):
     sfn = stack.client("stepfunctions")
-    arn = stack.env["STRATUS_STATE_MACHINE_ARN"].replace(":stateMachine:", ":execution:") + f":trial-{trial_id}-0"
+    arn = (
+        stack.env["STRATUS_STATE_MACHINE_ARN"].replace(":stateMachine:", ":execution:")
+        + f":trial-{trial_id}-0"
+    )
     return sfn.describe_execution(executionArn=arn)["status"]
 
 

@@ -38,8 +38,11 @@ class LocalStackInfo:
 
     def s3(self):  # noqa: ANN201
         return boto3.client(
-            "s3", endpoint_url=self.moto_url, region_name="us-east-1",
-            aws_access_key_id="stratus-local", aws_secret_access_key="stratus-local",
+            "s3",
+            endpoint_url=self.moto_url,
+            region_name="us-east-1",
+            aws_access_key_id="stratus-local",
+            aws_secret_access_key="stratus-local",
         )
 
     @property
@@ -52,8 +55,21 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
     state_dir = tmp_path_factory.mktemp("stack")
     log = (state_dir / "stack.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "infra.local_stack", "--port", "0", "--slots", "2", "--state-dir", str(state_dir)],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "infra.local_stack",
+            "--port",
+            "0",
+            "--slots",
+            "2",
+            "--state-dir",
+            str(state_dir),
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     state_file = state_dir / "stack.json"
 
@@ -88,7 +104,12 @@ def det(local_stack: LocalStackInfo):  # noqa: ANN201
     def run(*args: str, cwd: Path | None = None, timeout: float = 240) -> DetResult:
         env = {**os.environ, "DET_MASTER": local_stack.api_url}
         done = subprocess.run(
-            [sys.executable, "-m", "det", *args], cwd=cwd or ROOT, env=env, capture_output=True, text=True, timeout=timeout
+            [sys.executable, "-m", "det", *args],
+            cwd=cwd or ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         return DetResult(done.returncode, done.stdout, done.stderr)
 

@@ -43,7 +43,10 @@ def test_digits_runs_to_completed_with_a_checkpoint(det, local_stack):
 
     listed = det("experiment", "list")
     assert listed.code == 0
-    assert any(line.split("|")[0].strip() == str(experiment_id) and "COMPLETED" in line for line in listed.out.splitlines())
+    assert any(
+        line.split("|")[0].strip() == str(experiment_id) and "COMPLETED" in line
+        for line in listed.out.splitlines()
+    )
 
 
 def test_a_failing_entrypoint_ends_in_error_with_its_log(det, tmp_path: Path):

@@ -39,7 +39,11 @@ def test_every_transition_target_exists_and_every_state_is_reachable():
 
 def test_state_writes_are_guarded_by_the_transition_table():
     states = compile_trial_workflow(RES)["States"]
-    for name, target in (("Enqueue", TrialState.QUEUED), ("Complete", TrialState.COMPLETED), ("Errored", TrialState.ERROR)):
+    for name, target in (
+        ("Enqueue", TrialState.QUEUED),
+        ("Complete", TrialState.COMPLETED),
+        ("Errored", TrialState.ERROR),
+    ):
         params = states[name]["Parameters"]
         placeholders = re.findall(r":s\d+", params["ConditionExpression"])
         sources = sorted(params["ExpressionAttributeValues"][p]["S"] for p in placeholders)

@@ -1,0 +1,46 @@
+# Stratus: `make demo` runs a real experiment on the embedded local stack; `make test` runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.stratus-installed
+
+.PHONY: install demo test lint typecheck unit aws e2e bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(PY) -m infra.demo
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
+
+typecheck: install
+	$(PY) -m mypy chalicelib harness launchers det app.py
+
+unit: install
+	$(PY) -m pytest -q tests/unit tests/contract
+
+aws: install
+	$(PY) -m pytest -q tests/aws
+
+e2e: install
+	$(PY) -m pytest -q tests/e2e
+
+test: lint typecheck
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) bench/submit_latency.py --write
+	$(PY) bench/pack_throughput.py --write
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

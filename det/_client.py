@@ -1,0 +1,261 @@
+"""The HTTP client of the Stratus API (docs/contracts.md §1, user-facing routes).
+
+One method per route; each returns the decoded JSON answer. Errors become the CLI's errors: an error
+body `{"error", "message", "problems"}` becomes `ApiError` (`NotFoundError` for 404), a refused or
+timed-out connection becomes `ConnectionFailedError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import httpx
+
+from det.errors import ApiError, ConnectionFailedError, NotFoundError
+
+# API Gateway gives up on a request after 29 s; the local stack answers well within that.
+API_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+# The context goes straight to S3 and may be up to ~95 MiB: allow slow links.
+UPLOAD_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+UPLOAD_CHUNK = 256 * 1024
+
+Json = dict[str, Any]
+
+
+class ApiClient:
+    """A thin client of the user-facing routes. `transport` lets tests answer in memory."""
+
+    def __init__(self, master_url: str, transport: httpx.BaseTransport | None = None) -> None:
+        self.master_url = master_url.rstrip("/")
+        self._transport = transport
+        self._http = httpx.Client(
+            base_url=self.master_url,
+            transport=transport,
+            timeout=API_TIMEOUT,
+            headers={"Accept": "application/json"},
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- experiments -------------------------------------------------------------------------
+
+    def create_experiment(
+        self,
+        config: Mapping[str, Any],
+        *,
+        context_sha256: str | None,
+        validate_only: bool,
+        activate: bool,
+    ) -> Json:
+        body = {
+            "config": dict(config),
+            "context_sha256": context_sha256,
+            "validate_only": validate_only,
+            "activate": activate,
+        }
+        return self._request("POST", "/experiments", json=body)
+
+    def list_experiments(self, *, limit: int | None = None, offset: int | None = None) -> list[Json]:
+        params = _params(limit=limit, offset=offset)
+        answer = self._request("GET", "/experiments", params=params)
+        return list(answer.get("experiments", []))
+
+    def get_experiment(self, experiment_id: int) -> Json:
+        return self._request(
+            "GET",
+            f"/experiments/{experiment_id}",
+            not_found=f"experiment {experiment_id} does not exist; `det experiment list` shows the ids",
+        )
+
+    def activate_experiment(self, experiment_id: int) -> Json:
+        return self._request(
+            "POST",
+            f"/experiments/{experiment_id}/activate",
+            not_found=f"experiment {experiment_id} does not exist; `det experiment list` shows the ids",
+        )
+
+    # --- trials ------------------------------------------------------------------------------
+
+    def get_trial(self, trial_id: int) -> Json:
+        return self._request("GET", f"/trials/{trial_id}", not_found=_trial_not_found(trial_id))
+
+    def trial_metrics(self, trial_id: int, group: str) -> list[Json]:
+        answer = self._request(
+            "GET",
+            f"/trials/{trial_id}/metrics",
+            params={"group": group},
+            not_found=_trial_not_found(trial_id),
+        )
+        return list(answer.get("metrics", []))
+
+    def trial_logs(
+        self,
+        trial_id: int,
+        *,
+        limit: int | None = None,
+        next_token: str | None = None,
+        tail: int | None = None,
+        rank: int | None = None,
+    ) -> Json:
+        params = _params(limit=limit, next_token=next_token, tail=tail, rank=rank)
+        return self._request(
+            "GET", f"/trials/{trial_id}/logs", params=params, not_found=_trial_not_found(trial_id)
+        )
+
+    # --- contexts ----------------------------------------------------------------------------
+
+    def request_context_upload(self, sha256: str, size: int) -> Json:
+        return self._request("POST", "/contexts", json={"sha256": sha256, "size": size})
+
+    def upload(
+        self,
+        upload: Mapping[str, Any],
+        data: bytes,
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> None:
+        """Send `data` to the presigned URL of `POST /contexts`, streamed in chunks."""
+        url = str(upload["url"])
+        headers = {str(k): str(v) for k, v in (upload.get("headers") or {}).items()}
+        # S3 refuses chunked transfer encoding on a presigned PUT: give the length up front.
+        headers["Content-Length"] = str(len(data))
+
+        def chunks() -> Iterator[bytes]:
+            for start in range(0, len(data), UPLOAD_CHUNK):
+                chunk = data[start : start + UPLOAD_CHUNK]
+                yield chunk
+                if on_chunk is not None:
+                    on_chunk(len(chunk))
+
+        # A separate client: the URL points at S3, not at the API, and must carry none of its headers.
+        with httpx.Client(transport=self._transport, timeout=UPLOAD_TIMEOUT) as s3:
+            try:
+                response = s3.request(
+                    str(upload.get("method") or "PUT"), url, content=chunks(), headers=headers
+                )
+            except httpx.TransportError as e:
+                raise ConnectionFailedError(
+                    f"cannot upload the context to {_origin(url)}: {e or type(e).__name__}; "
+                    "check your network and retry"
+                ) from e
+        if response.status_code >= 300:
+            raise ApiError(
+                f"uploading the context to {_origin(url)} failed with HTTP {response.status_code}"
+                f"{_s3_reason(response.text)}; retry, or check the storage configuration of the stack",
+                status=response.status_code,
+                code="UploadFailed",
+            )
+
+    # --- misc --------------------------------------------------------------------------------
+
+    def health(self) -> Json:
+        return self._request("GET", "/health")
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        not_found: str | None = None,
+    ) -> Json:
+        try:
+            response = self._http.request(method, path, params=params, json=json)
+        except httpx.ConnectError as e:
+            raise ConnectionFailedError(
+                f"cannot reach the Stratus API at {self.master_url}; "
+                "start it with `det deploy local up` or set DET_MASTER"
+            ) from e
+        except httpx.TimeoutException as e:
+            raise ConnectionFailedError(
+                f"the Stratus API at {self.master_url} did not answer {method} {path} in time; "
+                "check that it is healthy (`det deploy local status`) and retry"
+            ) from e
+        except httpx.TransportError as e:
+            raise ConnectionFailedError(
+                f"cannot talk to the Stratus API at {self.master_url} ({e or type(e).__name__}); "
+                "check DET_MASTER and that the API is up"
+            ) from e
+        if response.status_code >= 400:
+            raise self._error(response, method, path, not_found)
+        try:
+            answer = response.json()
+        except ValueError as e:
+            raise ApiError(
+                f"the Stratus API at {self.master_url} answered {method} {path} with a body that is not "
+                "JSON; check that DET_MASTER points at a Stratus API",
+                status=response.status_code,
+            ) from e
+        if not isinstance(answer, dict):
+            raise ApiError(
+                f"the Stratus API answered {method} {path} with {type(answer).__name__}, not an object; "
+                "check that the CLI and the API versions match",
+                status=response.status_code,
+            )
+        return answer
+
+    def _error(self, response: httpx.Response, method: str, path: str, not_found: str | None) -> ApiError:
+        status = response.status_code
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            body = {}
+        code = str(body.get("error") or "")
+        message = str(body.get("message") or "").strip()
+        problems = [
+            {"path": str(p.get("path", "")), "message": str(p.get("message", ""))}
+            for p in body.get("problems") or []
+            if isinstance(p, dict)
+        ]
+        if status == 404:
+            # The CLI knows which id the user typed: say it, whatever the API's wording.
+            return NotFoundError(
+                not_found
+                or message
+                or f"{method} {path} is not a route of the Stratus API at "
+                f"{self.master_url}; check that the CLI and the API versions match",
+                status=status,
+                code=code or "NotFound",
+                problems=problems,
+            )
+        if not message:
+            reason = response.reason_phrase or "error"
+            message = (
+                f"the Stratus API at {self.master_url} answered {method} {path} with HTTP {status} "
+                f"{reason}; retry, or look at the API's logs"
+            )
+        return ApiError(message, status=status, code=code, problems=problems)
+
+
+def _params(**values: str | int | None) -> dict[str, str | int]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _trial_not_found(trial_id: int) -> str:
+    return f"trial {trial_id} does not exist; `det experiment describe EXPERIMENT_ID` lists the trial ids"
+
+
+def _origin(url: str) -> str:
+    parsed = httpx.URL(url)
+    return f"{parsed.scheme}://{parsed.netloc.decode()}"
+
+
+def _s3_reason(body: str) -> str:
+    """S3 answers errors in XML: keep its code and message, drop the rest."""
+    code = re.search(r"<Code>([^<]*)</Code>", body)
+    message = re.search(r"<Message>([^<]*)</Message>", body)
+    parts = [m.group(1).strip() for m in (code, message) if m]
+    return f" ({': '.join(parts)})" if parts else ""

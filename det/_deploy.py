@@ -1,0 +1,370 @@
+"""`det deploy local up | status | down`: the embedded stack as a detached process.
+
+The stack is `python -m infra.local_stack --port P --slots N --state-dir DIR` (written in `infra/`).
+It writes `DIR/stack.json` once it is ready and removes it when it exits. The CLI adds two files of
+its own: `DIR/stack.pid` (the pid it started, so that a stack still starting can be seen and stopped)
+and `DIR/stack.log` (the stack's stdout and stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from rich.console import Console
+
+from det._client import ApiClient
+from det._render import format_time
+from det._runtime import Runtime
+from det.errors import DetError, StackError
+
+STATE_FILE = "stack.json"
+PID_FILE = "stack.pid"
+LOG_FILE = "stack.log"
+START_TIMEOUT = 120.0
+STOP_TIMEOUT = 30.0
+WAIT_STEP = 0.25
+EXIT_NOT_RUNNING = 3  # what `systemctl status` answers for a unit that is not running
+
+
+@dataclass(frozen=True)
+class StackState:
+    """The contents of `stack.json`."""
+
+    pid: int
+    api_url: str
+    moto_url: str
+    slots: int
+    started_at: Any
+
+    @classmethod
+    def from_json(cls, data: Any) -> StackState:
+        if not isinstance(data, dict):
+            raise ValueError("stack.json does not hold an object")
+        return cls(
+            pid=int(data["pid"]),
+            api_url=str(data["api_url"]),
+            moto_url=str(data.get("moto_url") or ""),
+            slots=int(data.get("slots") or 0),
+            started_at=data.get("started_at"),
+        )
+
+
+@dataclass(frozen=True)
+class StackStatus:
+    kind: Literal["running", "starting", "stopped"]
+    pid: int | None = None
+    state: StackState | None = None
+
+
+class Process(Protocol):
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+
+Spawn = Callable[[list[str], Path], Process]
+Alive = Callable[[int], bool]
+Kill = Callable[[int, int], None]
+
+
+def state_dir(environ: Mapping[str, str]) -> Path:
+    home = environ.get("STRATUS_HOME")
+    return (Path(home).expanduser() if home else Path.home() / ".stratus") / "local"
+
+
+def read_state(directory: Path) -> StackState | None:
+    """The stack's state file, or None when it is missing or unreadable (half-written, corrupt)."""
+    try:
+        return StackState.from_json(json.loads((directory / STATE_FILE).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def read_pid_file(directory: Path) -> int | None:
+    try:
+        return int((directory / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` is a live process that looks like the stack (a reused pid does not count)."""
+    if pid <= 0:
+        return False
+    with contextlib.suppress(ChildProcessError, OSError):
+        # Reap it if it is our own exited child (a stack started from this process), or it
+        # would linger as a zombie that `kill -0` still finds.
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, owned by someone else
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True  # no procfs (macOS): trust kill -0
+    try:
+        cmdline = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return True
+    # A zombie has an empty command line; a reused pid runs something else.
+    return b"local_stack" in cmdline
+
+
+def inspect(directory: Path, alive: Alive = pid_alive) -> StackStatus:
+    state = read_state(directory)
+    if state is not None and alive(state.pid):
+        return StackStatus("running", state.pid, state)
+    pid = read_pid_file(directory)
+    if pid is not None and alive(pid):
+        return StackStatus("starting", pid)
+    return StackStatus("stopped")
+
+
+def remove_stale_files(directory: Path) -> list[Path]:
+    """Remove the state and pid files of a stack that is gone; the removed paths."""
+    removed = []
+    for name in (STATE_FILE, PID_FILE):
+        path = directory / name
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def log_tail(path: Path, lines: int = 30) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
+
+
+def stack_command(port: int, slots: int, directory: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "infra.local_stack",
+        "--port",
+        str(port),
+        "--slots",
+        str(slots),
+        "--state-dir",
+        str(directory),
+    ]
+
+
+def spawn_detached(command: list[str], log_path: Path) -> Process:
+    with log_path.open("wb") as log:
+        # A new session: the stack outlives this shell and Ctrl-C here does not reach it.
+        return subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def up(
+    args: argparse.Namespace, rt: Runtime, *, spawn: Spawn = spawn_detached, alive: Alive = pid_alive
+) -> int:
+    directory = state_dir(rt.environ)
+    current = inspect(directory, alive)
+    if current.kind == "running" and current.state is not None:
+        rt.say(f"Stratus local stack is already running at {current.state.api_url} (pid {current.pid})")
+        _print_hint(rt, current.state.api_url)
+        return 0
+    if current.kind == "starting":
+        rt.say(
+            f"Stratus local stack is already starting (pid {current.pid}); "
+            "`det deploy local status` tells when it is ready"
+        )
+        return 0
+    remove_stale_files(directory)
+    if args.slots < 1:
+        raise StackError(f"--slots {args.slots} must be at least 1")
+    if port_in_use(args.port):
+        raise StackError(
+            f"port {args.port} on 127.0.0.1 is already in use; stop what listens there or pass --port"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    command = stack_command(args.port, args.slots, directory)
+    if not args.detach:
+        return subprocess.call(command)
+    log_path = directory / LOG_FILE
+    process = spawn(command, log_path)
+    (directory / PID_FILE).write_text(f"{process.pid}\n")
+    rt.note(f"Starting the Stratus local stack (pid {process.pid}, log {log_path})")
+    state = _wait_until_ready(rt, process, directory)
+    slots = f"{state.slots} slot" + ("" if state.slots == 1 else "s")
+    rt.say(f"Stratus local stack is up: {state.api_url} ({slots}, pid {state.pid})")
+    _print_hint(rt, state.api_url)
+    return 0
+
+
+def status(args: argparse.Namespace, rt: Runtime, *, alive: Alive = pid_alive) -> int:
+    directory = state_dir(rt.environ)
+    current = inspect(directory, alive)
+    if current.kind == "stopped":
+        remove_stale_files(directory)
+        rt.say("Stratus local stack: not running")
+        rt.say("  start it with `det deploy local up`")
+        return EXIT_NOT_RUNNING
+    if current.kind == "starting" or current.state is None:
+        rt.say(f"Stratus local stack: starting (pid {current.pid})")
+        rt.say(f"  log:     {directory / LOG_FILE}")
+        return EXIT_NOT_RUNNING
+    state = current.state
+    rt.say("Stratus local stack: running")
+    for label, value in (
+        ("pid", state.pid),
+        ("API", state.api_url),
+        ("moto", state.moto_url),
+        ("slots", state.slots),
+        ("started", _format_started(state.started_at)),
+        ("health", _health(rt, state.api_url)),
+        ("log", directory / LOG_FILE),
+    ):
+        rt.say(f"  {label + ':':<8} {value}")
+    return 0
+
+
+def down(
+    args: argparse.Namespace,
+    rt: Runtime,
+    *,
+    alive: Alive = pid_alive,
+    kill: Kill = os.kill,
+    kill_group: Kill = os.killpg,
+) -> int:
+    directory = state_dir(rt.environ)
+    current = inspect(directory, alive)
+    if current.pid is None:
+        remove_stale_files(directory)
+        rt.say("Stratus local stack is not running")
+        return 0
+    pid = current.pid
+    with contextlib.suppress(ProcessLookupError):
+        kill(pid, signal.SIGTERM)
+    if not _wait_for_exit(rt, pid, STOP_TIMEOUT, alive):
+        rt.note(f"The stack (pid {pid}) did not stop within {STOP_TIMEOUT:.0f} s; killing it")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill_group(pid, signal.SIGKILL)  # its own session: take its children along
+        if not _wait_for_exit(rt, pid, 5.0, alive):
+            raise StackError(f"cannot stop the local stack (pid {pid}); kill it by hand: kill -9 {pid}")
+    remove_stale_files(directory)
+    rt.say(f"Stratus local stack stopped (pid {pid})")
+    return 0
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _wait_until_ready(rt: Runtime, process: Process, directory: Path) -> StackState:
+    deadline = time.monotonic() + START_TIMEOUT
+    with _spinner(rt, "Starting the Stratus local stack..."):
+        while True:
+            code = process.poll()
+            if code is not None:
+                _print_log_tail(rt, directory)
+                remove_stale_files(directory)
+                raise StackError(
+                    f"the local stack exited with code {code} while starting; "
+                    f"the end of {directory / LOG_FILE} is above"
+                )
+            state = read_state(directory)
+            if state is not None and _healthy(rt, state.api_url):
+                return state
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGTERM)
+                _print_log_tail(rt, directory)
+                remove_stale_files(directory)
+                raise StackError(
+                    f"the local stack was not ready within {START_TIMEOUT:.0f} s and was stopped; "
+                    f"the end of {directory / LOG_FILE} is above"
+                )
+            rt.sleep(WAIT_STEP)
+
+
+def _wait_for_exit(rt: Runtime, pid: int, timeout: float, alive: Alive) -> bool:
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        rt.sleep(WAIT_STEP)
+    return True
+
+
+def _healthy(rt: Runtime, api_url: str) -> bool:
+    try:
+        with ApiClient(api_url, transport=rt.transport) as client:
+            return client.health().get("status") == "ok"
+    except DetError:
+        return False
+
+
+def _health(rt: Runtime, api_url: str) -> str:
+    try:
+        with ApiClient(api_url, transport=rt.transport) as client:
+            answer = client.health()
+    except DetError as e:
+        return f"unreachable ({e})"
+    version = answer.get("version")
+    return f"{answer.get('status', '?')}" + (f" (version {version})" if version else "")
+
+
+def _print_hint(rt: Runtime, api_url: str) -> None:
+    if rt.environ.get("DET_MASTER", "").rstrip("/") == api_url.rstrip("/"):
+        return
+    rt.say("Point the CLI at it in this shell with:")
+    rt.say(f"  export DET_MASTER={api_url}")
+
+
+def _print_log_tail(rt: Runtime, directory: Path) -> None:
+    tail = log_tail(directory / LOG_FILE)
+    if tail:
+        rt.note(f"--- last lines of {directory / LOG_FILE} ---")
+        for line in tail:
+            rt.note(line)
+        rt.note("---")
+
+
+def _format_started(value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S")
+    return (format_time(str(value)) if value else None) or "?"
+
+
+@contextlib.contextmanager
+def _spinner(rt: Runtime, text: str) -> Iterator[None]:
+    if not rt.err_is_tty():
+        yield
+        return
+    with Console(file=rt.err).status(text):
+        yield

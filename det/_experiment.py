@@ -1,0 +1,178 @@
+"""`det experiment list` and `det experiment describe`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from det._client import ApiClient
+from det._render import format_json, format_percent, format_time, table
+from det._runtime import Runtime
+from det._trial import fetch_metrics, workloads_table
+from det.errors import UsageError
+
+Json = dict[str, Any]
+
+LIST_PAGE_SIZE = 100
+
+
+def list_experiments(args: argparse.Namespace, rt: Runtime) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit} must be at least 1")
+    with rt.client() as client:
+        experiments = _fetch_all(client, limit=args.limit, offset=args.offset or 0)
+    if args.json:
+        rt.say(json.dumps({"experiments": experiments}, indent=4))
+        return 0
+    # The API answers newest first; like `det`, show them by id so the newest end up at the bottom.
+    experiments.sort(key=lambda e: int(e["id"]))
+    rt.say(experiments_table(experiments, show_archived=args.all))
+    return 0
+
+
+def experiments_table(experiments: Sequence[Json], *, show_archived: bool = False) -> str:
+    headers = [
+        "ID",
+        "Owner",
+        "Name",
+        "Parent ID",
+        "State",
+        "Progress",
+        "Start Time",
+        "End Time",
+        "Resource Pool",
+    ]
+    if show_archived:
+        headers.append("Archived")
+    rows = []
+    for e in experiments:
+        row = [
+            e["id"],
+            e.get("owner"),
+            e.get("name"),
+            e.get("parent_id"),
+            e.get("state"),
+            format_percent(e.get("progress")),
+            format_time(e.get("start_time")),
+            format_time(e.get("end_time")),
+            e.get("resource_pool"),
+        ]
+        if show_archived:
+            row.append(bool(e.get("archived", False)))
+        rows.append(row)
+    return table(headers, rows)
+
+
+def describe(args: argparse.Namespace, rt: Runtime) -> int:
+    ids = parse_ids(args.experiment_ids)
+    with rt.client() as client:
+        answers = [client.get_experiment(i) for i in ids]
+        if args.metrics:
+            for answer in answers:
+                for trial in answer.get("trials") or []:
+                    trial["metrics"] = fetch_metrics(client, trial["id"])
+                    trial["checkpoints"] = client.get_trial(trial["id"]).get("checkpoints") or []
+    if args.json:
+        rt.say(json.dumps(answers[0] if len(answers) == 1 else answers, indent=4))
+        return 0
+
+    experiments = [a["experiment"] for a in answers]
+    trials = [t for a in answers for t in sorted(a.get("trials") or [], key=lambda t: int(t["id"]))]
+    rt.say("Experiment:")
+    rt.say(experiment_table(experiments))
+    rt.say("\nTrials:")
+    rt.say(trials_table(trials))
+    if args.metrics:
+        rt.say("\nWorkloads:")
+        rt.say(workloads_table([(t["id"], t["metrics"], t["checkpoints"]) for t in trials]))
+    return 0
+
+
+def experiment_table(experiments: Sequence[Json]) -> str:
+    headers = [
+        "Experiment ID",
+        "State",
+        "Progress",
+        "Start Time",
+        "End Time",
+        "Name",
+        "Description",
+        "Archived",
+        "Resource Pool",
+        "Labels",
+    ]
+    rows = [
+        [
+            e["id"],
+            e.get("state"),
+            format_percent(e.get("progress")),
+            format_time(e.get("start_time")),
+            format_time(e.get("end_time")),
+            e.get("name"),
+            e.get("description"),
+            bool(e.get("archived", False)),
+            e.get("resource_pool"),
+            ", ".join(sorted(e.get("labels") or [])),
+        ]
+        for e in experiments
+    ]
+    return table(headers, rows)
+
+
+def trials_table(trials: Sequence[Json]) -> str:
+    headers = [
+        "Trial ID",
+        "Experiment ID",
+        "State",
+        "Started",
+        "Ended",
+        "H-Params",
+        "Restarts",
+        "# of Batches",
+        "Best Validation",
+        "Latest Checkpoint",
+    ]
+    rows = [
+        [
+            t["id"],
+            t.get("experiment_id"),
+            t.get("state"),
+            format_time(t.get("start_time")),
+            format_time(t.get("end_time")),
+            format_json(t.get("hparams") or {}),
+            t.get("restarts"),
+            t.get("total_batches"),
+            t.get("best_validation"),
+            (t.get("latest_checkpoint") or {}).get("steps_completed"),
+        ]
+        for t in trials
+    ]
+    return table(headers, rows)
+
+
+def parse_ids(text: str) -> list[int]:
+    """`3` or `3,4,7` (Determined takes a comma-separated list)."""
+    ids = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise UsageError(
+                f"experiment id {part!r} is not a number; pass ids like 3 or 3,4,7 "
+                "(`det experiment list` shows them)"
+            )
+        ids.append(int(part))
+    return ids
+
+
+def _fetch_all(client: ApiClient, *, limit: int | None, offset: int) -> list[Json]:
+    """Page through `GET /experiments` until `limit` experiments or the end."""
+    found: list[Json] = []
+    while limit is None or len(found) < limit:
+        size = LIST_PAGE_SIZE if limit is None else min(LIST_PAGE_SIZE, limit - len(found))
+        page = client.list_experiments(limit=size, offset=offset + len(found))
+        found.extend(page)
+        if len(page) != size:
+            break  # the last page (or an API that ignores paging)
+    return found if limit is None else found[:limit]

@@ -1,0 +1,71 @@
+"""What a command needs from the outside world, in one object that tests replace piece by piece."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, TextIO
+
+import httpx
+
+from det._client import ApiClient
+
+DEFAULT_MASTER = "http://127.0.0.1:8080"
+
+
+class PackedContext(Protocol):
+    """What `det._context.pack` returns."""
+
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def num_files(self) -> int: ...
+    @property
+    def file_bytes(self) -> int: ...
+
+
+PackFn = Callable[[Path, Sequence[Path]], PackedContext]
+
+
+def _default_pack(root: Path, includes: Sequence[Path]) -> PackedContext:
+    from det import _context  # imported late: packing pulls in zstandard and pathspec
+
+    packed: PackedContext = _context.pack(root, includes)
+    return packed
+
+
+@dataclass
+class Runtime:
+    master: str = DEFAULT_MASTER
+    environ: Mapping[str, str] = field(default_factory=dict)
+    transport: httpx.BaseTransport | None = None
+    sleep: Callable[[float], None] = time.sleep
+    pack: PackFn = _default_pack
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+
+    def client(self) -> ApiClient:
+        return ApiClient(self.master, transport=self.transport)
+
+    def err_is_tty(self) -> bool:
+        return _isatty(self.err)
+
+    def say(self, text: str) -> None:
+        """A result: stdout."""
+        print(text, file=self.out, flush=True)
+
+    def note(self, text: str) -> None:
+        """Progress and hints: stderr, so that stdout stays clean for pipes."""
+        print(text, file=self.err, flush=True)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

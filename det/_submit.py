@@ -1,0 +1,185 @@
+"""`det experiment create`: validate, pack, upload, submit, and optionally follow the first trial.
+
+The order matters: the API validates the config (`validate_only`) before anything is packed or
+uploaded, and the context goes straight to S3 through a presigned URL (API Gateway caps bodies at
+10 MB), skipped altogether when an archive with the same sha256 is already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from det._client import ApiClient
+from det._config import load_config
+from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
+from det._render import format_bytes, format_percent
+from det._runtime import PackedContext, Runtime
+from det.errors import ApiError, UsageError
+
+Json = dict[str, Any]
+
+
+def create(args: argparse.Namespace, rt: Runtime) -> int:
+    config = load_config(args.config_file, args.config)
+    if args.include and args.model_def is None:
+        raise UsageError("--include adds files to a context: pass the CONTEXT folder too")
+    activate = not args.paused
+    with rt.client() as client:
+        client.create_experiment(config, context_sha256=None, validate_only=True, activate=activate)
+        sha256 = None
+        if args.model_def is not None:
+            packed = rt.pack(args.model_def, list(args.include))
+            rt.note(
+                f"Preparing files to send to master... {format_bytes(packed.file_bytes)} "
+                f"and {packed.num_files} files"
+            )
+            upload_context(rt, client, packed)
+            sha256 = packed.sha256
+        answer = client.create_experiment(
+            config, context_sha256=sha256, validate_only=False, activate=activate
+        )
+        experiment: Json = answer["experiment"]
+        rt.say(f"Created experiment {experiment['id']}")
+        for warning in answer.get("warnings") or []:
+            rt.note(f"Warning: {warning}")
+        if args.follow_first_trial:
+            if args.paused:
+                rt.note(
+                    f"Experiment {experiment['id']} is paused, so there is no trial to follow; "
+                    f"activate it with `det experiment activate {experiment['id']}`"
+                )
+                return 0
+            return follow_experiment(rt, client, int(experiment["id"]))
+    return 0
+
+
+def activate(args: argparse.Namespace, rt: Runtime) -> int:
+    with rt.client() as client:
+        client.activate_experiment(args.experiment_id)
+    rt.say(f"Activated experiment {args.experiment_id}")
+    return 0
+
+
+def upload_context(rt: Runtime, client: ApiClient, packed: PackedContext) -> None:
+    size = len(packed.data)
+    short = packed.sha256[:12]
+    answer = client.request_context_upload(packed.sha256, size)
+    if answer.get("exists"):
+        rt.note(f"context already uploaded (sha256 {short}…), skipping upload")
+        return
+    upload = answer.get("upload")
+    if not upload:
+        raise ApiError(
+            f"the API has no copy of context {short}… and offered no upload URL; "
+            "check that the CLI and the API versions match",
+            code="NoUploadUrl",
+        )
+    tty = rt.err_is_tty()
+    columns = (
+        TextColumn("Uploading context"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(file=rt.err), disable=not tty) as progress:
+        task = progress.add_task("upload", total=size)
+        client.upload(upload, packed.data, on_chunk=lambda n: progress.advance(task, n))
+    if not tty:
+        rt.note(f"Uploaded context ({format_bytes(size)}, sha256 {short}…)")
+
+
+def follow_experiment(rt: Runtime, client: ApiClient, experiment_id: int) -> int:
+    """Stream the first trial's logs, then wait for the experiment; 0 if it COMPLETED."""
+    status = StatusLine(rt.err, enabled=rt.err_is_tty())
+    try:
+        return _follow(rt, client, experiment_id, status)
+    finally:
+        status.clear()  # also on Ctrl-C: leave the terminal clean
+
+
+def _follow(rt: Runtime, client: ApiClient, experiment_id: int, status: StatusLine) -> int:
+    watch = _Watch(client, experiment_id)
+    rt.say("Waiting for first trial to begin...")
+    while not watch.trials and watch.state not in TERMINAL_STATES:
+        status.show(watch.describe())
+        rt.sleep(POLL_INTERVAL)
+        watch.refresh()
+
+    if watch.trials:
+        trial_id = min(int(t["id"]) for t in watch.trials)
+        watch.trial_id = trial_id
+        status.clear()
+        rt.say(f"Following first trial with ID {trial_id}")
+
+        def on_idle(trial_state: str) -> None:
+            watch.trial_state = trial_state
+            if status.enabled:
+                watch.refresh()
+                status.show(watch.describe())
+
+        for page in read_log_pages(client, trial_id, follow=True, sleep=rt.sleep, on_idle=on_idle):
+            status.print_lines(rt.out, [format_line(line) for line in page])
+        status.clear()
+        rt.say(f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}")
+
+    watch.refresh()
+    while watch.state not in TERMINAL_STATES:
+        status.show(watch.describe())
+        rt.sleep(POLL_INTERVAL)
+        watch.refresh()
+    status.clear()
+    rt.say(f"Experiment {experiment_id} {watch.state}")
+    return 0 if watch.state == "COMPLETED" else 1
+
+
+class _Watch:
+    """The latest view of an experiment being followed, for the status line and the loops."""
+
+    def __init__(self, client: ApiClient, experiment_id: int) -> None:
+        self._client = client
+        self.experiment_id = experiment_id
+        self.trial_id: int | None = None
+        self.trial_state = ""
+        self.experiment: Json = {}
+        self.trials: list[Json] = []
+        self.refresh()
+
+    @property
+    def state(self) -> str:
+        return str(self.experiment.get("state") or "")
+
+    def refresh(self) -> None:
+        answer = self._client.get_experiment(self.experiment_id)
+        self.experiment = answer["experiment"]
+        self.trials = list(answer.get("trials") or [])
+
+    def describe(self) -> str:
+        parts = [f"experiment {self.experiment_id} {self.state}"]
+        trial = next((t for t in self.trials if t.get("id") == self.trial_id), None)
+        if self.trial_id is None:
+            parts.append("waiting for the first trial")
+        else:
+            state = (trial or {}).get("state") or self.trial_state
+            parts.append(f"trial {self.trial_id} {state}")
+            batches = (trial or {}).get("total_batches")
+            if batches:
+                parts.append(f"{batches} batches")
+        progress = format_percent(self.experiment.get("progress"))
+        if progress:
+            parts.append(progress)
+        if len(self.trials) > 1:
+            done = sum(1 for t in self.trials if t.get("state") in TERMINAL_STATES)
+            parts.append(f"{done}/{len(self.trials)} trials done")
+        return " · ".join(parts)

@@ -1,0 +1,180 @@
+"""`det trial describe` and `det trial logs`, and the workloads table `det experiment describe` shares."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from det._client import ApiClient
+from det._logs import format_line, read_log_pages
+from det._render import format_json, format_metrics, format_time, format_value, table
+from det._runtime import Runtime
+from det.errors import UsageError
+
+Json = dict[str, Any]
+
+
+def describe(args: argparse.Namespace, rt: Runtime) -> int:
+    with rt.client() as client:
+        answer = client.get_trial(args.trial_id)
+        metrics = fetch_metrics(client, args.trial_id) if args.metrics else None
+    if args.json:
+        if metrics is not None:
+            answer = {**answer, "metrics": metrics}
+        rt.say(json.dumps(answer, indent=4))
+        return 0
+
+    trial: Json = answer["trial"]
+    checkpoints: list[Json] = list(answer.get("checkpoints") or [])
+    rt.say(trial_table([trial]))
+    rt.say("\nCheckpoints:")
+    rt.say(checkpoints_table(checkpoints))
+    rt.say("")
+    rt.say(validation_summary(trial))
+    if metrics is not None:
+        rt.say("\nWorkloads:")
+        rt.say(workloads_table([(trial["id"], metrics, checkpoints)]))
+    return 0
+
+
+def logs(args: argparse.Namespace, rt: Runtime) -> int:
+    for flag in ("head", "tail"):
+        value = getattr(args, flag)
+        if value is not None and value < 0:
+            raise UsageError(f"--{flag} {value} is negative; pass a number of lines (0 or more)")
+    if args.head == 0 or (args.tail == 0 and not args.follow):
+        return 0
+    with rt.client() as client:
+        for page in read_log_pages(
+            client,
+            args.trial_id,
+            follow=args.follow,
+            head=args.head,
+            tail=args.tail,
+            rank=args.rank_id,
+            sleep=rt.sleep,
+        ):
+            rt.out.write("".join(format_line(line, timestamps=args.timestamps) + "\n" for line in page))
+            rt.out.flush()
+    return 0
+
+
+def fetch_metrics(client: ApiClient, trial_id: int) -> Json:
+    return {group: client.trial_metrics(trial_id, group) for group in ("training", "validation")}
+
+
+def trial_table(trials: Sequence[Json]) -> str:
+    headers = [
+        "Trial ID",
+        "Experiment ID",
+        "State",
+        "H-Params",
+        "Started",
+        "Ended",
+        "Restarts",
+        "# of Batches",
+        "Exit",
+    ]
+    rows = [
+        [
+            t["id"],
+            t.get("experiment_id"),
+            t.get("state"),
+            format_json(t.get("hparams") or {}),
+            format_time(t.get("start_time")),
+            format_time(t.get("end_time")),
+            t.get("restarts"),
+            t.get("total_batches"),
+            _format_exit(t.get("exit")),
+        ]
+        for t in trials
+    ]
+    return table(headers, rows)
+
+
+def checkpoints_table(checkpoints: Sequence[Json]) -> str:
+    headers = ["UUID", "Steps", "State", "Report Time", "URI"]
+    rows = [
+        [
+            c.get("uuid"),
+            c.get("steps_completed"),
+            c.get("state"),
+            format_time(c.get("report_time")),
+            c.get("uri"),
+        ]
+        for c in sorted(checkpoints, key=lambda c: (c.get("steps_completed") or 0, str(c.get("uuid"))))
+    ]
+    return table(headers, rows)
+
+
+def validation_summary(trial: Json) -> str:
+    best = trial.get("best_validation")
+    latest = format_metrics(trial.get("latest_validation"))
+    return "\n".join(
+        [
+            f"Best validation:   {format_value(best) if best is not None else 'none'}",
+            f"Latest validation: {latest or 'none'}",
+        ]
+    )
+
+
+def workloads_table(trials: Sequence[tuple[int, Json, Sequence[Json]]]) -> str:
+    """One row per trial and `steps_completed`, like Determined's "Workloads:" section.
+
+    `trials` holds (trial id, {"training": [Metric], "validation": [Metric]}, [Checkpoint]).
+    """
+    t_names = sorted({n for _, m, _ in trials for n in _scalar_names(m.get("training", []))})
+    v_names = sorted({n for _, m, _ in trials for n in _scalar_names(m.get("validation", []))})
+    headers = (
+        ["Trial ID", "# of Batches", "State", "Report Time"]
+        + [f"Training Metric: {n}" for n in t_names]
+        + ["Checkpoint State", "Checkpoint Report Time", "Validation State", "Validation Report Time"]
+        + [f"Validation Metric: {n}" for n in v_names]
+    )
+    rows: list[list[Any]] = []
+    for trial_id, metrics, checkpoints in trials:
+        training = {m["steps_completed"]: m for m in metrics.get("training", [])}
+        validation = {m["steps_completed"]: m for m in metrics.get("validation", [])}
+        saved = {c["steps_completed"]: c for c in checkpoints}
+        for steps in sorted(set(training) | set(validation) | set(saved)):
+            t, v, c = training.get(steps), validation.get(steps), saved.get(steps)
+            times = [x["report_time"] for x in (t, v, c) if x and x.get("report_time")]
+            rows.append(
+                [trial_id, steps, "COMPLETED", format_time(max(times) if times else None)]
+                + [_metric(t, n) for n in t_names]
+                + [
+                    c.get("state") if c else None,
+                    format_time(c.get("report_time")) if c else None,
+                    "COMPLETED" if v else None,
+                    format_time(v.get("report_time")) if v else None,
+                ]
+                + [_metric(v, n) for n in v_names]
+            )
+    return table(headers, rows)
+
+
+def _scalar_names(metrics: Sequence[Json]) -> set[str]:
+    return {
+        name
+        for m in metrics
+        for name, value in (m.get("metrics") or {}).items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+
+def _metric(record: Json | None, name: str) -> Any:
+    if record is None:
+        return None
+    return (record.get("metrics") or {}).get(name)
+
+
+def _format_exit(exit_info: Json | None) -> str | None:
+    if not exit_info:
+        return None
+    reason = str(exit_info.get("reason") or "")
+    code = exit_info.get("code")
+    if code is None or str(code) in reason:
+        return reason or None
+    return f"{reason} (exit code {code})" if reason else f"exit code {code}"

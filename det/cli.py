@@ -1,0 +1,222 @@
+"""The `det` command line (also installed as `stratus`), shaped like Determined's.
+
+    det [-m MASTER] experiment|e  create | list|ls | describe | activate
+    det [-m MASTER] trial|t       describe | logs
+    det deploy local              up | status | down
+
+Every `DetError` ends the command with one line `Error: <message>` on stderr (plus one indented
+line per config problem) and the error's exit code; Ctrl-C ends it with 130, quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import TextIO
+
+from det import _deploy, _experiment, _submit, _trial
+from det._runtime import DEFAULT_MASTER, Runtime
+from det.errors import ApiError, DetError
+
+Command = Callable[[argparse.Namespace, Runtime], int]
+
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
+def main(argv: Sequence[str] | None = None, *, runtime: Runtime | None = None) -> int:
+    """Run one command; `runtime` replaces the outside world (API transport, clock, streams) in tests."""
+    rt = runtime or Runtime(environ=os.environ)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error argparse already printed
+        return e.code if isinstance(e.code, int) else 2
+    command: Command | None = getattr(args, "command", None)
+    if command is None:
+        parser.print_help(rt.err)
+        return 2
+    rt = dataclasses.replace(rt, master=_master_url(args.master or rt.environ.get("DET_MASTER")))
+    try:
+        return command(args, rt)
+    except DetError as e:
+        report_error(e, rt.err)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `det trial logs 3 | head`: the reader left; say nothing more, on a stdout that is gone.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def report_error(error: DetError, stream: TextIO) -> None:
+    print(f"Error: {error}", file=stream)
+    if isinstance(error, ApiError):
+        for problem in error.problems:
+            where = problem.get("path") or ""
+            print(
+                f"  {where}: {problem.get('message', '')}" if where else f"  {problem.get('message')}",
+                file=stream,
+            )
+    stream.flush()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="det", description="Stratus: Determined's CLI on a serverless control plane."
+    )
+    parser.add_argument(
+        "-m",
+        "--master",
+        metavar="URL",
+        help=f"the Stratus API (default: $DET_MASTER, else {DEFAULT_MASTER})",
+    )
+    parser.add_argument("-v", "--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    _add_experiment(commands)
+    _add_trial(commands)
+    _add_deploy(commands)
+    return parser
+
+
+def _add_experiment(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    experiment = commands.add_parser("experiment", aliases=["e"], help="manage experiments")
+    sub = experiment.add_subparsers(title="experiment commands", metavar="COMMAND")
+    # `det e` alone lists, as in Determined.
+    experiment.set_defaults(
+        command=_experiment.list_experiments, all=False, limit=None, offset=None, json=False
+    )
+
+    create = sub.add_parser("create", help="create an experiment")
+    create.add_argument("config_file", type=Path, metavar="CONFIG", help="experiment config file (.yaml)")
+    create.add_argument(
+        "model_def", type=Path, nargs="?", metavar="CONTEXT", help="folder with the model code to upload"
+    )
+    create.add_argument(
+        "-i",
+        "--include",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="additional file or folder to put into the context (repeatable)",
+    )
+    create.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --config resources.slots_per_trial=2 (repeatable)",
+    )
+    create.add_argument(
+        "-f",
+        "--follow-first-trial",
+        action="store_true",
+        help="follow the logs of the first trial that is created",
+    )
+    create.add_argument("--paused", action="store_true", help="do not activate the experiment")
+    for flag in ("--project", "--workspace", "--project_id"):
+        create.add_argument(flag, help=argparse.SUPPRESS)  # accepted for Determined scripts; no projects here
+    create.set_defaults(command=_submit.create)
+
+    listing = sub.add_parser("list", aliases=["ls"], help="list experiments")
+    listing.add_argument(
+        "-a", "--all", action="store_true", help="show all experiments, with an Archived column"
+    )
+    listing.add_argument("--limit", type=int, metavar="N", help="show at most the N newest experiments")
+    listing.add_argument("--offset", type=int, metavar="N", help="skip the N newest experiments")
+    listing.add_argument("--json", action="store_true", help="print the API's JSON")
+    listing.set_defaults(command=_experiment.list_experiments)
+
+    describe = sub.add_parser("describe", help="describe experiments")
+    describe.add_argument(
+        "experiment_ids", metavar="ID[,ID...]", help="experiment id, or a comma-separated list"
+    )
+    describe.add_argument("--metrics", action="store_true", help="show the metrics of every workload")
+    describe.add_argument("--json", action="store_true", help="print the API's JSON")
+    describe.set_defaults(command=_experiment.describe)
+
+    activate = sub.add_parser("activate", help="activate (unpause) an experiment")
+    activate.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    activate.set_defaults(command=_submit.activate)
+
+
+def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    trial = commands.add_parser("trial", aliases=["t"], help="manage trials")
+    sub = trial.add_subparsers(title="trial commands", metavar="COMMAND")
+    trial.set_defaults(command=_needs_subcommand(trial))
+
+    describe = sub.add_parser("describe", help="describe a trial")
+    describe.add_argument("trial_id", type=int, metavar="ID", help="trial id")
+    describe.add_argument("--metrics", action="store_true", help="show the metrics of every workload")
+    describe.add_argument("--json", action="store_true", help="print the API's JSON")
+    describe.set_defaults(command=_trial.describe)
+
+    logs = sub.add_parser("logs", help="print a trial's logs")
+    logs.add_argument("trial_id", type=int, metavar="ID", help="trial id")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="follow the logs of a running trial, like tail -f"
+    )
+    window = logs.add_mutually_exclusive_group()
+    window.add_argument("--head", type=int, metavar="N", help="only the first N lines")
+    window.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    logs.add_argument(
+        "--timestamps", action="store_true", help="prefix each line with its time (UTC, ISO 8601)"
+    )
+    logs.add_argument("--rank-id", type=int, metavar="RANK", help="only the lines of this rank")
+    logs.set_defaults(command=_trial.logs)
+
+
+def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    deploy = commands.add_parser("deploy", help="run Stratus")
+    targets = deploy.add_subparsers(title="targets", metavar="TARGET")
+    deploy.set_defaults(command=_needs_subcommand(deploy))
+    local = targets.add_parser("local", help="the embedded stack on this machine")
+    sub = local.add_subparsers(title="local commands", metavar="COMMAND")
+    local.set_defaults(command=_needs_subcommand(local))
+
+    up = sub.add_parser("up", help="start the local stack")
+    up.add_argument("--slots", type=int, default=2, metavar="N", help="slots of the local agent (default: 2)")
+    up.add_argument("--port", type=int, default=8080, metavar="P", help="port of the API (default: 8080)")
+    up.add_argument(
+        "--detach",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run in the background (default); --no-detach runs in the foreground",
+    )
+    up.set_defaults(command=_deploy.up)
+    sub.add_parser("status", help="whether the local stack runs (exit 3 if not)").set_defaults(
+        command=_deploy.status
+    )
+    sub.add_parser("down", help="stop the local stack").set_defaults(command=_deploy.down)
+
+
+def _needs_subcommand(parser: argparse.ArgumentParser) -> Command:
+    def show_help(args: argparse.Namespace, rt: Runtime) -> int:
+        parser.print_help(rt.err)
+        return 2
+
+    return show_help
+
+
+def _master_url(value: str | None) -> str:
+    url = (value or DEFAULT_MASTER).strip().rstrip("/")
+    return url if "://" in url else f"http://{url}"
+
+
+def _version() -> str:
+    try:
+        return metadata.version("stratus")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""The stack's resources as a CloudFormation template, for a real AWS account.
+
+    python -m infra.template > stratus.cfn.json
+    aws cloudformation deploy --template-file stratus.cfn.json --stack-name stratus --capabilities CAPABILITY_NAMED_IAM
+
+Built from the same declarations as the local stack (`infra/resources.py`). IAM is least privilege:
+the API role reaches only this stack's tables, queues, bucket prefixes, log group and state machine; the
+state machine's role can only update the trials table and send to its three queues; the agent role has
+no AWS permission at all (agents speak only to the API, with a token, and move bytes through presigned
+URLs). The Chalice app itself is deployed with `chalice deploy` using `ApiRoleArn` (see README).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from chalicelib.settings import QUEUES
+from chalicelib.workflow import WorkflowResources, compile_trial_workflow
+from infra.resources import TABLES, table_request
+
+_QUEUE_IDS = {"scheduler": "SchedulerQueue", "launch": "LaunchQueue", "events": "EventsQueue"}
+_TABLE_IDS = {spec.name: spec.name.capitalize() + "Table" for spec in TABLES}
+
+
+def _sub(text: str) -> dict[str, str]:
+    return {"Fn::Sub": text}
+
+
+def _table(spec_name: str) -> dict[str, Any]:
+    spec = next(s for s in TABLES if s.name == spec_name)
+    request = table_request_for_cfn(spec)
+    return {
+        "Type": "AWS::DynamoDB::Table",
+        "DeletionPolicy": "Retain",
+        "UpdateReplacePolicy": "Retain",
+        "Properties": request,
+    }
+
+
+def table_request_for_cfn(spec: Any) -> dict[str, Any]:
+    from infra.resources import StackNames
+
+    request = table_request(StackNames(stack="STACK"), spec)
+    request["TableName"] = _sub(request["TableName"].replace("STACK", "${AWS::StackName}"))
+    request["PointInTimeRecoverySpecification"] = {"PointInTimeRecoveryEnabled": True}
+    request["SSESpecification"] = {"SSEEnabled": True}
+    return request
+
+
+def _queue(kind: str) -> dict[str, Any]:
+    fifo = QUEUES[kind].endswith(".fifo")
+    properties: dict[str, Any] = {
+        "QueueName": _sub("${AWS::StackName}-" + QUEUES[kind]),
+        "VisibilityTimeout": 180,  # six times the handlers' 30 s timeout, as AWS advises
+        "MessageRetentionPeriod": 1_209_600,
+        "SqsManagedSseEnabled": True,
+        "RedrivePolicy": {
+            "deadLetterTargetArn": {"Fn::GetAtt": [_QUEUE_IDS[kind] + "Dlq", "Arn"]},
+            "maxReceiveCount": 5,
+        },
+    }
+    if fifo:
+        properties["FifoQueue"] = True
+    return {"Type": "AWS::SQS::Queue", "Properties": properties}
+
+
+def _dlq(kind: str) -> dict[str, Any]:
+    name = (
+        QUEUES[kind].replace(".fifo", "-dlq.fifo")
+        if QUEUES[kind].endswith(".fifo")
+        else QUEUES[kind] + "-dlq"
+    )
+    properties: dict[str, Any] = {
+        "QueueName": _sub("${AWS::StackName}-" + name),
+        "MessageRetentionPeriod": 1_209_600,
+        "SqsManagedSseEnabled": True,
+    }
+    if QUEUES[kind].endswith(".fifo"):
+        properties["FifoQueue"] = True
+    return {"Type": "AWS::SQS::Queue", "Properties": properties}
+
+
+def _table_arns() -> list[Any]:
+    arns: list[Any] = []
+    for spec in TABLES:
+        arn = {"Fn::GetAtt": [_TABLE_IDS[spec.name], "Arn"]}
+        arns.append(arn)
+        if spec.indexes:
+            arns.append({"Fn::Join": ["", [arn, "/index/*"]]})
+    return arns
+
+
+def _assume(service: str) -> dict[str, Any]:
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+    }
+
+
+def _api_policy() -> dict[str, Any]:
+    queue_arns = [{"Fn::GetAtt": [q, "Arn"]} for q in _QUEUE_IDS.values()]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "Tables",
+                "Effect": "Allow",
+                "Action": [
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:Query",
+                    "dynamodb:Scan",
+                ],
+                "Resource": _table_arns(),
+            },
+            {
+                "Sid": "ContextsAndCheckpoints",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                "Resource": [
+                    _sub("arn:${AWS::Partition}:s3:::${Bucket}/contexts/*"),
+                    _sub("arn:${AWS::Partition}:s3:::${Bucket}/checkpoints/*"),
+                    _sub("arn:${AWS::Partition}:s3:::${Bucket}/submissions/*"),
+                ],
+            },
+            {
+                "Sid": "HeadMissingObjects",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": _sub("arn:${AWS::Partition}:s3:::${Bucket}"),
+            },
+            {
+                "Sid": "Queues",
+                "Effect": "Allow",
+                "Action": [
+                    "sqs:SendMessage",
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                ],
+                "Resource": queue_arns,
+            },
+            {
+                "Sid": "StartTrialRuns",
+                "Effect": "Allow",
+                "Action": "states:StartExecution",
+                "Resource": {"Ref": "TrialRunStateMachine"},
+            },
+            {
+                "Sid": "AnswerTaskTokens",
+                "Effect": "Allow",
+                "Action": ["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
+                "Resource": {"Ref": "TrialRunStateMachine"},
+            },
+            {
+                "Sid": "TrialLogs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"],
+                "Resource": _sub(
+                    "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/${AWS::StackName}/trials:*"
+                ),
+            },
+            {
+                "Sid": "OwnLambdaLogs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": _sub(
+                    "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/aws/lambda/${AWS::StackName}-*"
+                ),
+            },
+        ],
+    }
+
+
+def _states_policy() -> dict[str, Any]:
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "TrialStates",
+                "Effect": "Allow",
+                "Action": "dynamodb:UpdateItem",
+                "Resource": {"Fn::GetAtt": ["TrialsTable", "Arn"]},
+            },
+            {
+                "Sid": "Queues",
+                "Effect": "Allow",
+                "Action": "sqs:SendMessage",
+                "Resource": [{"Fn::GetAtt": [q, "Arn"]} for q in _QUEUE_IDS.values()],
+            },
+        ],
+    }
+
+
+def template() -> dict[str, Any]:
+    definition = compile_trial_workflow(
+        WorkflowResources(
+            trials_table="${TrialsTable}",
+            scheduler_queue_url="${SchedulerQueue}",
+            launch_queue_url="${LaunchQueue}",
+            events_queue_url="${EventsQueue}",
+        )
+    )
+    resources: dict[str, Any] = {
+        "Bucket": {
+            "Type": "AWS::S3::Bucket",
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+            "Properties": {
+                "BucketName": _sub("${AWS::StackName}-${AWS::AccountId}-${AWS::Region}"),
+                "PublicAccessBlockConfiguration": {
+                    "BlockPublicAcls": True,
+                    "BlockPublicPolicy": True,
+                    "IgnorePublicAcls": True,
+                    "RestrictPublicBuckets": True,
+                },
+                "BucketEncryption": {
+                    "ServerSideEncryptionConfiguration": [
+                        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+                    ]
+                },
+            },
+        },
+        "TrialLogGroup": {
+            "Type": "AWS::Logs::LogGroup",
+            "Properties": {"LogGroupName": _sub("/${AWS::StackName}/trials"), "RetentionInDays": 90},
+        },
+        "TokenSecret": {
+            "Type": "AWS::SecretsManager::Secret",
+            "Properties": {
+                "Description": "HMAC key of the run tokens",
+                "GenerateSecretString": {"PasswordLength": 48, "ExcludePunctuation": True},
+            },
+        },
+        "AgentTokenSecret": {
+            "Type": "AWS::SecretsManager::Secret",
+            "Properties": {
+                "Description": "Bearer token of the agents",
+                "GenerateSecretString": {"PasswordLength": 48, "ExcludePunctuation": True},
+            },
+        },
+        "StatesRole": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "AssumeRolePolicyDocument": _assume("states.amazonaws.com"),
+                "Policies": [{"PolicyName": "trial-run", "PolicyDocument": _states_policy()}],
+            },
+        },
+        "ApiRole": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "AssumeRolePolicyDocument": _assume("lambda.amazonaws.com"),
+                "Policies": [{"PolicyName": "control-plane", "PolicyDocument": _api_policy()}],
+            },
+        },
+        "AgentRole": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "AssumeRolePolicyDocument": _assume("ec2.amazonaws.com"),
+                "Description": "Agents need no AWS permission",
+            },
+        },
+        "TrialRunStateMachine": {
+            "Type": "AWS::StepFunctions::StateMachine",
+            "Properties": {
+                "StateMachineName": _sub("${AWS::StackName}-trial-run"),
+                "StateMachineType": "STANDARD",
+                "RoleArn": {"Fn::GetAtt": ["StatesRole", "Arn"]},
+                "DefinitionString": _sub(json.dumps(definition, sort_keys=True)),
+            },
+        },
+    }
+    for spec in TABLES:
+        resources[_TABLE_IDS[spec.name]] = _table(spec.name)
+    for kind, logical in _QUEUE_IDS.items():
+        resources[logical] = _queue(kind)
+        resources[logical + "Dlq"] = _dlq(kind)
+    outputs = {
+        "BucketName": {"Value": {"Ref": "Bucket"}},
+        "SchedulerQueueUrl": {"Value": {"Ref": "SchedulerQueue"}},
+        "LaunchQueueUrl": {"Value": {"Ref": "LaunchQueue"}},
+        "EventsQueueUrl": {"Value": {"Ref": "EventsQueue"}},
+        "StateMachineArn": {"Value": {"Ref": "TrialRunStateMachine"}},
+        "ApiRoleArn": {"Value": {"Fn::GetAtt": ["ApiRole", "Arn"]}},
+        "AgentRoleArn": {"Value": {"Fn::GetAtt": ["AgentRole", "Arn"]}},
+    }
+    return {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Description": "Stratus: serverless control plane for deep-learning experiments",
+        "Resources": resources,
+        "Outputs": outputs,
+    }
+
+
+if __name__ == "__main__":
+    json.dump(template(), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")

@@ -1,0 +1,419 @@
+"""`det experiment list|describe` and `det trial describe|logs` against the fake API of test_cli."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.unit.test_cli import FakeApi, experiment, run, trial
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi()
+
+
+# --- experiment list / describe ----------------------------------------------------------------
+
+
+def _seed(api: FakeApi) -> None:
+    api.experiments[1] = experiment(
+        1,
+        name="mnist",
+        state="COMPLETED",
+        progress=1.0,
+        end_time="2024-05-01T13:00:00+00:00",
+        labels=["b", "a"],
+        description="baseline",
+    )
+    api.experiments[2] = experiment(2, name="cifar", owner="bob", progress=0.25)
+    api.trials[5] = trial(
+        5,
+        1,
+        state="COMPLETED",
+        hparams={"lr": 0.1, "layers": 2},
+        total_batches=200,
+        best_validation=0.0312,
+        latest_validation={"validation_loss": 0.0312, "accuracy": 0.99},
+        latest_checkpoint={"uuid": "c-200", "steps_completed": 200},
+        restarts=1,
+        end_time="2024-05-01T13:00:00+00:00",
+        exit={"code": 0, "reason": "completed"},
+    )
+    api.checkpoints[5] = [
+        {
+            "uuid": "c-200",
+            "trial_id": 5,
+            "experiment_id": 1,
+            "steps_completed": 200,
+            "state": "COMPLETED",
+            "uri": "s3://bucket/checkpoints/1/5/c-200/",
+            "resources": {"model.pt": 1024},
+            "metadata": {},
+            "report_time": "2024-05-01T12:59:00+00:00",
+        },
+        {
+            "uuid": "c-100",
+            "trial_id": 5,
+            "experiment_id": 1,
+            "steps_completed": 100,
+            "state": "DELETED",
+            "uri": "s3://bucket/checkpoints/1/5/c-100/",
+            "resources": {},
+            "metadata": {},
+            "report_time": "2024-05-01T12:30:00+00:00",
+        },
+    ]
+    api.metrics[(5, "training")] = [
+        {
+            "group": "training",
+            "steps_completed": s,
+            "metrics": {"loss": loss},
+            "report_time": "2024-05-01T12:10:00+00:00",
+        }
+        for s, loss in ((100, 0.5), (200, 0.25))
+    ]
+    api.metrics[(5, "validation")] = [
+        {
+            "group": "validation",
+            "steps_completed": 200,
+            "metrics": {"validation_loss": 0.0312, "note": "text"},
+            "report_time": "2024-05-01T12:58:00+00:00",
+        }
+    ]
+
+
+def _table(text: str, title: str | None = None) -> list[list[str]]:
+    """Cells of the presto table after `title` (or the first one), header first."""
+    lines = text.splitlines()
+    start = lines.index(title) + 1 if title else 0
+    rows = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        if set(line) <= {"-", "+"}:
+            continue
+        rows.append([c.strip() for c in line.split("|")])
+    return rows
+
+
+def test_list_renders_determined_columns_oldest_first(api: FakeApi) -> None:
+    _seed(api)
+
+    result = run(api, "experiment", "list")
+
+    assert result.code == 0
+    rows = _table(result.out)
+    assert rows[0] == [
+        "ID",
+        "Owner",
+        "Name",
+        "Parent ID",
+        "State",
+        "Progress",
+        "Start Time",
+        "End Time",
+        "Resource Pool",
+    ]
+    assert [r[:6] + r[8:] for r in rows[1:]] == [
+        ["1", "alice", "mnist", "", "COMPLETED", "100.0%", "default"],
+        ["2", "bob", "cifar", "", "ACTIVE", "25.0%", "default"],
+    ]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", rows[1][6])
+    assert result.out.splitlines()[1].startswith("------+---------+")
+
+
+def test_list_all_limit_and_json(api: FakeApi) -> None:
+    _seed(api)
+
+    listed = run(api, "e", "ls", "--all", "--limit", "1")
+    raw = run(api, "e", "list", "--json")
+
+    assert _table(listed.out)[0][-1] == "Archived"
+    assert [r[0] for r in _table(listed.out)[1:]] == ["2"]  # the newest one
+    assert ("GET", "/experiments", {"limit": "1", "offset": "0"}) in [
+        (m, p, q) for m, p, q, _ in api.requests
+    ]
+    assert [e["id"] for e in json.loads(raw.out)["experiments"]] == [2, 1]
+
+
+def test_bare_e_lists(api: FakeApi) -> None:
+    _seed(api)
+    assert _table(run(api, "e").out)[0][0] == "ID"
+
+
+def test_describe_prints_experiment_and_trials(api: FakeApi) -> None:
+    _seed(api)
+
+    result = run(api, "experiment", "describe", "1")
+
+    assert result.code == 0
+    exp = _table(result.out, "Experiment:")
+    assert exp[0] == [
+        "Experiment ID",
+        "State",
+        "Progress",
+        "Start Time",
+        "End Time",
+        "Name",
+        "Description",
+        "Archived",
+        "Resource Pool",
+        "Labels",
+    ]
+    assert [exp[1][i] for i in (0, 1, 2, 5, 6, 7, 8, 9)] == [
+        "1",
+        "COMPLETED",
+        "100.0%",
+        "mnist",
+        "baseline",
+        "False",
+        "default",
+        "a, b",
+    ]
+    trials = _table(result.out, "Trials:")
+    assert trials[0] == [
+        "Trial ID",
+        "Experiment ID",
+        "State",
+        "Started",
+        "Ended",
+        "H-Params",
+        "Restarts",
+        "# of Batches",
+        "Best Validation",
+        "Latest Checkpoint",
+    ]
+    first = trials[1]
+    assert [first[i] for i in (0, 1, 2, 5, 6, 7, 8, 9)] == [
+        "5",
+        "1",
+        "COMPLETED",
+        "{",
+        "1",
+        "200",
+        "0.0312",
+        "200",
+    ]
+    hparams = [r[5] for r in trials[2:]]
+    assert hparams == ['"lr": 0.1,', '"layers": 2', "}"]  # JSON spread over lines, like det
+    assert "Workloads:" not in result.out
+
+
+def test_describe_metrics_adds_workloads(api: FakeApi) -> None:
+    _seed(api)
+
+    result = run(api, "e", "describe", "1", "--metrics")
+
+    rows = _table(result.out, "Workloads:")
+    assert rows[0] == [
+        "Trial ID",
+        "# of Batches",
+        "State",
+        "Report Time",
+        "Training Metric: loss",
+        "Checkpoint State",
+        "Checkpoint Report Time",
+        "Validation State",
+        "Validation Report Time",
+        "Validation Metric: validation_loss",
+    ]
+    assert [r[:3] + [r[4], r[5], r[7], r[9]] for r in rows[1:]] == [
+        ["5", "100", "COMPLETED", "0.5", "DELETED", "", ""],
+        ["5", "200", "COMPLETED", "0.25", "COMPLETED", "COMPLETED", "0.0312"],
+    ]
+
+
+def test_describe_json_and_several_ids(api: FakeApi) -> None:
+    _seed(api)
+
+    one = json.loads(run(api, "e", "describe", "1", "--json").out)
+    two = json.loads(run(api, "e", "describe", "1,2", "--json").out)
+
+    assert one["experiment"]["id"] == 1 and one["trials"][0]["id"] == 5
+    assert [a["experiment"]["id"] for a in two] == [1, 2]
+
+
+def test_describe_unknown_id_names_it(api: FakeApi) -> None:
+    result = run(api, "e", "describe", "42")
+
+    assert result.code == 1
+    assert result.err == "Error: experiment 42 does not exist; `det experiment list` shows the ids\n"
+
+
+def test_describe_rejects_a_non_numeric_id(api: FakeApi) -> None:
+    result = run(api, "e", "describe", "1,x")
+
+    assert result.code == 2
+    assert result.err.startswith("Error: experiment id 'x' is not a number")
+    assert api.requests == []
+
+
+# --- trial describe / logs ---------------------------------------------------------------------
+
+
+def test_trial_describe(api: FakeApi) -> None:
+    _seed(api)
+
+    result = run(api, "trial", "describe", "5")
+
+    assert result.code == 0
+    rows = _table(result.out)
+    assert rows[0] == [
+        "Trial ID",
+        "Experiment ID",
+        "State",
+        "H-Params",
+        "Started",
+        "Ended",
+        "Restarts",
+        "# of Batches",
+        "Exit",
+    ]
+    assert [rows[1][i] for i in (0, 1, 2, 3, 6, 7, 8)] == [
+        "5",
+        "1",
+        "COMPLETED",
+        "{",
+        "1",
+        "200",
+        "completed (exit code 0)",
+    ]
+    checkpoints = _table(result.out, "Checkpoints:")
+    assert checkpoints[0] == ["UUID", "Steps", "State", "Report Time", "URI"]
+    assert [[r[0], r[1], r[2], r[4]] for r in checkpoints[1:]] == [
+        ["c-100", "100", "DELETED", "s3://bucket/checkpoints/1/5/c-100/"],
+        ["c-200", "200", "COMPLETED", "s3://bucket/checkpoints/1/5/c-200/"],
+    ]
+    assert "Best validation:   0.0312" in result.out
+    assert "Latest validation: accuracy=0.99, validation_loss=0.0312" in result.out
+
+
+def test_trial_describe_metrics_and_json(api: FakeApi) -> None:
+    _seed(api)
+
+    table = run(api, "t", "describe", "5", "--metrics")
+    raw = json.loads(run(api, "t", "describe", "5", "--metrics", "--json").out)
+
+    assert _table(table.out, "Workloads:")[0][4] == "Training Metric: loss"
+    assert raw["trial"]["id"] == 5 and len(raw["checkpoints"]) == 2
+    assert [m["steps_completed"] for m in raw["metrics"]["training"]] == [100, 200]
+
+
+def test_trial_unknown_id_names_it(api: FakeApi) -> None:
+    for argv in (("t", "describe", "99"), ("t", "logs", "99")):
+        result = run(api, *argv)
+        assert result.code == 1
+        assert result.err.startswith("Error: trial 99 does not exist;")
+        assert result.err.count("\n") == 1
+
+
+def test_trial_logs_head_tail_and_timestamps(api: FakeApi) -> None:
+    _seed(api)
+    api.log(5, "one", "two", "three", "four")
+    api.logs[5][1]["rank"] = 1
+
+    assert run(api, "t", "logs", "5").out == "one\n[rank=1] two\nthree\nfour\n"
+    assert run(api, "t", "logs", "5", "--tail", "2").out == "three\nfour\n"
+    assert run(api, "t", "logs", "5", "--head", "1").out == "one\n"
+    stamped = run(api, "t", "logs", "5", "--head", "1", "--timestamps").out
+    assert stamped == "[2024-05-01T12:00:00.000Z] one\n"
+    assert api.sleeps == 0  # without -f nothing waits
+
+
+def test_trial_logs_follow_until_terminal_and_drained(api: FakeApi) -> None:
+    api.trials[5] = trial(5, 1)
+    api.log(5, "a")
+
+    def finish() -> None:
+        api.log(5, "b")
+        api.trials[5]["state"] = "COMPLETED"
+
+    api.events = [lambda: api.log(5, "x"), finish]
+
+    result = run(api, "t", "logs", "5", "-f")
+
+    assert (result.code, result.out) == (0, "a\nx\nb\n")
+
+
+def test_trial_logs_follow_reads_once_more_after_the_end(api: FakeApi) -> None:
+    """Lines that land between the logs read and the state read of one answer are not lost."""
+    api.trials[5] = trial(5, 1, state="COMPLETED")
+    api.log(5, "a")
+    original = api._logs
+    answered = 0
+
+    def late_line(params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        nonlocal answered
+        response = original(params, body, tid)
+        answered += 1
+        if answered == 2:
+            api.log(5, "late")
+        return response
+
+    api._logs = late_line  # type: ignore[method-assign]
+    assert run(api, "t", "logs", "5", "-f").out == "a\nlate\n"
+
+
+def test_trial_logs_follow_waits_for_a_log_that_does_not_exist_yet(api: FakeApi) -> None:
+    """Before the first line there is no log stream: the API answers no lines and no cursor."""
+    api.trials[5] = trial(5, 1, state="QUEUED")
+    original = api._logs
+
+    def no_stream_yet(params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        if not api.logs.get(tid):
+            return httpx.Response(
+                200, json={"logs": [], "next_token": None, "trial_state": api.trials[tid]["state"]}
+            )
+        return original(params, body, tid)
+
+    def finish() -> None:
+        api.log(5, "first")
+        api.trials[5]["state"] = "COMPLETED"
+
+    api._logs = no_stream_yet  # type: ignore[method-assign]
+    api.events = [lambda: None, finish]
+
+    assert run(api, "t", "logs", "5", "-f").out == "first\n"
+
+
+def test_trial_logs_read_past_empty_pages_while_the_cursor_moves(api: FakeApi) -> None:
+    """CloudWatch may answer an empty page with a new cursor in the middle of a stream."""
+    api.trials[5] = trial(5, 1, state="COMPLETED")
+    pages = {None: (["a"], "t1"), "t1": ([], "t2"), "t2": ([], "t3"), "t3": (["b"], "t4"), "t4": ([], "t4")}
+
+    def gappy(params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        messages, token = pages[params.get("next_token")]
+        logs = [{"timestamp": 0, "message": m, "rank": None} for m in messages]
+        return httpx.Response(200, json={"logs": logs, "next_token": token, "trial_state": "COMPLETED"})
+
+    api._logs = gappy  # type: ignore[method-assign]
+
+    assert run(api, "t", "logs", "5").out == "a\nb\n"
+    assert api.sleeps == 0
+
+
+def test_trial_logs_tail_holds_even_if_the_api_sends_more(api: FakeApi) -> None:
+    api.trials[5] = trial(5, 1, state="COMPLETED")
+    api.log(5, "one", "two", "three")
+    original = api._logs
+    api._logs = lambda params, body, tid: original(
+        {k: v for k, v in params.items() if k != "tail"}, body, tid
+    )  # type: ignore[method-assign]
+
+    assert run(api, "t", "logs", "5", "--tail", "1").out == "three\n"
+
+
+def test_trial_logs_never_rereads_a_cursor_that_did_not_move(api: FakeApi) -> None:
+    """An API that answers the same lines for the same cursor must not make the CLI spin."""
+    api.trials[5] = trial(5, 1, state="COMPLETED")
+    line = {"timestamp": 0, "message": "again", "rank": None}
+    api._logs = lambda params, body, tid: httpx.Response(  # type: ignore[method-assign]
+        200, json={"logs": [line], "next_token": params.get("next_token", "t1"), "trial_state": "COMPLETED"}
+    )
+
+    assert run(api, "t", "logs", "5").out == "again\nagain\n"  # the first read, one re-read: then stop

@@ -1,0 +1,51 @@
+"""The CloudFormation template: every declared resource is there, and IAM is least privilege."""
+
+from __future__ import annotations
+
+import json
+
+from infra.resources import TABLES
+from infra.template import template
+
+
+def _statements(role: dict) -> list[dict]:
+    return [s for p in role["Properties"].get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
+
+
+def test_declares_every_table_queue_and_the_state_machine():
+    resources = template()["Resources"]
+    tables = [r for r in resources.values() if r["Type"] == "AWS::DynamoDB::Table"]
+    assert len(tables) == len(TABLES)
+    assert all(t["Properties"]["BillingMode"] == "PAY_PER_REQUEST" for t in tables)  # no cost when idle
+    queues = [r for r in resources.values() if r["Type"] == "AWS::SQS::Queue"]
+    assert len(queues) == 6  # three queues and their dead-letter queues
+    definition = resources["TrialRunStateMachine"]["Properties"]["DefinitionString"]["Fn::Sub"]
+    assert json.loads(definition)["StartAt"] == "Enqueue"
+
+
+def test_no_wildcard_actions_or_resources():
+    resources = template()["Resources"]
+    for name in ("ApiRole", "StatesRole"):
+        for statement in _statements(resources[name]):
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            assert all("*" not in a for a in actions), (name, statement)
+            assert statement["Resource"] != "*", (name, statement)
+
+
+def test_the_state_machine_and_agents_get_only_what_they_use():
+    resources = template()["Resources"]
+    states = _statements(resources["StatesRole"])
+    assert {
+        tuple(sorted([s["Action"]] if isinstance(s["Action"], str) else s["Action"])) for s in states
+    } == {
+        ("dynamodb:UpdateItem",),
+        ("sqs:SendMessage",),
+    }
+    assert "Policies" not in resources["AgentRole"]["Properties"]  # agents talk to the API only
+
+
+def test_s3_access_is_limited_to_the_stacks_prefixes():
+    api = _statements(template()["Resources"]["ApiRole"])
+    objects = next(s for s in api if s["Sid"] == "ContextsAndCheckpoints")
+    prefixes = sorted(r["Fn::Sub"].rsplit("}/", 1)[1] for r in objects["Resource"])
+    assert prefixes == ["checkpoints/*", "contexts/*", "submissions/*"]
