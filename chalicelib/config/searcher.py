@@ -1,0 +1,133 @@
+"""The `searcher` section, discriminated on `name`.
+
+Determined's searchers as of its current reference: `single`, `grid`, `random`, `adaptive_asha`,
+plus `tpe` (Stratus' own, shaped like `random`) for later work. Every searcher requires `metric`.
+
+`max_length` is optional for `single`, `grid`, `random` and `tpe`: Determined has deprecated it in
+favour of the training loop deciding its own length; when it is set, Stratus passes it to the trial.
+`adaptive_asha` needs its rung unit: either the legacy `max_length`, or Determined's newer
+`time_metric` + `max_time` (rungs measured in a reported metric such as `batches`) - exactly one form.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from chalicelib.config._base import PositiveLength, StrictModel, raise_problems
+
+__all__ = [
+    "SEARCHER_NAMES",
+    "AdaptiveASHASearcher",
+    "GridSearcher",
+    "RandomSearcher",
+    "SearcherConfig",
+    "SingleSearcher",
+    "TPESearcher",
+]
+
+SEARCHER_NAMES: tuple[str, ...] = ("single", "grid", "random", "adaptive_asha", "tpe")
+
+DEFAULT_MAX_CONCURRENT_TRIALS = 16
+
+
+class _Searcher(StrictModel):
+    name: str
+    metric: str = Field(min_length=1)
+    smaller_is_better: bool = True
+    source_trial_id: int | None = None
+    source_checkpoint_uuid: str | None = None
+    max_length: PositiveLength | None = None
+
+
+class SingleSearcher(_Searcher):
+    """One trial with the constant (or first) hyperparameter values."""
+
+    name: Literal["single"] = "single"
+
+
+class GridSearcher(_Searcher):
+    """Every point of the grid (int/double/log hyperparameters need `count`)."""
+
+    name: Literal["grid"] = "grid"
+    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
+
+
+class RandomSearcher(_Searcher):
+    """`max_trials` random samples; `max_concurrent_trials` 0 means unlimited."""
+
+    name: Literal["random"] = "random"
+    max_trials: int = Field(ge=1)
+    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
+
+
+class TPESearcher(_Searcher):
+    """Tree-structured Parzen estimator (Stratus extension; same fields as `random`)."""
+
+    name: Literal["tpe"] = "tpe"
+    max_trials: int = Field(ge=1)
+    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
+
+
+class AdaptiveASHASearcher(_Searcher):
+    """Asynchronous successive halving over brackets (Determined's `adaptive_asha`)."""
+
+    name: Literal["adaptive_asha"] = "adaptive_asha"
+    max_trials: int = Field(ge=1)
+    time_metric: str | None = Field(default=None, min_length=1)
+    max_time: int | None = Field(default=None, ge=1)
+    divisor: float = Field(default=4.0, gt=1)
+    max_rungs: int = Field(default=5, ge=1)
+    mode: Literal["aggressive", "standard", "conservative"] = "standard"
+    bracket_rungs: list[int] | None = None
+    stop_once: bool = False
+    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
+
+    @model_validator(mode="after")
+    def _one_length_form(self) -> AdaptiveASHASearcher:
+        has_length = self.max_length is not None
+        has_time = self.time_metric is not None or self.max_time is not None
+        if has_length and has_time:
+            raise_problems(
+                "adaptive_asha",
+                [((), "set either max_length, or time_metric and max_time, not both", None)],
+            )
+        if not has_length and not has_time:
+            raise_problems(
+                "adaptive_asha",
+                [((), "adaptive_asha needs max_length, or time_metric and max_time", None)],
+            )
+        if self.time_metric is None and self.max_time is not None:
+            raise_problems("adaptive_asha", [(("time_metric",), "required with max_time", None)])
+        if self.max_time is None and self.time_metric is not None:
+            raise_problems("adaptive_asha", [(("max_time",), "required with time_metric", None)])
+        return self
+
+    @property
+    def uses_time_metric(self) -> bool:
+        """True for the `time_metric` + `max_time` form, False for `max_length`."""
+        return self.time_metric is not None
+
+
+def _searcher_name(value: Any) -> str | None:
+    """The union tag of a raw (or already built) searcher: its `name`."""
+    if isinstance(value, _Searcher):
+        return value.name
+    if isinstance(value, dict):
+        name = value.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+SearcherConfig = Annotated[
+    Annotated[SingleSearcher, Tag("single")]
+    | Annotated[GridSearcher, Tag("grid")]
+    | Annotated[RandomSearcher, Tag("random")]
+    | Annotated[AdaptiveASHASearcher, Tag("adaptive_asha")]
+    | Annotated[TPESearcher, Tag("tpe")],
+    Discriminator(_searcher_name),
+]
+"""Any searcher config; `config.searcher.name` tells which."""
+
+AnySearcher = SingleSearcher | GridSearcher | RandomSearcher | AdaptiveASHASearcher | TPESearcher
