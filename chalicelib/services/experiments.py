@@ -23,23 +23,21 @@ class CreateResult:
     warnings: list[str]
 
 
-def validate(raw_config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The config with defaults filled in (JSON form) and its warnings, or ConfigInvalidError."""
+def validate(raw_config: Mapping[str, Any]) -> cfg.ParsedConfig:
+    """The parsed config (defaults filled in) and its warnings, or ConfigInvalidError."""
     try:
         parsed = cfg.parse_experiment_config(raw_config)
     except cfg.ConfigInvalidError as error:
-        problems = [{"path": p.path, "message": p.message} for p in error.problems]
-        raise ConfigInvalidError(str(error), problems=problems) from error
-    config = parsed.config.model_dump(mode="json")
-    searcher = config["searcher"]["name"]
+        raise ConfigInvalidError(str(error), problems=error.to_dicts()) from error
+    space = parsed.config.model_dump(mode="json")["hyperparameters"] or {}
     try:
-        new_searcher(searcher, config.get("hyperparameters") or {}, 0)
+        new_searcher(parsed.config.searcher.name, space, 0)
     except SearcherNotSupportedError as error:
         problem = {"path": "searcher.name", "message": str(error)}
         raise ConfigInvalidError(
             f"config has 1 problem: searcher.name: {error}", problems=[problem]
         ) from error
-    return config, list(parsed.warnings)
+    return parsed
 
 
 def create(
@@ -51,7 +49,8 @@ def create(
     activate: bool = True,
     owner: str = "user",
 ) -> CreateResult:
-    config, warnings = validate(raw_config)
+    parsed = validate(raw_config)
+    warnings = list(parsed.warnings)
     if validate_only:
         return CreateResult(experiment=None, warnings=warnings)
     if context_sha256 is not None and not keys.is_sha256(context_sha256):
@@ -63,13 +62,11 @@ def create(
             f"context {context_sha256[:12]}… is not in S3; upload it through the URL POST /contexts returns, then retry"
         )
     experiment_id = ports.ids.next("experiment")
-    reproducibility = config.setdefault("reproducibility", {}) or {}
-    if reproducibility.get("experiment_seed") is None:
-        # Determined seeds from the submission time; keep it in the stored config so it is reproducible.
-        reproducibility["experiment_seed"] = int(time.time()) % 2**31
-        config["reproducibility"] = reproducibility
-    if not config.get("name"):
-        config["name"] = f"Experiment {experiment_id}"
+    # Determined seeds from the submission time; the seed is kept in the stored config so a rerun matches.
+    filled = parsed.config.with_service_defaults(
+        experiment_id=experiment_id, experiment_seed=int(time.time())
+    )
+    config = filled.model_dump(mode="json")
     resources = config.get("resources") or {}
     record = {
         "id": experiment_id,

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chalicelib import config as cfg
 from chalicelib.domain import keys
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.errors import ForbiddenError, NotFoundError
@@ -89,8 +90,9 @@ def _launch_spec(ports: Ports, run: Record) -> dict[str, Any]:
     experiment = ports.experiments.get(int(run["experiment_id"]))
     if trial is None or experiment is None:
         raise NotFoundError(f"trial of run {run['run_id']} not found")
-    config = experiment["config"]
-    environment = _config_environment(config)
+    config = cfg.parse_experiment_config(experiment["config"]).config
+    # GPU flavours of images and variables come with the GPU backends; agents run the CPU flavour for now.
+    environment = config.environment.variables_for(gpu=False)
     environment.update(
         {
             "STRATUS_MASTER": settings.api_url,
@@ -109,7 +111,7 @@ def _launch_spec(ports: Ports, run: Record) -> dict[str, Any]:
         "trial_id": int(trial["id"]),
         "experiment_id": int(experiment["id"]),
         "slots": int(run["slots"]),
-        "entrypoint": entrypoint_words(config["entrypoint"]),
+        "entrypoint": cfg.entrypoint_argv(config),
         "environment": environment,
         "context_url": (
             ports.blobs.presign_get(keys.context_key(experiment["context_sha256"]))
@@ -118,23 +120,3 @@ def _launch_spec(ports: Ports, run: Record) -> dict[str, Any]:
         ),
         "api_url": settings.api_url,
     }
-
-
-def entrypoint_words(entrypoint: str | list[str]) -> list[str]:
-    """A list entrypoint is argv; a string is a shell command line, as in Determined."""
-    if isinstance(entrypoint, list):
-        return [str(w) for w in entrypoint]
-    return ["sh", "-c", entrypoint]
-
-
-def _config_environment(config: Mapping[str, Any]) -> dict[str, str]:
-    env_section = config.get("environment") or {}
-    variables = env_section.get("environment_variables") or []
-    if isinstance(variables, Mapping):
-        variables = variables.get("cpu") or []
-    out: dict[str, str] = {}
-    for item in variables:
-        name, sep, value = str(item).partition("=")
-        if sep:
-            out[name] = value
-    return out

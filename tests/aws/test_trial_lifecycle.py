@@ -73,7 +73,7 @@ def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     p = stack.ports
     experiment = _submit(stack)
     spec = _launch(stack)
-    assert spec["entrypoint"] == ["sh", "-c", "python3 train.py"]
+    assert spec["entrypoint"] == ["python3", "train.py"]
     assert spec["environment"]["STRATUS_TRIAL_ID"] == str(spec["trial_id"])
     assert "STRATUS_AGENT_TOKEN" not in spec["environment"]
     assert p.trials.get(spec["trial_id"])["state"] == "PULLING"
