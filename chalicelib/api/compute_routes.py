@@ -8,7 +8,7 @@ from chalice.app import Blueprint, Response
 
 from chalicelib.api import models, views
 from chalicelib.api.routing import answer, parse, path_id, route
-from chalicelib.errors import ForbiddenError, NotFoundError
+from chalicelib.errors import ForbiddenError
 from chalicelib.services import runs, tokens, trial_api
 from chalicelib.settings import get_settings
 from chalicelib.wiring import ports
@@ -86,12 +86,8 @@ def put_logs(trial_id: str) -> Response:
     """Log lines of a run, shipped by its agent."""
     tokens.check_agent_token(get_settings().agent_token, _authorization())
     body = parse(bp, models.LogBatch)
-    p = ports()
-    run = p.runs.get(body.run_id)
-    number = path_id(trial_id, "trial")
-    if run is None or int(run["trial_id"]) != number:
-        raise NotFoundError(f"run {body.run_id} of trial {number} not found")
-    p.logs.put(number, [line.model_dump() for line in body.lines])
+    lines = [line.model_dump() for line in body.lines]
+    runs.store_logs(ports(), path_id(trial_id, "trial"), body.run_id, body.seq, lines)
     return answer(models.Empty())
 
 

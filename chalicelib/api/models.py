@@ -186,6 +186,7 @@ class RunExited(_Body):
 
 class LogBatch(_Body):
     run_id: str
+    seq: int | None = Field(default=None, ge=1)  # per run, increasing; a repeated seq is a retry
     lines: list[LogLine] = Field(max_length=10_000)
 
 

@@ -117,6 +117,16 @@ class DynamoRuns:
             removes=("pending_pool", "alloc_pool", "active_agent"),
         )
 
+    def record_log_batch(self, run_id: str, seq: int) -> None:
+        dynamo.update_fields(
+            self._table,
+            {"run_id": run_id},
+            {"log_seq": seq},
+            condition="attribute_exists(#pk) AND (attribute_not_exists(log_seq) OR log_seq < :seq)",
+            condition_values={":seq": seq},
+            pk="run_id",
+        )
+
 
 class DynamoAgents:
     def __init__(self) -> None:

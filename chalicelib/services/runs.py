@@ -75,6 +75,21 @@ def exited(ports: Ports, agent_id: str, run_id: str, exit_code: int, reason: str
         ports.workflows.succeed(str(token), {"exit_code": exit_code, "reason": reason[:1000]})
 
 
+def store_logs(
+    ports: Ports, trial_id: int, run_id: str, seq: int | None, lines: Sequence[Mapping[str, Any]]
+) -> bool:
+    """Store a batch of a run's log lines once; False when `seq` shows it is a retried batch."""
+    run = ports.runs.get(run_id)
+    if run is None or int(run["trial_id"]) != trial_id:
+        raise NotFoundError(f"run {run_id} of trial {trial_id} not found")
+    if seq is not None and int(run.get("log_seq", 0)) >= seq:
+        return False
+    ports.logs.put(trial_id, lines)
+    if seq is not None:
+        ports.runs.record_log_batch(run_id, seq)
+    return True
+
+
 def _own_run(ports: Ports, agent_id: str, run_id: str) -> Record:
     run = ports.runs.get(run_id)
     if run is None:

@@ -154,8 +154,9 @@ class AgentApi:
             {"exit_code": exit_code, "reason": reason},
         )
 
-    def logs(self, trial_id: str, run_id: str, lines: Sequence[Mapping[str, Any]]) -> None:
-        self._post(f"/trials/{quote(trial_id, safe='')}/logs", {"run_id": run_id, "lines": list(lines)})
+    def logs(self, trial_id: str, run_id: str, lines: Sequence[Mapping[str, Any]], seq: int) -> None:
+        body = {"run_id": run_id, "seq": seq, "lines": list(lines)}
+        self._post(f"/trials/{quote(trial_id, safe='')}/logs", body)
 
 
 def call_with_retry(

@@ -97,7 +97,7 @@ class LogShipper:
 
     def __init__(
         self,
-        send: Callable[[Sequence[dict[str, Any]]], None],
+        send: Callable[[Sequence[dict[str, Any]], int], None],
         log_file: Path | None,
         *,
         what: str,
@@ -212,12 +212,16 @@ class LogShipper:
                 )
 
     def _ship_all(self) -> None:
+        # Each batch carries a sequence number that stays the same across its retries, so the API can
+        # drop a batch it already stored (a retry after a lost answer would otherwise duplicate lines).
+        seq = 0
         while (batch := self._next_batch()) is not None:
             if self._past_deadline() or self._give_up.is_set():
                 self._drop(batch)
                 continue
+            seq += 1
             ok, _ = call_with_retry(
-                functools.partial(self._send, batch),
+                functools.partial(self._send, batch, seq),
                 what=f"shipping logs of {self._what}",
                 give_up=self._give_up,
                 deadline=self._past_deadline,

@@ -154,7 +154,7 @@ class Run:
         self.reason: str | None = None
         self.exit_reported = False
         self._logs = LogShipper(
-            lambda lines: api.logs(spec.trial_id, spec.run_id, lines),
+            lambda lines, seq: api.logs(spec.trial_id, spec.run_id, lines, seq),
             self.run_dir / "output.log",
             what=f"run {spec.run_id}",
             give_up=give_up,

@@ -631,10 +631,12 @@ def test_line_splitter() -> None:
 
 def test_log_shipper_batches_by_size_and_flushes_on_close(tmp_path: Path) -> None:
     batches: list[list[str]] = []
+    seqs: list[int] = []
     got = threading.Event()
 
-    def send(lines: Any) -> None:
+    def send(lines: Any, seq: int) -> None:
         batches.append([line["message"] for line in lines])
+        seqs.append(seq)
         got.set()
 
     shipper = LogShipper(
@@ -645,6 +647,7 @@ def test_log_shipper_batches_by_size_and_flushes_on_close(tmp_path: Path) -> Non
     assert got.wait(5)  # 200 lines leave at once, without waiting 30 s
     shipper.close()  # the rest leaves on close
     assert [len(b) for b in batches] == [200, 200, 50]
+    assert seqs == [1, 2, 3]
     assert sum(batches, []) == [f"l{i}" for i in range(450)]
     assert (tmp_path / "out.log").read_text().splitlines() == [f"l{i}" for i in range(450)]
 
