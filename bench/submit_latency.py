@@ -53,8 +53,20 @@ def start_stack(work: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
     state_dir = work / "stack"
     log = (work / "stack.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "infra.local_stack", "--port", "0", "--slots", "1", "--state-dir", str(state_dir)],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "infra.local_stack",
+            "--port",
+            "0",
+            "--slots",
+            "1",
+            "--state-dir",
+            str(state_dir),
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 120
     while not (state_dir / "stack.json").exists():
@@ -95,9 +107,17 @@ def one_run(api: ApiClient, moto_url: str, context: Path, n: int) -> dict[str, f
             time.sleep(0.02)
     t_visible = time.time()
 
-    kwargs = {"endpoint_url": moto_url, "region_name": "us-east-1",
-              "aws_access_key_id": "stratus-local", "aws_secret_access_key": "stratus-local"}
-    run = boto3.resource("dynamodb", **kwargs).Table("stratus-runs").get_item(Key={"run_id": f"{trial_id}.1"})["Item"]
+    kwargs = {
+        "endpoint_url": moto_url,
+        "region_name": "us-east-1",
+        "aws_access_key_id": "stratus-local",
+        "aws_secret_access_key": "stratus-local",
+    }
+    run = (
+        boto3.resource("dynamodb", **kwargs)
+        .Table("stratus-runs")
+        .get_item(Key={"run_id": f"{trial_id}.1"})["Item"]
+    )
     sfn = boto3.client("stepfunctions", **kwargs)
     machine = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
     execution = machine.replace(":stateMachine:", ":execution:") + f":trial-{trial_id}-0"
@@ -124,7 +144,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--write", action="store_true", help="write bench/results/submit_latency.md")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="latency-", dir=ROOT / "bench" / ".work" if (ROOT / "bench" / ".work").exists() else None))
+    work = Path(
+        tempfile.mkdtemp(
+            prefix="latency-", dir=ROOT / "bench" / ".work" if (ROOT / "bench" / ".work").exists() else None
+        )
+    )
     context = work / "context"
     context.mkdir()
     for name in ("probe.py", "probe.yaml"):
@@ -153,7 +177,9 @@ def main() -> int:
     ]
     for key, what in [*STAGES, ("total", "`det experiment create` → first training metric")]:
         values = [r[key] for r in results]
-        lines.append(f"| {key} | {what} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
+        lines.append(
+            f"| {key} | {what} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |"
+        )
     lines += ["", f"Context archive: {results[0]['context_bytes']:.0f} bytes.", ""]
     text = "\n".join(lines)
     print(text)

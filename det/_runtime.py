@@ -33,7 +33,7 @@ PackFn = Callable[[Path, Sequence[Path]], PackedContext]
 
 
 def _default_pack(root: Path, includes: Sequence[Path]) -> PackedContext:
-    from det import _context  # imported late: packing pulls in zstandard and pathspec
+    from det import _context  # imported late: packing pulls in zstandard
 
     packed: PackedContext = _context.pack(root, includes)
     return packed
