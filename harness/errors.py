@@ -1,9 +1,9 @@
 """Errors raised inside a trial or the agent.
 
-    HarnessError
-    ├── ApiCallError        the control plane refused a call or could not be reached
-    ├── CheckpointError     a checkpoint cannot be stored or restored
-    └── UnsafeArchiveError  a context archive member escapes its folder
+HarnessError
+├── ApiCallError        the control plane refused a call or could not be reached
+├── CheckpointError     a checkpoint cannot be stored or restored
+└── UnsafeArchiveError  a context archive member escapes its folder
 """
 
 from __future__ import annotations
