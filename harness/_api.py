@@ -19,6 +19,11 @@ import httpx
 from harness.errors import ApiCallError
 
 log = logging.getLogger("harness.api")
+# httpx logs every request at INFO, presigned URLs (and their signatures) included: keep that out of
+# the trial's logs unless the user asked for httpx's logs explicitly.
+for _name in ("httpx", "httpcore"):
+    if logging.getLogger(_name).level == logging.NOTSET:
+        logging.getLogger(_name).setLevel(logging.WARNING)
 
 DEFAULT_BACKOFF_S: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
 API_TIMEOUT = httpx.Timeout(30.0, connect=5.0)  # API Gateway answers within 29 s or not at all

@@ -153,6 +153,12 @@ def train(core: harness.Context) -> dict[str, float]:
         if batches % VALIDATE_EVERY == 0 or batches == total:
             validation = evaluate(model, data)
             core.train.report_validation_metrics(steps_completed=batches, metrics=validation)
+            log.info(
+                "batch %d: validation_accuracy %.4f, validation_loss %.4f",
+                batches,
+                validation["validation_accuracy"],
+                validation["validation_loss"],
+            )
             save(core, model, optimizer, batches)
             checkpointed_at = batches
         if batches % REPORT_EVERY == 0 and batches < total and core.preempt.should_preempt():

@@ -41,6 +41,11 @@ def test_digits_runs_to_completed_with_a_checkpoint(det, local_stack):
     metadata = json.loads(local_stack.s3().get_object(Bucket=local_stack.bucket, Key=key)["Body"].read())
     assert metadata["steps_completed"] == checkpoint["steps_completed"]
 
+    logs = det("trial", "logs", str(trial["id"]))
+    assert "batch 600: validation_accuracy" in logs.out
+    # No credential reaches the logs: not the run token, not a presigned URL's signature.
+    assert "X-Amz-Signature" not in logs.out and "STRATUS_RUN_TOKEN" not in logs.out
+
     listed = det("experiment", "list")
     assert listed.code == 0
     assert any(
