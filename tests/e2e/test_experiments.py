@@ -108,3 +108,48 @@ def test_the_api_publishes_its_openapi_document(local_stack):
     assert document["openapi"].startswith("3.")
     assert "post" in document["paths"]["/experiments"]
     assert (ROOT / "docs" / "contracts.md").exists()
+
+
+CRASH_ONCE = """
+import json
+import os
+
+import harness
+
+with harness.init() as core:
+    info = harness.get_cluster_info()
+    start = 0
+    if info.latest_checkpoint:
+        with core.checkpoint.restore_path(info.latest_checkpoint) as path:
+            start = json.loads((path / "state.json").read_text())["step"]
+        print(f"resumed at step {start}", flush=True)
+    for step in range(start + 1, 11):
+        core.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
+        if step % 5 == 0:
+            with core.checkpoint.store_path({"steps_completed": step}) as (path, uuid):
+                (path / "state.json").write_text(json.dumps({"step": step}))
+        if step == 5 and info.run_id.endswith(".1"):
+            print("crashing on purpose after step 5", flush=True)
+            os._exit(17)
+"""
+
+
+def test_a_crashed_trial_restarts_from_its_latest_checkpoint(det, tmp_path: Path):
+    (tmp_path / "crash_once.py").write_text(CRASH_ONCE)
+    (tmp_path / "crash.yaml").write_text(
+        "name: crash-once\n"
+        "entrypoint: python3 crash_once.py\n"
+        "searcher: {name: single, metric: loss, max_length: 10}\n"
+        "max_restarts: 1\n"
+    )
+    result = det("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f")
+    assert result.code == 0, result.out + result.err
+    described = _describe(det, _created_id(result.out))
+    (trial,) = described["trials"]
+    assert trial["state"] == "COMPLETED" and trial["restarts"] == 1
+    logs = det("trial", "logs", str(trial["id"])).out
+    assert logs.index("crashing on purpose after step 5") < logs.index("resumed at step 5")
+    shown = det("trial", "describe", str(trial["id"]), "--metrics", "--json")
+    assert shown.code == 0
+    training = json.loads(shown.out)["metrics"]["training"]
+    assert [m["steps_completed"] for m in training] == list(range(1, 11))  # no step lost, none twice
