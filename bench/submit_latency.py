@@ -12,9 +12,7 @@ the run record's timestamps (queued, assigned, launched, started) and the probe'
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from bench.machine import describe  # noqa: E402
 from det._client import ApiClient  # noqa: E402
 from det._context import pack  # noqa: E402
+from infra.local_stack import BackgroundStack  # noqa: E402
 
 STAGES = [
     ("pack", "pack the context (tar + zstd + sha256)"),
@@ -47,33 +46,6 @@ STAGES = [
 
 def _iso(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-def start_stack(work: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
-    state_dir = work / "stack"
-    log = (work / "stack.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "infra.local_stack",
-            "--port",
-            "0",
-            "--slots",
-            "1",
-            "--state-dir",
-            str(state_dir),
-        ],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 120
-    while not (state_dir / "stack.json").exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("the local stack did not start; see " + str(work / "stack.log"))
-        time.sleep(0.1)
-    return process, json.loads((state_dir / "stack.json").read_text())
 
 
 def one_run(api: ApiClient, moto_url: str, context: Path, n: int) -> dict[str, float]:
@@ -153,7 +125,8 @@ def main() -> int:
     context.mkdir()
     for name in ("probe.py", "probe.yaml"):
         (context / name).write_text((ROOT / "bench" / "contexts" / "latency" / name).read_text())
-    process, state = start_stack(work)
+    stack = BackgroundStack(work / "stack", slots=1)
+    state = stack.state
     results = []
     try:
         with ApiClient(state["api_url"]) as api:
@@ -161,8 +134,7 @@ def main() -> int:
                 results.append(one_run(api, state["moto_url"], context, n))
                 print(f"run {n + 1}: total {results[-1]['total']:.2f} s", flush=True)
     finally:
-        process.terminate()
-        process.wait(timeout=60)
+        stack.stop()
 
     lines = [
         "# Submit latency on the embedded local stack",

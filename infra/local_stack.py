@@ -208,6 +208,50 @@ class LocalStack:
         log.info("stopped")
 
 
+class BackgroundStack:
+    """A local stack in a child process (for tests and benchmarks; users have `det deploy local up`)."""
+
+    def __init__(self, state_dir: Path, *, port: int = 0, slots: int = 2, timeout: float = 120) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = state_dir / "stack.log"
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "infra.local_stack",
+                "--port",
+                str(port),
+                "--slots",
+                str(slots),
+                "--state-dir",
+                str(state_dir),
+            ],
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        state_file = state_dir / "stack.json"
+        deadline = time.monotonic() + timeout
+        while not state_file.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the local stack did not start:\n" + self.log_path.read_text()[-3000:])
+            time.sleep(0.1)
+        self.state: dict[str, Any] = json.loads(state_file.read_text())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._log.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.local_stack", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8080, help="API port (0 picks a free one)")

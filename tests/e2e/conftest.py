@@ -3,9 +3,7 @@ runner that calls the real CLI in a subprocess against it."""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +13,8 @@ from pathlib import Path
 
 import boto3
 import pytest
+
+from infra.local_stack import BackgroundStack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,44 +52,13 @@ class LocalStackInfo:
 
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackInfo]:
-    state_dir = tmp_path_factory.mktemp("stack")
-    log = (state_dir / "stack.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "infra.local_stack",
-            "--port",
-            "0",
-            "--slots",
-            "2",
-            "--state-dir",
-            str(state_dir),
-        ],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    state_file = state_dir / "stack.json"
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise AssertionError("local stack exited:\n" + (state_dir / "stack.log").read_text()[-3000:])
-        return state_file.exists()
-
+    stack = BackgroundStack(tmp_path_factory.mktemp("stack"), slots=2)
     try:
-        wait_for(ready, 120, "the local stack to start")
-        state = json.loads(state_file.read_text())
-        yield LocalStackInfo(api_url=state["api_url"], moto_url=state["moto_url"], state_dir=state_dir)
+        yield LocalStackInfo(
+            api_url=stack.state["api_url"], moto_url=stack.state["moto_url"], state_dir=stack.log_path.parent
+        )
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
+        stack.stop()
 
 
 @dataclass
