@@ -29,9 +29,8 @@ def validate(raw_config: Mapping[str, Any]) -> cfg.ParsedConfig:
         parsed = cfg.parse_experiment_config(raw_config)
     except cfg.ConfigInvalidError as error:
         raise ConfigInvalidError(str(error), problems=error.to_dicts()) from error
-    space = parsed.config.model_dump(mode="json")["hyperparameters"] or {}
     try:
-        new_searcher(parsed.config.searcher.name, space, 0)
+        new_searcher(searching.search_spec(parsed.config.model_dump(mode="json")))
     except SearcherNotSupportedError as error:
         problem = {"path": "searcher.name", "message": str(error)}
         raise ConfigInvalidError(

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from chalicelib import config as cfg
 from chalicelib.domain import keys
 from chalicelib.domain.searchers import (
     CreateTrial,
     Operation,
     Searcher,
+    SearchSpec,
     Shutdown,
     StopTrial,
     TrialCreated,
@@ -33,13 +35,25 @@ class StaleSearcherError(ConflictError):
     """Another consumer updated the searcher first; the event will be delivered again."""
 
 
+def search_spec(config: Mapping[str, Any]) -> SearchSpec:
+    """The searcher's inputs from a stored (JSON) config."""
+    parsed = cfg.parse_experiment_config(config).config
+    settings = parsed.searcher.model_dump(mode="json")
+    max_length = settings.get("max_time") if settings.get("time_metric") else parsed.searcher_max_length_batches()
+    seed = int(config.get("reproducibility", {}).get("experiment_seed") or 0)
+    return SearchSpec(
+        space=config.get("hyperparameters") or {},
+        settings=settings,
+        max_length=int(max_length) if max_length is not None else None,
+        seed=seed,
+    )
+
+
 def start(ports: Ports, experiment_id: int) -> None:
     experiment = ports.experiments.get(experiment_id)
     if experiment is None or "searcher" in experiment:
         return  # already started (a redelivered activation)
-    config = experiment["config"]
-    seed = int(config["reproducibility"]["experiment_seed"])
-    searcher = new_searcher(config["searcher"]["name"], config.get("hyperparameters") or {}, seed)
+    searcher = new_searcher(search_spec(experiment["config"]))
     _save_and_apply(ports, experiment, searcher, searcher.initial_operations(), version=0)
 
 
@@ -49,8 +63,7 @@ def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
         return
     if ExperimentState(experiment["state"]).terminal:
         return
-    config = experiment["config"]
-    searcher = restore_searcher(experiment["searcher"], config.get("hyperparameters") or {})
+    searcher = restore_searcher(experiment["searcher"], search_spec(experiment["config"]))
     kind = body["type"]
     if kind == "trial_exited":
         trial = ports.trials.get(int(body["trial_id"]))

@@ -5,10 +5,11 @@ import random
 from chalicelib.domain import hparams
 from chalicelib.domain.searchers import (
     CreateTrial,
+    SearchSpec,
     Shutdown,
-    SingleSearcher,
     TrialCreated,
     TrialExited,
+    ValidationReported,
     new_searcher,
     restore_searcher,
 )
@@ -21,6 +22,7 @@ SPACE = {
     "batch_size": 32,
     "const": {"type": "const", "val": 7},
 }
+SPEC = SearchSpec(space=SPACE, settings={"name": "single", "metric": "loss"}, max_length=100, seed=1)
 
 
 def test_sampling_follows_determineds_rules_and_is_reproducible():
@@ -31,27 +33,26 @@ def test_sampling_follows_determineds_rules_and_is_reproducible():
     assert a["act"] in ("relu", "tanh")
     assert 0.8 <= a["opt"]["beta"] <= 0.99 and a["opt"]["name"] == "adam"
     assert a["batch_size"] == 32 and a["const"] == 7
-    ints = {
-        hparams.sample_leaf({"type": "int", "minval": 1, "maxval": 3}, random.Random(s)) for s in range(60)
-    }
+    ints = {hparams.sample_leaf({"type": "int", "minval": 1, "maxval": 3}, random.Random(s)) for s in range(60)}
     assert ints == {1, 2, 3}  # inclusive bounds
 
 
-def test_single_creates_one_trial_then_shuts_down_once():
-    searcher = new_searcher("single", SPACE, seed=1)
+def test_single_creates_one_trial_to_max_length_then_shuts_down_once():
+    searcher = new_searcher(SPEC)
     ops = searcher.initial_operations()
-    assert len(ops) == 1 and isinstance(ops[0], CreateTrial)
+    assert len(ops) == 1 and isinstance(ops[0], CreateTrial) and ops[0].length == 100
     assert searcher.on_event(TrialCreated("created-single-0", "single-0", 11)) == []
     assert searcher.initial_operations() == []  # already created: a replayed start creates nothing
+    assert searcher.on_event(ValidationReported("v-11-100", 11, 100, 0.5)) == []
     assert searcher.on_event(TrialExited("exit-11.1", 11, failed=False)) == [Shutdown(failure=False)]
     assert searcher.on_event(TrialExited("exit-11.1", 11, failed=False)) == []  # duplicate delivery
     assert searcher.progress() == 1.0
 
 
 def test_single_reports_failure_and_snapshot_round_trips():
-    searcher = SingleSearcher(space=SPACE, seed=3)
+    searcher = new_searcher(SPEC)
     searcher.initial_operations()
     searcher.on_event(TrialCreated("c", "single-0", 4))
-    restored = restore_searcher(searcher.snapshot(), SPACE)
+    restored = restore_searcher(searcher.snapshot(), SPEC)
     assert restored.snapshot() == searcher.snapshot()
     assert restored.on_event(TrialExited("exit-4.2", 4, failed=True)) == [Shutdown(failure=True)]

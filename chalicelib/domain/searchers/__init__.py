@@ -1,4 +1,8 @@
-"""Searchers: pure state machines turning one experiment config into trials."""
+"""Searchers: pure state machines turning one experiment config into trials.
+
+`SEARCHERS` maps a config's `searcher.name` to the class; each class has a constructor taking
+`spec=SearchSpec(...)` and a `restore(snapshot, spec)` class method.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.domain.searchers.base import (
+    ContinueTrial,
     CreateTrial,
     Event,
     Operation,
+    PauseTrial,
     Searcher,
+    SearchSpec,
     Shutdown,
     StopTrial,
     TrialCreated,
@@ -19,9 +26,13 @@ from chalicelib.domain.searchers.base import (
 from chalicelib.domain.searchers.single import SingleSearcher
 
 __all__ = [
+    "ContinueTrial",
     "CreateTrial",
     "Event",
     "Operation",
+    "PauseTrial",
+    "SEARCHERS",
+    "SearchSpec",
     "Searcher",
     "SearcherNotSupportedError",
     "Shutdown",
@@ -34,22 +45,26 @@ __all__ = [
     "restore_searcher",
 ]
 
-RUNNABLE = ("single",)
+SEARCHERS: dict[str, Any] = {"single": SingleSearcher}
 
 
 class SearcherNotSupportedError(ValueError):
     pass
 
 
-def new_searcher(name: str, space: Mapping[str, Any], seed: int) -> Searcher:
-    if name == "single":
-        return SingleSearcher(space=space, seed=seed)
-    raise SearcherNotSupportedError(
-        f"searcher {name!r} is accepted in configs but cannot run yet; use searcher.name: single"
-    )
+def new_searcher(spec: SearchSpec) -> Searcher:
+    name = str(spec.settings.get("name"))
+    if name not in SEARCHERS:
+        raise SearcherNotSupportedError(
+            f"searcher {name!r} is accepted in configs but cannot run yet; use one of {', '.join(sorted(SEARCHERS))}"
+        )
+    searcher: Searcher = SEARCHERS[name](spec=spec)
+    return searcher
 
 
-def restore_searcher(snapshot: Mapping[str, Any], space: Mapping[str, Any]) -> Searcher:
-    if snapshot.get("name") == "single":
-        return SingleSearcher.restore(snapshot, space)
-    raise SearcherNotSupportedError(f"cannot restore searcher {snapshot.get('name')!r}")
+def restore_searcher(snapshot: Mapping[str, Any], spec: SearchSpec) -> Searcher:
+    name = str(snapshot.get("name"))
+    if name not in SEARCHERS:
+        raise SearcherNotSupportedError(f"cannot restore searcher {name!r}")
+    searcher: Searcher = SEARCHERS[name].restore(snapshot, spec)
+    return searcher

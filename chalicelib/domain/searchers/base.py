@@ -4,18 +4,63 @@ A searcher never touches AWS. The service feeds it one event at a time, persists
 conditional write, and carries out the operations it returned. Every event carries an id, and a
 searcher remembers the ids it has seen, so a duplicate delivery (SQS delivers at least once) returns
 no operations and changes nothing.
+
+Lengths are in searcher units: batches, or the values of `time_metric` for adaptive_asha's
+`time_metric`/`max_time` form. A trial trains until its target length, reports a validation there
+(`ValidationReported` with the searcher metric), and then follows the searcher's next operation for it:
+
+- `ContinueTrial(trial, length)`: train on to a longer target (resuming it first if it was paused);
+- `PauseTrial(trial)`: checkpoint and exit; it may be continued later (ASHA's promotions);
+- `StopTrial(trial)`: checkpoint and exit for good (early stopping, or the target was the last one);
+- nothing: the trial's target stands (it has not reached it yet).
+
+A trial that reaches its last target and gets no operation is treated as stopped by the service.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """What a searcher is built from: plain data taken from the experiment config."""
+
+    space: Mapping[str, Any]  # the `hyperparameters` section in its JSON form
+    settings: Mapping[str, Any]  # the `searcher` section in its JSON form (name, metric, max_trials, ...)
+    max_length: int | None  # the searcher's max length in searcher units (None: the trial decides)
+    seed: int
+
+    @property
+    def metric(self) -> str:
+        return str(self.settings.get("metric", ""))
+
+    @property
+    def smaller_is_better(self) -> bool:
+        return bool(self.settings.get("smaller_is_better", True))
+
+
+# ---- operations -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class CreateTrial:
     request_id: str  # stable id chosen by the searcher, so creating twice is detectable
     hparams: dict[str, Any]
+    length: int | None = None  # the first target; None lets the trial decide (single without max_length)
+
+
+@dataclass(frozen=True)
+class ContinueTrial:
+    trial_id: int
+    length: int
+
+
+@dataclass(frozen=True)
+class PauseTrial:
+    trial_id: int
 
 
 @dataclass(frozen=True)
@@ -28,7 +73,10 @@ class Shutdown:
     failure: bool = False  # True when the searcher gives up (every trial failed)
 
 
-Operation = CreateTrial | StopTrial | Shutdown
+Operation = CreateTrial | ContinueTrial | PauseTrial | StopTrial | Shutdown
+
+
+# ---- events ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -42,15 +90,18 @@ class TrialCreated:
 class ValidationReported:
     event_id: str
     trial_id: int
-    steps_completed: int
-    metric: float
+    length: int  # where the trial stands, in searcher units
+    metric: float  # the searcher metric (already finite)
 
 
 @dataclass(frozen=True)
 class TrialExited:
+    """A trial ended for good (completed, errored past its restarts, or canceled)."""
+
     event_id: str
     trial_id: int
     failed: bool
+    invalid_hp: bool = False  # the trial raised InvalidHP: Determined replaces it with a new one
 
 
 Event = TrialCreated | ValidationReported | TrialExited

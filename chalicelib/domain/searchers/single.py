@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.domain import hparams as hp
@@ -13,6 +13,7 @@ from chalicelib.domain.searchers.base import (
     Event,
     Operation,
     SearcherBase,
+    SearchSpec,
     Shutdown,
     TrialCreated,
     TrialExited,
@@ -21,15 +22,14 @@ from chalicelib.domain.searchers.base import (
 
 @dataclass
 class SingleSearcher(SearcherBase):
-    space: Mapping[str, Any] | None = None
-    seed: int = 0
+    spec: SearchSpec = field(default_factory=lambda: SearchSpec({}, {"name": "single"}, None, 0))
     name: str = "single"
 
     def initial_operations(self) -> list[Operation]:
         if self.trials:
             return []
-        rng = random.Random(self.seed)
-        return [CreateTrial(request_id="single-0", hparams=hp.sample(self.space or {}, rng))]
+        rng = random.Random(self.spec.seed)
+        return [CreateTrial("single-0", hp.sample(self.spec.space, rng), self.spec.max_length)]
 
     def on_event(self, event: Event) -> list[Operation]:
         if not self._first_time(event.event_id):
@@ -49,7 +49,6 @@ class SingleSearcher(SearcherBase):
     def snapshot(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "seed": self.seed,
             "seen_events": list(self.seen_events),
             "trials": dict(self.trials),
             "exited": {str(k): v for k, v in self.exited.items()},
@@ -57,10 +56,9 @@ class SingleSearcher(SearcherBase):
         }
 
     @classmethod
-    def restore(cls, snapshot: Mapping[str, Any], space: Mapping[str, Any]) -> SingleSearcher:
+    def restore(cls, snapshot: Mapping[str, Any], spec: SearchSpec) -> SingleSearcher:
         return cls(
-            space=space,
-            seed=int(snapshot.get("seed", 0)),
+            spec=spec,
             seen_events=list(snapshot.get("seen_events", [])),
             trials={str(k): int(v) for k, v in snapshot.get("trials", {}).items()},
             exited={int(k): bool(v) for k, v in snapshot.get("exited", {}).items()},
