@@ -3,6 +3,7 @@
 One Standard execution drives one trial from the queue to its end:
 
     Enqueue ─► RequestSlots ─► Launch ─► Release ─► Exited? ─0─► Complete ─► NotifyCompleted
+                                                             ─0, paused by the searcher─► Pause
        ▲          (token to the      (token to the                 │
        │           scheduler queue)   launch queue, answered       └─≠0─► CanRestart? ─► Errored ─► NotifyErrored
        └──────── restart ◄──────────  by the agent's exit)                    │
@@ -86,6 +87,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
     ended = {":t": {"S.$": "$$.State.EnteredTime"}}
     complete = _set_trial_state(res.trials_table, TrialState.COMPLETED, ", end_time = :t", ended)
     errored = _set_trial_state(res.trials_table, TrialState.ERROR, ", end_time = :t", ended)
+    paused = _set_trial_state(res.trials_table, TrialState.PAUSED)
     condition_failed = ["DynamoDB.ConditionalCheckFailedException"]
     return {
         "Comment": "Stratus trial run: queue, launch, wait for exit, complete, restart or fail.",
@@ -152,7 +154,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
             },
             "NotLaunched": {
                 "Type": "Pass",
-                "Parameters": {"exit_code": -1, "reason.$": "$.error.Error"},
+                "Parameters": {"exit_code": -1, "reason.$": "$.error.Error", "paused": False},
                 "ResultPath": "$.exit",
                 "Next": "Release",
             },
@@ -170,9 +172,30 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
             },
             "Exited": {
                 "Type": "Choice",
-                "Choices": [{"Variable": "$.exit.exit_code", "NumericEquals": 0, "Next": "Complete"}],
+                "Choices": [
+                    # A clean exit the control plane asked for (the searcher paused the trial): it may
+                    # be resumed later by a new execution, from its latest checkpoint.
+                    {
+                        "And": [
+                            {"Variable": "$.exit.exit_code", "NumericEquals": 0},
+                            {"Variable": "$.exit.paused", "IsPresent": True},
+                            {"Variable": "$.exit.paused", "BooleanEquals": True},
+                        ],
+                        "Next": "Pause",
+                    },
+                    {"Variable": "$.exit.exit_code", "NumericEquals": 0, "Next": "Complete"},
+                ],
                 "Default": "CanRestart",
             },
+            "Pause": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::dynamodb:updateItem",
+                "Parameters": paused,
+                "ResultPath": None,
+                "Next": "Paused",
+                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "Paused"}],
+            },
+            "Paused": {"Type": "Succeed"},
             "CanRestart": {
                 "Type": "Choice",
                 "Choices": [

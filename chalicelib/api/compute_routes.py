@@ -184,3 +184,41 @@ def checkpoint_downloads(uuid: str) -> Response:
     return answer(
         models.CheckpointDownloads(checkpoint=views.checkpoint(p, found["checkpoint"]), urls=found["urls"])
     )
+
+
+@route(bp, "/trials/{trial_id}/searcher", "GET", response=models.SearcherOp, auth="run")
+def searcher_op(trial_id: str) -> Response:
+    """What the searcher wants of the trial now: train to a length, wait, or stop."""
+    return answer(models.SearcherOp.model_validate(trial_api.searcher_state(ports(), _run(trial_id))))
+
+
+@route(
+    bp,
+    "/trials/{trial_id}/searcher/completed",
+    "POST",
+    request=models.SearcherCompleted,
+    response=models.Empty,
+    auth="run",
+)
+def searcher_completed(trial_id: str) -> Response:
+    """The trial reached `length` with this searcher metric (Determined's `report_completed`)."""
+    run = _run(trial_id)
+    body = parse(bp, models.SearcherCompleted)
+    trial_api.report_searcher_result(ports(), run, body.length, body.metric)
+    return answer(models.Empty())
+
+
+@route(
+    bp,
+    "/trials/{trial_id}/searcher/invalid_hp",
+    "POST",
+    request=models.InvalidHP,
+    response=models.Empty,
+    auth="run",
+)
+def searcher_invalid_hp(trial_id: str) -> Response:
+    """The trial's hyperparameters cannot work; the searcher replaces the trial."""
+    run = _run(trial_id)
+    body = parse(bp, models.InvalidHP)
+    trial_api.report_invalid_hp(ports(), run, body.message)
+    return answer(models.Empty())

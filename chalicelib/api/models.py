@@ -60,6 +60,7 @@ class Trial(BaseModel):
     id: int
     experiment_id: int
     state: str
+    early_stopped: bool = False  # the searcher stopped it before its full length (ASHA)
     hparams: dict[str, Any]
     restarts: int
     start_time: str | None
@@ -236,6 +237,21 @@ class CheckpointReport(_Body):
     steps_completed: int = Field(ge=0)
     resources: dict[str, int] = {}
     metadata: dict[str, Any] = {}
+
+
+class SearcherOp(BaseModel):
+    action: Literal["train", "wait", "stop"]
+    length: int | None
+    unit: str
+
+
+class SearcherCompleted(_Body):
+    length: int = Field(ge=0)
+    metric: float
+
+
+class InvalidHP(_Body):
+    message: str = Field(default="", max_length=4000)
 
 
 class CheckpointOnly(BaseModel):

@@ -57,6 +57,7 @@ def trial(ports: Ports, record: Record) -> models.Trial:
         id=int(record["id"]),
         experiment_id=int(record["experiment_id"]),
         state=str(record["state"]),
+        early_stopped=bool(record.get("early_stopped", False)),
         hparams=record.get("hparams") or {},
         restarts=max(0, int(record.get("attempts", 0)) - 1),
         start_time=record.get("start_time"),

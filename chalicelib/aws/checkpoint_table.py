@@ -37,6 +37,9 @@ class DynamoCheckpoints:
         item = self._table.get_item(Key={"uuid": uuid}, ConsistentRead=True).get("Item")
         return _decode(dynamo.plain(item)) if item else None
 
+    def mark_deleted(self, uuid: str) -> None:
+        dynamo.update_fields(self._table, {"uuid": uuid}, {"state": "DELETED"}, pk="uuid")
+
     def for_trial(self, trial_id: int) -> list[dict[str, Any]]:
         items = dynamo.query_all(
             self._table,
@@ -94,5 +97,27 @@ class DynamoMetrics:
 
 
 class DynamoIds:
+    def __init__(self) -> None:
+        self._table = dynamo.table("counters")
+
     def next(self, counter: str) -> int:
         return dynamo.next_id(counter)
+
+    def claim(self, key: str, counter: str) -> int:
+        """The id bound to `key`, drawing a new one from `counter` the first time (idempotent creation)."""
+        existing = self._table.get_item(Key={"name": key}, ConsistentRead=True).get("Item")
+        if existing:
+            return int(existing["value"])
+        candidate = dynamo.next_id(counter)
+        try:
+            self._table.put_item(
+                Item={"name": key, "value": candidate},
+                ConditionExpression="attribute_not_exists(#n)",
+                ExpressionAttributeNames={"#n": "name"},
+            )
+        except ClientError as error:
+            if not dynamo.is_condition_failure(error):
+                raise
+            stored = self._table.get_item(Key={"name": key}, ConsistentRead=True)["Item"]
+            return int(stored["value"])
+        return candidate

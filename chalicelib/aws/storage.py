@@ -43,3 +43,14 @@ class S3Blobs:
 
     def uri(self, key: str) -> str:
         return f"s3://{self._settings.bucket}/{key}"
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object under `prefix`; nothing there is not an error. Returns how many went."""
+        deleted = 0
+        paginator = self._s3.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self._settings.bucket, Prefix=prefix):
+            keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+            if keys:
+                self._s3.delete_objects(Bucket=self._settings.bucket, Delete={"Objects": keys, "Quiet": True})
+                deleted += len(keys)
+        return deleted

@@ -18,10 +18,15 @@ class DynamoTrials:
         self._table = dynamo.table("trials")
 
     def create(self, record: Mapping[str, Any]) -> None:
+        """Create a trial once; creating the same id again (a redelivered event) changes nothing."""
         item = dict(record)
         item["hparams"] = dynamo.dumps(item["hparams"])
         item.setdefault("version", 0)
-        self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(id)")
+        try:
+            self._table.put_item(Item=dynamo.to_dynamo(item), ConditionExpression="attribute_not_exists(id)")
+        except ClientError as error:
+            if not dynamo.is_condition_failure(error):
+                raise
 
     def get(self, trial_id: int) -> dict[str, Any] | None:
         item = self._table.get_item(Key={"id": trial_id}, ConsistentRead=True).get("Item")
@@ -79,6 +84,43 @@ class DynamoTrials:
             "attribute_not_exists(latest_checkpoint_steps) OR latest_checkpoint_steps <= :s",
             {":u": uuid, ":s": steps_completed},
         )
+
+    def bump_generation(self, trial_id: int, expected: int) -> bool:
+        """Move the trial to its next execution generation, only from `expected` (idempotent resume)."""
+        try:
+            self._table.update_item(
+                Key={"id": trial_id},
+                UpdateExpression="SET generation = :next",
+                ConditionExpression="attribute_exists(id) AND (generation = :expected OR attribute_not_exists(generation))",
+                ExpressionAttributeValues={":next": expected + 1, ":expected": expected},
+            )
+        except ClientError as error:
+            if dynamo.is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def record_searcher_length(self, trial_id: int, length: int) -> dict[str, Any] | None:
+        """Raise the trial's reported searcher length; mark the searcher's answer pending when the
+        trial reached its target. Returns the trial, or None when the length was not new."""
+        try:
+            answer = self._table.update_item(
+                Key={"id": trial_id},
+                UpdateExpression="SET searcher_length = :l",
+                ConditionExpression="attribute_exists(id) AND (attribute_not_exists(searcher_length) OR searcher_length < :l)",
+                ExpressionAttributeValues={":l": length},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if dynamo.is_condition_failure(error):
+                return None
+            raise
+        trial = _decode(dynamo.plain(answer["Attributes"]))
+        target = trial.get("target_length")
+        if target is not None and length >= int(target):
+            self.update(trial_id, searcher_pending=True)
+            trial["searcher_pending"] = True
+        return trial
 
     def _raise_total(self, trial_id: int, steps_completed: int) -> None:
         self._conditional_set(

@@ -82,7 +82,7 @@ EXPERIMENT_TRANSITIONS: dict[ExperimentState, frozenset[ExperimentState]] = {
 TRIAL_TRANSITIONS: dict[TrialState, frozenset[TrialState]] = {
     # QUEUED -> QUEUED: a restart re-enters the queue (the attempt counter moves on).
     T.QUEUED: frozenset({T.QUEUED, T.PULLING, T.PAUSED, T.STOPPING_CANCELED, T.CANCELED, T.ERROR}),
-    T.PULLING: frozenset({T.RUNNING, T.QUEUED, T.STOPPING_CANCELED, T.COMPLETED, T.ERROR}),
+    T.PULLING: frozenset({T.RUNNING, T.QUEUED, T.PAUSED, T.STOPPING_CANCELED, T.COMPLETED, T.ERROR}),
     T.RUNNING: frozenset(
         {
             T.QUEUED,
@@ -94,7 +94,8 @@ TRIAL_TRANSITIONS: dict[TrialState, frozenset[TrialState]] = {
             T.ERROR,
         }
     ),
-    T.PAUSED: frozenset({T.QUEUED, T.STOPPING_CANCELED, T.CANCELED}),
+    # PAUSED -> COMPLETED: a searcher closes a paused trial it will not promote again.
+    T.PAUSED: frozenset({T.QUEUED, T.STOPPING_CANCELED, T.CANCELED, T.COMPLETED}),
     T.STOPPING_COMPLETED: frozenset({T.COMPLETED, T.ERROR}),
     T.STOPPING_ERROR: frozenset({T.ERROR}),
     T.STOPPING_CANCELED: frozenset({T.CANCELED, T.ERROR}),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,9 +34,12 @@ def handle_launch(ports: Ports, body: Mapping[str, Any]) -> None:
         ports.trials.transition(int(run["trial_id"]), str(TrialState.PULLING))
     elif run["state"] == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
-        ports.workflows.succeed(
-            str(body["token"]), {"exit_code": int(run.get("exit_code", -1)), "reason": run.get("reason", "")}
-        )
+        output = {
+            "exit_code": int(run.get("exit_code", -1)),
+            "reason": run.get("reason", ""),
+            "paused": False,
+        }
+        ports.workflows.succeed(str(body["token"]), output)
     # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
 
 
@@ -69,10 +73,16 @@ def exited(ports: Ports, agent_id: str, run_id: str, exit_code: int, reason: str
         return  # a retried report
     if ports.runs.exit(run_id, exit_code, reason) is None:
         return
+    trial = ports.trials.get(int(run["trial_id"]))
+    paused = exit_code == 0 and trial is not None and trial.get("searcher_action") == "pause"
+    if trial is not None and trial.get("invalid_hp") and exit_code == 0:
+        reason = str(trial.get("exit_reason") or reason)
     ports.trials.update(int(run["trial_id"]), exit_code=exit_code, exit_reason=reason[:1000])
     token = run.get("launch_token")
     if token:
-        ports.workflows.succeed(str(token), {"exit_code": exit_code, "reason": reason[:1000]})
+        ports.workflows.succeed(
+            str(token), {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
+        )
 
 
 def store_logs(
@@ -126,7 +136,7 @@ def _launch_spec(ports: Ports, run: Record) -> dict[str, Any]:
         "trial_id": int(trial["id"]),
         "experiment_id": int(experiment["id"]),
         "slots": int(run["slots"]),
-        "entrypoint": cfg.entrypoint_argv(config),
+        "entrypoint": entrypoint_argv(config),
         "environment": environment,
         "context_url": (
             ports.blobs.presign_get(keys.context_key(experiment["context_sha256"]))
@@ -135,3 +145,15 @@ def _launch_spec(ports: Ports, run: Record) -> dict[str, Any]:
         ),
         "api_url": settings.api_url,
     }
+
+
+_LEGACY_ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def entrypoint_argv(config: cfg.ExperimentConfig) -> list[str]:
+    """The argv of a trial's entrypoint. Determined's legacy `model_def:TrialClass` form runs the class
+    under the harness's trial runner; anything else follows the config's own rules (argv or shell)."""
+    entrypoint = config.entrypoint
+    if isinstance(entrypoint, str) and _LEGACY_ENTRYPOINT.match(entrypoint.strip()):
+        return ["python3", "-m", "harness.exec.run_trial", entrypoint.strip()]
+    return cfg.entrypoint_argv(config)

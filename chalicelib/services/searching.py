@@ -2,7 +2,13 @@
 
 The snapshot is saved with a conditional write on `searcher_version` before any operation is carried
 out, so two consumers racing on the same experiment cannot both act; the loser raises and SQS delivers
-the event again, by which time the winner's snapshot already holds it (so it is a no-op).
+the event again, by which time the winner's snapshot already holds it (so it is a no-op). Operations are
+idempotent on their own too: a trial is created once per searcher request id, executions are named.
+
+Per trial, the searcher's wishes live on the trial record: `target_length` (train until there),
+`searcher_action` (`train`, `pause` or `stop`) and `searcher_pending` (a validation at the target has
+been reported and the searcher has not answered yet). The trial reads them through
+`GET /trials/{id}/searcher` (see `trial_api.searcher_state`).
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ from typing import Any
 from chalicelib import config as cfg
 from chalicelib.domain import keys
 from chalicelib.domain.searchers import (
+    ContinueTrial,
     CreateTrial,
     Operation,
+    PauseTrial,
     Searcher,
     SearchSpec,
     Shutdown,
@@ -27,6 +35,7 @@ from chalicelib.domain.searchers import (
 )
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
+from chalicelib.services import retention
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
 
@@ -39,8 +48,10 @@ def search_spec(config: Mapping[str, Any]) -> SearchSpec:
     """The searcher's inputs from a stored (JSON) config."""
     parsed = cfg.parse_experiment_config(config).config
     settings = parsed.searcher.model_dump(mode="json")
-    max_length = settings.get("max_time") if settings.get("time_metric") else parsed.searcher_max_length_batches()
-    seed = int(config.get("reproducibility", {}).get("experiment_seed") or 0)
+    max_length = (
+        settings.get("max_time") if settings.get("time_metric") else parsed.searcher_max_length_batches()
+    )
+    seed = int((config.get("reproducibility") or {}).get("experiment_seed") or 0)
     return SearchSpec(
         space=config.get("hyperparameters") or {},
         settings=settings,
@@ -64,76 +75,93 @@ def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
     if ExperimentState(experiment["state"]).terminal:
         return
     searcher = restore_searcher(experiment["searcher"], search_spec(experiment["config"]))
+    trial_id = int(body["trial_id"])
     kind = body["type"]
     if kind == "trial_exited":
-        trial = ports.trials.get(int(body["trial_id"]))
+        trial = ports.trials.get(trial_id)
         failed = trial is None or trial["state"] != TrialState.COMPLETED
-        ops = searcher.on_event(
-            TrialExited(event_id=body["event_id"], trial_id=int(body["trial_id"]), failed=failed)
+        invalid = bool(trial and trial.get("invalid_hp"))
+        event: TrialExited | ValidationReported = TrialExited(
+            event_id=str(body["event_id"]),
+            trial_id=trial_id,
+            failed=failed and not invalid,
+            invalid_hp=invalid,
         )
     elif kind == "validation":
-        ops = searcher.on_event(
-            ValidationReported(
-                event_id=body["event_id"],
-                trial_id=int(body["trial_id"]),
-                steps_completed=int(body["steps_completed"]),
-                metric=float(body["metric"]),
-            )
+        event = ValidationReported(
+            event_id=str(body["event_id"]),
+            trial_id=trial_id,
+            length=int(body["length"]),
+            metric=float(body["metric"]),
         )
     else:
         raise ValueError(f"unknown searcher event type {kind!r}")
+    ops = searcher.on_event(event)
     _save_and_apply(ports, experiment, searcher, ops, version=int(experiment.get("searcher_version", 0)))
+    if isinstance(event, ValidationReported):
+        # Answered (possibly with nothing: the target stands, or the trial is done).
+        ports.trials.update(trial_id, searcher_pending=False)
 
 
 def _save_and_apply(
     ports: Ports, experiment: Record, searcher: Searcher, ops: list[Operation], version: int
 ) -> None:
     experiment_id = int(experiment["id"])
-    if not ports.experiments.save_searcher(experiment_id, searcher.snapshot(), expected_version=version):
-        raise StaleSearcherError(f"searcher of experiment {experiment_id} changed meanwhile; retrying")
-    version += 1
+    version = _save(ports, experiment_id, searcher, version)
+    spec = search_spec(experiment["config"])
     for op in ops:
         if isinstance(op, CreateTrial):
             trial_id = _create_trial(ports, experiment, op)
             # Tell the searcher the trial's id; saved before the next operation runs.
-            searcher.on_event(
-                TrialCreated(event_id=f"created-{op.request_id}", request_id=op.request_id, trial_id=trial_id)
-            )
-            if not ports.experiments.save_searcher(
-                experiment_id, searcher.snapshot(), expected_version=version
-            ):
-                raise StaleSearcherError(
-                    f"searcher of experiment {experiment_id} changed meanwhile; retrying"
-                )
-            version += 1
-        elif isinstance(op, Shutdown):
-            _finish(ports, experiment_id, failure=op.failure)
+            searcher.on_event(TrialCreated(f"created-{op.request_id}", op.request_id, trial_id))
+            version = _save(ports, experiment_id, searcher, version)
+        elif isinstance(op, ContinueTrial):
+            _continue_trial(ports, experiment, op)
+        elif isinstance(op, PauseTrial):
+            ports.trials.update(op.trial_id, searcher_action="pause")
         elif isinstance(op, StopTrial):
-            pass  # early stopping arrives with the adaptive searchers
+            _stop_trial(ports, op.trial_id, spec)
+        elif isinstance(op, Shutdown):
+            _finish(ports, experiment, spec, failure=op.failure)
     ports.experiments.update(experiment_id, progress=round(searcher.progress(), 4))
+
+
+def _save(ports: Ports, experiment_id: int, searcher: Searcher, version: int) -> int:
+    if not ports.experiments.save_searcher(experiment_id, searcher.snapshot(), expected_version=version):
+        raise StaleSearcherError(f"searcher of experiment {experiment_id} changed meanwhile; retrying")
+    return version + 1
 
 
 def _create_trial(ports: Ports, experiment: Record, op: CreateTrial) -> int:
     config = experiment["config"]
-    resources = config.get("resources") or {}
-    trial_id = ports.ids.next("trial")
+    experiment_id = int(experiment["id"])
+    # Claimed once per request id, so a redelivered event finds the trial it already created.
+    trial_id = ports.ids.claim(f"trial-request:{experiment_id}:{op.request_id}", "trial")
     ports.trials.create(
         {
             "id": trial_id,
-            "experiment_id": int(experiment["id"]),
+            "experiment_id": experiment_id,
             "request_id": op.request_id,
             "state": str(TrialState.QUEUED),
             "hparams": op.hparams,
             "attempts": 0,
+            "generation": 0,
             "start_time": now_iso(),
             "trial_seed": (int(config["reproducibility"]["experiment_seed"]) + trial_id) % 2**31,
+            "searcher_action": "train",
+            **({"target_length": op.length} if op.length is not None else {}),
         }
     )
-    ports.experiments.update(
-        int(experiment["id"]), num_trials=len(ports.trials.for_experiment(int(experiment["id"])))
-    )
+    ports.experiments.update(experiment_id, num_trials=len(ports.trials.for_experiment(experiment_id)))
+    _start_run(ports, experiment, trial_id, generation=0)
+    return trial_id
+
+
+def _start_run(ports: Ports, experiment: Record, trial_id: int, generation: int) -> None:
+    config = experiment["config"]
+    resources = config.get("resources") or {}
     ports.workflows.start(
-        keys.execution_name(trial_id, 0),
+        keys.execution_name(trial_id, generation),
         {
             "trial_id": trial_id,
             "experiment_id": int(experiment["id"]),
@@ -143,11 +171,55 @@ def _create_trial(ports: Ports, experiment: Record, op: CreateTrial) -> int:
             "max_restarts": int(config.get("max_restarts", 5)),
         },
     )
-    return trial_id
 
 
-def _finish(ports: Ports, experiment_id: int, *, failure: bool) -> None:
+def _continue_trial(ports: Ports, experiment: Record, op: ContinueTrial) -> None:
+    trial = ports.trials.get(op.trial_id)
+    if trial is None:
+        return
+    ports.trials.update(op.trial_id, target_length=op.length, searcher_action="train")
+    if trial["state"] == TrialState.PAUSED:
+        # A promotion: resume the paused trial from its latest checkpoint in a new execution. The
+        # generation moves on only if the trial is still paused, so a redelivery starts it once.
+        generation = int(trial.get("generation", 0)) + 1
+        if ports.trials.bump_generation(op.trial_id, expected=generation - 1):
+            _start_run(ports, experiment, op.trial_id, generation)
+
+
+def _stop_trial(ports: Ports, trial_id: int, spec: SearchSpec) -> None:
+    trial = ports.trials.get(trial_id)
+    if trial is None:
+        return
+    early = spec.max_length is not None and int(trial.get("searcher_length", 0)) < spec.max_length
+    ports.trials.update(trial_id, searcher_action="stop", early_stopped=early)
+    if trial["state"] == TrialState.PAUSED:
+        _close_paused(ports, trial)
+
+
+def _close_paused(ports: Ports, trial: Record) -> None:
+    """A paused trial the searcher will not resume ends here (no process is running to exit)."""
+    if ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=now_iso()) is not None:
+        ports.queues.to_events(
+            {
+                "type": "trial_exited",
+                "event_id": f"closed-{trial['id']}",
+                "trial_id": int(trial["id"]),
+                "experiment_id": int(trial["experiment_id"]),
+                "state": str(TrialState.COMPLETED),
+            }
+        )
+
+
+def _finish(ports: Ports, experiment: Record, spec: SearchSpec, *, failure: bool) -> None:
+    experiment_id = int(experiment["id"])
+    trials = ports.trials.for_experiment(experiment_id)
+    for trial in trials:
+        if trial["state"] == TrialState.PAUSED:
+            ports.trials.update(int(trial["id"]), searcher_action="stop", early_stopped=True)
+            ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=now_iso())
     trials = ports.trials.for_experiment(experiment_id)
     any_completed = any(t["state"] == TrialState.COMPLETED for t in trials)
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
+    # Retention first: if it fails, the event comes again while the experiment is still active.
+    retention.apply(ports, experiment, trials)
     ports.experiments.transition(experiment_id, str(target), end_time=now_iso())

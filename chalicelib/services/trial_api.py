@@ -55,7 +55,7 @@ def report_metrics(
     if steps_completed < 0:
         raise BadRequestError(f"steps_completed must be ≥ 0, got {steps_completed}")
     trial_id = int(run["trial_id"])
-    first_time = ports.metrics.put(trial_id, group, steps_completed, metrics)
+    ports.metrics.put(trial_id, group, steps_completed, metrics)  # a repeated report is a no-op
     if group == "training":
         ports.trials.record_training(trial_id, steps_completed)
         return
@@ -67,17 +67,60 @@ def report_metrics(
     ports.trials.record_validation(
         trial_id, steps_completed, metrics, searcher_value, bool(searcher.get("smaller_is_better", True))
     )
-    if first_time and searcher_value is not None:
-        ports.queues.to_events(
-            {
-                "type": "validation",
-                "event_id": f"validation-{trial_id}-{steps_completed}",
-                "experiment_id": int(run["experiment_id"]),
-                "trial_id": trial_id,
-                "steps_completed": steps_completed,
-                "metric": searcher_value,
-            }
-        )
+    if searcher_value is None:
+        return
+    length: Any = steps_completed
+    if searcher.get("time_metric"):
+        length = metrics.get(searcher["time_metric"])
+        if not isinstance(length, int | float) or not math.isfinite(float(length)):
+            return  # no position in the searcher's units: not a searcher result
+    report_searcher_result(ports, run, int(length), searcher_value)
+
+
+def report_searcher_result(ports: Ports, run: Record, length: int, metric: float) -> None:
+    """Tell the searcher where the trial stands (Determined's `op.report_completed`)."""
+    if not math.isfinite(metric):
+        raise BadRequestError(f"the searcher metric must be a finite number, got {metric}")
+    trial_id = int(run["trial_id"])
+    trial = ports.trials.record_searcher_length(trial_id, length)
+    if trial is None:
+        stored = ports.trials.get(trial_id)
+        if stored is None or int(stored.get("searcher_length", -1)) != length:
+            return  # an older position than one already reported
+        # The same position again (a retried report): send the event again; the searcher ignores
+        # an event id it has seen, and a lost first send is made good.
+    ports.queues.to_events(
+        {
+            "type": "validation",
+            "event_id": f"validation-{trial_id}-{length}",
+            "experiment_id": int(run["experiment_id"]),
+            "trial_id": trial_id,
+            "length": length,
+            "metric": metric,
+        }
+    )
+
+
+def searcher_state(ports: Ports, run: Record) -> dict[str, Any]:
+    """The trial's side of the searcher dialogue (docs/contracts.md)."""
+    trial = _trial(ports, int(run["trial_id"]))
+    experiment = ports.experiments.get(int(run["experiment_id"]))
+    assert experiment is not None
+    unit = str(experiment["config"]["searcher"].get("time_metric") or "batches")
+    target = trial.get("target_length")
+    if trial.get("searcher_action") in ("pause", "stop"):
+        return {"action": "stop", "length": target, "unit": unit}
+    if trial.get("searcher_pending"):
+        return {"action": "wait", "length": target, "unit": unit}
+    if target is not None and int(trial.get("searcher_length", -1)) >= int(target):
+        return {"action": "stop", "length": target, "unit": unit}  # its last target is reached
+    return {"action": "train", "length": target, "unit": unit}
+
+
+def report_invalid_hp(ports: Ports, run: Record, message: str) -> None:
+    ports.trials.update(
+        int(run["trial_id"]), invalid_hp=True, exit_reason=f"invalid hyperparameters: {message}"[:1000]
+    )
 
 
 def report_progress(ports: Ports, run: Record, progress: float) -> None:
@@ -87,7 +130,9 @@ def report_progress(ports: Ports, run: Record, progress: float) -> None:
 
 
 def heartbeat(ports: Ports, run: Record) -> dict[str, Any]:
-    return {"preempt": bool(run.get("preempt", False))}
+    trial = _trial(ports, int(run["trial_id"]))
+    stop = trial.get("searcher_action") in ("pause", "stop")
+    return {"preempt": bool(run.get("preempt", False)) or stop}
 
 
 def checkpoint_uploads(ports: Ports, run: Record, uuid: str, files: Sequence[str]) -> dict[str, Any]:

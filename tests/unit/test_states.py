@@ -42,6 +42,7 @@ def test_every_state_is_reachable_from_the_first(table, enum):
 
 def test_allowed_sources_inverts_the_table():
     assert allowed_sources(TRIAL_TRANSITIONS, TrialState.COMPLETED) == [
+        TrialState.PAUSED,
         TrialState.PULLING,
         TrialState.RUNNING,
         TrialState.STOPPING_COMPLETED,

@@ -43,6 +43,7 @@ def test_state_writes_are_guarded_by_the_transition_table():
         ("Enqueue", TrialState.QUEUED),
         ("Complete", TrialState.COMPLETED),
         ("Errored", TrialState.ERROR),
+        ("Pause", TrialState.PAUSED),
     ):
         params = states[name]["Parameters"]
         placeholders = re.findall(r":s\d+", params["ConditionExpression"])

@@ -1,0 +1,216 @@
+"""Determined's `random` searcher, and the pool of fixed-length trials that grid and TPE share.
+
+`PoolSearcher` keeps at most `max_concurrent_trials` trials running (0: no limit), each trained to
+`spec.max_length`, and creates the next one whenever one exits, until its budget of trials is used.
+Subclasses say what the budget is, how the `index`-th trial's hyperparameters are chosen, and whether
+a trial that exits with `invalid_hp` is replaced (random and TPE: yes, without using the budget, as
+in Determined; grid: no, the point counts as done).
+
+`RandomSearcher` samples each trial with `random.Random` seeded from the experiment seed and the
+request number, so a replayed or restored search proposes the same hyperparameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from chalicelib.domain import hparams as hp
+from chalicelib.domain.searchers.base import (
+    CreateTrial,
+    Event,
+    Operation,
+    SearcherBase,
+    SearchSpec,
+    Shutdown,
+    TrialCreated,
+    TrialExited,
+    ValidationReported,
+)
+
+DEFAULT_MAX_CONCURRENT_TRIALS = 16
+
+_P = TypeVar("_P", bound="PoolSearcher")
+
+
+@dataclass
+class PoolTrial:
+    """One create request of a pool searcher and what became of it."""
+
+    request_id: str
+    index: int
+    trial_id: int | None = None
+    exited: bool = False
+    failed: bool = False
+    invalid_hp: bool = False
+    length: int = 0  # the furthest validated length
+    metric: float | None = None  # the latest reported searcher metric
+    extra: dict[str, Any] = field(default_factory=dict)  # subclass data (TPE: its optuna params)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "index": self.index,
+            "trial_id": self.trial_id,
+            "exited": self.exited,
+            "failed": self.failed,
+            "invalid_hp": self.invalid_hp,
+            "length": self.length,
+            "metric": self.metric,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PoolTrial:
+        trial_id = data.get("trial_id")
+        metric = data.get("metric")
+        return cls(
+            request_id=str(data["request_id"]),
+            index=int(data["index"]),
+            trial_id=None if trial_id is None else int(trial_id),
+            exited=bool(data.get("exited", False)),
+            failed=bool(data.get("failed", False)),
+            invalid_hp=bool(data.get("invalid_hp", False)),
+            length=int(data.get("length", 0)),
+            metric=None if metric is None else float(metric),
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+def settings_int(settings: Mapping[str, Any], key: str, default: int) -> int:
+    value = settings.get(key)
+    return default if value is None else int(value)
+
+
+@dataclass
+class PoolSearcher(SearcherBase):
+    """Fixed-length trials, `max_concurrent_trials` at a time, until the budget is used."""
+
+    spec: SearchSpec = field(default_factory=lambda: SearchSpec({}, {"name": "random"}, None, 0))
+    name: str = "pool"
+    requests: list[PoolTrial] = field(default_factory=list)
+
+    replaces_invalid: ClassVar[bool] = True
+
+    # ---- what subclasses define ---------------------------------------------------------------------
+
+    def budget(self) -> int:
+        """How many trials the search runs (replacements of invalid_hp trials not counted)."""
+        return max(1, settings_int(self.spec.settings, "max_trials", 1))
+
+    def propose(self, index: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The hyperparameters of the `index`-th request, and extra data to keep with it."""
+        raise NotImplementedError
+
+    # ---- the searcher interface ---------------------------------------------------------------------
+
+    def max_concurrent(self) -> int:
+        return settings_int(self.spec.settings, "max_concurrent_trials", DEFAULT_MAX_CONCURRENT_TRIALS)
+
+    def initial_operations(self) -> list[Operation]:
+        if self.requests or self.shut_down:
+            return []  # already started: a replayed start creates nothing
+        return self._fill()
+
+    def on_event(self, event: Event) -> list[Operation]:
+        if not self._first_time(event.event_id):
+            return []
+        if isinstance(event, TrialCreated):
+            request = self._by_request(event.request_id)
+            if request is not None and request.trial_id is None:
+                request.trial_id = event.trial_id
+                self.trials[event.request_id] = event.trial_id
+            return []
+        request = self._by_trial(event.trial_id)
+        if request is None or request.exited:
+            return []
+        if isinstance(event, ValidationReported):
+            request.length = max(request.length, event.length)
+            request.metric = event.metric
+            return []  # the target stands; at max_length the trial ends by itself
+        request.exited = True
+        request.failed = event.failed and not event.invalid_hp
+        request.invalid_hp = event.invalid_hp
+        self.exited[event.trial_id] = request.failed
+        if self.shut_down:
+            return []
+        ops = self._fill()
+        if not ops and all(r.exited for r in self.requests):
+            self.shut_down = True
+            succeeded = any(not r.failed and not r.invalid_hp for r in self.requests)
+            ops.append(Shutdown(failure=not succeeded))
+        return ops
+
+    def progress(self) -> float:
+        if self.shut_down:
+            return 1.0
+        max_length = self.spec.max_length
+        done = 0.0
+        for request in self.requests:
+            if request.invalid_hp and self.replaces_invalid:
+                continue  # replaced: it does not count towards the work planned
+            if request.exited:
+                done += 1.0
+            elif max_length:
+                done += min(request.length / max_length, 1.0)
+        return min(done / self.budget(), 1.0)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "seen_events": list(self.seen_events),
+            "trials": dict(self.trials),
+            "exited": {str(k): v for k, v in self.exited.items()},
+            "shut_down": self.shut_down,
+            "requests": [r.to_json() for r in self.requests],
+        }
+
+    @classmethod
+    def restore(cls: type[_P], snapshot: Mapping[str, Any], spec: SearchSpec) -> _P:
+        return cls(
+            spec=spec,
+            seen_events=list(snapshot.get("seen_events", [])),
+            trials={str(k): int(v) for k, v in snapshot.get("trials", {}).items()},
+            exited={int(k): bool(v) for k, v in snapshot.get("exited", {}).items()},
+            shut_down=bool(snapshot.get("shut_down", False)),
+            requests=[PoolTrial.from_json(r) for r in snapshot.get("requests", [])],
+        )
+
+    # ---- internals ----------------------------------------------------------------------------------
+
+    def _counted(self) -> int:
+        """Requests that use the budget (invalid_hp ones are replaced, where the searcher does so)."""
+        if not self.replaces_invalid:
+            return len(self.requests)
+        return sum(1 for r in self.requests if not r.invalid_hp)
+
+    def _fill(self) -> list[Operation]:
+        ops: list[Operation] = []
+        limit = self.max_concurrent()
+        while self._counted() < self.budget():
+            active = sum(1 for r in self.requests if not r.exited)
+            if limit > 0 and active >= limit:
+                break
+            index = len(self.requests)
+            params, extra = self.propose(index)
+            request = PoolTrial(request_id=f"{self.name}-{index}", index=index, extra=extra)
+            self.requests.append(request)
+            ops.append(CreateTrial(request.request_id, params, self.spec.max_length))
+        return ops
+
+    def _by_request(self, request_id: str) -> PoolTrial | None:
+        return next((r for r in self.requests if r.request_id == request_id), None)
+
+    def _by_trial(self, trial_id: int) -> PoolTrial | None:
+        return next((r for r in self.requests if r.trial_id == trial_id), None)
+
+
+@dataclass
+class RandomSearcher(PoolSearcher):
+    """`max_trials` trials with hyperparameters sampled independently (Determined's `random`)."""
+
+    name: str = "random"
+
+    def propose(self, index: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        return hp.sample(self.spec.space, hp.request_rng(self.spec.seed, index)), {}
