@@ -2,11 +2,16 @@
 
 The CLI only checks what it must to send the config: that the file reads, parses as YAML and holds a
 mapping. The API validates the rest (`POST /experiments` with `validate_only`).
+
+NNI experiment configs (v1 and v2) are sent as they are (the API translates them), except that
+their search-space file (`searchSpacePath` / `searchSpaceFile`, relative to the config file) is read
+here and sent inline as `searchSpace`: the API cannot read the user's files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +21,10 @@ from det.errors import ConfigFileError, UsageError
 
 
 def load_config(path: Path, overrides: Iterable[str] = ()) -> dict[str, Any]:
-    """The config in `path` with `overrides` applied."""
+    """The config in `path` (an NNI config with its search space inlined) with `overrides` applied."""
     config = read_config_file(path)
+    if is_nni_config(config):
+        inline_nni_search_space(config, path)
     for override in overrides:
         keys, value = parse_override(override)
         set_nested(config, keys, value)
@@ -51,6 +58,112 @@ def read_config_file(path: Path) -> dict[str, Any]:
             "an experiment config is a mapping of keys (name:, searcher:, hyperparameters:, ...)"
         )
     return config
+
+
+# Keys only NNI configs have, and the sections only Determined configs have: the same test as the
+# API's (chalicelib/config/nni.py), which the CLI cannot import.
+_NNI_KEYS = frozenset(
+    {
+        "trialCommand",
+        "trialCodeDirectory",
+        "trialGpuNumber",
+        "trialConcurrency",
+        "searchSpace",
+        "searchSpaceFile",
+        "maxTrialNumber",
+        "maxExperimentDuration",
+        "maxTrialDuration",
+        "trainingService",
+        "experimentName",
+        "useAnnotation",
+        "tuner",
+        "assessor",
+        "advisor",
+        "authorName",
+        "trainingServicePlatform",
+        "searchSpacePath",
+        "maxTrialNum",
+        "maxExecDuration",
+    }
+)
+_DETERMINED_KEYS = frozenset({"entrypoint", "searcher", "hyperparameters"})
+_SEARCH_SPACE_FILE_KEYS = ("searchSpaceFile", "searchSpacePath")  # NNI v2, v1
+
+
+def is_nni_config(config: Mapping[str, Any]) -> bool:
+    """True for an NNI experiment config: an NNI key, and none of Determined's sections."""
+    keys = {key for key in config if isinstance(key, str)}
+    if keys & _DETERMINED_KEYS:
+        return False
+    trial = config.get("trial")
+    return bool(keys & _NNI_KEYS) or (isinstance(trial, Mapping) and "command" in trial)
+
+
+def inline_nni_search_space(config: dict[str, Any], config_path: Path) -> None:
+    """Replace `searchSpaceFile` / `searchSpacePath` by the file's content under `searchSpace`.
+
+    Relative paths are relative to the config file's folder, as in NNI. A config that already has
+    `searchSpace` is left alone (giving both is the API's to report).
+    """
+    if config.get("searchSpace") is not None:
+        return
+    for key in _SEARCH_SPACE_FILE_KEYS:
+        value = config.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigFileError(f"{key} in {config_path} must be the path of the search-space file (.json)")
+        space_path = _relative_to_config(config_path, value)
+        config["searchSpace"] = read_search_space(space_path, key, config_path)
+        del config[key]
+        return
+
+
+def read_search_space(path: Path, key: str, config_path: Path) -> dict[str, Any]:
+    """An NNI search-space file: JSON (or YAML), holding a mapping of names to {_type, _value}."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise ConfigFileError(
+            f"search space file {path} ({key} in {config_path}) does not exist; "
+            "fix the path (it is relative to the config file)"
+        ) from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigFileError(f"cannot read search space file {path}: {e}; check the file") from e
+    try:
+        space = json.loads(text)
+    except json.JSONDecodeError as e:
+        if path.suffix.lower() == ".json":
+            raise ConfigFileError(
+                f"search space file {path}, line {e.lineno}, column {e.colno}: {e.msg}; fix the JSON"
+            ) from e
+        try:
+            space = yaml.safe_load(text)
+        except yaml.YAMLError as ye:
+            raise ConfigFileError(
+                f"search space file {path} is neither JSON nor YAML ({_problem(ye)}); fix its syntax"
+            ) from ye
+    if not isinstance(space, dict):
+        raise ConfigFileError(
+            f"search space file {path} holds a {_yaml_kind(space)}; a search space is a mapping of "
+            'names to {"_type": ..., "_value": [...]}'
+        )
+    return space
+
+
+def nni_code_directory(config: Mapping[str, Any], config_path: Path) -> Path:
+    """The trial code folder of an NNI config (`trialCodeDirectory`, v1 `trial.codeDir`; NNI's
+    default "."), relative to the config file's folder."""
+    trial = config.get("trial")
+    value = trial.get("codeDir") if isinstance(trial, Mapping) else config.get("trialCodeDirectory")
+    if not isinstance(value, str) or not value.strip():
+        value = "."
+    return _relative_to_config(config_path, value)
+
+
+def _relative_to_config(config_path: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else config_path.parent / path
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

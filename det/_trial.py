@@ -11,7 +11,7 @@ from det._client import ApiClient
 from det._logs import format_line, read_log_pages
 from det._render import format_json, format_metrics, format_time, format_value, table
 from det._runtime import Runtime
-from det.errors import UsageError
+from det.errors import NotFoundError, UsageError
 
 Json = dict[str, Any]
 
@@ -20,6 +20,9 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
     with rt.client() as client:
         answer = client.get_trial(args.trial_id)
         metrics = fetch_metrics(client, args.trial_id) if args.metrics else None
+        nni = _from_nni(client, answer["trial"])
+    if nni:
+        answer = {**answer, "trial": {**answer["trial"], "nni_status": nni_status(answer["trial"])}}
     if args.json:
         if metrics is not None:
             answer = {**answer, "metrics": metrics}
@@ -28,7 +31,7 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
 
     trial: Json = answer["trial"]
     checkpoints: list[Json] = list(answer.get("checkpoints") or [])
-    rt.say(trial_table([trial]))
+    rt.say(trial_table([trial], nni=nni))
     rt.say("\nCheckpoints:")
     rt.say(checkpoints_table(checkpoints))
     rt.say("")
@@ -61,15 +64,53 @@ def logs(args: argparse.Namespace, rt: Runtime) -> int:
     return 0
 
 
+# Stratus trial state -> the status NNI would show (NNI's TrialJobStatus). A trial stopping is still
+# running; a paused one waits to be resumed.
+NNI_STATUSES: dict[str, str] = {
+    "QUEUED": "WAITING",
+    "PULLING": "WAITING",
+    "PAUSED": "WAITING",
+    "RUNNING": "RUNNING",
+    "STOPPING_COMPLETED": "RUNNING",
+    "STOPPING_ERROR": "RUNNING",
+    "STOPPING_CANCELED": "RUNNING",
+    "COMPLETED": "SUCCEEDED",
+    "ERROR": "FAILED",
+    "CANCELED": "USER_CANCELED",
+}
+
+
+def nni_status(trial: Json) -> str:
+    """The NNI status of a trial: EARLY_STOPPED when the searcher stopped it, else by state."""
+    if trial.get("early_stopped") is True:
+        return "EARLY_STOPPED"
+    return NNI_STATUSES.get(str(trial.get("state") or ""), "UNKNOWN")
+
+
+def _from_nni(client: ApiClient, trial: Json) -> bool:
+    """Whether the trial's experiment was imported from an NNI config (its config has `data.nni`)."""
+    experiment_id = trial.get("experiment_id")
+    if experiment_id is None:
+        return False
+    try:
+        experiment = client.get_experiment(int(experiment_id)).get("experiment") or {}
+    except NotFoundError:
+        return False
+    data = (experiment.get("config") or {}).get("data")
+    return isinstance(data, dict) and data.get("nni") is not None
+
+
 def fetch_metrics(client: ApiClient, trial_id: int) -> Json:
     return {group: client.trial_metrics(trial_id, group) for group in ("training", "validation")}
 
 
-def trial_table(trials: Sequence[Json]) -> str:
+def trial_table(trials: Sequence[Json], *, nni: bool = False) -> str:
+    """The trials' table; `nni` adds an "NNI Status" column after "State"."""
     headers = [
         "Trial ID",
         "Experiment ID",
         "State",
+        *(["NNI Status"] if nni else []),
         "H-Params",
         "Started",
         "Ended",
@@ -82,6 +123,7 @@ def trial_table(trials: Sequence[Json]) -> str:
             t["id"],
             t.get("experiment_id"),
             t.get("state"),
+            *([t.get("nni_status") or nni_status(t)] if nni else []),
             format_json(t.get("hparams") or {}),
             format_time(t.get("start_time")),
             format_time(t.get("end_time")),

@@ -24,9 +24,19 @@ class CreateResult:
 
 
 def validate(raw_config: Mapping[str, Any]) -> cfg.ParsedConfig:
-    """The parsed config (defaults filled in) and its warnings, or ConfigInvalidError."""
+    """The parsed config (defaults filled in) and its warnings, or ConfigInvalidError.
+
+    An NNI config (v1 or v2, with its search space inline as `searchSpace`) is translated first;
+    the translation's warnings follow the parser's.
+    """
     try:
+        nni_warnings: list[str] = []
+        if cfg.is_nni_config(raw_config):
+            translation = cfg.translate_nni(raw_config, raw_config.get("searchSpace"))
+            raw_config, nni_warnings = translation.config, translation.warnings
         parsed = cfg.parse_experiment_config(raw_config)
+        if nni_warnings:
+            parsed = cfg.ParsedConfig(config=parsed.config, warnings=[*parsed.warnings, *nni_warnings])
     except cfg.ConfigInvalidError as error:
         raise ConfigInvalidError(str(error), problems=error.to_dicts()) from error
     try:

@@ -1,0 +1,908 @@
+"""Importing NNI experiment configs (chalicelib/config/nni.py) and their way into `validate()`.
+
+The YAML examples follow the shapes of NNI's own documentation: the v2 reference's local-mode
+examples and the legacy v1 mnist config with an assessor.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from chalicelib import config as cfg
+from chalicelib import errors
+from chalicelib.config import (
+    ConfigInvalidError,
+    NniTranslation,
+    is_nni_config,
+    nni_config_version,
+    parse_experiment_config,
+    translate_nni,
+)
+from chalicelib.config.nni import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS
+from chalicelib.services import experiments
+
+V2_FILE = """\
+experimentName: MNIST
+searchSpaceFile: search_space.json
+trialCommand: python mnist.py
+trialCodeDirectory: .
+trialGpuNumber: 1
+trialConcurrency: 2
+maxExperimentDuration: 24h
+maxTrialNumber: 100
+tuner:
+  name: TPE
+  classArgs:
+    optimize_mode: maximize
+trainingService:
+  platform: local
+  useActiveGpu: True
+"""
+
+V2_INLINE = """\
+searchSpace:
+  batch_size:
+    _type: choice
+    _value: [16, 32, 64]
+  learning_rate:
+    _type: loguniform
+    _value: [0.0001, 0.1]
+trialCommand: python mnist.py
+trialGpuNumber: 1
+trialConcurrency: 2
+maxTrialNumber: 20
+tuner:
+  name: TPE
+  classArgs:
+    optimize_mode: maximize
+trainingService:
+  platform: local
+  useActiveGpu: True
+"""
+
+V1 = """\
+authorName: default
+experimentName: example_mnist
+trialConcurrency: 1
+maxExecDuration: 1h
+maxTrialNum: 10
+trainingServicePlatform: local
+searchSpacePath: search_space.json
+useAnnotation: false
+tuner:
+  builtinTunerName: TPE
+  classArgs:
+    optimize_mode: maximize
+assessor:
+  builtinAssessorName: Medianstop
+  classArgs:
+    optimize_mode: maximize
+trial:
+  command: python3 mnist.py
+  codeDir: .
+  gpuNum: 0
+"""
+
+SEARCH_SPACE = {
+    "dropout_rate": {"_type": "uniform", "_value": [0.5, 0.9]},
+    "conv_size": {"_type": "choice", "_value": [2, 3, 5, 7]},
+    "hidden_size": {"_type": "choice", "_value": [124, 512, 1024]},
+    "batch_size": {"_type": "choice", "_value": [1, 4, 8, 16, 32]},
+    "learning_rate": {"_type": "choice", "_value": [0.0001, 0.001, 0.01, 0.1]},
+}
+
+
+def load(text: str) -> dict[str, Any]:
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    return data
+
+
+def translate(raw: dict[str, Any], space: dict[str, Any] | None = None) -> NniTranslation:
+    """Translate, and check that the result is a valid Stratus config."""
+    translation = translate_nni(raw, space if space is not None else raw.get("searchSpace"))
+    parse_experiment_config(translation.config)
+    return translation
+
+
+def v2(**fields: Any) -> dict[str, Any]:
+    """A small valid v2 config; `fields` replace or add keys (None removes one)."""
+    raw: dict[str, Any] = {
+        "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
+        "trialCommand": "python3 train.py",
+        "trialConcurrency": 2,
+        "maxTrialNumber": 8,
+        "tuner": {"name": "TPE", "classArgs": {"optimize_mode": "minimize"}},
+    }
+    for key, value in fields.items():
+        if value is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = value
+    return raw
+
+
+def space_of(spec: dict[str, Any], tuner: str = "TPE") -> NniTranslation:
+    return translate(
+        v2(searchSpace={"p": spec}, tuner={"name": tuner, "classArgs": {"optimize_mode": "minimize"}})
+    )
+
+
+def warnings_about(translation: NniTranslation, path: str) -> list[str]:
+    return [w for w in translation.warnings if w.startswith(f"{path}: ")]
+
+
+def problems(raw: dict[str, Any], space: Any = None) -> dict[str, str]:
+    with pytest.raises(ConfigInvalidError) as info:
+        translate_nni(raw, space if space is not None else raw.get("searchSpace"))
+    return {p.path: p.message for p in info.value.problems}
+
+
+# --- the documentation's examples ---------------------------------------------------------------
+
+
+def test_v2_example_with_a_search_space_file() -> None:
+    raw = load(V2_FILE)
+    assert is_nni_config(raw) and nni_config_version(raw) == 2
+
+    translation = translate(raw, SEARCH_SPACE)
+
+    assert translation.config == {
+        "name": "MNIST",
+        "entrypoint": "python mnist.py",
+        "hyperparameters": {
+            "dropout_rate": {"type": "double", "minval": 0.5, "maxval": 0.9},
+            "conv_size": {"type": "categorical", "vals": [2, 3, 5, 7]},
+            "hidden_size": {"type": "categorical", "vals": [124, 512, 1024]},
+            "batch_size": {"type": "categorical", "vals": [1, 4, 8, 16, 32]},
+            "learning_rate": {"type": "categorical", "vals": [0.0001, 0.001, 0.01, 0.1]},
+        },
+        "searcher": {
+            "name": "tpe",
+            "metric": "default",
+            "smaller_is_better": False,
+            "max_trials": 100,
+            "max_concurrent_trials": 2,
+        },
+        "resources": {"slots_per_trial": 1},
+        "max_restarts": 0,
+        "data": {"nni": {"version": 2, "tuner": "TPE"}},
+    }
+    assert translation.warnings == [
+        "maxExperimentDuration: ignored (Stratus has no experiment time limit; the experiment ends "
+        "after maxTrialNumber trials)",
+        "trainingService: ignored (Stratus runs trials on its own compute backends; "
+        "resources.resource_pool picks one)",
+    ]
+
+
+def test_v2_example_with_an_inline_search_space_parses_with_defaults() -> None:
+    raw = load(V2_INLINE)
+
+    translation = translate(raw)
+    parsed = parse_experiment_config(translation.config).config
+
+    assert parsed.searcher.name == "tpe" and parsed.searcher.metric == "default"
+    assert parsed.searcher.smaller_is_better is False
+    assert parsed.hyperparameters["learning_rate"].model_dump() == {
+        "type": "log",
+        "base": 10.0,
+        "minval": -4.0,
+        "maxval": -1.0,
+        "count": None,
+    }
+    assert parsed.name is None  # the service names it "Experiment <id>"
+    assert parsed.max_restarts == 0
+    assert parsed.data == {"nni": {"version": 2, "tuner": "TPE"}}
+    assert [w.split(":")[0] for w in translation.warnings] == ["trainingService"]
+
+
+def test_v1_example_with_assessor() -> None:
+    raw = load(V1)
+    raw["searchSpace"] = SEARCH_SPACE  # what the CLI sends in place of searchSpacePath
+    del raw["searchSpacePath"]
+    assert is_nni_config(raw) and nni_config_version(raw) == 1
+
+    translation = translate(raw)
+
+    config = translation.config
+    assert config["name"] == "example_mnist"
+    assert config["entrypoint"] == "python3 mnist.py"
+    assert config["searcher"] == {
+        "name": "tpe",
+        "metric": "default",
+        "smaller_is_better": False,
+        "max_trials": 10,
+        "max_concurrent_trials": 1,
+    }
+    assert config["resources"] == {"slots_per_trial": 1}
+    assert config["data"] == {"nni": {"version": 1, "tuner": "TPE", "assessor": "Medianstop"}}
+    assert translation.warnings == [
+        "trial.gpuNum: 0 GPUs: each trial gets 1 slot (resources.slots_per_trial: 1), a CPU slot on "
+        "a CPU resource pool; on a GPU pool that slot is a GPU",
+        "assessor: ignored (Stratus has no assessor, so the Medianstop assessor stops no trial early; "
+        "for early stopping, use Stratus' adaptive_asha searcher instead)",
+        "authorName: ignored (the submitting user is recorded as the experiment's owner)",
+        "maxExecDuration: ignored (Stratus has no experiment time limit; the experiment ends after "
+        "maxTrialNum trials)",
+        "trainingServicePlatform: ignored (Stratus runs trials on its own compute backends; "
+        "resources.resource_pool picks one)",
+        "useAnnotation: ignored (Stratus cannot read NNI annotations; give the search space in "
+        "searchSpacePath (`nnictl ss_gen` writes it from the annotations))",
+    ]
+
+
+# --- search-space types -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected", "warns"),
+    [
+        (
+            {"_type": "choice", "_value": ["adam", "sgd"]},
+            {"type": "categorical", "vals": ["adam", "sgd"]},
+            False,
+        ),
+        ({"_type": "randint", "_value": [2, 6]}, {"type": "int", "minval": 2, "maxval": 5}, False),
+        ({"_type": "randint", "_value": [10]}, {"type": "int", "minval": 0, "maxval": 9}, False),
+        ({"_type": "randint", "_value": [-3.0, -1]}, {"type": "int", "minval": -3, "maxval": -2}, False),
+        ({"_type": "uniform", "_value": [0.1, 0.5]}, {"type": "double", "minval": 0.1, "maxval": 0.5}, False),
+        ({"_type": "uniform", "_value": [0, 1]}, {"type": "double", "minval": 0.0, "maxval": 1.0}, False),
+        (
+            {"_type": "loguniform", "_value": [0.0001, 0.1]},
+            {"type": "log", "base": 10.0, "minval": -4.0, "maxval": -1.0},
+            False,
+        ),
+        ({"_type": "quniform", "_value": [1, 100, 1]}, {"type": "int", "minval": 1, "maxval": 100}, False),
+        (
+            {"_type": "quniform", "_value": [0, 10, 2.5]},
+            {"type": "categorical", "vals": [0.0, 2.5, 5.0, 7.5, 10.0]},
+            True,
+        ),
+        ({"_type": "quniform", "_value": [2, 10, 5]}, {"type": "categorical", "vals": [2, 5, 10]}, True),
+        (
+            {"_type": "quniform", "_value": [0, 1, 0.1]},
+            {"type": "categorical", "vals": [i / 10 for i in range(11)]},
+            True,
+        ),
+        ({"_type": "quniform", "_value": [0, 1000, 2]}, {"type": "int", "minval": 0, "maxval": 1000}, True),
+        (
+            {"_type": "quniform", "_value": [0, 1, 0.001]},
+            {"type": "double", "minval": 0.0, "maxval": 1.0},
+            True,
+        ),
+        (
+            {"_type": "qloguniform", "_value": [1, 16, 4]},
+            {"type": "categorical", "vals": [1, 4, 8, 12, 16]},
+            True,
+        ),
+        (
+            {"_type": "qloguniform", "_value": [1, 1000, 1]},
+            {"type": "log", "base": 10.0, "minval": 0.0, "maxval": 3.0},
+            True,
+        ),
+        ({"_type": "normal", "_value": [0, 1]}, {"type": "double", "minval": -3.0, "maxval": 3.0}, True),
+        ({"_type": "normal", "_value": [10, 0.5]}, {"type": "double", "minval": 8.5, "maxval": 11.5}, True),
+        ({"_type": "qnormal", "_value": [0, 1, 1]}, {"type": "int", "minval": -3, "maxval": 3}, True),
+        (
+            {"_type": "qnormal", "_value": [0, 1, 2]},
+            {"type": "categorical", "vals": [-4, -2, 0, 2, 4]},
+            True,
+        ),
+        (
+            {"_type": "lognormal", "_value": [0, 1]},
+            {"type": "log", "base": 10.0, "minval": -3 / math.log(10), "maxval": 3 / math.log(10)},
+            True,
+        ),
+        (
+            {"_type": "qlognormal", "_value": [0, 1, 5]},
+            {"type": "categorical", "vals": [0, 5, 10, 15, 20]},
+            True,
+        ),
+        (
+            {"_type": "qlognormal", "_value": [0, 2, 0.01]},
+            {"type": "log", "base": 10.0, "minval": -6 / math.log(10), "maxval": 6 / math.log(10)},
+            True,
+        ),
+    ],
+)
+def test_search_space_types(spec: dict[str, Any], expected: dict[str, Any], warns: bool) -> None:
+    translation = space_of(spec)
+
+    hp = translation.config["hyperparameters"]["p"]
+    assert hp.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, float):
+            assert hp[key] == pytest.approx(value), key
+        else:
+            assert hp[key] == value, key
+    assert bool(warnings_about(translation, "searchSpace.p")) is warns
+
+
+def test_quantised_and_normal_warnings_say_what_changed() -> None:
+    quniform = space_of({"_type": "quniform", "_value": [0, 10, 2.5]})
+    qlog = space_of({"_type": "qloguniform", "_value": [1, 1000, 1]})
+    normal = space_of({"_type": "normal", "_value": [0, 1]})
+    qnormal = space_of({"_type": "qnormal", "_value": [0, 1, 2]})
+    lognormal = space_of({"_type": "lognormal", "_value": [0, 1]})
+
+    assert warnings_about(quniform, "searchSpace.p") == [
+        "searchSpace.p: quniform: sampled as one of its 5 grid points (a categorical: the searcher "
+        "treats them as unordered)"
+    ]
+    assert warnings_about(qlog, "searchSpace.p") == [
+        "searchSpace.p: qloguniform: values are not rounded to multiples of q=1"
+    ]
+    assert warnings_about(normal, "searchSpace.p") == [
+        "searchSpace.p: normal: sampled uniformly over mu ± 3·sigma = [-3, 3], not normally"
+    ]
+    assert warnings_about(qnormal, "searchSpace.p") == [
+        "searchSpace.p: qnormal: sampled uniformly over mu ± 3·sigma = [-4, 4], not normally, "
+        "sampled as one of its 5 grid points (a categorical: the searcher treats them as unordered)"
+    ]
+    assert warnings_about(lognormal, "searchSpace.p") == [
+        "searchSpace.p: lognormal: sampled log-uniformly over exp(mu ± 3·sigma) = [0.0497871, 20.0855], "
+        "not log-normally"
+    ]
+
+
+def test_a_grid_of_more_than_max_points_is_not_enumerated() -> None:
+    small = space_of({"_type": "quniform", "_value": [0, MAX_GRID_POINTS - 1, 1.0]})
+    large = space_of({"_type": "quniform", "_value": [0, MAX_GRID_POINTS * 0.5, 0.5]})
+
+    assert small.config["hyperparameters"]["p"]["type"] == "int"
+    assert large.config["hyperparameters"]["p"] == {"type": "double", "minval": 0.0, "maxval": 16.0}
+
+
+def test_nested_choice_becomes_a_categorical_of_names_with_a_warning() -> None:
+    space = {
+        "layer": {
+            "_type": "choice",
+            "_value": [
+                {"_name": "Empty"},
+                {"_name": "Conv", "kernel_size": {"_type": "choice", "_value": [1, 2, 3, 5]}},
+                {"_name": "Max_pool", "pooling_size": {"_type": "choice", "_value": [2, 3, 5]}},
+            ],
+        },
+        "flat": {"_type": "choice", "_value": [{"_name": "a"}, {"_name": "b"}]},
+    }
+
+    translation = translate(v2(searchSpace=space))
+
+    hps = translation.config["hyperparameters"]
+    assert hps["layer"] == {"type": "categorical", "vals": ["Empty", "Conv", "Max_pool"]}
+    assert hps["flat"] == {"type": "categorical", "vals": ["a", "b"]}
+    assert warnings_about(translation, "searchSpace.layer") == [
+        "searchSpace.layer: nested search space: each trial receives the chosen option's _name, not "
+        "NNI's {_name: ...} mapping; the options' own parameters (Conv.kernel_size, "
+        "Max_pool.pooling_size) are not sampled"
+    ]
+    assert warnings_about(translation, "searchSpace.flat") == [
+        "searchSpace.flat: nested search space: each trial receives the chosen option's _name, not "
+        "NNI's {_name: ...} mapping"
+    ]
+
+
+def test_choice_keeps_any_json_values() -> None:
+    spec = {"_type": "choice", "_value": [[1, 2], {"k": "v"}, None, "s", 1.5]}
+
+    translation = space_of(spec)
+
+    assert translation.config["hyperparameters"]["p"] == {"type": "categorical", "vals": spec["_value"]}
+    assert warnings_about(translation, "searchSpace.p") == []
+
+
+def test_every_bad_search_space_entry_is_reported() -> None:
+    space = {
+        "a": {"_type": "uniform", "_value": [1, 0]},
+        "b": {"_type": "randint", "_value": [5, 5]},
+        "c": {"_type": "loguniform", "_value": [0, 1]},
+        "d": {"_type": "gaussian", "_value": [0, 1]},
+        "e": {"_value": [1, 2]},
+        "f": {"_type": "choice", "_value": []},
+        "g": {"_type": "quniform", "_value": [0, 1]},
+        "h": {"_type": "normal", "_value": [0, -1]},
+        "i": {"_type": "quniform", "_value": [0, 1, 0]},
+        "j": {"_type": "uniform", "_value": "0..1"},
+        "k": {"_type": "randint", "_value": [0.5, 3]},
+        "l": {"_type": "uniform", "_value": [True, 2]},
+    }
+
+    found = problems(v2(searchSpace=space))
+
+    assert found == {
+        "searchSpace.a._value": "low (1) must be ≤ high (0)",
+        "searchSpace.b._value": "upper (5) is exclusive, so it must be greater than lower (5)",
+        "searchSpace.c._value": "low must be > 0 for a log-uniform range",
+        "searchSpace.d._type": 'unknown type "gaussian"; expected one of choice, randint, uniform, '
+        "quniform, loguniform, qloguniform, normal, qnormal, lognormal, qlognormal",
+        "searchSpace.e": "must be a mapping with _type and _value, e.g. {_type: uniform, _value: [0, 1]}",
+        "searchSpace.f._value": "must list at least one option",
+        "searchSpace.g._value": "must be [low, high, q] (numbers)",
+        "searchSpace.h._value": "sigma must be > 0",
+        "searchSpace.i._value": "q must be > 0",
+        "searchSpace.j._value": "required: a list of the type's arguments",
+        "searchSpace.k._value": "must be [lower, upper] (whole numbers; upper is exclusive)",
+        "searchSpace.l._value": "must be [low, high] (numbers)",
+    }
+
+
+def test_a_missing_search_space_is_a_problem() -> None:
+    assert problems(v2(searchSpace=None)) == {
+        "searchSpace": "required: the search space, a mapping of names to {_type, _value} (give "
+        "searchSpace, or searchSpaceFile with `det experiment create`)"
+    }
+    assert problems(v2(searchSpace=None, searchSpaceFile="space.json")) == {
+        "searchSpaceFile": "the API cannot read files: send the search space inline as searchSpace "
+        "(`det experiment create` does this)"
+    }
+    assert "useAnnotation" in problems(v2(searchSpace=None, useAnnotation=True))
+    v1 = load(V1)
+    assert list(problems(v1)) == ["searchSpacePath"]
+    del v1["searchSpacePath"]
+    assert list(problems(v1)) == ["searchSpacePath"]
+
+
+def test_a_search_space_must_be_a_mapping() -> None:
+    assert problems(v2(searchSpace=[1, 2])) == {
+        "searchSpace": "must be a mapping of names to {_type, _value}"
+    }
+
+
+def test_search_space_and_file_together_is_a_problem() -> None:
+    assert "searchSpaceFile" in problems(v2(searchSpaceFile="space.json"))
+
+
+def test_an_empty_search_space_is_allowed() -> None:
+    assert translate(v2(searchSpace={})).config["hyperparameters"] == {}
+
+
+# --- tuner -> searcher ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tuner", "searcher", "warning"),
+    [
+        ("TPE", "tpe", None),
+        ("tpe", "tpe", None),
+        ("Random", "random", None),
+        ("RandomSearch", "random", None),
+        ("GridSearch", "grid", None),
+        ("Grid_Search", "grid", None),
+        ("Anneal", "tpe", "the Anneal tuner is not available in Stratus; using the tpe searcher"),
+        ("Evolution", "tpe", "the Evolution tuner is not available in Stratus; using the tpe searcher"),
+        ("SMAC", "tpe", "the SMAC tuner is not available in Stratus; using the tpe searcher"),
+        ("MetisTuner", "tpe", "the MetisTuner tuner is not available in Stratus; using the tpe searcher"),
+        ("GPTuner", "tpe", "the GPTuner tuner is not available in Stratus; using the tpe searcher"),
+        ("DNGOTuner", "tpe", "the DNGOTuner tuner is not available in Stratus; using the tpe searcher"),
+        (
+            "Hyperband",
+            "tpe",
+            "the Hyperband tuner is not available in Stratus; using the tpe searcher; for early "
+            "stopping, use Stratus' adaptive_asha searcher",
+        ),
+        (
+            "BOHB",
+            "tpe",
+            "the BOHB tuner is not available in Stratus; using the tpe searcher; for early stopping, "
+            "use Stratus' adaptive_asha searcher",
+        ),
+        ("PBTTuner", "tpe", None),
+        ("MyOwnTuner", "tpe", "the MyOwnTuner tuner is not available in Stratus; using the tpe searcher"),
+    ],
+)
+def test_tuner_mapping(tuner: str, searcher: str, warning: str | None) -> None:
+    translation = translate(v2(tuner={"name": tuner, "classArgs": {"optimize_mode": "maximize"}}))
+
+    assert translation.config["searcher"]["name"] == searcher
+    assert translation.config["data"]["nni"]["tuner"] == tuner
+    tuner_warnings = warnings_about(translation, "tuner.name")
+    if searcher == "tpe" and tuner.lower() != "tpe":
+        assert len(tuner_warnings) == 1 and tuner in tuner_warnings[0]
+    if warning is not None:
+        assert tuner_warnings == [f"tuner.name: {warning}"]
+    if searcher != "tpe" or tuner.lower() == "tpe":
+        assert tuner_warnings == []
+
+
+def test_v1_tuner_and_advisor_names() -> None:
+    raw = load(V1)
+    raw["searchSpace"] = SEARCH_SPACE
+    raw["tuner"] = {"builtinTunerName": "Random"}
+    assert translate(raw).config["searcher"]["name"] == "random"
+
+    raw["advisor"] = {"builtinAdvisorName": "BOHB", "classArgs": {"optimize_mode": "maximize"}}
+    translation = translate(raw)
+
+    assert translation.config["searcher"]["name"] == "tpe"
+    assert translation.config["data"]["nni"]["tuner"] == "BOHB"
+    assert "tuner: ignored (the advisor is used instead, as NNI does)" in translation.warnings
+    assert any(w.startswith("advisor.builtinAdvisorName: the BOHB tuner") for w in translation.warnings)
+
+
+def test_custom_and_missing_tuners() -> None:
+    custom = translate(v2(tuner={"className": "my_tuner.MyTuner", "codeDirectory": "tuners"}))
+    none = translate(v2(tuner=None))
+
+    assert custom.config["searcher"]["name"] == "tpe"
+    assert (
+        "tuner: the custom tuner my_tuner.MyTuner cannot run on Stratus; using the tpe searcher"
+        in custom.warnings
+    )
+    assert none.config["searcher"]["name"] == "random"
+    assert "tuner: no tuner given; using the random searcher" in none.warnings
+    assert none.config["data"]["nni"]["tuner"] is None
+
+
+def test_optimize_mode() -> None:
+    maximize = translate(v2(tuner={"name": "TPE", "classArgs": {"optimize_mode": "maximize"}}))
+    minimize = translate(v2(tuner={"name": "TPE", "classArgs": {"optimize_mode": "minimize"}}))
+    unset = translate(v2(tuner={"name": "Random"}))
+
+    assert maximize.config["searcher"]["smaller_is_better"] is False
+    assert minimize.config["searcher"]["smaller_is_better"] is True
+    assert unset.config["searcher"]["smaller_is_better"] is True
+    assert warnings_about(unset, "tuner.classArgs.optimize_mode") == [
+        "tuner.classArgs.optimize_mode: not set; Stratus assumes minimize (a smaller `default` metric "
+        "is better); set optimize_mode: maximize if larger is better"
+    ]
+    bad = problems(v2(tuner={"name": "TPE", "classArgs": {"optimize_mode": "max"}}))
+    assert bad == {"tuner.classArgs.optimize_mode": "must be maximize or minimize"}
+
+
+def test_seed_becomes_the_experiment_seed_and_other_class_args_warn() -> None:
+    args = {"optimize_mode": "maximize", "seed": 7, "parallel_optimize": True, "constant_liar_type": "min"}
+
+    translation = translate(v2(tuner={"name": "TPE", "classArgs": args}))
+
+    assert translation.config["reproducibility"] == {"experiment_seed": 7}
+    assert warnings_about(translation, "tuner.classArgs.parallel_optimize") == [
+        "tuner.classArgs.parallel_optimize: ignored (no equivalent in Stratus' tpe searcher)"
+    ]
+    assert warnings_about(translation, "tuner.classArgs.constant_liar_type") != []
+    negative = translate(v2(tuner={"name": "Random", "classArgs": {"seed": -1}}))
+    assert "reproducibility" not in negative.config
+    assert warnings_about(negative, "tuner.classArgs.seed") != []
+
+
+def test_grid_search_counts_axes_and_ignores_max_trials() -> None:
+    space = {
+        "opt": {"_type": "choice", "_value": ["adam", "sgd"]},
+        "layers": {"_type": "randint", "_value": [1, 4]},
+        "units": {"_type": "randint", "_value": [1, 100]},
+        "dropout": {"_type": "uniform", "_value": [0, 0.5]},
+        "lr": {"_type": "loguniform", "_value": [0.001, 0.1]},
+        "step": {"_type": "quniform", "_value": [0, 1, 0.25]},
+    }
+
+    translation = translate(v2(searchSpace=space, tuner={"name": "GridSearch"}))
+
+    hps = translation.config["hyperparameters"]
+    assert hps["opt"] == {"type": "categorical", "vals": ["adam", "sgd"]}
+    assert hps["layers"] == {"type": "int", "minval": 1, "maxval": 3, "count": 3}
+    assert hps["units"]["count"] == GRID_INT_LIMIT
+    assert hps["dropout"]["count"] == GRID_COUNT and hps["lr"]["count"] == GRID_COUNT
+    assert hps["step"] == {"type": "categorical", "vals": [0.0, 0.25, 0.5, 0.75, 1.0]}
+    assert translation.config["searcher"] == {
+        "name": "grid",
+        "metric": "default",
+        "smaller_is_better": True,
+        "max_concurrent_trials": 2,
+    }
+    assert warnings_about(translation, "searchSpace.layers") == []
+    assert warnings_about(translation, "searchSpace.units") == [
+        "searchSpace.units: GridSearch: 99 integers; the grid takes 10 evenly spaced ones (use choice "
+        "for an exact grid)"
+    ]
+    assert warnings_about(translation, "searchSpace.dropout") == [
+        "searchSpace.dropout: GridSearch: a continuous range; the grid takes 5 evenly spaced values "
+        "(use choice or quniform for an exact grid)"
+    ]
+    assert warnings_about(translation, "maxTrialNumber") == [
+        "maxTrialNumber: ignored with GridSearch: the grid searcher runs every grid point once"
+    ]
+
+
+def test_batch_tuner_runs_as_a_grid() -> None:
+    space = {"combine_params": {"_type": "choice", "_value": [{"optimizer": "Adam"}, {"optimizer": "SGD"}]}}
+
+    translation = translate(v2(searchSpace=space, tuner={"name": "BatchTuner"}, maxTrialNumber=None))
+
+    assert translation.config["searcher"]["name"] == "grid"
+    assert (
+        translation.config["hyperparameters"]["combine_params"]["vals"] == space["combine_params"]["_value"]
+    )
+    assert len(warnings_about(translation, "tuner.name")) == 1
+
+
+# --- trials, concurrency, resources ---------------------------------------------------------------
+
+
+def test_max_trials_is_required_and_checked() -> None:
+    assert problems(v2(maxTrialNumber=None)) == {
+        "maxTrialNumber": "required: Stratus has no experiment time limit, so it needs the number of "
+        "trials to run"
+    }
+    assert problems(v2(maxTrialNumber=0)) == {
+        "maxTrialNumber": "must be a whole number of trials (1 or more)"
+    }
+    assert problems(v2(trialConcurrency="2")) == {
+        "trialConcurrency": "must be a whole number of trials (1 or more)"
+    }
+
+
+def test_missing_concurrency_keeps_the_default_with_a_warning() -> None:
+    translation = translate(v2(trialConcurrency=None))
+
+    assert "max_concurrent_trials" not in translation.config["searcher"]
+    assert warnings_about(translation, "trialConcurrency") == [
+        "trialConcurrency: not set; Stratus runs up to 16 trials at once"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "slots", "note"), [(None, 1, False), (0, 1, True), (1, 1, False), (4, 4, False)]
+)
+def test_gpus_become_slots(gpus: int | None, slots: int, note: bool) -> None:
+    translation = translate(v2(trialGpuNumber=gpus))
+
+    assert translation.config["resources"] == {"slots_per_trial": slots}
+    assert bool(warnings_about(translation, "trialGpuNumber")) is note
+
+
+def test_command_is_required() -> None:
+    assert problems(v2(trialCommand=None)) == {
+        "trialCommand": "required: the command that runs one trial, e.g. python3 mnist.py"
+    }
+    v1 = load(V1)
+    del v1["trial"]["command"]
+    v1["searchSpace"] = SEARCH_SPACE
+    assert problems(v1) == {
+        "trial.command": "required: the command that runs one trial, e.g. python3 mnist.py"
+    }
+
+
+def test_problems_are_reported_together() -> None:
+    found = problems(v2(trialCommand=None, maxTrialNumber=None, searchSpace={"x": {"_type": "uniform"}}))
+
+    assert set(found) == {"trialCommand", "maxTrialNumber", "searchSpace.x._value"}
+
+
+def test_v1_trial_image_becomes_the_environment_image_and_other_trial_keys_warn() -> None:
+    raw = load(V1)
+    raw["searchSpace"] = SEARCH_SPACE
+    raw["trial"].update({"image": "msranni/nni:latest", "cpuNum": 2, "memoryMB": 8192})
+
+    translation = translate(raw)
+
+    assert translation.config["environment"] == {"image": "msranni/nni:latest"}
+    assert [w.split(":")[0] for w in translation.warnings if w.startswith("trial.")] == [
+        "trial.gpuNum",
+        "trial.cpuNum",
+        "trial.memoryMB",
+    ]
+
+
+# --- fields without equivalent ----------------------------------------------------------------------
+
+
+V2_IGNORED = {
+    "maxExperimentDuration": "1h",
+    "maxTrialDuration": "30m",
+    "trainingService": {"platform": "remote", "machineList": [{"host": "1.2.3.4", "user": "a"}]},
+    "nniManagerIp": "10.0.0.1",
+    "useAnnotation": False,
+    "debug": True,
+    "logLevel": "debug",
+    "experimentWorkingDirectory": "~/nni-experiments",
+    "tunerGpuIndices": [0],
+    "sharedStorage": {"storageType": "NFS"},
+    "experimentType": "hpo",
+}
+V1_IGNORED = {
+    "authorName": "alice",
+    "maxExecDuration": "1h",
+    "maxTrialDuration": "30m",
+    "trainingServicePlatform": "local",
+    "nniManagerIp": "10.0.0.1",
+    "useAnnotation": False,
+    "debug": False,
+    "logLevel": "info",
+    "logDir": "/tmp/nni",
+    "logCollection": "http",
+    "multiThread": True,
+    "versionCheck": True,
+    "localConfig": {"gpuIndices": "0", "useActiveGpu": True},
+    "machineList": [{"ip": "1.2.3.4", "username": "a", "passwd": "b"}],
+    "paiConfig": {"userName": "a", "host": "pai"},
+    "kubeflowConfig": {"operator": "tf-operator"},
+}
+
+
+@pytest.mark.parametrize(("field", "value"), V2_IGNORED.items())
+def test_every_v2_field_without_equivalent_warns(field: str, value: Any) -> None:
+    translation = translate(v2(**{field: value}))
+
+    found = warnings_about(translation, field)
+    assert len(found) == 1 and found[0].startswith(f"{field}: ignored (")
+
+
+@pytest.mark.parametrize(("field", "value"), V1_IGNORED.items())
+def test_every_v1_field_without_equivalent_warns(field: str, value: Any) -> None:
+    raw = load(V1)
+    raw["searchSpace"] = SEARCH_SPACE
+    raw[field] = value
+
+    translation = translate(raw)
+
+    found = warnings_about(translation, field)
+    assert len(found) == 1 and found[0].startswith(f"{field}: ignored (")
+
+
+def test_all_ignored_fields_at_once_each_warn_once() -> None:
+    translation = translate(v2(**V2_IGNORED))
+
+    named = [w.split(":")[0] for w in translation.warnings]
+    assert sorted(set(named) & set(V2_IGNORED)) == sorted(V2_IGNORED)
+    assert len(named) == len(set(named))
+
+
+def test_tuner_and_assessor_extras_warn() -> None:
+    tuner = {"name": "TPE", "classArgs": {"optimize_mode": "maximize"}, "gpuIndices": "0"}
+    assessor = {"name": "Curvefitting", "classArgs": {"epoch_num": 20, "threshold": 0.9}}
+
+    translation = translate(v2(tuner=tuner, assessor=assessor))
+
+    assert warnings_about(translation, "tuner.gpuIndices") == [
+        "tuner.gpuIndices: ignored (the searcher runs in the control plane, on no GPU)"
+    ]
+    assert warnings_about(translation, "assessor") == [
+        "assessor: ignored (Stratus has no assessor, so the Curvefitting assessor stops no trial early; "
+        "for early stopping, use Stratus' adaptive_asha searcher instead)"
+    ]
+    assert translation.config["data"]["nni"] == {"version": 2, "tuner": "TPE", "assessor": "Curvefitting"}
+    custom = translate(v2(assessor={"className": "my.Assessor", "codeDirectory": "."}))
+    assert warnings_about(custom, "assessor")[0].startswith(
+        "assessor: ignored (Stratus has no assessor, so the my.Assessor"
+    )
+
+
+def test_unknown_keys_warn_and_nulls_are_unset() -> None:
+    translation = translate(v2(maxTrialNumbr=10, nniManagerIp=None))
+
+    assert warnings_about(translation, "maxTrialNumbr") == [
+        "maxTrialNumbr: ignored (not a field of NNI's v2 config)"
+    ]
+    assert warnings_about(translation, "nniManagerIp") == []
+
+
+def test_the_code_directory_is_the_clis_business_and_not_warned_about() -> None:
+    translation = translate(v2(trialCodeDirectory="src"))
+
+    assert warnings_about(translation, "trialCodeDirectory") == []
+
+
+def test_stratus_sections_pass_through_and_win() -> None:
+    raw = v2(
+        trialGpuNumber=2,
+        resources={"resource_pool": "gpu", "slots_per_trial": 4},
+        environment={"image": "pytorch:2"},
+        description="from NNI",
+        max_restarts=2,
+        data={"dataset": "mnist", "nni": "overwritten"},
+        debug=True,
+    )
+
+    translation = translate(raw)
+
+    config = translation.config
+    assert config["resources"] == {"slots_per_trial": 4, "resource_pool": "gpu"}
+    assert config["environment"] == {"image": "pytorch:2"}
+    assert config["description"] == "from NNI" and config["max_restarts"] == 2
+    assert config["data"] == {"dataset": "mnist", "nni": {"version": 2, "tuner": "TPE"}}
+    assert "debug" not in config
+    assert warnings_about(translation, "resources.slots_per_trial") == [
+        "resources.slots_per_trial: overrides trialGpuNumber (given both)"
+    ]
+    assert warnings_about(translation, "debug") == [
+        "debug: ignored (NNI's debug mode has no Stratus equivalent)"
+    ]
+
+
+# --- recognising NNI configs -------------------------------------------------------------------------
+
+
+DETERMINED_CONFIGS = [
+    "name: mnist\nentrypoint: python3 train.py\nsearcher: {name: single, metric: loss}\n",
+    "entrypoint: model_def:Trial\nhyperparameters: {lr: 0.1}\nsearcher: {name: random, metric: l, max_trials: 2}\n",
+    "searcher: {name: grid, metric: l}\nhyperparameters: {x: {type: int, minval: 1, maxval: 3, count: 3}}\n",
+    "name: x\ndescription: y\nresources: {slots_per_trial: 2}\ndebug: true\nlabels: [a]\n",
+    "entrypoint: python3 train.py\nsearcher: {name: single, metric: l}\ntrialCommand: python3 x.py\n",
+    "entrypoint: python3 train.py\nsearcher: {name: single, metric: l}\ntrial: {command: x}\n",
+    "{}",
+]
+
+
+@pytest.mark.parametrize("text", DETERMINED_CONFIGS)
+def test_determined_configs_are_not_nni(text: str) -> None:
+    assert is_nni_config(load(text)) is False
+
+
+def test_the_repositorys_determined_configs_are_not_nni() -> None:
+    root = Path(__file__).resolve().parents[2]
+    paths = sorted((root / "examples").rglob("*.yaml"))
+    assert paths
+    for path in paths:
+        assert is_nni_config(yaml.safe_load(path.read_text())) is False, path
+
+
+@pytest.mark.parametrize("value", [None, [], "trialCommand: x", 3])
+def test_non_mappings_are_not_nni(value: Any) -> None:
+    assert is_nni_config(value) is False
+
+
+@pytest.mark.parametrize(
+    ("raw", "version"),
+    [
+        ({"trialCommand": "python3 x.py"}, 2),
+        ({"searchSpaceFile": "s.json"}, 2),
+        ({"experimentName": "x", "tuner": {"name": "TPE"}}, 2),
+        ({"trial": {"command": "python3 x.py", "codeDir": "."}}, 1),
+        ({"authorName": "a"}, 1),
+        ({"searchSpacePath": "s.json", "maxTrialNum": 3}, 1),
+    ],
+)
+def test_nni_configs_are_recognised_with_their_version(raw: dict[str, Any], version: int) -> None:
+    assert is_nni_config(raw) is True
+    assert nni_config_version(raw) == version
+
+
+# --- validate(): where configs enter the control plane -----------------------------------------------
+
+
+@pytest.fixture
+def any_searcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """validate() also builds the searcher; which searchers can run is not this file's subject."""
+    monkeypatch.setattr(experiments, "new_searcher", lambda spec: None)
+
+
+@pytest.mark.usefixtures("any_searcher")
+def test_validate_translates_nni_configs_and_appends_the_warnings() -> None:
+    raw = load(V2_FILE)
+    raw["searchSpace"] = SEARCH_SPACE
+    del raw["searchSpaceFile"]
+    raw["checkpoint_storage"] = {"access_key": "AKIA..."}
+
+    parsed = experiments.validate(raw)
+
+    assert isinstance(parsed, cfg.ParsedConfig)
+    assert parsed.config.searcher.name == "tpe"
+    assert parsed.config.data["nni"] == {"version": 2, "tuner": "TPE"}
+    assert parsed.warnings[0].startswith("checkpoint_storage.access_key: ignored and not stored")
+    assert [w.split(":")[0] for w in parsed.warnings[1:]] == ["maxExperimentDuration", "trainingService"]
+
+
+@pytest.mark.usefixtures("any_searcher")
+def test_validate_reports_nni_problems_as_config_errors() -> None:
+    with pytest.raises(errors.ConfigInvalidError) as info:
+        experiments.validate(load(V2_FILE))
+
+    assert info.value.details["problems"] == [
+        {
+            "path": "searchSpaceFile",
+            "message": "the API cannot read files: send the search space inline as searchSpace "
+            "(`det experiment create` does this)",
+        }
+    ]
+
+
+@pytest.mark.usefixtures("any_searcher")
+def test_validate_leaves_determined_configs_alone() -> None:
+    parsed = experiments.validate(load(DETERMINED_CONFIGS[0]))
+
+    assert parsed.config.name == "mnist" and parsed.warnings == []
