@@ -21,7 +21,7 @@ from rich.progress import (
 )
 
 from det._client import ApiClient
-from det._config import load_config
+from det._config import is_nni_config, load_config, nni_code_directory
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
 from det._render import format_bytes, format_percent
 from det._runtime import PackedContext, Runtime
@@ -32,8 +32,16 @@ Json = dict[str, Any]
 
 def create(args: argparse.Namespace, rt: Runtime) -> int:
     config = load_config(args.config_file, args.config)
+    if args.model_def is None and is_nni_config(config):
+        # NNI uploads the trial code folder its config names; so does Stratus when CONTEXT is omitted.
+        args.model_def = nni_code_directory(config, args.config_file)
+        rt.note(f"Using the NNI trial code directory {args.model_def} as the context")
     if args.include and args.model_def is None:
         raise UsageError("--include adds files to a context: pass the CONTEXT folder too")
+    if getattr(args, "test_mode", False) or getattr(args, "local", False):
+        from det import _testmode  # late: it imports this module
+
+        return _testmode.create(args, rt, config)
     activate = not args.paused
     with rt.client() as client:
         client.create_experiment(config, context_sha256=None, validate_only=True, activate=activate)

@@ -115,13 +115,26 @@ def _add_experiment(commands: argparse._SubParsersAction[argparse.ArgumentParser
         metavar="KEY=VALUE",
         help="override a config value, e.g. --config resources.slots_per_trial=2 (repeatable)",
     )
-    create.add_argument(
+    how = create.add_mutually_exclusive_group()  # as in Determined
+    how.add_argument(
         "-f",
         "--follow-first-trial",
         action="store_true",
         help="follow the logs of the first trial that is created",
     )
-    create.add_argument("--paused", action="store_true", help="do not activate the experiment")
+    how.add_argument("--paused", action="store_true", help="do not activate the experiment")
+    how.add_argument(
+        "-t",
+        "--test-mode",
+        action="store_true",
+        help="test the config and the model code with a one-batch experiment: checks scheduling, "
+        "training, validation and checkpointing, prints the trial's log on failure",
+    )
+    create.add_argument(
+        "--local",
+        action="store_true",
+        help="with --test-mode: run the test on this machine, without the control plane",
+    )
     for flag in ("--project", "--workspace", "--project_id"):
         create.add_argument(flag, help=argparse.SUPPRESS)  # accepted for Determined scripts; no projects here
     create.set_defaults(command=_submit.create)

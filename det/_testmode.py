@@ -1,0 +1,735 @@
+"""`det experiment create --test-mode` and `det experiment create --local --test-mode`.
+
+Both run the experiment's code for one batch with a test config and check four steps, as
+Determined's test mode does: **scheduling**, **training**, **validation**, **checkpointing**.
+
+The test config (`make_test_config`), from the config as loaded (file + ``--config`` overrides):
+
+* ``searcher``: ``{name: single, metric, smaller_is_better, max_length: {batches: 1}}`` (``metric`` and
+  ``smaller_is_better`` copied when the original has them; ``time_metric``/``max_time`` dropped);
+* ``hyperparameters``: every non-constant one becomes ``{type: const, val: ...}`` with a deterministic
+  value: ``int``/``double`` their ``minval``, ``log`` ``base ** minval``, ``categorical`` its first
+  value; nested groups recursively; constants (bare or ``type: const``) stay as written;
+* ``min_validation_period`` and ``min_checkpoint_period`` removed, ``max_restarts: 0``,
+  ``scheduling_unit: 1``, and `` (test mode)`` appended to the name (the config file's stem when the
+  config has no name).
+
+Remote (``--test-mode``)
+    The API validates the original config, then the test config (both ``validate_only``, so nothing is
+    packed or uploaded when either is refused); the context is packed and uploaded as by a normal
+    create, the test experiment is created and activated, and then watched every `POLL_INTERVAL`
+    seconds until it is terminal. For its first trial:
+
+    * scheduling ✓ when the trial is RUNNING or past it (STOPPING_*, COMPLETED), or has an exit, or
+      any later step is ✓;
+    * training ✓ when ``GET /trials/{id}/metrics?group=training`` has a record. A script that trains
+      its batch but reports no training metric cannot show that, so training is also ✓ once a
+      validation metric exists, or once the trial COMPLETED with ``total_batches ≥ 1``;
+    * validation ✓ when ``GET /trials/{id}/metrics?group=validation`` has a record;
+    * checkpointing ✓ when ``GET /trials/{id}`` lists a checkpoint.
+
+    Passed (exit 0, ``Test experiment N passed`` on stdout) when the experiment ended COMPLETED with all
+    four ✓. Otherwise (exit 1) stdout gets ``Test experiment N failed at STEP: why`` and then the
+    trial's whole log.
+
+Local (``--local --test-mode``): no control plane, nothing packed or uploaded
+    The context's files (``.detignore`` and ``-i`` applied, by `det._context.collect`) are copied into
+    a temporary folder, and the entrypoint runs there as the agent runs it: ``startup-hook.sh`` sourced
+    first when present, then a string entrypoint through ``sh -c``, a list as argv, and the legacy
+    ``model_def:Trial`` form as ``python3 -m harness.exec.run_trial model_def:Trial``; ``PATH`` starts
+    with the folder of this CLI's interpreter (so ``python3`` is this interpreter). The process gets
+
+    * ``STRATUS_LOCAL_CONFIG``: the path of a JSON file ``{"hparams": {...}, "config": {...},
+      "length": 1}`` (the test values, nested like the groups; the test config; the batches to train);
+    * ``STRATUS_LOCAL_EVENTS``: the path of a file the harness's local twins append JSON lines to, one
+      per report: ``{"type": "training" | "validation" | "checkpoint" | "searcher_completed" |
+      "invalid_hp", ...}`` (``type`` is read here, and ``message`` of ``invalid_hp``);
+
+    and none of the platform's ``STRATUS_*`` variables, so the harness gives its local twins.
+
+    Its output streams to stdout as it comes. scheduling ✓ once the process started; training ✓ on a
+    ``training`` or ``searcher_completed`` event (or when the process exits 0 after a validation),
+    validation ✓ on ``validation``, checkpointing ✓ on ``checkpoint``. Passed (exit 0, ``Local test
+    passed``) when the process exits 0 with validation and checkpointing ✓; otherwise exit 1 with
+    ``Local test failed at STEP: why`` (an ``invalid_hp`` event fails the test too: the test values
+    were refused). The temporary folder is removed afterwards.
+
+An NNI config is refused with a usage error: the API translates NNI configs, so the CLI cannot make
+a test config of one.
+
+The checklist goes to stderr: one line redrawn in place on a terminal, else one ``[✓] step`` line per
+step as it is reached and a ``[✗] step`` line per step never reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import os
+import queue
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, TypeGuard
+
+from det._client import ApiClient
+from det._config import is_nni_config
+from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
+from det._render import format_bytes
+from det._runtime import Runtime
+from det._submit import upload_context
+from det.errors import UsageError
+
+Json = dict[str, Any]
+
+STEPS = ("scheduling", "training", "validation", "checkpointing")
+NAME_SUFFIX = " (test mode)"
+LOCAL_CONFIG_ENV = "STRATUS_LOCAL_CONFIG"
+LOCAL_EVENTS_ENV = "STRATUS_LOCAL_EVENTS"
+HOOK = "startup-hook.sh"
+RUN_TRIAL_MODULE = "harness.exec.run_trial"
+HP_TYPES = ("const", "int", "double", "log", "categorical")
+
+# Trial states that mean the trial got its slots and was started.
+_STARTED_STATES = frozenset(
+    {"RUNNING", "STOPPING_COMPLETED", "STOPPING_ERROR", "STOPPING_CANCELED", "COMPLETED"}
+)
+_LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+_EVENT_STEPS = {
+    "training": "training",
+    "searcher_completed": "training",
+    "validation": "validation",
+    "checkpoint": "checkpointing",
+}
+_OUTPUT_WAIT = 0.2
+"""Seconds the local run waits for output before it looks at the events file again."""
+_EXIT_GRACE = 5.0
+"""Seconds after the process exits that its output pipe may stay open (a process that left its group)."""
+_KILL_GRACE = 10.0
+"""Seconds between forwarding Ctrl-C to the local run and killing it."""
+
+
+def create(args: argparse.Namespace, rt: Runtime, config: Mapping[str, Any]) -> int:
+    """`det experiment create` with ``--test-mode`` and/or ``--local``; `config` is loaded and overridden."""
+    if args.local and not args.test_mode:
+        raise UsageError(
+            "--local needs --test-mode: only the test runs on this machine; "
+            "add --test-mode, or drop --local to submit the experiment"
+        )
+    if is_nni_config(config):
+        raise UsageError(
+            f"{args.config_file} is an NNI config, which only the API translates, so the CLI cannot make "
+            "a one-batch test of it; test the trial code with a Determined config (entrypoint, "
+            "searcher, hyperparameters)"
+        )
+    test_config = make_test_config(config, default_name=Path(args.config_file).stem)
+    if args.local:
+        return run_local(args, rt, test_config)
+    return run_remote(args, rt, config, test_config)
+
+
+# --------------------------------------------------------------------------------------------------
+# the test config
+
+
+def make_test_config(config: Mapping[str, Any], *, default_name: str = "Experiment") -> dict[str, Any]:
+    """The config of the one-batch test experiment (see the module docstring); `config` is not changed."""
+    test = copy.deepcopy(dict(config))
+    searcher = config.get("searcher")
+    original = searcher if isinstance(searcher, Mapping) else {}
+    single: dict[str, Any] = {"name": "single"}
+    for key in ("metric", "smaller_is_better"):
+        if key in original:
+            single[key] = copy.deepcopy(original[key])
+    single["max_length"] = {"batches": 1}
+    test["searcher"] = single
+    hyperparameters = config.get("hyperparameters")
+    if isinstance(hyperparameters, Mapping):
+        test["hyperparameters"] = test_hyperparameters(hyperparameters)
+    test.pop("min_validation_period", None)
+    test.pop("min_checkpoint_period", None)
+    test["max_restarts"] = 0
+    test["scheduling_unit"] = 1
+    name = config.get("name")
+    test["name"] = f"{name if name not in (None, '') else default_name}{NAME_SUFFIX}"
+    return test
+
+
+def test_hyperparameters(hyperparameters: Mapping[str, Any], where: str = "hyperparameters") -> Json:
+    """Every hyperparameter as a constant: ranges at their low end, categoricals at their first value."""
+    out: Json = {}
+    for name, spec in hyperparameters.items():
+        path = f"{where}.{name}"
+        if isinstance(spec, Mapping) and "type" not in spec:
+            out[name] = test_hyperparameters(spec, path)
+        elif isinstance(spec, Mapping) and spec.get("type") != "const":
+            out[name] = {"type": "const", "val": _test_value(spec, path)}
+        else:
+            out[name] = copy.deepcopy(spec)  # a constant, bare or `type: const`
+    return out
+
+
+def hparam_values(hyperparameters: Mapping[str, Any], where: str = "hyperparameters") -> Json:
+    """The values a trial gets for (constant) `hyperparameters`, nested like the groups."""
+    out: Json = {}
+    for name, spec in hyperparameters.items():
+        path = f"{where}.{name}"
+        if isinstance(spec, Mapping) and "type" not in spec:
+            out[name] = hparam_values(spec, path)
+        elif isinstance(spec, Mapping):
+            out[name] = _test_value(spec, path)
+        else:
+            out[name] = copy.deepcopy(spec)
+    return out
+
+
+def _test_value(spec: Mapping[str, Any], path: str) -> Any:
+    kind = spec.get("type")
+    try:
+        if kind == "const":
+            return copy.deepcopy(spec["val"])
+        if kind == "int":
+            return spec["minval"]
+        if kind == "double":
+            return float(spec["minval"])
+        if kind == "log":
+            base = spec.get("base")
+            return float(10 if base is None else base) ** float(spec["minval"])
+        if kind == "categorical":
+            return copy.deepcopy(spec["vals"][0])
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise UsageError(
+            f"{path} of type {kind} has no usable {_missing_field(kind)}; fix the hyperparameter"
+        ) from e
+    raise UsageError(f"{path} has type {kind!r}, which is not one of {', '.join(HP_TYPES)}; fix its type")
+
+
+def _missing_field(kind: object) -> str:
+    return {"const": "val", "categorical": "vals (a non-empty list)"}.get(str(kind), "minval")
+
+
+# --------------------------------------------------------------------------------------------------
+# the checklist
+
+
+class Checklist:
+    """The four steps, shown on stderr: one redrawn line on a terminal, else a line per step."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+        self.done: dict[str, bool] = dict.fromkeys(STEPS, False)
+        self.status = StatusLine(rt.err, enabled=rt.err_is_tty())
+        self._shown = ""
+
+    def tick(self, steps: Iterable[str]) -> None:
+        wanted = set(steps)
+        for step in STEPS:  # in their order, whatever the order they were seen in
+            if step in wanted and not self.done[step]:
+                self.done[step] = True
+                if not self.status.enabled:
+                    self._rt.note(f"[✓] {step}")
+
+    def missing(self) -> list[str]:
+        return [step for step in STEPS if not self.done[step]]
+
+    def line(self, *, final: bool = False) -> str:
+        marks = {True: "✓", False: "✗" if final else " "}
+        return "  ".join(f"[{marks[self.done[step]]}] {step}" for step in STEPS)
+
+    def show(self, detail: str = "") -> None:
+        text = self.line() + (f" · {detail}" if detail else "")
+        if text != self._shown:  # redrawn only when it changes
+            self.status.show(text)
+            self._shown = text
+
+    def print_lines(self, lines: list[str]) -> None:
+        self.status.print_lines(self._rt.out, lines)
+
+    def finish(self) -> None:
+        """Leave the final state on stderr: ✓ or ✗ for every step."""
+        self.status.clear()
+        if self.status.enabled:
+            self._rt.note(self.line(final=True))
+        else:
+            for step in self.missing():
+                self._rt.note(f"[✗] {step}")
+
+
+# --------------------------------------------------------------------------------------------------
+# remote
+
+
+def run_remote(args: argparse.Namespace, rt: Runtime, config: Mapping[str, Any], test_config: Json) -> int:
+    with rt.client() as client:
+        # The original first: the problems it has are the user's, at the paths of their file.
+        client.create_experiment(config, context_sha256=None, validate_only=True, activate=True)
+        client.create_experiment(test_config, context_sha256=None, validate_only=True, activate=True)
+        sha256 = None
+        if args.model_def is not None:
+            packed = rt.pack(args.model_def, list(args.include))
+            rt.note(
+                f"Preparing files to send to master... {format_bytes(packed.file_bytes)} "
+                f"and {packed.num_files} files"
+            )
+            upload_context(rt, client, packed)
+            sha256 = packed.sha256
+        answer = client.create_experiment(
+            test_config, context_sha256=sha256, validate_only=False, activate=True
+        )
+        experiment_id = int(answer["experiment"]["id"])
+        rt.say(f"Created test experiment {experiment_id}")
+        for warning in answer.get("warnings") or []:
+            rt.note(f"Warning: {warning}")
+        return watch_remote(rt, client, experiment_id)
+
+
+def watch_remote(rt: Runtime, client: ApiClient, experiment_id: int) -> int:
+    """Tick the steps until the experiment is terminal; 0 if it passed, else 1 after the trial's log."""
+    checks = Checklist(rt)
+    probe = _RemoteProbe(client, experiment_id)
+    try:
+        while True:
+            probe.refresh()
+            terminal = probe.state in TERMINAL_STATES  # checked before the steps: they see the end
+            checks.tick(probe.reached(checks.done))
+            if terminal:
+                break
+            checks.show(probe.describe())
+            rt.sleep(POLL_INTERVAL)
+    finally:
+        checks.status.clear()  # also on Ctrl-C: leave the terminal clean
+    checks.finish()
+    missing = checks.missing()
+    if probe.state == "COMPLETED" and not missing:
+        rt.say(f"Test experiment {experiment_id} passed")
+        return 0
+    if missing:
+        rt.say(f"Test experiment {experiment_id} failed at {missing[0]}: {probe.why(missing[0])}")
+    else:
+        rt.say(f"Test experiment {experiment_id} failed: {probe.ending()}")
+    if probe.trial_id is not None:
+        rt.say(f"Log of trial {probe.trial_id}:")
+        for page in read_log_pages(client, probe.trial_id, sleep=rt.sleep):
+            rt.out.write("".join(format_line(line) + "\n" for line in page))
+        rt.out.flush()
+    return 1
+
+
+class _RemoteProbe:
+    """What the API says about the test experiment and its (first) trial."""
+
+    def __init__(self, client: ApiClient, experiment_id: int) -> None:
+        self._client = client
+        self.experiment_id = experiment_id
+        self.experiment: Json = {}
+        self.trial: Json | None = None
+
+    @property
+    def state(self) -> str:
+        return str(self.experiment.get("state") or "")
+
+    @property
+    def trial_id(self) -> int | None:
+        return None if self.trial is None else int(self.trial["id"])
+
+    @property
+    def trial_state(self) -> str:
+        return str((self.trial or {}).get("state") or "")
+
+    def refresh(self) -> None:
+        answer = self._client.get_experiment(self.experiment_id)
+        self.experiment = answer["experiment"]
+        trials = list(answer.get("trials") or [])
+        self.trial = min(trials, key=lambda t: int(t["id"])) if trials else None
+
+    def reached(self, done: Mapping[str, bool]) -> set[str]:
+        """The steps not yet done that the trial shows now (asks only about those)."""
+        trial, trial_id = self.trial, self.trial_id
+        if trial is None or trial_id is None:
+            return set()
+        reached: set[str] = set()
+        if not done["validation"] and self._client.trial_metrics(trial_id, "validation"):
+            reached.add("validation")
+        validated = done["validation"] or "validation" in reached
+        if not done["training"] and (
+            validated
+            or (self.trial_state == "COMPLETED" and int(trial.get("total_batches") or 0) >= 1)
+            or self._client.trial_metrics(trial_id, "training")
+        ):
+            reached.add("training")
+        if not done["checkpointing"]:
+            answer = self._client.get_trial(trial_id)
+            if answer.get("checkpoints") or (answer.get("trial") or {}).get("latest_checkpoint"):
+                reached.add("checkpointing")
+        if reached or self.trial_state in _STARTED_STATES or trial.get("exit"):
+            reached.add("scheduling")
+        return reached
+
+    def describe(self) -> str:
+        if self.trial is None:
+            return f"experiment {self.experiment_id} {self.state}, waiting for its trial"
+        return f"trial {self.trial_id} {self.trial_state}"
+
+    def why(self, step: str) -> str:
+        trial_id = self.trial_id
+        if trial_id is None:
+            return f"the experiment ended {self.state} without creating a trial"
+        what = {
+            "scheduling": f"trial {trial_id} never started",
+            "training": f"trial {trial_id} reported no training metric and trained no batch",
+            "validation": f"trial {trial_id} reported no validation metric",
+            "checkpointing": f"trial {trial_id} reported no checkpoint",
+        }[step]
+        return f"{what} ({self.ending()})"
+
+    def ending(self) -> str:
+        parts = [f"experiment {self.state}"]
+        if self.trial is not None:
+            parts.append(f"trial {self.trial_state}")
+            exit_info = self.trial.get("exit")
+            if isinstance(exit_info, Mapping):
+                reason = exit_info.get("reason")
+                parts.append(f"exit code {exit_info.get('code')}" + (f": {reason}" if reason else ""))
+        return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# local
+
+
+def run_local(args: argparse.Namespace, rt: Runtime, test_config: Json) -> int:
+    if args.model_def is None:
+        raise UsageError(
+            "--local --test-mode runs the code of a context folder: pass the CONTEXT folder after CONFIG"
+        )
+    entrypoint = test_config.get("entrypoint")
+    if not _valid_entrypoint(entrypoint):
+        raise UsageError(
+            "the config has no usable entrypoint; set `entrypoint:` to a command "
+            "(e.g. python3 train.py) or a list of words"
+        )
+    hyperparameters = test_config.get("hyperparameters") or {}
+    if not isinstance(hyperparameters, Mapping):
+        raise UsageError("hyperparameters must be a mapping of names to hyperparameters; fix the config")
+    hparams = hparam_values(hyperparameters)
+
+    from det import _context  # imported late: it pulls in zstandard
+
+    files = _context.collect(args.model_def, list(args.include))
+    with _exit_on_termination(), tempfile.TemporaryDirectory(prefix="stratus-test-") as tmp:
+        workdir = Path(tmp) / "context"
+        copy_context(files, workdir)
+        events = Path(tmp) / "events.jsonl"
+        events.touch()
+        marker = Path(tmp) / "startup-hook.failed"
+        local_config = Path(tmp) / "local-config.json"
+        local_config.write_text(json.dumps({"hparams": hparams, "config": test_config, "length": 1}))
+        env = local_environment(rt.environ, test_config, local_config, events)
+        script = build_script(entrypoint, marker)
+        size = sum(f.size for f in files)
+        rt.note(
+            f"Testing {args.model_def} locally: {len(files)} file{'' if len(files) == 1 else 's'} "
+            f"({format_bytes(size)}) copied to {workdir}"
+        )
+        return _LocalRun(rt, workdir, env, script, events, marker).run()
+
+
+def _valid_entrypoint(entrypoint: object) -> TypeGuard[str | list[str]]:
+    if isinstance(entrypoint, str):
+        return bool(entrypoint.strip())
+    return (
+        isinstance(entrypoint, list)
+        and bool(entrypoint)
+        and all(isinstance(word, str) and word for word in entrypoint)
+    )
+
+
+def copy_context(files: Sequence[Any], dest: Path) -> None:
+    """Copy what `det._context.collect` found into `dest` (symlinks stay links, inside the copy)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        target = dest / f.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if f.link_target is not None:
+            os.symlink(f.link_target, target)
+        else:
+            shutil.copyfile(f.source, target)
+            os.chmod(target, 0o755 if f.executable else 0o644)
+
+
+def local_environment(
+    base: Mapping[str, str], config: Mapping[str, Any], local_config: Path, events: Path
+) -> dict[str, str]:
+    """The process's environment: ours without STRATUS_* (off the platform), PATH led by our interpreter."""
+    env = {k: v for k, v in base.items() if not k.startswith("STRATUS_")}
+    bin_dir = os.path.dirname(sys.executable) if sys.executable else ""
+    path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
+    env["PATH"] = os.pathsep.join([bin_dir, *path] if bin_dir else path)
+    if sys.prefix != sys.base_prefix:
+        env["VIRTUAL_ENV"] = sys.prefix
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(config_variables(config))
+    env[LOCAL_CONFIG_ENV] = str(local_config)
+    env[LOCAL_EVENTS_ENV] = str(events)
+    return env
+
+
+def config_variables(config: Mapping[str, Any]) -> dict[str, str]:
+    """`environment.environment_variables` (a list, or the CPU entries of the per-device form)."""
+    environment = config.get("environment")
+    entries: object = environment.get("environment_variables") if isinstance(environment, Mapping) else None
+    if isinstance(entries, Mapping):
+        entries = entries.get("cpu")
+    variables: dict[str, str] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        name, _, value = str(entry).partition("=")
+        if name:
+            variables[name] = value
+    return variables
+
+
+def entrypoint_command(entrypoint: str | Sequence[str]) -> str:
+    """The shell line that execs `entrypoint` the way the agent does."""
+    if isinstance(entrypoint, str):
+        if _LEGACY_ENTRYPOINT.fullmatch(entrypoint.strip()):
+            return f"exec {shlex.join(['python3', '-m', RUN_TRIAL_MODULE, entrypoint.strip()])}"
+        return f"exec sh -c {shlex.quote(entrypoint)}"
+    return f"exec {shlex.join(entrypoint)}"
+
+
+def build_script(entrypoint: str | Sequence[str], hook_failed_marker: Path) -> str:
+    """Source ``startup-hook.sh`` when present (its exports reach the entrypoint), then exec the entrypoint.
+
+    A hook that fails or ends the shell leaves `hook_failed_marker` behind, as on the agent.
+    """
+    on_exit = (
+        '__stratus_rc=$?; [ "$__stratus_rc" -ne 0 ] || __stratus_rc=1; '
+        f'echo "{HOOK} failed (exit code $__stratus_rc); the entrypoint was not started" >&2; '
+        f': > {shlex.quote(str(hook_failed_marker))}; exit "$__stratus_rc"'
+    )
+    return (
+        f"if [ -f ./{HOOK} ]; then\n"
+        f"  trap {shlex.quote(on_exit)} EXIT\n"
+        f"  . ./{HOOK}\n"  # not `|| exit`: that would turn off a `set -e` inside the hook
+        '  __stratus_rc=$?; [ "$__stratus_rc" -eq 0 ] || exit "$__stratus_rc"\n'
+        "  trap - EXIT\n"
+        "fi\n"
+        f"{entrypoint_command(entrypoint)}\n"
+    )
+
+
+class _EventsFile:
+    """The JSON lines appended to the events file, read as they come."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = 0
+        self._partial = b""
+
+    def read(self, *, final: bool = False) -> list[Json]:
+        try:
+            with self._path.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return []
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = b"" if final else lines.pop()
+        events: list[Json] = []
+        for raw in lines:
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue  # a torn or foreign line: not an event
+            if isinstance(event, dict):
+                events.append(event)
+        return events
+
+
+_EOF = object()
+
+
+class _LocalRun:
+    def __init__(
+        self, rt: Runtime, workdir: Path, env: dict[str, str], script: str, events: Path, marker: Path
+    ) -> None:
+        self._rt = rt
+        self._workdir = workdir
+        self._env = env
+        self._script = script
+        self._events = _EventsFile(events)
+        self._marker = marker
+        self._checks = Checklist(rt)
+        self._lines: queue.Queue[object] = queue.Queue()
+        self._invalid_hp: str | None = None
+
+    def run(self) -> int:
+        try:
+            proc = subprocess.Popen(
+                [shutil.which("bash", path=self._env.get("PATH")) or "/bin/sh", "-c", self._script],
+                cwd=self._workdir,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own group: leftovers can be cleaned up, Ctrl-C forwarded
+                close_fds=True,
+            )
+        except OSError as e:
+            self._rt.say(f"Local test failed at scheduling: the process could not be started ({e})")
+            return 1
+        try:
+            returncode = self._follow(proc)
+        except BaseException as e:  # Ctrl-C, SIGTERM (or a bug): never leave the run behind
+            _stop(proc, signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.SIGTERM)
+            raise
+        finally:
+            self._checks.status.clear()
+        return self._report(returncode)
+
+    def _follow(self, proc: subprocess.Popen[bytes]) -> int:
+        assert proc.stdout is not None
+        reader = threading.Thread(target=self._read_output, args=(proc.stdout,), daemon=True)
+        reader.start()
+        self._checks.tick(["scheduling"])
+        exited_at: float | None = None
+        while True:
+            lines, eof = self._next_lines()
+            if lines:
+                self._checks.print_lines(lines)
+            self._tick(self._events.read())
+            self._checks.show()
+            if eof:
+                break
+            if exited_at is None and proc.poll() is not None:
+                exited_at = time.monotonic()
+                _kill_group(proc)  # background leftovers would hold the output open
+            elif exited_at is not None and time.monotonic() - exited_at > _EXIT_GRACE:
+                self._checks.print_lines(
+                    ["[det] the output is held open by a process outside the run's group; not waiting for it"]
+                )
+                break
+        returncode = proc.wait()
+        _kill_group(proc)
+        self._tick(self._events.read(final=True))
+        return returncode
+
+    def _next_lines(self) -> tuple[list[str], bool]:
+        """The lines printed since the last call (waiting a moment for the first); True at the end."""
+        lines: list[str] = []
+        try:
+            item = self._lines.get(timeout=_OUTPUT_WAIT)
+        except queue.Empty:
+            return lines, False
+        while True:
+            if item is _EOF:
+                return lines, True
+            lines.append(str(item))
+            try:
+                item = self._lines.get_nowait()
+            except queue.Empty:
+                return lines, False
+
+    def _read_output(self, stream: IO[bytes]) -> None:
+        partial = b""
+        try:
+            while data := os.read(stream.fileno(), 65536):
+                *complete, partial = (partial + data).split(b"\n")
+                for raw in complete:
+                    self._lines.put(raw.decode("utf-8", "replace").rstrip("\r"))
+        except OSError:
+            pass
+        finally:
+            if partial:
+                self._lines.put(partial.decode("utf-8", "replace"))
+            self._lines.put(_EOF)
+            stream.close()
+
+    def _tick(self, events: list[Json]) -> None:
+        self._checks.tick(_EVENT_STEPS[t] for e in events if (t := str(e.get("type"))) in _EVENT_STEPS)
+        for event in events:
+            if event.get("type") == "invalid_hp" and self._invalid_hp is None:
+                self._invalid_hp = str(event.get("message") or "no message")
+
+    def _report(self, returncode: int) -> int:
+        checks = self._checks
+        if returncode == 0 and checks.done["validation"]:
+            checks.tick(["training"])  # a validation after the batch: it trained, metric or not
+        checks.finish()
+        missing = checks.missing()
+        if returncode == 0 and not missing and self._invalid_hp is None:
+            self._rt.say("Local test passed")
+            return 0
+        if self._invalid_hp is not None:
+            why = f"the script refused the test hyperparameters (InvalidHP: {self._invalid_hp})"
+        elif self._marker.exists():
+            why = f"{HOOK} failed (exit code {returncode}); the entrypoint was not started"
+        elif returncode != 0:
+            why = f"the entrypoint {_exit_text(returncode)}"
+        else:
+            why = {
+                "training": "the script reported no training metric",
+                "validation": "the script reported no validation metric",
+                "checkpointing": "the script saved no checkpoint",
+            }[missing[0]]
+        where = f" at {missing[0]}" if missing else ""
+        self._rt.say(f"Local test failed{where}: {why}")
+        return 1
+
+
+def _exit_text(returncode: int) -> str:
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-returncode).name}"
+        return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Pass `sig` on to the run's group (it has its own), kill it if it lingers or on a second Ctrl-C."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+    with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.wait(timeout=_KILL_GRACE)
+    _kill_group(proc)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=_KILL_GRACE)
+
+
+@contextlib.contextmanager
+def _exit_on_termination() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the CLI through `SystemExit` (exit 128+N) while a local run lives, so that
+    the run (in its own session, out of the terminal's reach) is stopped and the temporary folder removed.
+    Signals that are ignored (nohup) stay ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous: dict[signal.Signals, Any] = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, leave)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

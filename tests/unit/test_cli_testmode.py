@@ -1,0 +1,560 @@
+"""`det experiment create --test-mode` (against the in-memory fake API) and `--local --test-mode`.
+
+The remote tests never sleep: the fake API moves the world forward each time the CLI waits. The
+local tests run real (tiny) processes that append the harness's events themselves; nothing sleeps
+to wait for them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from det import _testmode, cli
+from det._runtime import Runtime
+from tests.unit.test_cli import FakeApi, Result, fake_pack, trial
+
+CONFIG = """\
+name: mnist
+entrypoint: python3 train.py
+hyperparameters:
+  global_batch_size: 32
+  lr:
+    type: log
+    base: 10
+    minval: -4
+    maxval: -1
+  layers:
+    type: int
+    minval: 2
+    maxval: 8
+  dropout:
+    type: double
+    minval: 0
+    maxval: 0.5
+  optimizer:
+    type: categorical
+    vals: [adam, sgd]
+  arch:
+    width:
+      type: int
+      minval: 16
+      maxval: 64
+    act: {type: const, val: relu}
+searcher:
+  name: adaptive_asha
+  metric: validation_loss
+  smaller_is_better: false
+  max_trials: 16
+  time_metric: batches
+  max_time: 1000
+min_validation_period:
+  batches: 100
+min_checkpoint_period:
+  batches: 500
+max_restarts: 5
+records_per_epoch: 6000
+"""
+
+
+def run(
+    api: FakeApi, *argv: str, environ: dict[str, str] | None = None, err: io.StringIO | None = None
+) -> Result:
+    out, err = io.StringIO(), err or io.StringIO()
+    rt = Runtime(
+        environ=environ or {}, transport=api.transport, sleep=api.sleep, pack=fake_pack, out=out, err=err
+    )
+    code = cli.main(list(argv), runtime=rt)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi()
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "asha.yaml"
+    path.write_text(CONFIG)
+    (tmp_path / "ctx").mkdir()
+    return path
+
+
+# --- the test config -----------------------------------------------------------------------------
+
+
+TEST_HYPERPARAMETERS = {
+    "global_batch_size": 32,
+    "lr": {"type": "const", "val": 0.0001},
+    "layers": {"type": "const", "val": 2},
+    "dropout": {"type": "const", "val": 0.0},
+    "optimizer": {"type": "const", "val": "adam"},
+    "arch": {"width": {"type": "const", "val": 16}, "act": {"type": "const", "val": "relu"}},
+}
+
+
+def test_make_test_config_by_hand() -> None:
+    config = yaml.safe_load(CONFIG)
+    before = json.dumps(config, sort_keys=True)
+
+    test = _testmode.make_test_config(config)
+
+    assert test == {
+        "name": "mnist (test mode)",
+        "entrypoint": "python3 train.py",
+        "hyperparameters": TEST_HYPERPARAMETERS,
+        "searcher": {
+            "name": "single",
+            "metric": "validation_loss",
+            "smaller_is_better": False,
+            "max_length": {"batches": 1},
+        },
+        "max_restarts": 0,
+        "scheduling_unit": 1,
+        "records_per_epoch": 6000,
+    }
+    assert json.dumps(config, sort_keys=True) == before  # the original is left alone
+    assert _testmode.hparam_values(test["hyperparameters"]) == {
+        "global_batch_size": 32,
+        "lr": 0.0001,
+        "layers": 2,
+        "dropout": 0.0,
+        "optimizer": "adam",
+        "arch": {"width": 16, "act": "relu"},
+    }
+
+
+def test_make_test_config_edges() -> None:
+    config = {
+        "entrypoint": ["python3", "train.py"],
+        "searcher": {"name": "single", "metric": "loss", "max_length": {"epochs": 3}},
+        "hyperparameters": {
+            "two": {"type": "log", "base": 2, "minval": 3, "maxval": 5},
+            "default_base": {"type": "log", "minval": 1, "maxval": 2},
+            "nothing": None,
+            "a_list": [1, 2],
+            "dict_choice": {"type": "categorical", "vals": [{"a": 1}, {"a": 2}]},
+        },
+    }
+
+    test = _testmode.make_test_config(config, default_name="const")
+
+    assert test["name"] == "const (test mode)"
+    assert test["searcher"] == {"name": "single", "metric": "loss", "max_length": {"batches": 1}}
+    assert test["hyperparameters"] == {
+        "two": {"type": "const", "val": 8.0},
+        "default_base": {"type": "const", "val": 10.0},
+        "nothing": None,
+        "a_list": [1, 2],
+        # a mapping value stays a constant (a bare mapping would read as a nested group)
+        "dict_choice": {"type": "const", "val": {"a": 1}},
+    }
+    assert _testmode.hparam_values(test["hyperparameters"])["dict_choice"] == {"a": 1}
+
+
+def test_a_broken_hyperparameter_is_a_usage_error() -> None:
+    from det.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"hyperparameters\.g\.x of type categorical has no usable vals"):
+        _testmode.hparam_values({"g": {"x": {"type": "categorical", "vals": []}}})
+    with pytest.raises(UsageError, match="has type 'uniform', which is not one of const, int"):
+        _testmode.hparam_values({"x": {"type": "uniform"}})
+
+
+# --- remote test mode ----------------------------------------------------------------------------
+
+
+def _script_test_trial(api: FakeApi, *, checkpoint: bool = True, training_metric: bool = True) -> None:
+    """The trial appears, starts, trains, validates (and checkpoints), then the experiment completes."""
+
+    def appear() -> None:
+        api.trials[7] = trial(7, 1, state="QUEUED")
+
+    def start() -> None:
+        api.trials[7]["state"] = "RUNNING"
+        api.log(7, "loading data", "training 1 batch")
+
+    def train() -> None:
+        api.trials[7]["total_batches"] = 1
+        if training_metric:
+            api.metrics[(7, "training")] = [
+                {"group": "training", "steps_completed": 1, "metrics": {"loss": 2.3}}
+            ]
+
+    def validate() -> None:
+        api.metrics[(7, "validation")] = [
+            {"group": "validation", "steps_completed": 1, "metrics": {"validation_loss": 2.2}}
+        ]
+        api.log(7, "validated: validation_loss=2.2")
+        if checkpoint:
+            api.checkpoints[7] = [{"uuid": "c-1", "trial_id": 7, "steps_completed": 1, "state": "COMPLETED"}]
+
+    def end() -> None:
+        api.log(7, "done")
+        api.trials[7]["state"] = "COMPLETED"
+        api.trials[7]["exit"] = {"code": 0, "reason": "exited with code 0"}
+        api.experiments[1]["state"] = "COMPLETED"
+
+    api.events = [lambda: None, appear, start, train, validate, end]
+
+
+def test_remote_test_mode_passes(api: FakeApi, config_file: Path) -> None:
+    _script_test_trial(api)
+    ctx = config_file.parent / "ctx"
+
+    result = run(api, "e", "create", "--test-mode", str(config_file), str(ctx))
+
+    assert result.code == 0, result.err
+    assert result.out == "Created test experiment 1\nTest experiment 1 passed\n"
+    assert result.err.splitlines()[-4:] == [
+        "[✓] scheduling",
+        "[✓] training",
+        "[✓] validation",
+        "[✓] checkpointing",
+    ]
+    sha = fake_pack(ctx, []).sha256
+    assert [c for c in api.calls() if not c.startswith("GET")] == [
+        "POST /experiments",
+        "POST /experiments",
+        "POST /contexts",
+        f"PUT /bucket/contexts/{sha}.tar.zst",
+        "POST /experiments",
+    ]
+    original, validate_test, submit = api.bodies("POST", "/experiments")
+    assert original["validate_only"] and original["config"]["searcher"]["name"] == "adaptive_asha"
+    assert validate_test["validate_only"] and validate_test["config"] == submit["config"]
+    assert submit["validate_only"] is False and submit["activate"] is True
+    assert submit["context_sha256"] == sha
+    assert submit["config"]["name"] == "mnist (test mode)"
+    assert submit["config"]["searcher"]["max_length"] == {"batches": 1}
+    assert submit["config"]["hyperparameters"] == TEST_HYPERPARAMETERS
+    assert "GET /trials/7/logs" not in api.calls()  # the log is printed only on failure
+    # once a step is checked it is not asked about again
+    assert api.calls().count("GET /trials/7") == len(
+        [r for r in api.requests if r[1] == "/trials/7/metrics" and r[2]["group"] == "validation"]
+    )
+
+
+def test_remote_test_mode_fails_without_a_checkpoint_and_prints_the_log(
+    api: FakeApi, config_file: Path
+) -> None:
+    _script_test_trial(api, checkpoint=False)
+
+    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+
+    assert result.code == 1
+    assert result.out == (
+        "Created test experiment 1\n"
+        "Test experiment 1 failed at checkpointing: trial 7 reported no checkpoint "
+        "(experiment COMPLETED, trial COMPLETED, exit code 0: exited with code 0)\n"
+        "Log of trial 7:\n"
+        "loading data\n"
+        "training 1 batch\n"
+        "validated: validation_loss=2.2\n"
+        "done\n"
+    )
+    assert result.err.splitlines()[-4:] == [
+        "[✓] scheduling",
+        "[✓] training",
+        "[✓] validation",
+        "[✗] checkpointing",
+    ]
+
+
+def test_remote_training_counts_without_a_training_metric(api: FakeApi, config_file: Path) -> None:
+    _script_test_trial(api, training_metric=False)
+
+    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+
+    assert (result.code, result.out.splitlines()[-1]) == (0, "Test experiment 1 passed")
+
+
+def test_remote_test_mode_fails_at_scheduling_when_no_trial_runs(api: FakeApi, config_file: Path) -> None:
+    def error() -> None:
+        api.experiments[1]["state"] = "ERROR"
+
+    api.events = [lambda: None, error]
+
+    result = run(api, "e", "create", "-t", str(config_file))
+
+    assert result.code == 1
+    assert result.out == (
+        "Created test experiment 1\n"
+        "Test experiment 1 failed at scheduling: the experiment ended ERROR without creating a trial\n"
+    )
+    assert "[✗] scheduling" in result.err and "[✗] checkpointing" in result.err
+
+
+def test_remote_test_mode_fails_when_the_experiment_errors_after_all_steps(
+    api: FakeApi, config_file: Path
+) -> None:
+    _script_test_trial(api)
+    api.events[-1] = lambda: (
+        api.trials[7].update(state="ERROR", exit={"code": 1, "reason": "exited with code 1"}),
+        api.experiments[1].update(state="ERROR"),
+    )
+
+    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+
+    assert result.code == 1
+    assert result.out.splitlines()[1] == (
+        "Test experiment 1 failed: experiment ERROR, trial ERROR, exit code 1: exited with code 1"
+    )
+
+
+def test_remote_test_mode_uploads_nothing_when_the_config_is_refused(api: FakeApi, config_file: Path) -> None:
+    api.refuse_config = {"error": "InvalidConfig", "message": "bad config; fix it", "problems": []}
+
+    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+
+    assert (result.code, result.err) == (1, "Error: bad config; fix it\n")
+    assert api.calls() == ["POST /experiments"]
+
+
+def test_remote_test_mode_redraws_one_line_on_a_terminal(api: FakeApi, config_file: Path) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    _script_test_trial(api)
+
+    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"), err=Tty())
+
+    assert result.code == 0
+    assert "[✓] scheduling  [ ] training  [ ] validation  [ ] checkpointing · trial 7 RUNNING" in result.err
+    assert result.err.endswith("\r\x1b[2K[✓] scheduling  [✓] training  [✓] validation  [✓] checkpointing\n")
+    assert "\x1b" not in result.out
+
+
+def test_test_mode_usage_errors(api: FakeApi, config_file: Path) -> None:
+    ctx = str(config_file.parent / "ctx")
+
+    local_alone = run(api, "e", "create", "--local", str(config_file), ctx)
+    assert local_alone.code == 2
+    assert local_alone.err.startswith("Error: --local needs --test-mode")
+
+    assert run(api, "e", "create", "-t", "--paused", str(config_file), ctx).code == 2
+    assert run(api, "e", "create", "-t", "-f", str(config_file), ctx).code == 2
+
+    no_context = run(api, "e", "create", "--local", "-t", str(config_file))
+    assert no_context.code == 2 and "pass the CONTEXT folder" in no_context.err
+    assert api.requests == []
+
+
+# --- local test mode -----------------------------------------------------------------------------
+
+# A stand-in for a training script on the harness: it appends the events the harness's local twins
+# append, and checks what it was started with.
+TRAIN = """\
+import json, os, shutil, sys
+
+events = os.environ["STRATUS_LOCAL_EVENTS"]
+with open(os.environ["STRATUS_LOCAL_CONFIG"]) as f:
+    local = json.load(f)
+print("hparams", json.dumps(local["hparams"], sort_keys=True))
+print("length", local["length"], "searcher", local["config"]["searcher"]["name"])
+print("hook says", os.environ.get("FROM_HOOK"), "config env", os.environ.get("FROM_CONFIG"))
+print("python3 is ours:", os.path.dirname(shutil.which("python3")) == os.path.dirname(sys.executable))
+print("ignored file shipped:", os.path.exists("data/big.bin"))
+print("on the platform:", "STRATUS_TRIAL_ID" in os.environ)
+sys.stdout.flush()
+
+def event(kind, **fields):
+    with open(events, "a") as f:
+        f.write(json.dumps({"type": kind, **fields}) + "\\n")
+
+steps = sys.argv[1:] or ["training", "validation", "checkpoint"]
+for step in steps:
+    if step.startswith("exit="):
+        sys.exit(int(step[5:]))
+    event(step, steps_completed=1, message="lr too large")
+    print("reported", step)
+os.makedirs("checkpoints", exist_ok=True)
+"""
+
+LOCAL_CONFIG = """\
+name: local
+entrypoint: {entrypoint}
+hyperparameters:
+  lr: {{type: double, minval: 0.5, maxval: 1.0}}
+  opt: {{type: categorical, vals: [sgd, adam]}}
+searcher: {{name: single, metric: loss}}
+environment:
+  environment_variables: [FROM_CONFIG=yes]
+"""
+
+
+def _local_project(tmp_path: Path, entrypoint: str, hook: str | None = None) -> tuple[Path, Path]:
+    ctx = tmp_path / "ctx"
+    (ctx / "data").mkdir(parents=True)
+    (ctx / "train.py").write_text(TRAIN)
+    (ctx / "data" / "big.bin").write_bytes(b"x" * 100)
+    (ctx / ".detignore").write_text("*.bin\n")
+    if hook is not None:
+        (ctx / "startup-hook.sh").write_text(hook)
+    config = tmp_path / "local.yaml"
+    config.write_text(LOCAL_CONFIG.format(entrypoint=entrypoint))
+    return config, ctx
+
+
+def run_local(config: Path, ctx: Path, *extra: str) -> Result:
+    environ = {k: v for k, v in os.environ.items() if k != "FROM_HOOK"}
+    environ["STRATUS_TRIAL_ID"] = "99"  # inherited from a trial: must not reach the local run
+    return run(
+        FakeApi(), "e", "create", "--local", "--test-mode", str(config), str(ctx), *extra, environ=environ
+    )
+
+
+def test_local_test_mode_passes(tmp_path: Path) -> None:
+    config, ctx = _local_project(tmp_path, "python3 train.py", hook="export FROM_HOOK=hello\n")
+
+    result = run_local(config, ctx)
+
+    assert result.code == 0, result.out + result.err
+    assert result.out == (
+        'hparams {"lr": 0.5, "opt": "sgd"}\n'
+        "length 1 searcher single\n"
+        "hook says hello config env yes\n"
+        "python3 is ours: True\n"
+        "ignored file shipped: False\n"
+        "on the platform: False\n"
+        "reported training\n"
+        "reported validation\n"
+        "reported checkpoint\n"
+        "Local test passed\n"
+    )
+    assert result.err.splitlines()[-4:] == [
+        "[✓] scheduling",
+        "[✓] training",
+        "[✓] validation",
+        "[✓] checkpointing",
+    ]
+    # train.py and the hook: .detignore and the ignored data/big.bin are not copied
+    assert result.err.startswith(f"Testing {ctx} locally: 2 files")
+    assert sorted(p.name for p in ctx.iterdir()) == [".detignore", "data", "startup-hook.sh", "train.py"]
+
+
+def test_local_test_mode_fails_without_a_checkpoint(tmp_path: Path) -> None:
+    config, ctx = _local_project(tmp_path, "python3 train.py training validation")
+
+    result = run_local(config, ctx)
+
+    assert result.code == 1
+    assert result.out.endswith(
+        "reported validation\nLocal test failed at checkpointing: the script saved no checkpoint\n"
+    )
+    assert result.err.splitlines()[-1] == "[✗] checkpointing"
+
+
+def test_local_training_counts_after_a_validation_and_a_clean_exit(tmp_path: Path) -> None:
+    config, ctx = _local_project(tmp_path, '["python3", "train.py", "validation", "checkpoint"]')
+
+    result = run_local(config, ctx)
+
+    assert result.code == 0, result.out + result.err
+    assert "[✓] training" in result.err
+
+
+def test_local_test_mode_fails_when_the_script_fails(tmp_path: Path) -> None:
+    config, ctx = _local_project(tmp_path, "python3 train.py training exit=3")
+
+    result = run_local(config, ctx)
+
+    assert result.code == 1
+    assert result.out.endswith(
+        "reported training\nLocal test failed at validation: the entrypoint exited with code 3\n"
+    )
+    assert result.err.splitlines()[-3:] == ["[✓] training", "[✗] validation", "[✗] checkpointing"]
+
+
+def test_local_test_mode_reports_a_failing_startup_hook(tmp_path: Path) -> None:
+    config, ctx = _local_project(tmp_path, "python3 train.py", hook="echo preparing\nfalse\n")
+
+    result = run_local(config, ctx)
+
+    assert result.code == 1
+    assert result.out == (
+        "preparing\n"
+        "startup-hook.sh failed (exit code 1); the entrypoint was not started\n"
+        "Local test failed at training: startup-hook.sh failed (exit code 1); the entrypoint was not started\n"
+    )
+
+
+def test_local_searcher_completed_counts_as_training(tmp_path: Path) -> None:
+    config, ctx = _local_project(tmp_path, "python3 train.py searcher_completed validation checkpoint")
+
+    result = run_local(config, ctx)
+
+    assert result.code == 0, result.out + result.err
+
+
+def test_local_test_mode_fails_on_invalid_hp(tmp_path: Path) -> None:
+    config, ctx = _local_project(tmp_path, "python3 train.py training invalid_hp")
+
+    result = run_local(config, ctx)
+
+    assert result.code == 1
+    assert result.out.splitlines()[-1] == (
+        "Local test failed at validation: the script refused the test hyperparameters "
+        "(InvalidHP: lr too large)"
+    )
+
+
+def test_an_nni_config_is_refused(api: FakeApi, tmp_path: Path) -> None:
+    nni = tmp_path / "nni.yaml"
+    nni.write_text("trialCommand: python3 mnist.py\nsearchSpace: {lr: {_type: choice, _value: [0.1]}}\n")
+
+    result = run(api, "e", "create", "-t", str(nni), str(tmp_path))
+
+    assert result.code == 2
+    assert f"Error: {nni} is an NNI config" in result.err
+    assert api.requests == []
+
+
+def test_entrypoint_commands() -> None:
+    assert (
+        _testmode.entrypoint_command("python3 train.py --lr 0.1") == "exec sh -c 'python3 train.py --lr 0.1'"
+    )
+    assert _testmode.entrypoint_command(["python3", "a b.py"]) == "exec python3 'a b.py'"
+    assert (
+        _testmode.entrypoint_command("model_def:MNistTrial")
+        == "exec python3 -m harness.exec.run_trial model_def:MNistTrial"
+    )
+    assert _testmode.entrypoint_command("pkg.model:Trial ") == (
+        "exec python3 -m harness.exec.run_trial pkg.model:Trial"
+    )
+    assert _testmode.entrypoint_command("python3 -m x --trial a:B").startswith("exec sh -c ")
+
+
+def test_local_environment_drops_platform_variables(tmp_path: Path) -> None:
+    env = _testmode.local_environment(
+        {"PATH": "/usr/bin", "STRATUS_RUN_TOKEN": "secret", "HOME": "/h"},
+        {"environment": {"environment_variables": {"cpu": ["A=1", "B=x=y"], "gpu": ["A=2"]}}},
+        tmp_path / "local.json",
+        tmp_path / "events.jsonl",
+    )
+
+    assert env["PATH"] == f"{os.path.dirname(sys.executable)}:/usr/bin"
+    assert "STRATUS_RUN_TOKEN" not in env and env["HOME"] == "/h"
+    assert (env["A"], env["B"]) == ("1", "x=y")
+    assert env["STRATUS_LOCAL_CONFIG"] == str(tmp_path / "local.json")
+    assert env["STRATUS_LOCAL_EVENTS"] == str(tmp_path / "events.jsonl")
+
+
+def test_events_file_reads_whole_lines_only(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"type": "training"}\nnot json\n{"type": "valid')
+    events = _testmode._EventsFile(path)
+
+    assert events.read() == [{"type": "training"}]
+    with path.open("a") as f:
+        f.write('ation"}\n{"type": "checkpoint"}')
+    assert events.read() == [{"type": "validation"}]
+    assert events.read(final=True) == [{"type": "checkpoint"}]
