@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from chalicelib.domain.searchers.asha import AdaptiveASHASearcher
 from chalicelib.domain.searchers.base import (
     ContinueTrial,
     CreateTrial,
@@ -23,14 +24,20 @@ from chalicelib.domain.searchers.base import (
     TrialExited,
     ValidationReported,
 )
+from chalicelib.domain.searchers.grid import GridSearcher
+from chalicelib.domain.searchers.random import RandomSearcher
 from chalicelib.domain.searchers.single import SingleSearcher
+from chalicelib.domain.searchers.tpe import TPESearcher
 
 __all__ = [
+    "AdaptiveASHASearcher",
     "ContinueTrial",
     "CreateTrial",
     "Event",
+    "GridSearcher",
     "Operation",
     "PauseTrial",
+    "RandomSearcher",
     "SEARCHERS",
     "SearchSpec",
     "Searcher",
@@ -38,6 +45,7 @@ __all__ = [
     "Shutdown",
     "SingleSearcher",
     "StopTrial",
+    "TPESearcher",
     "TrialCreated",
     "TrialExited",
     "ValidationReported",
@@ -45,7 +53,13 @@ __all__ = [
     "restore_searcher",
 ]
 
-SEARCHERS: dict[str, Any] = {"single": SingleSearcher}
+SEARCHERS: dict[str, Any] = {
+    "single": SingleSearcher,
+    "grid": GridSearcher,
+    "random": RandomSearcher,
+    "adaptive_asha": AdaptiveASHASearcher,
+    "tpe": TPESearcher,
+}
 
 
 class SearcherNotSupportedError(ValueError):

@@ -12,6 +12,7 @@ request number, so a replayed or restored search proposes the same hyperparamete
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -25,7 +26,6 @@ from chalicelib.domain.searchers.base import (
     SearchSpec,
     Shutdown,
     TrialCreated,
-    TrialExited,
     ValidationReported,
 )
 
@@ -49,33 +49,12 @@ class PoolTrial:
     extra: dict[str, Any] = field(default_factory=dict)  # subclass data (TPE: its optuna params)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "request_id": self.request_id,
-            "index": self.index,
-            "trial_id": self.trial_id,
-            "exited": self.exited,
-            "failed": self.failed,
-            "invalid_hp": self.invalid_hp,
-            "length": self.length,
-            "metric": self.metric,
-            "extra": dict(self.extra),
-        }
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PoolTrial:
-        trial_id = data.get("trial_id")
-        metric = data.get("metric")
-        return cls(
-            request_id=str(data["request_id"]),
-            index=int(data["index"]),
-            trial_id=None if trial_id is None else int(trial_id),
-            exited=bool(data.get("exited", False)),
-            failed=bool(data.get("failed", False)),
-            invalid_hp=bool(data.get("invalid_hp", False)),
-            length=int(data.get("length", 0)),
-            metric=None if metric is None else float(metric),
-            extra=dict(data.get("extra") or {}),
-        )
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 def settings_int(settings: Mapping[str, Any], key: str, default: int) -> int:

@@ -1,0 +1,414 @@
+"""Determined's `adaptive_asha`: asynchronous successive halving over brackets (`adaptive_asha.go`,
+`asha.go`, `asha_stopping.go`).
+
+Plan: `bracket_rungs` if given, else `mode` over `max_rungs` clamped to `int(log(max_length)/log(divisor))+1`
+and `int(log(max_trials)/log(divisor))+1` (aggressive `[R]`, standard `(R-1)//2+1 .. R`, conservative
+`1 .. R`), most rungs first. Trials per bracket in proportion to `divisor**(rungs-1)/rungs` (truncated,
+at least 1, remainder to the first); concurrency split evenly (remainder to the first ones), or with
+`max_concurrent_trials: 0`, `max(last bracket's trials, int(divisor))` each. Rung `i` of `n` ends at
+`max(int(max_length / divisor**(n-i-1)), 1)`. Two guards keep the split within the config: brackets
+that would push the total past `max_trials` are dropped (least aggressive first), and
+`max_concurrent_trials` also caps the running trials across brackets.
+
+Promotion (`stop_once: false`): a trial trains to its rung's target and reports; it is promoted at once
+(`ContinueTrial`) or paused, and a later result can promote a paused trial (`ContinueTrial` resumes it),
+following Determined's `promotionsAsync` (the top `1/divisor` of a rung go up as results arrive). At the
+top rung a trial is stopped. Early stopping (`stop_once: true`): trials train to `max_length`; at each
+rung target a trial outside the rung's top `1/divisor` (the best always continues) is stopped.
+
+Both: new trials keep each bracket at its concurrency until its trials are created; a trial that exits
+before reporting at its rung counts there as the worst result (Determined's early exit); an `invalid_hp`
+exit is dropped from the rungs and replaced without using the budget. The search shuts down once no trial
+runs and none is left to create; trials still paused then are final.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.domain import hparams as hp
+from chalicelib.domain.searchers.base import (
+    ContinueTrial,
+    CreateTrial,
+    Event,
+    Operation,
+    PauseTrial,
+    SearcherBase,
+    SearchSpec,
+    Shutdown,
+    StopTrial,
+    TrialCreated,
+    TrialExited,
+    ValidationReported,
+)
+from chalicelib.domain.searchers.random import DEFAULT_MAX_CONCURRENT_TRIALS, settings_int
+
+WORST = sys.float_info.max  # the metric of a trial that exited before reporting (JSON-safe)
+RUNNING, PAUSED, STOPPING, EXITED = "running", "paused", "stopping", "exited"
+
+
+# ---- the plan -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bracket:
+    num_rungs: int
+    max_trials: int
+    max_concurrent: int
+    targets: tuple[int, ...]
+
+
+def bracket_rungs(mode: str, max_rungs: int, max_length: int, max_trials: int, divisor: float) -> list[int]:
+    """The number of rungs of each bracket, most first (no `bracket_rungs` given)."""
+    max_rungs = min(max_rungs, int(math.log(max_length) / math.log(divisor)) + 1)
+    max_rungs = min(max_rungs, int(math.log(max_trials) / math.log(divisor)) + 1)
+    if mode == "aggressive":
+        return [max_rungs]
+    if mode == "standard":
+        return list(range(max_rungs, (max_rungs - 1) // 2, -1))
+    if mode == "conservative":
+        return list(range(max_rungs, 0, -1))
+    raise ValueError(f"unknown adaptive_asha mode {mode!r}")
+
+
+def bracket_max_trials(max_trials: int, divisor: float, brackets: Sequence[int]) -> list[int]:
+    """Determined's split: roughly the same total length budget for every bracket."""
+    weights = [divisor ** (rungs - 1) / rungs for rungs in brackets]
+    total = sum(weights)
+    trials = [max(int(w / total * max_trials), 1) for w in weights]
+    trials[0] += max(max_trials - sum(trials), 0)
+    return trials
+
+
+def bracket_max_concurrent(max_concurrent: int, divisor: float, trials: Sequence[int]) -> list[int]:
+    count = len(trials)
+    if max_concurrent == 0:
+        return [max(trials[-1], int(divisor))] * count
+    max_concurrent = max(max_concurrent, count)
+    share, remainder = divmod(max_concurrent, count)
+    return [share + (1 if i < remainder else 0) for i in range(count)]
+
+
+def rung_targets(num_rungs: int, divisor: float, max_length: int) -> tuple[int, ...]:
+    return tuple(max(int(max_length / divisor ** (num_rungs - i - 1)), 1) for i in range(num_rungs))
+
+
+def plan(spec: SearchSpec) -> list[Bracket]:
+    settings = spec.settings
+    if spec.max_length is None or spec.max_length < 1:
+        raise ValueError("adaptive_asha needs max_length (or time_metric and max_time)")
+    max_trials = max(1, settings_int(settings, "max_trials", 1))
+    divisor = float(settings.get("divisor") or 4.0)
+    explicit = settings.get("bracket_rungs")
+    if explicit:
+        rungs = sorted((int(r) for r in explicit), reverse=True)
+    else:
+        mode = str(settings.get("mode") or "standard")
+        max_rungs = settings_int(settings, "max_rungs", 5)
+        rungs = bracket_rungs(mode, max_rungs, spec.max_length, max_trials, divisor)
+    trials = bracket_max_trials(max_trials, divisor, rungs)
+    while len(rungs) > 1 and sum(trials) > max_trials:  # guard: never more than max_trials
+        rungs, trials = rungs[:-1], trials[:-1]
+    max_concurrent = settings_int(settings, "max_concurrent_trials", DEFAULT_MAX_CONCURRENT_TRIALS)
+    concurrent = bracket_max_concurrent(max_concurrent, divisor, trials)
+    return [
+        Bracket(r, t, c, rung_targets(r, divisor, spec.max_length))
+        for r, t, c in zip(rungs, trials, concurrent, strict=True)
+    ]
+
+
+# ---- state ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class AshaTrial:
+    request_id: str
+    bracket: int
+    rung: int = 0  # the rung it trains towards (or, once paused, the rung it sits in)
+    trial_id: int | None = None
+    status: str = RUNNING
+    failed: bool = False
+    invalid_hp: bool = False
+    length: int = 0
+    metric: float | None = None  # its latest result (smaller is better)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AshaTrial:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+Entry = list[Any]  # [metric (smaller is better), request_id, promoted]
+
+
+@dataclass
+class AdaptiveASHASearcher(SearcherBase):
+    spec: SearchSpec = field(
+        default_factory=lambda: SearchSpec({}, {"name": "adaptive_asha", "max_trials": 1}, 1, 0)
+    )
+    name: str = "adaptive_asha"
+    next_index: int = 0
+    requests: dict[str, AshaTrial] = field(default_factory=dict)
+    rungs: list[list[list[Entry]]] = field(default_factory=list)  # bracket -> rung -> sorted entries
+
+    def __post_init__(self) -> None:
+        self.brackets = plan(self.spec)
+        self.divisor = float(self.spec.settings.get("divisor") or 4.0)
+        self.stop_once = bool(self.spec.settings.get("stop_once", False))
+        self.max_concurrent = settings_int(
+            self.spec.settings, "max_concurrent_trials", DEFAULT_MAX_CONCURRENT_TRIALS
+        )
+        if not self.rungs:
+            self.rungs = [[[] for _ in range(b.num_rungs)] for b in self.brackets]
+        if [len(r) for r in self.rungs] != [b.num_rungs for b in self.brackets]:
+            raise ValueError("the adaptive_asha snapshot does not match its config's brackets")
+
+    # ---- the searcher interface ---------------------------------------------------------------------
+
+    def initial_operations(self) -> list[Operation]:
+        if self.requests or self.shut_down:
+            return []
+        return self._fill()
+
+    def on_event(self, event: Event) -> list[Operation]:
+        if not self._first_time(event.event_id):
+            return []
+        if isinstance(event, TrialCreated):
+            created = self.requests.get(event.request_id)
+            if created is not None and created.trial_id is None:
+                created.trial_id = event.trial_id
+                self.trials[event.request_id] = event.trial_id
+            return []
+        trial = next((t for t in self.requests.values() if t.trial_id == event.trial_id), None)
+        if trial is None or trial.status == EXITED:
+            return []
+        if isinstance(event, ValidationReported):
+            if trial.status != RUNNING or self.shut_down:
+                return []
+            trial.length = max(trial.length, event.length)
+            metric = event.metric if self.spec.smaller_is_better else -event.metric
+            trial.metric = metric
+            if self.stop_once:
+                ops = self._report_stopping(trial, metric)
+            elif trial.length >= self.brackets[trial.bracket].targets[trial.rung]:
+                ops = self._report_promoting(trial, metric)
+            else:
+                ops = []  # short of its target: the target stands
+        else:
+            ops = self._exited(trial, event)
+        if self.shut_down:
+            return []
+        ops += self._fill()
+        return ops + self._maybe_shutdown()
+
+    def progress(self) -> float:
+        """Determined's, averaged over brackets: first-rung results with 20% overhead, then trials done."""
+        if self.shut_down:
+            return 1.0
+        total = 0.0
+        for index, bracket in enumerate(self.brackets):
+            seen = len(self.rungs[index][0])
+            value = seen / (1.2 * bracket.max_trials)
+            if seen >= bracket.max_trials:
+                done = sum(
+                    1
+                    for t in self.requests.values()
+                    if t.bracket == index and t.status == EXITED and not t.invalid_hp
+                )
+                value = max(done / bracket.max_trials, value)
+            total += min(value, 1.0)
+        return total / len(self.brackets)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "seen_events": list(self.seen_events),
+            "trials": dict(self.trials),
+            "exited": {str(k): v for k, v in self.exited.items()},
+            "shut_down": self.shut_down,
+            "next_index": self.next_index,
+            "requests": [t.to_json() for t in self.requests.values()],
+            "rungs": [[[list(e) for e in rung] for rung in bracket] for bracket in self.rungs],
+        }
+
+    @classmethod
+    def restore(cls, snapshot: Mapping[str, Any], spec: SearchSpec) -> AdaptiveASHASearcher:
+        requests = [AshaTrial.from_json(t) for t in snapshot.get("requests", [])]
+        return cls(
+            spec=spec,
+            seen_events=list(snapshot.get("seen_events", [])),
+            trials={str(k): int(v) for k, v in snapshot.get("trials", {}).items()},
+            exited={int(k): bool(v) for k, v in snapshot.get("exited", {}).items()},
+            shut_down=bool(snapshot.get("shut_down", False)),
+            next_index=int(snapshot.get("next_index", 0)),
+            requests={t.request_id: t for t in requests},
+            rungs=[
+                [[[float(e[0]), str(e[1]), bool(e[2])] for e in rung] for rung in bracket]
+                for bracket in snapshot.get("rungs", [])
+            ],
+        )
+
+    # ---- promotion ----------------------------------------------------------------------------------
+
+    def _report_promoting(self, trial: AshaTrial, metric: float) -> list[Operation]:
+        """`trial` reached its rung with `metric`: record it there and decide what comes next.
+
+        The trial is running (it just reported), paused (promoted, but it had already trained past the
+        new target) or exited (as if it had reported the worst result). Only a running trial is paused
+        or stopped; a paused one that goes up and needs more training is resumed.
+        """
+        bracket = self.brackets[trial.bracket]
+        rungs = self.rungs[trial.bracket]
+        others: list[Operation] = []
+        while True:
+            r = trial.rung
+            if r == bracket.num_rungs - 1:
+                bisect.insort_right(rungs[r], [metric, trial.request_id, False], key=_metric)
+                if trial.status == RUNNING:
+                    trial.status = STOPPING
+                    return [StopTrial(_tid(trial)), *others]
+                return others
+            promoted = self._promotions(rungs[r], trial.request_id, metric)
+            if promoted == trial.request_id:
+                trial.rung = r + 1
+                if trial.status != EXITED and trial.length < bracket.targets[r + 1]:
+                    trial.status = RUNNING
+                    return [ContinueTrial(_tid(trial), bracket.targets[r + 1]), *others]
+                continue  # already past the next target too (or exited): record it there as well
+            if promoted is not None:
+                others += self._promote(self.requests[promoted], r + 1)
+            if trial.status == RUNNING:
+                trial.status = PAUSED
+                return [PauseTrial(_tid(trial)), *others]
+            return others
+
+    def _promotions(self, entries: list[Entry], request_id: str, metric: float) -> str | None:
+        """Determined's `promotionsAsync`: insert the result; return the request to promote, if any.
+
+        With one more result the number of trials that should have been promoted, `int(n/divisor)`,
+        grows by at most one: the new trial goes up if it ranks within it, else the trial at the new
+        boundary does unless it already went.
+        """
+        old = int(len(entries) / self.divisor)
+        new = int((len(entries) + 1) / self.divisor)
+        index = bisect.bisect_right(entries, metric, key=_metric)
+        promote_now = index < new
+        entries.insert(index, [metric, request_id, promote_now])
+        if promote_now:
+            return request_id
+        if new != old and not entries[old][2]:
+            entries[old][2] = True
+            return str(entries[old][1])
+        return None
+
+    def _promote(self, other: AshaTrial, rung: int) -> list[Operation]:
+        other.rung = rung
+        target = self.brackets[other.bracket].targets[rung]
+        if other.status == PAUSED and other.length < target:
+            other.status = RUNNING
+            return [ContinueTrial(_tid(other), target)]
+        if other.status == PAUSED:  # it already trained that far: its latest result counts there
+            return self._report_promoting(other, WORST if other.metric is None else other.metric)
+        if other.status == EXITED:  # as if it had run and reported the worst result
+            return self._report_promoting(other, WORST)
+        return []
+
+    # ---- early stopping -----------------------------------------------------------------------------
+
+    def _report_stopping(self, trial: AshaTrial, metric: float) -> list[Operation]:
+        bracket = self.brackets[trial.bracket]
+        for r in range(trial.rung, bracket.num_rungs):
+            trial.rung = r
+            if trial.length < bracket.targets[r]:
+                return []
+            rung = self.rungs[trial.bracket][r]
+            index = bisect.bisect_left(rung, metric, key=_metric)
+            rung.insert(index, [metric, trial.request_id, False])
+            keep = max(int(len(rung) / self.divisor), 1)
+            if r == bracket.num_rungs - 1 or index >= keep:
+                trial.status = STOPPING
+                return [StopTrial(_tid(trial))]
+        return []
+
+    # ---- exits, new trials, the end -----------------------------------------------------------------
+
+    def _exited(self, trial: AshaTrial, event: TrialExited) -> list[Operation]:
+        was = trial.status
+        trial.status = EXITED
+        trial.failed = event.failed and not event.invalid_hp
+        trial.invalid_hp = event.invalid_hp
+        self.exited[event.trial_id] = trial.failed
+        if self.shut_down:
+            return []
+        if event.invalid_hp:  # forget its results; _fill replaces it
+            for rung in self.rungs[trial.bracket][: trial.rung + 1]:
+                rung[:] = [e for e in rung if e[1] != trial.request_id]
+            return []
+        if was != RUNNING:
+            return []  # stopped, or paused (its result stands)
+        if self.stop_once:  # counts at the rung it was training towards, as the worst
+            bisect.insort_left(
+                self.rungs[trial.bracket][trial.rung], [WORST, trial.request_id, False], key=_metric
+            )
+            return []
+        return self._report_promoting(trial, WORST)
+
+    def _fill(self) -> list[Operation]:
+        ops: list[Operation] = []
+        while True:
+            active = [0] * len(self.brackets)
+            counted = [0] * len(self.brackets)
+            for t in self.requests.values():
+                if t.status in (RUNNING, STOPPING):
+                    active[t.bracket] += 1
+                if not t.invalid_hp:
+                    counted[t.bracket] += 1
+            if 0 < self.max_concurrent <= sum(active):
+                return ops
+            open_brackets = [
+                i
+                for i, b in enumerate(self.brackets)
+                if counted[i] < b.max_trials and active[i] < b.max_concurrent
+            ]
+            if not open_brackets:
+                return ops
+            index = min(open_brackets, key=lambda i: (active[i], i))
+            ops.append(self._create(index))
+
+    def _create(self, bracket: int) -> CreateTrial:
+        number = self.next_index
+        self.next_index += 1
+        request_id = f"asha-{number}"
+        self.requests[request_id] = AshaTrial(request_id, bracket)
+        target = self.spec.max_length if self.stop_once else self.brackets[bracket].targets[0]
+        return CreateTrial(
+            request_id, hp.sample(self.spec.space, hp.request_rng(self.spec.seed, number)), target
+        )
+
+    def _maybe_shutdown(self) -> list[Operation]:
+        if self.shut_down or any(t.status in (RUNNING, STOPPING) for t in self.requests.values()):
+            return []
+        self.shut_down = True
+        succeeded = any(
+            not t.invalid_hp and (t.status == PAUSED or not t.failed) for t in self.requests.values()
+        )
+        return [Shutdown(failure=not succeeded)]
+
+
+def _metric(entry: Entry) -> float:
+    return float(entry[0])
+
+
+def _tid(trial: AshaTrial) -> int:
+    if trial.trial_id is None:  # only trials that reported (so were created) get operations
+        raise ValueError(f"request {trial.request_id} has no trial yet")
+    return trial.trial_id
