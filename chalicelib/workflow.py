@@ -62,15 +62,15 @@ def _set_trial_state(
     }
 
 
-def _notify(queue_url: str, state: TrialState, next_state: str) -> dict[str, Any]:
+def _notify(queue_url: str, state: TrialState, next_state: str, kind: str = "trial_exited") -> dict[str, Any]:
     return {
         "Type": "Task",
         "Resource": "arn:aws:states:::sqs:sendMessage",
         "Parameters": {
             "QueueUrl": queue_url,
             "MessageBody": {
-                "type": "trial_exited",
-                "event_id.$": "States.Format('exit-{}', $.run.run_id)",
+                "type": kind,
+                "event_id.$": "States.Format('" + kind.split("_")[1] + "-{}', $.run.run_id)",
                 "trial_id.$": "$.trial_id",
                 "experiment_id.$": "$.experiment_id",
                 "state": str(state),
@@ -192,9 +192,12 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                 "Resource": "arn:aws:states:::dynamodb:updateItem",
                 "Parameters": paused,
                 "ResultPath": None,
-                "Next": "Paused",
-                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "Paused"}],
+                "Next": "NotifyPaused",
+                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyPaused"}],
             },
+            # The searcher may have promoted (or closed) the trial while it was stopping: the consumer
+            # of this event resumes (or closes) it.
+            "NotifyPaused": _notify(res.events_queue_url, TrialState.PAUSED, "Paused", kind="trial_paused"),
             "Paused": {"Type": "Succeed"},
             "CanRestart": {
                 "Type": "Choice",

@@ -127,6 +127,9 @@ class DynamoRuns:
             pk="run_id",
         )
 
+    def mark_pausing(self, run_id: str) -> None:
+        dynamo.update_fields(self._table, {"run_id": run_id}, {"pausing": True}, pk="run_id")
+
 
 class DynamoAgents:
     def __init__(self) -> None:

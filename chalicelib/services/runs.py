@@ -74,7 +74,8 @@ def exited(ports: Ports, agent_id: str, run_id: str, exit_code: int, reason: str
     if ports.runs.exit(run_id, exit_code, reason) is None:
         return
     trial = ports.trials.get(int(run["trial_id"]))
-    paused = exit_code == 0 and trial is not None and trial.get("searcher_action") == "pause"
+    # Paused only if this process was told to pause (a promotion may have come since: see trial_paused).
+    paused = exit_code == 0 and bool(run.get("pausing"))
     if trial is not None and trial.get("invalid_hp") and exit_code == 0:
         reason = str(trial.get("exit_reason") or reason)
     ports.trials.update(int(run["trial_id"]), exit_code=exit_code, exit_reason=reason[:1000])

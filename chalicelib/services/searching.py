@@ -77,6 +77,9 @@ def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
     searcher = restore_searcher(experiment["searcher"], search_spec(experiment["config"]))
     trial_id = int(body["trial_id"])
     kind = body["type"]
+    if kind == "trial_paused":
+        _settle_paused(ports, experiment, trial_id)
+        return
     if kind == "trial_exited":
         trial = ports.trials.get(trial_id)
         failed = trial is None or trial["state"] != TrialState.COMPLETED
@@ -193,6 +196,21 @@ def _stop_trial(ports: Ports, trial_id: int, spec: SearchSpec) -> None:
     early = spec.max_length is not None and int(trial.get("searcher_length", 0)) < spec.max_length
     ports.trials.update(trial_id, searcher_action="stop", early_stopped=early)
     if trial["state"] == TrialState.PAUSED:
+        _close_paused(ports, trial)
+
+
+def _settle_paused(ports: Ports, experiment: Record, trial_id: int) -> None:
+    """A trial finished pausing. The searcher may have promoted or stopped it meanwhile (its process
+    had already been told to stop): carry that out now. Not a searcher event, so nothing is replayed."""
+    trial = ports.trials.get(trial_id)
+    if trial is None or trial["state"] != TrialState.PAUSED:
+        return
+    action = trial.get("searcher_action")
+    if action == "train":
+        generation = int(trial.get("generation", 0)) + 1
+        if ports.trials.bump_generation(trial_id, expected=generation - 1):
+            _start_run(ports, experiment, trial_id, generation)
+    elif action == "stop":
         _close_paused(ports, trial)
 
 

@@ -109,6 +109,7 @@ def searcher_state(ports: Ports, run: Record) -> dict[str, Any]:
     unit = str(experiment["config"]["searcher"].get("time_metric") or "batches")
     target = trial.get("target_length")
     if trial.get("searcher_action") in ("pause", "stop"):
+        _note_pausing(ports, run, trial)
         return {"action": "stop", "length": target, "unit": unit}
     if trial.get("searcher_pending"):
         return {"action": "wait", "length": target, "unit": unit}
@@ -132,7 +133,15 @@ def report_progress(ports: Ports, run: Record, progress: float) -> None:
 def heartbeat(ports: Ports, run: Record) -> dict[str, Any]:
     trial = _trial(ports, int(run["trial_id"]))
     stop = trial.get("searcher_action") in ("pause", "stop")
+    if stop:
+        _note_pausing(ports, run, trial)
     return {"preempt": bool(run.get("preempt", False)) or stop}
+
+
+def _note_pausing(ports: Ports, run: Record, trial: Record) -> None:
+    """Remember that this run was told to stop for a pause, so its clean exit pauses the trial."""
+    if trial.get("searcher_action") == "pause" and not run.get("pausing"):
+        ports.runs.mark_pausing(str(run["run_id"]))
 
 
 def checkpoint_uploads(ports: Ports, run: Record, uuid: str, files: Sequence[str]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 Core API (`harness`). The same script runs on the platform and on a laptop (`python3 train.py`).
 
 - hyperparameters come from the trial (defaults off the platform): learning_rate, hidden_size, batch_size;
-- it trains for the searcher's `max_length` (in batches, epochs or records; default 600 batches);
+- it trains as far as the searcher says (`core.searcher.operations()`: the whole `max_length` for
+  `single`, one rung after another for `adaptive_asha`; 600 batches when no length is set);
 - training loss every 50 batches, validation (accuracy, loss on a fixed 20% holdout) every 200 batches
   and at the end, a checkpoint at every validation;
 - it resumes from the trial's latest checkpoint, continuing the batch count, and stops cleanly when the
@@ -26,6 +27,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 import harness
+from harness.core import LocalSearcherContext
 
 DEFAULT_HPARAMS: dict[str, Any] = {"learning_rate": 0.003, "hidden_size": 64, "batch_size": 32}
 DEFAULT_MAX_BATCHES = 600
@@ -61,23 +63,6 @@ class Data:
             self._epoch = epoch
         rows = self._perm[within * self.batch_size : (within + 1) * self.batch_size]
         return self.x_train[rows], self.y_train[rows]
-
-
-def max_batches(hparams: dict[str, Any], config: dict[str, Any], data: Data) -> int:
-    """`max_length` from the hyperparameters, else from the searcher config; in batches."""
-    value: Any = hparams.get("max_length", config.get("searcher", {}).get("max_length", DEFAULT_MAX_BATCHES))
-    if isinstance(value, int):
-        return value
-    if isinstance(value, dict) and len(value) == 1:
-        unit, amount = next(iter(value.items()))
-        per_unit = {"batches": 1, "epochs": data.batches_per_epoch}.get(unit)
-        if per_unit is not None:
-            return int(amount) * per_unit
-        if unit == "records":
-            return int(amount) // data.batch_size
-    raise ValueError(
-        f"max_length {value!r} is not understood; use {{batches: N}}, {{epochs: N}} or {{records: N}}."
-    )
 
 
 def seed_everything(seed: int) -> None:
@@ -122,7 +107,6 @@ def train(core: harness.Context) -> dict[str, float]:
     seed = info.trial.trial_seed if info else 0
     seed_everything(seed)
     data = Data(int(hparams["batch_size"]), seed)
-    total = max_batches(hparams, info.config if info else {}, data)
     hidden = int(hparams["hidden_size"])
     model = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
     optimizer = torch.optim.Adam(model.parameters(), lr=float(hparams["learning_rate"]))
@@ -133,39 +117,49 @@ def train(core: harness.Context) -> dict[str, float]:
     checkpointed_at = batches
     validation: dict[str, float] = {}
     loss_sum, loss_count = 0.0, 0
-    log.info("training to %d batches with %s (seed %d)", total, hparams, seed)
 
-    while batches < total:
-        x, y = data.batch(batches)
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        batches += 1
-        loss_sum, loss_count = loss_sum + loss.item(), loss_count + 1
+    if isinstance(core.searcher, LocalSearcherContext):
+        core.searcher.use_length(DEFAULT_MAX_BATCHES)  # by hand: the full run, unless a length was configured
 
-        if batches % REPORT_EVERY == 0:
-            core.train.report_training_metrics(
-                steps_completed=batches, metrics={"loss": loss_sum / loss_count}
-            )
-            core.train.report_progress(batches / total)
-            loss_sum, loss_count = 0.0, 0
-        if batches % VALIDATE_EVERY == 0 or batches == total:
+    # The searcher says how far to train: one operation for `single`, a rung at a time for ASHA.
+    for op in core.searcher.operations():
+        target = op.length if op.length is not None else DEFAULT_MAX_BATCHES
+        log.info("training to %d batches with %s (seed %d)", target, hparams, seed)
+        while batches < target:
+            x, y = data.batch(batches)
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            batches += 1
+            loss_sum, loss_count = loss_sum + loss.item(), loss_count + 1
+
+            if batches % REPORT_EVERY == 0:
+                core.train.report_training_metrics(
+                    steps_completed=batches, metrics={"loss": loss_sum / loss_count}
+                )
+                core.train.report_progress(min(1.0, batches / target))
+                loss_sum, loss_count = 0.0, 0
+            if batches % VALIDATE_EVERY == 0 or batches == target:
+                validation = evaluate(model, data)
+                core.train.report_validation_metrics(steps_completed=batches, metrics=validation)
+                log.info(
+                    "batch %d: validation_accuracy %.4f, validation_loss %.4f",
+                    batches,
+                    validation["validation_accuracy"],
+                    validation["validation_loss"],
+                )
+                save(core, model, optimizer, batches)
+                checkpointed_at = batches
+            if batches % REPORT_EVERY == 0 and batches < target and core.preempt.should_preempt():
+                if checkpointed_at != batches:
+                    save(core, model, optimizer, batches)
+                log.info("preempted at batch %d; exiting to be resumed later", batches)
+                return validation
+        if not validation:  # resumed exactly at the target: validate once so the searcher has a result
             validation = evaluate(model, data)
             core.train.report_validation_metrics(steps_completed=batches, metrics=validation)
-            log.info(
-                "batch %d: validation_accuracy %.4f, validation_loss %.4f",
-                batches,
-                validation["validation_accuracy"],
-                validation["validation_loss"],
-            )
-            save(core, model, optimizer, batches)
-            checkpointed_at = batches
-        if batches % REPORT_EVERY == 0 and batches < total and core.preempt.should_preempt():
-            if checkpointed_at != batches:
-                save(core, model, optimizer, batches)
-            log.info("preempted at batch %d; exiting to be resumed later", batches)
-            return validation
+        op.report_completed(validation["validation_accuracy"])
     return validation
 
 

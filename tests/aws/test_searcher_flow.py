@@ -168,3 +168,27 @@ def test_a_trial_is_created_once_per_request_id(stack):
     first = ids.claim("trial-request:1:r-0", "trial")
     assert ids.claim("trial-request:1:r-0", "trial") == first
     assert ids.claim("trial-request:1:r-1", "trial") != first
+
+
+def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, monkeypatch):
+    monkeypatch.setitem(searchers.SEARCHERS, "random", Scripted)
+    p = stack.ports
+    from chalicelib.services import experiments
+
+    stack.client("s3").put_object(Bucket=stack.names.bucket, Key=f"contexts/{SHA}.tar.zst", Body=b"ctx")
+    experiments.create(p, CONFIG, SHA)
+    runs.heartbeat(p, "agent", "default", 2, [])
+    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r["state"] == "LAUNCHING"]) == 2)
+    specs = _launched(stack, "agent")
+    first, second = sorted(specs)
+    run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
+    for run in (run_a, run_b):
+        runs.started(p, "agent", run["run_id"], 1)
+
+    trial_api.report_metrics(p, run_a, "validation", 10, {"loss": 0.3})
+    pump_until(stack, lambda: trial_api.searcher_state(p, run_a)["action"] == "stop")  # A is told to pause
+    trial_api.report_metrics(p, run_b, "validation", 10, {"loss": 0.4})  # ... and is promoted before it exits
+    pump_until(stack, lambda: p.trials.get(first)["target_length"] == 20)
+    runs.exited(p, "agent", run_a["run_id"], 0, "exited with code 0")
+    pump_until(stack, lambda: any(r["run_id"] == f"{first}.2" for r in p.runs.for_agent("agent")))
+    assert _launched(stack, "agent")[first]["run_id"] == f"{first}.2"
