@@ -59,7 +59,8 @@ def trial(ports: Ports, record: Record) -> models.Trial:
         state=str(record["state"]),
         early_stopped=bool(record.get("early_stopped", False)),
         hparams=record.get("hparams") or {},
-        restarts=max(0, int(record.get("attempts", 0)) - 1),
+        # Every run enters the queue once (attempts); resumes after a pause are new generations.
+        restarts=max(0, int(record.get("attempts", 0)) - 1 - int(record.get("generation", 0))),
         start_time=record.get("start_time"),
         end_time=record.get("end_time"),
         total_batches=int(record.get("total_batches", 0)),

@@ -72,7 +72,11 @@ def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
     experiment = ports.experiments.get(int(body["experiment_id"]))
     if experiment is None or "searcher" not in experiment:
         return
-    if ExperimentState(experiment["state"]).terminal:
+    state = ExperimentState(experiment["state"])
+    if state.terminal:
+        return
+    if state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
+        _settle_stopping(ports, experiment, body)
         return
     searcher = restore_searcher(experiment["searcher"], search_spec(experiment["config"]))
     trial_id = int(body["trial_id"])
@@ -229,15 +233,48 @@ def _close_paused(ports: Ports, trial: Record) -> None:
 
 
 def _finish(ports: Ports, experiment: Record, spec: SearchSpec, *, failure: bool) -> None:
+    """The searcher shut down. Trials still running (typically on their way to a pause) are told to stop
+    and the experiment waits in STOPPING_* for them, as Determined's does; otherwise it ends now."""
     experiment_id = int(experiment["id"])
-    trials = ports.trials.for_experiment(experiment_id)
-    for trial in trials:
+    running = [
+        t
+        for t in ports.trials.for_experiment(experiment_id)
+        if not TrialState(t["state"]).terminal and t["state"] != TrialState.PAUSED
+    ]
+    if not running:
+        _end(ports, experiment, failure=failure)
+        return
+    for trial in running:
+        early = spec.max_length is not None and int(trial.get("searcher_length", 0)) < spec.max_length
+        ports.trials.update(int(trial["id"]), searcher_action="stop", early_stopped=early)
+    stopping = ExperimentState.STOPPING_ERROR if failure else ExperimentState.STOPPING_COMPLETED
+    ports.experiments.transition(experiment_id, str(stopping))
+
+
+def _settle_stopping(ports: Ports, experiment: Record, body: Mapping[str, Any]) -> None:
+    """An event for an experiment waiting in STOPPING_*: end it once no trial is running any more."""
+    if body["type"] == "trial_paused":
+        trial = ports.trials.get(int(body["trial_id"]))
+        if trial is not None and trial["state"] == TrialState.PAUSED:
+            _close(ports, trial)
+    trials = ports.trials.for_experiment(int(experiment["id"]))
+    if all(TrialState(t["state"]).terminal or t["state"] == TrialState.PAUSED for t in trials):
+        _end(ports, experiment, failure=experiment["state"] == ExperimentState.STOPPING_ERROR)
+
+
+def _close(ports: Ports, trial: Record) -> None:
+    ports.trials.update(int(trial["id"]), searcher_action="stop", early_stopped=True)
+    ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=now_iso())
+
+
+def _end(ports: Ports, experiment: Record, *, failure: bool) -> None:
+    experiment_id = int(experiment["id"])
+    for trial in ports.trials.for_experiment(experiment_id):
         if trial["state"] == TrialState.PAUSED:
-            ports.trials.update(int(trial["id"]), searcher_action="stop", early_stopped=True)
-            ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=now_iso())
+            _close(ports, trial)  # paused trials the searcher will not resume: finished where they are
     trials = ports.trials.for_experiment(experiment_id)
     any_completed = any(t["state"] == TrialState.COMPLETED for t in trials)
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
-    # Retention first: if it fails, the event comes again while the experiment is still active.
+    # Retention first: if it fails, the event comes again while the experiment has not ended.
     retention.apply(ports, experiment, trials)
     ports.experiments.transition(experiment_id, str(target), end_time=now_iso())
