@@ -8,7 +8,10 @@
         ...
         core.train.report_validation_metrics(steps_completed=n, metrics={"validation_accuracy": acc})
 
-See `harness.core` for the sub-contexts. Errors raised are `harness.HarnessError` and its subclasses.
+See `harness.core` for the sub-contexts (`core.searcher.operations()` says how long to train) and
+`harness.pytorch` for `PyTorchTrial` and its `Trainer`. Raise `harness.InvalidHP` when the
+hyperparameters cannot work: leaving the `with` block with it tells the searcher and exits with code 0.
+Errors raised are `harness.HarnessError` and its subclasses.
 """
 
 from __future__ import annotations
@@ -19,11 +22,21 @@ from harness.core import (
     Context,
     DistributedContext,
     PreemptContext,
+    SearcherContext,
+    SearcherOperation,
     TrainContext,
     get_cluster_info,
     init,
 )
-from harness.errors import ApiCallError, CheckpointError, HarnessError, UnsafeArchiveError
+from harness.errors import (
+    ApiCallError,
+    CheckpointError,
+    HarnessError,
+    InvalidHP,
+    SearcherError,
+    TrialDefinitionError,
+    UnsafeArchiveError,
+)
 
 __all__ = [
     "ApiCallError",
@@ -33,8 +46,13 @@ __all__ = [
     "Context",
     "DistributedContext",
     "HarnessError",
+    "InvalidHP",
     "PreemptContext",
+    "SearcherContext",
+    "SearcherError",
+    "SearcherOperation",
     "TrainContext",
+    "TrialDefinitionError",
     "TrialInfo",
     "UnsafeArchiveError",
     "get_cluster_info",

@@ -3,6 +3,18 @@
 The agent starts every trial process with the `STRATUS_*` variables; launchers add `RANK`,
 `LOCAL_RANK`, `WORLD_SIZE` (and torchrun's `LOCAL_WORLD_SIZE`, `GROUP_RANK`). Without
 `STRATUS_TRIAL_ID` the process is off the platform and `load_cluster_info` returns None.
+
+Off the platform, two more variables drive the local test mode (`det experiment create --local
+--test-mode` sets them; they are ignored when `STRATUS_TRIAL_ID` is set):
+
+- `STRATUS_LOCAL_CONFIG`: path of a JSON file `{"hparams": {...}, "config": {...}, "length": int}`.
+  `load_local_cluster_info` builds a `ClusterInfo` from it (trial 0 of experiment 0, run "local"), and
+  the local searcher twin yields one operation of `length` batches. Optional keys: `trial_seed` (int,
+  default the config's `reproducibility.experiment_seed`, else 0) and `latest_checkpoint` (a uuid under
+  the local checkpoint folder, to resume from).
+- `STRATUS_LOCAL_EVENTS`: path of a JSON-lines file; the local twins append one line per event
+  (`{"type": "training"|"validation"|"checkpoint"|"searcher_completed"|"invalid_hp",
+  "steps_completed": int, ...}`).
 """
 
 from __future__ import annotations
@@ -12,9 +24,13 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+
+LOCAL_RUN_ID = "local"
+CLUSTER_ID = "stratus"
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,60 @@ class ClusterInfo:
         """This info completed with the `GET /trials/{id}/info` answer (only `config` is new)."""
         config = answer.get("config")
         return dataclasses.replace(self, config=dict(config) if isinstance(config, Mapping) else {})
+
+    # Determined's names for the same facts (`det.get_cluster_info()`), so scripts written against
+    # Determined read them unchanged.
+
+    @property
+    def is_local(self) -> bool:
+        """True for the info of the local test mode (`STRATUS_LOCAL_CONFIG`), False on the platform."""
+        return self.run_id == LOCAL_RUN_ID and not self.master_url
+
+    @property
+    def cluster_id(self) -> str:
+        return CLUSTER_ID
+
+    @property
+    def task_type(self) -> str:
+        return "TRIAL"
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.trial.experiment_id}.{self.trial.trial_id}"
+
+    @property
+    def allocation_id(self) -> str:
+        return self.run_id
+
+    @property
+    def session_token(self) -> str:
+        return self.run_token
+
+    @property
+    def agent_id(self) -> str:
+        return ""
+
+    @property
+    def slot_ids(self) -> list[int]:
+        return list(range(self.slots))
+
+    @property
+    def container_addrs(self) -> list[str]:
+        return []
+
+    @property
+    def container_rank(self) -> int:
+        return 0
+
+    @property
+    def gpu_uuids(self) -> list[str]:
+        return []
+
+    @property
+    def user_data(self) -> dict[str, Any]:
+        """The config's `data` section (Determined's `info.user_data`)."""
+        data = self.config.get("data")
+        return dict(data) if isinstance(data, Mapping) else {}
 
 
 @dataclass(frozen=True)
@@ -81,6 +151,74 @@ def load_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo |
     )
 
 
+@dataclass(frozen=True)
+class LocalConfig:
+    """The local test mode's file (`STRATUS_LOCAL_CONFIG`), parsed."""
+
+    hparams: dict[str, Any]
+    config: dict[str, Any]
+    length: int | None
+    trial_seed: int = 0
+    latest_checkpoint: str | None = None
+
+    def cluster_info(self) -> ClusterInfo:
+        """The trial's info in the local test mode: trial 0 of experiment 0, run "local"."""
+        return ClusterInfo(
+            trial=TrialInfo(trial_id=0, experiment_id=0, hparams=self.hparams, trial_seed=self.trial_seed),
+            run_id=LOCAL_RUN_ID,
+            latest_checkpoint=self.latest_checkpoint,
+            master_url="",
+            config=self.config,
+        )
+
+
+def load_local_config(environ: Mapping[str, str] | None = None) -> LocalConfig | None:
+    """The local test mode's config, or None when `STRATUS_LOCAL_CONFIG` is unset or the process is on
+    the platform (`STRATUS_TRIAL_ID` set)."""
+    env = os.environ if environ is None else environ
+    path = env.get("STRATUS_LOCAL_CONFIG", "")
+    if not path or env.get("STRATUS_TRIAL_ID"):
+        return None
+    try:
+        raw = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise HarnessError(
+            f"STRATUS_LOCAL_CONFIG={path!r} cannot be read ({e.strerror}); point it at the JSON file "
+            "the CLI wrote, or unset it."
+        ) from e
+    except json.JSONDecodeError as e:
+        raise HarnessError(f"STRATUS_LOCAL_CONFIG={path!r} is not valid JSON ({e}).") from e
+    if not isinstance(raw, dict):
+        raise HarnessError(f"STRATUS_LOCAL_CONFIG={path!r} holds a {type(raw).__name__}, not a JSON object.")
+    hparams = _object(raw, "hparams", path)
+    config = _object(raw, "config", path)
+    length = _optional_int(raw, "length", path, minimum=1)
+    seed = _optional_int(raw, "trial_seed", path, minimum=0)
+    if seed is None:
+        experiment_seed = (config.get("reproducibility") or {}).get("experiment_seed")
+        seed = experiment_seed if isinstance(experiment_seed, int) and experiment_seed >= 0 else 0
+    latest = raw.get("latest_checkpoint")
+    if latest is not None and not isinstance(latest, str):
+        raise HarnessError(f"latest_checkpoint in {path} must be a checkpoint uuid (a string) or absent.")
+    return LocalConfig(hparams, config, length, seed, latest or None)
+
+
+def load_local_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo | None:
+    """The `ClusterInfo` of the local test mode (trial 0, experiment 0, run "local"), or None."""
+    local = load_local_config(environ)
+    return None if local is None else local.cluster_info()
+
+
+def local_events_path(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where the local twins append their events (`STRATUS_LOCAL_EVENTS`), or None; never on the
+    platform."""
+    env = os.environ if environ is None else environ
+    path = env.get("STRATUS_LOCAL_EVENTS", "")
+    if not path or env.get("STRATUS_TRIAL_ID"):
+        return None
+    return Path(path)
+
+
 def load_rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
     """Ranks from `RANK`/`WORLD_SIZE`/`LOCAL_RANK`/`LOCAL_WORLD_SIZE`/`GROUP_RANK` (torchrun's names)."""
     env = os.environ if environ is None else environ
@@ -108,6 +246,24 @@ def _int(env: Mapping[str, str], name: str, *, default: int | None = None) -> in
         return int(raw)
     except ValueError:
         raise HarnessError(f"{name}={raw!r} is not an integer; unset it or give a whole number.") from None
+
+
+def _object(raw: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+    value = raw.get(key, {})
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise HarnessError(f"{key} in {path} is a {type(value).__name__}; it must be a JSON object.")
+    return value
+
+
+def _optional_int(raw: Mapping[str, Any], key: str, path: str, *, minimum: int) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise HarnessError(f"{key} in {path} is {value!r}; it must be a whole number >= {minimum}.")
+    return value
 
 
 def _hparams(raw: str) -> dict[str, Any]:

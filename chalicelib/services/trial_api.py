@@ -79,9 +79,12 @@ def report_metrics(
 
 def report_searcher_result(ports: Ports, run: Record, length: int, metric: float) -> None:
     """Tell the searcher where the trial stands (Determined's `op.report_completed`)."""
-    if not math.isfinite(metric):
-        raise BadRequestError(f"the searcher metric must be a finite number, got {metric}")
     trial_id = int(run["trial_id"])
+    if not math.isfinite(metric):
+        # A diverged trial (NaN or infinite loss) ranks last, so searchers keep working with finite values.
+        experiment = ports.experiments.get(int(run["experiment_id"]))
+        smaller = bool(experiment and experiment["config"]["searcher"].get("smaller_is_better", True))
+        metric = 1e300 if smaller else -1e300
     trial = ports.trials.record_searcher_length(trial_id, length)
     if trial is None:
         stored = ports.trials.get(trial_id)

@@ -7,6 +7,9 @@ platform (Determined's `determined.core`).
             torch.save(state, path / "state.pt")
         if core.preempt.should_preempt():
             return
+        for op in core.searcher.operations():     # how long to train, from the searcher
+            ...
+            op.report_completed(validation_accuracy)
 
 Only the chief (rank 0) reports metrics and progress and stores checkpoints; on other ranks those
 calls are no-ops, so one script serves every rank.
@@ -17,21 +20,41 @@ from __future__ import annotations
 from harness.core._checkpoint import CheckpointContext, LocalCheckpointContext, PlatformCheckpointContext
 from harness.core._context import Context, get_cluster_info, init
 from harness.core._distributed import DistributedContext
+from harness.core._events import LocalEvents, read_events
 from harness.core._preempt import LocalPreemptContext, PlatformPreemptContext, PreemptContext
-from harness.core._train import LocalTrainContext, PlatformTrainContext, TrainContext
+from harness.core._searcher import (
+    DEFAULT_LOCAL_LENGTH,
+    LocalSearcherContext,
+    PlatformSearcherContext,
+    SearcherContext,
+    SearcherMode,
+    SearcherOperation,
+    Unit,
+)
+from harness.core._train import EarlyExitReason, LocalTrainContext, PlatformTrainContext, TrainContext
 
 __all__ = [
+    "DEFAULT_LOCAL_LENGTH",
     "CheckpointContext",
     "Context",
     "DistributedContext",
+    "EarlyExitReason",
     "LocalCheckpointContext",
+    "LocalEvents",
     "LocalPreemptContext",
+    "LocalSearcherContext",
     "LocalTrainContext",
     "PlatformCheckpointContext",
     "PlatformPreemptContext",
+    "PlatformSearcherContext",
     "PlatformTrainContext",
     "PreemptContext",
+    "SearcherContext",
+    "SearcherMode",
+    "SearcherOperation",
     "TrainContext",
+    "Unit",
     "get_cluster_info",
     "init",
+    "read_events",
 ]

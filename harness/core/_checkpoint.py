@@ -23,6 +23,7 @@ from typing import Any
 
 from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
+from harness.core._events import LocalEvents
 from harness.errors import CheckpointError, HarnessError
 
 log = logging.getLogger("harness.checkpoint")
@@ -66,6 +67,24 @@ class CheckpointContext(abc.ABC):
             shutil.rmtree(path, ignore_errors=True)
             raise
         self._finish(path, storage_id, meta)
+
+    def upload(
+        self, ckpt_dir: str | Path, metadata: Mapping[str, Any] | None = None, *, shard: bool = False
+    ) -> str:
+        """Store the files of the folder `ckpt_dir` as a checkpoint; returns its storage id
+        (Determined's `upload`; "" on other ranks)."""
+        source = Path(ckpt_dir)
+        if not source.is_dir():
+            raise CheckpointError(f"{source} is not a folder; pass the folder holding the checkpoint files.")
+        with self.store_path(metadata, shard=shard) as (path, storage_id):
+            shutil.copytree(source, path, dirs_exist_ok=True, ignore=shutil.ignore_patterns(METADATA_FILE))
+        return storage_id
+
+    def download(self, storage_id: str, ckpt_dir: str | Path) -> None:
+        """Copy checkpoint `storage_id` into the folder `ckpt_dir` (Determined's `download`)."""
+        target = Path(ckpt_dir)
+        with self.restore_path(storage_id) as path:
+            shutil.copytree(path, target, dirs_exist_ok=True)
 
     @abc.abstractmethod
     @contextlib.contextmanager
@@ -168,11 +187,15 @@ class PlatformCheckpointContext(CheckpointContext):
 
 
 class LocalCheckpointContext(CheckpointContext):
-    """Off the platform: checkpoints are folders `<checkpoint_dir>/<uuid>/` (default `./checkpoints`)."""
+    """Off the platform: checkpoints are folders `<checkpoint_dir>/<uuid>/` (default `./checkpoints`);
+    each stored one is also appended to the `STRATUS_LOCAL_EVENTS` file when one is given."""
 
-    def __init__(self, checkpoint_dir: Path, distributed: DistributedContext) -> None:
+    def __init__(
+        self, checkpoint_dir: Path, distributed: DistributedContext, *, events: LocalEvents | None = None
+    ) -> None:
         super().__init__(distributed)
         self.checkpoint_dir = checkpoint_dir.absolute()
+        self._events = events or LocalEvents(None)
 
     def _start(self, storage_id: str) -> Path:
         path = self.checkpoint_dir / storage_id
@@ -186,6 +209,9 @@ class LocalCheckpointContext(CheckpointContext):
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)
             raise
+        self._events.emit(
+            "checkpoint", metadata["steps_completed"], uuid=storage_id, path=str(path), metadata=metadata
+        )
 
     @contextlib.contextmanager
     def restore_path(self, storage_id: str) -> Iterator[Path]:

@@ -1,26 +1,44 @@
 """`init()`: the one entry point, giving a `Context` made of small sub-contexts (Determined's
 `det.core.init()`). On the platform they talk to the control plane; off it (no `STRATUS_TRIAL_ID`)
-they are local twins, so the same training script runs on a laptop."""
+they are local twins, so the same training script runs on a laptop.
+
+`harness.InvalidHP` leaving the context's `with` block is reported to the searcher
+(`POST /trials/{id}/searcher/invalid_hp`, or an `invalid_hp` local event) and turned into
+`SystemExit(0)`: the process exits with code 0 and the searcher replaces the trial, as in Determined.
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 
 from harness._api import ApiClient
-from harness._info import ClusterInfo, load_cluster_info
+from harness._info import (
+    ClusterInfo,
+    load_cluster_info,
+    load_local_cluster_info,
+    load_local_config,
+    local_events_path,
+)
 from harness.core._checkpoint import CheckpointContext, LocalCheckpointContext, PlatformCheckpointContext
 from harness.core._distributed import DistributedContext
+from harness.core._events import LocalEvents
 from harness.core._preempt import (
     HEARTBEAT_INTERVAL_S,
     LocalPreemptContext,
     PlatformPreemptContext,
     PreemptContext,
 )
+from harness.core._searcher import LocalSearcherContext, PlatformSearcherContext, SearcherContext
 from harness.core._train import LocalTrainContext, PlatformTrainContext, TrainContext
+from harness.errors import InvalidHP
+
+log = logging.getLogger("harness.core")
 
 DEFAULT_CHECKPOINT_DIR = "checkpoints"
 
@@ -30,8 +48,9 @@ _cached_info: ClusterInfo | None = None
 
 
 class Context:
-    """What `init()` returns: `train`, `checkpoint`, `preempt`, `distributed`, and `info` (None off the
-    platform). Use it as a context manager, or call `close()` when training is done."""
+    """What `init()` returns: `train`, `checkpoint`, `preempt`, `searcher`, `distributed`, and `info`
+    (None off the platform, unless the local test mode gives one). Use it as a context manager, or call
+    `close()` when training is done."""
 
     def __init__(
         self,
@@ -40,6 +59,7 @@ class Context:
         checkpoint: CheckpointContext,
         preempt: PreemptContext,
         distributed: DistributedContext,
+        searcher: SearcherContext | None = None,
         info: ClusterInfo | None = None,
         api: ApiClient | None = None,
     ) -> None:
@@ -47,9 +67,11 @@ class Context:
         self.checkpoint = checkpoint
         self.preempt = preempt
         self.distributed = distributed
+        self.searcher = searcher if searcher is not None else LocalSearcherContext(distributed)
         self.info = info
         self._api = api
         self._closed = False
+        train._on_invalid_hp = self.searcher.report_invalid_hp
 
     def close(self) -> None:
         """Stop the heartbeat thread, restore the SIGTERM handler, close connections. Idempotent."""
@@ -73,7 +95,14 @@ class Context:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        try:
+            if isinstance(exc, InvalidHP):
+                self.searcher.report_invalid_hp(str(exc))
+        finally:
+            self.close()
+        if isinstance(exc, InvalidHP):
+            log.info("InvalidHP (%s): reported to the searcher; exiting with code 0", exc)
+            raise SystemExit(0) from exc
 
 
 def init(
@@ -82,6 +111,8 @@ def init(
     checkpoint_dir: str | Path | None = None,
     transport: httpx.BaseTransport | None = None,
     heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    handle_sigterm: bool = True,
+    searcher_wait: Callable[[float], bool] | None = None,
 ) -> Context:
     """Start the trial's harness.
 
@@ -90,22 +121,52 @@ def init(
         platform, where checkpoints go to S3.
     transport: an httpx transport to reach the control plane through (tests pass `httpx.MockTransport`).
     heartbeat_interval_s: seconds between the chief's heartbeats on the platform.
+    handle_sigterm: latch preemption on SIGTERM (default); False leaves SIGTERM's default action.
+    searcher_wait: how the searcher pauses between polls (`wait(seconds) -> stop waiting?`); by default
+        it sleeps, waking early on preemption. Tests pass one that returns at once.
     """
     global _active
     dist = distributed if distributed is not None else DistributedContext.from_env()
     info = load_cluster_info()
     if info is None:
-        context = Context(
-            train=LocalTrainContext(dist),
-            checkpoint=LocalCheckpointContext(Path(checkpoint_dir or DEFAULT_CHECKPOINT_DIR), dist),
-            preempt=LocalPreemptContext(dist),
-            distributed=dist,
-        )
+        context = _local_context(dist, checkpoint_dir, handle_sigterm)
     else:
-        context = _platform_context(info, dist, transport, heartbeat_interval_s)
+        context = _platform_context(
+            info, dist, transport, heartbeat_interval_s, handle_sigterm, searcher_wait
+        )
     with _lock:
         _active = context
     return context
+
+
+def _local_context(
+    dist: DistributedContext, checkpoint_dir: str | Path | None, handle_sigterm: bool
+) -> Context:
+    events = LocalEvents(local_events_path())
+    local = load_local_config()
+    info = None if local is None else local.cluster_info()
+    train = LocalTrainContext(dist, events=events)
+    if local is None:
+        searcher = LocalSearcherContext(dist, events=events, report_progress=train.report_progress)
+    else:
+        searcher = LocalSearcherContext.from_config(
+            dist,
+            config=local.config,
+            hparams=local.hparams,
+            length=local.length,
+            events=events,
+            report_progress=train.report_progress,
+        )
+    return Context(
+        train=train,
+        checkpoint=LocalCheckpointContext(
+            Path(checkpoint_dir or DEFAULT_CHECKPOINT_DIR), dist, events=events
+        ),
+        preempt=LocalPreemptContext(dist, handle_sigterm=handle_sigterm),
+        searcher=searcher,
+        distributed=dist,
+        info=info,
+    )
 
 
 def _platform_context(
@@ -113,19 +174,34 @@ def _platform_context(
     dist: DistributedContext,
     transport: httpx.BaseTransport | None,
     heartbeat_interval_s: float,
+    handle_sigterm: bool,
+    searcher_wait: Callable[[float], bool] | None,
 ) -> Context:
     api = ApiClient(info.master_url, info.run_token, transport=transport)
     trial_id = info.trial.trial_id
     try:
         info = info.with_remote(api.get(f"/trials/{trial_id}/info"))
-        preempt = PlatformPreemptContext(api, trial_id, dist, heartbeat_interval_s=heartbeat_interval_s)
+        preempt = PlatformPreemptContext(
+            api, trial_id, dist, heartbeat_interval_s=heartbeat_interval_s, handle_sigterm=handle_sigterm
+        )
     except BaseException:
         api.close()
         raise
+    train = PlatformTrainContext(api, trial_id, dist)
+    searcher = PlatformSearcherContext(
+        api,
+        trial_id,
+        dist,
+        report_progress=train.report_progress,
+        wait=searcher_wait or preempt.wait,
+        on_stop=lambda: preempt.latch("the searcher said stop"),
+        config=info.config,
+    )
     return Context(
-        train=PlatformTrainContext(api, trial_id, dist),
+        train=train,
         checkpoint=PlatformCheckpointContext(api, trial_id, dist),
         preempt=preempt,
+        searcher=searcher,
         distributed=dist,
         info=info,
         api=api,
@@ -136,7 +212,8 @@ def get_cluster_info() -> ClusterInfo | None:
     """The trial's info (Determined's `det.get_cluster_info()`), or None off the platform.
 
     Inside `init()` it is the context's `info`. Before `init()` it is read from the environment, and
-    `config` is fetched once from `GET /trials/{id}/info`.
+    `config` is fetched once from `GET /trials/{id}/info`. Off the platform with `STRATUS_LOCAL_CONFIG`
+    it is built from that file (trial 0, experiment 0, run "local").
     """
     global _cached_info
     with _lock:
@@ -144,7 +221,7 @@ def get_cluster_info() -> ClusterInfo | None:
             return _active.info
     info = load_cluster_info()
     if info is None:
-        return None
+        return load_local_cluster_info()
     with _lock:
         cached = _cached_info
     if cached is not None and (cached.trial.trial_id, cached.run_id) == (info.trial.trial_id, info.run_id):

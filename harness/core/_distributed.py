@@ -6,6 +6,8 @@ uploads checkpoints; on other ranks those calls are no-ops. Every rank may resto
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness._info import RankInfo, load_rank_info
 
 
@@ -48,6 +50,81 @@ class DistributedContext:
             cross_rank=info.cross_rank,
             cross_size=info.cross_size,
         )
+
+    @classmethod
+    def from_torch_distributed(cls) -> DistributedContext:
+        """Ranks of an initialised `torch.distributed` process group (Determined's name), with the local
+        ranks from LOCAL_RANK / LOCAL_WORLD_SIZE as torchrun sets them."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(
+                "torch.distributed is not initialised; call torch.distributed.init_process_group() first, "
+                "or use DistributedContext.from_env()."
+            )
+        env = load_rank_info()
+        rank, size = dist.get_rank(), dist.get_world_size()
+        local_size = env.local_size if env.size == size else 1
+        local_rank = env.local_rank if env.size == size else 0
+        return cls(rank=rank, size=size, local_rank=local_rank, local_size=local_size)
+
+    # Determined's getters.
+    def get_rank(self) -> int:
+        return self.rank
+
+    def get_size(self) -> int:
+        return self.size
+
+    def get_local_rank(self) -> int:
+        return self.local_rank
+
+    def get_local_size(self) -> int:
+        return self.local_size
+
+    def get_cross_rank(self) -> int:
+        return self.cross_rank
+
+    def get_cross_size(self) -> int:
+        return self.cross_size
+
+    @property
+    def has_process_group(self) -> bool:
+        """True when a `torch.distributed` process group is initialised (collectives work)."""
+        if self.size == 1:
+            return False
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return False
+        return bool(dist.is_available() and dist.is_initialized())
+
+    def broadcast(self, obj: Any) -> Any:
+        """The chief's `obj` on every rank (a collective with a process group; identity without one)."""
+        if not self.has_process_group:
+            return obj
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def allgather(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order (a collective with a process group; `[obj]` without one)."""
+        if not self.has_process_group:
+            return [obj]
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def gather(self, obj: Any) -> list[Any] | None:
+        """Every rank's `obj` on the chief (None on other ranks)."""
+        gathered = self.allgather(obj)
+        return gathered if self.is_chief else None
+
+    def close(self) -> None:
+        """Determined's call at the end of `core.init()`; nothing to release here."""
 
     @property
     def is_chief(self) -> bool:

@@ -32,17 +32,31 @@ _Handler = Any  # what signal.getsignal returns: a callable, SIG_DFL, SIG_IGN or
 class PreemptContext:
     """`should_preempt()` turns true, and stays true, once the trial has been asked to stop."""
 
-    def __init__(self, distributed: DistributedContext) -> None:
+    def __init__(self, distributed: DistributedContext, *, handle_sigterm: bool = True) -> None:
+        """`handle_sigterm=False` leaves SIGTERM alone (it then ends the process as usual): for trial code
+        that never asks `should_preempt()`, such as NNI scripts."""
         self._dist = distributed
         self._preempted = threading.Event()
         self._previous_handler: _Handler = None
         self._handler_installed = False
-        self._install_sigterm_handler()
+        if handle_sigterm:
+            self._install_sigterm_handler()
 
-    def should_preempt(self) -> bool:
+    def should_preempt(self, auto_ack: bool = True) -> bool:
         """True once the trial should checkpoint and exit. With several ranks and a process group, every
-        rank must call it at the same step."""
+        rank must call it at the same step. (`auto_ack` is Determined's argument; nothing to acknowledge.)"""
         return self._dist.any_rank(self._preempted.is_set())
+
+    def acknowledge_preemption_signal(self) -> None:
+        """Determined's acknowledgement; nothing to do here."""
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, returning early (True) once preemption is latched on this rank."""
+        return self._preempted.wait(seconds)
+
+    def latch(self, why: str) -> None:
+        """Ask the trial to stop (the searcher's `stop` uses it); stays true."""
+        self._latch(why)
 
     def close(self) -> None:
         """Stop watching; restores the SIGTERM handler that was there before."""
@@ -90,8 +104,9 @@ class PlatformPreemptContext(PreemptContext):
         distributed: DistributedContext,
         *,
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+        handle_sigterm: bool = True,
     ) -> None:
-        super().__init__(distributed)
+        super().__init__(distributed, handle_sigterm=handle_sigterm)
         self._api = api
         self._trial_id = trial_id
         self._interval = heartbeat_interval_s

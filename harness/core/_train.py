@@ -7,15 +7,27 @@ unchanged on every rank (average or gather metrics on the chief first if all ran
 from __future__ import annotations
 
 import abc
+import enum
+import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
+from harness.core._events import LocalEvents
+
+log = logging.getLogger("harness.train")
 
 TRAINING = "training"
 VALIDATION = "validation"
+
+
+class EarlyExitReason(enum.Enum):
+    """Determined's `core.EarlyExitReason`, for `report_early_exit`."""
+
+    INVALID_HP = "EXITED_REASON_INVALID_HP"
+    USER_REQUESTED_STOP = "EXITED_REASON_USER_REQUESTED_STOP"
 
 
 class TrainContext(abc.ABC):
@@ -23,9 +35,15 @@ class TrainContext(abc.ABC):
 
     def __init__(self, distributed: DistributedContext) -> None:
         self._dist = distributed
+        self._on_invalid_hp: Callable[[str], None] | None = None  # set by init(): the searcher's report
 
-    def report_training_metrics(self, steps_completed: int, metrics: Mapping[str, Any]) -> None:
-        """Report training metrics after `steps_completed` batches (chief only; a no-op elsewhere)."""
+    def report_training_metrics(
+        self, steps_completed: int, metrics: Mapping[str, Any], batch_metrics: Any = None
+    ) -> None:
+        """Report training metrics after `steps_completed` batches (chief only; a no-op elsewhere).
+
+        `batch_metrics` (Determined's per-batch list) is accepted and not sent.
+        """
         self._report(TRAINING, steps_completed, metrics)
 
     def report_validation_metrics(self, steps_completed: int, metrics: Mapping[str, Any]) -> None:
@@ -34,6 +52,26 @@ class TrainContext(abc.ABC):
         The searcher reads its `metric` from these.
         """
         self._report(VALIDATION, steps_completed, metrics)
+
+    def report_metrics(self, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> None:
+        """Report metrics of `group` (`training` or `validation`; Determined's generic call)."""
+        if group not in (TRAINING, VALIDATION):
+            raise ValueError(f"metric group {group!r} is not supported; use 'training' or 'validation'.")
+        self._report(group, steps_completed, metrics)
+
+    def report_early_exit(self, reason: EarlyExitReason | str) -> None:
+        """Determined's early exit: `INVALID_HP` tells the searcher (as `harness.InvalidHP` does); any
+        other reason is only logged, the exit code tells the rest."""
+        value = reason.value if isinstance(reason, EarlyExitReason) else str(reason)
+        if value in (EarlyExitReason.INVALID_HP.value, EarlyExitReason.INVALID_HP.name):
+            if self._on_invalid_hp is not None:
+                self._on_invalid_hp("the trial reported an early exit: invalid hyperparameters")
+            return
+        log.info("early exit reported: %s", value)
+
+    def set_status(self, status: str) -> None:
+        """Determined's free-text status line: logged here."""
+        log.info("status: %s", status)
 
     def report_progress(self, progress: float) -> None:
         """Report how far the trial is, from 0.0 to 1.0 (chief only; a no-op elsewhere)."""
@@ -73,10 +111,12 @@ class PlatformTrainContext(TrainContext):
 
 
 class LocalTrainContext(TrainContext):
-    """Off the platform: prints metrics and keeps them in `training_metrics` / `validation_metrics`."""
+    """Off the platform: prints metrics and keeps them in `training_metrics` / `validation_metrics`
+    (and appends them to the `STRATUS_LOCAL_EVENTS` file when one is given)."""
 
-    def __init__(self, distributed: DistributedContext) -> None:
+    def __init__(self, distributed: DistributedContext, *, events: LocalEvents | None = None) -> None:
         super().__init__(distributed)
+        self._events = events or LocalEvents(None)
         self.training_metrics: list[dict[str, Any]] = []
         self.validation_metrics: list[dict[str, Any]] = []
         self.progress: float | None = None
@@ -86,6 +126,7 @@ class LocalTrainContext(TrainContext):
         kept.append({"steps_completed": steps_completed, "metrics": metrics})
         shown = " ".join(f"{k}={_show(v)}" for k, v in metrics.items())
         print(f"[{group}] steps_completed={steps_completed} {shown}", flush=True)
+        self._events.emit(group, steps_completed, metrics=metrics)
 
     def _send_progress(self, progress: float) -> None:
         self.progress = progress

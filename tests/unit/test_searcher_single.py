@@ -33,7 +33,9 @@ def test_sampling_follows_determineds_rules_and_is_reproducible():
     assert a["act"] in ("relu", "tanh")
     assert 0.8 <= a["opt"]["beta"] <= 0.99 and a["opt"]["name"] == "adam"
     assert a["batch_size"] == 32 and a["const"] == 7
-    ints = {hparams.sample_leaf({"type": "int", "minval": 1, "maxval": 3}, random.Random(s)) for s in range(60)}
+    ints = {
+        hparams.sample_leaf({"type": "int", "minval": 1, "maxval": 3}, random.Random(s)) for s in range(60)
+    }
     assert ints == {1, 2, 3}  # inclusive bounds
 
 

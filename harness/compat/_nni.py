@@ -1,0 +1,204 @@
+"""NNI's trial API (`import nni`) on top of `harness`.
+
+| NNI call | what happens |
+|---|---|
+| `get_next_parameter()` | the trial's hyperparameters, flat: a nested group `{"opt": {"lr": 0.1}}` becomes `{"opt/lr": 0.1}` (names joined with `/`, as the NNI import names them); an NNI nested choice (a dict with `_name`) and dict-valued categoricals are passed as they are; off the platform `{}` (NNI's standalone mode) |
+| `report_intermediate_result(x)` | a validation report at `steps_completed` = the number of results reported so far (1, 2, ...), metric `default` = x (a dict must hold `default`; its other keys are kept); then the searcher dialogue: when the count reaches the operation's length, `searcher/completed` with `default`, then the next operation; `stop` exits the process with code 0 (as NNI's assessor kills an early-stopped trial) |
+| `report_final_result(x)` | a last validation report (the count goes on), then `searcher/completed` with `default` for the current operation |
+| `get_trial_id()`, `get_experiment_id()` | the ids as strings (`"STANDALONE"` off the platform) |
+| `get_sequence_id()` | the trial id (0 off the platform): Stratus numbers trials per deployment, not per experiment |
+
+The harness context is opened on the first call and closed when the process exits. SIGTERM keeps its
+default action (NNI scripts do not poll for preemption); a preemption asked through the heartbeat makes
+the next report exit with code 0. Off the platform, reports are printed; with `STRATUS_LOCAL_CONFIG`
+the local searcher twin's length applies (the test mode), without it there is no searcher dialogue.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import harness.core
+from harness.core import Context, LocalSearcherContext, SearcherOperation
+
+log = logging.getLogger("harness.nni")
+
+GROUP_SEPARATOR = "/"
+DEFAULT_METRIC = "default"
+STANDALONE = "STANDALONE"
+
+
+class NniTrial:
+    """The process's NNI state: one harness context, the report count and the current operation."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._core: Context | None = None
+        self._reports = 0
+        self._op: SearcherOperation | None = None
+        self._params: dict[str, Any] | None = None
+
+    # ---- the API -------------------------------------------------------------------------------
+
+    def get_next_parameter(self) -> dict[str, Any]:
+        with self._lock:
+            core = self._context()
+            info = core.info
+            if info is None:
+                log.warning(
+                    "nni.get_next_parameter(): not running on Stratus; returning {} (standalone mode)"
+                )
+                self._params = {}
+            else:
+                space = info.config.get("hyperparameters")
+                self._params = flatten_hparams(
+                    info.trial.hparams, space if isinstance(space, Mapping) else None
+                )
+            return dict(self._params)
+
+    def get_current_parameter(self, tag: str | None = None) -> Any:
+        with self._lock:
+            params = self._params if self._params is not None else self.get_next_parameter()
+            return dict(params) if tag is None else params[tag]
+
+    def report_intermediate_result(self, metric: Any) -> None:
+        metrics = as_metrics(metric)
+        with self._lock:
+            core = self._context()
+            self._reports += 1
+            core.train.report_validation_metrics(steps_completed=self._reports, metrics=metrics)
+            self._exit_if_preempted(core)
+            if not self._has_dialogue(core):
+                return
+            op = self._operation(core)
+            if op.length is not None and self._reports >= op.length:
+                op.report_completed(metrics[DEFAULT_METRIC])
+                self._op = None
+                self._operation(core)  # the next one now: a stop ends the trial here
+
+    def report_final_result(self, metric: Any) -> None:
+        metrics = as_metrics(metric)
+        with self._lock:
+            core = self._context()
+            self._reports += 1
+            core.train.report_validation_metrics(steps_completed=self._reports, metrics=metrics)
+            if not self._has_dialogue(core):
+                return
+            op = self._operation(core)
+            op.report_completed(metrics[DEFAULT_METRIC], length=self._reports if op.length is None else None)
+            self._op = None
+
+    def get_trial_id(self) -> str:
+        info = self._context().info
+        return str(info.trial.trial_id) if info is not None and not info.is_local else STANDALONE
+
+    def get_experiment_id(self) -> str:
+        info = self._context().info
+        return str(info.trial.experiment_id) if info is not None and not info.is_local else STANDALONE
+
+    def get_sequence_id(self) -> int:
+        info = self._context().info
+        return info.trial.trial_id if info is not None else 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._core is not None:
+                self._core.close()
+                self._core = None
+
+    # ---- inside --------------------------------------------------------------------------------
+
+    def _context(self) -> Context:
+        if self._core is None:
+            self._core = harness.core.init(handle_sigterm=False)
+            atexit.register(self.close)
+        return self._core
+
+    def _has_dialogue(self, core: Context) -> bool:
+        searcher = core.searcher
+        return not (isinstance(searcher, LocalSearcherContext) and not searcher.configured)
+
+    def _operation(self, core: Context) -> SearcherOperation:
+        if self._op is None:
+            self._op = core.searcher.next_operation()
+            if self._op is None:
+                self._exit("the searcher stopped the trial")
+        assert self._op is not None
+        return self._op
+
+    def _exit_if_preempted(self, core: Context) -> None:
+        if core.preempt.should_preempt():
+            self._exit("the platform asked the trial to stop")
+
+    def _exit(self, why: str) -> None:
+        log.info("%s after %d results; exiting with code 0", why, self._reports)
+        print(f"[nni] {why}; exiting", flush=True)
+        self.close()
+        sys.exit(0)
+
+
+def as_metrics(metric: Any) -> dict[str, Any]:
+    """An NNI result as metrics: a number is `{"default": x}`; a dict must hold `default`."""
+    if isinstance(metric, Mapping):
+        if DEFAULT_METRIC not in metric:
+            raise ValueError(
+                f"an NNI result dict must hold the key 'default' (the metric the tuner uses); got {sorted(metric)}."
+            )
+        return {str(k): v for k, v in metric.items()}
+    return {DEFAULT_METRIC: metric}
+
+
+def flatten_hparams(hparams: Mapping[str, Any], space: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Hyperparameters as NNI gives them: nested groups flattened to `group/name`.
+
+    With the config's `hyperparameters` section (`space`), a value is a group only where the space has a
+    group (a mapping without `type`); without it, any dict without NNI's `_name` key is taken as a group.
+    """
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, values: Mapping[str, Any], specs: Mapping[str, Any] | None) -> None:
+        for name, value in values.items():
+            spec = specs.get(name) if specs is not None else None
+            if isinstance(value, Mapping) and _is_group(value, spec, specs is not None):
+                walk(f"{prefix}{name}{GROUP_SEPARATOR}", value, spec if isinstance(spec, Mapping) else None)
+            else:
+                out[f"{prefix}{name}"] = value
+
+    walk("", hparams, space)
+    return out
+
+
+def _is_group(value: Mapping[str, Any], spec: Any, have_space: bool) -> bool:
+    if have_space:
+        return isinstance(spec, Mapping) and "type" not in spec
+    return "_name" not in value
+
+
+def merge_parameter(base_params: Any, override_params: Mapping[str, Any]) -> Any:
+    """NNI's `nni.utils.merge_parameter`: `base_params` (an argparse Namespace or a dict) updated with
+    the tuner's values, each cast to the type of the value it replaces."""
+    is_dict = isinstance(base_params, dict)
+    for key, value in override_params.items():
+        known = key in base_params if is_dict else hasattr(base_params, key)
+        if not known:
+            raise ValueError(f"key {key!r} of the parameters is not among the base parameters.")
+        current = base_params[key] if is_dict else getattr(base_params, key)
+        cast = value
+        if current is not None and not isinstance(value, type(current)):
+            try:
+                cast = type(current)(value)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"parameter {key!r}: {value!r} is not a {type(current).__name__}.") from e
+        if is_dict:
+            base_params[key] = cast
+        else:
+            setattr(base_params, key, cast)
+    return base_params
+
+
+trial = NniTrial()

@@ -1,0 +1,37 @@
+"""`PyTorchTrial` and its `Trainer` (Determined's `determined.pytorch`), on top of `harness.core`.
+
+Two ways in:
+
+- a trial class named by the config's legacy `entrypoint: model_def:MyTrial`, run by
+  `python -m harness.exec.run_trial model_def:MyTrial`;
+- a script: `with harness.pytorch.init() as context: Trainer(MyTrial(context), context).fit()`.
+
+torch is imported inside the functions that need it, so importing this package costs nothing.
+"""
+
+from __future__ import annotations
+
+from harness.pytorch._context import PyTorchTrialContext
+from harness.pytorch._data import DataLoader, to_device
+from harness.pytorch._lr_scheduler import LRScheduler
+from harness.pytorch._trainer import STATE_FILE, Trainer, init, seed_everything
+from harness.pytorch._trial import PyTorchCallback, PyTorchTrial, Reducer
+from harness.pytorch._units import Batch, Epoch, Records, TrainUnit
+
+__all__ = [
+    "STATE_FILE",
+    "Batch",
+    "DataLoader",
+    "Epoch",
+    "LRScheduler",
+    "PyTorchCallback",
+    "PyTorchTrial",
+    "PyTorchTrialContext",
+    "Records",
+    "Reducer",
+    "TrainUnit",
+    "Trainer",
+    "init",
+    "seed_everything",
+    "to_device",
+]

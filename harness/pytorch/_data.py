@@ -1,0 +1,235 @@
+"""Data loading that survives a pause: Determined's `DataLoader`.
+
+`DataLoader` takes the arguments of `torch.utils.data.DataLoader` and keeps them; the trainer builds the
+real loader with a batch sampler whose batch *n* is a function of (trial seed, *n*) alone:
+
+- epoch *e* visits the dataset in the order of a permutation drawn from a generator seeded with
+  (seed, e) when `shuffle=True` (in order otherwise), cut into batches of `batch_size` (the last partial
+  batch is dropped with `drop_last=True`);
+- with several ranks, rank *r* of *R* gets batches r, r+R, r+2R, ... of every epoch (for training each
+  epoch is trimmed to a multiple of R so that ranks stay in step; validation keeps every batch);
+- a resumed trial skips the batches it already trained, so it sees exactly the batches an uninterrupted
+  trial would have seen.
+
+The loader is also given its own seeded `torch.Generator`, so iterating it never draws from torch's
+global RNG (which the checkpoint saves and restores). A plain `torch.utils.data.DataLoader` is accepted
+too; it is iterated epoch after epoch, and resuming skips batches by drawing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    import torch.utils.data
+
+_SEED_STRIDE = 1_000_003
+
+
+class DataLoader:
+    """Determined's DataLoader: the arguments of `torch.utils.data.DataLoader`, kept for the trainer."""
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Any = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Any = None,
+        multiprocessing_context: Any = None,
+        generator: Any = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+    ) -> None:
+        if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or drop_last):
+            raise ValueError("batch_sampler is exclusive with batch_size, shuffle, sampler and drop_last.")
+        if sampler is not None and shuffle:
+            raise ValueError("sampler is exclusive with shuffle.")
+        if batch_sampler is None and (isinstance(batch_size, bool) or batch_size < 1):
+            raise ValueError(f"batch_size={batch_size!r} must be a whole number >= 1.")
+        self.dataset = dataset
+        self.batch_size = batch_size if batch_sampler is None else getattr(batch_sampler, "batch_size", None)
+        self.shuffle = shuffle
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self.drop_last = drop_last
+        self.generator = generator
+        self._loader_kwargs: dict[str, Any] = {
+            "num_workers": num_workers,
+            "collate_fn": collate_fn,
+            "pin_memory": pin_memory,
+            "timeout": timeout,
+            "worker_init_fn": worker_init_fn,
+            "multiprocessing_context": multiprocessing_context,
+            "persistent_workers": persistent_workers,
+        }
+        if prefetch_factor is not None:
+            self._loader_kwargs["prefetch_factor"] = prefetch_factor
+
+    def __len__(self) -> int:
+        """Batches in one epoch on a single rank."""
+        return len(self._batch_sampler(seed=0, repeat=False, skip=0, num_replicas=1, rank=0))
+
+    def get_data_loader(
+        self, *, repeat: bool = False, skip: int = 0, num_replicas: int = 1, rank: int = 0, seed: int = 0
+    ) -> torch.utils.data.DataLoader[Any]:
+        """The torch loader for one rank: epochs in a row when `repeat`, the first `skip` batches left out."""
+        import torch
+        import torch.utils.data
+
+        sampler = self._batch_sampler(
+            seed=seed, repeat=repeat, skip=skip, num_replicas=num_replicas, rank=rank
+        )
+        generator = self.generator or torch.Generator().manual_seed(seed)
+        return torch.utils.data.DataLoader(
+            self.dataset, batch_sampler=sampler, generator=generator, **self._loader_kwargs
+        )
+
+    def _batch_sampler(
+        self, *, seed: int, repeat: bool, skip: int, num_replicas: int, rank: int
+    ) -> EpochBatchSampler:
+        return EpochBatchSampler(
+            size=_dataset_length(self.dataset) if self.batch_sampler is None else 0,
+            batch_size=self.batch_size or 1,
+            shuffle=self.shuffle,
+            drop_last=self.drop_last,
+            sampler=self.sampler,
+            batch_sampler=self.batch_sampler,
+            seed=seed,
+            repeat=repeat,
+            skip=skip,
+            num_replicas=num_replicas,
+            rank=rank,
+        )
+
+
+class EpochBatchSampler:
+    """Yields lists of dataset indices; see the module docstring for the order. `__len__` is the number
+    of batches of one epoch on this rank."""
+
+    def __init__(
+        self,
+        *,
+        size: int,
+        batch_size: int,
+        shuffle: bool,
+        drop_last: bool,
+        sampler: Any,
+        batch_sampler: Any,
+        seed: int,
+        repeat: bool,
+        skip: int,
+        num_replicas: int,
+        rank: int,
+    ) -> None:
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} of {num_replicas} replicas is impossible.")
+        self.size = size
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self.seed = seed
+        self.repeat = repeat
+        self.skip = skip
+        self.num_replicas = num_replicas
+        self.rank = rank
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches of epoch `epoch`."""
+        every = self._all_batches(epoch)
+        # Training ranks must stay in step (every rank the same number of batches); a validation pass
+        # (not repeated) keeps every batch, so some ranks may get one fewer.
+        usable = len(every) - len(every) % self.num_replicas if self.repeat else len(every)
+        return every[self.rank : usable : self.num_replicas]
+
+    def __len__(self) -> int:
+        return len(self.epoch_batches(0))
+
+    def __iter__(self) -> Iterator[list[int]]:
+        if not self.repeat:
+            yield from self.epoch_batches(0)[self.skip :]
+            return
+        per_epoch = len(self)
+        if per_epoch == 0:
+            raise ValueError("the training data gives no batch on this rank; use a smaller batch size.")
+        epoch, within = divmod(self.skip, per_epoch)
+        while True:
+            batches = self.epoch_batches(epoch)
+            yield from batches[within:]
+            epoch, within = epoch + 1, 0
+
+    def _all_batches(self, epoch: int) -> list[list[int]]:
+        if self.batch_sampler is not None:
+            _set_epoch(self.batch_sampler, epoch)
+            return [list(b) for b in self.batch_sampler]
+        order = self._order(epoch)
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
+            batches.pop()
+        return batches
+
+    def _order(self, epoch: int) -> list[int]:
+        if self.sampler is not None:
+            _set_epoch(self.sampler, epoch)
+            return [int(i) for i in self.sampler]
+        if not self.shuffle:
+            return list(range(self.size))
+        import torch
+
+        generator = torch.Generator().manual_seed(self.seed * _SEED_STRIDE + epoch)
+        return [int(i) for i in torch.randperm(self.size, generator=generator).tolist()]
+
+
+def _set_epoch(sampler: Any, epoch: int) -> None:
+    set_epoch = getattr(sampler, "set_epoch", None)
+    if callable(set_epoch):
+        set_epoch(epoch)
+
+
+def _dataset_length(dataset: Any) -> int:
+    try:
+        return len(dataset)
+    except TypeError as e:
+        raise ValueError(
+            "the dataset has no len(); harness.pytorch.DataLoader needs a map-style dataset (or return a "
+            "torch.utils.data.DataLoader for an iterable one)."
+        ) from e
+
+
+def to_device(data: Any, device: torch.device) -> Any:
+    """`data` with every tensor moved to `device` (lists, tuples, dicts and namedtuples are walked)."""
+    import torch
+
+    if isinstance(data, torch.Tensor):
+        return data.to(device)
+    if isinstance(data, Mapping):
+        return type(data)({k: to_device(v, device) for k, v in data.items()})  # type: ignore[call-arg]
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(to_device(v, device) for v in data))
+    if isinstance(data, Sequence) and not isinstance(data, str | bytes):
+        return type(data)(to_device(v, device) for v in data)  # type: ignore[call-arg]
+    return data
+
+
+def batch_length(batch: Any) -> int:
+    """Records in a batch: the first dimension of its first tensor."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0])
+    if isinstance(batch, Mapping):
+        return batch_length(next(iter(batch.values())))
+    if isinstance(batch, Sequence) and batch:
+        return batch_length(batch[0])
+    raise ValueError(f"cannot tell the length of a batch of type {type(batch).__name__}.")
