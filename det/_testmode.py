@@ -481,7 +481,29 @@ def local_environment(
     env.update(config_variables(config))
     env[LOCAL_CONFIG_ENV] = str(local_config)
     env[LOCAL_EVENTS_ENV] = str(events)
+    compat = compat_pythonpath()
+    if compat:
+        env["PYTHONPATH"] = os.pathsep.join([p for p in (env.get("PYTHONPATH"), *compat) if p])
     return env
+
+
+_COMPAT_PROBE = (
+    "import importlib.util as u\n"
+    "try:\n    import harness.compat as c\nexcept ImportError:\n    raise SystemExit(0)\n"
+    "print('\\n'.join(str(c.compat_path(p)) for p in c.PACKAGES if u.find_spec(p) is None))\n"
+)
+
+
+def compat_pythonpath() -> list[str]:
+    """The determined/nni stand-ins to put on PYTHONPATH, as the agent does on the platform: only for the
+    packages this interpreter cannot import. Asked of a child interpreter (the CLI never imports harness)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _COMPAT_PROBE], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
 
 
 def config_variables(config: Mapping[str, Any]) -> dict[str, str]:

@@ -153,3 +153,87 @@ def test_a_crashed_trial_restarts_from_its_latest_checkpoint(det, tmp_path: Path
     assert shown.code == 0
     training = json.loads(shown.out)["metrics"]["training"]
     assert [m["steps_completed"] for m in training] == list(range(1, 11))  # no step lost, none twice
+
+
+def test_digits_with_adaptive_asha_completes_and_resumes_promoted_trials(det):
+    result = det(
+        "experiment", "create", "examples/digits/adaptive.yaml", "examples/digits", "-f", timeout=400
+    )
+    assert result.code == 0, result.out + result.err
+    described = _describe(det, _created_id(result.out))
+    assert described["experiment"]["state"] == "COMPLETED"
+    trials = described["trials"]
+    assert len(trials) == 6 and all(t["state"] == "COMPLETED" for t in trials)
+    lengths = sorted(t["total_batches"] for t in trials)
+    assert (
+        lengths[-1] == 400 and lengths[0] < 400
+    )  # one trial went the whole way, others were stopped at a rung
+    full = [t for t in trials if t["total_batches"] == 400]
+    assert all(not t["early_stopped"] for t in full)
+    assert any(t["early_stopped"] for t in trials)
+    assert max(t["best_validation"] for t in trials) > 0.9
+
+
+def _runs_to_completion(det, *args: str, timeout: float = 300) -> dict:
+    result = det("experiment", "create", *args, "-f", timeout=timeout)
+    assert result.code == 0, result.out + result.err
+    described = _describe(det, _created_id(result.out))
+    assert described["experiment"]["state"] == "COMPLETED"
+    return described
+
+
+def test_a_determined_core_api_script_runs_unchanged(det):
+    described = _runs_to_completion(det, "examples/determined_core/const.yaml", "examples/determined_core")
+    (trial,) = described["trials"]
+    assert trial["state"] == "COMPLETED" and trial["latest_checkpoint"] is not None
+    assert trial["best_validation"] > 0.9
+
+
+def test_a_determined_pytorchtrial_runs_unchanged(det):
+    described = _runs_to_completion(det, "examples/determined_trial/const.yaml", "examples/determined_trial")
+    (trial,) = described["trials"]
+    assert trial["state"] == "COMPLETED" and trial["latest_checkpoint"] is not None
+    assert trial["total_batches"] >= 10 * 1438 // 32  # ten epochs of 1438 records in batches of 32
+    assert trial["best_validation"] > 0.9
+
+
+def test_an_nni_experiment_and_its_trial_code_run_unchanged(det):
+    # No CONTEXT argument: NNI's codeDir is the context, as in `nnictl create --config config.yml`.
+    result = det("experiment", "create", "examples/nni_digits/config.yml", "-f", timeout=300)
+    assert result.code == 0, result.out + result.err
+    assert "maxExecDuration: ignored" in result.err  # a warning per field with no equivalent
+    described = _describe(det, _created_id(result.out))
+    assert described["experiment"]["state"] == "COMPLETED"
+    assert described["experiment"]["searcher_type"] == "tpe"
+    trials = described["trials"]
+    assert len(trials) == 4 and all(t["state"] == "COMPLETED" for t in trials)
+    assert max(t["best_validation"] for t in trials) > 0.8
+    shown = det("trial", "describe", str(trials[0]["id"]))
+    assert "NNI Status" in shown.out and "SUCCEEDED" in shown.out
+
+
+def test_test_mode_runs_one_batch_and_checks_every_step(det):
+    result = det(
+        "experiment", "create", "--test-mode", "examples/digits/const.yaml", "examples/digits", timeout=240
+    )
+    assert result.code == 0, result.out + result.err
+    assert "passed" in result.out
+    for step in ("scheduling", "training", "validation", "checkpointing"):
+        assert f"[✓] {step}" in result.err
+
+
+def test_local_test_mode_needs_no_control_plane(det, tmp_path: Path):
+    env_master = "http://127.0.0.1:9"  # nothing listens there: the local test must not call the API
+    result = det(
+        "-m",
+        env_master,
+        "experiment",
+        "create",
+        "--local",
+        "--test-mode",
+        "examples/determined_trial/const.yaml",
+        "examples/determined_trial",
+        timeout=240,
+    )
+    assert result.code == 0, result.out + result.err
+    assert "Local test passed" in result.out
