@@ -192,3 +192,28 @@ def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, m
     runs.exited(p, "agent", run_a["run_id"], 0, "exited with code 0")
     pump_until(stack, lambda: any(r["run_id"] == f"{first}.2" for r in p.runs.for_agent("agent")))
     assert _launched(stack, "agent")[first]["run_id"] == f"{first}.2"
+
+
+def test_an_invalid_hp_trial_is_replaced_by_the_random_searcher(stack):
+    p = stack.ports
+    from chalicelib.services import experiments
+
+    stack.client("s3").put_object(Bucket=stack.names.bucket, Key=f"contexts/{SHA}.tar.zst", Body=b"ctx")
+    config = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1, "max_concurrent_trials": 1}}
+    experiment = experiments.create(p, config, SHA).experiment
+    runs.heartbeat(p, "agent", "default", 1, [])
+    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent")))
+    (spec,) = _launched(stack, "agent").values()
+    first = p.runs.get(spec["run_id"])
+    runs.started(p, "agent", first["run_id"], 1)
+    trial_api.report_invalid_hp(p, first, "hidden_size too small")
+    runs.exited(p, "agent", first["run_id"], 0, "exited with code 0")
+    pump_until(stack, lambda: len(p.trials.for_experiment(experiment["id"])) == 2)
+    assert p.trials.get(first["trial_id"])["exit_reason"] == "invalid hyperparameters: hidden_size too small"
+
+    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent")))
+    (spec,) = _launched(stack, "agent").values()
+    assert spec["trial_id"] != first["trial_id"]
+    runs.started(p, "agent", spec["run_id"], 2)
+    runs.exited(p, "agent", spec["run_id"], 0, "exited with code 0")
+    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
