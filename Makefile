@@ -41,6 +41,7 @@ test: lint typecheck
 bench: install
 	$(PY) bench/submit_latency.py --write
 	$(PY) bench/pack_throughput.py --write
+	$(PY) bench/search_quality.py --write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
