@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,10 +51,12 @@ class DynamoExperiments:
         try:
             self._table.update_item(
                 Key={"id": experiment_id},
+                # zlib-compressed: an ASHA snapshot grows ~300 bytes a trial, and an item is capped at
+                # 400 KB; compressed, thousands of trials fit.
                 UpdateExpression="SET searcher = :s, searcher_version = :next",
                 ConditionExpression="attribute_not_exists(searcher_version) OR searcher_version = :expected",
                 ExpressionAttributeValues={
-                    ":s": dynamo.dumps(snapshot),
+                    ":s": zlib.compress(dynamo.dumps(snapshot).encode(), 6),
                     ":next": expected_version + 1,
                     ":expected": expected_version,
                 },
@@ -71,5 +74,7 @@ class DynamoExperiments:
 def _decode(item: dict[str, Any]) -> dict[str, Any]:
     item["config"] = json.loads(item["config"])
     if "searcher" in item:
-        item["searcher"] = json.loads(item["searcher"])
+        raw = item["searcher"]
+        raw = bytes(raw.value if hasattr(raw, "value") else raw)
+        item["searcher"] = json.loads(zlib.decompress(raw))
     return item

@@ -132,3 +132,13 @@ def test_metrics_checkpoints_and_ids(stack):
     assert p.checkpoints.put({**record, "steps_completed": 5})["steps_completed"] == 100  # first one wins
     assert [c["uuid"] for c in p.checkpoints.for_trial(1)] == ["u1"]
     assert [p.ids.next("x") for _ in range(3)] == [1, 2, 3]
+
+
+def test_a_large_searcher_snapshot_fits_in_one_item(stack):
+    # ~300 bytes a trial for ASHA: thousands of trials exceed DynamoDB's 400 KB item size uncompressed.
+    _experiment(stack)
+    snapshot = {
+        "requests": [{"request_id": f"asha-{i}", "trial_id": i, "metric": i / 7} for i in range(6000)]
+    }
+    assert stack.ports.experiments.save_searcher(1, snapshot, expected_version=0)
+    assert stack.ports.experiments.get(1)["searcher"] == snapshot
