@@ -45,15 +45,7 @@ def create(args: argparse.Namespace, rt: Runtime) -> int:
     activate = not args.paused
     with rt.client() as client:
         client.create_experiment(config, context_sha256=None, validate_only=True, activate=activate)
-        sha256 = None
-        if args.model_def is not None:
-            packed = rt.pack(args.model_def, list(args.include))
-            rt.note(
-                f"Preparing files to send to master... {format_bytes(packed.file_bytes)} "
-                f"and {packed.num_files} files"
-            )
-            upload_context(rt, client, packed)
-            sha256 = packed.sha256
+        sha256 = pack_and_upload(args, rt, client)
         answer = client.create_experiment(
             config, context_sha256=sha256, validate_only=False, activate=activate
         )
@@ -77,6 +69,18 @@ def activate(args: argparse.Namespace, rt: Runtime) -> int:
         client.activate_experiment(args.experiment_id)
     rt.say(f"Activated experiment {args.experiment_id}")
     return 0
+
+
+def pack_and_upload(args: argparse.Namespace, rt: Runtime, client: ApiClient) -> str | None:
+    """Pack the CONTEXT folder (if any) and upload it unless S3 has it; its SHA-256, or None."""
+    if args.model_def is None:
+        return None
+    packed = rt.pack(args.model_def, list(args.include))
+    rt.note(
+        f"Preparing files to send to master... {format_bytes(packed.file_bytes)} and {packed.num_files} files"
+    )
+    upload_context(rt, client, packed)
+    return str(packed.sha256)
 
 
 def upload_context(rt: Runtime, client: ApiClient, packed: PackedContext) -> None:

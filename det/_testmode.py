@@ -87,7 +87,7 @@ from det._config import is_nni_config
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
 from det._render import format_bytes
 from det._runtime import Runtime
-from det._submit import upload_context
+from det._submit import pack_and_upload
 from det.errors import UsageError
 
 Json = dict[str, Any]
@@ -274,15 +274,7 @@ def run_remote(args: argparse.Namespace, rt: Runtime, config: Mapping[str, Any],
         # The original first: the problems it has are the user's, at the paths of their file.
         client.create_experiment(config, context_sha256=None, validate_only=True, activate=True)
         client.create_experiment(test_config, context_sha256=None, validate_only=True, activate=True)
-        sha256 = None
-        if args.model_def is not None:
-            packed = rt.pack(args.model_def, list(args.include))
-            rt.note(
-                f"Preparing files to send to master... {format_bytes(packed.file_bytes)} "
-                f"and {packed.num_files} files"
-            )
-            upload_context(rt, client, packed)
-            sha256 = packed.sha256
+        sha256 = pack_and_upload(args, rt, client)
         answer = client.create_experiment(
             test_config, context_sha256=sha256, validate_only=False, activate=True
         )
