@@ -194,7 +194,7 @@ def _platform_context(
         dist,
         report_progress=train.report_progress,
         wait=searcher_wait or preempt.wait,
-        on_stop=lambda: preempt.latch("the searcher said stop"),
+        on_stop=lambda: preempt.latch("the searcher has no more work for this trial"),
         config=info.config,
     )
     return Context(

@@ -69,7 +69,7 @@ class PreemptContext:
 
     def _latch(self, why: str) -> None:
         if not self._preempted.is_set():
-            log.info("preemption requested (%s); checkpoint and exit at the next chance", why)
+            log.info("asked to stop: %s", why)
         self._preempted.set()
 
     def _install_sigterm_handler(self) -> None:
@@ -82,7 +82,7 @@ class PreemptContext:
         self._handler_installed = True
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        self._latch("SIGTERM")
+        self._latch("SIGTERM received; checkpoint and exit at the next chance")
         previous = self._previous_handler
         # A handler someone else installed still runs. The default action (terminate) does not: the
         # point is to let the training loop checkpoint first. An ignored signal stays ignored.
@@ -132,5 +132,5 @@ class PlatformPreemptContext(PreemptContext):
                 log.exception("heartbeat failed unexpectedly")
             else:
                 if answer.get("preempt") is True:
-                    self._latch("the control plane asked")
+                    self._latch("the control plane asked this trial to checkpoint and exit")
             self._stop.wait(self._interval)
