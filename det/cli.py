@@ -183,7 +183,9 @@ def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     logs.add_argument(
         "--timestamps", action="store_true", help="prefix each line with its time (UTC, ISO 8601)"
     )
-    logs.add_argument("--rank-id", type=int, metavar="RANK", help="only the lines of this rank")
+    logs.add_argument(
+        "--rank", "--rank-id", dest="rank_id", type=int, metavar="RANK", help="only the lines of this rank"
+    )
     logs.set_defaults(command=_trial.logs)
 
 

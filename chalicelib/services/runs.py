@@ -153,8 +153,11 @@ _LEGACY_ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 def entrypoint_argv(config: cfg.ExperimentConfig) -> list[str]:
     """The argv of a trial's entrypoint. Determined's legacy `model_def:TrialClass` form runs the class
-    under the harness's trial runner; anything else follows the config's own rules (argv or shell)."""
+    under the harness's trial runner, one process per slot under the torch_distributed launcher when
+    the trial has several; anything else follows the config's own rules (argv or shell)."""
     entrypoint = config.entrypoint
     if isinstance(entrypoint, str) and _LEGACY_ENTRYPOINT.match(entrypoint.strip()):
+        if config.resources.slots_per_trial > 1:
+            return ["python3", "-m", "launchers.torch_distributed", "--trial", entrypoint.strip()]
         return ["python3", "-m", "harness.exec.run_trial", entrypoint.strip()]
     return cfg.entrypoint_argv(config)

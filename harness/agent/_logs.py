@@ -24,6 +24,16 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_RANK_PREFIX = re.compile(r"^\[rank=(\d{1,6})\] ")
+
+
+def rank_line(timestamp_ms: int, message: str) -> dict[str, Any]:
+    """A log line for the API; a launcher's `[rank=N] ` prefix becomes the line's rank (and is kept in
+    the message, so `det trial logs` without a filter still shows whose line it is)."""
+    match = _RANK_PREFIX.match(message)
+    return {"timestamp": timestamp_ms, "message": message, "rank": int(match.group(1)) if match else None}
+
+
 class LineSplitter:
     """Bytes in, lines out (without their end).
 
@@ -140,7 +150,7 @@ class LogShipper:
         texts = list(messages)
         if not texts:
             return
-        lines = [{"timestamp": ts, "message": m, "rank": None} for m in texts]
+        lines = [rank_line(ts, m) for m in texts]
         with self._file_lock:
             if self._file is not None:
                 self._file.write("".join(m + "\n" for m in texts))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -67,6 +68,18 @@ def redact_url(url: str) -> str:
     return url.split("?", 1)[0]
 
 
+LAUNCHER_REPORT = "launcher.json"
+
+
+def first_failed_rank(report: Path) -> str | None:
+    """The reason a launcher gave for a distributed run's failure (which rank failed first), if any."""
+    try:
+        data = json.loads(report.read_text())
+        return f"rank {int(data['rank'])} failed first with exit code {int(data['exit_code'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def exit_status(returncode: int) -> tuple[int, str]:
     """(exit_code, reason) of a process's return code; killed by signal N gives 128+N."""
     if returncode < 0:
@@ -120,6 +133,7 @@ def build_environment(
     gpus: tuple[str, ...] | None,
     base: Mapping[str, str] | None = None,
     probe: Probe = missing_packages,
+    run_dir: Path | None = None,
 ) -> dict[str, str]:
     """The agent's environment minus secrets, ``PATH`` led by this interpreter's bin dir, the trial's;
     ``PYTHONPATH`` ends with the compatibility folders of the packages the trial's Python lacks."""
@@ -135,6 +149,8 @@ def build_environment(
     env["STRATUS_EXPERIMENT_ID"] = spec.experiment_id
     env["STRATUS_RUN_ID"] = spec.run_id
     env["STRATUS_SLOTS"] = str(spec.slots)
+    if run_dir is not None:
+        env["STRATUS_LAUNCHER_REPORT"] = str(run_dir / LAUNCHER_REPORT)
     env.update(spec.environment)
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -297,7 +313,7 @@ class Run:
             return 1, f"context download failed: {e}"
         except _Cancelled:
             return 128 + signal.SIGTERM, "killed before the process started"
-        env = build_environment(self.spec, self._settings, self.gpus)
+        env = build_environment(self.spec, self._settings, self.gpus, run_dir=self.run_dir)
         script = build_script(self.spec.entrypoint, self._marker)
         with self._lock:
             if self._kill_requested.is_set():
@@ -343,6 +359,8 @@ class Run:
         code, reason = exit_status(returncode)
         if self._marker.exists():
             reason = REASON_HOOK_FAILED
+        elif code != 0:
+            reason = first_failed_rank(self.run_dir / LAUNCHER_REPORT) or reason
         return code, reason
 
     def _fetch_context(self) -> None:

@@ -755,3 +755,21 @@ def test_python_m_harness_agent_stops_on_sigterm(api: FakeApi, tmp_path: Path) -
     assert proc.returncode == 0, out.decode()
     assert api.of("exit", spec["run_id"])[0]["body"] == {"exit_code": 143, "reason": "agent stopped"}
     assert TOKEN.encode() not in out
+
+
+def test_a_launchers_rank_prefix_becomes_the_lines_rank() -> None:
+    from harness.agent._logs import rank_line
+
+    assert rank_line(5, "[rank=1] loss 0.3") == {"timestamp": 5, "message": "[rank=1] loss 0.3", "rank": 1}
+    assert rank_line(5, "no prefix [rank=1] here")["rank"] is None
+
+
+def test_the_launchers_report_names_the_first_failing_rank(tmp_path: Path) -> None:
+    from harness.agent._run import first_failed_rank
+
+    report = tmp_path / "launcher.json"
+    assert first_failed_rank(report) is None
+    report.write_text('{"rank": 1, "exit_code": 3}')
+    assert first_failed_rank(report) == "rank 1 failed first with exit code 3"
+    report.write_text("not json")
+    assert first_failed_rank(report) is None
