@@ -199,7 +199,13 @@ class _TrainLoop:
             target = self._target(op)
             if self.test_mode:
                 target = min(target, self.batches + 1)
-            log.info("training to batch %d (operation of length %s %s)", target, op.length, op.unit)
+            log.info(
+                "training to batch %d on %s (operation of length %s %s)",
+                target,
+                self.ctx.device,
+                op.length,
+                op.unit,
+            )
             if self._train_to(target, op):
                 self._checkpoint_if_needed()
                 log.info("stopping at batch %d; the trial can be resumed from its checkpoint", self.batches)
