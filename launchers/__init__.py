@@ -1,0 +1,38 @@
+"""Launchers: start a trial's processes, one per slot, and watch them.
+
+    python3 -m launchers.torch_distributed [TORCH_OVERRIDES... --] (--trial module:Class | COMMAND...)
+    python3 -m launchers.horovod [HOROVODRUN_OVERRIDES... --] (--trial module:Class | COMMAND...)
+    python3 -m launchers.deepspeed [DEEPSPEED_OVERRIDES... --] (--trial module:Class | COMMAND...)
+    python3 -m launchers.wrap_rank RANK [--] CMD [ARGS...]
+
+Each launcher module has pure builders (its command line, its workers' environment) and a ``main`` that
+runs them, forwards signals and returns the exit code. ``run_workers`` is the contract they share on one
+node: ``[rank=N]`` prefixes, the first failing rank named, the others stopped (SIGTERM, then SIGKILL after
+``STRATUS_KILL_GRACE_S``). The environment is read in ``_info`` only. Compute side: the standard library,
+and torch only inside functions; never ``chalicelib``.
+"""
+
+from __future__ import annotations
+
+from launchers._argv import Script, Target, Trial, parse_launch_args, worker_command
+from launchers._info import LaunchInfo, load_launch_info
+from launchers._lines import RankLines
+from launchers._monitor import Outcome, Worker, run_workers
+from launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
+
+__all__ = [
+    "LaunchConfigError",
+    "LaunchInfo",
+    "LauncherError",
+    "MissingProgramError",
+    "Outcome",
+    "RankLines",
+    "Script",
+    "Target",
+    "Trial",
+    "Worker",
+    "load_launch_info",
+    "parse_launch_args",
+    "run_workers",
+    "worker_command",
+]

@@ -75,8 +75,10 @@ def first_failed_rank(report: Path) -> str | None:
     """The reason a launcher gave for a distributed run's failure (which rank failed first), if any."""
     try:
         data = json.loads(report.read_text())
-        return f"rank {int(data['rank'])} failed first with exit code {int(data['exit_code'])}"
-    except (OSError, ValueError, KeyError, TypeError):
+        if data.get("failed_rank") is None:
+            return None
+        return f"rank {data['failed_rank']} failed first with exit code {int(data['exit_code'])}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

@@ -1,0 +1,180 @@
+"""Where the launch stands: the only module of `launchers` that reads the environment.
+
+The agent (or a Batch multi-node job) starts the launcher with the trial's environment (contracts.md §2).
+The launchers read:
+
+| variable | meaning | default |
+|---|---|---|
+| `STRATUS_SLOTS` | slots of the trial, all nodes together (0 counts as 1 process) | 1 |
+| `STRATUS_NUM_NODES` | nodes the trial runs on | 1 |
+| `STRATUS_NODE_RANK` | this node's index, 0 for the chief | 0 |
+| `STRATUS_CHIEF_ADDR` | address of the chief node (rank 0's rendezvous) | 127.0.0.1 on one node; required on several |
+| `STRATUS_CHIEF_PORT` | rendezvous port on the chief | a free port on one node; 29500 on several |
+| `STRATUS_NODE_ADDRS` | every node's address, comma-separated, chief first (horovod's `-H`, DeepSpeed's hostfile) | the chief alone |
+| `STRATUS_RUN_ID` | the run, used as torch's run id (`TORCHELASTIC_RUN_ID`) | `none` |
+| `STRATUS_KILL_GRACE_S` | seconds between SIGTERM and SIGKILL when the other workers are stopped | 10 |
+| `STRATUS_LAUNCHER_REPORT` | path of a JSON file the launcher writes its outcome to | unset: no file |
+| `CUDA_VISIBLE_DEVICES` | the GPUs the agent gave this trial (DeepSpeed must not override them) | unset |
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from launchers.errors import LaunchConfigError
+
+DEFAULT_KILL_GRACE_S = 10.0
+#: torch's default rendezvous port; nodes must agree on the port without talking first.
+MULTI_NODE_PORT = 29500
+LOCAL_ADDR = "127.0.0.1"
+REPORT_ENV = "STRATUS_LAUNCHER_REPORT"
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    """The trial's placement as the launchers see it; the defaults are one process on one node."""
+
+    slots: int = 1
+    num_nodes: int = 1
+    node_rank: int = 0
+    chief_addr: str = LOCAL_ADDR
+    chief_port: int | None = None  # None: pick a free port (one node only)
+    node_addrs: tuple[str, ...] = ()
+    run_id: str = ""
+    kill_grace: float = DEFAULT_KILL_GRACE_S
+    report_path: str | None = None
+    visible_devices: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_nodes < 1:
+            raise LaunchConfigError(f"STRATUS_NUM_NODES={self.num_nodes} is impossible; give 1 or more.")
+        if not 0 <= self.node_rank < self.num_nodes:
+            raise LaunchConfigError(
+                f"STRATUS_NODE_RANK={self.node_rank} is outside 0..{self.num_nodes - 1} "
+                f"(STRATUS_NUM_NODES={self.num_nodes})."
+            )
+        if self.slots < 0 or (self.slots > 0 and self.slots % self.num_nodes):
+            raise LaunchConfigError(
+                f"STRATUS_SLOTS={self.slots} cannot be split evenly over {self.num_nodes} nodes; "
+                "give a multiple of STRATUS_NUM_NODES."
+            )
+        if self.chief_port is not None and not 0 < self.chief_port < 65536:
+            raise LaunchConfigError(f"STRATUS_CHIEF_PORT={self.chief_port} is not a TCP port (1..65535).")
+        if self.node_addrs and len(self.node_addrs) != self.num_nodes:
+            raise LaunchConfigError(
+                f"STRATUS_NODE_ADDRS names {len(self.node_addrs)} nodes but STRATUS_NUM_NODES is "
+                f"{self.num_nodes}; give one address per node, chief first."
+            )
+        if not (math.isfinite(self.kill_grace) and self.kill_grace >= 0):
+            raise LaunchConfigError(
+                f"STRATUS_KILL_GRACE_S={self.kill_grace} is not a number of seconds >= 0."
+            )
+
+    @property
+    def multi_node(self) -> bool:
+        return self.num_nodes > 1
+
+    @property
+    def slots_per_node(self) -> int:
+        """Processes to start on each node (a trial with 0 slots still runs one process)."""
+        return max(self.slots // self.num_nodes, 1)
+
+    @property
+    def world_size(self) -> int:
+        return self.slots_per_node * self.num_nodes
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every node's address, chief first; "localhost" on one node (horovod and DeepSpeed then start
+        the workers themselves, without ssh)."""
+        if not self.multi_node:
+            return ("localhost",)
+        if not self.node_addrs:
+            raise LaunchConfigError(
+                f"a trial on {self.num_nodes} nodes needs every node's address; set STRATUS_NODE_ADDRS "
+                "to the addresses, comma-separated, chief first."
+            )
+        return self.node_addrs
+
+
+def load_launch_info(environ: Mapping[str, str] | None = None) -> LaunchInfo:
+    env = os.environ if environ is None else environ
+    num_nodes = _int(env, "STRATUS_NUM_NODES", 1)
+    chief_addr = env.get("STRATUS_CHIEF_ADDR", "").strip()
+    if num_nodes > 1 and not chief_addr:
+        raise LaunchConfigError(
+            f"STRATUS_CHIEF_ADDR is not set; a trial on {num_nodes} nodes needs the chief node's address."
+        )
+    port = _optional_int(env, "STRATUS_CHIEF_PORT")
+    if port is None and num_nodes > 1:
+        port = MULTI_NODE_PORT
+    addrs = tuple(a.strip() for a in env.get("STRATUS_NODE_ADDRS", "").split(",") if a.strip())
+    return LaunchInfo(
+        slots=_int(env, "STRATUS_SLOTS", 1),
+        num_nodes=num_nodes,
+        node_rank=_int(env, "STRATUS_NODE_RANK", 0),
+        chief_addr=chief_addr or LOCAL_ADDR,
+        chief_port=port,
+        node_addrs=addrs,
+        run_id=env.get("STRATUS_RUN_ID", ""),
+        kill_grace=_float(env, "STRATUS_KILL_GRACE_S", DEFAULT_KILL_GRACE_S),
+        report_path=env.get(REPORT_ENV) or None,
+        visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+    )
+
+
+def free_port() -> int:
+    """A TCP port free right now on every interface (rank 0's store binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def kill_grace_from_env(environ: Mapping[str, str] | None = None) -> float:
+    """`STRATUS_KILL_GRACE_S` alone (wrap_rank needs no placement)."""
+    env = os.environ if environ is None else environ
+    grace = _float(env, "STRATUS_KILL_GRACE_S", DEFAULT_KILL_GRACE_S)
+    if not (math.isfinite(grace) and grace >= 0):
+        raise LaunchConfigError(f"STRATUS_KILL_GRACE_S={grace} is not a number of seconds >= 0.")
+    return grace
+
+
+def rank_from_env(names: str, environ: Mapping[str, str] | None = None) -> int | None:
+    """The rank held by the first of ``names`` (variables, comma-separated) that is set, or None."""
+    env = os.environ if environ is None else environ
+    for name in names.split(","):
+        value = env.get(name.strip(), "").strip()
+        if value:
+            if not value.isdigit():
+                raise LaunchConfigError(f"{name.strip()}={value!r} is not a rank (a whole number >= 0).")
+            return int(value)
+    return None
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _optional_int(env, name)
+    return default if value is None else value
+
+
+def _optional_int(env: Mapping[str, str], name: str) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise LaunchConfigError(f"{name}={raw!r} is not a whole number; unset it or give one.") from None
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise LaunchConfigError(f"{name}={raw!r} is not a number of seconds; unset it or give one.") from None

@@ -1,0 +1,73 @@
+"""Distributed trials on the local stack (CPU workers, gloo): a 2-worker DDP training completes, and a
+crash of rank 1 ends every worker at once with the trial in ERROR, naming rank 1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_experiments import _created_id, _describe
+
+pytestmark = pytest.mark.e2e
+
+CRASH_RANK_1 = """
+import os
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+for step in range(1, 1000):
+    value = torch.tensor([1.0])
+    dist.all_reduce(value)  # rank 0 blocks here for good once rank 1 is gone
+    print(f"step {step} sum {value.item():.0f}", flush=True)
+    if rank == 1 and step == 3:
+        print("rank 1 crashing on purpose", flush=True)
+        os._exit(3)
+"""
+
+
+def test_two_worker_ddp_training_completes(det):
+    result = det(
+        "experiment",
+        "create",
+        "examples/determined_trial/const.yaml",
+        "examples/determined_trial",
+        "--config",
+        "resources.slots_per_trial=2",
+        "--config",
+        "searcher.max_length.epochs=4",
+        "-f",
+        timeout=300,
+    )
+    assert result.code == 0, result.out + result.err
+    described = _describe(det, _created_id(result.out))
+    (trial,) = described["trials"]
+    assert trial["state"] == "COMPLETED" and trial["best_validation"] > 0.85
+    logs = det("trial", "logs", str(trial["id"]), "--rank", "1")
+    assert logs.code == 0 and logs.out.strip()
+    assert all(line.startswith("[rank=1]") for line in logs.out.splitlines())
+
+
+def test_a_crash_of_rank_1_stops_every_worker_and_names_it(det, tmp_path: Path):
+    (tmp_path / "crash.py").write_text(CRASH_RANK_1)
+    (tmp_path / "crash.yaml").write_text(
+        "name: crash-rank-1\n"
+        "entrypoint: python3 -m launchers.torch_distributed -- crash.py\n"
+        "searcher: {name: single, metric: loss, max_length: 10}\n"
+        "resources: {slots_per_trial: 2}\n"
+        "max_restarts: 0\n"
+    )
+    result = det("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f", timeout=240)
+    assert result.code != 0
+    described = _describe(det, _created_id(result.out))
+    (trial,) = described["trials"]
+    assert trial["state"] == "ERROR"
+    assert trial["exit"]["code"] == 3
+    assert trial["exit"]["reason"] == "rank 1 failed first with exit code 3"
+    logs = det("trial", "logs", str(trial["id"])).out
+    assert "[launcher] rank 1 exited with code 3" in logs
+    shown = det("trial", "describe", str(trial["id"]), "--json")
+    assert json.loads(shown.out)["trial"]["exit"]["reason"].startswith("rank 1")

@@ -1,0 +1,418 @@
+"""The launchers with real processes: tiny Python workers, and real 2-process gloo groups.
+
+Each launcher runs as `python -m launchers.<name>` from this venv; every wait has a deadline and nothing
+waits by sleeping (workers block in `signal.pause()`, on a FIFO, or in a collective).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from launchers import Worker, run_workers
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 60.0  # a guard against hangs, not a timing assertion
+FIRST_FAILURE = "[launcher] rank {rank} exited with code {code}; stopping the other workers"
+
+# Every worker: prints "ready" once its handlers are in place, says which signals reached it.
+WORKER = textwrap.dedent(
+    """
+    import os, signal, sys
+    rank = int(os.environ["RANK"])
+    def on(sig, frame):
+        print(f"rank {rank} got {signal.Signals(sig).name}", flush=True)
+        if sig == signal.SIGTERM:
+            sys.exit(0)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(s, on)
+    print(f"ready {rank}", flush=True)
+    while True:
+        signal.pause()
+    """
+)
+
+
+def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATUS_", "RANK", "WORLD_SIZE"))}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p)
+    env.update(extra)
+    return env
+
+
+def launch(tmp_path: Path, module: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", f"launchers.{module}", *args],
+        cwd=tmp_path,
+        env=env_for(tmp_path, **env),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+
+
+def script(tmp_path: Path, name: str, body: str) -> str:
+    (tmp_path / name).write_text(textwrap.dedent(body))
+    return name
+
+
+def read_until(proc: subprocess.Popen[str], wanted: set[str]) -> list[str]:
+    """Lines of ``proc``'s stdout until each of ``wanted`` has been seen (a deadline, not a sleep)."""
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + WAIT_S
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while not wanted <= set(seen):
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                raise AssertionError(f"still waiting for {wanted - set(seen)}; got {seen}")
+            line = proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"output ended before {wanted - set(seen)}; got {seen}")
+            seen.append(line.rstrip("\n"))
+    return seen
+
+
+def in_process(tmp_path: Path, workers: list[Worker], **kwargs: object) -> tuple[int, str, str]:
+    """run_workers in this process, its output going to files."""
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with out.open("wb") as o, err.open("wb") as e:
+        code = run_workers(workers, out_fd=o.fileno(), err_fd=e.fileno(), **kwargs)  # type: ignore[arg-type]
+    return code, out.read_text(), err.read_text()
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def rank_env(rank: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    return {**(os.environ if base is None else base), "RANK": str(rank)}
+
+
+# ---- run_workers -------------------------------------------------------------------------------------
+
+
+def test_all_exit_0(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    workers = [Worker(r, py(f"print('hello from {r}')")) for r in range(3)]
+    code, out, err = in_process(tmp_path, workers, report_path=report)
+    assert code == 0
+    assert sorted(out.splitlines()) == [
+        "[rank=0] hello from 0",
+        "[rank=1] hello from 1",
+        "[rank=2] hello from 2",
+    ]
+    assert "[launcher]" not in err
+    assert json.loads(report.read_text()) == {
+        "exit_code": 0,
+        "failed_rank": None,
+        "reason": "every worker exited with code 0",
+    }
+
+
+def test_first_failure_stops_the_others(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    block = "import signal; print('up', flush=True); signal.pause()"
+    workers = [Worker(0, py(block)), Worker(1, py("import sys; sys.exit(3)")), Worker(2, py(block))]
+    code, _, err = in_process(tmp_path, workers, report_path=report, kill_grace=30.0)
+    assert code == 3
+    assert err.count("[launcher]") == 1
+    assert FIRST_FAILURE.format(rank=1, code=3) in err.splitlines()
+    assert json.loads(report.read_text()) == {
+        "exit_code": 3,
+        "failed_rank": 1,
+        "reason": "rank 1 exited with code 3",
+    }
+
+
+def test_worker_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    fifo = tmp_path / "ready.fifo"
+    os.mkfifo(fifo)
+    stubborn = f"""
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open({str(fifo)!r}, "w") as f:
+            f.write("ignoring SIGTERM")
+        while True:
+            signal.pause()
+    """
+    # Rank 1 fails only once rank 0 ignores SIGTERM: it reads the FIFO to its end first.
+    failing = f"import sys; open({str(fifo)!r}).read(); sys.exit(2)"
+    code, _, err = in_process(tmp_path, [Worker(0, py(stubborn)), Worker(1, py(failing))], kill_grace=1.0)
+    assert code == 2
+    assert err.splitlines() == [
+        FIRST_FAILURE.format(rank=1, code=2),
+        "[launcher] rank 0 still running 1 s after SIGTERM; sending SIGKILL",
+    ]
+
+
+def test_worker_killed_by_a_signal_counts_as_failed(tmp_path: Path) -> None:
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    code, _, err = in_process(tmp_path, [Worker(0, py(killed)), Worker(1, py("pass"))])
+    assert code == 128 + signal.SIGKILL
+    assert FIRST_FAILURE.format(rank=0, code=137) in err.splitlines()
+
+
+def test_prefixes_keep_each_stream_apart(tmp_path: Path) -> None:
+    talk = """
+        import os, sys
+        r = os.environ["RANK"]
+        print(f"out {r}"); print(f"err {r}", file=sys.stderr)
+        sys.stdout.write(f"bar 1\\rbar 2\\r"); sys.stdout.write("x" * 40000 + "\\n")
+    """
+    code, out, err = in_process(tmp_path, [Worker(r, py(talk), rank_env(r)) for r in range(2)])
+    assert code == 0
+    for r in range(2):
+        mine = [line for line in out.splitlines() if line.startswith(f"[rank={r}] ")]
+        assert mine[:3] == [f"[rank={r}] out {r}", f"[rank={r}] bar 1", f"[rank={r}] bar 2"]
+        assert [len(line) for line in mine[3:]] == [9 + 16384, 9 + 16384, 9 + 40000 - 2 * 16384]
+        assert err.splitlines().count(f"[rank={r}] err {r}") == 1
+    assert "out" not in err and "err" not in out
+
+
+def test_a_command_that_cannot_start(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    workers = [Worker(0, py("pass")), Worker(1, ["/nonexistent/program"]), Worker(2, py("pass"))]
+    code, _, err = in_process(tmp_path, workers, report_path=report)
+    assert code == 127
+    assert err.splitlines() == [
+        "[launcher] rank 1 could not start '/nonexistent/program': No such file or directory",
+        FIRST_FAILURE.format(rank=1, code=127),
+    ]
+    assert json.loads(report.read_text())["reason"] == "rank 1 could not start: No such file or directory"
+
+
+# ---- torch_distributed, one node: the launcher's own workers -------------------------------------------
+
+
+def test_signals_reach_every_worker(tmp_path: Path) -> None:
+    script(tmp_path, "worker.py", WORKER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launchers.torch_distributed", "--", "worker.py"],
+        cwd=tmp_path,
+        env=env_for(tmp_path, STRATUS_SLOTS="3"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        read_until(proc, {f"[rank={r}] ready {r}" for r in range(3)})
+        proc.send_signal(signal.SIGUSR1)
+        read_until(proc, {f"[rank={r}] rank {r} got SIGUSR1" for r in range(3)})
+        proc.send_signal(signal.SIGTERM)
+        rest = read_until(proc, {f"[rank={r}] rank {r} got SIGTERM" for r in range(3)})
+        assert proc.wait(timeout=WAIT_S) == 0  # the workers stopped cleanly: no failure to report
+        assert all("[launcher]" not in line for line in rest)
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_launcher_exit_code_and_report_through_the_cli(tmp_path: Path) -> None:
+    script(tmp_path, "w.py", WORKER.replace('print(f"ready', 'sys.exit(5) if rank == 2 else print(f"ready'))
+    report = tmp_path / "launcher.json"
+    done = launch(
+        tmp_path, "torch_distributed", "--", "w.py", STRATUS_SLOTS="3", STRATUS_LAUNCHER_REPORT=str(report)
+    )
+    assert done.returncode == 5, done.stderr
+    assert FIRST_FAILURE.format(rank=2, code=5) in done.stderr.splitlines()
+    assert json.loads(report.read_text())["failed_rank"] == 2
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    done = launch(tmp_path, "torch_distributed", "--nproc_per_node", "2", "train.py")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "do not end with '--'" in done.stderr
+
+
+@pytest.mark.parametrize(("module", "program"), [("horovod", "horovodrun"), ("deepspeed", "deepspeed")])
+def test_missing_program_is_named(tmp_path: Path, module: str, program: str) -> None:
+    done = launch(tmp_path, module, "train.py", PATH=str(Path(sys.executable).parent))
+    assert done.returncode == 127
+    assert done.stderr.startswith(f"[launcher] {module}: {program} is not installed")
+    assert done.stderr.count("\n") == 1
+
+
+def test_horovod_runs_on_the_chief_only(tmp_path: Path) -> None:
+    nodes = {"STRATUS_SLOTS": "2", "STRATUS_NUM_NODES": "2", "STRATUS_CHIEF_ADDR": "10.0.0.1"}
+    done = launch(tmp_path, "horovod", "train.py", STRATUS_NODE_RANK="1", **nodes)
+    assert done.returncode == 2
+    assert "only the chief runs horovodrun" in done.stderr and done.stderr.count("\n") == 1
+
+
+# ---- wrap_rank ----------------------------------------------------------------------------------------
+
+
+def test_wrap_rank_prefixes_and_passes_the_exit_code_on(tmp_path: Path) -> None:
+    done = launch(
+        tmp_path,
+        "wrap_rank",
+        "7",
+        "--",
+        sys.executable,
+        "-c",
+        "import sys; print('o'); print('e', file=sys.stderr); sys.exit(4)",
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (4, "[rank=7] o\n", "[rank=7] e\n")
+
+
+def test_wrap_rank_reads_the_rank_from_the_environment(tmp_path: Path) -> None:
+    done = launch(tmp_path, "wrap_rank", "HOROVOD_RANK,PMI_RANK", "echo", "hi", PMI_RANK="3")
+    assert (done.returncode, done.stdout) == (0, "[rank=3] hi\n")
+
+
+def test_wrap_rank_forwards_signals_and_reports_128_plus_n(tmp_path: Path) -> None:
+    child = "import signal; print('ready', flush=True); signal.pause()"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launchers.wrap_rank", "1", sys.executable, "-c", child],
+        cwd=tmp_path,
+        env=env_for(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        read_until(proc, {"[rank=1] ready"})
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=WAIT_S) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+# ---- real torch.distributed (gloo on CPU) --------------------------------------------------------------
+
+ALL_REDUCE = """
+    import datetime, os
+    import torch, torch.distributed as dist
+    from harness.core import DistributedContext
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    t = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(t)
+    ctx = DistributedContext.from_env()
+    print(f"sum={t.item():g} rank={ctx.rank}/{ctx.size} local={ctx.local_rank}", flush=True)
+    dist.destroy_process_group()
+"""
+
+CRASH_AFTER_INIT = """
+    import datetime, os
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    t = torch.ones(1)
+    dist.all_reduce(t)  # everyone is in the group
+    if dist.get_rank() == 1:
+        print("rank 1 crashing", flush=True)
+        os._exit(3)
+    dist.all_reduce(t)  # rank 0 blocks here: rank 1 never joins
+    print("rank 0 should not get here", flush=True)
+"""
+
+
+def test_gloo_all_reduce_on_two_processes(tmp_path: Path) -> None:
+    script(tmp_path, "script.py", ALL_REDUCE)
+    done = launch(tmp_path, "torch_distributed", "--", "script.py", STRATUS_SLOTS="2")
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == [
+        "[rank=0] sum=3 rank=0/2 local=0",
+        "[rank=1] sum=3 rank=1/2 local=1",
+    ]
+
+
+def test_gloo_crash_ends_the_launch_before_any_collective_timeout(tmp_path: Path) -> None:
+    script(tmp_path, "crash.py", CRASH_AFTER_INIT)
+    done = launch(tmp_path, "torch_distributed", "--", "crash.py", STRATUS_SLOTS="2")
+    assert done.returncode == 3, done.stderr
+    assert FIRST_FAILURE.format(rank=1, code=3) in done.stderr.splitlines()
+    assert "should not get here" not in done.stdout
+
+
+def test_gloo_through_torchrun_on_two_simulated_nodes(tmp_path: Path) -> None:
+    """Several nodes take the torchrun path: two launchers on this machine, one process each."""
+    script(tmp_path, "script.py", ALL_REDUCE)
+    from launchers._info import free_port
+
+    common = {"STRATUS_SLOTS": "2", "STRATUS_NUM_NODES": "2", "STRATUS_CHIEF_ADDR": "127.0.0.1"}
+    common["STRATUS_CHIEF_PORT"] = str(free_port())
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "launchers.torch_distributed", "--", "script.py"],
+            cwd=tmp_path,
+            env=env_for(tmp_path, STRATUS_NODE_RANK=str(n), **common),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    try:
+        outs = [node.communicate(timeout=WAIT_S) for node in nodes]
+    finally:
+        for node in nodes:
+            node.kill()
+    assert [node.returncode for node in nodes] == [0, 0], [err for _, err in outs]
+    assert outs[0][0].splitlines() == ["[rank=0] sum=3 rank=0/2 local=0"]
+    assert outs[1][0].splitlines() == ["[rank=1] sum=3 rank=1/2 local=0"]
+
+
+# ---- DeepSpeed's launcher, where it is installed (it is not a dependency; CPU runs use DS_ACCELERATOR=cpu)
+
+needs_deepspeed = pytest.mark.skipif(shutil.which("deepspeed") is None, reason="deepspeed is not installed")
+
+
+@needs_deepspeed
+def test_gloo_through_deepspeed_on_one_node(tmp_path: Path) -> None:
+    script(tmp_path, "script.py", ALL_REDUCE)
+    accel = {} if os.environ.get("DS_ACCELERATOR") else {"DS_ACCELERATOR": "cpu"}
+    done = launch(tmp_path, "deepspeed", "--", "script.py", STRATUS_SLOTS="2", **accel)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("[rank=")]
+    assert sorted(lines) == ["[rank=0] sum=3 rank=0/2 local=0", "[rank=1] sum=3 rank=1/2 local=1"]
+
+
+@needs_deepspeed
+def test_gloo_through_deepspeed_on_two_simulated_nodes(tmp_path: Path) -> None:
+    """--no_ssh and a shared hostfile: "localhost" and "127.0.0.1" are two names of this machine."""
+    script(tmp_path, "script.py", ALL_REDUCE)
+    from launchers._info import free_port
+
+    common = {
+        "STRATUS_SLOTS": "2",
+        "STRATUS_NUM_NODES": "2",
+        "STRATUS_CHIEF_ADDR": "127.0.0.1",
+        "STRATUS_NODE_ADDRS": "localhost,127.0.0.1",
+        "STRATUS_CHIEF_PORT": str(free_port()),
+        "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu"),
+    }
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "launchers.deepspeed", "--", "script.py"],
+            cwd=tmp_path,
+            env=env_for(tmp_path, STRATUS_NODE_RANK=str(n), **common),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    try:
+        outs = [node.communicate(timeout=WAIT_S) for node in nodes]
+    finally:
+        for node in nodes:
+            node.kill()
+    assert [node.returncode for node in nodes] == [0, 0], [err for _, err in outs]
+    ranked = [[line for line in out.splitlines() if line.startswith("[rank=")] for out, _ in outs]
+    assert ranked == [["[rank=0] sum=3 rank=0/2 local=0"], ["[rank=1] sum=3 rank=1/2 local=0"]]
