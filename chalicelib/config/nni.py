@@ -10,30 +10,8 @@ Translation (v1 name / v2 name -> Stratus):
 
 - `experimentName` -> `name`; `trial.command` / `trialCommand` -> `entrypoint`.
 - the search space (`searchSpace`, inlined from `searchSpacePath` / `searchSpaceFile` by the CLI)
-  -> `hyperparameters`:
-
-  ============================  ==============================================================
-  NNI `_type` and `_value`      Stratus hyperparameter
-  ============================  ==============================================================
-  choice [v, ...]               categorical, vals [v, ...]
-  choice with `_name` options   categorical of the `_name`s; warning (the trial receives the
-                                name, and the options' own parameters are not sampled)
-  randint [lower, upper]        int, minval lower, maxval upper - 1 (upper is exclusive since
-                                NNI 1.x; the older one-value form [upper] means [0, upper))
-  uniform [low, high]           double, minval low, maxval high
-  loguniform [low, high]        log, base 10, minval log10(low), maxval log10(high)
-  quniform [low, high, q]       int [low, high] when low, high and q are integers and q is 1;
-                                else categorical of its grid points when there are at most
-                                `MAX_GRID_POINTS` (warning: unordered); else the unquantised
-                                double (int when all three are integers) (warning)
-  qloguniform [low, high, q]    categorical of the grid points when at most `MAX_GRID_POINTS`
-                                (warning), else the unquantised log (warning)
-  normal [mu, sigma]            double over mu ± 3 sigma (warning)
-  qnormal [mu, sigma, q]        as quniform over mu ± 3 sigma, snapped to multiples of q (warning)
-  lognormal [mu, sigma]         log, base 10, over exp(mu ± 3 sigma) (warning)
-  qlognormal [mu, sigma, q]     as qloguniform over exp(mu ± 3 sigma) (warning)
-  ============================  ==============================================================
-
+  -> `hyperparameters`, translated by `chalicelib.config.nni_space` (whose docstring has the table
+  of NNI types).
 - tuner (`tuner.builtinTunerName` / `tuner.name`, or the advisor) -> `searcher.name`: TPE -> `tpe`,
   Random -> `random`, GridSearch -> `grid` (int axes of at most `GRID_INT_LIMIT` values in full,
   other axes `GRID_COUNT` evenly spaced values, with a warning), BatchTuner -> `grid` (warning);
@@ -62,12 +40,12 @@ Translation (v1 name / v2 name -> Stratus):
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.config.errors import ConfigInvalidError, ConfigProblem
+from chalicelib.config.nni_space import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS, SpaceTranslator, is_int
 from chalicelib.config.schema import MAX_SEED, ExperimentConfig
 
 __all__ = [
@@ -80,85 +58,36 @@ __all__ = [
     "translate_nni",
 ]
 
-MAX_GRID_POINTS = 32
-"""A quantised axis with at most this many grid points becomes a categorical of them."""
-GRID_COUNT = 5
-"""Values per continuous axis when NNI's GridSearch becomes Stratus' grid searcher."""
-GRID_INT_LIMIT = 10
-"""An int axis with at most this many values is searched in full by the grid searcher."""
-
-NORMAL_SIGMAS = 3.0
-"""normal / lognormal become a bounded range of mu ± this many sigmas."""
-
 METRIC = "default"
 
 # Keys only NNI configs have; a Determined config has none of them.
 _V2_MARKERS = frozenset(
-    {
-        "trialCommand",
-        "trialCodeDirectory",
-        "trialGpuNumber",
-        "trialConcurrency",
-        "searchSpace",
-        "searchSpaceFile",
-        "maxTrialNumber",
-        "maxExperimentDuration",
-        "maxTrialDuration",
-        "trainingService",
-        "experimentName",
-        "useAnnotation",
-        "tuner",
-        "assessor",
-        "advisor",
-        "nniManagerIp",
-        "logLevel",
-        "experimentWorkingDirectory",
-        "tunerGpuIndices",
-        "sharedStorage",
-    }
+    {"trialCommand", "trialCodeDirectory", "trialGpuNumber", "trialConcurrency", "searchSpace"}
+    | {"searchSpaceFile", "maxTrialNumber", "maxExperimentDuration", "maxTrialDuration"}
+    | {"trainingService", "experimentName", "useAnnotation", "tuner", "assessor", "advisor"}
+    | {"nniManagerIp", "logLevel", "experimentWorkingDirectory", "tunerGpuIndices", "sharedStorage"}
+)
+_TRAINING_SERVICE_SECTIONS = (
+    "localConfig",
+    "remoteConfig",
+    "machineList",
+    "paiConfig",
+    "paiYarnConfig",
+    "kubeflowConfig",
+    "frameworkcontrollerConfig",
+    "dltsConfig",
+    "amlConfig",
+    "adlConfig",
+    "hybridConfig",
 )
 _V1_ONLY = frozenset(
-    {
-        "authorName",
-        "trainingServicePlatform",
-        "searchSpacePath",
-        "maxTrialNum",
-        "maxExecDuration",
-        "trial",
-        "logDir",
-        "multiThread",
-        "versionCheck",
-        "logCollection",
-        "localConfig",
-        "remoteConfig",
-        "machineList",
-        "paiConfig",
-        "paiYarnConfig",
-        "kubeflowConfig",
-        "frameworkcontrollerConfig",
-        "dltsConfig",
-        "amlConfig",
-        "adlConfig",
-        "hybridConfig",
-    }
+    {"authorName", "trainingServicePlatform", "searchSpacePath", "maxTrialNum", "maxExecDuration"}
+    | {"trial", "logDir", "multiThread", "versionCheck", "logCollection", *_TRAINING_SERVICE_SECTIONS}
 )
 _DETERMINED_MARKERS = frozenset({"entrypoint", "searcher", "hyperparameters"})
 # Stratus sections an NNI config may carry through (see the module docstring).
 # (`debug` is NNI's too, where it means the NNI manager's debug mode: warned about, not kept.)
 _PASS_THROUGH = frozenset(ExperimentConfig.model_fields) - _DETERMINED_MARKERS - {"debug"}
-
-_SPACE_TYPES = (
-    "choice",
-    "randint",
-    "uniform",
-    "quniform",
-    "loguniform",
-    "qloguniform",
-    "normal",
-    "qnormal",
-    "lognormal",
-    "qlognormal",
-)
 
 _COMPUTE = "Stratus runs trials on its own compute backends; resources.resource_pool picks one"
 _NO_EXPERIMENT_LIMIT = "Stratus has no experiment time limit; the experiment ends after {trials} trials"
@@ -195,19 +124,6 @@ _IGNORED_V1: dict[str, str] = {
     "multiThread": "the searcher has no dispatcher threads",
     "versionCheck": "there is no NNI trial keeper whose version could be checked",
 }
-_TRAINING_SERVICE_SECTIONS = (
-    "localConfig",
-    "remoteConfig",
-    "machineList",
-    "paiConfig",
-    "paiYarnConfig",
-    "kubeflowConfig",
-    "frameworkcontrollerConfig",
-    "dltsConfig",
-    "amlConfig",
-    "adlConfig",
-    "hybridConfig",
-)
 for _section in _TRAINING_SERVICE_SECTIONS:
     _IGNORED_V1[_section] = "training-service settings; " + _COMPUTE
 
@@ -324,25 +240,17 @@ def _path(*parts: str) -> str:
     return ".".join(parts)
 
 
-def _fmt(value: float) -> str:
-    return f"{value:g}"
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_int(value: Any) -> bool:
-    return _is_number(value) and float(value).is_integer()
-
-
 class _Translator:
+    """Translates one NNI config; its search space is delegated to a `SpaceTranslator`
+    sharing the same warnings and problems lists."""
+
     def __init__(self, raw: Mapping[str, Any], version: int) -> None:
         self.raw = raw
         self.version = version
         self.names = _V1_NAMES if version == 1 else _V2_NAMES
         self.warnings: list[str] = []
         self.problems: list[ConfigProblem] = []
+        self.space = SpaceTranslator(self.warnings, self.problems)
 
     def warn(self, path: str, message: str) -> None:
         self.warnings.append(f"{path}: {message}")
@@ -372,7 +280,7 @@ class _Translator:
         config["hyperparameters"] = self._search_space(search_space)
         searcher, tuner_label, seed = self._searcher()
         if searcher.get("name") == "grid":
-            self._grid_counts(config["hyperparameters"])
+            self.space.grid_counts(config["hyperparameters"])
         config["searcher"] = searcher
         config["resources"] = {"slots_per_trial": self._slots()}
         config["max_restarts"] = 0
@@ -406,7 +314,7 @@ class _Translator:
         gpus = self.get(self.names.gpus)
         if gpus is None:
             return 1
-        if not _is_int(gpus) or gpus < 0:
+        if not is_int(gpus) or gpus < 0:
             self.problem(path, "must be a whole number of GPUs (0 or more)")
             return 1
         if gpus == 0:
@@ -431,7 +339,7 @@ class _Translator:
                 "required: Stratus has no experiment time limit, so it needs the number of trials to run",
             )
             return None
-        if not _is_int(value) or value < 1:
+        if not is_int(value) or value < 1:
             self.problem(key, "must be a whole number of trials (1 or more)")
             return None
         return int(value)
@@ -441,7 +349,7 @@ class _Translator:
         if value is None:
             self.warn("trialConcurrency", "not set; Stratus runs up to 16 trials at once")
             return None
-        if not _is_int(value) or value < 1:
+        if not is_int(value) or value < 1:
             self.problem("trialConcurrency", "must be a whole number of trials (1 or more)")
             return None
         return int(value)
@@ -546,7 +454,7 @@ class _Translator:
         for key, value in args.items():
             if key == "optimize_mode" or value is None:
                 continue
-            if key == "seed" and _is_int(value) and 0 <= value <= MAX_SEED:
+            if key == "seed" and is_int(value) and 0 <= value <= MAX_SEED:
                 seed = int(value)
                 continue
             why = (
@@ -649,268 +557,4 @@ class _Translator:
             return {}
         if self.version == 2 and self.raw.get("searchSpaceFile") is not None and "searchSpace" in self.raw:
             self.problem("searchSpaceFile", "give either searchSpace or searchSpaceFile, not both")
-        if not isinstance(space, Mapping):
-            self.problem("searchSpace", "must be a mapping of names to {_type, _value}")
-            return {}
-        out: dict[str, Any] = {}
-        for name, spec in space.items():
-            where = f"searchSpace.{name}"
-            if not isinstance(name, str) or not name:
-                self.problem(where, "names must be non-empty strings")
-                continue
-            hp = self._hyperparameter(where, spec)
-            if hp is not None:
-                out[name] = hp
-        return out
-
-    def _hyperparameter(self, where: str, spec: Any) -> dict[str, Any] | None:
-        if not isinstance(spec, Mapping) or "_type" not in spec:
-            self.problem(
-                where, "must be a mapping with _type and _value, e.g. {_type: uniform, _value: [0, 1]}"
-            )
-            return None
-        kind = spec["_type"]
-        value = spec.get("_value")
-        if kind not in _SPACE_TYPES:
-            shown = kind if isinstance(kind, str) else repr(kind)
-            self.problem(
-                f"{where}._type", f'unknown type "{shown}"; expected one of {", ".join(_SPACE_TYPES)}'
-            )
-            return None
-        if not isinstance(value, list):
-            self.problem(f"{where}._value", "required: a list of the type's arguments")
-            return None
-        handler: Callable[[str, list[Any]], dict[str, Any] | None] = getattr(self, f"_hp_{kind}")
-        return handler(where, value)
-
-    def _numbers(self, where: str, value: list[Any], names: Sequence[str]) -> list[float] | None:
-        if len(value) != len(names) or not all(_is_number(v) for v in value):
-            self.problem(f"{where}._value", f"must be [{', '.join(names)}] (numbers)")
-            return None
-        return list(value)
-
-    def _hp_choice(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        if not value:
-            self.problem(f"{where}._value", "must list at least one option")
-            return None
-        nested = [v for v in value if isinstance(v, Mapping) and "_name" in v]
-        if not nested:
-            return {"type": "categorical", "vals": list(value)}
-        names: list[Any] = []
-        conditional: list[str] = []
-        for index, option in enumerate(value):
-            if isinstance(option, Mapping) and "_name" in option:
-                names.append(option["_name"])
-                conditional += [f"{option['_name']}.{k}" for k in option if k != "_name"]
-            else:
-                names.append(option)
-                if isinstance(option, Mapping):
-                    self.problem(f"{where}._value[{index}]", "a nested option needs _name, like the others")
-        message = "nested search space: each trial receives the chosen option's _name, not NNI's {_name: ...} mapping"
-        if conditional:
-            message += f"; the options' own parameters ({', '.join(conditional)}) are not sampled"
-        self.warn(where, message)
-        return {"type": "categorical", "vals": names}
-
-    def _hp_randint(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        if len(value) == 1:  # NNI before 1.x: [upper] meant [0, upper)
-            value = [0, *value]
-        if len(value) != 2 or not all(_is_int(v) for v in value):
-            self.problem(f"{where}._value", "must be [lower, upper] (whole numbers; upper is exclusive)")
-            return None
-        lower, upper = int(value[0]), int(value[1])
-        if upper <= lower:
-            self.problem(
-                f"{where}._value", f"upper ({upper}) is exclusive, so it must be greater than lower ({lower})"
-            )
-            return None
-        return {"type": "int", "minval": lower, "maxval": upper - 1}
-
-    def _bounds(self, where: str, low: float, high: float) -> bool:
-        if low > high:
-            self.problem(f"{where}._value", f"low ({_fmt(low)}) must be ≤ high ({_fmt(high)})")
-            return False
-        return True
-
-    def _hp_uniform(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._numbers(where, value, ("low", "high"))
-        if numbers is None or not self._bounds(where, *numbers):
-            return None
-        return {"type": "double", "minval": float(numbers[0]), "maxval": float(numbers[1])}
-
-    def _hp_loguniform(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._numbers(where, value, ("low", "high"))
-        if numbers is None or not self._bounds(where, *numbers):
-            return None
-        if numbers[0] <= 0:
-            self.problem(f"{where}._value", "low must be > 0 for a log-uniform range")
-            return None
-        return _log_hp(numbers[0], numbers[1])
-
-    def _hp_quniform(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._numbers(where, value, ("low", "high", "q"))
-        if (
-            numbers is None
-            or not self._bounds(where, numbers[0], numbers[1])
-            or not self._q(where, numbers[2])
-        ):
-            return None
-        low, high, q = numbers
-        return self._quantised(where, "quniform", low, high, q, log=False, clip=True, note="")
-
-    def _hp_qloguniform(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._numbers(where, value, ("low", "high", "q"))
-        if (
-            numbers is None
-            or not self._bounds(where, numbers[0], numbers[1])
-            or not self._q(where, numbers[2])
-        ):
-            return None
-        low, high, q = numbers
-        if low <= 0:
-            self.problem(f"{where}._value", "low must be > 0 for a log-uniform range")
-            return None
-        return self._quantised(where, "qloguniform", low, high, q, log=True, clip=True, note="")
-
-    def _normal(self, where: str, value: list[Any], names: Sequence[str]) -> list[float] | None:
-        numbers = self._numbers(where, value, names)
-        if numbers is None:
-            return None
-        if numbers[1] <= 0:
-            self.problem(f"{where}._value", "sigma must be > 0")
-            return None
-        if len(numbers) == 3 and not self._q(where, numbers[2]):
-            return None
-        return numbers
-
-    def _hp_normal(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._normal(where, value, ("mu", "sigma"))
-        if numbers is None:
-            return None
-        low, high = _sigma_range(numbers[0], numbers[1])
-        self.warn(where, f"normal: {_approximation(low, high, log=False)}")
-        return {"type": "double", "minval": low, "maxval": high}
-
-    def _hp_qnormal(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._normal(where, value, ("mu", "sigma", "q"))
-        if numbers is None:
-            return None
-        mu, sigma, q = numbers
-        low, high = _sigma_range(mu, sigma)
-        low, high = _tidy(round(low / q) * q), _tidy(round(high / q) * q)
-        note = _approximation(low, high, log=False)
-        return self._quantised(where, "qnormal", low, high, q, log=False, clip=False, note=note)
-
-    def _hp_lognormal(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._normal(where, value, ("mu", "sigma"))
-        if numbers is None:
-            return None
-        low, high = _sigma_range(numbers[0], numbers[1])
-        self.warn(where, f"lognormal: {_approximation(math.exp(low), math.exp(high), log=True)}")
-        return {"type": "log", "base": 10.0, "minval": low / math.log(10), "maxval": high / math.log(10)}
-
-    def _hp_qlognormal(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._normal(where, value, ("mu", "sigma", "q"))
-        if numbers is None:
-            return None
-        mu, sigma, q = numbers
-        low, high = (math.exp(x) for x in _sigma_range(mu, sigma))
-        note = _approximation(low, high, log=True)
-        return self._quantised(where, "qlognormal", low, high, q, log=True, clip=False, note=note)
-
-    def _q(self, where: str, q: float) -> bool:
-        if q <= 0:
-            self.problem(f"{where}._value", "q must be > 0")
-            return False
-        return True
-
-    def _quantised(
-        self, where: str, kind: str, low: float, high: float, q: float, *, log: bool, clip: bool, note: str
-    ) -> dict[str, Any]:
-        """A quantised axis: an exact int, a categorical of its grid points, or the unquantised range.
-
-        `note` says how an unbounded (normal) distribution became [low, high]; empty for quniform
-        and qloguniform.
-        """
-        prefix = f"{kind}: {note}, " if note else f"{kind}: "
-        # Without clipping every point is a multiple of q; with it, low and high are points too.
-        integral = all(float(x).is_integer() for x in ((low, high, q) if clip else (q,)))
-        if not log and integral and q == 1:
-            if note:
-                self.warn(where, f"{prefix}as an int")
-            return {"type": "int", "minval": int(low), "maxval": int(high)}
-        points = _grid_points(low, high, q, clip=clip, integral=integral)
-        if points is not None and len(points) <= MAX_GRID_POINTS:
-            lost = " and the log-scale weighting is lost" if log else ""
-            self.warn(
-                where,
-                f"{prefix}sampled as one of its {len(points)} grid points (a categorical: the "
-                f"searcher treats them as unordered{lost})",
-            )
-            return {"type": "categorical", "vals": points}
-        self.warn(where, f"{prefix}values are not rounded to multiples of q={_fmt(q)}")
-        if log:
-            return _log_hp(low, high)
-        if integral:
-            return {"type": "int", "minval": int(low), "maxval": int(high)}
-        return {"type": "double", "minval": float(low), "maxval": float(high)}
-
-    # -- grid search ----------------------------------------------------------------------------
-
-    def _grid_counts(self, hyperparameters: dict[str, Any]) -> None:
-        for name, hp in hyperparameters.items():
-            kind = hp.get("type")
-            where = f"searchSpace.{name}"
-            if kind == "int":
-                size = hp["maxval"] - hp["minval"] + 1
-                if size <= GRID_INT_LIMIT:
-                    hp["count"] = size
-                else:
-                    hp["count"] = GRID_INT_LIMIT
-                    self.warn(
-                        where,
-                        f"GridSearch: {size} integers; the grid takes {GRID_INT_LIMIT} evenly spaced ones "
-                        "(use choice for an exact grid)",
-                    )
-            elif kind in ("double", "log"):
-                hp["count"] = GRID_COUNT
-                self.warn(
-                    where,
-                    f"GridSearch: a continuous range; the grid takes {GRID_COUNT} evenly spaced values "
-                    "(use choice or quniform for an exact grid)",
-                )
-
-
-def _approximation(low: float, high: float, *, log: bool) -> str:
-    if log:
-        return f"sampled log-uniformly over exp(mu ± 3·sigma) = [{_fmt(low)}, {_fmt(high)}], not log-normally"
-    return f"sampled uniformly over mu ± 3·sigma = [{_fmt(low)}, {_fmt(high)}], not normally"
-
-
-def _sigma_range(mu: float, sigma: float) -> tuple[float, float]:
-    return mu - NORMAL_SIGMAS * sigma, mu + NORMAL_SIGMAS * sigma
-
-
-def _log_hp(low: float, high: float) -> dict[str, Any]:
-    return {"type": "log", "base": 10.0, "minval": math.log10(low), "maxval": math.log10(high)}
-
-
-def _tidy(value: float) -> float:
-    """A multiple of q without the float noise of `k * q` (0.30000000000000004 -> 0.3)."""
-    return float(f"{value:.12g}")
-
-
-def _grid_points(low: float, high: float, q: float, *, clip: bool, integral: bool) -> list[Any] | None:
-    """The values `clip(round(x / q) * q, low, high)` takes for x in [low, high]; None if too many."""
-    first, last = round(low / q), round(high / q)
-    if last - first + 1 > MAX_GRID_POINTS:
-        return None
-    points: list[Any] = []
-    for k in range(first, last + 1):
-        value = _tidy(k * q)
-        if clip:
-            value = min(max(value, low), high)
-        shown: Any = int(value) if integral else value
-        if shown not in points:
-            points.append(shown)
-    return points
+        return self.space.hyperparameters(space)
