@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,21 +70,43 @@ def script(tmp_path: Path, name: str, body: str) -> str:
     return name
 
 
+_READERS: dict[int, queue.Queue[str | None]] = {}
+
+
+def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
+    """A thread reads ``proc``'s stdout line by line into a queue. (A selector on the pipe next to a
+    buffered readline misses lines already read into the buffer, so the waiting is done on the queue.)"""
+    lines = _READERS.get(proc.pid)
+    if lines is None:
+        lines = _READERS[proc.pid] = queue.Queue()
+        assert proc.stdout is not None
+        stream = proc.stdout
+
+        def pump() -> None:
+            try:
+                for line in stream:
+                    lines.put(line.rstrip("\n"))
+            except (OSError, ValueError):  # closed by communicate() at the end of the test
+                pass
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
 def read_until(proc: subprocess.Popen[str], wanted: set[str]) -> list[str]:
     """Lines of ``proc``'s stdout until each of ``wanted`` has been seen (a deadline, not a sleep)."""
-    assert proc.stdout is not None
+    lines = _lines(proc)
     seen: list[str] = []
     deadline = time.monotonic() + WAIT_S
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while not wanted <= set(seen):
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(left):
-                raise AssertionError(f"still waiting for {wanted - set(seen)}; got {seen}")
-            line = proc.stdout.readline()
-            if not line:
-                raise AssertionError(f"output ended before {wanted - set(seen)}; got {seen}")
-            seen.append(line.rstrip("\n"))
+    while not wanted <= set(seen):
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"still waiting for {wanted - set(seen)}; got {seen}") from None
+        if line is None:
+            raise AssertionError(f"output ended before {wanted - set(seen)}; got {seen}")
+        seen.append(line)
     return seen
 
 
