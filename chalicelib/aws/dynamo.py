@@ -14,8 +14,6 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import clients
 from chalicelib.settings import get_settings
 
-TABLES = ("experiments", "trials", "runs", "agents", "checkpoints", "metrics", "counters")
-
 
 def table(name: str) -> Any:
     return clients.resource("dynamodb").Table(get_settings().table(name))

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, assign_fifo
-from chalicelib.domain.states import RunState
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports
 from chalicelib.settings import get_settings
@@ -72,7 +71,3 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     if granted:
         log.info("pool %s: granted %s", pool, granted)
     return granted
-
-
-def is_live(state: str) -> bool:
-    return state in (RunState.ASSIGNED, RunState.LAUNCHING, RunState.RUNNING)

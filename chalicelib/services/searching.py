@@ -64,8 +64,9 @@ def start(ports: Ports, experiment_id: int) -> None:
     experiment = ports.experiments.get(experiment_id)
     if experiment is None or "searcher" in experiment:
         return  # already started (a redelivered activation)
-    searcher = new_searcher(search_spec(experiment["config"]))
-    _save_and_apply(ports, experiment, searcher, searcher.initial_operations(), version=0)
+    spec = search_spec(experiment["config"])
+    searcher = new_searcher(spec)
+    _save_and_apply(ports, experiment, spec, searcher, searcher.initial_operations(), version=0)
 
 
 def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
@@ -78,7 +79,8 @@ def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
     if state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
         _settle_stopping(ports, experiment, body)
         return
-    searcher = restore_searcher(experiment["searcher"], search_spec(experiment["config"]))
+    spec = search_spec(experiment["config"])  # parsed once per event
+    searcher = restore_searcher(experiment["searcher"], spec)
     trial_id = int(body["trial_id"])
     kind = body["type"]
     if kind == "trial_paused":
@@ -104,18 +106,19 @@ def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
     else:
         raise ValueError(f"unknown searcher event type {kind!r}")
     ops = searcher.on_event(event)
-    _save_and_apply(ports, experiment, searcher, ops, version=int(experiment.get("searcher_version", 0)))
+    _save_and_apply(
+        ports, experiment, spec, searcher, ops, version=int(experiment.get("searcher_version", 0))
+    )
     if isinstance(event, ValidationReported):
         # Answered (possibly with nothing: the target stands, or the trial is done).
         ports.trials.update(trial_id, searcher_pending=False)
 
 
 def _save_and_apply(
-    ports: Ports, experiment: Record, searcher: Searcher, ops: list[Operation], version: int
+    ports: Ports, experiment: Record, spec: SearchSpec, searcher: Searcher, ops: list[Operation], version: int
 ) -> None:
     experiment_id = int(experiment["id"])
     version = _save(ports, experiment_id, searcher, version)
-    spec = search_spec(experiment["config"])
     for op in ops:
         if isinstance(op, CreateTrial):
             trial_id = _create_trial(ports, experiment, op)
