@@ -43,8 +43,46 @@ def test_never_more_slots_than_an_agent_has(slot_counts, agent_shapes):
     assignments = assign_fifo(requests, agents)
     sizes = {r.run_id: r.slots for r in requests}
     for agent in agents:
-        granted = sum(sizes[a.run_id] for a in assignments if a.agent_id == agent.agent_id)
+        granted = sum(sizes[a.run_id] // len(a.agents) for a in assignments if agent.agent_id in a.agents)
         assert granted <= agent.free
+    for a in assignments:  # nodes split a trial evenly over whole agents of one size
+        assert len(set(a.agents)) == len(a.agents)
+        assert all(sizes[a.run_id] % len(a.agents) == 0 for _ in a.agents)
     # FIFO: what is granted is a prefix of the queue.
     granted_ids = [a.run_id for a in assignments]
     assert granted_ids == [r.run_id for r in requests][: len(granted_ids)]
+
+
+def test_a_trial_bigger_than_any_agent_takes_whole_idle_agents_as_nodes():
+    agents = [
+        AgentCapacity("a", slots=2, used=0),
+        AgentCapacity("b", slots=2, used=1),
+        AgentCapacity("c", slots=2, used=0),
+    ]
+    (placed,) = assign_fifo([req("big", slots=4)], agents)
+    assert placed == Assignment("big", "a", nodes=("a", "c"))
+    assert placed.agents == ("a", "c")
+    # Not enough idle agents: it waits, and the small request behind it waits too (FIFO).
+    busy = [AgentCapacity("a", slots=2, used=1), *agents[1:]]
+    assert assign_fifo([req("big", slots=4, at="1"), req("small", at="2")], busy) == []
+
+
+def test_multi_node_uses_the_fewest_nodes_of_a_size_that_divides_the_trial():
+    agents = [AgentCapacity(f"s{i}", slots=2, used=0) for i in range(4)] + [
+        AgentCapacity(f"l{i}", slots=4, used=0) for i in range(2)
+    ]
+    assert assign_fifo([req("r", slots=8)], agents) == [Assignment("r", "l0", nodes=("l0", "l1"))]
+    # 6 slots: 4 does not divide it, so three 2-slot agents.
+    assert assign_fifo([req("r", slots=6)], agents) == [Assignment("r", "s0", nodes=("s0", "s1", "s2"))]
+    # 5 slots: no size divides it; it waits for the pool to change.
+    assert assign_fifo([req("r", slots=5)], agents) == []
+
+
+def test_one_agent_is_preferred_whenever_the_trial_fits_on_one():
+    agents = [
+        AgentCapacity("a", slots=1, used=0),
+        AgentCapacity("b", slots=1, used=0),
+        AgentCapacity("big", 2, 1),
+    ]
+    # 2 slots fit on "big" once it is free: the trial waits for it instead of spreading over a and b.
+    assert assign_fifo([req("r", slots=2)], agents) == []
