@@ -6,15 +6,24 @@ The launchers read:
 | variable | meaning | default |
 |---|---|---|
 | `STRATUS_SLOTS` | slots of the trial, all nodes together (0 counts as 1 process) | 1 |
-| `STRATUS_NUM_NODES` | nodes the trial runs on | 1 |
-| `STRATUS_NODE_RANK` | this node's index, 0 for the chief | 0 |
-| `STRATUS_CHIEF_ADDR` | address of the chief node (rank 0's rendezvous) | 127.0.0.1 on one node; required on several |
-| `STRATUS_CHIEF_PORT` | rendezvous port on the chief | a free port on one node; 29500 on several |
-| `STRATUS_NODE_ADDRS` | every node's address, comma-separated, chief first (horovod's `-H`, DeepSpeed's hostfile) | the chief alone |
-| `STRATUS_RUN_ID` | the run, used as torch's run id (`TORCHELASTIC_RUN_ID`) | `none` |
+| `STRATUS_NUM_NODES` | nodes the trial runs on | `AWS_BATCH_JOB_NUM_NODES`, else 1 |
+| `STRATUS_NODE_RANK` | this node's index, 0 for the chief | `AWS_BATCH_JOB_NODE_INDEX`, else 0 |
+| `STRATUS_CHIEF_ADDR` | address of the chief node (rank 0's store); set, it makes a static setup: no rendezvous | 127.0.0.1 on one node; on several, the rendezvous's |
+| `STRATUS_CHIEF_PORT` | port of rank 0's store on the chief (the chief announces it at the rendezvous) | a free port; 29500 on several nodes with `STRATUS_CHIEF_ADDR` |
+| `STRATUS_NODE_ADDRS` | every node's address, comma-separated, chief first (horovod's `-H`, DeepSpeed's hostfile); static setups only | the rendezvous's, or the chief alone |
+| `STRATUS_RUN_ID` | the run, used as torch's run id (`TORCHELASTIC_RUN_ID`) | the rendezvous's, else `none` |
 | `STRATUS_KILL_GRACE_S` | seconds between SIGTERM and SIGKILL when the other workers are stopped | 10 |
 | `STRATUS_LAUNCHER_REPORT` | path of a JSON file the launcher writes its outcome to | unset: no file |
 | `CUDA_VISIBLE_DEVICES` | the GPUs the agent gave this trial (DeepSpeed must not override them) | unset |
+
+Only on several nodes without `STRATUS_CHIEF_ADDR`, for the rendezvous (``_rendezvous``: every node's
+launcher registers its address with the control plane and waits until all nodes have):
+
+| variable | meaning | default |
+|---|---|---|
+| `STRATUS_MASTER`, `STRATUS_TRIAL_ID`, `STRATUS_RUN_TOKEN` | the control plane's URL, the trial, the run's bearer token | required |
+| `STRATUS_NODE_ADDR` | this node's address as the other nodes reach it (the agent sets it) | the local address of the route to `STRATUS_MASTER`'s host |
+| `STRATUS_RENDEZVOUS_TIMEOUT_S` | seconds to wait for every node to register | 600 |
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ from dataclasses import dataclass
 from launchers.errors import LaunchConfigError
 
 DEFAULT_KILL_GRACE_S = 10.0
-#: torch's default rendezvous port; nodes must agree on the port without talking first.
+DEFAULT_RENDEZVOUS_TIMEOUT_S = 600.0
+#: torch's default rendezvous port: in a static setup, nodes must agree on the port without talking first.
 MULTI_NODE_PORT = 29500
 LOCAL_ADDR = "127.0.0.1"
 REPORT_ENV = "STRATUS_LAUNCHER_REPORT"
@@ -41,8 +51,8 @@ class LaunchInfo:
     slots: int = 1
     num_nodes: int = 1
     node_rank: int = 0
-    chief_addr: str = LOCAL_ADDR
-    chief_port: int | None = None  # None: pick a free port (one node only)
+    chief_addr: str = LOCAL_ADDR  # "": several nodes whose chief the rendezvous has not told yet
+    chief_port: int | None = None  # None: pick a free port (one node, or the chief at the rendezvous)
     node_addrs: tuple[str, ...] = ()
     run_id: str = ""
     kill_grace: float = DEFAULT_KILL_GRACE_S
@@ -88,6 +98,20 @@ class LaunchInfo:
         return self.slots_per_node * self.num_nodes
 
     @property
+    def peers_known(self) -> bool:
+        """Whether the chief's address is known: one node, a static setup, or after the rendezvous."""
+        return not self.multi_node or bool(self.chief_addr)
+
+    def require_chief(self) -> None:
+        """Refuse to go on without the chief's address and port on several nodes."""
+        if not self.peers_known or (self.multi_node and self.chief_port is None):
+            raise LaunchConfigError(
+                f"the chief's address and port are not known on node {self.node_rank} of {self.num_nodes}: "
+                "the rendezvous (launchers._rendezvous.resolve_peers) fills them in, or set "
+                "STRATUS_CHIEF_ADDR (and STRATUS_CHIEF_PORT) for a static setup."
+            )
+
+    @property
     def hosts(self) -> tuple[str, ...]:
         """Every node's address, chief first; "localhost" on one node (horovod and DeepSpeed then start
         the workers themselves, without ssh)."""
@@ -95,29 +119,29 @@ class LaunchInfo:
             return ("localhost",)
         if not self.node_addrs:
             raise LaunchConfigError(
-                f"a trial on {self.num_nodes} nodes needs every node's address; set STRATUS_NODE_ADDRS "
-                "to the addresses, comma-separated, chief first."
+                f"a trial on {self.num_nodes} nodes needs every node's address: the rendezvous gives them, "
+                "or set STRATUS_NODE_ADDRS to the addresses, comma-separated, chief first."
             )
         return self.node_addrs
 
 
 def load_launch_info(environ: Mapping[str, str] | None = None) -> LaunchInfo:
+    """The placement as the environment gives it. On several nodes without ``STRATUS_CHIEF_ADDR`` the
+    chief is not known yet (``chief_addr`` is ""): ``_rendezvous.resolve_peers`` fills it in."""
     env = os.environ if environ is None else environ
-    num_nodes = _int(env, "STRATUS_NUM_NODES", 1)
+    # An AWS Batch multi-node parallel job says it in its own variables.
+    num_nodes = _first_int(env, ("STRATUS_NUM_NODES", "AWS_BATCH_JOB_NUM_NODES"), 1)
+    node_rank = _first_int(env, ("STRATUS_NODE_RANK", "AWS_BATCH_JOB_NODE_INDEX"), 0)
     chief_addr = env.get("STRATUS_CHIEF_ADDR", "").strip()
-    if num_nodes > 1 and not chief_addr:
-        raise LaunchConfigError(
-            f"STRATUS_CHIEF_ADDR is not set; a trial on {num_nodes} nodes needs the chief node's address."
-        )
     port = _optional_int(env, "STRATUS_CHIEF_PORT")
-    if port is None and num_nodes > 1:
+    if port is None and num_nodes > 1 and chief_addr:
         port = MULTI_NODE_PORT
     addrs = tuple(a.strip() for a in env.get("STRATUS_NODE_ADDRS", "").split(",") if a.strip())
     return LaunchInfo(
         slots=_int(env, "STRATUS_SLOTS", 1),
         num_nodes=num_nodes,
-        node_rank=_int(env, "STRATUS_NODE_RANK", 0),
-        chief_addr=chief_addr or LOCAL_ADDR,
+        node_rank=node_rank,
+        chief_addr=chief_addr or ("" if num_nodes > 1 else LOCAL_ADDR),
         chief_port=port,
         node_addrs=addrs,
         run_id=env.get("STRATUS_RUN_ID", ""),
@@ -127,11 +151,51 @@ def load_launch_info(environ: Mapping[str, str] | None = None) -> LaunchInfo:
     )
 
 
-def free_port() -> int:
-    """A TCP port free right now on every interface (rank 0's store binds it a moment later)."""
+def free_port(host: str = "") -> int:
+    """A TCP port free right now on ``host`` ("": every interface); rank 0's store binds it a moment later.
+    An address this machine does not have (a NAT's, say) falls back to every interface."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
+        try:
+            s.bind((host, 0))
+        except OSError:
+            if not host:
+                raise
+            s.bind(("", 0))
         return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class RendezvousEnv:
+    """What the rendezvous needs besides the placement (the second table above)."""
+
+    master: str
+    trial_id: str
+    token: str
+    node_addr: str | None = None  # None: detect it
+    timeout_s: float = DEFAULT_RENDEZVOUS_TIMEOUT_S
+
+
+def rendezvous_env(environ: Mapping[str, str] | None = None) -> RendezvousEnv:
+    env = os.environ if environ is None else environ
+    values: dict[str, str] = {}
+    for name in ("STRATUS_MASTER", "STRATUS_TRIAL_ID", "STRATUS_RUN_TOKEN"):
+        values[name] = env.get(name, "").strip()
+        if not values[name]:
+            raise LaunchConfigError(
+                f"{name} is not set; a trial on several nodes without STRATUS_CHIEF_ADDR finds its peers "
+                "through the control plane's rendezvous, which needs STRATUS_MASTER, STRATUS_TRIAL_ID and "
+                "STRATUS_RUN_TOKEN (the agent sets them)."
+            )
+    timeout = _float(env, "STRATUS_RENDEZVOUS_TIMEOUT_S", DEFAULT_RENDEZVOUS_TIMEOUT_S)
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise LaunchConfigError(f"STRATUS_RENDEZVOUS_TIMEOUT_S={timeout} is not a number of seconds > 0.")
+    return RendezvousEnv(
+        master=values["STRATUS_MASTER"].rstrip("/"),
+        trial_id=values["STRATUS_TRIAL_ID"],
+        token=values["STRATUS_RUN_TOKEN"],
+        node_addr=env.get("STRATUS_NODE_ADDR", "").strip() or None,
+        timeout_s=timeout,
+    )
 
 
 def kill_grace_from_env(environ: Mapping[str, str] | None = None) -> float:
@@ -158,6 +222,14 @@ def rank_from_env(names: str, environ: Mapping[str, str] | None = None) -> int |
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
     value = _optional_int(env, name)
     return default if value is None else value
+
+
+def _first_int(env: Mapping[str, str], names: tuple[str, ...], default: int) -> int:
+    for name in names:
+        value = _optional_int(env, name)
+        if value is not None:
+            return value
+    return default
 
 
 def _optional_int(env: Mapping[str, str], name: str) -> int | None:

@@ -11,7 +11,8 @@ instead of a ``--local_rank`` argument their parser may not accept.
 - One node: ``--num_gpus <slots>``, except when the agent has set ``CUDA_VISIBLE_DEVICES``: DeepSpeed
   then uses exactly those devices, and ``--num_gpus`` would make it drop them for devices 0..N-1.
 - Several nodes: every node runs its own DeepSpeed launcher with ``--no_ssh --node_rank R`` and the same
-  hostfile (``host slots=N`` per line, written to a temporary file), so no node needs an ssh server and
+  hostfile (``host slots=N`` per line, written to a temporary file, the addresses from the rendezvous or
+  ``STRATUS_NODE_ADDRS``; the chief's port from the rendezvous), so no node needs an ssh server and
   nothing has to be exported through ``.deepspeed_env`` (each node's workers inherit that node's
   environment). ``--no_ssh`` needs a recent DeepSpeed (0.19.8 has it).
 """
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 
 from launchers._argv import FlagSpec, Target, merge_flags, override_names, parse_launch_args, worker_command
 from launchers._info import LaunchInfo, free_port, load_launch_info
+from launchers._rendezvous import resolve_peers
 from launchers._signals import run_command
 from launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
 
@@ -74,6 +76,7 @@ def build_argv(
     several nodes."""
     if info.chief_port is None:
         raise ValueError("pick the master port (LaunchInfo.chief_port) before building deepspeed's argv")
+    info.require_chief()
     if "--module" in override_names(overrides, DEEPSPEED_FLAGS):
         raise LaunchConfigError(
             "deepspeed's --module cannot be overridden: the launcher runs the command as written; "
@@ -114,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hostfile: str | None = None
     try:
         overrides, target = parse_launch_args(sys.argv[1:] if argv is None else argv, USAGE)
-        info = load_launch_info()
+        info = resolve_peers(load_launch_info())  # the chief and the hostfile's addresses
         if info.chief_port is None:
             info = dataclasses.replace(info, chief_port=free_port())
         if shutil.which("deepspeed") is None:

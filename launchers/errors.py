@@ -2,6 +2,7 @@
 
 LauncherError
 ├── LaunchConfigError   the environment or the command line cannot describe a launch
+│   └── RendezvousError the nodes could not find each other (run ended, token refused, timed out)
 └── MissingProgramError the program a launcher wraps (torchrun, horovodrun, deepspeed) is not installed
 """
 
@@ -15,6 +16,10 @@ class LauncherError(Exception):
 
 
 class LaunchConfigError(LauncherError):
+    pass
+
+
+class RendezvousError(LaunchConfigError):
     pass
 
 

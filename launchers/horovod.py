@@ -6,8 +6,9 @@
 slot, behind ``launchers.wrap_rank HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK`` (the variable that holds
 the rank depends on horovod's controller: Gloo, Open MPI or MPICH). On one node the host is
 ``localhost``, which horovod runs without ssh. On several nodes horovodrun, on the chief only, reaches
-the other nodes over ssh (``STRATUS_NODE_ADDRS`` lists them; ``-p`` overrides the ssh port); Stratus
-starts no ssh server on them, so the other nodes refuse to run this launcher.
+the other nodes over ssh (the rendezvous, or ``STRATUS_NODE_ADDRS`` in a static setup, gives their
+addresses; ``-p`` overrides the ssh port); Stratus starts no ssh server on them, so the other nodes
+refuse to run this launcher (before the rendezvous: the chief's then ends when their runs do).
 
 horovodrun monitors its workers itself; this launcher only forwards signals and returns its exit code.
 """
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 
 from launchers._argv import FlagSpec, Target, merge_flags, parse_launch_args, worker_command
 from launchers._info import LaunchInfo, load_launch_info
+from launchers._rendezvous import resolve_peers
 from launchers._signals import run_command
 from launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
 
@@ -106,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "the other nodes' workers over ssh, and Stratus runs no ssh server; use "
                 "launchers.torch_distributed for trials on several nodes."
             )
+        info = resolve_peers(info)  # the other nodes' addresses for -H
         cmd = build_argv(info, overrides, target, python=sys.executable)
         if shutil.which(cmd[0]) is None:
             raise MissingProgramError(

@@ -4,22 +4,28 @@
 
 One process per slot of this node, with torchrun's environment (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
 ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``, ``TORCHELASTIC_RUN_ID``…), so
-``torch.distributed.init_process_group()`` and ``harness`` find their ranks. Two ways to get there:
+``torch.distributed.init_process_group()`` and ``harness`` find their ranks. On several nodes, the chief's
+address and port come from ``STRATUS_CHIEF_ADDR``/``STRATUS_CHIEF_PORT`` (a static setup) or else from
+the control plane's rendezvous (``_rendezvous.resolve_peers``), before anything starts. Two ways on:
 
-- **One node** (the common case): the launcher starts the workers itself (``_monitor.run_workers``).
-  torchrun's elastic agent would add a process, poll its workers, name the failed rank only inside a
-  long error summary, and wait up to 30 s (its shutdown timeout) before it SIGKILLs a survivor stuck in
-  a collective. Here the first failing rank is named in one line, the survivors get SIGTERM at once and
-  SIGKILL after ``STRATUS_KILL_GRACE_S`` (10 s), every line carries its ``[rank=N]`` prefix, and no
-  extra Python process runs per rank. The overrides honoured this way are ``--nproc_per_node N``,
-  ``--master_addr``, ``--master_port``, ``--nnodes 1``, ``--node_rank 0``, ``--max_restarts 0`` and
-  ``--start_method`` (meaningless for commands, so ignored).
-- **Several nodes, or any other torchrun override** (``--rdzv_backend``, ``--max_restarts 3``,
-  ``--redirects``…): ``python3 -m torch.distributed.run`` with ``build_argv``'s command line (static
-  rendezvous on the chief, ``--max_restarts 0``); each worker runs behind ``launchers.wrap_rank RANK``
-  for the prefixes. ``--start_method`` is left out: torchrun uses it only for Python functions, never
-  for a script or module. torchrun's ``--module``, ``--no_python`` and ``--run_path`` are refused as
-  overrides: the launcher decides how the command runs.
+- **The launcher's own workers** (``_monitor.run_workers``), on one node or several: torchrun's elastic
+  agent would add a process, poll its workers, name the failed rank only inside a long error summary,
+  and wait up to 30 s (its shutdown timeout) before it SIGKILLs a survivor stuck in a collective. Here
+  the first failing rank (its global rank) is named in one line and in the report, the survivors get
+  SIGTERM at once and SIGKILL after ``STRATUS_KILL_GRACE_S`` (10 s), every line carries its ``[rank=N]``
+  prefix, and no extra Python process runs per rank. Node R of N starts ranks R*nproc..R*nproc+nproc-1
+  with torchrun's static multi-node environment (``GROUP_RANK`` R, ``GROUP_WORLD_SIZE`` N, global rank 0
+  hosts the TCP store at ``MASTER_ADDR:MASTER_PORT``). The overrides honoured this way are
+  ``--nproc_per_node N``, ``--master_addr``, ``--master_port``, ``--nnodes`` and ``--node_rank`` equal to
+  this node's, ``--max_restarts 0`` and ``--start_method`` (meaningless for commands, so ignored). A
+  failure on one node ends that node's launcher; the other nodes' workers see their collectives fail (or
+  the control plane stops their runs) and end in turn.
+- **Any other torchrun override** (``--rdzv_backend``, ``--max_restarts 3``, ``--redirects``…):
+  ``python3 -m torch.distributed.run`` with ``build_argv``'s command line (static rendezvous on the
+  chief's resolved address and port, ``--max_restarts 0``); each worker runs behind
+  ``launchers.wrap_rank RANK`` for the prefixes. ``--start_method`` is left out: torchrun uses it only
+  for Python functions, never for a script or module. torchrun's ``--module``, ``--no_python`` and
+  ``--run_path`` are refused as overrides: the launcher decides how the command runs.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from pathlib import Path
 from launchers._argv import FlagSpec, Target, merge_flags, override_names, parse_launch_args, worker_command
 from launchers._info import REPORT_ENV, LaunchInfo, free_port, load_launch_info
 from launchers._monitor import Outcome, Worker, run_workers, write_report
+from launchers._rendezvous import resolve_peers
 from launchers._signals import FORWARDED, run_command
 from launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
 
@@ -66,22 +73,33 @@ OPTIONAL_FEATURES = ("--signals-to-handle", "--shutdown-timeout")
 
 @dataclass(frozen=True)
 class LocalLaunch:
-    """A one-node launch the launcher runs itself."""
+    """This node's share of a launch the launcher runs itself."""
 
-    nproc: int
+    nproc: int  # workers on this node
     master_addr: str
-    master_port: int | None  # None: a free port, picked just before the start
+    master_port: int | None  # None: a free port, picked just before the start (one node only)
     run_id: str = ""
+    num_nodes: int = 1
+    node_rank: int = 0
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.num_nodes
+
+    def global_rank(self, local_rank: int) -> int:
+        return self.node_rank * self.nproc + local_rank
 
 
 def local_launch(info: LaunchInfo, overrides: Sequence[str]) -> LocalLaunch | None:
-    """The one-node launch, or None when torchrun must run it (several nodes, other overrides)."""
-    if info.multi_node:
-        return None
+    """This node's launch, or None when torchrun must run it (an override only torchrun knows)."""
+    info.require_chief()
     values = override_names(overrides, TORCHRUN_FLAGS)
     if set(values) - _HONOURED_LOCALLY:
         return None
-    if values.get("--nnodes", "1") not in ("1", "1:1") or values.get("--node-rank", "0") != "0":
+    nodes, node = str(info.num_nodes), str(info.node_rank)
+    if values.get("--nnodes", nodes) not in (nodes, f"{nodes}:{nodes}"):
+        return None
+    if values.get("--node-rank", node) != node:
         return None
     if values.get("--max-restarts", "0") != "0":
         return None
@@ -97,33 +115,41 @@ def local_launch(info: LaunchInfo, overrides: Sequence[str]) -> LocalLaunch | No
         if not raw.isdigit():
             raise LaunchConfigError(f"--master_port {raw!r} is not a port number.")
         port = int(raw)
-    return LocalLaunch(nproc, values.get("--master-addr") or info.chief_addr, port, info.run_id)
+    return LocalLaunch(
+        nproc,
+        values.get("--master-addr") or info.chief_addr,
+        port,
+        info.run_id,
+        num_nodes=info.num_nodes,
+        node_rank=info.node_rank,
+    )
 
 
 def build_worker_env(launch: LocalLaunch, local_rank: int, base: Mapping[str, str]) -> dict[str, str]:
-    """Worker ``local_rank``'s environment: ``base`` plus what torchrun gives its workers on one node."""
+    """Worker ``local_rank``'s environment: ``base`` plus what torchrun gives its workers in a static launch
+    (``RANK`` is the global rank, ``node_rank * nproc + local_rank``)."""
     if launch.master_port is None:
         raise ValueError("pick the master port (LocalLaunch.master_port) before building worker environments")
     if not 0 <= local_rank < launch.nproc:
         raise ValueError(f"local rank {local_rank} is outside 0..{launch.nproc - 1}")
     env = {k: v for k, v in base.items() if k != REPORT_ENV}  # the report is the launcher's, not a worker's
-    rank, size = str(local_rank), str(launch.nproc)
+    rank, world = str(launch.global_rank(local_rank)), str(launch.world_size)
     env.update(
         RANK=rank,
-        LOCAL_RANK=rank,
-        WORLD_SIZE=size,
-        LOCAL_WORLD_SIZE=size,
-        GROUP_RANK="0",
-        GROUP_WORLD_SIZE="1",
+        LOCAL_RANK=str(local_rank),
+        WORLD_SIZE=world,
+        LOCAL_WORLD_SIZE=str(launch.nproc),
+        GROUP_RANK=str(launch.node_rank),
+        GROUP_WORLD_SIZE=str(launch.num_nodes),
         ROLE_NAME="default",
         ROLE_RANK=rank,
-        ROLE_WORLD_SIZE=size,
+        ROLE_WORLD_SIZE=world,
         MASTER_ADDR=launch.master_addr,
         MASTER_PORT=str(launch.master_port),
         TORCHELASTIC_RUN_ID=launch.run_id or "none",
         TORCHELASTIC_RESTART_COUNT="0",
         TORCHELASTIC_MAX_RESTARTS="0",
-        # Rank 0 hosts the TCP store itself (there is no agent store without torchrun's agent).
+        # Global rank 0 hosts the TCP store itself (there is no agent store without torchrun's agent).
         TORCHELASTIC_USE_AGENT_STORE="False",
         TORCH_NCCL_ASYNC_ERROR_HANDLING=base.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     )
@@ -144,6 +170,7 @@ def build_argv(
     has (the launcher's signals and kill grace then reach torchrun too)."""
     if info.chief_port is None:
         raise ValueError("pick the master port (LaunchInfo.chief_port) before building torchrun's argv")
+    info.require_chief()
     refused = set(override_names(overrides, TORCHRUN_FLAGS)) & _REFUSED
     if refused:
         raise LaunchConfigError(
@@ -187,7 +214,10 @@ def run_local(launch: LocalLaunch, target: Target, info: LaunchInfo) -> int:
     if launch.master_port is None:
         launch = dataclasses.replace(launch, master_port=free_port())
     command = worker_command(target, sys.executable)
-    workers = [Worker(r, command, build_worker_env(launch, r, os.environ)) for r in range(launch.nproc)]
+    workers = [
+        Worker(launch.global_rank(r), command, build_worker_env(launch, r, os.environ))
+        for r in range(launch.nproc)
+    ]
     return run_workers(workers, kill_grace=info.kill_grace, report_path=info.report_path)
 
 
@@ -219,7 +249,7 @@ def run_torchrun(info: LaunchInfo, overrides: Sequence[str], target: Target) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         overrides, target = parse_launch_args(sys.argv[1:] if argv is None else argv, USAGE)
-        info = load_launch_info()
+        info = resolve_peers(load_launch_info())
         launch = local_launch(info, overrides)
         if launch is not None:
             return run_local(launch, target, info)

@@ -189,6 +189,12 @@ def test_torchrun_argv_needs_a_port() -> None:
         torch_distributed.build_argv(LaunchInfo(slots=2), [], Script(("train.py",)))
 
 
+def test_torchrun_argv_needs_the_chief_on_several_nodes() -> None:
+    unresolved = load_launch_info({"STRATUS_NUM_NODES": "2", "STRATUS_SLOTS": "2", "STRATUS_CHIEF_PORT": "1"})
+    with pytest.raises(LaunchConfigError, match="chief's address and port are not known on node 0 of 2"):
+        torch_distributed.build_argv(unresolved, ["--rdzv_backend", "static"], Script(("train.py",)))
+
+
 # ---- torch_distributed: the one-node launch the launcher runs itself ----------------------------------
 
 
@@ -214,8 +220,33 @@ def test_local_launch(overrides: list[str], expected: LocalLaunch | None) -> Non
     assert local_launch(ONE_NODE, overrides) == expected
 
 
-def test_local_launch_never_on_several_nodes() -> None:
-    assert local_launch(TWO_NODES, []) is None
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ([], LocalLaunch(4, "10.0.0.1", 29500, "", num_nodes=2, node_rank=1)),
+        (
+            ["--nnodes", "2:2", "--node_rank", "1", "--nproc_per_node", "2", "--master_port", "1234"],
+            LocalLaunch(2, "10.0.0.1", 1234, "", num_nodes=2, node_rank=1),
+        ),
+        (["--nnodes", "2"], LocalLaunch(4, "10.0.0.1", 29500, "", num_nodes=2, node_rank=1)),
+        (["--nnodes", "1"], None),
+        (["--nnodes", "1:2"], None),
+        (["--node_rank", "0"], None),
+        (["--max_restarts", "3"], None),
+        (["--rdzv_backend", "c10d"], None),
+    ],
+)
+def test_local_launch_on_several_nodes(overrides: list[str], expected: LocalLaunch | None) -> None:
+    assert local_launch(TWO_NODES, overrides) == expected
+
+
+def test_local_launch_needs_the_chief_on_several_nodes() -> None:
+    unresolved = LaunchInfo(slots=4, num_nodes=2, node_rank=1, chief_addr="")
+    assert not unresolved.peers_known and TWO_NODES.peers_known and ONE_NODE.peers_known
+    with pytest.raises(LaunchConfigError, match="STRATUS_CHIEF_ADDR"):
+        local_launch(unresolved, [])
+    with pytest.raises(LaunchConfigError, match="not known"):  # an address but no port
+        local_launch(LaunchInfo(slots=4, num_nodes=2, chief_addr="10.0.0.1"), [])
 
 
 def test_local_launch_free_port_and_run_id() -> None:
@@ -247,6 +278,38 @@ def test_build_worker_env() -> None:
         "OMP_NUM_THREADS": "1",
     }
     assert base["STRATUS_LAUNCHER_REPORT"] == "/tmp/r.json"  # the input is not changed
+
+
+def test_build_worker_env_node_1_of_2() -> None:
+    """Two slots per node: node 1 runs global ranks 2 and 3; global rank 0 (on the chief) has the store."""
+    launch = LocalLaunch(2, "10.0.0.1", 29500, "run-3", num_nodes=2, node_rank=1)
+    assert launch.world_size == 4 and [launch.global_rank(r) for r in range(2)] == [2, 3]
+    envs = [build_worker_env(launch, r, {"PATH": "/bin"}) for r in range(2)]
+    torch_vars = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE"]
+    assert [[env[k] for k in torch_vars] for env in envs] == [
+        ["2", "0", "4", "2", "1", "2"],
+        ["3", "1", "4", "2", "1", "2"],
+    ]
+    assert envs[1] == {
+        "PATH": "/bin",
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "1",
+        "GROUP_WORLD_SIZE": "2",
+        "ROLE_NAME": "default",
+        "ROLE_RANK": "3",
+        "ROLE_WORLD_SIZE": "4",
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "29500",
+        "TORCHELASTIC_RUN_ID": "run-3",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+        "TORCHELASTIC_USE_AGENT_STORE": "False",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+        "OMP_NUM_THREADS": "1",
+    }
 
 
 def test_build_worker_env_keeps_the_users_choices() -> None:
@@ -413,10 +476,29 @@ def test_load_launch_info_several_nodes() -> None:
     )
 
 
+def test_load_launch_info_several_nodes_leaves_the_chief_to_the_rendezvous() -> None:
+    """No STRATUS_CHIEF_ADDR: not an error any more; the chief is unknown until resolve_peers."""
+    info = load_launch_info({"STRATUS_SLOTS": "4", "STRATUS_NUM_NODES": "2", "STRATUS_NODE_RANK": "1"})
+    assert (info.chief_addr, info.chief_port, info.node_addrs, info.peers_known) == ("", None, (), False)
+    chief = load_launch_info({"STRATUS_SLOTS": "2", "STRATUS_NUM_NODES": "2", "STRATUS_CHIEF_PORT": "1234"})
+    assert (chief.chief_addr, chief.chief_port) == ("", 1234)  # the port the chief will announce
+    with pytest.raises(LaunchConfigError, match="the rendezvous gives them"):
+        _ = info.hosts
+
+
+def test_load_launch_info_aws_batch_multi_node_job() -> None:
+    batch = {"AWS_BATCH_JOB_NUM_NODES": "3", "AWS_BATCH_JOB_NODE_INDEX": "2", "STRATUS_SLOTS": "6"}
+    info = load_launch_info(batch)
+    assert (info.num_nodes, info.node_rank, info.slots_per_node, info.peers_known) == (3, 2, 2, False)
+    # Stratus's own variables win.
+    info = load_launch_info({**batch, "STRATUS_NUM_NODES": "2", "STRATUS_NODE_RANK": "0"})
+    assert (info.num_nodes, info.node_rank) == (2, 0)
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"STRATUS_NUM_NODES": "2"}, "STRATUS_CHIEF_ADDR is not set"),
+        ({"AWS_BATCH_JOB_NUM_NODES": "x"}, "AWS_BATCH_JOB_NUM_NODES='x' is not a whole number"),
         ({"STRATUS_SLOTS": "two"}, "not a whole number"),
         ({"STRATUS_SLOTS": "3", "STRATUS_NUM_NODES": "2", "STRATUS_CHIEF_ADDR": "h"}, "split evenly"),
         ({"STRATUS_NODE_RANK": "1"}, "outside 0..0"),

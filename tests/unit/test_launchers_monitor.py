@@ -363,18 +363,24 @@ def test_gloo_crash_ends_the_launch_before_any_collective_timeout(tmp_path: Path
     assert "should not get here" not in done.stdout
 
 
-def test_gloo_through_torchrun_on_two_simulated_nodes(tmp_path: Path) -> None:
-    """Several nodes take the torchrun path: two launchers on this machine, one process each."""
-    script(tmp_path, "script.py", ALL_REDUCE)
+def two_nodes(tmp_path: Path, *args: str, **env: str) -> list[tuple[int, str, str]]:
+    """Two torch_distributed launchers on this machine as node 0 and node 1 of a static setup (the chief
+    given, so no rendezvous), one process each: ``(exit code, stdout, stderr)`` per node. Node N's
+    launcher report is ``report-N.json``."""
     from launchers._info import free_port
 
     common = {"STRATUS_SLOTS": "2", "STRATUS_NUM_NODES": "2", "STRATUS_CHIEF_ADDR": "127.0.0.1"}
     common["STRATUS_CHIEF_PORT"] = str(free_port())
     nodes = [
         subprocess.Popen(
-            [sys.executable, "-m", "launchers.torch_distributed", "--", "script.py"],
+            [sys.executable, "-m", "launchers.torch_distributed", *args],
             cwd=tmp_path,
-            env=env_for(tmp_path, STRATUS_NODE_RANK=str(n), **common),
+            env=env_for(
+                tmp_path,
+                STRATUS_NODE_RANK=str(n),
+                STRATUS_LAUNCHER_REPORT=str(tmp_path / f"report-{n}.json"),
+                **{**common, **env},
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -386,9 +392,46 @@ def test_gloo_through_torchrun_on_two_simulated_nodes(tmp_path: Path) -> None:
     finally:
         for node in nodes:
             node.kill()
-    assert [node.returncode for node in nodes] == [0, 0], [err for _, err in outs]
-    assert outs[0][0].splitlines() == ["[rank=0] sum=3 rank=0/2 local=0"]
-    assert outs[1][0].splitlines() == ["[rank=1] sum=3 rank=1/2 local=0"]
+    return [(node.returncode, out, err) for node, (out, err) in zip(nodes, outs, strict=True)]
+
+
+@pytest.mark.timeout(30)
+def test_gloo_on_two_simulated_nodes(tmp_path: Path) -> None:
+    """Several nodes, no overrides: each launcher runs its node's workers itself, with global ranks."""
+    script(tmp_path, "script.py", ALL_REDUCE)
+    (code0, out0, err0), (code1, out1, err1) = two_nodes(tmp_path, "--", "script.py")
+    assert (code0, code1) == (0, 0), (err0, err1)
+    assert out0.splitlines() == ["[rank=0] sum=3 rank=0/2 local=0"]
+    assert out1.splitlines() == ["[rank=1] sum=3 rank=1/2 local=0"]
+
+
+@pytest.mark.timeout(60)
+def test_gloo_through_torchrun_on_two_simulated_nodes(tmp_path: Path) -> None:
+    """A torchrun override (``--rdzv_backend static``) takes the torchrun path on each node."""
+    script(tmp_path, "script.py", ALL_REDUCE)
+    (code0, out0, err0), (code1, out1, err1) = two_nodes(
+        tmp_path, "--rdzv_backend", "static", "--", "script.py"
+    )
+    assert (code0, code1) == (0, 0), (err0, err1)
+    assert out0.splitlines() == ["[rank=0] sum=3 rank=0/2 local=0"]
+    assert out1.splitlines() == ["[rank=1] sum=3 rank=1/2 local=0"]
+
+
+@pytest.mark.timeout(30)
+def test_gloo_crash_on_node_1_names_its_global_rank(tmp_path: Path) -> None:
+    script(tmp_path, "crash.py", CRASH_AFTER_INIT)
+    (code0, out0, _), (code1, out1, err1) = two_nodes(tmp_path, "--", "crash.py")
+    assert code1 == 3, err1
+    assert FIRST_FAILURE.format(rank=1, code=3) in err1.splitlines()
+    assert out1.splitlines() == ["[rank=1] rank 1 crashing"]
+    assert json.loads((tmp_path / "report-1.json").read_text()) == {
+        "exit_code": 3,
+        "failed_rank": 1,
+        "reason": "rank 1 exited with code 3",
+    }
+    # Rank 0's collective fails with its peer gone: node 0 ends too, naming its own rank.
+    assert code0 != 0 and "should not get here" not in out0
+    assert json.loads((tmp_path / "report-0.json").read_text())["failed_rank"] == 0
 
 
 # ---- DeepSpeed's launcher, where it is installed (it is not a dependency; CPU runs use DS_ACCELERATOR=cpu)
