@@ -32,6 +32,11 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
     trial: Json = answer["trial"]
     checkpoints: list[Json] = list(answer.get("checkpoints") or [])
     rt.say(trial_table([trial], nni=nni))
+    failed_rank = (trial.get("exit") or {}).get("failed_rank")
+    if failed_rank is not None:
+        rt.say(
+            f"\nFailed first: rank {failed_rank} (its lines: det trial logs {trial['id']} --rank {failed_rank})"
+        )
     rt.say("\nCheckpoints:")
     rt.say(checkpoints_table(checkpoints))
     rt.say("")

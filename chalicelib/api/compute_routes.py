@@ -77,7 +77,7 @@ def run_started(agent_id: str, run_id: str) -> Response:
 def run_exited(agent_id: str, run_id: str) -> Response:
     """A run's process ended; the trial's workflow moves on."""
     body = parse(bp, models.RunExited)
-    runs.exited(ports(), _agent(agent_id), run_id, body.exit_code, body.reason)
+    runs.exited(ports(), _agent(agent_id), run_id, body.exit_code, body.reason, body.failed_rank)
     return answer(models.Empty())
 
 
@@ -184,6 +184,28 @@ def checkpoint_downloads(uuid: str) -> Response:
     return answer(
         models.CheckpointDownloads(checkpoint=views.checkpoint(p, found["checkpoint"]), urls=found["urls"])
     )
+
+
+@route(
+    bp,
+    "/trials/{trial_id}/rendezvous",
+    "POST",
+    request=models.RendezvousJoin,
+    response=models.Rendezvous,
+    auth="run",
+)
+def rendezvous_join(trial_id: str) -> Response:
+    """A node of a multi-node run adds its address (the chief its port) and gets the record back."""
+    run = _run(trial_id)
+    body = parse(bp, models.RendezvousJoin)
+    record = runs.rendezvous(ports(), run, body.node_rank, body.addr, body.port)
+    return answer(models.Rendezvous.model_validate(record))
+
+
+@route(bp, "/trials/{trial_id}/rendezvous", "GET", response=models.Rendezvous, auth="run")
+def rendezvous_read(trial_id: str) -> Response:
+    """The run's rendezvous record: which nodes are in, and whether all of them are."""
+    return answer(models.Rendezvous.model_validate(runs.rendezvous(ports(), _run(trial_id))))
 
 
 @route(bp, "/trials/{trial_id}/searcher", "GET", response=models.SearcherOp, auth="run")

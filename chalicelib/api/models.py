@@ -54,6 +54,8 @@ class Checkpoint(BaseModel):
 class TrialExit(BaseModel):
     code: int
     reason: str
+    #: The rank (global, across nodes) that failed first in a distributed run, as its launcher saw it.
+    failed_rank: int | None = None
 
 
 class Trial(BaseModel):
@@ -183,6 +185,7 @@ class RunStarted(_Body):
 class RunExited(_Body):
     exit_code: int
     reason: str = Field(default="", max_length=4000)
+    failed_rank: int | None = Field(default=None, ge=0)  # from the launcher's report, if there is one
 
 
 class LogBatch(_Body):
@@ -192,6 +195,25 @@ class LogBatch(_Body):
 
 
 # ---- trial-facing ---------------------------------------------------------------------------------
+
+
+class RendezvousJoin(_Body):
+    node_rank: int = Field(ge=0)
+    addr: str = Field(min_length=1, max_length=255)
+    port: int | None = Field(default=None, ge=1, le=65535)  # the chief's; null from the other nodes
+
+
+class RendezvousNode(BaseModel):
+    node_rank: int
+    addr: str
+    port: int | None
+
+
+class Rendezvous(BaseModel):
+    run_id: str
+    num_nodes: int
+    nodes: list[RendezvousNode]  # the nodes registered so far, by rank
+    ready: bool  # every node is in
 
 
 class TrialInfo(BaseModel):

@@ -52,7 +52,12 @@ def trial(ports: Ports, record: Record) -> models.Trial:
         latest = checkpoint(ports, stored) if stored else None
     exit_ = None
     if "exit_code" in record:
-        exit_ = models.TrialExit(code=int(record["exit_code"]), reason=str(record.get("exit_reason", "")))
+        rank = record.get("failed_rank")
+        exit_ = models.TrialExit(
+            code=int(record["exit_code"]),
+            reason=str(record.get("exit_reason", "")),
+            failed_rank=int(rank) if rank is not None else None,
+        )
     return models.Trial(
         id=int(record["id"]),
         experiment_id=int(record["experiment_id"]),

@@ -140,6 +140,34 @@ def transition(
     return record
 
 
+def update_map_entry(
+    tbl: Any,
+    key: Mapping[str, Any],
+    attribute: str,
+    entry: str,
+    value: Any,
+    condition: tuple[str, Mapping[str, Any]],
+) -> dict[str, Any] | None:
+    """Set ``attribute[entry] = value`` (the map must exist) if ``condition`` holds (it may use ``#state``);
+    the whole new record, or None when the condition failed."""
+    expression, values = condition
+    try:
+        answer = tbl.update_item(
+            Key=dict(key),
+            UpdateExpression="SET #m.#e = :value",
+            ConditionExpression=f"attribute_exists(#m) AND ({expression})",
+            ExpressionAttributeNames={"#m": attribute, "#e": entry, "#state": "state"},
+            ExpressionAttributeValues={":value": to_dynamo(value), **values},
+            ReturnValues="ALL_NEW",
+        )
+    except ClientError as error:
+        if is_condition_failure(error):
+            return None
+        raise
+    record: dict[str, Any] = plain(answer["Attributes"])
+    return record
+
+
 def update_fields(
     tbl: Any,
     key: Mapping[str, Any],

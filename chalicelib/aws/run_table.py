@@ -2,6 +2,11 @@
 
 Sparse GSIs keep the scheduler's reads small: `pending_pool` exists only while a run waits for slots,
 `alloc_pool` only while it holds them, `active_agent` only while an agent should be running it.
+
+A run on several nodes (`nodes`: the agents, chief first) is launched as one node record per node
+(`kind = node`, id `<run>-node<k>`, keyed like runs so `by_agent` finds them); the run record itself then
+has no `active_agent`, collects each node's exit code in `node_exits`, and holds the trial's rendezvous
+record (`rendezvous`: node rank → address and port).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import dynamo
+from chalicelib.domain import keys
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
 
 
@@ -67,16 +73,24 @@ class DynamoRuns:
             )
         )
 
-    def assign(self, run_id: str, agent_id: str) -> dict[str, Any] | None:
+    def assign(self, run_id: str, agent_id: str, nodes: tuple[str, ...] = ()) -> dict[str, Any] | None:
         run = self.get(run_id)
         if run is None:
             return None
+        sets: dict[str, Any] = {
+            "agent_id": agent_id,
+            "alloc_pool": run["pool"],
+            "assigned_at": dynamo.now_iso(),
+        }
+        if nodes:
+            per_node = int(run["slots"]) // len(nodes)
+            sets["nodes"] = [{"agent_id": agent, "slots": per_node} for agent in nodes]
         return dynamo.transition(
             self._table,
             {"run_id": run_id},
             str(RunState.ASSIGNED),
             _sources(RunState.ASSIGNED),
-            sets={"agent_id": agent_id, "alloc_pool": run["pool"], "assigned_at": dynamo.now_iso()},
+            sets=sets,
             removes=("pending_pool",),
         )
 
@@ -84,16 +98,55 @@ class DynamoRuns:
         run = self.get(run_id)
         if run is None:
             return None
+        nodes = run.get("nodes") or []
+        if nodes:
+            # Node records first: a retried launch finds them (the put is conditional) before the run moves.
+            for rank, node in enumerate(nodes):
+                self._put_node(run, rank, node)
+            sets: dict[str, Any] = {"launch_token": launch_token, "rendezvous": {}, "node_exits": {}}
+        else:
+            sets = {"launch_token": launch_token, "active_agent": run["agent_id"]}
         return dynamo.transition(
             self._table,
             {"run_id": run_id},
             str(RunState.LAUNCHING),
             _sources(RunState.LAUNCHING),
-            sets={
-                "launch_token": launch_token,
-                "active_agent": run["agent_id"],
-                "launched_at": dynamo.now_iso(),
-            },
+            sets={**sets, "launched_at": dynamo.now_iso()},
+        )
+
+    def _put_node(self, run: dict[str, Any], rank: int, node: dict[str, Any]) -> None:
+        item = {
+            "run_id": keys.node_id(run["run_id"], rank),
+            "kind": "node",
+            "parent_run": run["run_id"],
+            "node_rank": rank,
+            "trial_id": run["trial_id"],
+            "experiment_id": run["experiment_id"],
+            "pool": run["pool"],
+            "slots": int(node["slots"]),
+            "agent_id": node["agent_id"],
+            "active_agent": node["agent_id"],
+            "state": str(RunState.LAUNCHING),
+            "version": 0,
+        }
+        try:
+            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(run_id)")
+        except ClientError as error:
+            if not dynamo.is_condition_failure(error):
+                raise
+
+    def record_node_exit(self, run_id: str, node_rank: int, exit_code: int) -> dict[str, Any] | None:
+        """Note one node's exit code on its run; the run as it is now, or None once the run has exited."""
+        return dynamo.update_map_entry(
+            self._table, {"run_id": run_id}, "node_exits", str(node_rank), exit_code, _live_condition()
+        )
+
+    def register_rendezvous(
+        self, run_id: str, node_rank: int, entry: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Add a node to the run's rendezvous record; None when the run is not launched or has exited."""
+        return dynamo.update_map_entry(
+            self._table, {"run_id": run_id}, "rendezvous", str(node_rank), entry, _live_condition()
         )
 
     def start(self, run_id: str, agent_id: str, pid: int) -> dict[str, Any] | None:
@@ -129,6 +182,13 @@ class DynamoRuns:
 
     def mark_pausing(self, run_id: str) -> None:
         dynamo.update_fields(self._table, {"run_id": run_id}, {"pausing": True}, pk="run_id")
+
+
+def _live_condition() -> tuple[str, dict[str, Any]]:
+    return "#state IN (:launching, :running)", {
+        ":launching": str(RunState.LAUNCHING),
+        ":running": str(RunState.RUNNING),
+    }
 
 
 class DynamoAgents:

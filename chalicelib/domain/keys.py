@@ -58,6 +58,11 @@ def parse_run_id(value: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
+def node_id(run_id: str, node_rank: int) -> str:
+    """The record of one node of a multi-node run (its agent reports under this id)."""
+    return f"{run_id}-node{node_rank}"
+
+
 def execution_name(trial_id: int, generation: int) -> str:
     """One Step Functions execution per trial run; starting the same name twice is a no-op in AWS."""
     return f"trial-{trial_id}-{generation}"

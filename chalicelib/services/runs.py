@@ -2,6 +2,10 @@
 
 The launch message carries the state machine's task token; it is kept on the run and answered when
 the agent reports the process's exit, which moves the execution on to complete, restart or fail.
+
+A run on several nodes is launched as one node record per agent; each node's processes find their
+peers through the run's rendezvous record (``rendezvous``). The first node to fail ends the run and
+the others are killed at their agents' next heartbeat; the run completes when every node has.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 from chalicelib import config as cfg
 from chalicelib.domain import keys
 from chalicelib.domain.states import RunState, TrialState
-from chalicelib.errors import ForbiddenError, NotFoundError
+from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from chalicelib.services import tokens
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
@@ -62,28 +66,102 @@ def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Seque
 
 
 def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:
-    run = _own_run(ports, agent_id, run_id)
-    if ports.runs.start(run_id, agent_id, pid) is not None:
-        ports.trials.transition(int(run["trial_id"]), str(TrialState.RUNNING))
+    record = _own_run(ports, agent_id, run_id)
+    if ports.runs.start(run_id, agent_id, pid) is None:
+        return  # a retried report
+    run = record
+    if record.get("kind") == "node":
+        # The run is RUNNING when its first node is.
+        parent = ports.runs.get(str(record["parent_run"]))
+        if parent is None or ports.runs.start(parent["run_id"], str(parent["agent_id"]), pid) is None:
+            return
+        run = parent
+    ports.trials.transition(int(run["trial_id"]), str(TrialState.RUNNING))
 
 
-def exited(ports: Ports, agent_id: str, run_id: str, exit_code: int, reason: str) -> None:
-    run = _own_run(ports, agent_id, run_id)
-    if run["state"] == RunState.EXITED:
+def exited(
+    ports: Ports, agent_id: str, run_id: str, exit_code: int, reason: str, failed_rank: int | None = None
+) -> None:
+    record = _own_run(ports, agent_id, run_id)
+    if record["state"] == RunState.EXITED:
         return  # a retried report
     if ports.runs.exit(run_id, exit_code, reason) is None:
         return
+    if record.get("kind") == "node":
+        _node_exited(ports, record, exit_code, reason, failed_rank)
+    else:
+        _settle(ports, record, exit_code, reason, failed_rank)
+
+
+def _node_exited(ports: Ports, node: Record, exit_code: int, reason: str, failed_rank: int | None) -> None:
+    """One node of a multi-node run ended: the first failure ends the run (the other nodes are told to
+    stop at their agents' next heartbeat); a clean exit ends it once every node has exited cleanly."""
+    rank = int(node["node_rank"])
+    run = ports.runs.record_node_exit(str(node["parent_run"]), rank, exit_code)
+    if run is None:
+        return  # the run has ended already: another node failed first
+    count = len(run["nodes"])
+    if exit_code == 0:
+        if len(run.get("node_exits") or {}) < count:
+            return  # the others are still running
+        reason = f"all {count} nodes exited with code 0"
+    else:
+        reason = f"node {rank} of {count} (agent {node['agent_id']}): {reason}"
+    if ports.runs.exit(run["run_id"], exit_code, reason) is None:
+        return
+    for other in range(count):
+        if other != rank:
+            ports.runs.exit(keys.node_id(run["run_id"], other), -1, f"stopped: node {rank} ended the run")
+    _settle(ports, run, exit_code, reason, failed_rank)
+
+
+def _settle(ports: Ports, run: Record, exit_code: int, reason: str, failed_rank: int | None) -> None:
+    """The run has exited: record it on the trial and answer the workflow's launch token."""
     trial = ports.trials.get(int(run["trial_id"]))
     # Paused only if this process was told to pause (a promotion may have come since: see trial_paused).
     paused = exit_code == 0 and bool(run.get("pausing"))
     if trial is not None and trial.get("invalid_hp") and exit_code == 0:
         reason = str(trial.get("exit_reason") or reason)
-    ports.trials.update(int(run["trial_id"]), exit_code=exit_code, exit_reason=reason[:1000])
+    fields: dict[str, Any] = {"exit_code": exit_code, "exit_reason": reason[:1000]}
+    if exit_code != 0:
+        fields["failed_rank"] = failed_rank  # None clears a rank left by an earlier run
+    ports.trials.update(int(run["trial_id"]), **fields)
     token = run.get("launch_token")
     if token:
         ports.workflows.succeed(
             str(token), {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
         )
+
+
+def rendezvous(
+    ports: Ports, run: Record, node_rank: int | None = None, addr: str = "", port: int | None = None
+) -> dict[str, Any]:
+    """A multi-node run's rendezvous record: each node's launcher adds its address (the chief its port too),
+    then reads the record until every node is in it. Without ``node_rank``, only reads it."""
+    count = len(run.get("nodes") or [])
+    if count < 2:
+        raise BadRequestError(
+            f"run {run['run_id']} runs on one node and has no rendezvous; a launcher reaches this only "
+            "with STRATUS_NUM_NODES > 1 (unset it, or set it to 1)"
+        )
+    if node_rank is not None:
+        if not 0 <= node_rank < count:
+            raise BadRequestError(
+                f"node_rank {node_rank} is outside 0..{count - 1}: run {run['run_id']} has {count} nodes"
+            )
+        if node_rank == 0 and port is None:
+            raise BadRequestError("the chief (node_rank 0) must give the port its rank 0 will listen on")
+        entry = {"addr": addr, "port": port if node_rank == 0 else None}
+        updated = ports.runs.register_rendezvous(str(run["run_id"]), node_rank, entry)
+        if updated is None:
+            raise ConflictError(f"run {run['run_id']} has ended; its rendezvous is closed")
+        run = updated
+    registered = run.get("rendezvous") or {}
+    nodes = [
+        {"node_rank": int(rank), "addr": str(entry["addr"]), "port": entry.get("port")}
+        for rank, entry in sorted(registered.items(), key=lambda item: int(item[0]))
+    ]
+    return {"run_id": run["run_id"], "num_nodes": count, "nodes": nodes, "ready": len(nodes) == count}
 
 
 def store_logs(
@@ -110,8 +188,16 @@ def _own_run(ports: Ports, agent_id: str, run_id: str) -> Record:
     return run
 
 
-def _launch_spec(ports: Ports, run: Record) -> dict[str, Any]:
+def _launch_spec(ports: Ports, record: Record) -> dict[str, Any]:
+    """What an agent needs to start a run, or one node of a multi-node run (``record`` is then the node:
+    the processes still act for the run, with its token, and learn their node from the environment)."""
     settings = get_settings()
+    run = record
+    if record.get("kind") == "node":
+        parent = ports.runs.get(str(record["parent_run"]))
+        if parent is None:
+            raise NotFoundError(f"run {record['parent_run']} of node {record['run_id']} not found")
+        run = parent
     trial = ports.trials.get(int(run["trial_id"]))
     experiment = ports.experiments.get(int(run["experiment_id"]))
     if trial is None or experiment is None:
@@ -132,11 +218,14 @@ def _launch_spec(ports: Ports, run: Record) -> dict[str, Any]:
             "STRATUS_SLOTS": str(run["slots"]),
         }
     )
+    if record.get("kind") == "node":
+        environment["STRATUS_NUM_NODES"] = str(len(run["nodes"]))
+        environment["STRATUS_NODE_RANK"] = str(record["node_rank"])
     return {
-        "run_id": run["run_id"],
+        "run_id": record["run_id"],
         "trial_id": int(trial["id"]),
         "experiment_id": int(experiment["id"]),
-        "slots": int(run["slots"]),
+        "slots": int(record["slots"]),
         "entrypoint": entrypoint_argv(config),
         "environment": environment,
         "context_url": (

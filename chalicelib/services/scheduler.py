@@ -41,13 +41,15 @@ def handle_message(ports: Ports, body: Mapping[str, Any]) -> None:
 
 
 def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
-    """One scheduling pass; returns the (run_id, agent_id) pairs granted now."""
+    """One scheduling pass; returns the (run_id, agents) pairs granted now (agents comma-separated, chief
+    first, for a run on several nodes)."""
     pending = ports.runs.pending(pool)
     if not pending:
         return []
     used: dict[str, int] = {}
     for run in ports.runs.allocated(pool):
-        used[run["agent_id"]] = used.get(run["agent_id"], 0) + int(run["slots"])
+        for node in run.get("nodes") or [{"agent_id": run["agent_id"], "slots": run["slots"]}]:
+            used[node["agent_id"]] = used.get(node["agent_id"], 0) + int(node["slots"])
     agents = [
         AgentCapacity(agent_id=a["agent_id"], slots=int(a["slots"]), used=used.get(a["agent_id"], 0))
         for a in ports.agents.alive(pool, get_settings().agent_timeout_s)
@@ -61,10 +63,11 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     tokens = {r["run_id"]: r["slot_token"] for r in pending}
     granted = []
     for assignment in assign_fifo(requests, agents):
-        if ports.runs.assign(assignment.run_id, assignment.agent_id) is None:
+        if ports.runs.assign(assignment.run_id, assignment.agent_id, assignment.nodes) is None:
             continue  # assigned by an earlier delivery of this message
-        if ports.workflows.succeed(tokens[assignment.run_id], {"agent_id": assignment.agent_id}):
-            granted.append((assignment.run_id, assignment.agent_id))
+        grant = {"agent_id": assignment.agent_id, "num_nodes": len(assignment.agents)}
+        if ports.workflows.succeed(tokens[assignment.run_id], grant):
+            granted.append((assignment.run_id, ",".join(assignment.agents)))
         else:
             # The execution is gone (stopped or timed out): give the slots back.
             ports.runs.exit(assignment.run_id, -1, "its workflow ended before it was launched")

@@ -148,11 +148,11 @@ class AgentApi:
     def started(self, run_id: str, pid: int) -> None:
         self._post(f"/agents/{self._agent}/runs/{quote(run_id, safe='')}/started", {"pid": pid})
 
-    def exited(self, run_id: str, exit_code: int, reason: str) -> None:
-        self._post(
-            f"/agents/{self._agent}/runs/{quote(run_id, safe='')}/exit",
-            {"exit_code": exit_code, "reason": reason},
-        )
+    def exited(self, run_id: str, exit_code: int, reason: str, failed_rank: int | None = None) -> None:
+        body: dict[str, Any] = {"exit_code": exit_code, "reason": reason}
+        if failed_rank is not None:
+            body["failed_rank"] = failed_rank
+        self._post(f"/agents/{self._agent}/runs/{quote(run_id, safe='')}/exit", body)
 
     def logs(self, trial_id: str, run_id: str, lines: Sequence[Mapping[str, Any]], seq: int) -> None:
         body = {"run_id": run_id, "seq": seq, "lines": list(lines)}

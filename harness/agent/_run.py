@@ -71,13 +71,15 @@ def redact_url(url: str) -> str:
 LAUNCHER_REPORT = "launcher.json"
 
 
-def first_failed_rank(report: Path) -> str | None:
-    """The reason a launcher gave for a distributed run's failure (which rank failed first), if any."""
+def first_failed_rank(report: Path) -> tuple[int, str] | None:
+    """The rank that failed first in a distributed run, and the reason to report, from the launcher's
+    report; None without a report naming a rank."""
     try:
         data = json.loads(report.read_text())
         if data.get("failed_rank") is None:
             return None
-        return f"rank {data['failed_rank']} failed first with exit code {int(data['exit_code'])}"
+        rank = int(data["failed_rank"])
+        return rank, f"rank {rank} failed first with exit code {int(data['exit_code'])}"
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -151,6 +153,8 @@ def build_environment(
     env["STRATUS_EXPERIMENT_ID"] = spec.experiment_id
     env["STRATUS_RUN_ID"] = spec.run_id
     env["STRATUS_SLOTS"] = str(spec.slots)
+    if settings.address:
+        env["STRATUS_NODE_ADDR"] = settings.address
     if run_dir is not None:
         env["STRATUS_LAUNCHER_REPORT"] = str(run_dir / LAUNCHER_REPORT)
     env.update(spec.environment)
@@ -223,6 +227,8 @@ class Run:
         self._done = threading.Event()  # the exit is reported (or given up on)
         self.exit_code: int | None = None
         self.reason: str | None = None
+        #: The rank that failed first, from the launcher's report (a distributed run that failed).
+        self.failed_rank: int | None = None
         self.exit_reported = False
         self._logs = LogShipper(
             lambda lines, seq: api.logs(spec.trial_id, spec.run_id, lines, seq),
@@ -298,7 +304,7 @@ class Run:
             log.info("run %s ended: exit code %d, %s", self.run_id, code, reason)
             self._logs.close()  # flush the logs FIRST, then report the exit
             self.exit_reported, _ = call_with_retry(
-                lambda: self._api.exited(self.run_id, code, reason),
+                lambda: self._api.exited(self.run_id, code, reason, self.failed_rank),
                 what=f"reporting the exit of run {self.run_id}",
                 give_up=self._give_up,
                 max_backoff=self._settings.retry_max_backoff,
@@ -361,8 +367,8 @@ class Run:
         code, reason = exit_status(returncode)
         if self._marker.exists():
             reason = REASON_HOOK_FAILED
-        elif code != 0:
-            reason = first_failed_rank(self.run_dir / LAUNCHER_REPORT) or reason
+        elif code != 0 and (failed := first_failed_rank(self.run_dir / LAUNCHER_REPORT)) is not None:
+            self.failed_rank, reason = failed
         return code, reason
 
     def _fetch_context(self) -> None:

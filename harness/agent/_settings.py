@@ -40,6 +40,9 @@ class Settings:
     token: str = field(default="", repr=False)
     #: CUDA device ids handed out to runs (``CUDA_VISIBLE_DEVICES`` entries); empty on a CPU agent.
     gpus: tuple[str, ...] = ()
+    #: This machine's address as other nodes of a multi-node trial reach it (``STRATUS_NODE_ADDR``);
+    #: empty: the launcher finds the address it uses to reach the API.
+    address: str = ""
     heartbeat_interval: float = 0.5
     kill_grace: float = 10.0
     #: Log shipping: a batch leaves at least this often, or when it holds ``log_batch_lines`` lines.
@@ -105,6 +108,12 @@ def _parser() -> argparse.ArgumentParser:
         "--slots", type=int, default=None, help="slots offered (default: number of CUDA devices, else 1)"
     )
     p.add_argument("--work-dir", required=True, type=Path, help="runs live under WORK_DIR/runs/<run_id>/")
+    p.add_argument(
+        "--address",
+        default="",
+        help="address other nodes of a multi-node trial reach this machine at "
+        "(default: the one it reaches the API from)",
+    )
     p.add_argument("--heartbeat-interval", type=float, default=0.5, metavar="SECONDS")
     p.add_argument(
         "--kill-grace", type=float, default=10.0, metavar="SECONDS", help="SIGTERM to SIGKILL delay"
@@ -134,6 +143,7 @@ def parse_cli(argv: Sequence[str] | None = None, environ: Mapping[str, str] | No
             work_dir=Path(ns.work_dir).resolve(),
             token=env.get(TOKEN_ENV, ""),
             gpus=gpus,
+            address=ns.address.strip(),
             heartbeat_interval=ns.heartbeat_interval,
             kill_grace=ns.kill_grace,
         )

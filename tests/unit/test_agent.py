@@ -772,6 +772,6 @@ def test_the_launchers_report_names_the_first_failing_rank(tmp_path: Path) -> No
     report.write_text('{"exit_code": 0, "failed_rank": null, "reason": "every worker exited with code 0"}')
     assert first_failed_rank(report) is None
     report.write_text('{"exit_code": 3, "failed_rank": 1, "reason": "rank 1 exited with code 3"}')
-    assert first_failed_rank(report) == "rank 1 failed first with exit code 3"
+    assert first_failed_rank(report) == (1, "rank 1 failed first with exit code 3")
     report.write_text("not json")
     assert first_failed_rank(report) is None
