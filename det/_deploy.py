@@ -48,6 +48,7 @@ class StackState:
     moto_url: str
     slots: int
     started_at: Any
+    agents: int = 1
 
     @classmethod
     def from_json(cls, data: Any) -> StackState:
@@ -59,6 +60,7 @@ class StackState:
             moto_url=str(data.get("moto_url") or ""),
             slots=int(data.get("slots") or 0),
             started_at=data.get("started_at"),
+            agents=int(data.get("agents") or 1),
         )
 
 
@@ -165,7 +167,7 @@ def log_tail(path: Path, lines: int = 30) -> list[str]:
     return text.splitlines()[-lines:]
 
 
-def stack_command(port: int, slots: int, directory: Path) -> list[str]:
+def stack_command(port: int, slots: int, directory: Path, agents: int = 1) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -174,6 +176,8 @@ def stack_command(port: int, slots: int, directory: Path) -> list[str]:
         str(port),
         "--slots",
         str(slots),
+        "--agents",
+        str(agents),
         "--state-dir",
         str(directory),
     ]
@@ -208,12 +212,15 @@ def up(
     remove_stale_files(directory)
     if args.slots < 1:
         raise StackError(f"--slots {args.slots} must be at least 1")
+    agents = int(getattr(args, "agents", 1))
+    if agents < 1:
+        raise StackError(f"--agents {agents} must be at least 1")
     if port_in_use(args.port):
         raise StackError(
             f"port {args.port} on 127.0.0.1 is already in use; stop what listens there or pass --port"
         )
     directory.mkdir(parents=True, exist_ok=True)
-    command = stack_command(args.port, args.slots, directory)
+    command = stack_command(args.port, args.slots, directory, agents)
     if not args.detach:
         return subprocess.call(command)
     log_path = directory / LOG_FILE
@@ -222,6 +229,8 @@ def up(
     rt.note(f"Starting the Stratus local stack (pid {process.pid}, log {log_path})")
     state = _wait_until_ready(rt, process, directory)
     slots = f"{state.slots} slot" + ("" if state.slots == 1 else "s")
+    if state.agents > 1:
+        slots = f"{state.agents} agents of {slots}"
     rt.say(f"Stratus local stack is up: {state.api_url} ({slots}, pid {state.pid})")
     _print_hint(rt, state.api_url)
     return 0

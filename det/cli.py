@@ -198,7 +198,17 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     local.set_defaults(command=_needs_subcommand(local))
 
     up = sub.add_parser("up", help="start the local stack")
-    up.add_argument("--slots", type=int, default=2, metavar="N", help="slots of the local agent (default: 2)")
+    up.add_argument(
+        "--slots", type=int, default=2, metavar="N", help="slots of each local agent (default: 2)"
+    )
+    up.add_argument(
+        "--agents",
+        type=int,
+        default=1,
+        metavar="N",
+        help="local agents, each a node of this machine: a trial larger than one agent runs on several "
+        "(default: 1)",
+    )
     up.add_argument("--port", type=int, default=8080, metavar="P", help="port of the API (default: 8080)")
     up.add_argument(
         "--detach",

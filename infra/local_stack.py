@@ -170,6 +170,9 @@ class LocalStack:
                 str(self.slots),
                 "--work-dir",
                 str(work_dir),
+                # Every agent is a node on this machine: multi-node trials rendezvous on the loopback.
+                "--address",
+                "127.0.0.1",
             ]
             self._agents.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
             log.info("agent %s with %d slots", agent_id, self.slots)
@@ -211,7 +214,9 @@ class LocalStack:
 class BackgroundStack:
     """A local stack in a child process (for tests and benchmarks; users have `det deploy local up`)."""
 
-    def __init__(self, state_dir: Path, *, port: int = 0, slots: int = 2, timeout: float = 120) -> None:
+    def __init__(
+        self, state_dir: Path, *, port: int = 0, slots: int = 2, agents: int = 1, timeout: float = 120
+    ) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = state_dir / "stack.log"
         self._log = self.log_path.open("wb")
@@ -224,6 +229,8 @@ class BackgroundStack:
                 str(port),
                 "--slots",
                 str(slots),
+                "--agents",
+                str(agents),
                 "--state-dir",
                 str(state_dir),
             ],

@@ -68,10 +68,11 @@ class DetResult:
     err: str
 
 
-@pytest.fixture
-def det(local_stack: LocalStackInfo):  # noqa: ANN201
+def det_runner(api_url: str):  # noqa: ANN201
+    """Run the real `det` CLI in a subprocess against the stack at ``api_url``."""
+
     def run(*args: str, cwd: Path | None = None, timeout: float = 240) -> DetResult:
-        env = {**os.environ, "DET_MASTER": local_stack.api_url}
+        env = {**os.environ, "DET_MASTER": api_url}
         done = subprocess.run(
             [sys.executable, "-m", "det", *args],
             cwd=cwd or ROOT,
@@ -83,3 +84,8 @@ def det(local_stack: LocalStackInfo):  # noqa: ANN201
         return DetResult(done.returncode, done.stdout, done.stderr)
 
     return run
+
+
+@pytest.fixture
+def det(local_stack: LocalStackInfo):  # noqa: ANN201
+    return det_runner(local_stack.api_url)

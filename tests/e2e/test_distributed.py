@@ -67,6 +67,7 @@ def test_a_crash_of_rank_1_stops_every_worker_and_names_it(det, tmp_path: Path):
     assert trial["state"] == "ERROR"
     assert trial["exit"]["code"] == 3
     assert trial["exit"]["reason"] == "rank 1 failed first with exit code 3"
+    assert trial["exit"]["failed_rank"] == 1
     logs = det("trial", "logs", str(trial["id"])).out
     assert "[launcher] rank 1 exited with code 3" in logs
     shown = det("trial", "describe", str(trial["id"]), "--json")

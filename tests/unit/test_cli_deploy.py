@@ -53,7 +53,7 @@ def runtime(home: Path, streams: Streams, **kwargs: object) -> Runtime:
 
 
 def up_args(**kwargs: object) -> argparse.Namespace:
-    return argparse.Namespace(**({"slots": 2, "port": 0, "detach": True} | kwargs))
+    return argparse.Namespace(**({"slots": 2, "agents": 1, "port": 0, "detach": True} | kwargs))
 
 
 class FakeProcess:
@@ -168,6 +168,8 @@ def test_up_starts_detached_and_waits_for_health(tmp_path: Path) -> None:
         "0",
         "--slots",
         "2",
+        "--agents",
+        "1",
         "--state-dir",
         str(directory),
     ]
