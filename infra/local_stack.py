@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,8 @@ class LocalStack:
         import boto3
 
         import app as chalice_app
-        from infra.pump import QueuePump
+        from chalicelib.settings import get_settings
+        from infra.pump import QueuePump, SweepTicker
 
         sqs = boto3.client("sqs", endpoint_url=self.moto_url)
         handlers = {
@@ -147,6 +149,11 @@ class LocalStack:
             pump = QueuePump(sqs, self._queue_urls[kind], handler, batch_size=batch)
             pump.start()
             self._pumps.append(pump)
+        # A third of the agent timeout: a lost agent's runs end at most ~1.3 timeouts after its last beat.
+        interval = min(60.0, max(1.0, get_settings().agent_timeout_s / 3))
+        ticker = SweepTicker(sqs, self._queue_urls["scheduler"], "default", interval)
+        ticker.start()
+        self._pumps.append(ticker)
 
     def _start_agents(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STRATUS_", "MOTO_"))}
@@ -215,7 +222,14 @@ class BackgroundStack:
     """A local stack in a child process (for tests and benchmarks; users have `det deploy local up`)."""
 
     def __init__(
-        self, state_dir: Path, *, port: int = 0, slots: int = 2, agents: int = 1, timeout: float = 120
+        self,
+        state_dir: Path,
+        *,
+        port: int = 0,
+        slots: int = 2,
+        agents: int = 1,
+        timeout: float = 120,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = state_dir / "stack.log"
@@ -235,6 +249,7 @@ class BackgroundStack:
                 str(state_dir),
             ],
             cwd=Path(__file__).resolve().parents[1],
+            env={**os.environ, **(env or {})},
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

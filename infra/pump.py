@@ -4,8 +4,10 @@ be delivered again after the visibility timeout, exactly as in AWS)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -86,3 +88,34 @@ def _record(message: dict[str, Any], queue_url: str) -> dict[str, Any]:
         "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:" + queue_url.rsplit("/", 1)[-1],
         "awsRegion": "us-east-1",
     }
+
+
+class SweepTicker(threading.Thread):
+    """The local stand-in for the EventBridge schedule of the template: a `sweep` message to the scheduler
+    queue every ``interval`` seconds, so a pass runs (and ends the runs of lost agents) even when nothing
+    else happens in the pool."""
+
+    def __init__(self, sqs: Any, queue_url: str, pool: str, interval: float) -> None:
+        super().__init__(name=f"sweep-{pool}", daemon=True)
+        self._sqs = sqs
+        self._url = queue_url
+        self._pool = pool
+        self._interval = interval
+        self._stop_event = threading.Event()
+        self.sent = 0
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self._interval):
+            try:
+                self._sqs.send_message(
+                    QueueUrl=self._url,
+                    MessageBody=json.dumps({"type": "sweep", "pool": self._pool}),
+                    MessageGroupId=self._pool,
+                    MessageDeduplicationId=f"sweep-{self._pool}-{time.time():.3f}",
+                )
+                self.sent += 1
+            except Exception:  # the ticker must outlive a moto hiccup
+                log.exception("sweep ticker: sending failed")

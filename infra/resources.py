@@ -111,6 +111,7 @@ def queue_attributes(kind: str, visibility_timeout: int) -> dict[str, str]:
     attributes = {"VisibilityTimeout": str(visibility_timeout), "MessageRetentionPeriod": str(14 * 24 * 3600)}
     if QUEUES[kind].endswith(".fifo"):
         attributes["FifoQueue"] = "true"
+        attributes["ContentBasedDeduplication"] = "true"  # as in the template (the EventBridge sweep)
     return attributes
 
 

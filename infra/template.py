@@ -63,6 +63,8 @@ def _queue(kind: str) -> dict[str, Any]:
     }
     if fifo:
         properties["FifoQueue"] = True
+        # For senders that cannot give a deduplication id (the EventBridge sweep); ours always give one.
+        properties["ContentBasedDeduplication"] = True
     return {"Type": "AWS::SQS::Queue", "Properties": properties}
 
 
@@ -195,6 +197,54 @@ def _states_policy() -> dict[str, Any]:
     }
 
 
+def _sweep_schedule() -> dict[str, Any]:
+    """A `sweep` message to the scheduler queue every minute, so a scheduling pass runs (and ends the runs
+    of agents that stopped heartbeating) even when nothing else happens; EventBridge may send to that
+    queue only for this rule."""
+    return {
+        "SweepRule": {
+            "Type": "AWS::Events::Rule",
+            "Properties": {
+                "Description": "Scheduling pass of the default pool: ends the runs of lost agents",
+                "ScheduleExpression": "rate(1 minute)",
+                "State": "ENABLED",
+                "Targets": [
+                    {
+                        "Id": "scheduler-sweep",
+                        "Arn": {"Fn::GetAtt": ["SchedulerQueue", "Arn"]},
+                        # The event's time makes every minute's body (its deduplication id) unique.
+                        "InputTransformer": {
+                            "InputPathsMap": {"time": "$.time"},
+                            "InputTemplate": '{"type": "sweep", "pool": "default", "at": "<time>"}',
+                        },
+                        "SqsParameters": {"MessageGroupId": "default"},
+                    }
+                ],
+            },
+        },
+        "SchedulerQueuePolicy": {
+            "Type": "AWS::SQS::QueuePolicy",
+            "Properties": {
+                "Queues": [{"Ref": "SchedulerQueue"}],
+                "PolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "events.amazonaws.com"},
+                            "Action": "sqs:SendMessage",
+                            "Resource": {"Fn::GetAtt": ["SchedulerQueue", "Arn"]},
+                            "Condition": {
+                                "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["SweepRule", "Arn"]}}
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
 def template() -> dict[str, Any]:
     definition = compile_trial_workflow(
         WorkflowResources(
@@ -273,6 +323,7 @@ def template() -> dict[str, Any]:
             },
         },
     }
+    resources.update(_sweep_schedule())
     for spec in TABLES:
         resources[_TABLE_IDS[spec.name]] = _table(spec.name)
     for kind, logical in _QUEUE_IDS.items():

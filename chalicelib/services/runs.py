@@ -27,6 +27,9 @@ from chalicelib.settings import get_settings
 
 log = logging.getLogger(__name__)
 
+#: The exit code of a run whose agent was lost (no process exit code exists; non-zero, so it may restart).
+AGENT_LOST_EXIT_CODE = -1
+
 
 def handle_launch(ports: Ports, body: Mapping[str, Any]) -> None:
     run_id = str(body["run_id"])
@@ -113,6 +116,20 @@ def _node_exited(ports: Ports, node: Record, exit_code: int, reason: str, failed
         if other != rank:
             ports.runs.exit(keys.node_id(run["run_id"], other), -1, f"stopped: node {rank} ended the run")
     _settle(ports, run, exit_code, reason, failed_rank)
+
+
+def agents_lost(ports: Ports, run: Record, agents: Sequence[str], timeout_s: float) -> bool:
+    """End a run held by agents that stopped heartbeating (their processes are presumed gone with them);
+    the workflow then restarts the trial elsewhere or fails it. False if the run had ended already."""
+    names = ", ".join(agents)
+    reason = f"lost agent {names}: no heartbeat for {timeout_s:.0f} s; the run's processes are presumed gone"
+    if ports.runs.exit(str(run["run_id"]), AGENT_LOST_EXIT_CODE, reason) is None:
+        return False
+    log.warning("run %s: %s", run["run_id"], reason)
+    for rank in range(len(run.get("nodes") or [])):
+        ports.runs.exit(keys.node_id(str(run["run_id"]), rank), AGENT_LOST_EXIT_CODE, reason)
+    _settle(ports, run, AGENT_LOST_EXIT_CODE, reason, None)
+    return True
 
 
 def _settle(ports: Ports, run: Record, exit_code: int, reason: str, failed_rank: int | None) -> None:

@@ -1,9 +1,13 @@
 """The scheduler consumer: queue slot requests, then hand out slots in each pool.
 
 Messages arrive on a FIFO queue grouped by pool, so one pool is scheduled by one consumer at a time.
-Three kinds: `request` (a run's task token asking for slots, sent by the state machine), `release`
-(a run ended) and `capacity` (an agent appeared or changed). All of them end with a scheduling pass,
-which is idempotent: it reads the pool's state from DynamoDB and only grants what is still pending.
+Four kinds: `request` (a run's task token asking for slots, sent by the state machine), `release`
+(a run ended), `capacity` (an agent appeared or changed) and `sweep` (a timer: EventBridge every minute
+in AWS, the local stack's ticker locally). All of them end with a scheduling pass, which is idempotent:
+it reads the pool's state from DynamoDB and only grants what is still pending.
+
+Every pass first ends the runs held by agents that stopped heartbeating (a crashed machine, a killed
+agent): without that, their trials would wait forever for an exit nobody is left to report.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, assign_fifo
+from chalicelib.services import runs
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports
 from chalicelib.settings import get_settings
@@ -35,7 +40,7 @@ def handle_message(ports: Ports, body: Mapping[str, Any]) -> None:
                 "queued_at": now_iso(),
             }
         )
-    elif kind not in ("release", "capacity"):
+    elif kind not in ("release", "capacity", "sweep"):
         raise ValueError(f"unknown scheduler message type {kind!r}")
     schedule_pool(ports, str(body["pool"]))
 
@@ -43,16 +48,24 @@ def handle_message(ports: Ports, body: Mapping[str, Any]) -> None:
 def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     """One scheduling pass; returns the (run_id, agents) pairs granted now (agents comma-separated, chief
     first, for a run on several nodes)."""
+    timeout = get_settings().agent_timeout_s
+    alive = ports.agents.alive(pool, timeout)
+    alive_ids = {str(a["agent_id"]) for a in alive}
+    used: dict[str, int] = {}
+    for run in ports.runs.allocated(pool):
+        nodes = run.get("nodes") or [{"agent_id": run["agent_id"], "slots": run["slots"]}]
+        lost = sorted({str(n["agent_id"]) for n in nodes} - alive_ids)
+        if lost:
+            runs.agents_lost(ports, run, lost, timeout)
+            continue
+        for node in nodes:
+            used[node["agent_id"]] = used.get(node["agent_id"], 0) + int(node["slots"])
     pending = ports.runs.pending(pool)
     if not pending:
         return []
-    used: dict[str, int] = {}
-    for run in ports.runs.allocated(pool):
-        for node in run.get("nodes") or [{"agent_id": run["agent_id"], "slots": run["slots"]}]:
-            used[node["agent_id"]] = used.get(node["agent_id"], 0) + int(node["slots"])
     agents = [
         AgentCapacity(agent_id=a["agent_id"], slots=int(a["slots"]), used=used.get(a["agent_id"], 0))
-        for a in ports.agents.alive(pool, get_settings().agent_timeout_s)
+        for a in alive
     ]
     requests = [
         SlotRequest(

@@ -49,3 +49,20 @@ def test_s3_access_is_limited_to_the_stacks_prefixes():
     objects = next(s for s in api if s["Sid"] == "ContextsAndCheckpoints")
     prefixes = sorted(r["Fn::Sub"].rsplit("}/", 1)[1] for r in objects["Resource"])
     assert prefixes == ["checkpoints/*", "contexts/*", "submissions/*"]
+
+
+def test_a_sweep_reaches_the_scheduler_queue_every_minute_and_only_from_its_rule():
+    resources = template()["Resources"]
+    rule = resources["SweepRule"]["Properties"]
+    assert rule["ScheduleExpression"] == "rate(1 minute)"
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["SchedulerQueue", "Arn"]}
+    assert target["SqsParameters"] == {"MessageGroupId": "default"}
+    body = target["InputTransformer"]["InputTemplate"].replace("<time>", "2026-11-22T13:00:00Z")
+    assert json.loads(body) == {"type": "sweep", "pool": "default", "at": "2026-11-22T13:00:00Z"}
+    # EventBridge gives no deduplication id: the FIFO queue deduplicates by content (unique per minute).
+    assert resources["SchedulerQueue"]["Properties"]["ContentBasedDeduplication"] is True
+    (statement,) = resources["SchedulerQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert statement["Action"] == "sqs:SendMessage"
+    assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["SweepRule", "Arn"]}}}

@@ -1,0 +1,69 @@
+"""An agent that stops heartbeating (a crashed machine, a killed agent) must not leave its trials waiting
+forever: the next scheduling pass (a `sweep` from the timer, or any other message) ends its runs, and the
+workflow restarts the trial on an agent that is alive."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chalicelib.services import runs, scheduler
+from tests.aws.test_multi_node import _launch_on_two_nodes
+from tests.aws.test_trial_lifecycle import _launch, _submit, pump_until
+
+pytestmark = pytest.mark.aws
+
+
+def _silence(stack, agent_id: str) -> None:
+    """Make ``agent_id`` look as if its last heartbeat was an hour ago."""
+    stack.client("dynamodb").update_item(
+        TableName=stack.names.table("agents"),
+        Key={"agent_id": {"S": agent_id}},
+        UpdateExpression="SET last_seen = :t",
+        ExpressionAttributeValues={":t": {"N": str(time.time() - 3600)}},
+    )
+
+
+def _sweep(stack) -> None:
+    scheduler.handle_message(stack.ports, {"type": "sweep", "pool": "default"})
+
+
+def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack):
+    p = stack.ports
+    experiment = _submit(stack, max_restarts=1)
+    first = _launch(stack, agent="doomed")
+    runs.started(p, "doomed", first["run_id"], pid=10)
+    runs.heartbeat(p, "healthy", "default", 1, [])
+    _sweep(stack)
+    assert p.runs.get(first["run_id"])["state"] == "RUNNING"  # both agents alive: nothing to do
+
+    _silence(stack, "doomed")
+    _sweep(stack)
+    _sweep(stack)  # a second pass (a redelivered sweep) changes nothing more
+    ended = p.runs.get(first["run_id"])
+    assert ended["state"] == "EXITED" and ended["exit_code"] == runs.AGENT_LOST_EXIT_CODE
+    assert ended["reason"].startswith("lost agent doomed: no heartbeat for 30 s")
+    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("healthy")))
+    (second,) = runs.heartbeat(p, "healthy", "default", 1, [])["launch"]
+    assert second["run_id"] == f"{first['trial_id']}.2"
+    runs.exited(p, "healthy", second["run_id"], 0, "exited with code 0")
+    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
+    assert p.trials.get(first["trial_id"])["attempts"] == 2
+
+
+def test_losing_one_node_ends_a_multi_node_run_and_the_other_node_is_killed(stack):
+    p = stack.ports
+    experiment, specs = _launch_on_two_nodes(stack, max_restarts=0)
+    (chief,) = specs["agent-a"]
+    (worker,) = specs["agent-b"]
+    runs.started(p, "agent-a", chief["run_id"], pid=11)
+    runs.started(p, "agent-b", worker["run_id"], pid=22)
+    _silence(stack, "agent-b")
+    _sweep(stack)
+    # agent-a is told to kill its node: the run it belonged to is over.
+    assert runs.heartbeat(p, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
+    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "ERROR")
+    trial = p.trials.get(chief["trial_id"])
+    assert trial["exit_reason"].startswith("lost agent agent-b")
+    assert p.runs.allocated("default") == []

@@ -1,0 +1,109 @@
+"""A machine that dies mid-trial: on a local pool of two agents, the agent running a trial is killed
+with its processes (as a crashed instance would take them). Its heartbeats stop, the control plane ends
+the run, and the trial restarts on the other agent and completes instead of waiting forever."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from infra.local_stack import BackgroundStack
+from tests.e2e.conftest import det_runner, wait_for
+from tests.e2e.test_experiments import _created_id
+
+pytestmark = pytest.mark.e2e
+
+# The first run waits forever (as a trial on a dead machine would, for a report that never comes);
+# the second completes.
+SCRIPT = """
+import os, sys, time
+print("attempt", os.environ["STRATUS_RUN_ID"], flush=True)
+if os.environ["STRATUS_RUN_ID"].endswith(".1"):
+    time.sleep(600)
+"""
+AGENT_TIMEOUT_S = "8"
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    stack = BackgroundStack(
+        tmp_path_factory.mktemp("lost-agent"),
+        slots=1,
+        agents=2,
+        env={"STRATUS_AGENT_TIMEOUT_S": AGENT_TIMEOUT_S},
+    )
+    try:
+        yield stack.state
+    finally:
+        stack.stop()
+
+
+def _run(state: dict[str, str], run_id: str) -> dict | None:
+    dynamo = boto3.client(
+        "dynamodb",
+        endpoint_url=state["moto_url"],
+        region_name="us-east-1",
+        aws_access_key_id="stratus-local",
+        aws_secret_access_key="stratus-local",
+    )
+    item = dynamo.get_item(TableName="stratus-runs", Key={"run_id": {"S": run_id}}).get("Item")
+    return {k: next(iter(v.values())) for k, v in item.items()} if item else None
+
+
+def _kill_agent(api_url: str, agent_id: str) -> None:
+    pattern = f"harness.agent --api {api_url} --agent-id {agent_id} "
+    pids = subprocess.run(
+        ["pgrep", "-f", pattern], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert len(pids) == 1, f"agent {agent_id}: {pids}"
+    os.kill(int(pids[0]), signal.SIGKILL)
+
+
+def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(pool, tmp_path: Path):
+    det = det_runner(pool["api_url"])
+    (tmp_path / "wait.py").write_text(SCRIPT)
+    (tmp_path / "wait.yaml").write_text(
+        "name: lost-agent\n"
+        "entrypoint: python3 wait.py\n"
+        "searcher: {name: single, metric: loss, max_length: 1}\n"
+        "max_restarts: 1\n"
+    )
+    created = det("experiment", "create", str(tmp_path / "wait.yaml"), str(tmp_path))
+    assert created.code == 0, created.out + created.err
+    experiment_id = _created_id(created.out)
+    trial_id = experiment_id  # the first trial of a fresh stack's first experiment
+    first = wait_for(
+        lambda: (r := _run(pool, f"{trial_id}.1")) and r["state"] == "RUNNING" and r,
+        timeout=60,
+        what="the first run to start",
+    )
+    wait_for(
+        lambda: f"attempt {trial_id}.1" in det("trial", "logs", str(trial_id)).out,
+        timeout=60,
+        what="the first run's output",
+    )
+    # The machine dies: the agent and the run's process group, at once, with no exit report.
+    _kill_agent(pool["api_url"], first["agent_id"])
+    os.killpg(int(first["pid"]), signal.SIGKILL)
+
+    ended = wait_for(
+        lambda: (r := _run(pool, f"{trial_id}.1")) and r["state"] == "EXITED" and r,
+        timeout=60,
+        what="the control plane to end the lost agent's run",
+    )
+    assert ended["reason"].startswith(f"lost agent {first['agent_id']}: no heartbeat for 8 s")
+    second = wait_for(lambda: _run(pool, f"{trial_id}.2"), timeout=60, what="the restart")
+    wait_for(
+        lambda: det("experiment", "describe", str(experiment_id), "--json").out.count('"COMPLETED"') >= 2,
+        timeout=120,
+        what="the experiment to complete",
+    )
+    assert second["agent_id"] != first["agent_id"]
+    logs = det("trial", "logs", str(trial_id)).out
+    assert f"attempt {trial_id}.1" in logs and f"attempt {trial_id}.2" in logs
