@@ -88,8 +88,9 @@ def read_log_pages(
 def format_line(line: LogLine, *, timestamps: bool = False) -> str:
     message = str(line.get("message", ""))
     rank = line.get("rank")
-    if rank is not None:
-        message = f"[rank={rank}] {message}"
+    if rank is not None and not message.startswith(prefix := f"[rank={rank}] "):
+        # Lines from a launcher carry the prefix already (kept in the message for CloudWatch readers).
+        message = prefix + message
     if timestamps and line.get("timestamp") is not None:
         message = f"[{format_log_time(line['timestamp'])}] {message}"
     return message

@@ -48,7 +48,8 @@ def test_two_worker_ddp_training_completes(det):
     assert trial["state"] == "COMPLETED" and trial["best_validation"] > 0.85
     logs = det("trial", "logs", str(trial["id"]), "--rank", "1")
     assert logs.code == 0 and logs.out.strip()
-    assert all(line.startswith("[rank=1]") for line in logs.out.splitlines())
+    assert all(line.startswith("[rank=1] ") for line in logs.out.splitlines())
+    assert not any(line.startswith("[rank=1] [rank=1]") for line in logs.out.splitlines())
 
 
 def test_a_crash_of_rank_1_stops_every_worker_and_names_it(det, tmp_path: Path):
@@ -72,3 +73,42 @@ def test_a_crash_of_rank_1_stops_every_worker_and_names_it(det, tmp_path: Path):
     assert "[launcher] rank 1 exited with code 3" in logs
     shown = det("trial", "describe", str(trial["id"]), "--json")
     assert json.loads(shown.out)["trial"]["exit"]["reason"].startswith("rank 1")
+
+
+STUBBORN_RANK_0 = """
+import os, signal, time
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+if rank == 0:
+    signal.signal(signal.SIGTERM, lambda *_: print("rank 0 ignoring SIGTERM", flush=True))
+value = torch.tensor([1.0])
+dist.all_reduce(value)
+print("joined", flush=True)
+if rank == 1:
+    os._exit(4)
+while True:  # a hung collective without failure detection: nothing but SIGKILL ends it
+    time.sleep(1)
+"""
+
+
+def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace(det, tmp_path: Path):
+    (tmp_path / "stubborn.py").write_text(STUBBORN_RANK_0)
+    (tmp_path / "stubborn.yaml").write_text(
+        "name: stubborn-rank-0\n"
+        "entrypoint: python3 -m launchers.torch_distributed -- stubborn.py\n"
+        "searcher: {name: single, metric: loss, max_length: 10}\n"
+        "resources: {slots_per_trial: 2}\n"
+        "environment: {environment_variables: [STRATUS_KILL_GRACE_S=2]}\n"
+        "max_restarts: 0\n"
+    )
+    result = det("experiment", "create", str(tmp_path / "stubborn.yaml"), str(tmp_path), "-f", timeout=240)
+    assert result.code != 0
+    (trial,) = _describe(det, _created_id(result.out))["trials"]
+    assert trial["state"] == "ERROR"
+    assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (4, 1)
+    lines = det("trial", "logs", str(trial["id"])).out.splitlines()
+    assert "[rank=0] rank 0 ignoring SIGTERM" in lines
+    assert "[launcher] rank 0 still running 2 s after SIGTERM; sending SIGKILL" in lines

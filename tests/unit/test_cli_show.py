@@ -323,6 +323,9 @@ def test_trial_logs_head_tail_and_timestamps(api: FakeApi) -> None:
     stamped = run(api, "t", "logs", "5", "--head", "1", "--timestamps").out
     assert stamped == "[2024-05-01T12:00:00.000Z] one\n"
     assert api.sleeps == 0  # without -f nothing waits
+    # A launcher's line carries its prefix already (the agent keeps it in the message): shown once.
+    api.logs[5][2].update(rank=0, message="[rank=0] three")
+    assert run(api, "t", "logs", "5").out == "one\n[rank=1] two\n[rank=0] three\nfour\n"
 
 
 def test_trial_logs_follow_until_terminal_and_drained(api: FakeApi) -> None:
