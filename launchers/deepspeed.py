@@ -60,8 +60,15 @@ DEEPSPEED_FLAGS = FlagSpec(
 
 
 def hostfile_text(info: LaunchInfo) -> str:
-    """The hostfile of a trial on several nodes: ``<address> slots=<slots per node>``, chief first."""
-    return "".join(f"{host} slots={info.slots_per_node}\n" for host in info.hosts)
+    """The hostfile of a trial on several nodes: ``<address> slots=<slots per node>``, chief first.
+
+    DeepSpeed refuses a hostfile naming a host twice, which happens when two nodes share an address (two
+    agents on one machine, as the local stack's pool). With ``--no_ssh`` the names are only keys (each
+    node picks its line by ``--node_rank``; the master is ``--master_addr``), so a shared address gets
+    ``-node<k>`` labels."""
+    hosts = info.hosts
+    labels = [host if hosts.count(host) == 1 else f"{host}-node{k}" for k, host in enumerate(hosts)]
+    return "".join(f"{label} slots={info.slots_per_node}\n" for label in labels)
 
 
 def build_argv(

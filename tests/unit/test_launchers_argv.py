@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from launchers import deepspeed, horovod, torch_distributed, wrap_rank
@@ -400,6 +402,9 @@ def test_deepspeed_argv_two_nodes() -> None:
         *DS_TAIL, "python3", "train.py",
     ]  # fmt: skip
     assert deepspeed.hostfile_text(TWO_NODES) == "10.0.0.1 slots=4\n10.0.0.2 slots=4\n"
+    # Two nodes on one machine (the local stack's pool): DeepSpeed needs distinct names.
+    shared = dataclasses.replace(TWO_NODES, node_addrs=("127.0.0.1", "127.0.0.1"))
+    assert deepspeed.hostfile_text(shared) == "127.0.0.1-node0 slots=4\n127.0.0.1-node1 slots=4\n"
 
 
 def test_deepspeed_overrides() -> None:

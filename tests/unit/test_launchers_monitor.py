@@ -459,7 +459,8 @@ def test_gloo_through_deepspeed_on_two_simulated_nodes(tmp_path: Path) -> None:
         "STRATUS_SLOTS": "2",
         "STRATUS_NUM_NODES": "2",
         "STRATUS_CHIEF_ADDR": "127.0.0.1",
-        "STRATUS_NODE_ADDRS": "localhost,127.0.0.1",
+        # One machine, one address, as on the local stack's pool (the hostfile labels the nodes apart).
+        "STRATUS_NODE_ADDRS": "127.0.0.1,127.0.0.1",
         "STRATUS_CHIEF_PORT": str(free_port()),
         "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu"),
     }
@@ -475,7 +476,8 @@ def test_gloo_through_deepspeed_on_two_simulated_nodes(tmp_path: Path) -> None:
         for n in range(2)
     ]
     try:
-        outs = [node.communicate(timeout=WAIT_S) for node in nodes]
+        # DeepSpeed imports for a long while on 2 busy cores (53 s seen): a wider guard than the others.
+        outs = [node.communicate(timeout=3 * WAIT_S) for node in nodes]
     finally:
         for node in nodes:
             node.kill()

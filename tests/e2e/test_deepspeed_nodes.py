@@ -1,0 +1,76 @@
+"""A trial under DeepSpeed's launcher on two nodes: a local pool of two agents with one slot each (two
+nodes on this machine, both at 127.0.0.1). Each node's `launchers.deepspeed` runs its own `deepspeed
+--no_ssh --node_rank R` with the hostfile built from the rendezvous record, and a gloo all-reduce across
+the two nodes completes. DeepSpeed is not a dependency: the module skips itself unless `deepspeed` is on
+PATH (on a CPU-only machine DS_ACCELERATOR=cpu, which the trial gets unless the environment says else)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infra.local_stack import BackgroundStack
+from tests.e2e.conftest import det_runner
+from tests.e2e.test_experiments import _created_id, _describe
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(shutil.which("deepspeed") is None, reason="deepspeed is not installed"),
+]
+
+ALL_REDUCE = """
+    import datetime
+    import torch, torch.distributed as dist
+    from harness.core import DistributedContext
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    t = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(t)
+    ctx = DistributedContext.from_env()
+    print(f"sum={t.item():g} rank={ctx.rank}/{ctx.size} local={ctx.local_rank}", flush=True)
+    dist.destroy_process_group()
+"""
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    stack = BackgroundStack(tmp_path_factory.mktemp("deepspeed-nodes"), slots=1, agents=2)
+    try:
+        yield {**stack.state, "state_dir": str(stack.log_path.parent)}
+    finally:
+        stack.stop()
+
+
+def test_gloo_all_reduce_under_deepspeed_across_two_agents_completes(two_nodes, tmp_path: Path):
+    det = det_runner(two_nodes["api_url"])
+    (tmp_path / "script.py").write_text(textwrap.dedent(ALL_REDUCE))
+    accelerator = os.environ.get("DS_ACCELERATOR", "cpu")
+    (tmp_path / "deepspeed.yaml").write_text(
+        "name: deepspeed-two-nodes\n"
+        "entrypoint: python3 -m launchers.deepspeed -- script.py\n"
+        "searcher: {name: single, metric: loss, max_length: 1}\n"
+        "resources: {slots_per_trial: 2}\n"
+        "max_restarts: 0\n"
+        f"environment: {{environment_variables: [DS_ACCELERATOR={accelerator}]}}\n"
+    )
+    result = det("experiment", "create", str(tmp_path / "deepspeed.yaml"), str(tmp_path), "-f", timeout=300)
+    (trial,) = _describe(det, _created_id(result.out))["trials"]
+    logs = det("trial", "logs", str(trial["id"]))
+    assert result.code == 0 and trial["state"] == "COMPLETED", logs.out[-4000:] + result.err
+    assert trial["exit"]["reason"] == "all 2 nodes exited with code 0"
+    # Each node ran DeepSpeed's own per-node launcher, node_rank 0 and 1, both with the chief's address.
+    launches = [line for line in logs.out.splitlines() if "-m deepspeed.launcher.launch" in line]
+    assert sorted(line.split("--node_rank=")[1].split()[0] for line in launches) == ["0", "1"]
+    assert all("--master_addr=127.0.0.1" in line for line in launches)
+    for rank in (0, 1):
+        ranked = det("trial", "logs", str(trial["id"]), "--rank", str(rank))
+        assert ranked.code == 0
+        assert ranked.out.splitlines() == [f"[rank={rank}] sum=3 rank={rank}/2 local=0"]
+    assert (
+        json.loads(det("trial", "describe", str(trial["id"]), "--json").out)["trial"]["state"] == "COMPLETED"
+    )
