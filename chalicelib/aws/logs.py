@@ -77,7 +77,9 @@ def _encode(line: Mapping[str, Any]) -> str:
     # The rank travels inside the event so one stream keeps the ranks' lines in time order.
     message = str(line.get("message", ""))[:_MAX_EVENT_BYTES]
     rank = line.get("rank")
-    return json.dumps({"r": rank, "m": message}) if rank is not None else message
+    # An empty line travels encoded too: CloudWatch refuses an empty message, and refusing the batch
+    # would cost the lines around it.
+    return json.dumps({"r": rank, "m": message}) if rank is not None or not message else message
 
 
 def _decode(event: Mapping[str, Any]) -> dict[str, Any]:

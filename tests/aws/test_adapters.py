@@ -21,6 +21,14 @@ def test_presigned_urls_move_bytes_without_the_api(stack):
     assert blobs.uri(key) == f"s3://{stack.names.bucket}/{key}"
 
 
+def test_an_empty_line_is_stored_and_read_back_empty(stack):
+    logs = stack.ports.logs
+    now = int(time.time() * 1000)
+    logs.put(6, [{"timestamp": now, "message": "", "rank": None}, {"timestamp": now + 1, "message": "x"}])
+    lines, _ = logs.get(6, 100, None, None)
+    assert [(line["message"], line["rank"]) for line in lines] == [("", None), ("x", None)]
+
+
 def test_logs_keep_order_ranks_and_tail(stack):
     logs = stack.ports.logs
     assert logs.get(5, 100, None, None) == ([], None)  # no stream yet is not an error
