@@ -1,6 +1,6 @@
 """Teardown after a worker crash: `launchers.torch_distributed` next to bare torchrun, same workload.
 
-    .venv/bin/python bench/launcher_teardown.py [--workers 2 4 8] [--runs 3] [--write]
+    .venv/bin/python bench/launcher_teardown.py [--workers 2 4 8] [--runs 3] [--stack-runs 3] [--write]
 
 Workload: N CPU workers join a gloo group and all-reduce once; then the last rank crashes (`os._exit(3)`)
 while the others block in a second all-reduce that can never complete (a 600 s collective timeout, far
@@ -17,6 +17,18 @@ survivors to take the news:
   with no failure detection (an NCCL all-reduce without a timeout). Only SIGKILL ends them: after the
   kill grace, 10 s for `launchers.torch_distributed` (`STRATUS_KILL_GRACE_S`), torchrun's shutdown
   timeout (30 s by default) for torchrun.
+
+Then the same workload runs through the embedded local stack (`infra.local_stack`: moto, the Chalice
+API, one local agent with 8 slots), one experiment at a time, submitted with `det experiment create`
+(`slots_per_trial: N`, `max_restarts: 0`, `OMP_NUM_THREADS=1` in its environment, the launcher command as
+entrypoint). The crashing worker also writes its wall-clock time (`time.time()`); reported are crash →
+the agent's `run R ended` log line (the launcher has exited, the agent has killed what was left of its
+process group and read its output to the end) and crash → the run's `exited_at` in DynamoDB: the exit
+recorded by the control plane, after the agent shipped the run's last log lines and posted the exit;
+also the log lines the agent gave up shipping (its log says how many).
+The stack does not show the workers' end, only the launcher's. One more row, for the smallest N: bare
+torchrun without `OMP_NUM_THREADS`, so it prints its banner, which starts with an empty line (see the
+reading below). `--stack-runs` runs each (0: none), `--stack-modes` (default `plain`).
 
 Bare torchrun runs as `python3 -m torch.distributed.run --nproc_per_node N --master_port P workload.py`.
 """
@@ -40,6 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._teardown_stack import StackBench  # noqa: E402
 from bench.machine import describe  # noqa: E402
 from launchers._info import free_port  # noqa: E402
 
@@ -52,6 +65,21 @@ READING = textwrap.dedent(
     exit code (torchrun's is 1, not the worker's). With `hung` survivors the kill grace is everything:
     `STRATUS_KILL_GRACE_S` for `launchers.torch_distributed`, `--shutdown_timeout` for torchrun (both
     can be lowered). Workers here are CPU processes on the machine below, N of them sharing its cores.
+
+    Through the stack, the control plane records the exit tens of milliseconds after the agent saw the
+    launcher end (the median; an outlier now and then takes up to a second): the agent first ships the
+    run's last log lines (a POST: CloudWatch Logs and a DynamoDB write, in moto here), then posts the
+    exit (its handler reads the run, stamps `exited_at` and writes it). So crash → exit recorded is the
+    launcher's own teardown plus that, and the gap between the launchers is about the one measured
+    directly: torchrun's 0.1 s polling and its error summary. The `OMP_NUM_THREADS` unset row checks
+    the fix of a bug this benchmark found (commit ee748f3): the API answered HTTP 500 to a log batch
+    holding an empty line (CloudWatch takes no empty message), the agent retried it until its 30 s log
+    flush timeout, dropped it with every line after it, and only then reported the exit; before the
+    fix that row read 34.92 s (31.04–35.44) with 47 to 57 log lines lost, on this machine. Under
+    torchrun the workers share one output pipe, and two workers' `print`s at the same moment (text and
+    newline are two writes when unbuffered, as trials run) leave an empty line too: that hit 3 of 9
+    torchrun runs before the workload wrote each line in one `os.write`. `launchers.torch_distributed`
+    reads each worker's pipe on its own and prefixes every line with `[rank=N] `: never empty.
     """
 ).strip()
 RUN_TIMEOUT_S = 240.0
@@ -66,17 +94,19 @@ WORKLOAD = textwrap.dedent(
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
     rank, size = dist.get_rank(), dist.get_world_size()
     if mode == "hung" and rank != size - 1:
-        signal.signal(signal.SIGTERM, lambda sig, frame: print("SIGTERM latched", flush=True))
+        signal.signal(signal.SIGTERM, lambda sig, frame: os.write(1, b"SIGTERM latched\\n"))
     t = torch.ones(1)
     dist.all_reduce(t)
-    print(f"ready pid={os.getpid()}", flush=True)
+    os.write(1, f"ready pid={os.getpid()}\\n".encode())  # one write: no line of two workers interleaves
     dist.all_reduce(t)  # every "ready" line is out before anyone goes on
     if rank == size - 1:
-        with open(os.path.join(out, "go")) as fifo:
-            fifo.read()  # the benchmark holds every pidfd now
-        crash = time.monotonic()
+        go = os.path.join(out, "go")
+        if os.path.exists(go):  # run directly (not through the stack): wait for the benchmark's word
+            with open(go) as fifo:
+                fifo.read()  # the benchmark holds every pidfd now
+        crash, wall = time.monotonic(), time.time()
         with open(os.path.join(out, "crash"), "w") as f:
-            f.write(repr(crash))
+            f.write(f"{crash!r} {wall!r}")
         os._exit(3)
     if mode == "hung":
         threading.Event().wait()  # a collective that never returns and never fails
@@ -151,7 +181,7 @@ def one_run(kind: str, n: int, mode: str, workdir: Path) -> dict[str, float | in
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-    crash = float((out / "crash").read_text())
+    crash = float((out / "crash").read_text().split()[0])
     last_worker = max(t for k, t in gone.items() if k.startswith("worker"))
     err = bytes(logs[proc.stderr]).decode(errors="replace")
     return {
@@ -176,15 +206,58 @@ def fmt(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
 
 
-def render(table: str, runs: int, command: str) -> str:
-    """The results file: what was measured, the table, how to read it, the machine and the command."""
+LAUNCHERS = (("stratus", "`launchers.torch_distributed`"), ("torchrun", "bare torchrun"))
+BANNER = ("torchrun-banner", "bare torchrun, `OMP_NUM_THREADS` unset")
+
+
+def direct_rows(args: argparse.Namespace, workdir: Path) -> list[str]:
+    rows: list[str] = []
+    for mode in args.modes:
+        for n in args.workers:
+            for kind, label in LAUNCHERS:
+                runs = []
+                for r in range(args.runs):
+                    runs.append(one_run(kind, n, mode, workdir))
+                    print(f"{mode} N={n} {kind} run {r + 1}: {runs[-1]}", file=sys.stderr)
+                codes = sorted({int(x["exit_code"]) for x in runs})
+                rows.append(
+                    f"| {mode} | {n} | {label} | {fmt([float(x['last_worker_s']) for x in runs])} | "
+                    f"{fmt([float(x['launcher_s']) for x in runs])} | {', '.join(map(str, codes))} | "
+                    f"{' / '.join(sorted({str(x['names_rank']) for x in runs}))} |"
+                )
+    return rows
+
+
+def stack_rows(args: argparse.Namespace, workdir: Path) -> list[str]:
+    rows: list[str] = []
+    with StackBench(workdir / "on-stack", workdir / "workload.py") as stack:
+        for mode in args.stack_modes:
+            for n in args.workers:
+                banner = (BANNER,) if mode == "plain" and n == min(args.workers) else ()
+                for kind, label in (*LAUNCHERS, *banner):
+                    runs = []
+                    for r in range(args.stack_runs):
+                        runs.append(stack.one_run(kind, n, mode))
+                        print(f"stack {mode} N={n} {kind} run {r + 1}: {runs[-1]}", file=sys.stderr)
+                    recorded = " / ".join(sorted({f"`{x['recorded']}`" for x in runs}))
+                    rows.append(
+                        f"| {mode} | {n} | {label} | {fmt([x['agent_s'] for x in runs])} | "
+                        f"{fmt([x['recorded_s'] for x in runs])} | {recorded} | "
+                        f"{', '.join(str(x['lost_lines']) for x in runs)} |"
+                    )
+    return rows
+
+
+def render(tables: str, args: argparse.Namespace, command: str) -> str:
+    """The results file: what was measured, the tables, how to read them, the machine and the command."""
     about = (__doc__ or "").split("\n\n", 2)[2].split("\nBare torchrun")[0].strip()
+    stack_runs = f", {args.stack_runs} through the stack" if args.stack_runs != args.runs else ""
     return (
         "# Launcher teardown after a worker crash\n\n"
         f"{about}\n\n"
         "Bare torchrun: `python3 -m torch.distributed.run --nproc_per_node N --master_port P workload.py`. "
-        f"Median of {runs} runs (min–max in brackets); torch {version('torch')}.\n\n"
-        f"{table}\n\n{READING}\n\nMachine: {describe()}.\n\nRun: {command} ({date.today().isoformat()}).\n"
+        f"Median of {args.runs} runs{stack_runs} (min–max in brackets); torch {version('torch')}.\n\n"
+        f"{tables}\n\n{READING}\n\nMachine: {describe()}.\n\nRun: {command} ({date.today().isoformat()}).\n"
     )
 
 
@@ -195,41 +268,35 @@ def main() -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--modes", nargs="+", default=["plain", "hung"], choices=["plain", "hung"])
+    parser.add_argument("--stack-runs", type=int, default=3, help="runs through the local stack (0: none)")
+    parser.add_argument("--stack-modes", nargs="+", default=["plain"], choices=["plain", "hung"])
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args()
 
-    rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="launcher-teardown-") as tmp:
         workdir = Path(tmp)
         (workdir / "workload.py").write_text(WORKLOAD)
-        for mode in args.modes:
-            for n in args.workers:
-                for kind, label in (
-                    ("stratus", "`launchers.torch_distributed`"),
-                    ("torchrun", "bare torchrun"),
-                ):
-                    runs = []
-                    for r in range(args.runs):
-                        runs.append(one_run(kind, n, mode, workdir))
-                        print(f"{mode} N={n} {kind} run {r + 1}: {runs[-1]}", file=sys.stderr)
-                    codes = sorted({int(x["exit_code"]) for x in runs})
-                    rows.append(
-                        f"| {mode} | {n} | {label} | {fmt([float(x['last_worker_s']) for x in runs])} | "
-                        f"{fmt([float(x['launcher_s']) for x in runs])} | {', '.join(map(str, codes))} | "
-                        f"{' / '.join(sorted({str(x['names_rank']) for x in runs}))} |"
-                    )
-    command = "`.venv/bin/python bench/launcher_teardown.py " + " ".join(sys.argv[1:]) + "`"
-    table = "\n".join(
-        [
+        direct = direct_rows(args, workdir) if args.runs > 0 else []
+        stacked = stack_rows(args, workdir) if args.stack_runs > 0 else []
+    tables = []
+    if direct:
+        tables.append(
+            "Run directly:\n\n"
             "| survivors | N | launcher | crash → last worker gone | crash → launcher exited | exit code | "
-            "first failing rank named in |",
-            "|---|---:|---|---:|---:|---:|---|",
-            *rows,
-        ]
-    )
-    print(table)
+            "first failing rank named in |\n"
+            "|---|---:|---|---:|---:|---:|---|\n" + "\n".join(direct)
+        )
+    if stacked:
+        tables.append(
+            "Through the local stack (`det experiment create`, one agent):\n\n"
+            "| survivors | N | launcher | crash → agent saw the run end | crash → exit recorded "
+            "(`exited_at`) | exit recorded as (code: reason) | log lines lost, each run |\n"
+            "|---|---:|---|---:|---:|---|---:|\n" + "\n".join(stacked)
+        )
+    command = "`.venv/bin/python bench/launcher_teardown.py " + " ".join(sys.argv[1:]) + "`"
+    print("\n\n".join(tables))
     if args.write:
-        RESULTS.write_text(render(table, args.runs, command))
+        RESULTS.write_text(render("\n\n".join(tables), args, command))
     return 0
 
 
