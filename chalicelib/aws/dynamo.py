@@ -123,13 +123,25 @@ def transition(
         for i, field in enumerate(removes):
             names[f"#r{i}"] = field
         expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
+    return conditional_update(tbl, key, expression, condition, names, values)
+
+
+def conditional_update(
+    tbl: Any,
+    key: Mapping[str, Any],
+    expression: str,
+    condition: str,
+    names: Mapping[str, str],
+    values: Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """One conditional UpdateItem; the whole new record, or None when the condition failed."""
     try:
         answer = tbl.update_item(
             Key=dict(key),
             UpdateExpression=expression,
             ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
+            ExpressionAttributeNames=dict(names),
+            ExpressionAttributeValues=dict(values),
             ReturnValues="ALL_NEW",
         )
     except ClientError as error:
@@ -151,21 +163,14 @@ def update_map_entry(
     """Set ``attribute[entry] = value`` (the map must exist) if ``condition`` holds (it may use ``#state``);
     the whole new record, or None when the condition failed."""
     expression, values = condition
-    try:
-        answer = tbl.update_item(
-            Key=dict(key),
-            UpdateExpression="SET #m.#e = :value",
-            ConditionExpression=f"attribute_exists(#m) AND ({expression})",
-            ExpressionAttributeNames={"#m": attribute, "#e": entry, "#state": "state"},
-            ExpressionAttributeValues={":value": to_dynamo(value), **values},
-            ReturnValues="ALL_NEW",
-        )
-    except ClientError as error:
-        if is_condition_failure(error):
-            return None
-        raise
-    record: dict[str, Any] = plain(answer["Attributes"])
-    return record
+    return conditional_update(
+        tbl,
+        key,
+        "SET #m.#e = :value",
+        f"attribute_exists(#m) AND ({expression})",
+        {"#m": attribute, "#e": entry, "#state": "state"},
+        {":value": to_dynamo(value), **values},
+    )
 
 
 def update_fields(
@@ -184,18 +189,4 @@ def update_fields(
         names[f"#f{i}"] = field
         values[f":v{i}"] = to_dynamo(value)
         assignments.append(f"#f{i} = :v{i}")
-    try:
-        answer = tbl.update_item(
-            Key=dict(key),
-            UpdateExpression="SET " + ", ".join(assignments),
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-            ReturnValues="ALL_NEW",
-        )
-    except ClientError as error:
-        if is_condition_failure(error):
-            return None
-        raise
-    record: dict[str, Any] = plain(answer["Attributes"])
-    return record
+    return conditional_update(tbl, key, "SET " + ", ".join(assignments), condition, names, values)

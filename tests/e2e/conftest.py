@@ -68,6 +68,19 @@ class DetResult:
     err: str
 
 
+def run_record(moto_url: str, run_id: str) -> dict | None:
+    """A run's record in the stack's DynamoDB (``stratus-runs``), attribute values unwrapped one level."""
+    dynamo = boto3.client(
+        "dynamodb",
+        endpoint_url=moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="stratus-local",
+        aws_secret_access_key="stratus-local",
+    )
+    item = dynamo.get_item(TableName="stratus-runs", Key={"run_id": {"S": run_id}}).get("Item")
+    return {name: next(iter(value.values())) for name, value in item.items()} if item else None
+
+
 def det_runner(api_url: str):  # noqa: ANN201
     """Run the real `det` CLI in a subprocess against the stack at ``api_url``."""
 

