@@ -89,12 +89,13 @@ def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(pool, tmp_path: Path):
         what="the control plane to end the lost agent's run",
     )
     assert ended["reason"].startswith(f"lost agent {first['agent_id']}: no heartbeat for 8 s")
-    second = wait_for(lambda: _run(pool, f"{trial_id}.2"), timeout=60, what="the restart")
+    wait_for(lambda: _run(pool, f"{trial_id}.2"), timeout=60, what="the restart")
     wait_for(
         lambda: det("experiment", "describe", str(experiment_id), "--json").out.count('"COMPLETED"') >= 2,
         timeout=120,
         what="the experiment to complete",
     )
-    assert second["agent_id"] != first["agent_id"]
+    second = _run(pool, f"{trial_id}.2")
+    assert second is not None and second["agent_id"] != first["agent_id"]
     logs = det("trial", "logs", str(trial_id)).out
     assert f"attempt {trial_id}.1" in logs and f"attempt {trial_id}.2" in logs

@@ -37,7 +37,8 @@ def test_ddp_training_across_two_agents_completes(two_nodes):
 def test_a_crash_of_rank_1_on_node_1_stops_both_nodes_and_names_it(two_nodes, tmp_path: Path):
     trial = crash_rank_1(det_runner(two_nodes["api_url"]), tmp_path)
     assert trial["exit"]["reason"] == "node 1 of 2 (agent local-1): rank 1 failed first with exit code 3"
-    # Node 1 ended by its crash; node 0 was killed by its agent (told by the control plane), workers and all.
+    # Node 1 ended by its crash. Node 0 ends too: either its agent kills it (told by the control plane
+    # at its next heartbeat) or, first, its rank 0 sees the dead peer in the collective and fails.
     run = run_record(two_nodes["moto_url"], f"{trial['id']}.1")
     assert run["state"] == "EXITED"
     agent_log = Path(two_nodes["state_dir"]) / "local-0.log"
@@ -47,4 +48,3 @@ def test_a_crash_of_rank_1_on_node_1_stops_both_nodes_and_names_it(two_nodes, tm
         timeout=60,
         what=f"the end of {node0} on local-0",
     )
-    assert f"killing run {node0}" in agent_log.read_text()
