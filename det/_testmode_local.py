@@ -54,12 +54,12 @@ from typing import IO, Any, TypeGuard
 from det._render import format_bytes
 from det._runtime import Runtime
 from det.errors import UsageError
+from harness._hook import HOOK, hook_script
 
 Json = dict[str, Any]
 
 LOCAL_CONFIG_ENV = "STRATUS_LOCAL_CONFIG"
 LOCAL_EVENTS_ENV = "STRATUS_LOCAL_EVENTS"
-HOOK = "startup-hook.sh"
 RUN_TRIAL_MODULE = "harness.exec.run_trial"
 
 _LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
@@ -202,24 +202,10 @@ def entrypoint_command(entrypoint: str | Sequence[str]) -> str:
 
 
 def build_script(entrypoint: str | Sequence[str], hook_failed_marker: Path) -> str:
-    """Source ``startup-hook.sh`` when present (its exports reach the entrypoint), then exec the entrypoint.
-
-    A hook that fails or ends the shell leaves `hook_failed_marker` behind, as on the agent.
-    """
-    on_exit = (
-        '__stratus_rc=$?; [ "$__stratus_rc" -ne 0 ] || __stratus_rc=1; '
-        f'echo "{HOOK} failed (exit code $__stratus_rc); the entrypoint was not started" >&2; '
-        f': > {shlex.quote(str(hook_failed_marker))}; exit "$__stratus_rc"'
-    )
-    return (
-        f"if [ -f ./{HOOK} ]; then\n"
-        f"  trap {shlex.quote(on_exit)} EXIT\n"
-        f"  . ./{HOOK}\n"  # not `|| exit`: that would turn off a `set -e` inside the hook
-        '  __stratus_rc=$?; [ "$__stratus_rc" -eq 0 ] || exit "$__stratus_rc"\n'
-        "  trap - EXIT\n"
-        "fi\n"
-        f"{entrypoint_command(entrypoint)}\n"
-    )
+    """Source ``startup-hook.sh`` when present (its exports reach the entrypoint), then exec the entrypoint:
+    the agent's script (`harness._hook.hook_script`). A hook that fails or ends the shell leaves
+    `hook_failed_marker` behind, as on the agent."""
+    return hook_script(entrypoint_command(entrypoint), hook_failed_marker)
 
 
 class _EventsFile:

@@ -24,6 +24,7 @@ from typing import IO
 
 import httpx
 
+from harness._hook import HOOK, hook_script
 from harness.agent._api import AgentApi, LaunchSpec, call_with_retry
 from harness.agent._logs import LineSplitter, LogShipper
 from harness.agent._settings import SECRET_ENV_NAMES, TOKEN_ENV, Settings
@@ -33,9 +34,8 @@ from harness.errors import UnsafeArchiveError
 
 log = logging.getLogger("harness.agent")
 
-HOOK = "startup-hook.sh"
 REASON_AGENT_STOPPED = "agent stopped"
-REASON_HOOK_FAILED = "startup-hook.sh failed"
+REASON_HOOK_FAILED = f"{HOOK} failed"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _HOOK_FAILED_MARKER = "startup-hook.failed"
 PROBE_TIMEOUT_S = 30.0
@@ -171,30 +171,14 @@ def build_environment(
 
 
 def build_script(entrypoint: tuple[str, ...] | str, hook_failed_marker: Path) -> str:
-    """The ``bash -c`` script: source the hook (its exports reach the entrypoint), then exec the entrypoint.
-
-    A hook that fails, or ends the shell (``exit``, ``set -e``), leaves a marker file behind so the agent
-    can tell the run's end apart from the entrypoint's.
-    """
+    """The ``bash -c`` script: source the hook (its exports reach the entrypoint), then exec the entrypoint
+    (`harness._hook.hook_script`)."""
     cmd = (
         f"exec sh -c {shlex.quote(entrypoint)}"
         if isinstance(entrypoint, str)
         else f"exec {shlex.join(entrypoint)}"
     )
-    on_exit = (
-        '__stratus_rc=$?; [ "$__stratus_rc" -ne 0 ] || __stratus_rc=1; '
-        f'echo "[agent] {HOOK} failed (exit code $__stratus_rc); the entrypoint was not started" >&2; '
-        f': > {shlex.quote(str(hook_failed_marker))}; exit "$__stratus_rc"'
-    )
-    return (
-        f"if [ -f ./{HOOK} ]; then\n"
-        f"  trap {shlex.quote(on_exit)} EXIT\n"
-        f"  . ./{HOOK}\n"  # not `|| exit`: that would turn off a `set -e` inside the hook
-        '  __stratus_rc=$?; [ "$__stratus_rc" -eq 0 ] || exit "$__stratus_rc"\n'
-        "  trap - EXIT\n"
-        "fi\n"
-        f"{cmd}\n"
-    )
+    return hook_script(cmd, hook_failed_marker, who="[agent] ")
 
 
 class Run:

@@ -25,7 +25,6 @@ runs and none is left to create; trials still paused then are final.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -45,6 +44,7 @@ from chalicelib.domain.searchers.base import (
     StopTrial,
     TrialCreated,
     TrialExited,
+    TrialRecord,
     ValidationReported,
 )
 from chalicelib.domain.searchers.random import DEFAULT_MAX_CONCURRENT_TRIALS, settings_int
@@ -127,7 +127,7 @@ def plan(spec: SearchSpec) -> list[Bracket]:
 
 
 @dataclass
-class AshaTrial:
+class AshaTrial(TrialRecord):
     request_id: str
     bracket: int
     rung: int = 0  # the rung it trains towards (or, once paused, the rung it sits in)
@@ -137,14 +137,6 @@ class AshaTrial:
     invalid_hp: bool = False
     length: int = 0
     metric: float | None = None  # its latest result (smaller is better)
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AshaTrial:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 Entry = list[Any]  # [metric (smaller is better), request_id, promoted]

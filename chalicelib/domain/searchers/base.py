@@ -19,9 +19,23 @@ A trial that reaches its last target and gets no operation is treated as stopped
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
+
+
+class TrialRecord:
+    """JSON for a searcher's per-trial dataclass in its snapshot; keys a dataclass no longer has (an older
+    snapshot) are ignored on the way back."""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ request number, so a replayed or restored search proposes the same hyperparamete
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -26,6 +25,7 @@ from chalicelib.domain.searchers.base import (
     SearchSpec,
     Shutdown,
     TrialCreated,
+    TrialRecord,
     ValidationReported,
 )
 
@@ -35,7 +35,7 @@ _P = TypeVar("_P", bound="PoolSearcher")
 
 
 @dataclass
-class PoolTrial:
+class PoolTrial(TrialRecord):
     """One create request of a pool searcher and what became of it."""
 
     request_id: str
@@ -47,14 +47,6 @@ class PoolTrial:
     length: int = 0  # the furthest validated length
     metric: float | None = None  # the latest reported searcher metric
     extra: dict[str, Any] = field(default_factory=dict)  # subclass data (TPE: its optuna params)
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PoolTrial:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 def settings_int(settings: Mapping[str, Any], key: str, default: int) -> int:
