@@ -24,7 +24,7 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 typecheck: install
-	$(PY) -m mypy chalicelib harness launchers det app.py
+	$(PY) -m mypy contract chalicelib harness launchers det app.py
 
 unit: install
 	$(PY) -m pytest -q tests/unit tests/contract

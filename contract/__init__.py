@@ -1,0 +1,14 @@
+"""The contract between Stratus's sides, declared once: the data that crosses from the control plane
+(`chalicelib/`) to the compute side (`harness/`, `launchers/`) and the CLI (`det/`).
+
+Standard library only, so every side may import it (the launchers run in a trial's image, which need not
+have httpx or pydantic), and `tests/contract` checks both ends against it.
+
+    contract.errors    the API's error body and the package's errors
+    contract.env       the trial's environment: names, and a typed ``to_env`` / ``from_env``
+    contract.launch    the launch spec an agent receives
+    contract.messages  the queue messages (scheduler, launch, trial events)
+    contract.actions   the searcher's actions as a trial sees them
+    contract.nni       telling an NNI experiment config from a Determined one
+    contract.entrypoint  Determined's legacy ``model_def:TrialClass`` entrypoint rule
+"""

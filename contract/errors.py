@@ -1,0 +1,68 @@
+"""Errors of the contract package, and the API's error body as every client reads it.
+
+    ContractError              a value that does not follow the contract
+    ├── InvalidEnvironmentError  a trial variable is missing or malformed
+    ├── InvalidLaunchSpecError   a launch spec an agent cannot run
+    └── InvalidMessageError      a queue message of an unknown type or shape
+
+Every error message names the offending value and what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ContractError(ValueError):
+    """Base class of every error of the contract package."""
+
+
+class InvalidEnvironmentError(ContractError):
+    pass
+
+
+class InvalidLaunchSpecError(ContractError):
+    pass
+
+
+class InvalidMessageError(ContractError):
+    pass
+
+
+@dataclass(frozen=True)
+class ErrorBody:
+    """`{"error": "<Code>", "message": "...", "problems": [{"path", "message"}]}`: what the API answers
+    with any 4xx or 5xx (docs/contracts.md §1)."""
+
+    code: str
+    message: str
+    problems: tuple[Mapping[str, str], ...] = field(default=())
+
+    @classmethod
+    def parse(cls, status: int, text: str, body: Any = None) -> ErrorBody:
+        """The error body of an answer; ``body`` is its decoded JSON if it had any. An answer that is not
+        our error body (a proxy's HTML page, an empty 502) still gives a code and a readable message."""
+        if isinstance(body, Mapping):
+            code = body.get("error")
+            message = body.get("message")
+            problems = body.get("problems")
+            return cls(
+                code=str(code) if code else "",
+                message=str(message) if message else (text.strip()[:500] or f"HTTP {status}"),
+                problems=tuple(
+                    {"path": str(p.get("path", "")), "message": str(p.get("message", ""))}
+                    for p in problems
+                    if isinstance(p, Mapping)
+                )
+                if isinstance(problems, list)
+                else (),
+            )
+        return cls(code="", message=text.strip()[:500] or f"HTTP {status}")
+
+
+def is_permanent(status: int) -> bool:
+    """A refusal that asking again will not change (bad input, unknown id, wrong state); 408, 425 and
+    429 are worth a retry, and so is every 5xx."""
+    return 400 <= status < 500 and status not in (408, 425, 429)
