@@ -25,7 +25,7 @@ from launchers._info import LaunchInfo, load_launch_info
 from launchers._rendezvous import Record, node_address, resolve_peers
 from launchers.errors import LaunchConfigError, RendezvousError
 from launchers.torch_distributed import LocalLaunch
-from tests.unit.test_launchers_monitor import ALL_REDUCE, WAIT_S, env_for, script
+from tests.integration.test_launchers_monitor import ALL_REDUCE, WAIT_S, env_for, script
 
 TOKEN = "run-token"
 WAIT_LINE = "[launcher] rendezvous: node 1 of 2 waiting for nodes 0 (run run-7)"
