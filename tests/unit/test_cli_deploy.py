@@ -1,20 +1,20 @@
-"""`det deploy local up | status | down` without starting anything: fake processes, fake liveness."""
+"""`det deploy local up | status | down` without starting anything: fake processes, fake liveness.
+
+A real busy port and the real process table are tested in tests/integration/test_cli_deploy_host.py."""
 
 from __future__ import annotations
 
 import argparse
 import io
 import json
-import os
 import signal
-import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
 from det import _deploy, cli
-from det._deploy import StackState, inspect, pid_alive, read_state, state_dir
+from det._deploy import StackState, inspect, read_state, state_dir
 from det._runtime import Runtime
 
 API_URL = "http://127.0.0.1:8080"
@@ -91,13 +91,6 @@ def test_inspect_tells_running_starting_and_stale(tmp_path: Path) -> None:
     running = inspect(tmp_path, lambda pid: pid == 77)
     assert (running.kind, running.pid, running.state and running.state.api_url) == ("running", 77, API_URL)
     assert inspect(tmp_path, lambda pid: False).kind == "stopped"  # the pid is gone: stale files
-
-
-@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs procfs")
-def test_a_live_pid_that_is_not_the_stack_counts_as_gone() -> None:
-    assert pid_alive(os.getpid()) is False  # pytest, not infra.local_stack: a reused pid
-    assert pid_alive(0) is False
-    assert pid_alive(-1) is False
 
 
 # --- status ------------------------------------------------------------------------------------
@@ -212,20 +205,6 @@ def test_up_prints_the_log_tail_when_the_stack_dies(tmp_path: Path) -> None:
         f"the local stack exited with code 1 while starting; the end of {directory / 'stack.log'} is above"
     )
     assert not (directory / "stack.pid").exists()
-
-
-def test_up_refuses_a_busy_port(tmp_path: Path) -> None:
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        streams = Streams()
-        code = cli.main(["deploy", "local", "up", "--port", str(port)], runtime=runtime(tmp_path, streams))
-
-    assert code == 1
-    assert streams.err.getvalue() == (
-        f"Error: port {port} on 127.0.0.1 is already in use; stop what listens there or pass --port\n"
-    )
 
 
 # --- down --------------------------------------------------------------------------------------
