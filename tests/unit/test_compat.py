@@ -1,7 +1,8 @@
 """The Determined and NNI compatibility packages, and the agent's rule for putting them on PYTHONPATH.
 
 Determined Core API scripts, PyTorchTrial classes and NNI scripts (the examples included) run against
-the in-memory control plane of test_harness_searcher (httpx.MockTransport): no network, no sleeps."""
+the in-memory control plane of tests/unit/conftest.py (httpx.MockTransport): no network, no sleeps. The
+agent's probe of a real interpreter and gloo groups are in tests/integration/test_harness_processes.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,7 +22,7 @@ import pytest
 import harness
 import harness.core
 from harness.agent._api import LaunchSpec
-from harness.agent._run import build_environment, compat_pythonpath, missing_packages
+from harness.agent._run import build_environment
 from harness.agent._settings import Settings
 from harness.compat import compat_path
 from harness.compat._nni import NniTrial, flatten_hparams, merge_parameter
@@ -37,17 +38,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in [*ENV_NAMES, *LOCAL_ENV]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
-
-
-@pytest.fixture
-def compat(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """`import determined` and `import nni` give the compatibility packages (as on the trial's PYTHONPATH)."""
-    monkeypatch.syspath_prepend(str(compat_path("determined")))
-    monkeypatch.syspath_prepend(str(compat_path("nni")))
-    yield
-    for name in list(sys.modules):
-        if name.split(".")[0] in ("determined", "nni"):
-            del sys.modules[name]
 
 
 def platform_env(monkeypatch: pytest.MonkeyPatch, hparams: dict[str, Any], **extra: str) -> None:
@@ -154,17 +144,6 @@ def test_compat_folders_only_for_missing_packages(tmp_path: Path) -> None:
     assert (compat_path("nni") / "nni" / "__init__.py").is_file()
 
 
-def test_the_probe_asks_the_trials_python(tmp_path: Path) -> None:
-    env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])}
-    assert missing_packages(env, ["determined", "nni", "json"]) == {"determined", "nni"}
-    installed = tmp_path / "site"
-    (installed / "determined").mkdir(parents=True)
-    (installed / "determined" / "__init__.py").write_text("")
-    assert missing_packages({**env, "PYTHONPATH": str(installed)}, ["determined", "nni"]) == {"nni"}
-    assert compat_pythonpath({**env, "PYTHONPATH": str(installed)}) == [str(compat_path("nni"))]
-    assert missing_packages({"PATH": str(tmp_path)}, ["determined"]) == frozenset()  # no Python: no folder
-
-
 # --- Determined ---------------------------------------------------------------------------------
 
 
@@ -192,21 +171,6 @@ def test_determined_is_a_thin_alias_layer(compat: None) -> None:
         assert ctx.checkpoint.checkpoint_dir.name == "ckpts"
     with pytest.raises(NotImplementedError, match="Horovod"):
         det.core.DistributedContext.from_horovod(None)
-
-
-def test_distributed_context_from_torch_distributed(compat: None, tmp_path: Path) -> None:
-    dist = pytest.importorskip("torch.distributed")
-    import determined as det
-
-    with pytest.raises(RuntimeError, match="not initialised"):
-        det.core.DistributedContext.from_torch_distributed()
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
-    try:
-        d = det.core.DistributedContext.from_deepspeed()
-        assert (d.get_rank(), d.get_size(), d.get_local_rank(), d.get_cross_size()) == (0, 1, 0, 1)
-        assert d.broadcast("x") == "x" and d.allgather(3) == [3] and d.gather(4) == [4]
-    finally:
-        dist.destroy_process_group()
 
 
 def test_cluster_info_has_determineds_names(compat: None, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,18 +17,7 @@ from det import _context
 from det._context import ARCHIVE_MTIME, MAX_CONTEXT_BYTES, ContextFile, collect, pack
 from det.errors import ContextError
 from harness._archive import extract
-
-
-def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-    return root
+from tests.conftest import CONTEXT_TREE, build_context_tree, make_tree
 
 
 def names(root: Path, includes: tuple[Path, ...] = ()) -> list[str]:
@@ -289,39 +278,22 @@ def test_link_back_into_the_tree_being_walked_is_an_error(tmp_path: Path) -> Non
 # the archive
 
 
-TREE: dict[str, str | bytes] = {
-    "train.py": "print('hi')\n",
-    "model/net.py": "class Net: ...\n" * 50,
-    "model/__init__.py": "",
-    "data/weights.bin": bytes(range(256)) * 300,
-    "scripts/run.sh": "#!/bin/sh\necho run\n",
-    "README.md": "# model\n",
-    "a" * 120 + "/long-name-" + "b" * 90 + ".txt": "long",
-    "sub/héllo wörld.txt": "unicode",
-}
-
-
-def build(root: Path) -> Path:
-    make_tree(root, TREE)
-    (root / "scripts" / "run.sh").chmod(0o755)
-    (root / "link.py").symlink_to("model/net.py")
-    return root
-
-
 def test_pack_reports_what_it_packed(tmp_path: Path) -> None:
-    packed = pack(build(tmp_path / "ctx"))
+    packed = pack(build_context_tree(tmp_path / "ctx"))
     assert packed.sha256 == hashlib.sha256(packed.data).hexdigest()
-    assert packed.files == sorted([*TREE, "link.py"])
-    assert packed.num_files == len(TREE) + 1
-    assert packed.file_bytes == sum(len(v.encode() if isinstance(v, str) else v) for v in TREE.values())
+    assert packed.files == sorted([*CONTEXT_TREE, "link.py"])
+    assert packed.num_files == len(CONTEXT_TREE) + 1
+    assert packed.file_bytes == sum(
+        len(v.encode() if isinstance(v, str) else v) for v in CONTEXT_TREE.values()
+    )
 
 
 def test_archive_entries_are_normalised(tmp_path: Path) -> None:
-    root = build(tmp_path / "ctx")
+    root = build_context_tree(tmp_path / "ctx")
     (root / "train.py").chmod(0o600)
     (root / "README.md").chmod(0o664)
     members = tar_members(pack(root).data)
-    assert [m.name for m in members] == sorted([*TREE, "link.py"])
+    assert [m.name for m in members] == sorted([*CONTEXT_TREE, "link.py"])
     for m in members:
         assert (m.uid, m.gid, m.uname, m.gname, m.mtime) == (0, 0, "", "", ARCHIVE_MTIME)
         assert m.mtime == 1_577_836_800  # fixed, and after 1980 (zip refuses older times)
@@ -333,12 +305,12 @@ def test_archive_entries_are_normalised(tmp_path: Path) -> None:
 
 
 def test_packing_twice_gives_the_same_bytes(tmp_path: Path) -> None:
-    root = build(tmp_path / "ctx")
+    root = build_context_tree(tmp_path / "ctx")
     assert pack(root).data == pack(root).data
 
 
 def test_a_copy_with_other_mtimes_and_modes_gives_the_same_bytes(tmp_path: Path) -> None:
-    first = build(tmp_path / "one")
+    first = build_context_tree(tmp_path / "one")
     second = tmp_path / "elsewhere" / "two"
     shutil.copytree(first, second, symlinks=True)
     for i, path in enumerate(sorted(p for p in second.rglob("*") if not p.is_symlink())):
@@ -353,7 +325,7 @@ def test_a_copy_with_other_mtimes_and_modes_gives_the_same_bytes(tmp_path: Path)
 def test_bytes_do_not_depend_on_the_number_of_zstd_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = build(tmp_path / "ctx")
+    root = build_context_tree(tmp_path / "ctx")
     (root / "big.bin").write_bytes(os.urandom(1 << 20) * 3)  # several zstd jobs
     monkeypatch.setattr(_context.os, "cpu_count", lambda: 1)
     one = pack(root).data
@@ -364,35 +336,22 @@ def test_bytes_do_not_depend_on_the_number_of_zstd_workers(
 
 
 def test_a_changed_tree_changes_the_hash(tmp_path: Path) -> None:
-    root = build(tmp_path / "ctx")
+    root = build_context_tree(tmp_path / "ctx")
     before = pack(root).sha256
     (root / "train.py").write_text("print('bye')\n")
     assert pack(root).sha256 != before
 
 
 def test_round_trip_keeps_contents_exec_bits_and_links(tmp_path: Path) -> None:
-    root = build(tmp_path / "ctx")
+    root = build_context_tree(tmp_path / "ctx")
     packed = pack(root)
     out = tmp_path / "out"
     assert sorted(extract(packed.data, out)) == packed.files
-    for name in TREE:
+    for name in CONTEXT_TREE:
         assert (out / name).read_bytes() == (root / name).read_bytes(), name
         assert bool((out / name).stat().st_mode & stat.S_IXUSR) == (name == "scripts/run.sh"), name
     assert os.readlink(out / "link.py") == "model/net.py"
-    assert (out / "link.py").read_text() == TREE["model/net.py"]
-
-
-def test_gnu_tar_reads_the_archive(tmp_path: Path) -> None:
-    if not (shutil.which("tar") and shutil.which("zstd")):
-        pytest.skip("needs GNU tar and zstd")
-    import subprocess
-
-    archive = tmp_path / "ctx.tar.zst"
-    archive.write_bytes(pack(build(tmp_path / "ctx")).data)
-    listing = subprocess.run(
-        ["tar", "--zstd", "-tf", str(archive)], capture_output=True, text=True, check=True
-    )
-    assert sorted(listing.stdout.splitlines()) == sorted([*TREE, "link.py"])
+    assert (out / "link.py").read_text() == CONTEXT_TREE["model/net.py"]
 
 
 # --------------------------------------------------------------------------------------------------

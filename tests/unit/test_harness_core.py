@@ -463,18 +463,6 @@ def test_init_outside_the_main_thread_installs_no_handler() -> None:
     assert results == [False] and signal.getsignal(signal.SIGTERM) == before
 
 
-def test_any_rank_uses_the_process_group(tmp_path: Path) -> None:
-    dist = pytest.importorskip("torch.distributed")
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available")
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
-    try:
-        two_ranks = core.DistributedContext(rank=0, size=2)
-        assert two_ranks.any_rank(True) is True and two_ranks.any_rank(False) is False
-    finally:
-        dist.destroy_process_group()
-
-
 # --- local twins --------------------------------------------------------------------------------
 
 

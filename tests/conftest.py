@@ -1,0 +1,71 @@
+"""Fixtures and helpers shared by every tier.
+
+Tiers (each a folder, see README "Tests and benchmarks"):
+  unit         no IO: no process, socket, network or process group; files only under tmp_path
+  contract     the HTTP API document against the routes and the clients (no IO)
+  integration  real processes, loopback sockets and gloo groups on this machine (marker ``integration``)
+  aws          a moto server per session (marker ``aws``)
+  e2e          the embedded local stack and real trials (marker ``e2e``)
+  gpu          a CUDA device (marker ``gpu``; skips itself elsewhere)
+
+Test modules never import each other: what two of them share lives here or in the tier's conftest.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.compat import compat_path
+
+# ---- a context folder to pack (det/_context.py) --------------------------------------------------------
+
+
+def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    """Write ``files`` (relative name -> text or bytes) below ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return root
+
+
+CONTEXT_TREE: dict[str, str | bytes] = {
+    "train.py": "print('hi')\n",
+    "model/net.py": "class Net: ...\n" * 50,
+    "model/__init__.py": "",
+    "data/weights.bin": bytes(range(256)) * 300,
+    "scripts/run.sh": "#!/bin/sh\necho run\n",
+    "README.md": "# model\n",
+    "a" * 120 + "/long-name-" + "b" * 90 + ".txt": "long",
+    "sub/héllo wörld.txt": "unicode",
+}
+
+
+def build_context_tree(root: Path) -> Path:
+    """CONTEXT_TREE below ``root``, with an executable script and ``link.py`` linking to model/net.py."""
+    make_tree(root, CONTEXT_TREE)
+    (root / "scripts" / "run.sh").chmod(0o755)
+    (root / "link.py").symlink_to("model/net.py")
+    return root
+
+
+# ---- the Determined and NNI compatibility packages ----------------------------------------------------
+
+
+@pytest.fixture
+def compat(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """`import determined` and `import nni` give the compatibility packages (as on the trial's PYTHONPATH)."""
+    monkeypatch.syspath_prepend(str(compat_path("determined")))
+    monkeypatch.syspath_prepend(str(compat_path("nni")))
+    yield
+    for name in list(sys.modules):
+        if name.split(".")[0] in ("determined", "nni"):
+            del sys.modules[name]
