@@ -195,7 +195,12 @@ def spawn_detached(command: list[str], log_path: Path) -> Process:
 
 
 def up(
-    args: argparse.Namespace, rt: Runtime, *, spawn: Spawn = spawn_detached, alive: Alive = pid_alive
+    args: argparse.Namespace,
+    rt: Runtime,
+    *,
+    spawn: Spawn = spawn_detached,
+    alive: Alive = pid_alive,
+    port_taken: Callable[[int], bool] = port_in_use,
 ) -> int:
     directory = state_dir(rt.environ)
     current = inspect(directory, alive)
@@ -215,7 +220,7 @@ def up(
     agents = int(getattr(args, "agents", 1))
     if agents < 1:
         raise StackError(f"--agents {agents} must be at least 1")
-    if port_in_use(args.port):
+    if port_taken(args.port):
         raise StackError(
             f"port {args.port} on 127.0.0.1 is already in use; stop what listens there or pass --port"
         )

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,11 @@ def test_exit_status() -> None:
     assert exit_status(-signal.SIGKILL) == (137, "killed by signal SIGKILL")
 
 
+def nothing_missing(env: Mapping[str, str], names: Sequence[str]) -> set[str]:
+    """The agent's probe of the trial's Python, answered without starting it: every package is there."""
+    return set()
+
+
 def test_build_environment_spec_wins_but_gpus_are_the_agents(settings: Settings) -> None:
     spec = LaunchSpec.from_json(
         {
@@ -92,13 +98,14 @@ def test_build_environment_spec_wins_but_gpus_are_the_agents(settings: Settings)
         }
     )
     base = {"PATH": "/usr/bin", "STRATUS_AGENT_TOKEN": TOKEN, "AWS_SESSION_TOKEN": "t", "HOME": "/h"}
-    env = build_environment(spec, settings, ("3",), base)
+    env = build_environment(spec, settings, ("3",), base, probe=nothing_missing)
     assert env["A"] == "1" and env["CUDA_VISIBLE_DEVICES"] == "3" and env["HOME"] == "/h"
     assert "STRATUS_AGENT_TOKEN" not in env and "AWS_SESSION_TOKEN" not in env
     assert env["PATH"] == os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin"])
     assert env["STRATUS_MASTER"] == "http://m" and env["STRATUS_SLOTS"] == "1"
     # a CPU agent assigns nothing: the trial's own value (if any) stands
-    assert build_environment(spec, settings, None, {"PATH": "/bin"})["CUDA_VISIBLE_DEVICES"] == "9"
+    cpu_env = build_environment(spec, settings, None, {"PATH": "/bin"}, probe=nothing_missing)
+    assert cpu_env["CUDA_VISIBLE_DEVICES"] == "9"
 
 
 def test_cli_settings(tmp_path: Path) -> None:

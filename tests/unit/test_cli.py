@@ -6,20 +6,16 @@ logs arrive, the trial ends), so following loops run to their end at once.
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from det import cli
 from det._runtime import Runtime
+from tests.unit.conftest import FakeApi, Packed, experiment, fake_pack, run, trial
 
 CONFIG = """\
 name: mnist
@@ -30,212 +26,6 @@ searcher:
   max_length:
     batches: 100
 """
-
-
-@dataclass(frozen=True)
-class Packed:
-    data: bytes
-    sha256: str
-    num_files: int
-    file_bytes: int
-
-
-def fake_pack(root: Path, includes: Sequence[Path]) -> Packed:
-    data = b"tar.zst of " + str(root).encode() + b"".join(str(i).encode() for i in includes)
-    data *= 40_000  # several upload chunks
-    return Packed(data, hashlib.sha256(data).hexdigest(), 3, 1234)
-
-
-def experiment(eid: int, **fields: Any) -> dict[str, Any]:
-    base = {
-        "id": eid,
-        "name": f"exp-{eid}",
-        "description": "",
-        "labels": [],
-        "state": "ACTIVE",
-        "progress": None,
-        "searcher_type": "single",
-        "resource_pool": "default",
-        "owner": "alice",
-        "start_time": "2024-05-01T12:00:00+00:00",
-        "end_time": None,
-        "num_trials": 0,
-        "context_sha256": None,
-        "config": {},
-    }
-    return base | fields
-
-
-def trial(tid: int, eid: int, **fields: Any) -> dict[str, Any]:
-    base = {
-        "id": tid,
-        "experiment_id": eid,
-        "state": "RUNNING",
-        "hparams": {"lr": 0.1},
-        "restarts": 0,
-        "start_time": "2024-05-01T12:00:05+00:00",
-        "end_time": None,
-        "total_batches": 0,
-        "best_validation": None,
-        "latest_validation": None,
-        "latest_checkpoint": None,
-        "exit": None,
-    }
-    return base | fields
-
-
-class FakeApi:
-    """Just enough of docs/contracts.md §1 to drive the CLI, plus a fake S3 for presigned PUTs."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, dict[str, str], Any]] = []
-        self.experiments: dict[int, dict[str, Any]] = {}
-        self.trials: dict[int, dict[str, Any]] = {}
-        self.checkpoints: dict[int, list[dict[str, Any]]] = {}
-        self.metrics: dict[tuple[int, str], list[dict[str, Any]]] = {}
-        self.logs: dict[int, list[dict[str, Any]]] = {}
-        self.contexts: dict[str, bytes] = {}
-        self.put_headers: dict[str, str] = {}
-        self.refuse_config: dict[str, Any] | None = None
-        self.events: list[Callable[[], None]] = []
-        self.sleeps = 0
-        self.transport = httpx.MockTransport(self.handle)
-
-    # the world moves on each time the CLI waits
-    def sleep(self, seconds: float) -> None:
-        assert 0 < seconds <= 1, "poll loops wait a moment, never busy-loop nor sleep long"
-        self.sleeps += 1
-        assert self.sleeps < 200, "the CLI keeps polling: it never saw the end"
-        if self.events:
-            self.events.pop(0)()
-
-    def calls(self, method: str | None = None) -> list[str]:
-        return [f"{m} {p}" for m, p, _, _ in self.requests if method is None or m == method]
-
-    def bodies(self, method: str, path: str) -> list[Any]:
-        return [b for m, p, _, b in self.requests if (m, p) == (method, path)]
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        method, path = request.method, request.url.path
-        params = dict(request.url.params)
-        if request.url.host == "s3.fake":
-            self.requests.append((method, path, params, None))
-            self.put_headers = dict(request.headers)
-            sha = path.split("/")[-1].removesuffix(".tar.zst")
-            self.contexts[sha] = request.content
-            return httpx.Response(200)
-        body = json.loads(request.content) if request.content else None
-        self.requests.append((method, path, params, body))
-        for pattern, handler in self._routes():
-            match = re.fullmatch(pattern, f"{method} {path}")
-            if match:
-                return handler(params, body, *(int(g) for g in match.groups()))
-        return _error(404, "NotFound", f"no route {method} {path}")
-
-    def _routes(self) -> list[tuple[str, Callable[..., httpx.Response]]]:
-        return [
-            (r"POST /experiments", self._create),
-            (r"GET /experiments", self._list),
-            (r"GET /experiments/(\d+)", self._get_experiment),
-            (r"POST /experiments/(\d+)/activate", self._activate),
-            (r"POST /contexts", self._contexts),
-            (r"GET /trials/(\d+)", self._get_trial),
-            (r"GET /trials/(\d+)/metrics", self._metrics),
-            (r"GET /trials/(\d+)/logs", self._logs),
-            (r"GET /health", lambda *_: httpx.Response(200, json={"status": "ok", "version": "0.1.0"})),
-        ]
-
-    def _create(self, params: dict[str, str], body: dict[str, Any]) -> httpx.Response:
-        if self.refuse_config is not None:
-            return httpx.Response(400, json=self.refuse_config)
-        if body["validate_only"]:
-            return httpx.Response(200, json={"experiment": None, "warnings": []})
-        eid = len(self.experiments) + 1
-        state = "ACTIVE" if body["activate"] else "PAUSED"
-        self.experiments[eid] = experiment(eid, state=state, context_sha256=body["context_sha256"])
-        return httpx.Response(
-            200, json={"experiment": self.experiments[eid], "warnings": ["slots: one is plenty"]}
-        )
-
-    def _list(self, params: dict[str, str], body: Any) -> httpx.Response:
-        newest_first = sorted(self.experiments.values(), key=lambda e: -e["id"])
-        offset = int(params.get("offset", 0))
-        limit = int(params.get("limit", 1000))
-        return httpx.Response(200, json={"experiments": newest_first[offset : offset + limit]})
-
-    def _get_experiment(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
-        if eid not in self.experiments:
-            return _error(404, "NotFound", f"no experiment with id {eid}")
-        trials = [t for t in self.trials.values() if t["experiment_id"] == eid]
-        return httpx.Response(200, json={"experiment": self.experiments[eid], "trials": trials})
-
-    def _activate(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
-        self.experiments[eid]["state"] = "ACTIVE"
-        return httpx.Response(200, json={"experiment": self.experiments[eid]})
-
-    def _contexts(self, params: dict[str, str], body: dict[str, Any]) -> httpx.Response:
-        sha = body["sha256"]
-        key = f"contexts/{sha}.tar.zst"
-        if sha in self.contexts:
-            return httpx.Response(200, json={"key": key, "exists": True, "upload": None})
-        upload = {"url": f"https://s3.fake/bucket/{key}?X-Amz-Signature=abc", "method": "PUT", "headers": {}}
-        return httpx.Response(200, json={"key": key, "exists": False, "upload": upload})
-
-    def _get_trial(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
-        if tid not in self.trials:
-            return _error(404, "NotFound", f"no trial with id {tid}")
-        return httpx.Response(
-            200, json={"trial": self.trials[tid], "checkpoints": self.checkpoints.get(tid, [])}
-        )
-
-    def _metrics(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
-        return httpx.Response(200, json={"metrics": self.metrics.get((tid, params["group"]), [])})
-
-    def _logs(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
-        if tid not in self.trials:
-            return _error(404, "NotFound", f"no trial with id {tid}")
-        lines = self.logs.get(tid, [])
-        if "next_token" in params:
-            start = int(params["next_token"])
-        elif "tail" in params:
-            start = max(0, len(lines) - int(params["tail"]))
-        else:
-            start = 0
-        end = min(len(lines), start + int(params.get("limit", 1000)))
-        return httpx.Response(
-            200,
-            json={"logs": lines[start:end], "next_token": str(end), "trial_state": self.trials[tid]["state"]},
-        )
-
-    # helpers for tests
-    def log(self, tid: int, *messages: str) -> None:
-        lines = self.logs.setdefault(tid, [])
-        for m in messages:
-            lines.append({"timestamp": 1714564800000 + 1000 * len(lines), "message": m, "rank": None})
-
-
-def _error(status: int, code: str, message: str) -> httpx.Response:
-    return httpx.Response(status, json={"error": code, "message": message})
-
-
-@pytest.fixture
-def api() -> FakeApi:
-    return FakeApi()
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-def run(api: FakeApi, *argv: str, environ: dict[str, str] | None = None, **runtime: Any) -> Result:
-    out, err = io.StringIO(), io.StringIO()
-    settings: dict[str, Any] = {"pack": fake_pack, "sleep": api.sleep} | runtime
-    rt = Runtime(environ=environ or {}, transport=api.transport, out=out, err=err, **settings)
-    code = cli.main(list(argv), runtime=rt)
-    return Result(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

@@ -149,7 +149,11 @@ def test_up_starts_detached_and_waits_for_health(tmp_path: Path) -> None:
 
     streams = Streams()
     code = _deploy.up(
-        up_args(), runtime(tmp_path, streams, sleep=sleep), spawn=spawn, alive=lambda pid: False
+        up_args(),
+        runtime(tmp_path, streams, sleep=sleep),
+        spawn=spawn,
+        alive=lambda pid: False,
+        port_taken=lambda port: False,
     )
 
     assert code == 0
@@ -198,7 +202,7 @@ def test_up_prints_the_log_tail_when_the_stack_dies(tmp_path: Path) -> None:
     streams = Streams()
     rt = runtime(tmp_path, streams, sleep=lambda s: None)
     with pytest.raises(_deploy.StackError) as info:
-        _deploy.up(up_args(), rt, spawn=spawn, alive=lambda pid: False)
+        _deploy.up(up_args(), rt, spawn=spawn, alive=lambda pid: False, port_taken=lambda port: False)
 
     assert "OSError: port taken" in streams.err.getvalue()
     assert str(info.value) == (

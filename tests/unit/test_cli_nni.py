@@ -1,4 +1,4 @@
-"""`det` with NNI experiment configs, against the fake API of test_cli.
+"""`det` with NNI experiment configs, against the fake API of tests/unit/conftest.py.
 
 The CLI reads the search-space file and sends it inline, packs the trial code folder when no CONTEXT
 is given, prints the API's warnings, and shows NNI's trial statuses for experiments imported from NNI.
@@ -17,8 +17,7 @@ import pytest
 from det._config import inline_nni_search_space, is_nni_config, load_config, nni_code_directory
 from det._trial import NNI_STATUSES, nni_status
 from det.errors import ConfigFileError
-from tests.unit.test_cli import FakeApi, Packed, experiment, fake_pack, run, trial
-from tests.unit.test_cli_show import _table
+from tests.unit.conftest import FakeApi, Packed, experiment, fake_pack, run, table_rows, trial
 
 SEARCH_SPACE = {
     "lr": {"_type": "loguniform", "_value": [0.0001, 0.1]},
@@ -320,7 +319,7 @@ def test_trial_describe_shows_the_nni_status(
     result = run(api, "t", "describe", "5")
 
     assert result.code == 0, result.err
-    rows = _table(result.out)
+    rows = table_rows(result.out)
     assert rows[0][:5] == ["Trial ID", "Experiment ID", "State", "NNI Status", "H-Params"]
     assert rows[1][2:4] == [state, status]
     assert "GET /experiments/1" in api.calls("GET")
@@ -333,7 +332,7 @@ def test_trial_describe_of_a_determined_experiment_has_no_nni_column(api: FakeAp
 
     assert result.code == 0
     assert "NNI Status" not in result.out
-    assert _table(result.out)[0][:4] == ["Trial ID", "Experiment ID", "State", "H-Params"]
+    assert table_rows(result.out)[0][:4] == ["Trial ID", "Experiment ID", "State", "H-Params"]
 
 
 def test_trial_describe_json_adds_nni_status_only_for_nni(api: FakeApi) -> None:

@@ -1,4 +1,4 @@
-"""`det experiment list|describe` and `det trial describe|logs` against the fake API of test_cli."""
+"""`det experiment list|describe` and `det trial describe|logs` against the fake API of tests/unit/conftest.py."""
 
 from __future__ import annotations
 
@@ -7,15 +7,8 @@ import re
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.unit.test_cli import FakeApi, experiment, run, trial
-
-
-@pytest.fixture
-def api() -> FakeApi:
-    return FakeApi()
-
+from tests.unit.conftest import FakeApi, experiment, run, table_rows, trial
 
 # --- experiment list / describe ----------------------------------------------------------------
 
@@ -87,27 +80,13 @@ def _seed(api: FakeApi) -> None:
     ]
 
 
-def _table(text: str, title: str | None = None) -> list[list[str]]:
-    """Cells of the presto table after `title` (or the first one), header first."""
-    lines = text.splitlines()
-    start = lines.index(title) + 1 if title else 0
-    rows = []
-    for line in lines[start:]:
-        if not line.strip():
-            break
-        if set(line) <= {"-", "+"}:
-            continue
-        rows.append([c.strip() for c in line.split("|")])
-    return rows
-
-
 def test_list_renders_determined_columns_oldest_first(api: FakeApi) -> None:
     _seed(api)
 
     result = run(api, "experiment", "list")
 
     assert result.code == 0
-    rows = _table(result.out)
+    rows = table_rows(result.out)
     assert rows[0] == [
         "ID",
         "Owner",
@@ -133,8 +112,8 @@ def test_list_all_limit_and_json(api: FakeApi) -> None:
     listed = run(api, "e", "ls", "--all", "--limit", "1")
     raw = run(api, "e", "list", "--json")
 
-    assert _table(listed.out)[0][-1] == "Archived"
-    assert [r[0] for r in _table(listed.out)[1:]] == ["2"]  # the newest one
+    assert table_rows(listed.out)[0][-1] == "Archived"
+    assert [r[0] for r in table_rows(listed.out)[1:]] == ["2"]  # the newest one
     assert ("GET", "/experiments", {"limit": "1", "offset": "0"}) in [
         (m, p, q) for m, p, q, _ in api.requests
     ]
@@ -143,7 +122,7 @@ def test_list_all_limit_and_json(api: FakeApi) -> None:
 
 def test_bare_e_lists(api: FakeApi) -> None:
     _seed(api)
-    assert _table(run(api, "e").out)[0][0] == "ID"
+    assert table_rows(run(api, "e").out)[0][0] == "ID"
 
 
 def test_describe_prints_experiment_and_trials(api: FakeApi) -> None:
@@ -152,7 +131,7 @@ def test_describe_prints_experiment_and_trials(api: FakeApi) -> None:
     result = run(api, "experiment", "describe", "1")
 
     assert result.code == 0
-    exp = _table(result.out, "Experiment:")
+    exp = table_rows(result.out, "Experiment:")
     assert exp[0] == [
         "Experiment ID",
         "State",
@@ -175,7 +154,7 @@ def test_describe_prints_experiment_and_trials(api: FakeApi) -> None:
         "default",
         "a, b",
     ]
-    trials = _table(result.out, "Trials:")
+    trials = table_rows(result.out, "Trials:")
     assert trials[0] == [
         "Trial ID",
         "Experiment ID",
@@ -209,7 +188,7 @@ def test_describe_metrics_adds_workloads(api: FakeApi) -> None:
 
     result = run(api, "e", "describe", "1", "--metrics")
 
-    rows = _table(result.out, "Workloads:")
+    rows = table_rows(result.out, "Workloads:")
     assert rows[0] == [
         "Trial ID",
         "# of Batches",
@@ -262,7 +241,7 @@ def test_trial_describe(api: FakeApi) -> None:
     result = run(api, "trial", "describe", "5")
 
     assert result.code == 0
-    rows = _table(result.out)
+    rows = table_rows(result.out)
     assert rows[0] == [
         "Trial ID",
         "Experiment ID",
@@ -283,7 +262,7 @@ def test_trial_describe(api: FakeApi) -> None:
         "200",
         "completed (exit code 0)",
     ]
-    checkpoints = _table(result.out, "Checkpoints:")
+    checkpoints = table_rows(result.out, "Checkpoints:")
     assert checkpoints[0] == ["UUID", "Steps", "State", "Report Time", "URI"]
     assert [[r[0], r[1], r[2], r[4]] for r in checkpoints[1:]] == [
         ["c-100", "100", "DELETED", "s3://bucket/checkpoints/1/5/c-100/"],
@@ -299,7 +278,7 @@ def test_trial_describe_metrics_and_json(api: FakeApi) -> None:
     table = run(api, "t", "describe", "5", "--metrics")
     raw = json.loads(run(api, "t", "describe", "5", "--metrics", "--json").out)
 
-    assert _table(table.out, "Workloads:")[0][4] == "Training Metric: loss"
+    assert table_rows(table.out, "Workloads:")[0][4] == "Training Metric: loss"
     assert raw["trial"]["id"] == 5 and len(raw["checkpoints"]) == 2
     assert [m["steps_completed"] for m in raw["metrics"]["training"]] == [100, 200]
 

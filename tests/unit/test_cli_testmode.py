@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ import yaml
 
 from det import _testmode, cli
 from det._runtime import Runtime
-from tests.unit.test_cli import FakeApi, Result, fake_pack, trial
+from tests.unit.conftest import FakeApi, Result, fake_pack, trial
 
 CONFIG = """\
 name: mnist
@@ -72,11 +70,6 @@ def run(
     )
     code = cli.main(list(argv), runtime=rt)
     return Result(code, out.getvalue(), err.getvalue())
-
-
-@pytest.fixture
-def api() -> FakeApi:
-    return FakeApi()
 
 
 @pytest.fixture
@@ -372,21 +365,6 @@ def test_entrypoint_commands() -> None:
         "exec python3 -m harness.exec.run_trial pkg.model:Trial"
     )
     assert _testmode.entrypoint_command("python3 -m x --trial a:B").startswith("exec sh -c ")
-
-
-def test_local_environment_drops_platform_variables(tmp_path: Path) -> None:
-    env = _testmode.local_environment(
-        {"PATH": "/usr/bin", "STRATUS_RUN_TOKEN": "secret", "HOME": "/h"},
-        {"environment": {"environment_variables": {"cpu": ["A=1", "B=x=y"], "gpu": ["A=2"]}}},
-        tmp_path / "local.json",
-        tmp_path / "events.jsonl",
-    )
-
-    assert env["PATH"] == f"{os.path.dirname(sys.executable)}:/usr/bin"
-    assert "STRATUS_RUN_TOKEN" not in env and env["HOME"] == "/h"
-    assert (env["A"], env["B"]) == ("1", "x=y")
-    assert env["STRATUS_LOCAL_CONFIG"] == str(tmp_path / "local.json")
-    assert env["STRATUS_LOCAL_EVENTS"] == str(tmp_path / "events.jsonl")
 
 
 def test_events_file_reads_whole_lines_only(tmp_path: Path) -> None:

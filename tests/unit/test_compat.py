@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import signal
 import sys
@@ -26,33 +25,15 @@ from harness.agent._run import build_environment
 from harness.agent._settings import Settings
 from harness.compat import compat_path
 from harness.compat._nni import NniTrial, flatten_hparams, merge_parameter
-from tests.unit.test_harness_core import API, ENV_NAMES, EXPERIMENT, TOKEN, TRIAL, FakePlane
-from tests.unit.test_harness_searcher import LOCAL_ENV, SearcherPlane, Waits
+from tests.unit.conftest import API, EXPERIMENT, TOKEN, TRIAL, FakePlane, SearcherPlane, Waits, platform_env
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in [*ENV_NAMES, *LOCAL_ENV]:
-        monkeypatch.delenv(name, raising=False)
+def clean_env(no_trial_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
-
-
-def platform_env(monkeypatch: pytest.MonkeyPatch, hparams: dict[str, Any], **extra: str) -> None:
-    env = {
-        "STRATUS_MASTER": API,
-        "STRATUS_TRIAL_ID": str(TRIAL),
-        "STRATUS_EXPERIMENT_ID": str(EXPERIMENT),
-        "STRATUS_RUN_ID": "run-1",
-        "STRATUS_RUN_TOKEN": TOKEN,
-        "STRATUS_HPARAMS": json.dumps(hparams),
-        "STRATUS_TRIAL_SEED": "5",
-        **extra,
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
 
 
 def use_plane(monkeypatch: pytest.MonkeyPatch, plane: FakePlane, heartbeat_interval_s: float = 60.0) -> None:
@@ -185,7 +166,7 @@ def test_cluster_info_has_determineds_names(compat: None, monkeypatch: pytest.Mo
         assert (info.trial.trial_id, info.trial.experiment_id, info.trial.trial_seed) == (
             TRIAL,
             EXPERIMENT,
-            5,
+            42,
         )
         assert info.trial.hparams == {"lr": 0.1} and info.latest_checkpoint == "ck-1"
         assert (info.cluster_id, info.task_type, info.allocation_id, info.slot_ids) == (

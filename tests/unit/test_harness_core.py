@@ -10,7 +10,6 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -21,172 +20,26 @@ from harness._api import ApiClient
 from harness._info import load_cluster_info, load_rank_info
 from harness.core._checkpoint import safe_join
 from harness.core._train import clean_metrics
+from tests.unit.conftest import (
+    API,
+    ENV_NAMES,
+    EXPERIMENT,
+    PLANE_CONFIG,
+    TOKEN,
+    TRIAL,
+    WAIT_S,
+    FakePlane,
+    error_response,
+    platform_env,
+)
 
-API = "https://api.test/v1"
-TOKEN = "run-token-7"
-TRIAL, EXPERIMENT = 7, 3
-CONFIG = {"name": "digits", "searcher": {"name": "single", "max_length": {"batches": 600}}}
-WAIT_S = 10.0
-
-ENV_NAMES = [
-    "STRATUS_MASTER",
-    "STRATUS_TRIAL_ID",
-    "STRATUS_EXPERIMENT_ID",
-    "STRATUS_RUN_ID",
-    "STRATUS_RUN_TOKEN",
-    "STRATUS_HPARAMS",
-    "STRATUS_LATEST_CHECKPOINT",
-    "STRATUS_TRIAL_SEED",
-    "STRATUS_SLOTS",
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",
-]
-
-
-class FakePlane:
-    """The trial-facing routes of contracts.md §1 plus an S3 that honours presigned URLs, in memory."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.log: list[tuple[str, str, Any]] = []  # (method, path, JSON body or bytes), in arrival order
-        self.s3: dict[str, bytes] = {}
-        self.checkpoints: dict[str, dict[str, Any]] = {}
-        self.preempt = False
-        self.heartbeats = 0
-        self.heartbeat_seen = threading.Condition(self.lock)
-
-    def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handle)
-
-    def calls(self, method: str | None = None, path_part: str = "") -> list[tuple[str, str, Any]]:
-        with self.lock:
-            return [c for c in self.log if (method in (None, c[0])) and path_part in c[1]]
-
-    def api_calls(self) -> list[tuple[str, str, Any]]:
-        return [c for c in self.calls() if c[1].startswith("/v1/") and not c[1].endswith("/heartbeat")]
-
-    def wait_heartbeats(self, n: int) -> bool:
-        with self.heartbeat_seen:
-            return self.heartbeat_seen.wait_for(lambda: self.heartbeats >= n, timeout=WAIT_S)
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        if url.host == "s3.test":
-            return self._s3(request)
-        if request.headers.get("authorization") != f"Bearer {TOKEN}":
-            return _error(401, "Unauthorized", "the run token is missing or wrong.")
-        body = json.loads(request.content) if request.content else None
-        with self.lock:
-            self.log.append((request.method, url.path, body))
-        route = url.path.removeprefix("/v1")
-        return self._route(request.method, route, body)
-
-    def _route(self, method: str, route: str, body: Any) -> httpx.Response:
-        parts = route.strip("/").split("/")
-        if parts[0] == "trials" and parts[1] != str(TRIAL):
-            return _error(403, "Forbidden", f"the run token is not valid for trial {parts[1]}.")
-        if (method, parts[0]) == ("GET", "trials") and parts[2:] == ["info"]:
-            return httpx.Response(200, json=self._info())
-        if (method, parts[2:]) == ("POST", ["metrics"]):
-            return httpx.Response(200, json={})
-        if (method, parts[2:]) == ("POST", ["progress"]):
-            return httpx.Response(200, json={})
-        if (method, parts[2:]) == ("POST", ["heartbeat"]):
-            with self.heartbeat_seen:
-                self.heartbeats += 1
-                self.heartbeat_seen.notify_all()
-            return httpx.Response(200, json={"preempt": self.preempt})
-        if (method, parts[2:]) == ("POST", ["checkpoints", "uploads"]):
-            prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
-            urls = {f: f"https://s3.test/bucket/{prefix}{f}?X-Amz-Signature=sig" for f in body["files"]}
-            return httpx.Response(200, json={"prefix": prefix, "urls": urls})
-        if (method, parts[2:]) == ("POST", ["checkpoints"]):
-            return self._report_checkpoint(body)
-        if (method, parts[0]) == ("GET", "checkpoints") and parts[2:] == ["downloads"]:
-            return self._downloads(parts[1])
-        return _error(404, "NotFound", f"no route {method} {route}.")
-
-    def _info(self) -> dict[str, Any]:
-        return {
-            "trial_id": TRIAL,
-            "experiment_id": EXPERIMENT,
-            "run_id": "run-1",
-            "hparams": {"learning_rate": 0.01},
-            "latest_checkpoint": None,
-            "trial_seed": 42,
-            "config": CONFIG,
-        }
-
-    def _report_checkpoint(self, body: dict[str, Any]) -> httpx.Response:
-        prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
-        if f"bucket/{prefix}metadata.json" not in self.s3:
-            return _error(409, "Conflict", "metadata.json is not in S3 yet; upload it before reporting.")
-        checkpoint = {
-            "uuid": body["uuid"],
-            "trial_id": TRIAL,
-            "experiment_id": EXPERIMENT,
-            "steps_completed": body["steps_completed"],
-            "state": "COMPLETED",
-            "uri": f"s3://bucket/{prefix}",
-            "resources": body["resources"],
-            "metadata": body["metadata"],
-            "report_time": "2024-01-01T00:00:00Z",
-        }
-        self.checkpoints[body["uuid"]] = checkpoint
-        return httpx.Response(200, json={"checkpoint": checkpoint})
-
-    def _downloads(self, storage_id: str) -> httpx.Response:
-        checkpoint = self.checkpoints.get(storage_id)
-        if checkpoint is None:
-            return _error(404, "NotFound", f"no checkpoint {storage_id}; check the uuid.")
-        prefix = f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{storage_id}/"
-        urls = {f: f"https://s3.test/{prefix}{f}?X-Amz-Signature=sig" for f in checkpoint["resources"]}
-        return httpx.Response(200, json={"checkpoint": checkpoint, "urls": urls})
-
-    def _s3(self, request: httpx.Request) -> httpx.Response:
-        key = urlsplit(str(request.url)).path.lstrip("/")
-        if "authorization" in request.headers:  # S3 refuses two signatures
-            return httpx.Response(400, text="<Error><Code>InvalidArgument</Code></Error>")
-        if request.url.params.get("X-Amz-Signature") != "sig":
-            return httpx.Response(403, text="<Error><Code>AccessDenied</Code></Error>")
-        if request.method == "PUT":
-            with self.lock:
-                self.s3[key] = request.content
-                self.log.append(("PUT", "/" + key, request.content))
-            return httpx.Response(200)
-        if request.method == "GET" and key in self.s3:
-            return httpx.Response(200, content=self.s3[key])
-        return httpx.Response(404, text="<Error><Code>NoSuchKey</Code></Error>")
-
-
-def _error(status: int, code: str, message: str) -> httpx.Response:
-    return httpx.Response(status, json={"error": code, "message": message})
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_trial_env")
 
 
 @pytest.fixture
 def on_platform(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {
-        "STRATUS_MASTER": API,
-        "STRATUS_TRIAL_ID": str(TRIAL),
-        "STRATUS_EXPERIMENT_ID": str(EXPERIMENT),
-        "STRATUS_RUN_ID": "run-1",
-        "STRATUS_RUN_TOKEN": TOKEN,
-        "STRATUS_HPARAMS": json.dumps({"learning_rate": 0.01, "hidden_size": 32}),
-        "STRATUS_LATEST_CHECKPOINT": "",
-        "STRATUS_TRIAL_SEED": "42",
-        "STRATUS_SLOTS": "1",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    hparams = {"learning_rate": 0.01, "hidden_size": 32}
+    platform_env(monkeypatch, hparams, STRATUS_LATEST_CHECKPOINT="", STRATUS_SLOTS="1")
 
 
 @pytest.fixture
@@ -222,7 +75,7 @@ def test_off_platform_there_is_no_cluster_info() -> None:
 def test_init_fetches_the_config(ctx: harness.Context) -> None:
     info = harness.get_cluster_info()
     assert info is ctx.info and info is not None
-    assert info.config == CONFIG
+    assert info.config == PLANE_CONFIG
     assert info.latest_checkpoint is None
 
 
@@ -587,7 +440,7 @@ def test_client_gives_up_after_its_backoff() -> None:
     assert sleeps == [0.1, 0.2]
 
     def always_500(request: httpx.Request) -> httpx.Response:
-        return _error(503, "Unavailable", "try later.")
+        return error_response(503, "Unavailable", "try later.")
 
     with pytest.raises(harness.ApiCallError) as raised:
         _client(always_500, []).get("/trials/7/info")
@@ -598,7 +451,7 @@ def test_client_raises_4xx_at_once_with_the_servers_message() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         assert request.headers["authorization"] == f"Bearer {TOKEN}"
         assert request.url.path == "/v1/trials/7/metrics"
-        return _error(409, "Conflict", "trial 7 is COMPLETED; it takes no more metrics.")
+        return error_response(409, "Conflict", "trial 7 is COMPLETED; it takes no more metrics.")
 
     sleeps: list[float] = []
     with pytest.raises(harness.ApiCallError, match="trial 7 is COMPLETED") as raised:

@@ -1,7 +1,8 @@
 """PyTorchTrial and its Trainer: chunking, periods, checkpoints, exact resume, the legacy entrypoint.
 
 Off the platform the local twins record what was reported; on it, the in-memory control plane of
-test_harness_searcher answers (httpx.MockTransport). Trials are tiny MLPs on synthetic data (CPU)."""
+tests/unit/conftest.py (SearcherPlane) answers (httpx.MockTransport). Trials are tiny MLPs on synthetic
+data (CPU)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,7 @@ from harness.pytorch import (  # noqa: E402
     init,
 )
 from harness.pytorch._data import EpochBatchSampler  # noqa: E402
-from tests.unit.test_harness_core import API, ENV_NAMES, EXPERIMENT, TOKEN, TRIAL  # noqa: E402
-from tests.unit.test_harness_searcher import LOCAL_ENV, SearcherPlane, Waits  # noqa: E402
+from tests.unit.conftest import EXPERIMENT, TRIAL, SearcherPlane, Waits, platform_env  # noqa: E402
 
 HPARAMS = {"lr": 0.05, "global_batch_size": 8}
 
@@ -96,9 +96,7 @@ class PreemptedAt(Regression):
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in [*ENV_NAMES, *LOCAL_ENV]:
-        monkeypatch.delenv(name, raising=False)
+def clean_env(no_trial_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # local checkpoints land under tmp_path/checkpoints
 
 
@@ -233,17 +231,7 @@ def test_initial_validation(events: Path) -> None:
 
 @pytest.fixture
 def on_platform(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {
-        "STRATUS_MASTER": API,
-        "STRATUS_TRIAL_ID": str(TRIAL),
-        "STRATUS_EXPERIMENT_ID": str(EXPERIMENT),
-        "STRATUS_RUN_ID": "run-1",
-        "STRATUS_RUN_TOKEN": TOKEN,
-        "STRATUS_HPARAMS": json.dumps(HPARAMS),
-        "STRATUS_TRIAL_SEED": "7",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    platform_env(monkeypatch, HPARAMS, seed=7)
 
 
 PLATFORM_CONFIG = {

@@ -1,5 +1,5 @@
 """The searcher dialogue, InvalidHP and the local test mode, against an in-memory control plane
-(httpx.MockTransport, as in test_harness_core): no network, no sleeps."""
+(httpx.MockTransport, tests/unit/conftest.py): no network, no sleeps."""
 
 from __future__ import annotations
 
@@ -9,103 +9,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 import harness
 from harness import core
 from harness._info import load_local_cluster_info, load_local_config
 from harness.core._searcher import DEFAULT_LOCAL_LENGTH, WAIT_BACKOFF_S, local_max_length
-from tests.unit.test_harness_core import API, ENV_NAMES, EXPERIMENT, TOKEN, TRIAL, FakePlane
+from tests.unit.conftest import TRIAL, FakePlane, SearcherPlane, Waits, platform_env
 
-REPO = Path(__file__).resolve().parents[2]
-LOCAL_ENV = ["STRATUS_LOCAL_CONFIG", "STRATUS_LOCAL_EVENTS"]
-
-
-class SearcherPlane(FakePlane):
-    """FakePlane plus the searcher routes of contracts.md §1.
-
-    `script` answers are given first, one per GET; then the plane runs `lengths` as a searcher would:
-    `train` with the first length not completed yet, `stop` once all are completed; like the control
-    plane, a last length of None (no target) is answered forever.
-    """
-
-    def __init__(
-        self,
-        lengths: list[int | None] | None = None,
-        script: list[dict[str, Any]] | None = None,
-        *,
-        config: dict[str, Any] | None = None,
-        unit: str = "batches",
-    ) -> None:
-        super().__init__()
-        self.lengths = list(lengths or [])
-        self.script = list(script or [])
-        self.config = config if config is not None else {"searcher": {"name": "single", "metric": "accuracy"}}
-        self.unit = unit
-        self.completed: list[dict[str, Any]] = []
-        self.invalid_hp: list[dict[str, Any]] = []
-
-    def _info(self) -> dict[str, Any]:
-        return {**super()._info(), "config": self.config}
-
-    def _route(self, method: str, route: str, body: Any) -> httpx.Response:
-        parts = route.strip("/").split("/")
-        if parts[0] == "trials" and parts[2:3] == ["searcher"] and parts[1] == str(TRIAL):
-            if (method, parts[3:]) == ("GET", []):
-                return httpx.Response(200, json=self._answer())
-            if (method, parts[3:]) == ("POST", ["completed"]):
-                self.completed.append(body)
-                return httpx.Response(200, json={})
-            if (method, parts[3:]) == ("POST", ["invalid_hp"]):
-                self.invalid_hp.append(body)
-                return httpx.Response(200, json={})
-        return super()._route(method, route, body)
-
-    def _answer(self) -> dict[str, Any]:
-        if self.script:
-            return self.script.pop(0)
-        if len(self.completed) < len(self.lengths):
-            return {"action": "train", "length": self.lengths[len(self.completed)], "unit": self.unit}
-        if self.lengths and self.lengths[-1] is None:
-            return {"action": "train", "length": None, "unit": self.unit}
-        return {"action": "stop", "length": None, "unit": self.unit}
-
-    def searcher_calls(self) -> list[tuple[str, str, Any]]:
-        return [c for c in self.calls() if "/searcher" in c[1]]
-
-
-class Waits:
-    """A searcher wait that returns at once and records the delays asked for."""
-
-    def __init__(self, interrupt_after: int | None = None) -> None:
-        self.delays: list[float] = []
-        self.interrupt_after = interrupt_after
-
-    def __call__(self, seconds: float) -> bool:
-        self.delays.append(seconds)
-        return self.interrupt_after is not None and len(self.delays) >= self.interrupt_after
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [*ENV_NAMES, *LOCAL_ENV]:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_trial_env")
 
 
 @pytest.fixture
 def on_platform(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {
-        "STRATUS_MASTER": API,
-        "STRATUS_TRIAL_ID": str(TRIAL),
-        "STRATUS_EXPERIMENT_ID": str(EXPERIMENT),
-        "STRATUS_RUN_ID": "run-1",
-        "STRATUS_RUN_TOKEN": TOKEN,
-        "STRATUS_HPARAMS": json.dumps({"learning_rate": 0.01}),
-        "STRATUS_TRIAL_SEED": "42",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    platform_env(monkeypatch, {"learning_rate": 0.01})
 
 
 def platform_init(plane: FakePlane, waits: Waits | None = None) -> harness.Context:

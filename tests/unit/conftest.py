@@ -1,0 +1,508 @@
+"""Fixtures and test doubles shared by the unit tests. Nothing here does IO: the fakes answer through
+httpx.MockTransport, and a guard fails any unit test that starts a process or opens a socket (such a test
+belongs in tests/integration).
+
+- the CLI's fake API (`FakeApi`, `run`, the `api` fixture) for tests/unit/test_cli*.py;
+- the trial's fake control plane (`FakePlane`, `SearcherPlane`, `Waits`, `platform_env`) for
+  tests/unit/test_harness_*.py and tests/unit/test_compat.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import socket
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from det import cli
+from det._runtime import Runtime
+
+# ---- no IO in this tier ------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _no_processes_or_sockets(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """A unit test that starts a process or connects/binds a socket fails, naming the tier it belongs to."""
+
+    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process or opens a socket: tests/unit is IO-free; "
+            "move the test to tests/integration"
+        )
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    for method in ("connect", "connect_ex", "bind"):
+        monkeypatch.setattr(socket.socket, method, refuse)
+
+
+def error_response(status: int, code: str, message: str) -> httpx.Response:
+    """The API's error body (contracts.md §1)."""
+    return httpx.Response(status, json={"error": code, "message": message})
+
+
+# ---- the CLI's fake API ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Packed:
+    data: bytes
+    sha256: str
+    num_files: int
+    file_bytes: int
+
+
+def fake_pack(root: Path, includes: Sequence[Path]) -> Packed:
+    data = b"tar.zst of " + str(root).encode() + b"".join(str(i).encode() for i in includes)
+    data *= 40_000  # several upload chunks
+    return Packed(data, hashlib.sha256(data).hexdigest(), 3, 1234)
+
+
+def experiment(eid: int, **fields: Any) -> dict[str, Any]:
+    base = {
+        "id": eid,
+        "name": f"exp-{eid}",
+        "description": "",
+        "labels": [],
+        "state": "ACTIVE",
+        "progress": None,
+        "searcher_type": "single",
+        "resource_pool": "default",
+        "owner": "alice",
+        "start_time": "2024-05-01T12:00:00+00:00",
+        "end_time": None,
+        "num_trials": 0,
+        "context_sha256": None,
+        "config": {},
+    }
+    return base | fields
+
+
+def trial(tid: int, eid: int, **fields: Any) -> dict[str, Any]:
+    base = {
+        "id": tid,
+        "experiment_id": eid,
+        "state": "RUNNING",
+        "hparams": {"lr": 0.1},
+        "restarts": 0,
+        "start_time": "2024-05-01T12:00:05+00:00",
+        "end_time": None,
+        "total_batches": 0,
+        "best_validation": None,
+        "latest_validation": None,
+        "latest_checkpoint": None,
+        "exit": None,
+    }
+    return base | fields
+
+
+class FakeApi:
+    """Just enough of docs/contracts.md §1 to drive the CLI, plus a fake S3 for presigned PUTs."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, dict[str, str], Any]] = []
+        self.experiments: dict[int, dict[str, Any]] = {}
+        self.trials: dict[int, dict[str, Any]] = {}
+        self.checkpoints: dict[int, list[dict[str, Any]]] = {}
+        self.metrics: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        self.logs: dict[int, list[dict[str, Any]]] = {}
+        self.contexts: dict[str, bytes] = {}
+        self.put_headers: dict[str, str] = {}
+        self.refuse_config: dict[str, Any] | None = None
+        self.events: list[Callable[[], None]] = []
+        self.sleeps = 0
+        self.transport = httpx.MockTransport(self.handle)
+
+    # the world moves on each time the CLI waits
+    def sleep(self, seconds: float) -> None:
+        assert 0 < seconds <= 1, "poll loops wait a moment, never busy-loop nor sleep long"
+        self.sleeps += 1
+        assert self.sleeps < 200, "the CLI keeps polling: it never saw the end"
+        if self.events:
+            self.events.pop(0)()
+
+    def calls(self, method: str | None = None) -> list[str]:
+        return [f"{m} {p}" for m, p, _, _ in self.requests if method is None or m == method]
+
+    def bodies(self, method: str, path: str) -> list[Any]:
+        return [b for m, p, _, b in self.requests if (m, p) == (method, path)]
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        method, path = request.method, request.url.path
+        params = dict(request.url.params)
+        if request.url.host == "s3.fake":
+            self.requests.append((method, path, params, None))
+            self.put_headers = dict(request.headers)
+            sha = path.split("/")[-1].removesuffix(".tar.zst")
+            self.contexts[sha] = request.content
+            return httpx.Response(200)
+        body = json.loads(request.content) if request.content else None
+        self.requests.append((method, path, params, body))
+        for pattern, handler in self._routes():
+            match = re.fullmatch(pattern, f"{method} {path}")
+            if match:
+                return handler(params, body, *(int(g) for g in match.groups()))
+        return error_response(404, "NotFound", f"no route {method} {path}")
+
+    def _routes(self) -> list[tuple[str, Callable[..., httpx.Response]]]:
+        return [
+            (r"POST /experiments", self._create),
+            (r"GET /experiments", self._list),
+            (r"GET /experiments/(\d+)", self._get_experiment),
+            (r"POST /experiments/(\d+)/activate", self._activate),
+            (r"POST /contexts", self._contexts),
+            (r"GET /trials/(\d+)", self._get_trial),
+            (r"GET /trials/(\d+)/metrics", self._metrics),
+            (r"GET /trials/(\d+)/logs", self._logs),
+            (r"GET /health", lambda *_: httpx.Response(200, json={"status": "ok", "version": "0.1.0"})),
+        ]
+
+    def _create(self, params: dict[str, str], body: dict[str, Any]) -> httpx.Response:
+        if self.refuse_config is not None:
+            return httpx.Response(400, json=self.refuse_config)
+        if body["validate_only"]:
+            return httpx.Response(200, json={"experiment": None, "warnings": []})
+        eid = len(self.experiments) + 1
+        state = "ACTIVE" if body["activate"] else "PAUSED"
+        self.experiments[eid] = experiment(eid, state=state, context_sha256=body["context_sha256"])
+        return httpx.Response(
+            200, json={"experiment": self.experiments[eid], "warnings": ["slots: one is plenty"]}
+        )
+
+    def _list(self, params: dict[str, str], body: Any) -> httpx.Response:
+        newest_first = sorted(self.experiments.values(), key=lambda e: -e["id"])
+        offset = int(params.get("offset", 0))
+        limit = int(params.get("limit", 1000))
+        return httpx.Response(200, json={"experiments": newest_first[offset : offset + limit]})
+
+    def _get_experiment(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
+        if eid not in self.experiments:
+            return error_response(404, "NotFound", f"no experiment with id {eid}")
+        trials = [t for t in self.trials.values() if t["experiment_id"] == eid]
+        return httpx.Response(200, json={"experiment": self.experiments[eid], "trials": trials})
+
+    def _activate(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
+        self.experiments[eid]["state"] = "ACTIVE"
+        return httpx.Response(200, json={"experiment": self.experiments[eid]})
+
+    def _contexts(self, params: dict[str, str], body: dict[str, Any]) -> httpx.Response:
+        sha = body["sha256"]
+        key = f"contexts/{sha}.tar.zst"
+        if sha in self.contexts:
+            return httpx.Response(200, json={"key": key, "exists": True, "upload": None})
+        upload = {"url": f"https://s3.fake/bucket/{key}?X-Amz-Signature=abc", "method": "PUT", "headers": {}}
+        return httpx.Response(200, json={"key": key, "exists": False, "upload": upload})
+
+    def _get_trial(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        if tid not in self.trials:
+            return error_response(404, "NotFound", f"no trial with id {tid}")
+        return httpx.Response(
+            200, json={"trial": self.trials[tid], "checkpoints": self.checkpoints.get(tid, [])}
+        )
+
+    def _metrics(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        return httpx.Response(200, json={"metrics": self.metrics.get((tid, params["group"]), [])})
+
+    def _logs(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        if tid not in self.trials:
+            return error_response(404, "NotFound", f"no trial with id {tid}")
+        lines = self.logs.get(tid, [])
+        if "next_token" in params:
+            start = int(params["next_token"])
+        elif "tail" in params:
+            start = max(0, len(lines) - int(params["tail"]))
+        else:
+            start = 0
+        end = min(len(lines), start + int(params.get("limit", 1000)))
+        return httpx.Response(
+            200,
+            json={"logs": lines[start:end], "next_token": str(end), "trial_state": self.trials[tid]["state"]},
+        )
+
+    # helpers for tests
+    def log(self, tid: int, *messages: str) -> None:
+        lines = self.logs.setdefault(tid, [])
+        for m in messages:
+            lines.append({"timestamp": 1714564800000 + 1000 * len(lines), "message": m, "rank": None})
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi()
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run(api: FakeApi, *argv: str, environ: dict[str, str] | None = None, **runtime: Any) -> Result:
+    out, err = io.StringIO(), io.StringIO()
+    settings: dict[str, Any] = {"pack": fake_pack, "sleep": api.sleep} | runtime
+    rt = Runtime(environ=environ or {}, transport=api.transport, out=out, err=err, **settings)
+    code = cli.main(list(argv), runtime=rt)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def table_rows(text: str, title: str | None = None) -> list[list[str]]:
+    """Cells of the presto table after `title` (or the first one), header first."""
+    lines = text.splitlines()
+    start = lines.index(title) + 1 if title else 0
+    rows = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        if set(line) <= {"-", "+"}:
+            continue
+        rows.append([c.strip() for c in line.split("|")])
+    return rows
+
+
+# ---- the trial's fake control plane ---------------------------------------------------------------------
+
+API = "https://api.test/v1"
+TOKEN = "run-token-7"
+TRIAL, EXPERIMENT = 7, 3
+PLANE_CONFIG = {"name": "digits", "searcher": {"name": "single", "max_length": {"batches": 600}}}
+WAIT_S = 10.0
+
+# What the agent sets for a trial and the local test mode for a script; `no_trial_env` clears them.
+ENV_NAMES = [
+    "STRATUS_MASTER",
+    "STRATUS_TRIAL_ID",
+    "STRATUS_EXPERIMENT_ID",
+    "STRATUS_RUN_ID",
+    "STRATUS_RUN_TOKEN",
+    "STRATUS_HPARAMS",
+    "STRATUS_LATEST_CHECKPOINT",
+    "STRATUS_TRIAL_SEED",
+    "STRATUS_SLOTS",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+]
+
+
+class FakePlane:
+    """The trial-facing routes of contracts.md §1 plus an S3 that honours presigned URLs, in memory."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str, Any]] = []  # (method, path, JSON body or bytes), in arrival order
+        self.s3: dict[str, bytes] = {}
+        self.checkpoints: dict[str, dict[str, Any]] = {}
+        self.preempt = False
+        self.heartbeats = 0
+        self.heartbeat_seen = threading.Condition(self.lock)
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def calls(self, method: str | None = None, path_part: str = "") -> list[tuple[str, str, Any]]:
+        with self.lock:
+            return [c for c in self.log if (method in (None, c[0])) and path_part in c[1]]
+
+    def api_calls(self) -> list[tuple[str, str, Any]]:
+        return [c for c in self.calls() if c[1].startswith("/v1/") and not c[1].endswith("/heartbeat")]
+
+    def wait_heartbeats(self, n: int) -> bool:
+        with self.heartbeat_seen:
+            return self.heartbeat_seen.wait_for(lambda: self.heartbeats >= n, timeout=WAIT_S)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.host == "s3.test":
+            return self._s3(request)
+        if request.headers.get("authorization") != f"Bearer {TOKEN}":
+            return error_response(401, "Unauthorized", "the run token is missing or wrong.")
+        body = json.loads(request.content) if request.content else None
+        with self.lock:
+            self.log.append((request.method, url.path, body))
+        route = url.path.removeprefix("/v1")
+        return self._route(request.method, route, body)
+
+    def _route(self, method: str, route: str, body: Any) -> httpx.Response:
+        parts = route.strip("/").split("/")
+        if parts[0] == "trials" and parts[1] != str(TRIAL):
+            return error_response(403, "Forbidden", f"the run token is not valid for trial {parts[1]}.")
+        if (method, parts[0]) == ("GET", "trials") and parts[2:] == ["info"]:
+            return httpx.Response(200, json=self._info())
+        if (method, parts[2:]) == ("POST", ["metrics"]):
+            return httpx.Response(200, json={})
+        if (method, parts[2:]) == ("POST", ["progress"]):
+            return httpx.Response(200, json={})
+        if (method, parts[2:]) == ("POST", ["heartbeat"]):
+            with self.heartbeat_seen:
+                self.heartbeats += 1
+                self.heartbeat_seen.notify_all()
+            return httpx.Response(200, json={"preempt": self.preempt})
+        if (method, parts[2:]) == ("POST", ["checkpoints", "uploads"]):
+            prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
+            urls = {f: f"https://s3.test/bucket/{prefix}{f}?X-Amz-Signature=sig" for f in body["files"]}
+            return httpx.Response(200, json={"prefix": prefix, "urls": urls})
+        if (method, parts[2:]) == ("POST", ["checkpoints"]):
+            return self._report_checkpoint(body)
+        if (method, parts[0]) == ("GET", "checkpoints") and parts[2:] == ["downloads"]:
+            return self._downloads(parts[1])
+        return error_response(404, "NotFound", f"no route {method} {route}.")
+
+    def _info(self) -> dict[str, Any]:
+        return {
+            "trial_id": TRIAL,
+            "experiment_id": EXPERIMENT,
+            "run_id": "run-1",
+            "hparams": {"learning_rate": 0.01},
+            "latest_checkpoint": None,
+            "trial_seed": 42,
+            "config": PLANE_CONFIG,
+        }
+
+    def _report_checkpoint(self, body: dict[str, Any]) -> httpx.Response:
+        prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
+        if f"bucket/{prefix}metadata.json" not in self.s3:
+            return error_response(
+                409, "Conflict", "metadata.json is not in S3 yet; upload it before reporting."
+            )
+        checkpoint = {
+            "uuid": body["uuid"],
+            "trial_id": TRIAL,
+            "experiment_id": EXPERIMENT,
+            "steps_completed": body["steps_completed"],
+            "state": "COMPLETED",
+            "uri": f"s3://bucket/{prefix}",
+            "resources": body["resources"],
+            "metadata": body["metadata"],
+            "report_time": "2024-01-01T00:00:00Z",
+        }
+        self.checkpoints[body["uuid"]] = checkpoint
+        return httpx.Response(200, json={"checkpoint": checkpoint})
+
+    def _downloads(self, storage_id: str) -> httpx.Response:
+        checkpoint = self.checkpoints.get(storage_id)
+        if checkpoint is None:
+            return error_response(404, "NotFound", f"no checkpoint {storage_id}; check the uuid.")
+        prefix = f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{storage_id}/"
+        urls = {f: f"https://s3.test/{prefix}{f}?X-Amz-Signature=sig" for f in checkpoint["resources"]}
+        return httpx.Response(200, json={"checkpoint": checkpoint, "urls": urls})
+
+    def _s3(self, request: httpx.Request) -> httpx.Response:
+        key = urlsplit(str(request.url)).path.lstrip("/")
+        if "authorization" in request.headers:  # S3 refuses two signatures
+            return httpx.Response(400, text="<Error><Code>InvalidArgument</Code></Error>")
+        if request.url.params.get("X-Amz-Signature") != "sig":
+            return httpx.Response(403, text="<Error><Code>AccessDenied</Code></Error>")
+        if request.method == "PUT":
+            with self.lock:
+                self.s3[key] = request.content
+                self.log.append(("PUT", "/" + key, request.content))
+            return httpx.Response(200)
+        if request.method == "GET" and key in self.s3:
+            return httpx.Response(200, content=self.s3[key])
+        return httpx.Response(404, text="<Error><Code>NoSuchKey</Code></Error>")
+
+
+LOCAL_ENV = ["STRATUS_LOCAL_CONFIG", "STRATUS_LOCAL_EVENTS"]
+
+
+class SearcherPlane(FakePlane):
+    """FakePlane plus the searcher routes of contracts.md §1.
+
+    `script` answers are given first, one per GET; then the plane runs `lengths` as a searcher would:
+    `train` with the first length not completed yet, `stop` once all are completed; like the control
+    plane, a last length of None (no target) is answered forever.
+    """
+
+    def __init__(
+        self,
+        lengths: list[int | None] | None = None,
+        script: list[dict[str, Any]] | None = None,
+        *,
+        config: dict[str, Any] | None = None,
+        unit: str = "batches",
+    ) -> None:
+        super().__init__()
+        self.lengths = list(lengths or [])
+        self.script = list(script or [])
+        self.config = config if config is not None else {"searcher": {"name": "single", "metric": "accuracy"}}
+        self.unit = unit
+        self.completed: list[dict[str, Any]] = []
+        self.invalid_hp: list[dict[str, Any]] = []
+
+    def _info(self) -> dict[str, Any]:
+        return {**super()._info(), "config": self.config}
+
+    def _route(self, method: str, route: str, body: Any) -> httpx.Response:
+        parts = route.strip("/").split("/")
+        if parts[0] == "trials" and parts[2:3] == ["searcher"] and parts[1] == str(TRIAL):
+            if (method, parts[3:]) == ("GET", []):
+                return httpx.Response(200, json=self._answer())
+            if (method, parts[3:]) == ("POST", ["completed"]):
+                self.completed.append(body)
+                return httpx.Response(200, json={})
+            if (method, parts[3:]) == ("POST", ["invalid_hp"]):
+                self.invalid_hp.append(body)
+                return httpx.Response(200, json={})
+        return super()._route(method, route, body)
+
+    def _answer(self) -> dict[str, Any]:
+        if self.script:
+            return self.script.pop(0)
+        if len(self.completed) < len(self.lengths):
+            return {"action": "train", "length": self.lengths[len(self.completed)], "unit": self.unit}
+        if self.lengths and self.lengths[-1] is None:
+            return {"action": "train", "length": None, "unit": self.unit}
+        return {"action": "stop", "length": None, "unit": self.unit}
+
+    def searcher_calls(self) -> list[tuple[str, str, Any]]:
+        return [c for c in self.calls() if "/searcher" in c[1]]
+
+
+class Waits:
+    """A searcher wait that returns at once and records the delays asked for."""
+
+    def __init__(self, interrupt_after: int | None = None) -> None:
+        self.delays: list[float] = []
+        self.interrupt_after = interrupt_after
+
+    def __call__(self, seconds: float) -> bool:
+        self.delays.append(seconds)
+        return self.interrupt_after is not None and len(self.delays) >= self.interrupt_after
+
+
+@pytest.fixture
+def no_trial_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """None of the trial's environment variables (nor the local test mode's) leak in from outside."""
+    for name in [*ENV_NAMES, *LOCAL_ENV]:
+        monkeypatch.delenv(name, raising=False)
+
+
+def platform_env(
+    monkeypatch: pytest.MonkeyPatch, hparams: dict[str, Any], *, seed: int = 42, **extra: str
+) -> None:
+    """The environment the agent gives a trial of FakePlane's run (TRIAL of EXPERIMENT, run-1, TOKEN)."""
+    env = {
+        "STRATUS_MASTER": API,
+        "STRATUS_TRIAL_ID": str(TRIAL),
+        "STRATUS_EXPERIMENT_ID": str(EXPERIMENT),
+        "STRATUS_RUN_ID": "run-1",
+        "STRATUS_RUN_TOKEN": TOKEN,
+        "STRATUS_HPARAMS": json.dumps(hparams),
+        "STRATUS_TRIAL_SEED": str(seed),
+        **extra,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
