@@ -69,3 +69,20 @@ def compat(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in list(sys.modules):
         if name.split(".")[0] in ("determined", "nni"):
             del sys.modules[name]
+
+
+# ---- a torch.distributed script (gloo on CPU) ---------------------------------------------------------
+
+# Every rank adds rank + 1 and prints the sum with what DistributedContext.from_env() read: with two
+# ranks, "sum=3 rank=R/2 local=L".
+ALL_REDUCE = """
+    import datetime, os
+    import torch, torch.distributed as dist
+    from harness.core import DistributedContext
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    t = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(t)
+    ctx = DistributedContext.from_env()
+    print(f"sum={t.item():g} rank={ctx.rank}/{ctx.size} local={ctx.local_rank}", flush=True)
+    dist.destroy_process_group()
+"""

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from infra.local_stack import BackgroundStack
+from tests.conftest import ALL_REDUCE
 from tests.e2e.conftest import det_runner
 from tests.e2e.test_experiments import _created_id, _describe
 
@@ -23,18 +24,6 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(shutil.which("deepspeed") is None, reason="deepspeed is not installed"),
 ]
-
-ALL_REDUCE = """
-    import datetime
-    import torch, torch.distributed as dist
-    from harness.core import DistributedContext
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
-    t = torch.tensor([float(dist.get_rank() + 1)])
-    dist.all_reduce(t)
-    ctx = DistributedContext.from_env()
-    print(f"sum={t.item():g} rank={ctx.rank}/{ctx.size} local={ctx.local_rank}", flush=True)
-    dist.destroy_process_group()
-"""
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,67 @@
 """The integration tier: real processes (bash, python3 from this venv, git, tar), loopback sockets and
 torch.distributed gloo groups on this machine, with no AWS and no local stack. Every test here carries the
-``integration`` marker (``pytest -m integration``)."""
+``integration`` marker (``pytest -m integration``); helpers shared by its modules live here."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+WAIT_S = 60.0  # a guard against hangs, not a timing assertion
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in item.path.parents:
             item.add_marker(pytest.mark.integration)
+
+
+def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This environment minus the trial's variables, with this venv's python3 first and the repo importable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATUS_", "RANK", "WORLD_SIZE"))}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p)
+    env.update(extra)
+    return env
+
+
+def script(tmp_path: Path, name: str, body: str) -> str:
+    """Write the dedented ``body`` to ``tmp_path/name``; the name, for a command line run in tmp_path."""
+    (tmp_path / name).write_text(textwrap.dedent(body))
+    return name
+
+
+def run_nodes(
+    tmp_path: Path,
+    launcher: str,
+    args: Sequence[str],
+    node_envs: Sequence[Mapping[str, str]],
+    timeout: float = WAIT_S,
+) -> list[tuple[int, str, str]]:
+    """``python -m launchers.<launcher> *args`` once per environment, all at once, in ``tmp_path`` (the
+    nodes of one trial on this machine): ``(exit code, stdout, stderr)`` per node."""
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-m", f"launchers.{launcher}", *args],
+            cwd=tmp_path,
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for env in node_envs
+    ]
+    try:
+        outs = [node.communicate(timeout=timeout) for node in nodes]
+    finally:
+        for node in nodes:
+            node.kill()
+    return [(node.returncode, out, err) for node, (out, err) in zip(nodes, outs, strict=True)]

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from launchers import Worker, run_workers
+from tests.conftest import ALL_REDUCE
+from tests.integration.conftest import WAIT_S, env_for, run_nodes, script
 
-REPO = Path(__file__).resolve().parents[2]
-WAIT_S = 60.0  # a guard against hangs, not a timing assertion
 FIRST_FAILURE = "[launcher] rank {rank} exited with code {code}; stopping the other workers"
 
 # Every worker: prints "ready" once its handlers are in place, says which signals reached it.
@@ -45,14 +45,6 @@ WORKER = textwrap.dedent(
 )
 
 
-def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATUS_", "RANK", "WORLD_SIZE"))}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p)
-    env.update(extra)
-    return env
-
-
 def launch(tmp_path: Path, module: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", f"launchers.{module}", *args],
@@ -63,11 +55,6 @@ def launch(tmp_path: Path, module: str, *args: str, **env: str) -> subprocess.Co
         timeout=WAIT_S,
         check=False,
     )
-
-
-def script(tmp_path: Path, name: str, body: str) -> str:
-    (tmp_path / name).write_text(textwrap.dedent(body))
-    return name
 
 
 _READERS: dict[int, queue.Queue[str | None]] = {}
@@ -319,18 +306,6 @@ def test_wrap_rank_forwards_signals_and_reports_128_plus_n(tmp_path: Path) -> No
 
 # ---- real torch.distributed (gloo on CPU) --------------------------------------------------------------
 
-ALL_REDUCE = """
-    import datetime, os
-    import torch, torch.distributed as dist
-    from harness.core import DistributedContext
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
-    t = torch.tensor([float(dist.get_rank() + 1)])
-    dist.all_reduce(t)
-    ctx = DistributedContext.from_env()
-    print(f"sum={t.item():g} rank={ctx.rank}/{ctx.size} local={ctx.local_rank}", flush=True)
-    dist.destroy_process_group()
-"""
-
 CRASH_AFTER_INIT = """
     import datetime, os
     import torch, torch.distributed as dist
@@ -371,28 +346,16 @@ def two_nodes(tmp_path: Path, *args: str, **env: str) -> list[tuple[int, str, st
 
     common = {"STRATUS_SLOTS": "2", "STRATUS_NUM_NODES": "2", "STRATUS_CHIEF_ADDR": "127.0.0.1"}
     common["STRATUS_CHIEF_PORT"] = str(free_port())
-    nodes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "launchers.torch_distributed", *args],
-            cwd=tmp_path,
-            env=env_for(
-                tmp_path,
-                STRATUS_NODE_RANK=str(n),
-                STRATUS_LAUNCHER_REPORT=str(tmp_path / f"report-{n}.json"),
-                **{**common, **env},
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+    envs = [
+        env_for(
+            tmp_path,
+            STRATUS_NODE_RANK=str(n),
+            STRATUS_LAUNCHER_REPORT=str(tmp_path / f"report-{n}.json"),
+            **{**common, **env},
         )
         for n in range(2)
     ]
-    try:
-        outs = [node.communicate(timeout=WAIT_S) for node in nodes]
-    finally:
-        for node in nodes:
-            node.kill()
-    return [(node.returncode, out, err) for node, (out, err) in zip(nodes, outs, strict=True)]
+    return run_nodes(tmp_path, "torch_distributed", list(args), envs)
 
 
 @pytest.mark.timeout(30)
@@ -464,23 +427,9 @@ def test_gloo_through_deepspeed_on_two_simulated_nodes(tmp_path: Path) -> None:
         "STRATUS_CHIEF_PORT": str(free_port()),
         "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu"),
     }
-    nodes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "launchers.deepspeed", "--", "script.py"],
-            cwd=tmp_path,
-            env=env_for(tmp_path, STRATUS_NODE_RANK=str(n), **common),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(2)
-    ]
-    try:
-        # DeepSpeed imports for a long while on 2 busy cores (53 s seen): a wider guard than the others.
-        outs = [node.communicate(timeout=3 * WAIT_S) for node in nodes]
-    finally:
-        for node in nodes:
-            node.kill()
-    assert [node.returncode for node in nodes] == [0, 0], [err for _, err in outs]
-    ranked = [[line for line in out.splitlines() if line.startswith("[rank=")] for out, _ in outs]
+    envs = [env_for(tmp_path, STRATUS_NODE_RANK=str(n), **common) for n in range(2)]
+    # DeepSpeed imports for a long while on 2 busy cores (53 s seen): a wider guard than the others.
+    nodes = run_nodes(tmp_path, "deepspeed", ["--", "script.py"], envs, timeout=3 * WAIT_S)
+    assert [code for code, _, _ in nodes] == [0, 0], [err for _, _, err in nodes]
+    ranked = [[line for line in out.splitlines() if line.startswith("[rank=")] for _, out, _ in nodes]
     assert ranked == [["[rank=0] sum=3 rank=0/2 local=0"], ["[rank=1] sum=3 rank=1/2 local=0"]]

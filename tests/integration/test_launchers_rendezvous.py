@@ -9,8 +9,6 @@ from __future__ import annotations
 import io
 import ipaddress
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +23,8 @@ from launchers._info import LaunchInfo, load_launch_info
 from launchers._rendezvous import Record, node_address, resolve_peers
 from launchers.errors import LaunchConfigError, RendezvousError
 from launchers.torch_distributed import LocalLaunch
-from tests.integration.test_launchers_monitor import ALL_REDUCE, WAIT_S, env_for, script
+from tests.conftest import ALL_REDUCE
+from tests.integration.conftest import WAIT_S, env_for, run_nodes, script
 
 TOKEN = "run-token"
 WAIT_LINE = "[launcher] rendezvous: node 1 of 2 waiting for nodes 0 (run run-7)"
@@ -341,25 +340,11 @@ def test_node_address() -> None:
 def test_gloo_on_two_nodes_that_meet_at_the_rendezvous(fake: FakeControlPlane, tmp_path: Path) -> None:
     script(tmp_path, "script.py", ALL_REDUCE)
     fake.num_nodes = 2
-    nodes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "launchers.torch_distributed", "--", "script.py"],
-            cwd=tmp_path,
-            env=env_for(tmp_path, **fake.env(n, STRATUS_SLOTS="2")),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(2)
-    ]
-    try:
-        outs = [node.communicate(timeout=WAIT_S) for node in nodes]
-    finally:
-        for node in nodes:
-            node.kill()
-    assert [node.returncode for node in nodes] == [0, 0], [err for _, err in outs]
-    assert outs[0][0].splitlines() == ["[rank=0] sum=3 rank=0/2 local=0"]
-    assert outs[1][0].splitlines() == ["[rank=1] sum=3 rank=1/2 local=0"]
+    envs = [env_for(tmp_path, **fake.env(n, STRATUS_SLOTS="2")) for n in range(2)]
+    nodes = run_nodes(tmp_path, "torch_distributed", ["--", "script.py"], envs)
+    assert [code for code, _, _ in nodes] == [0, 0], [err for _, _, err in nodes]
+    assert nodes[0][1].splitlines() == ["[rank=0] sum=3 rank=0/2 local=0"]
+    assert nodes[1][1].splitlines() == ["[rank=1] sum=3 rank=1/2 local=0"]
     port = fake.nodes[0]["port"]
-    for _, err in outs:
+    for _, _, err in nodes:
         assert f"[launcher] rendezvous: run run-7 ready on 2 nodes: 0=127.0.0.1:{port}, 1=127.0.0.1" in err
