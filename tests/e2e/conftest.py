@@ -3,11 +3,13 @@ runner that calls the real CLI in a subprocess against it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,3 +104,91 @@ def det_runner(api_url: str):  # noqa: ANN201
 @pytest.fixture
 def det(local_stack: LocalStackInfo):  # noqa: ANN201
     return det_runner(local_stack.api_url)
+
+
+@contextmanager
+def two_agent_pool(folder: Path) -> Iterator[dict[str, str]]:
+    """A second local stack whose pool has two agents of one slot each (two nodes on this machine): its
+    state (``api_url``, ``moto_url``, ...) and ``state_dir``."""
+    stack = BackgroundStack(folder, slots=1, agents=2)
+    try:
+        yield {**stack.state, "state_dir": str(stack.log_path.parent)}
+    finally:
+        stack.stop()
+
+
+def describe_experiment(det, experiment_id: int) -> dict:  # noqa: ANN001
+    result = det("experiment", "describe", str(experiment_id), "--json")
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def created_experiment_id(output: str) -> int:
+    line = next(line for line in output.splitlines() if line.startswith("Created experiment"))
+    return int(line.split()[-1])
+
+
+# ---- distributed trials (CPU workers, gloo), on one node or two ------------------------------------------
+
+CRASH_RANK_1 = """
+import os
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+for step in range(1, 1000):
+    value = torch.tensor([1.0])
+    dist.all_reduce(value)  # rank 0 blocks here for good once rank 1 is gone
+    print(f"step {step} sum {value.item():.0f}", flush=True)
+    if rank == 1 and step == 3:
+        print("rank 1 crashing on purpose", flush=True)
+        os._exit(3)
+"""
+
+
+def train_ddp(det, epochs: int) -> dict:  # noqa: ANN001
+    """The PyTorchTrial example on 2 workers; checks it completed and each rank's lines; the trial."""
+    result = det(
+        "experiment",
+        "create",
+        "examples/determined_trial/const.yaml",
+        "examples/determined_trial",
+        "--config",
+        "resources.slots_per_trial=2",
+        "--config",
+        f"searcher.max_length.epochs={epochs}",
+        "-f",
+        timeout=300,
+    )
+    assert result.code == 0, result.out + result.err
+    (trial,) = describe_experiment(det, created_experiment_id(result.out))["trials"]
+    assert trial["state"] == "COMPLETED" and trial["best_validation"] > 0.8
+    logs = det("trial", "logs", str(trial["id"]), "--rank", "1")
+    assert logs.code == 0 and logs.out.strip()
+    assert all(line.startswith("[rank=1] ") for line in logs.out.splitlines())
+    assert not any(line.startswith("[rank=1] [rank=1]") for line in logs.out.splitlines())
+    return trial
+
+
+def crash_rank_1(det, tmp_path: Path) -> dict:  # noqa: ANN001
+    """Rank 1 of 2 exits 3 mid-training; checks the trial ended in ERROR naming rank 1; the trial."""
+    (tmp_path / "crash.py").write_text(CRASH_RANK_1)
+    (tmp_path / "crash.yaml").write_text(
+        "name: crash-rank-1\n"
+        "entrypoint: python3 -m launchers.torch_distributed -- crash.py\n"
+        "searcher: {name: single, metric: loss, max_length: 10}\n"
+        "resources: {slots_per_trial: 2}\n"
+        "max_restarts: 0\n"
+    )
+    result = det("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f", timeout=240)
+    assert result.code != 0
+    (trial,) = describe_experiment(det, created_experiment_id(result.out))["trials"]
+    assert trial["state"] == "ERROR"
+    assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (3, 1)
+    logs = det("trial", "logs", str(trial["id"])).out
+    assert "[launcher] rank 1 exited with code 3" in logs
+    assert "rank 1 crashing on purpose" in logs
+    shown = det("trial", "describe", str(trial["id"]))
+    assert f"Failed first: rank 1 (its lines: det trial logs {trial['id']} --rank 1)" in shown.out
+    return trial

@@ -15,10 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.local_stack import BackgroundStack
 from tests.conftest import ALL_REDUCE
-from tests.e2e.conftest import det_runner
-from tests.e2e.test_experiments import _created_id, _describe
+from tests.e2e.conftest import created_experiment_id, describe_experiment, det_runner, two_agent_pool
 
 pytestmark = [
     pytest.mark.e2e,
@@ -28,11 +26,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    stack = BackgroundStack(tmp_path_factory.mktemp("deepspeed-nodes"), slots=1, agents=2)
-    try:
-        yield {**stack.state, "state_dir": str(stack.log_path.parent)}
-    finally:
-        stack.stop()
+    with two_agent_pool(tmp_path_factory.mktemp("deepspeed-nodes")) as pool:
+        yield pool
 
 
 def test_gloo_all_reduce_under_deepspeed_across_two_agents_completes(two_nodes, tmp_path: Path):
@@ -48,7 +43,7 @@ def test_gloo_all_reduce_under_deepspeed_across_two_agents_completes(two_nodes, 
         f"environment: {{environment_variables: [DS_ACCELERATOR={accelerator}]}}\n"
     )
     result = det("experiment", "create", str(tmp_path / "deepspeed.yaml"), str(tmp_path), "-f", timeout=300)
-    (trial,) = _describe(det, _created_id(result.out))["trials"]
+    (trial,) = describe_experiment(det, created_experiment_id(result.out))["trials"]
     logs = det("trial", "logs", str(trial["id"]))
     assert result.code == 0 and trial["state"] == "COMPLETED", logs.out[-4000:] + result.err
     assert trial["exit"]["reason"] == "all 2 nodes exited with code 0"

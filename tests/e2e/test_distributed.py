@@ -8,72 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_experiments import _created_id, _describe
+from tests.e2e.conftest import crash_rank_1, created_experiment_id, describe_experiment, train_ddp
 
 pytestmark = pytest.mark.e2e
-
-CRASH_RANK_1 = """
-import os
-import torch
-import torch.distributed as dist
-
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-for step in range(1, 1000):
-    value = torch.tensor([1.0])
-    dist.all_reduce(value)  # rank 0 blocks here for good once rank 1 is gone
-    print(f"step {step} sum {value.item():.0f}", flush=True)
-    if rank == 1 and step == 3:
-        print("rank 1 crashing on purpose", flush=True)
-        os._exit(3)
-"""
-
-
-def train_ddp(det, epochs: int) -> dict:  # noqa: ANN001
-    """The PyTorchTrial example on 2 workers; checks it completed and each rank's lines; the trial."""
-    result = det(
-        "experiment",
-        "create",
-        "examples/determined_trial/const.yaml",
-        "examples/determined_trial",
-        "--config",
-        "resources.slots_per_trial=2",
-        "--config",
-        f"searcher.max_length.epochs={epochs}",
-        "-f",
-        timeout=300,
-    )
-    assert result.code == 0, result.out + result.err
-    (trial,) = _describe(det, _created_id(result.out))["trials"]
-    assert trial["state"] == "COMPLETED" and trial["best_validation"] > 0.8
-    logs = det("trial", "logs", str(trial["id"]), "--rank", "1")
-    assert logs.code == 0 and logs.out.strip()
-    assert all(line.startswith("[rank=1] ") for line in logs.out.splitlines())
-    assert not any(line.startswith("[rank=1] [rank=1]") for line in logs.out.splitlines())
-    return trial
-
-
-def crash_rank_1(det, tmp_path: Path) -> dict:  # noqa: ANN001
-    """Rank 1 of 2 exits 3 mid-training; checks the trial ended in ERROR naming rank 1; the trial."""
-    (tmp_path / "crash.py").write_text(CRASH_RANK_1)
-    (tmp_path / "crash.yaml").write_text(
-        "name: crash-rank-1\n"
-        "entrypoint: python3 -m launchers.torch_distributed -- crash.py\n"
-        "searcher: {name: single, metric: loss, max_length: 10}\n"
-        "resources: {slots_per_trial: 2}\n"
-        "max_restarts: 0\n"
-    )
-    result = det("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f", timeout=240)
-    assert result.code != 0
-    (trial,) = _describe(det, _created_id(result.out))["trials"]
-    assert trial["state"] == "ERROR"
-    assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (3, 1)
-    logs = det("trial", "logs", str(trial["id"])).out
-    assert "[launcher] rank 1 exited with code 3" in logs
-    assert "rank 1 crashing on purpose" in logs
-    shown = det("trial", "describe", str(trial["id"]))
-    assert f"Failed first: rank 1 (its lines: det trial logs {trial['id']} --rank 1)" in shown.out
-    return trial
 
 
 def test_two_worker_ddp_training_completes(det):
@@ -118,7 +55,7 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace(det, tmp_path: 
     )
     result = det("experiment", "create", str(tmp_path / "stubborn.yaml"), str(tmp_path), "-f", timeout=240)
     assert result.code != 0
-    (trial,) = _describe(det, _created_id(result.out))["trials"]
+    (trial,) = describe_experiment(det, created_experiment_id(result.out))["trials"]
     assert trial["state"] == "ERROR"
     assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (4, 1)
     lines = det("trial", "logs", str(trial["id"])).out.splitlines()

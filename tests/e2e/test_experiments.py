@@ -7,30 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ROOT, created_experiment_id, describe_experiment
 
 pytestmark = pytest.mark.e2e
-
-
-def _describe(det, experiment_id: int) -> dict:
-    result = det("experiment", "describe", str(experiment_id), "--json")
-    assert result.code == 0, result.err
-    return json.loads(result.out)
-
-
-def _created_id(output: str) -> int:
-    line = next(line for line in output.splitlines() if line.startswith("Created experiment"))
-    return int(line.split()[-1])
 
 
 def test_digits_runs_to_completed_with_a_checkpoint(det, local_stack):
     result = det("experiment", "create", "examples/digits/const.yaml", "examples/digits", "-f")
     assert result.code == 0, result.out + result.err
-    experiment_id = _created_id(result.out)
+    experiment_id = created_experiment_id(result.out)
     assert f"Experiment {experiment_id} COMPLETED" in result.out + result.err
     assert "validation_accuracy" in result.out  # the trial's own log lines were followed
 
-    described = _describe(det, experiment_id)
+    described = describe_experiment(det, experiment_id)
     assert described["experiment"]["state"] == "COMPLETED"
     (trial,) = described["trials"]
     assert trial["state"] == "COMPLETED"
@@ -63,8 +52,8 @@ def test_a_failing_entrypoint_ends_in_error_with_its_log(det, tmp_path: Path):
     )
     result = det("experiment", "create", str(tmp_path / "fail.yaml"), str(tmp_path), "-f")
     assert result.code != 0
-    experiment_id = _created_id(result.out)
-    described = _describe(det, experiment_id)
+    experiment_id = created_experiment_id(result.out)
+    described = describe_experiment(det, experiment_id)
     assert described["experiment"]["state"] == "ERROR"
     (trial,) = described["trials"]
     assert trial["state"] == "ERROR"
@@ -144,7 +133,7 @@ def test_a_crashed_trial_restarts_from_its_latest_checkpoint(det, tmp_path: Path
     )
     result = det("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f")
     assert result.code == 0, result.out + result.err
-    described = _describe(det, _created_id(result.out))
+    described = describe_experiment(det, created_experiment_id(result.out))
     (trial,) = described["trials"]
     assert trial["state"] == "COMPLETED" and trial["restarts"] == 1
     logs = det("trial", "logs", str(trial["id"])).out
@@ -160,7 +149,7 @@ def test_digits_with_adaptive_asha_completes_and_resumes_promoted_trials(det):
         "experiment", "create", "examples/digits/adaptive.yaml", "examples/digits", "-f", timeout=400
     )
     assert result.code == 0, result.out + result.err
-    described = _describe(det, _created_id(result.out))
+    described = describe_experiment(det, created_experiment_id(result.out))
     assert described["experiment"]["state"] == "COMPLETED"
     trials = described["trials"]
     assert len(trials) == 6 and all(t["state"] == "COMPLETED" for t in trials)
@@ -177,7 +166,7 @@ def test_digits_with_adaptive_asha_completes_and_resumes_promoted_trials(det):
 def _runs_to_completion(det, *args: str, timeout: float = 300) -> dict:
     result = det("experiment", "create", *args, "-f", timeout=timeout)
     assert result.code == 0, result.out + result.err
-    described = _describe(det, _created_id(result.out))
+    described = describe_experiment(det, created_experiment_id(result.out))
     assert described["experiment"]["state"] == "COMPLETED"
     return described
 
@@ -202,7 +191,7 @@ def test_an_nni_experiment_and_its_trial_code_run_unchanged(det):
     result = det("experiment", "create", "examples/nni_digits/config.yml", "-f", timeout=300)
     assert result.code == 0, result.out + result.err
     assert "maxExecDuration: ignored" in result.err  # a warning per field with no equivalent
-    described = _describe(det, _created_id(result.out))
+    described = describe_experiment(det, created_experiment_id(result.out))
     assert described["experiment"]["state"] == "COMPLETED"
     assert described["experiment"]["searcher_type"] == "tpe"
     trials = described["trials"]

@@ -13,8 +13,12 @@ from pathlib import Path
 import pytest
 
 from infra.local_stack import BackgroundStack
-from tests.e2e.conftest import det_runner, run_record, wait_for
-from tests.e2e.test_experiments import _created_id
+from tests.e2e.conftest import (
+    created_experiment_id,
+    det_runner,
+    run_record,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -67,7 +71,7 @@ def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(pool, tmp_path: Path):
     )
     created = det("experiment", "create", str(tmp_path / "wait.yaml"), str(tmp_path))
     assert created.code == 0, created.out + created.err
-    experiment_id = _created_id(created.out)
+    experiment_id = created_experiment_id(created.out)
     trial_id = experiment_id  # the first trial of a fresh stack's first experiment
     first = wait_for(
         lambda: (r := _run(pool, f"{trial_id}.1")) and r["state"] == "RUNNING" and r,

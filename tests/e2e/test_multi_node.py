@@ -9,20 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from infra.local_stack import BackgroundStack
-from tests.e2e.conftest import det_runner, run_record, wait_for
-from tests.e2e.test_distributed import crash_rank_1, train_ddp
+from tests.e2e.conftest import (
+    crash_rank_1,
+    det_runner,
+    run_record,
+    train_ddp,
+    two_agent_pool,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    stack = BackgroundStack(tmp_path_factory.mktemp("two-nodes"), slots=1, agents=2)
-    try:
-        yield {**stack.state, "state_dir": str(stack.log_path.parent)}
-    finally:
-        stack.stop()
+    with two_agent_pool(tmp_path_factory.mktemp("two-nodes")) as pool:
+        yield pool
 
 
 def test_ddp_training_across_two_agents_completes(two_nodes):
