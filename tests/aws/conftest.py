@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import boto3
 import httpx
@@ -14,6 +17,7 @@ import pytest
 
 from chalicelib import wiring
 from chalicelib.aws import aws_ports
+from chalicelib.services import experiments, runs, scheduler, searching
 from chalicelib.services.ports import Ports
 from infra.local_stack import free_port
 from infra.resources import StackNames, create
@@ -78,3 +82,80 @@ def stack(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     wiring.reset()
     yield Stack(names=names, env=env, ports=aws_ports(), endpoint=moto_url)
     wiring.reset()
+
+
+# ---- driving the services the way the pump and the agents do -------------------------------------------
+
+CONTEXT_SHA = "b" * 64
+LIFECYCLE_CONFIG = {
+    "name": "lifecycle",
+    "entrypoint": "python3 train.py",
+    "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}},
+}
+
+
+def _consumers(stack: Stack) -> dict[str, Callable[[dict[str, Any]], object]]:
+    p = stack.ports
+    return {
+        stack.env["STRATUS_SCHEDULER_QUEUE_URL"]: lambda body: scheduler.handle_message(p, body),
+        stack.env["STRATUS_LAUNCH_QUEUE_URL"]: lambda body: runs.handle_launch(p, body),
+        stack.env["STRATUS_EVENTS_QUEUE_URL"]: lambda body: searching.handle_event(p, body),
+    }
+
+
+def pump_until(stack: Stack, condition: Callable[[], object], timeout: float = 30.0) -> None:
+    """Deliver queued messages to their consumers until `condition()` holds."""
+    sqs = stack.client("sqs")
+    deadline = time.monotonic() + timeout
+    consumers = _consumers(stack)
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        for url, consume in consumers.items():
+            for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+                "Messages", []
+            ):
+                consume(json.loads(message["Body"]))
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def submit_experiment(stack: Stack, config: dict[str, Any] = LIFECYCLE_CONFIG, **overrides: Any) -> Any:
+    """Upload a context and create an experiment of ``config`` (with ``overrides``) through the service."""
+    key = f"contexts/{CONTEXT_SHA}.tar.zst"
+    stack.client("s3").put_object(Bucket=stack.names.bucket, Key=key, Body=b"ctx")
+    return experiments.create(stack.ports, {**config, **overrides}, CONTEXT_SHA).experiment
+
+
+def launch_on_agent(stack: Stack, agent: str = "agent-1") -> dict[str, Any]:
+    """One 1-slot agent heartbeats until the queued trial is placed on it: its launch spec."""
+    p = stack.ports
+    runs.heartbeat(p, agent, "default", 1, [])
+    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent(agent)))
+    specs = runs.heartbeat(p, agent, "default", 1, [])["launch"]
+    assert len(specs) == 1
+    return specs[0]
+
+
+def execution_status(stack: Stack, trial_id: int) -> str:
+    """The status of the trial's first Step Functions execution."""
+    sfn = stack.client("stepfunctions")
+    arn = (
+        stack.env["STRATUS_STATE_MACHINE_ARN"].replace(":stateMachine:", ":execution:")
+        + f":trial-{trial_id}-0"
+    )
+    return sfn.describe_execution(executionArn=arn)["status"]
+
+
+AGENTS = ("agent-a", "agent-b", "agent-c")
+
+
+def launch_on_two_nodes(stack: Stack, **config: Any) -> tuple[Any, dict[str, list[dict[str, Any]]]]:
+    """Three 2-slot agents, a 4-slot trial: two of them become its nodes."""
+    p = stack.ports
+    experiment = submit_experiment(stack, resources={"slots_per_trial": 4}, **config)
+    for agent in AGENTS:
+        runs.heartbeat(p, agent, "default", 2, [])
+    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent-a")))
+    specs = {agent: runs.heartbeat(p, agent, "default", 2, [])["launch"] for agent in AGENTS}
+    return experiment, specs

@@ -9,8 +9,7 @@ import time
 import pytest
 
 from chalicelib.services import runs, scheduler
-from tests.aws.test_multi_node import _launch_on_two_nodes
-from tests.aws.test_trial_lifecycle import _launch, _submit, pump_until
+from tests.aws.conftest import launch_on_agent, launch_on_two_nodes, pump_until, submit_experiment
 
 pytestmark = pytest.mark.aws
 
@@ -31,8 +30,8 @@ def _sweep(stack) -> None:
 
 def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack):
     p = stack.ports
-    experiment = _submit(stack, max_restarts=1)
-    first = _launch(stack, agent="doomed")
+    experiment = submit_experiment(stack, max_restarts=1)
+    first = launch_on_agent(stack, agent="doomed")
     runs.started(p, "doomed", first["run_id"], pid=10)
     runs.heartbeat(p, "healthy", "default", 1, [])
     _sweep(stack)
@@ -54,7 +53,7 @@ def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack
 
 def test_losing_one_node_ends_a_multi_node_run_and_the_other_node_is_killed(stack):
     p = stack.ports
-    experiment, specs = _launch_on_two_nodes(stack, max_restarts=0)
+    experiment, specs = launch_on_two_nodes(stack, max_restarts=0)
     (chief,) = specs["agent-a"]
     (worker,) = specs["agent-b"]
     runs.started(p, "agent-a", chief["run_id"], pid=11)

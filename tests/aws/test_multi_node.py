@@ -8,27 +8,14 @@ import pytest
 
 from chalicelib.errors import BadRequestError, ConflictError
 from chalicelib.services import runs
-from tests.aws.test_trial_lifecycle import _execution_status, _submit, pump_until
+from tests.aws.conftest import execution_status, launch_on_two_nodes, pump_until
 
 pytestmark = pytest.mark.aws
-
-AGENTS = ("agent-a", "agent-b", "agent-c")
-
-
-def _launch_on_two_nodes(stack, **config):
-    """Three 2-slot agents, a 4-slot trial: two of them become its nodes."""
-    p = stack.ports
-    experiment = _submit(stack, resources={"slots_per_trial": 4}, **config)
-    for agent in AGENTS:
-        runs.heartbeat(p, agent, "default", 2, [])
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent-a")))
-    specs = {agent: runs.heartbeat(p, agent, "default", 2, [])["launch"] for agent in AGENTS}
-    return experiment, specs
 
 
 def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
     p = stack.ports
-    experiment, specs = _launch_on_two_nodes(stack)
+    experiment, specs = launch_on_two_nodes(stack)
     assert specs["agent-c"] == []  # an idle third agent takes no part
     (chief,) = specs["agent-a"]
     (worker,) = specs["agent-b"]
@@ -80,7 +67,7 @@ def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
 
 def test_the_first_node_to_fail_ends_the_run_and_the_others_are_killed(stack):
     p = stack.ports
-    experiment, specs = _launch_on_two_nodes(stack, max_restarts=0)
+    experiment, specs = launch_on_two_nodes(stack, max_restarts=0)
     (chief,) = specs["agent-a"]
     (worker,) = specs["agent-b"]
     runs.started(p, "agent-a", chief["run_id"], pid=11)
@@ -93,5 +80,5 @@ def test_the_first_node_to_fail_ends_the_run_and_the_others_are_killed(stack):
     trial = p.trials.get(chief["trial_id"])
     assert trial["exit_code"] == 3 and trial["failed_rank"] == 3
     assert trial["exit_reason"] == "node 1 of 2 (agent agent-b): rank 3 failed first with exit code 3"
-    pump_until(stack, lambda: _execution_status(stack, trial["id"]) == "FAILED")
+    pump_until(stack, lambda: execution_status(stack, trial["id"]) == "FAILED")
     assert p.runs.allocated("default") == []

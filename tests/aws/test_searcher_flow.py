@@ -24,7 +24,7 @@ from chalicelib.domain.searchers import (
 )
 from chalicelib.domain.searchers.base import SearcherBase
 from chalicelib.services import runs, trial_api
-from tests.aws.test_trial_lifecycle import SHA, pump_until
+from tests.aws.conftest import pump_until, submit_experiment
 
 pytestmark = pytest.mark.aws
 
@@ -108,10 +108,8 @@ def _checkpoint(stack, run: dict, steps: int) -> str:
 def test_pause_promote_stop_and_retention(stack, monkeypatch):
     monkeypatch.setitem(searchers.SEARCHERS, "random", Scripted)
     p = stack.ports
-    from chalicelib.services import experiments
 
-    stack.client("s3").put_object(Bucket=stack.names.bucket, Key=f"contexts/{SHA}.tar.zst", Body=b"ctx")
-    experiment = experiments.create(p, CONFIG, SHA).experiment
+    experiment = submit_experiment(stack, CONFIG)
     runs.heartbeat(p, "agent", "default", 2, [])
     pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r["state"] == "LAUNCHING"]) == 2)
     specs = _launched(stack, "agent")
@@ -173,10 +171,8 @@ def test_a_trial_is_created_once_per_request_id(stack):
 def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, monkeypatch):
     monkeypatch.setitem(searchers.SEARCHERS, "random", Scripted)
     p = stack.ports
-    from chalicelib.services import experiments
 
-    stack.client("s3").put_object(Bucket=stack.names.bucket, Key=f"contexts/{SHA}.tar.zst", Body=b"ctx")
-    experiments.create(p, CONFIG, SHA)
+    submit_experiment(stack, CONFIG)
     runs.heartbeat(p, "agent", "default", 2, [])
     pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r["state"] == "LAUNCHING"]) == 2)
     specs = _launched(stack, "agent")
@@ -196,11 +192,9 @@ def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, m
 
 def test_an_invalid_hp_trial_is_replaced_by_the_random_searcher(stack):
     p = stack.ports
-    from chalicelib.services import experiments
 
-    stack.client("s3").put_object(Bucket=stack.names.bucket, Key=f"contexts/{SHA}.tar.zst", Body=b"ctx")
     config = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1, "max_concurrent_trials": 1}}
-    experiment = experiments.create(p, config, SHA).experiment
+    experiment = submit_experiment(stack, config)
     runs.heartbeat(p, "agent", "default", 1, [])
     pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent")))
     (spec,) = _launched(stack, "agent").values()

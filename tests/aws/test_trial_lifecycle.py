@@ -3,76 +3,20 @@ slot request → grant → launch → exit → complete, restart or fail."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
-from chalicelib.services import experiments, runs, scheduler, searching
+from chalicelib.services import runs, scheduler
+from tests.aws.conftest import execution_status, launch_on_agent, pump_until, submit_experiment
 
 pytestmark = pytest.mark.aws
-
-SHA = "b" * 64
-CONFIG = {
-    "name": "lifecycle",
-    "entrypoint": "python3 train.py",
-    "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}},
-}
-
-
-def _consumers(stack):
-    p = stack.ports
-    return {
-        stack.env["STRATUS_SCHEDULER_QUEUE_URL"]: lambda body: scheduler.handle_message(p, body),
-        stack.env["STRATUS_LAUNCH_QUEUE_URL"]: lambda body: runs.handle_launch(p, body),
-        stack.env["STRATUS_EVENTS_QUEUE_URL"]: lambda body: searching.handle_event(p, body),
-    }
-
-
-def pump_until(stack, condition, timeout=30.0):
-    """Deliver queued messages to their consumers until `condition()` holds."""
-    sqs = stack.client("sqs")
-    deadline = time.monotonic() + timeout
-    consumers = _consumers(stack)
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        for url, consume in consumers.items():
-            for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
-                "Messages", []
-            ):
-                consume(json.loads(message["Body"]))
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    raise AssertionError(f"condition not met within {timeout} s")
-
-
-def _submit(stack, **overrides):
-    stack.client("s3").put_object(Bucket=stack.names.bucket, Key=f"contexts/{SHA}.tar.zst", Body=b"ctx")
-    return experiments.create(stack.ports, {**CONFIG, **overrides}, SHA).experiment
-
-
-def _launch(stack, agent="agent-1"):
-    p = stack.ports
-    runs.heartbeat(p, agent, "default", 1, [])
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent(agent)))
-    specs = runs.heartbeat(p, agent, "default", 1, [])["launch"]
-    assert len(specs) == 1
-    return specs[0]
-
-
-def _execution_status(stack, trial_id):
-    sfn = stack.client("stepfunctions")
-    arn = (
-        stack.env["STRATUS_STATE_MACHINE_ARN"].replace(":stateMachine:", ":execution:")
-        + f":trial-{trial_id}-0"
-    )
-    return sfn.describe_execution(executionArn=arn)["status"]
 
 
 def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     p = stack.ports
-    experiment = _submit(stack)
-    spec = _launch(stack)
+    experiment = submit_experiment(stack)
+    spec = launch_on_agent(stack)
     assert spec["entrypoint"] == ["python3", "train.py"]
     assert spec["environment"]["STRATUS_TRIAL_ID"] == str(spec["trial_id"])
     assert "STRATUS_AGENT_TOKEN" not in spec["environment"]
@@ -88,27 +32,27 @@ def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
     trial = p.trials.get(spec["trial_id"])
     assert trial["state"] == "COMPLETED" and trial["attempts"] == 1 and trial["end_time"]
-    pump_until(stack, lambda: _execution_status(stack, trial["id"]) == "SUCCEEDED")
+    pump_until(stack, lambda: execution_status(stack, trial["id"]) == "SUCCEEDED")
     assert p.runs.allocated("default") == []  # slots given back
 
 
 def test_a_failing_trial_is_restarted_then_errors(stack):
     p = stack.ports
-    experiment = _submit(stack, max_restarts=1)
-    first = _launch(stack)
+    experiment = submit_experiment(stack, max_restarts=1)
+    first = launch_on_agent(stack)
     runs.exited(p, "agent-1", first["run_id"], 3, "exited with code 3")
-    second = _launch(stack)
+    second = launch_on_agent(stack)
     assert second["run_id"] == f"{first['trial_id']}.2"
     runs.exited(p, "agent-1", second["run_id"], 3, "exited with code 3")
     pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "ERROR")
     trial = p.trials.get(first["trial_id"])
     assert trial["state"] == "ERROR" and trial["attempts"] == 2 and trial["exit_code"] == 3
-    pump_until(stack, lambda: _execution_status(stack, trial["id"]) == "FAILED")
+    pump_until(stack, lambda: execution_status(stack, trial["id"]) == "FAILED")
 
 
 def test_no_agent_means_the_trial_waits_in_the_queue(stack):
     p = stack.ports
-    _submit(stack)
+    submit_experiment(stack)
     pump_until(stack, lambda: len(p.runs.pending("default")) == 1)
     assert scheduler.schedule_pool(p, "default") == []
     runs.heartbeat(p, "late-agent", "default", 2, [])
