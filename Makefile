@@ -4,7 +4,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stratus-installed
 
-.PHONY: install demo test lint typecheck unit aws e2e bench clean
+# pytest-xdist workers: every core (2 in CI). Tiers in tests/conftest.py; `make test` runs each test once:
+# everything but e2e spread test by test over the workers, then e2e whole files per worker (a module's
+# local stack starts once; each worker's stack has its own free ports and state folder).
+PYTEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS)
+
+.PHONY: install demo test lint typecheck unit integration aws e2e bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,14 +35,18 @@ typecheck: install
 unit: install
 	$(PY) -m pytest -q tests/unit tests/contract
 
+integration: install
+	$(PYTEST) tests/integration
+
 aws: install
-	$(PY) -m pytest -q tests/aws
+	$(PYTEST) tests/aws
 
 e2e: install
-	$(PY) -m pytest -q tests/e2e
+	$(PYTEST) --dist loadfile tests/e2e
 
 test: lint typecheck
-	$(PY) -m pytest -q
+	$(PYTEST) -m "not e2e"
+	$(PYTEST) --dist loadfile -m e2e
 
 bench: install
 	$(PY) bench/submit_latency.py --write
