@@ -311,7 +311,11 @@ def test_remote_test_mode_uploads_nothing_when_the_config_is_refused(api: FakeAp
     assert api.calls() == ["POST /experiments"]
 
 
-def test_remote_test_mode_redraws_one_line_on_a_terminal(api: FakeApi, config_file: Path) -> None:
+def test_remote_test_mode_redraws_one_line_on_a_terminal(
+    api: FakeApi, config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")  # the status line is cut to the terminal's width
+
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
