@@ -20,8 +20,9 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from contract.nni import is_nni_config
 from det._client import ApiClient
-from det._config import is_nni_config, load_config, nni_code_directory
+from det._config import load_config, nni_code_directory
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
 from det._render import format_bytes, format_percent
 from det._runtime import PackedContext, Runtime

@@ -51,8 +51,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from contract.nni import is_nni_config
 from det._client import ApiClient
-from det._config import is_nni_config
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
 from det._runtime import Runtime
 from det._submit import pack_and_upload

@@ -38,7 +38,6 @@ import contextlib
 import json
 import os
 import queue
-import re
 import shlex
 import shutil
 import signal
@@ -51,6 +50,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeGuard
 
+from contract.entrypoint import legacy_trial_argv
 from det._render import format_bytes
 from det._runtime import Runtime
 from det.errors import UsageError
@@ -60,9 +60,7 @@ Json = dict[str, Any]
 
 LOCAL_CONFIG_ENV = "STRATUS_LOCAL_CONFIG"
 LOCAL_EVENTS_ENV = "STRATUS_LOCAL_EVENTS"
-RUN_TRIAL_MODULE = "harness.exec.run_trial"
 
-_LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _EVENT_STEPS = {
     "training": "training",
     "searcher_completed": "training",
@@ -195,8 +193,9 @@ def config_variables(config: Mapping[str, Any]) -> dict[str, str]:
 def entrypoint_command(entrypoint: str | Sequence[str]) -> str:
     """The shell line that execs `entrypoint` the way the agent does."""
     if isinstance(entrypoint, str):
-        if _LEGACY_ENTRYPOINT.fullmatch(entrypoint.strip()):
-            return f"exec {shlex.join(['python3', '-m', RUN_TRIAL_MODULE, entrypoint.strip()])}"
+        legacy = legacy_trial_argv(entrypoint)  # one process: local test mode runs no launcher
+        if legacy is not None:
+            return f"exec {shlex.join(legacy)}"
         return f"exec sh -c {shlex.quote(entrypoint)}"
     return f"exec {shlex.join(entrypoint)}"
 
