@@ -1,7 +1,7 @@
 """Where the launch stands: the only module of `launchers` that reads the environment.
 
-The agent (or a Batch multi-node job) starts the launcher with the trial's environment (contracts.md §2).
-The launchers read:
+The agent (or a Batch multi-node job) starts the launcher with the trial's environment (contracts.md §2;
+the names and their parsing are `contract.env`'s). The launchers read:
 
 | variable | meaning | default |
 |---|---|---|
