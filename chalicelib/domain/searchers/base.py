@@ -38,6 +38,15 @@ class TrialRecord:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+DEFAULT_MAX_CONCURRENT_TRIALS = 16
+
+
+def settings_int(settings: Mapping[str, Any], key: str, default: int) -> int:
+    """The whole-number searcher setting `key`, or `default` when it is absent (or null)."""
+    value = settings.get(key)
+    return default if value is None else int(value)
+
+
 @dataclass(frozen=True)
 class SearchSpec:
     """What a searcher is built from: plain data taken from the experiment config."""
@@ -129,12 +138,33 @@ class SearcherBase:
     trials: dict[str, int] = field(default_factory=dict)  # request_id -> trial_id
     exited: dict[int, bool] = field(default_factory=dict)  # trial_id -> failed
     shut_down: bool = False
+    name: str = "searcher"
 
     def _first_time(self, event_id: str) -> bool:
         if event_id in self.seen_events:
             return False
         self.seen_events.append(event_id)
         return True
+
+    def _snapshot_bookkeeping(self) -> dict[str, Any]:
+        """The part of `snapshot()` every searcher shares: its name and this bookkeeping."""
+        return {
+            "name": self.name,
+            "seen_events": list(self.seen_events),
+            "trials": dict(self.trials),
+            "exited": {str(k): v for k, v in self.exited.items()},
+            "shut_down": self.shut_down,
+        }
+
+    @staticmethod
+    def _restore_bookkeeping(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+        """The constructor arguments of that bookkeeping, read back from a snapshot."""
+        return {
+            "seen_events": list(snapshot.get("seen_events", [])),
+            "trials": {str(k): int(v) for k, v in snapshot.get("trials", {}).items()},
+            "exited": {int(k): bool(v) for k, v in snapshot.get("exited", {}).items()},
+            "shut_down": bool(snapshot.get("shut_down", False)),
+        }
 
 
 class Searcher(Protocol):
