@@ -253,9 +253,7 @@ class AdaptiveASHASearcher(SearcherBase):
     def _exited(self, trial: AshaTrial, event: TrialExited) -> list[Operation]:
         was = trial.status
         trial.status = EXITED
-        trial.failed = event.failed and not event.invalid_hp
-        trial.invalid_hp = event.invalid_hp
-        self.exited[event.trial_id] = trial.failed
+        self._record_exit(trial, event)
         if self.shut_down:
             return []
         if event.invalid_hp:  # forget its results; _fill replaces it

@@ -130,6 +130,13 @@ class TrialExited:
 Event = TrialCreated | ValidationReported | TrialExited
 
 
+class ExitOutcome(Protocol):
+    """A searcher's per-trial record, as far as how its trial ended."""
+
+    failed: bool
+    invalid_hp: bool
+
+
 @dataclass
 class SearcherBase:
     """Bookkeeping shared by all searchers: seen events, trial ids and their outcome."""
@@ -145,6 +152,12 @@ class SearcherBase:
             return False
         self.seen_events.append(event_id)
         return True
+
+    def _record_exit(self, record: ExitOutcome, event: TrialExited) -> None:
+        """Note on `record` and in `exited` how its trial ended: an `invalid_hp` exit is not a failure."""
+        record.failed = event.failed and not event.invalid_hp
+        record.invalid_hp = event.invalid_hp
+        self.exited[event.trial_id] = record.failed
 
     def _snapshot_bookkeeping(self) -> dict[str, Any]:
         """The part of `snapshot()` every searcher shares: its name and this bookkeeping."""

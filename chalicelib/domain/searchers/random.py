@@ -96,9 +96,7 @@ class PoolSearcher(SearcherBase):
             request.metric = event.metric
             return []  # the target stands; at max_length the trial ends by itself
         request.exited = True
-        request.failed = event.failed and not event.invalid_hp
-        request.invalid_hp = event.invalid_hp
-        self.exited[event.trial_id] = request.failed
+        self._record_exit(request, event)
         if self.shut_down:
             return []
         ops = self._fill()
