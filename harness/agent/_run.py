@@ -24,8 +24,10 @@ from typing import IO
 
 import httpx
 
+from contract import env as trial_env
+from contract.launch import LaunchSpec
 from harness._hook import HOOK, hook_script
-from harness.agent._api import AgentApi, LaunchSpec, call_with_retry
+from harness.agent._api import AgentApi, call_with_retry
 from harness.agent._logs import LineSplitter, LogShipper
 from harness.agent._settings import SECRET_ENV_NAMES, TOKEN_ENV, Settings
 from harness.compat import PACKAGES as COMPAT_PACKAGES
@@ -148,15 +150,13 @@ def build_environment(
     if sys.prefix != sys.base_prefix:
         env["VIRTUAL_ENV"] = sys.prefix
     env["PYTHONUNBUFFERED"] = "1"
-    env["STRATUS_MASTER"] = spec.api_url or settings.api_url
-    env["STRATUS_TRIAL_ID"] = spec.trial_id
-    env["STRATUS_EXPERIMENT_ID"] = spec.experiment_id
-    env["STRATUS_RUN_ID"] = spec.run_id
-    env["STRATUS_SLOTS"] = str(spec.slots)
+    # The spec's environment holds every variable of contracts.md §2 (`contract.env.TrialEnv`); the ids
+    # from the spec's own fields are fallbacks, and the node's address and the report path are the agent's.
+    env.update(spec.identity_env(default_master=settings.api_url))
     if settings.address:
-        env["STRATUS_NODE_ADDR"] = settings.address
+        env[trial_env.NODE_ADDR] = settings.address
     if run_dir is not None:
-        env["STRATUS_LAUNCHER_REPORT"] = str(run_dir / LAUNCHER_REPORT)
+        env[trial_env.LAUNCHER_REPORT] = str(run_dir / LAUNCHER_REPORT)
     env.update(spec.environment)
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -215,7 +215,7 @@ class Run:
         self.failed_rank: int | None = None
         self.exit_reported = False
         self._logs = LogShipper(
-            lambda lines, seq: api.logs(spec.trial_id, spec.run_id, lines, seq),
+            lambda lines, seq: api.logs(str(spec.trial_id), spec.run_id, lines, seq),
             self.run_dir / "output.log",
             what=f"run {spec.run_id}",
             give_up=give_up,
