@@ -99,10 +99,7 @@ class AdaptiveASHASearcher(SearcherBase):
         if not self._first_time(event.event_id):
             return []
         if isinstance(event, TrialCreated):
-            created = self.requests.get(event.request_id)
-            if created is not None and created.trial_id is None:
-                created.trial_id = event.trial_id
-                self.trials[event.request_id] = event.trial_id
+            self._record_created(self.requests.get(event.request_id), event)
             return []
         trial = next((t for t in self.requests.values() if t.trial_id == event.trial_id), None)
         if trial is None or trial.status == EXITED:

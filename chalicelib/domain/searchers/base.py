@@ -130,9 +130,10 @@ class TrialExited:
 Event = TrialCreated | ValidationReported | TrialExited
 
 
-class ExitOutcome(Protocol):
-    """A searcher's per-trial record, as far as how its trial ended."""
+class TrialOutcome(Protocol):
+    """A searcher's per-trial record, as far as its trial's id and how it ended."""
 
+    trial_id: int | None
     failed: bool
     invalid_hp: bool
 
@@ -153,7 +154,13 @@ class SearcherBase:
         self.seen_events.append(event_id)
         return True
 
-    def _record_exit(self, record: ExitOutcome, event: TrialExited) -> None:
+    def _record_created(self, record: TrialOutcome | None, event: TrialCreated) -> None:
+        """Note the trial created for `record` (an unknown request or a repeated creation changes nothing)."""
+        if record is not None and record.trial_id is None:
+            record.trial_id = event.trial_id
+            self.trials[event.request_id] = event.trial_id
+
+    def _record_exit(self, record: TrialOutcome, event: TrialExited) -> None:
         """Note on `record` and in `exited` how its trial ended: an `invalid_hp` exit is not a failure."""
         record.failed = event.failed and not event.invalid_hp
         record.invalid_hp = event.invalid_hp

@@ -83,10 +83,7 @@ class PoolSearcher(SearcherBase):
         if not self._first_time(event.event_id):
             return []
         if isinstance(event, TrialCreated):
-            request = self._by_request(event.request_id)
-            if request is not None and request.trial_id is None:
-                request.trial_id = event.trial_id
-                self.trials[event.request_id] = event.trial_id
+            self._record_created(self._by_request(event.request_id), event)
             return []
         request = self._by_trial(event.trial_id)
         if request is None or request.exited:
