@@ -27,21 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from contract import env as trial_env
+from contract.entrypoint import legacy_trial_argv
 from harness.trial_process import Probe, build_script, missing_packages, trial_environment
-
-LOCAL_CONFIG_ENV = "STRATUS_LOCAL_CONFIG"
-LOCAL_EVENTS_ENV = "STRATUS_LOCAL_EVENTS"
-PLATFORM_ENV_PREFIX = "STRATUS_"
-RUN_TRIAL_MODULE = "harness.exec.run_trial"
-
-_LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 class LocalConfigError(Exception):
@@ -50,10 +44,11 @@ class LocalConfigError(Exception):
 
 def trial_entrypoint(entrypoint: object) -> str | list[str]:
     """The config's entrypoint as the trial runs it: the legacy ``model_def:Trial`` form under the trial
-    runner, anything else as written."""
+    runner (one process: local test mode has no launcher), anything else as written."""
+    legacy = legacy_trial_argv(entrypoint)
+    if legacy is not None:
+        return legacy
     if isinstance(entrypoint, str) and entrypoint.strip():
-        if _LEGACY_ENTRYPOINT.fullmatch(entrypoint.strip()):
-            return ["python3", "-m", RUN_TRIAL_MODULE, entrypoint.strip()]
         return entrypoint
     if isinstance(entrypoint, list) and entrypoint and all(isinstance(w, str) and w for w in entrypoint):
         return [str(word) for word in entrypoint]
@@ -87,11 +82,11 @@ def local_environment(
     """The trial's environment: ``base`` off the platform, with the config's variables and the local files."""
     variables = {
         **config_variables(config),
-        LOCAL_CONFIG_ENV: str(local_config),
-        LOCAL_EVENTS_ENV: str(events),
+        trial_env.LOCAL_CONFIG: str(local_config),
+        trial_env.LOCAL_EVENTS: str(events),
     }
     return trial_environment(
-        base, variables, drop=lambda name: name.startswith(PLATFORM_ENV_PREFIX), probe=probe
+        base, variables, drop=lambda name: name.startswith(trial_env.PREFIX), probe=probe
     )
 
 
