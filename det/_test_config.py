@@ -15,7 +15,7 @@ From the config as loaded (file + ``--config`` overrides):
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from det.errors import UsageError
@@ -51,29 +51,35 @@ def make_test_config(config: Mapping[str, Any], *, default_name: str = "Experime
 
 def test_hyperparameters(hyperparameters: Mapping[str, Any], where: str = "hyperparameters") -> Json:
     """Every hyperparameter as a constant: ranges at their low end, categoricals at their first value."""
-    out: Json = {}
-    for name, spec in hyperparameters.items():
-        path = f"{where}.{name}"
-        if isinstance(spec, Mapping) and "type" not in spec:
-            out[name] = test_hyperparameters(spec, path)
-        elif isinstance(spec, Mapping) and spec.get("type") != "const":
-            out[name] = {"type": "const", "val": _test_value(spec, path)}
-        else:
-            out[name] = copy.deepcopy(spec)  # a constant, bare or `type: const`
-    return out
+
+    def as_constant(spec: Any, path: str) -> Any:
+        if isinstance(spec, Mapping) and spec.get("type") != "const":
+            return {"type": "const", "val": _test_value(spec, path)}
+        return copy.deepcopy(spec)  # a constant, bare or `type: const`
+
+    return _each_hyperparameter(hyperparameters, where, as_constant)
 
 
 def hparam_values(hyperparameters: Mapping[str, Any], where: str = "hyperparameters") -> Json:
     """The values a trial gets for (constant) `hyperparameters`, nested like the groups."""
+
+    def value(spec: Any, path: str) -> Any:
+        return _test_value(spec, path) if isinstance(spec, Mapping) else copy.deepcopy(spec)
+
+    return _each_hyperparameter(hyperparameters, where, value)
+
+
+def _each_hyperparameter(
+    hyperparameters: Mapping[str, Any], where: str, leaf: Callable[[Any, str], Any]
+) -> Json:
+    """``leaf(spec, path)`` for every hyperparameter, nested groups (mappings without ``type``) kept."""
     out: Json = {}
     for name, spec in hyperparameters.items():
         path = f"{where}.{name}"
         if isinstance(spec, Mapping) and "type" not in spec:
-            out[name] = hparam_values(spec, path)
-        elif isinstance(spec, Mapping):
-            out[name] = _test_value(spec, path)
+            out[name] = _each_hyperparameter(spec, path, leaf)
         else:
-            out[name] = copy.deepcopy(spec)
+            out[name] = leaf(spec, path)
     return out
 
 

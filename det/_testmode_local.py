@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeGuard
+from typing import IO, Any
 
 from det._checklist import Checklist
 from det._render import format_bytes
@@ -107,7 +107,7 @@ def run_local(args: argparse.Namespace, rt: Runtime, test_config: Json) -> int:
         return _LocalRun(rt, command, Path(tmp), events, marker).run()
 
 
-def _valid_entrypoint(entrypoint: object) -> TypeGuard[str | list[str]]:
+def _valid_entrypoint(entrypoint: object) -> bool:
     if isinstance(entrypoint, str):
         return bool(entrypoint.strip())
     return (
