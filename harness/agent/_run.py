@@ -22,7 +22,9 @@ from typing import IO
 
 import httpx
 
-from harness.agent._api import AgentApi, LaunchSpec, call_with_retry
+from contract import env as trial_env
+from contract.launch import LaunchSpec
+from harness.agent._api import AgentApi, call_with_retry
 from harness.agent._logs import LineSplitter, LogShipper
 from harness.agent._settings import SECRET_ENV_NAMES, TOKEN_ENV, Settings
 from harness.errors import UnsafeArchiveError
@@ -95,17 +97,13 @@ def build_environment(
     """The agent's environment minus secrets, ``PATH`` led by this interpreter's bin dir, the trial's;
     ``PYTHONPATH`` ends with the compatibility folders of the packages the trial's Python lacks
     (`harness.trial_process.trial_environment`)."""
-    variables = {
-        "STRATUS_MASTER": spec.api_url or settings.api_url,
-        "STRATUS_TRIAL_ID": spec.trial_id,
-        "STRATUS_EXPERIMENT_ID": spec.experiment_id,
-        "STRATUS_RUN_ID": spec.run_id,
-        "STRATUS_SLOTS": str(spec.slots),
-    }
+    # The spec's environment holds every variable of contracts.md §2 (`contract.env.TrialEnv`); the ids
+    # from the spec's own fields are fallbacks, and the node's address and the report path are the agent's.
+    variables = spec.identity_env(default_master=settings.api_url)
     if settings.address:
-        variables["STRATUS_NODE_ADDR"] = settings.address
+        variables[trial_env.NODE_ADDR] = settings.address
     if run_dir is not None:
-        variables["STRATUS_LAUNCHER_REPORT"] = str(run_dir / LAUNCHER_REPORT)
+        variables[trial_env.LAUNCHER_REPORT] = str(run_dir / LAUNCHER_REPORT)
     variables.update(spec.environment)
     if gpus is not None:
         variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -148,7 +146,7 @@ class Run:
         self.failed_rank: int | None = None
         self.exit_reported = False
         self._logs = LogShipper(
-            lambda lines, seq: api.logs(spec.trial_id, spec.run_id, lines, seq),
+            lambda lines, seq: api.logs(str(spec.trial_id), spec.run_id, lines, seq),
             self.run_dir / "output.log",
             what=f"run {spec.run_id}",
             give_up=give_up,

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contract.actions import SearcherAction
 from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
 from harness.core._events import LocalEvents
@@ -46,7 +47,6 @@ from harness.errors import SearcherError
 
 log = logging.getLogger("harness.searcher")
 
-TRAIN, WAIT, STOP = "train", "wait", "stop"
 BATCHES = "batches"
 DEFAULT_LOCAL_LENGTH = 100
 WAIT_BACKOFF_S: tuple[float, ...] = (0.25, 0.5, 1.0)  # then once a second
@@ -73,23 +73,25 @@ class SearcherMode(enum.Enum):
 class SearcherAnswer:
     """One answer of `GET /trials/{id}/searcher`."""
 
-    action: str
+    action: SearcherAction
     length: int | None = None
     unit: str = BATCHES
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> SearcherAnswer:
-        action = body.get("action")
-        if action not in (TRAIN, WAIT, STOP):
+        raw = body.get("action")
+        try:
+            action = SearcherAction(raw if isinstance(raw, str) else repr(raw))
+        except ValueError:
             raise SearcherError(
-                f"the searcher answered action {action!r}; expected train, wait or stop "
+                f"the searcher answered action {raw!r}; expected train, wait or stop "
                 "(the control plane and harness disagree on contracts.md §1)."
-            )
+            ) from None
         length = body.get("length")
         if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 0):
             raise SearcherError(f"the searcher answered length {length!r}; expected a whole number or null.")
         unit = body.get("unit") or BATCHES
-        return cls(str(action), length, str(unit))
+        return cls(action, length, str(unit))
 
 
 class SearcherOperation:
@@ -184,7 +186,7 @@ class SearcherContext(abc.ABC):
                 received = self._dist.broadcast(None)
                 if received is None:
                     return
-                answer = SearcherAnswer(TRAIN, received[0], received[1])
+                answer = SearcherAnswer(SearcherAction.TRAIN, received[0], received[1])
             else:
                 next_answer = self._next_train()
                 if share:
@@ -237,12 +239,12 @@ class SearcherContext(abc.ABC):
         polls = 0
         while True:
             answer = self._ask()
-            if answer.action == STOP:
+            if answer.action == SearcherAction.STOP:
                 self._on_stop()
                 return None
-            if answer.action == TRAIN and answer.length is None and self._open_ended_done:
+            if answer.action == SearcherAction.TRAIN and answer.length is None and self._open_ended_done:
                 return None  # the script decided when it was done, and it said so
-            if answer.action == TRAIN and not (
+            if answer.action == SearcherAction.TRAIN and not (
                 answer.length is not None and answer.length in self._completed_lengths
             ):
                 return answer
@@ -371,8 +373,8 @@ class LocalSearcherContext(SearcherContext):
 
     def _ask(self) -> SearcherAnswer:
         if self._ops_completed:
-            return SearcherAnswer(STOP)
-        return SearcherAnswer(TRAIN, self.length, self.unit)
+            return SearcherAnswer(SearcherAction.STOP)
+        return SearcherAnswer(SearcherAction.TRAIN, self.length, self.unit)
 
     def _send_completed(self, length: int, unit: str, metric: Any) -> None:
         self.completed.append({"length": length, "unit": unit, "metric": metric})
