@@ -19,6 +19,7 @@ from chalicelib import wiring
 from chalicelib.aws import aws_ports
 from chalicelib.services import experiments, runs, scheduler, searching
 from chalicelib.services.ports import Ports
+from contract import messages
 from infra.local_stack import free_port
 from infra.resources import StackNames, create
 
@@ -97,9 +98,15 @@ LIFECYCLE_CONFIG = {
 def _consumers(stack: Stack) -> dict[str, Callable[[dict[str, Any]], object]]:
     p = stack.ports
     return {
-        stack.env["STRATUS_SCHEDULER_QUEUE_URL"]: lambda body: scheduler.handle_message(p, body),
-        stack.env["STRATUS_LAUNCH_QUEUE_URL"]: lambda body: runs.handle_launch(p, body),
-        stack.env["STRATUS_EVENTS_QUEUE_URL"]: lambda body: searching.handle_event(p, body),
+        stack.env["STRATUS_SCHEDULER_QUEUE_URL"]: lambda body: scheduler.handle_message(
+            p, messages.parse_scheduler(body)
+        ),
+        stack.env["STRATUS_LAUNCH_QUEUE_URL"]: lambda body: runs.handle_launch(
+            p, messages.parse_launch(body)
+        ),
+        stack.env["STRATUS_EVENTS_QUEUE_URL"]: lambda body: searching.handle_event(
+            p, messages.parse_event(body)
+        ),
     }
 
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from chalicelib.services import runs, scheduler
+from contract import messages
 from tests.aws.conftest import launch_on_agent, launch_on_two_nodes, pump_until, submit_experiment
 
 pytestmark = pytest.mark.aws
@@ -25,7 +26,7 @@ def _silence(stack, agent_id: str) -> None:
 
 
 def _sweep(stack) -> None:
-    scheduler.handle_message(stack.ports, {"type": "sweep", "pool": "default"})
+    scheduler.handle_message(stack.ports, messages.Sweep("default"))
 
 
 def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack):

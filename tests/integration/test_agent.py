@@ -26,8 +26,9 @@ from typing import Any, TypeVar
 import pytest
 import zstandard
 
+from contract.launch import LaunchSpec
 from harness.agent._agent import Agent
-from harness.agent._api import AgentApi, LaunchSpec
+from harness.agent._api import AgentApi
 from harness.agent._run import Run
 from harness.agent._settings import Settings, detect_gpus
 from harness.errors import UnsafeArchiveError

@@ -1,6 +1,5 @@
 """`det experiment create --local --test-mode`: real (tiny) training processes, started the way the agent
-starts them, that append the harness's events themselves; nothing sleeps to wait for them. The local
-environment asks the trial's Python which packages it lacks (a process too).
+starts them, that append the harness's events themselves; nothing sleeps to wait for them.
 
 The remote test mode (against the in-memory fake API) is tested in tests/unit/test_cli_testmode.py."""
 
@@ -8,13 +7,12 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from det import _testmode, cli
+from det import cli
 from det._runtime import Runtime
 
 # A stand-in for a training script on the harness: it appends the events the harness's local twins
@@ -188,18 +186,3 @@ def test_local_test_mode_fails_on_invalid_hp(tmp_path: Path) -> None:
         "Local test failed at validation: the script refused the test hyperparameters "
         "(InvalidHP: lr too large)"
     )
-
-
-def test_local_environment_drops_platform_variables(tmp_path: Path) -> None:
-    env = _testmode.local_environment(
-        {"PATH": "/usr/bin", "STRATUS_RUN_TOKEN": "secret", "HOME": "/h"},
-        {"environment": {"environment_variables": {"cpu": ["A=1", "B=x=y"], "gpu": ["A=2"]}}},
-        tmp_path / "local.json",
-        tmp_path / "events.jsonl",
-    )
-
-    assert env["PATH"] == f"{os.path.dirname(sys.executable)}:/usr/bin"
-    assert "STRATUS_RUN_TOKEN" not in env and env["HOME"] == "/h"
-    assert (env["A"], env["B"]) == ("1", "x=y")
-    assert env["STRATUS_LOCAL_CONFIG"] == str(tmp_path / "local.json")
-    assert env["STRATUS_LOCAL_EVENTS"] == str(tmp_path / "events.jsonl")

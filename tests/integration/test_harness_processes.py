@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness import core
-from harness.agent._run import compat_pythonpath, missing_packages
 from harness.compat import compat_path
+from harness.trial_process import compat_pythonpath, missing_packages
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.agent._api import LaunchSpec
+from contract.launch import LaunchSpec
 from harness.agent._logs import LineSplitter, LogShipper
 from harness.agent._run import build_environment, exit_status
 from harness.agent._settings import Settings, parse_cli

@@ -20,7 +20,7 @@ import pytest
 
 import harness
 import harness.core
-from harness.agent._api import LaunchSpec
+from contract.launch import LaunchSpec
 from harness.agent._run import build_environment
 from harness.agent._settings import Settings
 from harness.compat import compat_path
