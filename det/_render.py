@@ -3,17 +3,23 @@
 Determined renders its tables with tabulate's "presto" format: no outer border, ` | ` between
 columns, a dashed rule under the headers with `+` at the joints, every column at least two characters
 wider than its header, numbers aligned right (floats on their decimal point), the rest left, and
-cells of several lines (the H-Params JSON) spread over several lines. `table` draws the same thing.
+cells of several lines (the H-Params JSON) spread over several lines. `table` draws the same thing;
+`records_table` draws one row per API record from a list of columns, each a header and how to read
+its cell from a record.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 _MIN_PADDING = 2
+
+Record = Mapping[str, Any]
+Column = tuple[str, Callable[[Record], Any]]
+"""A table column: its header and how to read its cell from a record."""
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -47,6 +53,21 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     for row in cells:
         out.extend(draw(row))
     return "\n".join(out)
+
+
+def records_table(columns: Sequence[Column], records: Iterable[Record]) -> str:
+    """One row per record, one cell per column."""
+    return table([header for header, _ in columns], [[cell(r) for _, cell in columns] for r in records])
+
+
+def field(key: str) -> Callable[[Record], Any]:
+    """A cell that shows the record's `key` as it is (blank when absent)."""
+    return lambda record: record.get(key)
+
+
+def time_field(key: str) -> Callable[[Record], str | None]:
+    """A cell that shows the record's time `key` in local time (see `format_time`)."""
+    return lambda record: format_time(record.get(key))
 
 
 def format_value(value: Any) -> str:
