@@ -67,11 +67,8 @@ class NniTrial:
             return dict(params) if tag is None else params[tag]
 
     def report_intermediate_result(self, metric: Any) -> None:
-        metrics = as_metrics(metric)
         with self._lock:
-            core = self._context()
-            self._reports += 1
-            core.train.report_validation_metrics(steps_completed=self._reports, metrics=metrics)
+            core, metrics = self._report_validation(metric)
             self._exit_if_preempted(core)
             if not self._has_dialogue(core):
                 return
@@ -82,11 +79,8 @@ class NniTrial:
                 self._operation(core)  # the next one now: a stop ends the trial here
 
     def report_final_result(self, metric: Any) -> None:
-        metrics = as_metrics(metric)
         with self._lock:
-            core = self._context()
-            self._reports += 1
-            core.train.report_validation_metrics(steps_completed=self._reports, metrics=metrics)
+            core, metrics = self._report_validation(metric)
             if not self._has_dialogue(core):
                 return
             op = self._operation(core)
@@ -112,6 +106,15 @@ class NniTrial:
                 self._core = None
 
     # ---- inside --------------------------------------------------------------------------------
+
+    def _report_validation(self, metric: Any) -> tuple[Context, dict[str, Any]]:
+        """Report `metric` as the next validation (`steps_completed` = results reported so far); the
+        caller holds the lock."""
+        metrics = as_metrics(metric)
+        core = self._context()
+        self._reports += 1
+        core.train.report_validation_metrics(steps_completed=self._reports, metrics=metrics)
+        return core, metrics
 
     def _context(self) -> Context:
         if self._core is None:
