@@ -8,56 +8,68 @@ from collections.abc import Sequence
 from typing import Any
 
 from det._client import ApiClient
-from det._render import Column, field, format_json, format_percent, records_table, time_field
+from det._render import Cell, field, format_percent, records_table, time_field
 from det._runtime import Runtime
-from det._trial import fetch_metrics, workloads_table
+from det._trial import TRIAL_CELLS, fetch_metrics, workloads_table
 from det.errors import UsageError
 
 Json = dict[str, Any]
 
 LIST_PAGE_SIZE = 100
 
-_ARCHIVED: Column = ("Archived", lambda e: bool(e.get("archived", False)))
-_PROGRESS: Column = ("Progress", lambda e: format_percent(e.get("progress")))
-
-# `det experiment list` (with --all, `_ARCHIVED` last).
-_LIST_COLUMNS: list[Column] = [
-    ("ID", lambda e: e["id"]),
-    ("Owner", field("owner")),
-    ("Name", field("name")),
-    ("Parent ID", field("parent_id")),
-    ("State", field("state")),
-    _PROGRESS,
-    ("Start Time", time_field("start_time")),
-    ("End Time", time_field("end_time")),
-    ("Resource Pool", field("resource_pool")),
-]
-
+# Every column an experiments table shows, by header; each command picks its own, in `det`'s order.
+_EXPERIMENT_CELLS: dict[str, Cell] = {
+    "ID": lambda e: e["id"],
+    "Experiment ID": lambda e: e["id"],
+    "Owner": field("owner"),
+    "Name": field("name"),
+    "Parent ID": field("parent_id"),
+    "State": field("state"),
+    "Progress": lambda e: format_percent(e.get("progress")),
+    "Start Time": time_field("start_time"),
+    "End Time": time_field("end_time"),
+    "Description": field("description"),
+    "Archived": lambda e: bool(e.get("archived", False)),
+    "Resource Pool": field("resource_pool"),
+    "Labels": lambda e: ", ".join(sorted(e.get("labels") or [])),
+}
+# `det experiment list` (with --all, "Archived" last).
+_LIST_HEADERS = (
+    "ID",
+    "Owner",
+    "Name",
+    "Parent ID",
+    "State",
+    "Progress",
+    "Start Time",
+    "End Time",
+    "Resource Pool",
+)
 # `det experiment describe`: the experiments, then their trials.
-_DESCRIBE_COLUMNS: list[Column] = [
-    ("Experiment ID", lambda e: e["id"]),
-    ("State", field("state")),
-    _PROGRESS,
-    ("Start Time", time_field("start_time")),
-    ("End Time", time_field("end_time")),
-    ("Name", field("name")),
-    ("Description", field("description")),
-    _ARCHIVED,
-    ("Resource Pool", field("resource_pool")),
-    ("Labels", lambda e: ", ".join(sorted(e.get("labels") or []))),
-]
-_TRIAL_COLUMNS: list[Column] = [
-    ("Trial ID", lambda t: t["id"]),
-    ("Experiment ID", field("experiment_id")),
-    ("State", field("state")),
-    ("Started", time_field("start_time")),
-    ("Ended", time_field("end_time")),
-    ("H-Params", lambda t: format_json(t.get("hparams") or {})),
-    ("Restarts", field("restarts")),
-    ("# of Batches", field("total_batches")),
-    ("Best Validation", field("best_validation")),
-    ("Latest Checkpoint", lambda t: (t.get("latest_checkpoint") or {}).get("steps_completed")),
-]
+_DESCRIBE_HEADERS = (
+    "Experiment ID",
+    "State",
+    "Progress",
+    "Start Time",
+    "End Time",
+    "Name",
+    "Description",
+    "Archived",
+    "Resource Pool",
+    "Labels",
+)
+_TRIALS_HEADERS = (
+    "Trial ID",
+    "Experiment ID",
+    "State",
+    "Started",
+    "Ended",
+    "H-Params",
+    "Restarts",
+    "# of Batches",
+    "Best Validation",
+    "Latest Checkpoint",
+)
 
 
 def list_experiments(args: argparse.Namespace, rt: Runtime) -> int:
@@ -75,7 +87,8 @@ def list_experiments(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 def experiments_table(experiments: Sequence[Json], *, show_archived: bool = False) -> str:
-    return records_table([*_LIST_COLUMNS, *([_ARCHIVED] if show_archived else [])], experiments)
+    headers = (*_LIST_HEADERS, "Archived") if show_archived else _LIST_HEADERS
+    return records_table(_EXPERIMENT_CELLS, headers, experiments)
 
 
 def describe(args: argparse.Namespace, rt: Runtime) -> int:
@@ -104,11 +117,11 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 def experiment_table(experiments: Sequence[Json]) -> str:
-    return records_table(_DESCRIBE_COLUMNS, experiments)
+    return records_table(_EXPERIMENT_CELLS, _DESCRIBE_HEADERS, experiments)
 
 
 def trials_table(trials: Sequence[Json]) -> str:
-    return records_table(_TRIAL_COLUMNS, trials)
+    return records_table(TRIAL_CELLS, _TRIALS_HEADERS, trials)
 
 
 def parse_ids(text: str) -> list[int]:

@@ -4,8 +4,7 @@ Determined renders its tables with tabulate's "presto" format: no outer border, 
 columns, a dashed rule under the headers with `+` at the joints, every column at least two characters
 wider than its header, numbers aligned right (floats on their decimal point), the rest left, and
 cells of several lines (the H-Params JSON) spread over several lines. `table` draws the same thing;
-`records_table` draws one row per API record from a list of columns, each a header and how to read
-its cell from a record.
+`records_table` draws one row per API record, given its headers and how to read the cell under each.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from typing import Any
 _MIN_PADDING = 2
 
 Record = Mapping[str, Any]
-Column = tuple[str, Callable[[Record], Any]]
-"""A table column: its header and how to read its cell from a record."""
+Cell = Callable[[Record], Any]
+"""How to read one cell of a table from a record."""
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -55,12 +54,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
-def records_table(columns: Sequence[Column], records: Iterable[Record]) -> str:
-    """One row per record, one cell per column."""
-    return table([header for header, _ in columns], [[cell(r) for _, cell in columns] for r in records])
+def records_table(cells: Mapping[str, Cell], headers: Sequence[str], records: Iterable[Record]) -> str:
+    """One row per record: under each of `headers`, what `cells[header]` reads from the record."""
+    return table(headers, [[cells[header](r) for header in headers] for r in records])
 
 
-def field(key: str) -> Callable[[Record], Any]:
+def field(key: str) -> Cell:
     """A cell that shows the record's `key` as it is (blank when absent)."""
     return lambda record: record.get(key)
 

@@ -10,7 +10,7 @@ from typing import Any
 from det._client import ApiClient
 from det._logs import format_line, read_log_pages
 from det._render import (
-    Column,
+    Cell,
     Record,
     field,
     format_json,
@@ -120,36 +120,55 @@ def fetch_metrics(client: ApiClient, trial_id: int) -> Json:
     return {group: client.trial_metrics(trial_id, group) for group in ("training", "validation")}
 
 
+# Every column a trials table shows, by header: `det trial describe` and `det experiment describe`
+# each pick theirs, in `det`'s order.
+TRIAL_CELLS: dict[str, Cell] = {
+    "Trial ID": lambda t: t["id"],
+    "Experiment ID": field("experiment_id"),
+    "State": field("state"),
+    "NNI Status": lambda t: t.get("nni_status") or nni_status(t),
+    "H-Params": lambda t: format_json(t.get("hparams") or {}),
+    "Started": time_field("start_time"),
+    "Ended": time_field("end_time"),
+    "Restarts": field("restarts"),
+    "# of Batches": field("total_batches"),
+    "Best Validation": field("best_validation"),
+    "Latest Checkpoint": lambda t: (t.get("latest_checkpoint") or {}).get("steps_completed"),
+    "Exit": lambda t: _format_exit(t.get("exit")),
+}
+# `det trial describe` (with "NNI Status" after "State" for a trial imported from NNI).
+_DESCRIBE_HEADERS = (
+    "Trial ID",
+    "Experiment ID",
+    "State",
+    "H-Params",
+    "Started",
+    "Ended",
+    "Restarts",
+    "# of Batches",
+    "Exit",
+)
+# `det trial describe`'s checkpoints, every column in this order.
+_CHECKPOINT_CELLS: dict[str, Cell] = {
+    "UUID": field("uuid"),
+    "Steps": field("steps_completed"),
+    "State": field("state"),
+    "Report Time": time_field("report_time"),
+    "URI": field("uri"),
+}
+
+
 def trial_table(trials: Sequence[Json], *, nni: bool = False) -> str:
     """The trials' table; `nni` adds an "NNI Status" column after "State"."""
-    up_to_state, rest = _TRIAL_COLUMNS[:3], _TRIAL_COLUMNS[3:]
-    return records_table([*up_to_state, *([_NNI_STATUS] if nni else []), *rest], trials)
+    headers = list(_DESCRIBE_HEADERS)
+    if nni:
+        headers.insert(headers.index("State") + 1, "NNI Status")
+    return records_table(TRIAL_CELLS, headers, trials)
 
 
 def checkpoints_table(checkpoints: Sequence[Json]) -> str:
     ordered = sorted(checkpoints, key=lambda c: (c.get("steps_completed") or 0, str(c.get("uuid"))))
-    return records_table(_CHECKPOINT_COLUMNS, ordered)
-
-
-_TRIAL_COLUMNS: list[Column] = [
-    ("Trial ID", lambda t: t["id"]),
-    ("Experiment ID", field("experiment_id")),
-    ("State", field("state")),
-    ("H-Params", lambda t: format_json(t.get("hparams") or {})),
-    ("Started", time_field("start_time")),
-    ("Ended", time_field("end_time")),
-    ("Restarts", field("restarts")),
-    ("# of Batches", field("total_batches")),
-    ("Exit", lambda t: _format_exit(t.get("exit"))),
-]
-_NNI_STATUS: Column = ("NNI Status", lambda t: t.get("nni_status") or nni_status(t))
-_CHECKPOINT_COLUMNS: list[Column] = [
-    ("UUID", field("uuid")),
-    ("Steps", field("steps_completed")),
-    ("State", field("state")),
-    ("Report Time", time_field("report_time")),
-    ("URI", field("uri")),
-]
+    return records_table(_CHECKPOINT_CELLS, list(_CHECKPOINT_CELLS), ordered)
 
 
 def validation_summary(trial: Json) -> str:
