@@ -262,9 +262,10 @@ class Simulator:
             self._schedule_report(trial)  # train on (a new target, or the next report on the way)
             return
         # Its last target is reached and no new one came: the service treats it as done.
-        self._exit(trial, f"exit-{trial.trial_id}.{trial.runs}")
+        self._exit_trial(trial, f"exit-{trial.trial_id}.{trial.runs}")
 
-    def _exit(self, trial: SimTrial, event_id: str) -> None:
+    def _exit_trial(self, trial: SimTrial, event_id: str) -> None:
+        """The trial ends for good: its worker is freed and the searcher is told (`TrialExited`)."""
         self._free(trial)
         trial.state = EXITED
         self.events.append(searchers.TrialExited(event_id, trial.trial_id, failed=False))
@@ -304,9 +305,9 @@ class Simulator:
                 if trial is None or trial.state == EXITED:
                     continue
                 if trial.state == PAUSED:
-                    self._exit(trial, f"closed-{trial.trial_id}")
+                    self._exit_trial(trial, f"closed-{trial.trial_id}")
                 else:
-                    self._exit(trial, f"exit-{trial.trial_id}.{trial.runs}")
+                    self._exit_trial(trial, f"exit-{trial.trial_id}.{trial.runs}")
             elif isinstance(op, searchers.Shutdown):
                 self.shut_down = True
                 for trial in list(self.holding.values()):

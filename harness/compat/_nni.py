@@ -130,15 +130,16 @@ class NniTrial:
         if self._op is None:
             self._op = core.searcher.next_operation()
             if self._op is None:
-                self._exit("the searcher stopped the trial")
+                self._exit_process("the searcher stopped the trial")
         assert self._op is not None
         return self._op
 
     def _exit_if_preempted(self, core: Context) -> None:
         if core.preempt.should_preempt():
-            self._exit("the platform asked the trial to stop")
+            self._exit_process("the platform asked the trial to stop")
 
-    def _exit(self, why: str) -> None:
+    def _exit_process(self, why: str) -> None:
+        """End the trial's process with code 0 (success): NNI's way to stop a trial early."""
         log.info("%s after %d results; exiting with code 0", why, self._reports)
         print(f"[nni] {why}; exiting", flush=True)
         self.close()
