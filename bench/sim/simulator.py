@@ -72,14 +72,13 @@ class RunResult:
     function: str
     seed: int
     budget: float
-    # The rest is filled in as the run goes (a fresh result is all zeros).
-    end: str = ""  # "budget", "shutdown" or "stalled"
-    compute: float = 0.0
-    time: float = 0.0
-    trials: int = 0
-    full_length_reports: int = 0
-    reports: int = 0
-    runs_started: int = 0
+    end: str  # "budget", "shutdown" or "stalled"
+    compute: float
+    time: float
+    trials: int
+    full_length_reports: int
+    reports: int
+    runs_started: int
     searcher_calls: int = 0
     searcher_seconds: float = 0.0  # host time spent in initial_operations/on_event
     searcher_max_call: float = 0.0
@@ -136,7 +135,17 @@ class Simulator:
         self.shut_down = False
         self.best_metric: float | None = None
         self.result = RunResult(
-            searcher=str(settings["name"]), function=function.name, seed=seed, budget=budget
+            searcher=str(settings["name"]),
+            function=function.name,
+            seed=seed,
+            budget=budget,
+            end="",
+            compute=0.0,
+            time=0.0,
+            trials=0,
+            full_length_reports=0,
+            reports=0,
+            runs_started=0,
         )
 
     # ---- the loop -----------------------------------------------------------------------------------
