@@ -166,3 +166,14 @@ def launch_on_two_nodes(stack: Stack, **config: Any) -> tuple[Any, dict[str, lis
     pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent-a")))
     specs = {agent: runs.heartbeat(p, agent, "default", 2, [])["launch"] for agent in AGENTS}
     return experiment, specs
+
+
+def start_two_nodes(stack: Stack, **config: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """launch_on_two_nodes, then both nodes' processes started (agent-a: the chief, pid 11; agent-b, pid 22):
+    the experiment, the chief's launch spec and the worker's."""
+    experiment, specs = launch_on_two_nodes(stack, **config)
+    (chief,) = specs["agent-a"]
+    (worker,) = specs["agent-b"]
+    runs.started(stack.ports, "agent-a", chief["run_id"], pid=11)
+    runs.started(stack.ports, "agent-b", worker["run_id"], pid=22)
+    return experiment, chief, worker

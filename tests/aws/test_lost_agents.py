@@ -10,7 +10,12 @@ import pytest
 
 from chalicelib.services import runs, scheduler
 from contract import messages
-from tests.aws.conftest import launch_on_agent, launch_on_two_nodes, pump_until, submit_experiment
+from tests.aws.conftest import (
+    launch_on_agent,
+    pump_until,
+    start_two_nodes,
+    submit_experiment,
+)
 
 pytestmark = pytest.mark.aws
 
@@ -54,11 +59,7 @@ def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack
 
 def test_losing_one_node_ends_a_multi_node_run_and_the_other_node_is_killed(stack):
     p = stack.ports
-    experiment, specs = launch_on_two_nodes(stack, max_restarts=0)
-    (chief,) = specs["agent-a"]
-    (worker,) = specs["agent-b"]
-    runs.started(p, "agent-a", chief["run_id"], pid=11)
-    runs.started(p, "agent-b", worker["run_id"], pid=22)
+    experiment, chief, worker = start_two_nodes(stack, max_restarts=0)
     _silence(stack, "agent-b")
     _sweep(stack)
     # agent-a is told to kill its node: the run it belonged to is over.

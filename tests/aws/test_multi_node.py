@@ -8,7 +8,7 @@ import pytest
 
 from chalicelib.errors import BadRequestError, ConflictError
 from chalicelib.services import runs
-from tests.aws.conftest import execution_status, launch_on_two_nodes, pump_until
+from tests.aws.conftest import execution_status, launch_on_two_nodes, pump_until, start_two_nodes
 
 pytestmark = pytest.mark.aws
 
@@ -67,11 +67,7 @@ def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
 
 def test_the_first_node_to_fail_ends_the_run_and_the_others_are_killed(stack):
     p = stack.ports
-    experiment, specs = launch_on_two_nodes(stack, max_restarts=0)
-    (chief,) = specs["agent-a"]
-    (worker,) = specs["agent-b"]
-    runs.started(p, "agent-a", chief["run_id"], pid=11)
-    runs.started(p, "agent-b", worker["run_id"], pid=22)
+    experiment, chief, worker = start_two_nodes(stack, max_restarts=0)
     runs.exited(p, "agent-b", worker["run_id"], 3, "rank 3 failed first with exit code 3", failed_rank=3)
     # The chief's agent is told to kill its node at its next heartbeat.
     assert runs.heartbeat(p, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
