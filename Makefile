@@ -5,8 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stratus-installed
 
 # pytest-xdist workers: every core (2 in CI). Tiers in tests/conftest.py; `make test` runs each test once:
-# everything but e2e spread test by test over the workers, then e2e whole files per worker (a module's
-# local stack starts once; each worker's stack has its own free ports and state folder).
+# everything but e2e test by test (an idle worker takes over another's queue: the tests' lengths differ a
+# lot), then e2e whole files per worker (a module's local stack starts once; each worker's stack has its
+# own free ports and state folder).
 PYTEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS)
 
@@ -36,16 +37,16 @@ unit: install
 	$(PY) -m pytest -q tests/unit tests/contract
 
 integration: install
-	$(PYTEST) tests/integration
+	$(PYTEST) --dist worksteal tests/integration
 
 aws: install
-	$(PYTEST) tests/aws
+	$(PYTEST) --dist worksteal tests/aws
 
 e2e: install
 	$(PYTEST) --dist loadfile tests/e2e
 
 test: lint typecheck
-	$(PYTEST) -m "not e2e"
+	$(PYTEST) --dist worksteal -m "not e2e"
 	$(PYTEST) --dist loadfile -m e2e
 
 bench: install
