@@ -9,7 +9,9 @@ from chalicelib.aws.messaging import SqsQueues, StepFunctions
 from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
 from chalicelib.aws.storage import S3Blobs
 from chalicelib.aws.trial_table import DynamoTrials
+from chalicelib.services.clock import SystemClock
 from chalicelib.services.ports import Ports
+from chalicelib.settings import get_settings
 
 
 def aws_ports() -> Ports:
@@ -25,4 +27,6 @@ def aws_ports() -> Ports:
         workflows=StepFunctions(),
         queues=SqsQueues(),
         logs=CloudWatchLogs(),
+        settings=get_settings(),
+        clock=SystemClock(),
     )

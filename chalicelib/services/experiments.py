@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +12,6 @@ from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConfigInvalidError, ConflictError, NotFoundError
 from chalicelib.services import searching
-from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
 
 
@@ -73,7 +71,7 @@ def create(
     experiment_id = ports.ids.next("experiment")
     # Determined seeds from the submission time; the seed is kept in the stored config so a rerun matches.
     filled = parsed.config.with_service_defaults(
-        experiment_id=experiment_id, experiment_seed=int(time.time())
+        experiment_id=experiment_id, experiment_seed=int(ports.clock.now())
     )
     config = filled.model_dump(mode="json")
     resources = config.get("resources") or {}
@@ -88,7 +86,7 @@ def create(
         "context_sha256": context_sha256,
         "searcher_type": config["searcher"]["name"],
         "resource_pool": resources.get("resource_pool") or "default",
-        "start_time": now_iso(),
+        "start_time": ports.clock.now_iso(),
         "num_trials": 0,
     }
     ports.experiments.create(record)

@@ -1,5 +1,7 @@
 """What the services need from the outside world, as protocols. `chalicelib/aws/` implements them over
-DynamoDB, S3, SQS, Step Functions and CloudWatch Logs; unit tests may pass in-memory twins.
+DynamoDB, S3, SQS, Step Functions and CloudWatch Logs; `chalicelib/memory/` implements every one of them
+in memory, with the same semantics (the services' unit tests run on it). The settings and the clock reach
+the services here too, never through globals.
 
 Records are plain dicts with the attribute names of the tables (docs/contracts.md shapes are built from
 them in `chalicelib/api/views.py`).
@@ -10,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from chalicelib.settings import Settings
 
 Record = dict[str, Any]
 
@@ -108,6 +112,16 @@ class Logs(Protocol):
     ) -> tuple[list[Record], str | None]: ...
 
 
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+    def now_iso(self) -> str:
+        """The time as the control plane records it (ISO-8601 UTC, milliseconds)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Ports:
     experiments: ExperimentStore
@@ -121,3 +135,5 @@ class Ports:
     workflows: Workflows
     queues: Queues
     logs: Logs
+    settings: Settings
+    clock: Clock

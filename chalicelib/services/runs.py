@@ -21,9 +21,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from chalicelib.services import tokens
-from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
-from chalicelib.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +51,7 @@ def handle_launch(ports: Ports, body: Mapping[str, Any]) -> None:
 def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Sequence[str]) -> dict[str, Any]:
     if ports.agents.heartbeat(agent_id, pool, slots):
         ports.queues.to_scheduler(
-            pool, {"type": "capacity", "pool": pool}, dedup_id=f"capacity-{agent_id}-{now_iso()}"
+            pool, {"type": "capacity", "pool": pool}, dedup_id=f"capacity-{agent_id}-{ports.clock.now_iso()}"
         )
     launches = []
     kill = []
@@ -208,7 +206,7 @@ def _own_run(ports: Ports, agent_id: str, run_id: str) -> Record:
 def _launch_spec(ports: Ports, record: Record) -> dict[str, Any]:
     """What an agent needs to start a run, or one node of a multi-node run (``record`` is then the node:
     the processes still act for the run, with its token, and learn their node from the environment)."""
-    settings = get_settings()
+    settings = ports.settings
     run = record
     if record.get("kind") == "node":
         parent = ports.runs.get(str(record["parent_run"]))

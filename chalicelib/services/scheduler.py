@@ -18,9 +18,7 @@ from typing import Any
 
 from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, assign_fifo
 from chalicelib.services import runs
-from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports
-from chalicelib.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +35,7 @@ def handle_message(ports: Ports, body: Mapping[str, Any]) -> None:
                 "slots": int(body["slots"]),
                 "priority": int(body["priority"]),
                 "slot_token": str(body["token"]),
-                "queued_at": now_iso(),
+                "queued_at": ports.clock.now_iso(),
             }
         )
     elif kind not in ("release", "capacity", "sweep"):
@@ -48,7 +46,7 @@ def handle_message(ports: Ports, body: Mapping[str, Any]) -> None:
 def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     """One scheduling pass; returns the (run_id, agents) pairs granted now (agents comma-separated, chief
     first, for a run on several nodes)."""
-    timeout = get_settings().agent_timeout_s
+    timeout = ports.settings.agent_timeout_s
     alive = ports.agents.alive(pool, timeout)
     alive_ids = {str(a["agent_id"]) for a in alive}
     used: dict[str, int] = {}

@@ -36,7 +36,6 @@ from chalicelib.domain.searchers import (
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
 from chalicelib.services import retention
-from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
 
 
@@ -156,7 +155,7 @@ def _create_trial(ports: Ports, experiment: Record, op: CreateTrial) -> int:
             "hparams": op.hparams,
             "attempts": 0,
             "generation": 0,
-            "start_time": now_iso(),
+            "start_time": ports.clock.now_iso(),
             "trial_seed": (int(config["reproducibility"]["experiment_seed"]) + trial_id) % 2**31,
             "searcher_action": "train",
             **({"target_length": op.length} if op.length is not None else {}),
@@ -223,7 +222,10 @@ def _settle_paused(ports: Ports, experiment: Record, trial_id: int) -> None:
 
 def _close_paused(ports: Ports, trial: Record) -> None:
     """A paused trial the searcher will not resume ends here (no process is running to exit)."""
-    if ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=now_iso()) is not None:
+    if (
+        ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=ports.clock.now_iso())
+        is not None
+    ):
         ports.queues.to_events(
             {
                 "type": "trial_exited",
@@ -267,7 +269,7 @@ def _settle_stopping(ports: Ports, experiment: Record, body: Mapping[str, Any]) 
 
 def _close(ports: Ports, trial: Record) -> None:
     ports.trials.update(int(trial["id"]), searcher_action="stop", early_stopped=True)
-    ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=now_iso())
+    ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=ports.clock.now_iso())
 
 
 def _end(ports: Ports, experiment: Record, *, failure: bool) -> None:
@@ -280,4 +282,4 @@ def _end(ports: Ports, experiment: Record, *, failure: bool) -> None:
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
     # Retention first: if it fails, the event comes again while the experiment has not ended.
     retention.apply(ports, experiment, trials)
-    ports.experiments.transition(experiment_id, str(target), end_time=now_iso())
+    ports.experiments.transition(experiment_id, str(target), end_time=ports.clock.now_iso())

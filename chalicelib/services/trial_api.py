@@ -11,9 +11,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.states import RunState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from chalicelib.services import tokens
-from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
-from chalicelib.settings import get_settings
 
 METRIC_GROUPS = ("training", "validation")
 MAX_CHECKPOINT_FILES = 10_000
@@ -21,7 +19,7 @@ MAX_CHECKPOINT_FILES = 10_000
 
 def authorize_run(ports: Ports, header: str | None, trial_id: int | None) -> Record:
     """The live run behind a bearer token, which must belong to `trial_id` when one is named."""
-    run_id = tokens.run_id_from_token(get_settings().token_secret, header)
+    run_id = tokens.run_id_from_token(ports.settings.token_secret, header)
     run = ports.runs.get(run_id)
     if run is None:
         raise ForbiddenError(f"run {run_id} does not exist")
@@ -194,7 +192,7 @@ def report_checkpoint(
             "state": "COMPLETED",
             "resources": dict(resources),
             "metadata": dict(metadata),
-            "report_time": now_iso(),
+            "report_time": ports.clock.now_iso(),
         }
     )
     ports.trials.set_latest_checkpoint(trial_id, uuid, steps_completed)

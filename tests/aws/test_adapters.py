@@ -1,4 +1,5 @@
-"""S3, SQS, Step Functions and CloudWatch Logs adapters against moto."""
+"""S3, SQS, Step Functions and CloudWatch Logs adapters against moto; the log tests run on the in-memory
+twin (`chalicelib.memory`) too."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ import time
 import httpx
 import pytest
 
+from chalicelib.memory import memory_ports
+from chalicelib.services.ports import Ports
+
 pytestmark = pytest.mark.aws
+
+
+@pytest.fixture(params=["cloudwatch", "memory"])
+def ports(request: pytest.FixtureRequest) -> Ports:
+    if request.param == "memory":
+        return memory_ports()
+    return request.getfixturevalue("stack").ports
 
 
 def test_presigned_urls_move_bytes_without_the_api(stack):
@@ -21,16 +32,16 @@ def test_presigned_urls_move_bytes_without_the_api(stack):
     assert blobs.uri(key) == f"s3://{stack.names.bucket}/{key}"
 
 
-def test_an_empty_line_is_stored_and_read_back_empty(stack):
-    logs = stack.ports.logs
+def test_an_empty_line_is_stored_and_read_back_empty(ports):
+    logs = ports.logs
     now = int(time.time() * 1000)
     logs.put(6, [{"timestamp": now, "message": "", "rank": None}, {"timestamp": now + 1, "message": "x"}])
     lines, _ = logs.get(6, 100, None, None)
     assert [(line["message"], line["rank"]) for line in lines] == [("", None), ("x", None)]
 
 
-def test_logs_keep_order_ranks_and_tail(stack):
-    logs = stack.ports.logs
+def test_logs_keep_order_ranks_and_tail(ports):
+    logs = ports.logs
     assert logs.get(5, 100, None, None) == ([], None)  # no stream yet is not an error
     now = int(time.time() * 1000)  # CloudWatch refuses events older than 14 days
     logs.put(

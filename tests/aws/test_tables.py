@@ -1,14 +1,25 @@
-"""The DynamoDB adapters against moto: conditional writes, sparse indexes, idempotent puts."""
+"""The DynamoDB adapters against moto: conditional writes, sparse indexes, idempotent puts. Each test runs
+on the in-memory twin too (`chalicelib.memory`): the services' unit tests rely on its semantics being these."""
 
 from __future__ import annotations
 
 import pytest
 
+from chalicelib.memory import memory_ports
+from chalicelib.services.ports import Ports
+
 pytestmark = pytest.mark.aws
 
 
-def _experiment(stack, experiment_id=1, state="ACTIVE"):
-    stack.ports.experiments.create(
+@pytest.fixture(params=["dynamodb", "memory"])
+def ports(request: pytest.FixtureRequest) -> Ports:
+    if request.param == "memory":
+        return memory_ports()
+    return request.getfixturevalue("stack").ports
+
+
+def _experiment(ports, experiment_id=1, state="ACTIVE"):
+    ports.experiments.create(
         {
             "id": experiment_id,
             "state": state,
@@ -19,9 +30,9 @@ def _experiment(stack, experiment_id=1, state="ACTIVE"):
     )
 
 
-def test_experiment_transitions_follow_the_table(stack):
-    _experiment(stack)
-    exps = stack.ports.experiments
+def test_experiment_transitions_follow_the_table(ports):
+    _experiment(ports)
+    exps = ports.experiments
     assert exps.get(1)["config"] == {"searcher": {"name": "single"}}
     assert exps.transition(1, "COMPLETED", end_time="t")["state"] == "COMPLETED"
     assert exps.transition(1, "ACTIVE") is None  # COMPLETED is final
@@ -29,23 +40,23 @@ def test_experiment_transitions_follow_the_table(stack):
     assert exps.get(99) is None
 
 
-def test_searcher_snapshot_is_saved_with_optimistic_locking(stack):
-    _experiment(stack)
-    exps = stack.ports.experiments
+def test_searcher_snapshot_is_saved_with_optimistic_locking(ports):
+    _experiment(ports)
+    exps = ports.experiments
     assert exps.save_searcher(1, {"n": 1}, expected_version=0)
     assert not exps.save_searcher(1, {"n": 2}, expected_version=0)  # stale writer loses
     assert exps.save_searcher(1, {"n": 2}, expected_version=1)
     assert exps.get(1)["searcher"] == {"n": 2}
 
 
-def test_experiment_list_is_newest_first_with_paging(stack):
+def test_experiment_list_is_newest_first_with_paging(ports):
     for i in range(1, 6):
-        _experiment(stack, i)
-    assert [e["id"] for e in stack.ports.experiments.list(limit=2, offset=1)] == [4, 3]
+        _experiment(ports, i)
+    assert [e["id"] for e in ports.experiments.list(limit=2, offset=1)] == [4, 3]
 
 
-def test_trials_index_by_experiment_and_keep_the_best_validation(stack):
-    trials = stack.ports.trials
+def test_trials_index_by_experiment_and_keep_the_best_validation(ports):
+    trials = ports.trials
     for trial_id, exp in ((1, 1), (2, 1), (3, 2)):
         trials.create({"id": trial_id, "experiment_id": exp, "state": "QUEUED", "hparams": {"lr": 0.1}})
     assert [t["id"] for t in trials.for_experiment(1)] == [1, 2]
@@ -61,16 +72,16 @@ def test_trials_index_by_experiment_and_keep_the_best_validation(stack):
     assert trials.get(1)["latest_checkpoint"] == "b"
 
 
-def test_trial_state_writes_refuse_illegal_transitions(stack):
-    trials = stack.ports.trials
+def test_trial_state_writes_refuse_illegal_transitions(ports):
+    trials = ports.trials
     trials.create({"id": 1, "experiment_id": 1, "state": "QUEUED", "hparams": {}})
     assert trials.transition(1, "COMPLETED") is None  # QUEUED -> COMPLETED is not allowed
     assert trials.transition(1, "PULLING")["state"] == "PULLING"
     assert trials.transition(1, "RUNNING")["state"] == "RUNNING"
 
 
-def test_runs_move_through_the_sparse_indexes(stack):
-    runs = stack.ports.runs
+def test_runs_move_through_the_sparse_indexes(ports):
+    runs = ports.runs
     request = {
         "run_id": "1.1",
         "trial_id": 1,
@@ -97,8 +108,8 @@ def test_runs_move_through_the_sparse_indexes(stack):
     assert runs.allocated("default") == [] and runs.for_agent("agent-a") == []
 
 
-def test_agents_report_capacity_changes_and_expire(stack):
-    agents = stack.ports.agents
+def test_agents_report_capacity_changes_and_expire(ports):
+    agents = ports.agents
     assert agents.heartbeat("a", "default", 2)  # new
     assert not agents.heartbeat("a", "default", 2)  # same capacity
     assert agents.heartbeat("a", "default", 4)  # changed
@@ -107,8 +118,8 @@ def test_agents_report_capacity_changes_and_expire(stack):
     assert agents.alive("other", timeout_s=60) == []
 
 
-def test_metrics_checkpoints_and_ids(stack):
-    p = stack.ports
+def test_metrics_checkpoints_and_ids(ports):
+    p = ports
     assert p.metrics.put(1, "training", 200, {"loss": 0.5})
     assert p.metrics.put(1, "training", 100, {"loss": 0.9})
     assert not p.metrics.put(1, "training", 100, {"loss": 0.1})  # duplicate report
@@ -134,11 +145,11 @@ def test_metrics_checkpoints_and_ids(stack):
     assert [p.ids.next("x") for _ in range(3)] == [1, 2, 3]
 
 
-def test_a_large_searcher_snapshot_fits_in_one_item(stack):
+def test_a_large_searcher_snapshot_fits_in_one_item(ports):
     # ~300 bytes a trial for ASHA: thousands of trials exceed DynamoDB's 400 KB item size uncompressed.
-    _experiment(stack)
+    _experiment(ports)
     snapshot = {
         "requests": [{"request_id": f"asha-{i}", "trial_id": i, "metric": i / 7} for i in range(6000)]
     }
-    assert stack.ports.experiments.save_searcher(1, snapshot, expected_version=0)
-    assert stack.ports.experiments.get(1)["searcher"] == snapshot
+    assert ports.experiments.save_searcher(1, snapshot, expected_version=0)
+    assert ports.experiments.get(1)["searcher"] == snapshot

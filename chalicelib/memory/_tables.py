@@ -1,0 +1,157 @@
+"""Experiments and trials in memory, with the semantics of `chalicelib.aws.experiment_table` and
+`chalicelib.aws.trial_table`: conditional transitions from `chalicelib.domain.states`, idempotent
+creation, the searcher snapshot saved under its version, and values that only move forward."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from chalicelib.domain.states import (
+    EXPERIMENT_TRANSITIONS,
+    TRIAL_TRANSITIONS,
+    ExperimentState,
+    TrialState,
+)
+from chalicelib.errors import ConflictError
+from chalicelib.memory._items import Record, as_json, read, stored, transition, update_fields
+
+
+class MemoryExperiments:
+    def __init__(self) -> None:
+        self.items: dict[int, Record] = {}
+
+    def create(self, record: Mapping[str, Any]) -> None:
+        experiment_id = int(record["id"])
+        if experiment_id in self.items:
+            # DynamoDB refuses the put (its condition is attribute_not_exists(id)); ids are never reused.
+            raise ConflictError(f"experiment {experiment_id} exists already; draw a new id from ids.next")
+        item = stored({k: v for k, v in record.items() if k != "config"})
+        item["config"] = as_json(record["config"])
+        item.setdefault("version", 0)
+        self.items[experiment_id] = item
+
+    def get(self, experiment_id: int) -> Record | None:
+        return read(self.items.get(experiment_id))
+
+    def list(self, limit: int, offset: int) -> list[Record]:
+        newest_first = sorted(self.items, reverse=True)
+        return [read(self.items[i]) or {} for i in newest_first[offset : offset + limit]]
+
+    def transition(self, experiment_id: int, target: str, **sets: Any) -> Record | None:
+        return transition(self.items, experiment_id, EXPERIMENT_TRANSITIONS, ExperimentState(target), sets)
+
+    def save_searcher(self, experiment_id: int, snapshot: Mapping[str, Any], expected_version: int) -> bool:
+        item = self.items.get(experiment_id)
+        if item is None:
+            # DynamoDB's UpdateItem would create a stub item here; no caller saves a missing experiment.
+            raise ConflictError(f"experiment {experiment_id} not found; create it before its searcher")
+        if "searcher_version" in item and item["searcher_version"] != expected_version:
+            return False
+        item["searcher"] = as_json(snapshot)
+        item["searcher_version"] = expected_version + 1
+        return True
+
+    def update(self, experiment_id: int, **sets: Any) -> None:
+        update_fields(self.items, experiment_id, sets)
+
+
+class MemoryTrials:
+    def __init__(self) -> None:
+        self.items: dict[int, Record] = {}
+
+    def create(self, record: Mapping[str, Any]) -> None:
+        """Create a trial once; creating the same id again (a redelivered event) changes nothing."""
+        trial_id = int(record["id"])
+        if trial_id in self.items:
+            return
+        item = stored({k: v for k, v in record.items() if k != "hparams"})
+        item["hparams"] = as_json(record["hparams"])
+        item.setdefault("version", 0)
+        self.items[trial_id] = item
+
+    def get(self, trial_id: int) -> Record | None:
+        return read(self.items.get(trial_id))
+
+    def for_experiment(self, experiment_id: int) -> list[Record]:
+        return [
+            read(self.items[i]) or {}
+            for i in sorted(self.items)
+            if self.items[i].get("experiment_id") == experiment_id
+        ]
+
+    def transition(self, trial_id: int, target: str, **sets: Any) -> Record | None:
+        return transition(self.items, trial_id, TRIAL_TRANSITIONS, TrialState(target), sets)
+
+    def update(self, trial_id: int, **sets: Any) -> None:
+        update_fields(self.items, trial_id, sets)
+
+    def record_training(self, trial_id: int, steps_completed: int) -> None:
+        self._raise(trial_id, "total_batches", steps_completed, {"total_batches": steps_completed})
+
+    def record_validation(
+        self,
+        trial_id: int,
+        steps_completed: int,
+        metrics: Mapping[str, Any],
+        searcher_value: float | None,
+        smaller_is_better: bool,
+    ) -> None:
+        self.record_training(trial_id, steps_completed)
+        finite = {
+            k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()
+        }
+        self._raise(
+            trial_id,
+            "latest_validation_steps",
+            steps_completed,
+            {"latest_validation": as_json(finite), "latest_validation_steps": steps_completed},
+            or_equal=True,
+        )
+        item = self.items.get(trial_id)
+        if item is None or searcher_value is None or not math.isfinite(searcher_value):
+            return
+        best = item.get("best_validation")
+        if best is None or (searcher_value < best if smaller_is_better else searcher_value > best):
+            item["best_validation"] = stored(searcher_value)
+
+    def set_latest_checkpoint(self, trial_id: int, uuid: str, steps_completed: int) -> None:
+        self._raise(
+            trial_id,
+            "latest_checkpoint_steps",
+            steps_completed,
+            {"latest_checkpoint": uuid, "latest_checkpoint_steps": steps_completed},
+            or_equal=True,
+        )
+
+    def bump_generation(self, trial_id: int, expected: int) -> bool:
+        """Move the trial to its next execution generation, only from `expected` (idempotent resume)."""
+        item = self.items.get(trial_id)
+        if item is None or item.get("generation", expected) != expected:
+            return False
+        item["generation"] = expected + 1
+        return True
+
+    def record_searcher_length(self, trial_id: int, length: int) -> Record | None:
+        """Raise the trial's reported searcher length; mark the searcher's answer pending when the
+        trial reached its target. Returns the trial, or None when the length was not new."""
+        item = self.items.get(trial_id)
+        if item is None or item.get("searcher_length", length - 1) >= length:
+            return None
+        item["searcher_length"] = length
+        target = item.get("target_length")
+        if target is not None and length >= int(target):
+            item["searcher_pending"] = True
+        return read(item)
+
+    def _raise(
+        self, trial_id: int, field: str, value: int, sets: Mapping[str, Any], or_equal: bool = False
+    ) -> None:
+        # A value already further on is not an error: reports may race.
+        item = self.items.get(trial_id)
+        if item is None:
+            return
+        current = item.get(field)
+        if current is None or current < value or (or_equal and current == value):
+            item.update(sets)
