@@ -7,20 +7,26 @@ shipped with the package so that anything built on the ports runs without AWS, m
     ports.clock.advance(60)                    # time moves when told to
     ports.workflows.executions, ports.queues.events   # what the services started and sent
 
+Runs execute on the local backend (`chalicelib.compute.local`: agents pull their launches by heartbeat)
+unless `memory_ports(compute=RecordingCompute)` asks for the twin that records what it is told.
+
 Every store keeps its records in `items` for a test to read; nothing here imports boto3.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from chalicelib.compute.local import LocalAgents
 from chalicelib.memory._checkpoints import MemoryCheckpoints, MemoryIds, MemoryMetrics
 from chalicelib.memory._clock import EPOCH_2026, MemoryClock, memory_settings
+from chalicelib.memory._compute import RecordingCompute
 from chalicelib.memory._messaging import MemoryQueues, MemoryWorkflows, SchedulerMessage
 from chalicelib.memory._runs import MemoryAgents, MemoryRuns
 from chalicelib.memory._storage import MemoryBlobs, MemoryLogs
 from chalicelib.memory._tables import MemoryExperiments, MemoryTrials
-from chalicelib.services.ports import Ports
+from chalicelib.services.ports import ComputeBackend, Ports
 from chalicelib.settings import Settings
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "MemoryRuns",
     "MemoryTrials",
     "MemoryWorkflows",
+    "RecordingCompute",
     "SchedulerMessage",
     "memory_ports",
     "memory_settings",
@@ -61,17 +68,25 @@ class MemoryPorts(Ports):
     logs: MemoryLogs
     settings: Settings
     clock: MemoryClock
+    compute: ComputeBackend
 
 
-def memory_ports(settings: Settings | None = None, clock: MemoryClock | None = None) -> MemoryPorts:
-    """A fresh stack in memory (`memory_settings()` and a clock at 2026-01-01 unless given)."""
+def memory_ports(
+    settings: Settings | None = None,
+    clock: MemoryClock | None = None,
+    compute: Callable[[MemoryRuns], ComputeBackend] | None = None,
+) -> MemoryPorts:
+    """A fresh stack in memory (`memory_settings()`, a clock at 2026-01-01 and the local agents' backend
+    unless given; `compute` builds a backend over the run store)."""
     settings = settings or memory_settings()
     clock = clock or MemoryClock()
+    runs, agents = MemoryRuns(clock), MemoryAgents(clock)
+    backend = compute(runs) if compute else LocalAgents(runs, agents, settings.agent_timeout_s)
     return MemoryPorts(
         experiments=MemoryExperiments(),
         trials=MemoryTrials(),
-        runs=MemoryRuns(clock),
-        agents=MemoryAgents(clock),
+        runs=runs,
+        agents=agents,
         checkpoints=MemoryCheckpoints(),
         metrics=MemoryMetrics(clock),
         ids=MemoryIds(),
@@ -81,4 +96,5 @@ def memory_ports(settings: Settings | None = None, clock: MemoryClock | None = N
         logs=MemoryLogs(),
         settings=settings,
         clock=clock,
+        compute=backend,
     )

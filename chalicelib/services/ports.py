@@ -112,6 +112,39 @@ class Logs(Protocol):
     ) -> tuple[list[Record], str | None]: ...
 
 
+@dataclass(frozen=True)
+class Host:
+    """A machine a compute backend runs nodes on, with the slots it offers (an agent, for `local`)."""
+
+    host_id: str
+    slots: int
+
+
+class ComputeBackend(Protocol):
+    """Where runs execute: one port, one implementation per backend (`chalicelib.compute.local` today;
+    EC2, Batch and SageMaker join as further implementations). A scheduling pass asks it for the pool's
+    live hosts, tells it the slots the pool wants, launches the runs it granted and stops the runs the
+    control plane ended on its own; a run's exit comes back through whoever sees it (an agent, a job
+    state event) and answers the run's launch token."""
+
+    def hosts(self, pool: str) -> list[Host]:
+        """The pool's hosts that are alive now; a run on a host missing here is presumed lost."""
+        ...
+
+    def set_desired_slots(self, pool: str, slots: int) -> None:
+        """The slots the pool's runs hold and wait for (a backend that scales sizes itself to it)."""
+        ...
+
+    def launch(self, run_id: str, launch_token: str) -> Record | None:
+        """Start a granted run (its slots assigned) and keep the token its exit answers; the run as it
+        is now, or None when it was not waiting for a launch."""
+        ...
+
+    def stop(self, run_id: str) -> None:
+        """Make sure the processes of a run the control plane ended (recorded EXITED) stop."""
+        ...
+
+
 class Clock(Protocol):
     def now(self) -> float:
         """Seconds since the epoch."""
@@ -137,3 +170,4 @@ class Ports:
     logs: Logs
     settings: Settings
     clock: Clock
+    compute: ComputeBackend

@@ -35,7 +35,7 @@ def handle_launch(ports: Ports, body: Mapping[str, Any]) -> None:
     if run is None:
         raise NotFoundError(f"run {run_id} not found")
     if run["state"] == RunState.ASSIGNED:
-        ports.runs.launch(run_id, str(body["token"]))
+        ports.compute.launch(run_id, str(body["token"]))
         ports.trials.transition(int(run["trial_id"]), str(TrialState.PULLING))
     elif run["state"] == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
@@ -112,7 +112,9 @@ def _node_exited(ports: Ports, node: Record, exit_code: int, reason: str, failed
         return
     for other in range(count):
         if other != rank:
-            ports.runs.exit(keys.node_id(run["run_id"], other), -1, f"stopped: node {rank} ended the run")
+            node_id = keys.node_id(run["run_id"], other)
+            ports.runs.exit(node_id, -1, f"stopped: node {rank} ended the run")
+            ports.compute.stop(node_id)
     _settle(ports, run, exit_code, reason, failed_rank)
 
 
@@ -124,8 +126,10 @@ def agents_lost(ports: Ports, run: Record, agents: Sequence[str], timeout_s: flo
     if ports.runs.exit(str(run["run_id"]), AGENT_LOST_EXIT_CODE, reason) is None:
         return False
     log.warning("run %s: %s", run["run_id"], reason)
+    ports.compute.stop(str(run["run_id"]))
     for rank in range(len(run.get("nodes") or [])):
         ports.runs.exit(keys.node_id(str(run["run_id"]), rank), AGENT_LOST_EXIT_CODE, reason)
+        ports.compute.stop(keys.node_id(str(run["run_id"]), rank))
     _settle(ports, run, AGENT_LOST_EXIT_CODE, reason, None)
     return True
 

@@ -45,10 +45,10 @@ def handle_message(ports: Ports, body: Mapping[str, Any]) -> None:
 
 def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     """One scheduling pass; returns the (run_id, agents) pairs granted now (agents comma-separated, chief
-    first, for a run on several nodes)."""
+    first, for a run on several nodes). The pool's backend is told the slots its runs hold and wait for."""
     timeout = ports.settings.agent_timeout_s
-    alive = ports.agents.alive(pool, timeout)
-    alive_ids = {str(a["agent_id"]) for a in alive}
+    hosts = ports.compute.hosts(pool)
+    alive_ids = {host.host_id for host in hosts}
     used: dict[str, int] = {}
     for run in ports.runs.allocated(pool):
         nodes = run.get("nodes") or [{"agent_id": run["agent_id"], "slots": run["slots"]}]
@@ -59,11 +59,12 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         for node in nodes:
             used[node["agent_id"]] = used.get(node["agent_id"], 0) + int(node["slots"])
     pending = ports.runs.pending(pool)
+    ports.compute.set_desired_slots(pool, sum(used.values()) + sum(int(r["slots"]) for r in pending))
     if not pending:
         return []
     agents = [
-        AgentCapacity(agent_id=a["agent_id"], slots=int(a["slots"]), used=used.get(a["agent_id"], 0))
-        for a in alive
+        AgentCapacity(agent_id=host.host_id, slots=host.slots, used=used.get(host.host_id, 0))
+        for host in hosts
     ]
     requests = [
         SlotRequest(
@@ -82,6 +83,7 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         else:
             # The execution is gone (stopped or timed out): give the slots back.
             ports.runs.exit(assignment.run_id, -1, "its workflow ended before it was launched")
+            ports.compute.stop(assignment.run_id)
     if granted:
         log.info("pool %s: granted %s", pool, granted)
     return granted
