@@ -9,7 +9,7 @@ from chalice.app import Blueprint, Response
 from chalicelib.api import models, views
 from chalicelib.api.routing import answer, parse, path_id, route
 from chalicelib.errors import ForbiddenError
-from chalicelib.services import runs, tokens, trial_api
+from chalicelib.services import runs, tokens, trial_reports
 from chalicelib.settings import get_settings
 from chalicelib.wiring import ports
 
@@ -24,7 +24,7 @@ def _agent(agent_id: str) -> str:
 
 
 def _run(trial_id: str) -> dict[str, Any]:
-    return trial_api.authorize_run(ports(), _authorization(), path_id(trial_id, "trial"))
+    return trial_reports.authorize_run(ports(), _authorization(), path_id(trial_id, "trial"))
 
 
 def _authorization() -> str | None:
@@ -97,7 +97,7 @@ def put_logs(trial_id: str) -> Response:
 @route(bp, "/trials/{trial_id}/info", "GET", response=models.TrialInfo, auth="run")
 def trial_info(trial_id: str) -> Response:
     """What a trial needs to start: hyperparameters, latest checkpoint, config."""
-    return answer(models.TrialInfo.model_validate(trial_api.trial_info(ports(), _run(trial_id))))
+    return answer(models.TrialInfo.model_validate(trial_reports.trial_info(ports(), _run(trial_id))))
 
 
 @route(
@@ -107,7 +107,7 @@ def report_metrics(trial_id: str) -> Response:
     """Training or validation metrics at a number of steps completed (idempotent)."""
     run = _run(trial_id)
     body = parse(bp, models.MetricReport)
-    trial_api.report_metrics(ports(), run, body.group, body.steps_completed, body.metrics)
+    trial_reports.report_metrics(ports(), run, body.group, body.steps_completed, body.metrics)
     return answer(models.Empty())
 
 
@@ -123,7 +123,7 @@ def report_progress(trial_id: str) -> Response:
     """The trial's own estimate of its progress, 0 to 1."""
     run = _run(trial_id)
     body = parse(bp, models.ProgressReport)
-    trial_api.report_progress(ports(), run, body.progress)
+    trial_reports.report_progress(ports(), run, body.progress)
     return answer(models.Empty())
 
 
@@ -137,7 +137,7 @@ def report_progress(trial_id: str) -> Response:
 )
 def trial_heartbeat(trial_id: str) -> Response:
     """Liveness of a trial; answers whether it should checkpoint and stop."""
-    return answer(models.HeartbeatAnswer.model_validate(trial_api.heartbeat(ports(), _run(trial_id))))
+    return answer(models.HeartbeatAnswer.model_validate(trial_reports.heartbeat(ports(), _run(trial_id))))
 
 
 @route(
@@ -152,7 +152,7 @@ def checkpoint_uploads(trial_id: str) -> Response:
     """Presigned PUT URLs for a new checkpoint's files, under the trial's own prefix."""
     run = _run(trial_id)
     body = parse(bp, models.CheckpointUploadRequest)
-    urls = trial_api.checkpoint_uploads(ports(), run, body.uuid, body.files)
+    urls = trial_reports.checkpoint_uploads(ports(), run, body.uuid, body.files)
     return answer(models.CheckpointUploadAnswer.model_validate(urls))
 
 
@@ -169,7 +169,7 @@ def report_checkpoint(trial_id: str) -> Response:
     run = _run(trial_id)
     body = parse(bp, models.CheckpointReport)
     p = ports()
-    record = trial_api.report_checkpoint(
+    record = trial_reports.report_checkpoint(
         p, run, body.uuid, body.steps_completed, body.resources, body.metadata
     )
     return answer(models.CheckpointOnly(checkpoint=views.checkpoint(p, record)))
@@ -179,8 +179,8 @@ def report_checkpoint(trial_id: str) -> Response:
 def checkpoint_downloads(uuid: str) -> Response:
     """Presigned GET URLs of a checkpoint of the calling trial's experiment."""
     p = ports()
-    run = trial_api.authorize_run(p, _authorization(), trial_id=None)
-    found = trial_api.checkpoint_downloads(p, run, uuid)
+    run = trial_reports.authorize_run(p, _authorization(), trial_id=None)
+    found = trial_reports.checkpoint_downloads(p, run, uuid)
     return answer(
         models.CheckpointDownloads(checkpoint=views.checkpoint(p, found["checkpoint"]), urls=found["urls"])
     )
@@ -211,7 +211,7 @@ def rendezvous_read(trial_id: str) -> Response:
 @route(bp, "/trials/{trial_id}/searcher", "GET", response=models.SearcherOp, auth="run")
 def searcher_op(trial_id: str) -> Response:
     """What the searcher wants of the trial now: train to a length, wait, or stop."""
-    return answer(models.SearcherOp.model_validate(trial_api.searcher_state(ports(), _run(trial_id))))
+    return answer(models.SearcherOp.model_validate(trial_reports.searcher_state(ports(), _run(trial_id))))
 
 
 @route(
@@ -226,7 +226,7 @@ def searcher_completed(trial_id: str) -> Response:
     """The trial reached `length` with this searcher metric (Determined's `report_completed`)."""
     run = _run(trial_id)
     body = parse(bp, models.SearcherCompleted)
-    trial_api.report_searcher_result(ports(), run, body.length, body.metric)
+    trial_reports.report_searcher_result(ports(), run, body.length, body.metric)
     return answer(models.Empty())
 
 
@@ -242,5 +242,5 @@ def searcher_invalid_hp(trial_id: str) -> Response:
     """The trial's hyperparameters cannot work; the searcher replaces the trial."""
     run = _run(trial_id)
     body = parse(bp, models.InvalidHP)
-    trial_api.report_invalid_hp(ports(), run, body.message)
+    trial_reports.report_invalid_hp(ports(), run, body.message)
     return answer(models.Empty())

@@ -91,7 +91,7 @@ def exited(
     if record.get("kind") == "node":
         _node_exited(ports, record, exit_code, reason, failed_rank)
     else:
-        _settle(ports, record, exit_code, reason, failed_rank)
+        _report_run_exit(ports, record, exit_code, reason, failed_rank)
 
 
 def _node_exited(ports: Ports, node: Record, exit_code: int, reason: str, failed_rank: int | None) -> None:
@@ -115,7 +115,7 @@ def _node_exited(ports: Ports, node: Record, exit_code: int, reason: str, failed
             node_id = keys.node_id(run["run_id"], other)
             ports.runs.exit(node_id, -1, f"stopped: node {rank} ended the run")
             ports.compute.stop(node_id)
-    _settle(ports, run, exit_code, reason, failed_rank)
+    _report_run_exit(ports, run, exit_code, reason, failed_rank)
 
 
 def agents_lost(ports: Ports, run: Record, agents: Sequence[str], timeout_s: float) -> bool:
@@ -130,11 +130,11 @@ def agents_lost(ports: Ports, run: Record, agents: Sequence[str], timeout_s: flo
     for rank in range(len(run.get("nodes") or [])):
         ports.runs.exit(keys.node_id(str(run["run_id"]), rank), AGENT_LOST_EXIT_CODE, reason)
         ports.compute.stop(keys.node_id(str(run["run_id"]), rank))
-    _settle(ports, run, AGENT_LOST_EXIT_CODE, reason, None)
+    _report_run_exit(ports, run, AGENT_LOST_EXIT_CODE, reason, None)
     return True
 
 
-def _settle(ports: Ports, run: Record, exit_code: int, reason: str, failed_rank: int | None) -> None:
+def _report_run_exit(ports: Ports, run: Record, exit_code: int, reason: str, failed_rank: int | None) -> None:
     """The run has exited: record it on the trial and answer the workflow's launch token."""
     trial = ports.trials.get(int(run["trial_id"]))
     # Paused only if this process was told to pause (a promotion may have come since: see trial_paused).

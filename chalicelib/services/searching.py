@@ -8,7 +8,7 @@ idempotent on their own too: a trial is created once per searcher request id, ex
 Per trial, the searcher's wishes live on the trial record: `target_length` (train until there),
 `searcher_action` (`train`, `pause` or `stop`) and `searcher_pending` (a validation at the target has
 been reported and the searcher has not answered yet). The trial reads them through
-`GET /trials/{id}/searcher` (see `trial_api.searcher_state`).
+`GET /trials/{id}/searcher` (see `trial_reports.searcher_state`).
 """
 
 from __future__ import annotations
@@ -76,14 +76,14 @@ def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
     if state.terminal:
         return
     if state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
-        _settle_stopping(ports, experiment, body)
+        _end_experiment_once_trials_stopped(ports, experiment, body)
         return
     spec = search_spec(experiment["config"])  # parsed once per event
     searcher = restore_searcher(experiment["searcher"], spec)
     trial_id = int(body["trial_id"])
     kind = body["type"]
     if kind == "trial_paused":
-        _settle_paused(ports, experiment, trial_id)
+        _carry_out_decision_on_paused_trial(ports, experiment, trial_id)
         return
     if kind == "trial_exited":
         trial = ports.trials.get(trial_id)
@@ -131,7 +131,7 @@ def _save_and_apply(
         elif isinstance(op, StopTrial):
             _stop_trial(ports, op.trial_id, spec)
         elif isinstance(op, Shutdown):
-            _finish(ports, experiment, spec, failure=op.failure)
+            _on_searcher_shutdown(ports, experiment, spec, failure=op.failure)
     ports.experiments.update(experiment_id, progress=round(searcher.progress(), 4))
 
 
@@ -202,10 +202,10 @@ def _stop_trial(ports: Ports, trial_id: int, spec: SearchSpec) -> None:
     early = spec.max_length is not None and int(trial.get("searcher_length", 0)) < spec.max_length
     ports.trials.update(trial_id, searcher_action="stop", early_stopped=early)
     if trial["state"] == TrialState.PAUSED:
-        _close_paused(ports, trial)
+        _complete_stopped_paused_trial(ports, trial)
 
 
-def _settle_paused(ports: Ports, experiment: Record, trial_id: int) -> None:
+def _carry_out_decision_on_paused_trial(ports: Ports, experiment: Record, trial_id: int) -> None:
     """A trial finished pausing. The searcher may have promoted or stopped it meanwhile (its process
     had already been told to stop): carry that out now. Not a searcher event, so nothing is replayed."""
     trial = ports.trials.get(trial_id)
@@ -217,15 +217,16 @@ def _settle_paused(ports: Ports, experiment: Record, trial_id: int) -> None:
         if ports.trials.bump_generation(trial_id, expected=generation - 1):
             _start_run(ports, experiment, trial_id, generation)
     elif action == "stop":
-        _close_paused(ports, trial)
+        _complete_stopped_paused_trial(ports, trial)
 
 
-def _close_paused(ports: Ports, trial: Record) -> None:
-    """A paused trial the searcher will not resume ends here (no process is running to exit)."""
-    if (
-        ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=ports.clock.now_iso())
-        is not None
-    ):
+def _complete_stopped_paused_trial(ports: Ports, trial: Record) -> None:
+    """A paused trial the searcher stopped ends here (no process is running to exit); the searcher is
+    told, as of any trial that exits."""
+    ended = ports.trials.transition(
+        int(trial["id"]), str(TrialState.COMPLETED), end_time=ports.clock.now_iso()
+    )
+    if ended is not None:
         ports.queues.to_events(
             {
                 "type": "trial_exited",
@@ -237,7 +238,7 @@ def _close_paused(ports: Ports, trial: Record) -> None:
         )
 
 
-def _finish(ports: Ports, experiment: Record, spec: SearchSpec, *, failure: bool) -> None:
+def _on_searcher_shutdown(ports: Ports, experiment: Record, spec: SearchSpec, *, failure: bool) -> None:
     """The searcher shut down. Trials still running (typically on their way to a pause) are told to stop
     and the experiment waits in STOPPING_* for them, as Determined's does; otherwise it ends now."""
     experiment_id = int(experiment["id"])
@@ -247,7 +248,7 @@ def _finish(ports: Ports, experiment: Record, spec: SearchSpec, *, failure: bool
         if not TrialState(t["state"]).terminal and t["state"] != TrialState.PAUSED
     ]
     if not running:
-        _end(ports, experiment, failure=failure)
+        _end_experiment(ports, experiment, failure=failure)
         return
     for trial in running:
         early = spec.max_length is not None and int(trial.get("searcher_length", 0)) < spec.max_length
@@ -256,27 +257,30 @@ def _finish(ports: Ports, experiment: Record, spec: SearchSpec, *, failure: bool
     ports.experiments.transition(experiment_id, str(stopping))
 
 
-def _settle_stopping(ports: Ports, experiment: Record, body: Mapping[str, Any]) -> None:
+def _end_experiment_once_trials_stopped(ports: Ports, experiment: Record, body: Mapping[str, Any]) -> None:
     """An event for an experiment waiting in STOPPING_*: end it once no trial is running any more."""
     if body["type"] == "trial_paused":
         trial = ports.trials.get(int(body["trial_id"]))
         if trial is not None and trial["state"] == TrialState.PAUSED:
-            _close(ports, trial)
+            _complete_paused_trial_as_experiment_ends(ports, trial)
     trials = ports.trials.for_experiment(int(experiment["id"]))
     if all(TrialState(t["state"]).terminal or t["state"] == TrialState.PAUSED for t in trials):
-        _end(ports, experiment, failure=experiment["state"] == ExperimentState.STOPPING_ERROR)
+        _end_experiment(ports, experiment, failure=experiment["state"] == ExperimentState.STOPPING_ERROR)
 
 
-def _close(ports: Ports, trial: Record) -> None:
+def _complete_paused_trial_as_experiment_ends(ports: Ports, trial: Record) -> None:
+    """A paused trial the searcher will not resume is finished where it is, stopped early (the searcher
+    has shut down: nobody is told)."""
     ports.trials.update(int(trial["id"]), searcher_action="stop", early_stopped=True)
     ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=ports.clock.now_iso())
 
 
-def _end(ports: Ports, experiment: Record, *, failure: bool) -> None:
+def _end_experiment(ports: Ports, experiment: Record, *, failure: bool) -> None:
+    """COMPLETED if a trial completed and the searcher did not fail, ERROR otherwise; retention applied."""
     experiment_id = int(experiment["id"])
     for trial in ports.trials.for_experiment(experiment_id):
         if trial["state"] == TrialState.PAUSED:
-            _close(ports, trial)  # paused trials the searcher will not resume: finished where they are
+            _complete_paused_trial_as_experiment_ends(ports, trial)
     trials = ports.trials.for_experiment(experiment_id)
     any_completed = any(t["state"] == TrialState.COMPLETED for t in trials)
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR

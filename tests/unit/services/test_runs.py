@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.errors import ForbiddenError, NotFoundError
-from chalicelib.services import runs, tokens, trial_api
+from chalicelib.services import runs, tokens, trial_reports
 
 
 def test_a_launch_moves_the_run_to_its_agent_and_the_trial_to_pulling(ports, flow):
@@ -96,7 +96,7 @@ def test_a_clean_exit_after_a_pause_request_pauses_the_trial(ports, flow):
     spec = flow.place(trial_id)
     ports.trials.update(trial_id, searcher_action="pause")
     run = ports.runs.get(spec["run_id"])
-    assert trial_api.heartbeat(ports, run) == {"preempt": True}  # told to stop: it will pause
+    assert trial_reports.heartbeat(ports, run) == {"preempt": True}  # told to stop: it will pause
     runs.exited(ports, "agent-1", spec["run_id"], 0, "exited with code 0")
     assert flow.exit_answer(spec["run_id"])["paused"] is True
 
@@ -104,7 +104,7 @@ def test_a_clean_exit_after_a_pause_request_pauses_the_trial(ports, flow):
 def test_a_clean_exit_of_an_invalid_hp_trial_keeps_the_trials_reason(ports, flow):
     (trial_id,) = flow.trial_ids(flow.submit()["id"])
     spec = flow.place(trial_id)
-    trial_api.report_invalid_hp(ports, ports.runs.get(spec["run_id"]), "hidden_size too small")
+    trial_reports.report_invalid_hp(ports, ports.runs.get(spec["run_id"]), "hidden_size too small")
     runs.exited(ports, "agent-1", spec["run_id"], 0, "exited with code 0")
     reason = "invalid hyperparameters: hidden_size too small"
     assert flow.exit_answer(spec["run_id"])["reason"] == reason

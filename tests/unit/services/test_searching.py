@@ -130,7 +130,7 @@ def test_a_shutdown_with_a_trial_still_running_waits_in_stopping(ports, flow):
     assert ports.experiments.get(experiment["id"])["state"] == "ACTIVE"
     # The searcher shuts down once both trials exited; with one exit left, emulate a trial still at work
     # by ending the second trial's searcher work and sending a Shutdown through its exit's event.
-    searching._finish(
+    searching._on_searcher_shutdown(
         ports,
         ports.experiments.get(experiment["id"]),
         searching.search_spec(experiment["config"]),
