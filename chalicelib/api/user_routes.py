@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from chalice.app import Blueprint, Response
 
 from chalicelib.api import models, views
 from chalicelib.api.openapi import VERSION, document
 from chalicelib.api.routing import answer, parse, path_id, query_int, query_str, route
 from chalicelib.domain import keys
+from chalicelib.domain.records import Trial
 from chalicelib.errors import BadRequestError, NotFoundError
 from chalicelib.services import experiments
 from chalicelib.wiring import ports
@@ -80,7 +79,7 @@ def describe_experiment(experiment_id: str) -> Response:
     """One experiment with its trials."""
     p = ports()
     record = experiments.get(p, path_id(experiment_id, "experiment"))
-    trials = [views.trial(p, t) for t in p.trials.for_experiment(int(record["id"]))]
+    trials = [views.trial(p, t) for t in p.trials.for_experiment(record.id)]
     return answer(models.ExperimentDetail(experiment=views.experiment(record), trials=trials))
 
 
@@ -96,7 +95,7 @@ def describe_trial(trial_id: str) -> Response:
     """One trial with its checkpoints."""
     p = ports()
     record = _trial(trial_id)
-    checkpoints = [views.checkpoint(p, c) for c in p.checkpoints.for_trial(int(record["id"]))]
+    checkpoints = [views.checkpoint(p, c) for c in p.checkpoints.for_trial(record.id)]
     return answer(models.TrialDetail(trial=views.trial(p, record), checkpoints=checkpoints))
 
 
@@ -107,8 +106,8 @@ def trial_metrics(trial_id: str) -> Response:
     group = query_str(bp, "group") or "validation"
     if group not in ("training", "validation"):
         raise BadRequestError(f"group={group!r} must be 'training' or 'validation'")
-    rows = ports().metrics.list(int(record["id"]), group)
-    return answer(models.MetricList(metrics=[models.Metric.model_validate(r) for r in rows]))
+    reports = ports().metrics.list(record.id, group)
+    return answer(models.MetricList(metrics=[views.metric(r) for r in reports]))
 
 
 @route(bp, "/trials/{trial_id}/logs", "GET", response=models.LogPage, auth="iam")
@@ -119,18 +118,18 @@ def trial_logs(trial_id: str) -> Response:
     tail = query_int(bp, "tail", None, minimum=1, maximum=10_000)
     rank = query_int(bp, "rank", None, minimum=0, maximum=100_000)
     token = query_str(bp, "next_token")
-    lines, next_token = ports().logs.get(int(record["id"]), limit, token, tail)
+    lines, next_token = ports().logs.get(record.id, limit, token, tail)
     if rank is not None:
         lines = [line for line in lines if line.get("rank") == rank]
     page = models.LogPage(
         logs=[models.LogLine.model_validate(line) for line in lines],
         next_token=next_token,
-        trial_state=str(record["state"]),
+        trial_state=str(record.state),
     )
     return answer(page)
 
 
-def _trial(trial_id: str) -> dict[str, Any]:
+def _trial(trial_id: str) -> Trial:
     number = path_id(trial_id, "trial")
     record = ports().trials.get(number)
     if record is None:

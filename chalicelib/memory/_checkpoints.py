@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.memory._items import Record, as_json, read, stored
+from chalicelib.domain.records import Checkpoint, MetricReport
+from chalicelib.memory._items import Record, as_json, stored
 from chalicelib.services.ports import Clock
 
 
@@ -15,26 +17,30 @@ class MemoryCheckpoints:
     def __init__(self) -> None:
         self.items: dict[str, Record] = {}
 
-    def put(self, record: Mapping[str, Any]) -> Record:
+    def put(self, checkpoint: Checkpoint) -> Checkpoint:
         """Store a checkpoint once; a repeated report of the same uuid returns the stored record."""
-        uuid = str(record["uuid"])
-        if uuid not in self.items:
-            item = stored({k: v for k, v in record.items() if k not in ("resources", "metadata")})
-            item["resources"] = as_json(record.get("resources", {}))
-            item["metadata"] = as_json(record.get("metadata", {}))
-            self.items[uuid] = item
-        return read(self.items[uuid]) or {}
+        if checkpoint.uuid not in self.items:
+            item = stored(checkpoint.to_item())
+            item["resources"] = as_json(checkpoint.resources)
+            item["metadata"] = as_json(checkpoint.metadata)
+            self.items[checkpoint.uuid] = item
+        return _checkpoint(self.items[checkpoint.uuid])
 
-    def get(self, uuid: str) -> Record | None:
-        return read(self.items.get(uuid))
+    def get(self, uuid: str) -> Checkpoint | None:
+        item = self.items.get(uuid)
+        return _checkpoint(item) if item is not None else None
 
     def mark_deleted(self, uuid: str) -> None:
         if uuid in self.items:
             self.items[uuid]["state"] = "DELETED"
 
-    def for_trial(self, trial_id: int) -> list[Record]:
-        found = [c for c in self.items.values() if c["trial_id"] == trial_id]
-        return [read(c) or {} for c in sorted(found, key=lambda c: (c["steps_completed"], c["report_time"]))]
+    def for_trial(self, trial_id: int) -> list[Checkpoint]:
+        found = [_checkpoint(c) for c in self.items.values() if c["trial_id"] == trial_id]
+        return sorted(found, key=lambda c: (c.steps_completed, c.report_time))
+
+
+def _checkpoint(item: Record) -> Checkpoint:
+    return Checkpoint.from_item(copy.deepcopy(item))
 
 
 class MemoryMetrics:
@@ -57,11 +63,11 @@ class MemoryMetrics:
         }
         return True
 
-    def list(self, trial_id: int, group: str) -> list[Record]:
+    def list(self, trial_id: int, group: str) -> list[MetricReport]:
         rows = []
         for (trial, key), item in sorted(self.items.items()):
             if trial == trial_id and key.startswith(f"{group}#"):
-                rows.append({**item, "metrics": json.loads(item["metrics"])})
+                rows.append(MetricReport.from_item({**item, "metrics": json.loads(item["metrics"])}))
         return rows
 
 

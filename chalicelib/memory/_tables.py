@@ -4,10 +4,12 @@ creation, the searcher snapshot saved under its version, and values that only mo
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from typing import Any
 
+from chalicelib.domain.records import Experiment, SearcherAction, Trial
 from chalicelib.domain.states import (
     EXPERIMENT_TRANSITIONS,
     TRIAL_TRANSITIONS,
@@ -15,32 +17,37 @@ from chalicelib.domain.states import (
     TrialState,
 )
 from chalicelib.errors import ConflictError
-from chalicelib.memory._items import Record, as_json, read, stored, transition, update_fields
+from chalicelib.memory._items import Record, as_json, stored, transition, update_fields
 
 
 class MemoryExperiments:
     def __init__(self) -> None:
         self.items: dict[int, Record] = {}
 
-    def create(self, record: Mapping[str, Any]) -> None:
-        experiment_id = int(record["id"])
-        if experiment_id in self.items:
+    def create(self, experiment: Experiment) -> None:
+        if experiment.id in self.items:
             # DynamoDB refuses the put (its condition is attribute_not_exists(id)); ids are never reused.
-            raise ConflictError(f"experiment {experiment_id} exists already; draw a new id from ids.next")
-        item = stored({k: v for k, v in record.items() if k != "config"})
-        item["config"] = as_json(record["config"])
-        item.setdefault("version", 0)
-        self.items[experiment_id] = item
+            raise ConflictError(f"experiment {experiment.id} exists already; draw a new id from ids.next")
+        item = stored(experiment.to_item())
+        item.pop("searcher", None)  # saved by save_searcher, under its version
+        item.pop("searcher_version", None)
+        item["config"] = as_json(experiment.config)
+        self.items[experiment.id] = item
 
-    def get(self, experiment_id: int) -> Record | None:
-        return read(self.items.get(experiment_id))
+    def get(self, experiment_id: int) -> Experiment | None:
+        item = self.items.get(experiment_id)
+        return _experiment(item) if item is not None else None
 
-    def list(self, limit: int, offset: int) -> list[Record]:
+    def list(self, limit: int, offset: int) -> list[Experiment]:
         newest_first = sorted(self.items, reverse=True)
-        return [read(self.items[i]) or {} for i in newest_first[offset : offset + limit]]
+        return [_experiment(self.items[i]) for i in newest_first[offset : offset + limit]]
 
-    def transition(self, experiment_id: int, target: str, **sets: Any) -> Record | None:
-        return transition(self.items, experiment_id, EXPERIMENT_TRANSITIONS, ExperimentState(target), sets)
+    def transition(
+        self, experiment_id: int, target: ExperimentState, *, end_time: str | None = None
+    ) -> Experiment | None:
+        sets = {"end_time": end_time} if end_time is not None else {}
+        item = transition(self.items, experiment_id, EXPERIMENT_TRANSITIONS, target, sets)
+        return _experiment(item) if item is not None else None
 
     def save_searcher(self, experiment_id: int, snapshot: Mapping[str, Any], expected_version: int) -> bool:
         item = self.items.get(experiment_id)
@@ -53,39 +60,68 @@ class MemoryExperiments:
         item["searcher_version"] = expected_version + 1
         return True
 
-    def update(self, experiment_id: int, **sets: Any) -> None:
-        update_fields(self.items, experiment_id, sets)
+    def record_progress(self, experiment_id: int, progress: float) -> None:
+        update_fields(self.items, experiment_id, {"progress": progress})
+
+    def record_trial_count(self, experiment_id: int, num_trials: int) -> None:
+        update_fields(self.items, experiment_id, {"num_trials": num_trials})
 
 
 class MemoryTrials:
     def __init__(self) -> None:
         self.items: dict[int, Record] = {}
 
-    def create(self, record: Mapping[str, Any]) -> None:
+    def create(self, trial: Trial) -> None:
         """Create a trial once; creating the same id again (a redelivered event) changes nothing."""
-        trial_id = int(record["id"])
-        if trial_id in self.items:
+        if trial.id in self.items:
             return
-        item = stored({k: v for k, v in record.items() if k != "hparams"})
-        item["hparams"] = as_json(record["hparams"])
-        item.setdefault("version", 0)
-        self.items[trial_id] = item
+        item = stored(trial.to_item())
+        item["hparams"] = as_json(trial.hparams)
+        self.items[trial.id] = item
 
-    def get(self, trial_id: int) -> Record | None:
-        return read(self.items.get(trial_id))
+    def get(self, trial_id: int) -> Trial | None:
+        item = self.items.get(trial_id)
+        return _trial(item) if item is not None else None
 
-    def for_experiment(self, experiment_id: int) -> list[Record]:
+    def for_experiment(self, experiment_id: int) -> list[Trial]:
         return [
-            read(self.items[i]) or {}
+            _trial(self.items[i])
             for i in sorted(self.items)
-            if self.items[i].get("experiment_id") == experiment_id
+            if self.items[i]["experiment_id"] == experiment_id
         ]
 
-    def transition(self, trial_id: int, target: str, **sets: Any) -> Record | None:
-        return transition(self.items, trial_id, TRIAL_TRANSITIONS, TrialState(target), sets)
+    def transition(self, trial_id: int, target: TrialState, *, end_time: str | None = None) -> Trial | None:
+        sets = {"end_time": end_time} if end_time is not None else {}
+        item = transition(self.items, trial_id, TRIAL_TRANSITIONS, target, sets)
+        return _trial(item) if item is not None else None
 
-    def update(self, trial_id: int, **sets: Any) -> None:
+    def record_exit(self, trial_id: int, exit_code: int, reason: str, failed_rank: int | None) -> None:
+        sets = {"exit_code": exit_code, "exit_reason": reason[:1000], "failed_rank": failed_rank}
         update_fields(self.items, trial_id, sets)
+
+    def mark_invalid_hp(self, trial_id: int, reason: str) -> None:
+        update_fields(self.items, trial_id, {"invalid_hp": True, "exit_reason": reason[:1000]})
+
+    def record_progress(self, trial_id: int, progress: float) -> None:
+        update_fields(self.items, trial_id, {"progress": progress})
+
+    def set_searcher_action(
+        self,
+        trial_id: int,
+        action: SearcherAction,
+        *,
+        target_length: int | None = None,
+        early_stopped: bool | None = None,
+    ) -> None:
+        sets: dict[str, Any] = {"searcher_action": action}
+        if target_length is not None:
+            sets["target_length"] = target_length
+        if early_stopped is not None:
+            sets["early_stopped"] = early_stopped
+        update_fields(self.items, trial_id, sets)
+
+    def clear_searcher_pending(self, trial_id: int) -> None:
+        update_fields(self.items, trial_id, {"searcher_pending": False})
 
     def record_training(self, trial_id: int, steps_completed: int) -> None:
         self._raise(trial_id, "total_batches", steps_completed, {"total_batches": steps_completed})
@@ -133,7 +169,7 @@ class MemoryTrials:
         item["generation"] = expected + 1
         return True
 
-    def record_searcher_length(self, trial_id: int, length: int) -> Record | None:
+    def record_searcher_length(self, trial_id: int, length: int) -> Trial | None:
         """Raise the trial's reported searcher length; mark the searcher's answer pending when the
         trial reached its target. Returns the trial, or None when the length was not new."""
         item = self.items.get(trial_id)
@@ -143,7 +179,7 @@ class MemoryTrials:
         target = item.get("target_length")
         if target is not None and length >= int(target):
             item["searcher_pending"] = True
-        return read(item)
+        return _trial(item)
 
     def _raise(
         self, trial_id: int, field: str, value: int, sets: Mapping[str, Any], or_equal: bool = False
@@ -155,3 +191,11 @@ class MemoryTrials:
         current = item.get(field)
         if current is None or current < value or (or_equal and current == value):
             item.update(sets)
+
+
+def _experiment(item: Record) -> Experiment:
+    return Experiment.from_item(copy.deepcopy(item))
+
+
+def _trial(item: Record) -> Trial:
+    return Trial.from_item(copy.deepcopy(item))

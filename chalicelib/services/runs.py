@@ -36,7 +36,7 @@ def handle_launch(ports: Ports, body: Mapping[str, Any]) -> None:
         raise NotFoundError(f"run {run_id} not found")
     if run["state"] == RunState.ASSIGNED:
         ports.compute.launch(run_id, str(body["token"]))
-        ports.trials.transition(int(run["trial_id"]), str(TrialState.PULLING))
+        ports.trials.transition(int(run["trial_id"]), TrialState.PULLING)
     elif run["state"] == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
         output = {
@@ -77,7 +77,7 @@ def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:
         if parent is None or ports.runs.start(parent["run_id"], str(parent["agent_id"]), pid) is None:
             return
         run = parent
-    ports.trials.transition(int(run["trial_id"]), str(TrialState.RUNNING))
+    ports.trials.transition(int(run["trial_id"]), TrialState.RUNNING)
 
 
 def exited(
@@ -139,12 +139,11 @@ def _report_run_exit(ports: Ports, run: Record, exit_code: int, reason: str, fai
     trial = ports.trials.get(int(run["trial_id"]))
     # Paused only if this process was told to pause (a promotion may have come since: see trial_paused).
     paused = exit_code == 0 and bool(run.get("pausing"))
-    if trial is not None and trial.get("invalid_hp") and exit_code == 0:
-        reason = str(trial.get("exit_reason") or reason)
-    fields: dict[str, Any] = {"exit_code": exit_code, "exit_reason": reason[:1000]}
-    if exit_code != 0:
-        fields["failed_rank"] = failed_rank  # None clears a rank left by an earlier run
-    ports.trials.update(int(run["trial_id"]), **fields)
+    if trial is not None and trial.invalid_hp and exit_code == 0:
+        reason = trial.exit_reason or reason
+    if exit_code == 0 and trial is not None:
+        failed_rank = trial.failed_rank  # a clean exit keeps the rank an earlier run failed on
+    ports.trials.record_exit(int(run["trial_id"]), exit_code, reason, failed_rank)
     token = run.get("launch_token")
     if token:
         ports.workflows.succeed(
@@ -221,19 +220,19 @@ def _launch_spec(ports: Ports, record: Record) -> dict[str, Any]:
     experiment = ports.experiments.get(int(run["experiment_id"]))
     if trial is None or experiment is None:
         raise NotFoundError(f"trial of run {run['run_id']} not found")
-    config = cfg.parse_experiment_config(experiment["config"]).config
+    config = experiment.parsed_config
     # GPU flavours of images and variables come with the GPU backends; agents run the CPU flavour for now.
     environment = config.environment.variables_for(gpu=False)
     environment.update(
         {
             "STRATUS_MASTER": settings.api_url,
-            "STRATUS_TRIAL_ID": str(trial["id"]),
-            "STRATUS_EXPERIMENT_ID": str(experiment["id"]),
+            "STRATUS_TRIAL_ID": str(trial.id),
+            "STRATUS_EXPERIMENT_ID": str(experiment.id),
             "STRATUS_RUN_ID": run["run_id"],
             "STRATUS_RUN_TOKEN": tokens.run_token(settings.token_secret, run["run_id"]),
-            "STRATUS_HPARAMS": json.dumps(trial["hparams"], sort_keys=True),
-            "STRATUS_LATEST_CHECKPOINT": str(trial.get("latest_checkpoint") or ""),
-            "STRATUS_TRIAL_SEED": str(trial.get("trial_seed", 0)),
+            "STRATUS_HPARAMS": json.dumps(trial.hparams, sort_keys=True),
+            "STRATUS_LATEST_CHECKPOINT": trial.latest_checkpoint or "",
+            "STRATUS_TRIAL_SEED": str(trial.trial_seed),
             "STRATUS_SLOTS": str(run["slots"]),
         }
     )
@@ -242,14 +241,14 @@ def _launch_spec(ports: Ports, record: Record) -> dict[str, Any]:
         environment["STRATUS_NODE_RANK"] = str(record["node_rank"])
     return {
         "run_id": record["run_id"],
-        "trial_id": int(trial["id"]),
-        "experiment_id": int(experiment["id"]),
+        "trial_id": trial.id,
+        "experiment_id": experiment.id,
         "slots": int(record["slots"]),
         "entrypoint": entrypoint_argv(config),
         "environment": environment,
         "context_url": (
-            ports.blobs.presign_get(keys.context_key(experiment["context_sha256"]))
-            if experiment.get("context_sha256")
+            ports.blobs.presign_get(keys.context_key(experiment.context_sha256))
+            if experiment.context_sha256
             else None
         ),
         "api_url": settings.api_url,

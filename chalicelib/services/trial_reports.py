@@ -8,10 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain import keys
+from chalicelib.domain.records import Checkpoint, Trial
 from chalicelib.domain.states import RunState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import tokens
+from chalicelib.services import experiments, tokens
 from chalicelib.services.ports import Ports, Record
+from chalicelib.services.searching import time_metric
 
 METRIC_GROUPS = ("training", "validation")
 MAX_CHECKPOINT_FILES = 10_000
@@ -32,16 +34,15 @@ def authorize_run(ports: Ports, header: str | None, trial_id: int | None) -> Rec
 
 def trial_info(ports: Ports, run: Record) -> dict[str, Any]:
     trial = _trial(ports, int(run["trial_id"]))
-    experiment = ports.experiments.get(int(run["experiment_id"]))
-    assert experiment is not None
+    experiment = experiments.get(ports, int(run["experiment_id"]))
     return {
-        "trial_id": int(trial["id"]),
-        "experiment_id": int(experiment["id"]),
+        "trial_id": trial.id,
+        "experiment_id": experiment.id,
         "run_id": run["run_id"],
-        "hparams": trial["hparams"],
-        "latest_checkpoint": trial.get("latest_checkpoint"),
-        "trial_seed": int(trial.get("trial_seed", 0)),
-        "config": experiment["config"],
+        "hparams": trial.hparams,
+        "latest_checkpoint": trial.latest_checkpoint,
+        "trial_seed": trial.trial_seed,
+        "config": experiment.config,
     }
 
 
@@ -57,19 +58,18 @@ def report_metrics(
     if group == "training":
         ports.trials.record_training(trial_id, steps_completed)
         return
-    experiment = ports.experiments.get(int(run["experiment_id"]))
-    assert experiment is not None
-    searcher = experiment["config"]["searcher"]
-    value = metrics.get(searcher["metric"])
+    config = experiments.get(ports, int(run["experiment_id"])).parsed_config
+    value = metrics.get(config.searcher.metric)
     searcher_value = float(value) if isinstance(value, int | float) and math.isfinite(float(value)) else None
     ports.trials.record_validation(
-        trial_id, steps_completed, metrics, searcher_value, bool(searcher.get("smaller_is_better", True))
+        trial_id, steps_completed, metrics, searcher_value, config.searcher.smaller_is_better
     )
     if searcher_value is None:
         return
     length: Any = steps_completed
-    if searcher.get("time_metric"):
-        length = metrics.get(searcher["time_metric"])
+    unit = time_metric(config)
+    if unit:
+        length = metrics.get(unit)
         if not isinstance(length, int | float) or not math.isfinite(float(length)):
             return  # no position in the searcher's units: not a searcher result
     report_searcher_result(ports, run, int(length), searcher_value)
@@ -80,13 +80,12 @@ def report_searcher_result(ports: Ports, run: Record, length: int, metric: float
     trial_id = int(run["trial_id"])
     if not math.isfinite(metric):
         # A diverged trial (NaN or infinite loss) ranks last, so searchers keep working with finite values.
-        experiment = ports.experiments.get(int(run["experiment_id"]))
-        smaller = bool(experiment and experiment["config"]["searcher"].get("smaller_is_better", True))
-        metric = 1e300 if smaller else -1e300
+        experiment = experiments.get(ports, int(run["experiment_id"]))
+        metric = 1e300 if experiment.parsed_config.searcher.smaller_is_better else -1e300
     trial = ports.trials.record_searcher_length(trial_id, length)
     if trial is None:
         stored = ports.trials.get(trial_id)
-        if stored is None or int(stored.get("searcher_length", -1)) != length:
+        if stored is None or stored.searcher_length != length:
             return  # an older position than one already reported
         # The same position again (a retried report): send the event again; the searcher ignores
         # an event id it has seen, and a lost first send is made good.
@@ -105,43 +104,38 @@ def report_searcher_result(ports: Ports, run: Record, length: int, metric: float
 def searcher_state(ports: Ports, run: Record) -> dict[str, Any]:
     """The trial's side of the searcher dialogue (docs/contracts.md)."""
     trial = _trial(ports, int(run["trial_id"]))
-    experiment = ports.experiments.get(int(run["experiment_id"]))
-    assert experiment is not None
-    unit = str(experiment["config"]["searcher"].get("time_metric") or "batches")
-    target = trial.get("target_length")
-    if trial.get("searcher_action") in ("pause", "stop"):
+    unit = time_metric(experiments.get(ports, int(run["experiment_id"])).parsed_config) or "batches"
+    target = trial.target_length
+    if trial.told_to_stop:
         _note_pausing(ports, run, trial)
         return {"action": "stop", "length": target, "unit": unit}
-    if trial.get("searcher_pending"):
+    if trial.searcher_pending:
         return {"action": "wait", "length": target, "unit": unit}
-    if target is not None and int(trial.get("searcher_length", -1)) >= int(target):
+    if target is not None and trial.searcher_length is not None and trial.searcher_length >= target:
         return {"action": "stop", "length": target, "unit": unit}  # its last target is reached
     return {"action": "train", "length": target, "unit": unit}
 
 
 def report_invalid_hp(ports: Ports, run: Record, message: str) -> None:
-    ports.trials.update(
-        int(run["trial_id"]), invalid_hp=True, exit_reason=f"invalid hyperparameters: {message}"[:1000]
-    )
+    ports.trials.mark_invalid_hp(int(run["trial_id"]), f"invalid hyperparameters: {message}")
 
 
 def report_progress(ports: Ports, run: Record, progress: float) -> None:
     if not 0.0 <= progress <= 1.0:
         raise BadRequestError(f"progress must be between 0 and 1, got {progress}")
-    ports.trials.update(int(run["trial_id"]), progress=progress)
+    ports.trials.record_progress(int(run["trial_id"]), progress)
 
 
 def heartbeat(ports: Ports, run: Record) -> dict[str, Any]:
     trial = _trial(ports, int(run["trial_id"]))
-    stop = trial.get("searcher_action") in ("pause", "stop")
-    if stop:
+    if trial.told_to_stop:
         _note_pausing(ports, run, trial)
-    return {"preempt": bool(run.get("preempt", False)) or stop}
+    return {"preempt": bool(run.get("preempt", False)) or trial.told_to_stop}
 
 
-def _note_pausing(ports: Ports, run: Record, trial: Record) -> None:
+def _note_pausing(ports: Ports, run: Record, trial: Trial) -> None:
     """Remember that this run was told to stop for a pause, so its clean exit pauses the trial."""
-    if trial.get("searcher_action") == "pause" and not run.get("pausing"):
+    if trial.searcher_action == "pause" and not run.get("pausing"):
         ports.runs.mark_pausing(str(run["run_id"]))
 
 
@@ -170,7 +164,7 @@ def report_checkpoint(
     steps_completed: int,
     resources: Mapping[str, int],
     metadata: Mapping[str, Any],
-) -> Record:
+) -> Checkpoint:
     if not keys.is_uuid(uuid):
         raise BadRequestError(f"checkpoint uuid {uuid!r} is not a lowercase UUID; use uuid.uuid4()")
     experiment_id, trial_id = int(run["experiment_id"]), int(run["trial_id"])
@@ -180,20 +174,19 @@ def report_checkpoint(
             f"checkpoint {uuid} has no metadata.json in S3 yet; upload every file, metadata.json last, then report it"
         )
     existing = ports.checkpoints.get(uuid)
-    if existing is not None and int(existing["trial_id"]) != trial_id:
-        raise ForbiddenError(f"checkpoint {uuid} belongs to trial {existing['trial_id']}")
+    if existing is not None and existing.trial_id != trial_id:
+        raise ForbiddenError(f"checkpoint {uuid} belongs to trial {existing.trial_id}")
     record = ports.checkpoints.put(
-        {
-            "uuid": uuid,
-            "trial_id": trial_id,
-            "experiment_id": experiment_id,
-            "run_id": run["run_id"],
-            "steps_completed": steps_completed,
-            "state": "COMPLETED",
-            "resources": dict(resources),
-            "metadata": dict(metadata),
-            "report_time": ports.clock.now_iso(),
-        }
+        Checkpoint(
+            uuid=uuid,
+            trial_id=trial_id,
+            experiment_id=experiment_id,
+            run_id=str(run["run_id"]),
+            steps_completed=steps_completed,
+            resources=dict(resources),
+            metadata=dict(metadata),
+            report_time=ports.clock.now_iso(),
+        )
     )
     ports.trials.set_latest_checkpoint(trial_id, uuid, steps_completed)
     return record
@@ -203,12 +196,12 @@ def checkpoint_downloads(ports: Ports, run: Record, uuid: str) -> dict[str, Any]
     checkpoint = ports.checkpoints.get(uuid)
     if checkpoint is None:
         raise NotFoundError(f"checkpoint {uuid} not found")
-    if int(checkpoint["experiment_id"]) != int(run["experiment_id"]):
+    if checkpoint.experiment_id != int(run["experiment_id"]):
         raise ForbiddenError(f"checkpoint {uuid} belongs to another experiment")
-    if checkpoint["state"] != "COMPLETED":
-        raise ConflictError(f"checkpoint {uuid} is {checkpoint['state']} and cannot be restored")
-    experiment_id, trial_id = int(checkpoint["experiment_id"]), int(checkpoint["trial_id"])
-    files = sorted(set(checkpoint["resources"]) | {"metadata.json"})
+    if checkpoint.state != "COMPLETED":
+        raise ConflictError(f"checkpoint {uuid} is {checkpoint.state} and cannot be restored")
+    experiment_id, trial_id = checkpoint.experiment_id, checkpoint.trial_id
+    files = sorted(set(checkpoint.resources) | {"metadata.json"})
     urls = {
         p: ports.blobs.presign_get(keys.checkpoint_object_key(experiment_id, trial_id, uuid, p))
         for p in files
@@ -216,7 +209,7 @@ def checkpoint_downloads(ports: Ports, run: Record, uuid: str) -> dict[str, Any]
     return {"checkpoint": checkpoint, "urls": urls}
 
 
-def _trial(ports: Ports, trial_id: int) -> Record:
+def _trial(ports: Ports, trial_id: int) -> Trial:
     trial = ports.trials.get(trial_id)
     if trial is None:
         raise NotFoundError(

@@ -48,8 +48,8 @@ def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack
     (second,) = runs.heartbeat(p, "healthy", "default", 1, [])["launch"]
     assert second["run_id"] == f"{first['trial_id']}.2"
     runs.exited(p, "healthy", second["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
-    assert p.trials.get(first["trial_id"])["attempts"] == 2
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")
+    assert p.trials.get(first["trial_id"]).attempts == 2
 
 
 def test_losing_one_node_ends_a_multi_node_run_and_the_other_node_is_killed(stack):
@@ -63,7 +63,7 @@ def test_losing_one_node_ends_a_multi_node_run_and_the_other_node_is_killed(stac
     _sweep(stack)
     # agent-a is told to kill its node: the run it belonged to is over.
     assert runs.heartbeat(p, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "ERROR")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "ERROR")
     trial = p.trials.get(chief["trial_id"])
-    assert trial["exit_reason"].startswith("lost agent agent-b")
+    assert trial.exit_reason.startswith("lost agent agent-b")
     assert p.runs.allocated("default") == []

@@ -129,7 +129,7 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
     pump_until(stack, lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop")
     assert trial_reports.heartbeat(p, run_a) == {"preempt": True}
     runs.exited(p, "agent", run_a["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.trials.get(first)["state"] == "PAUSED")
+    pump_until(stack, lambda: p.trials.get(first).state == "PAUSED")
 
     # Trial B: three checkpoints, then its result promotes A (a new run of A) and stops B early.
     uuids = {steps: _checkpoint(stack, run_b, steps) for steps in (4, 8, 10)}
@@ -140,10 +140,10 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
         stack,
         lambda: (
             any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent"))
-            or p.trials.get(first)["state"] == "PULLING"
+            or p.trials.get(first).state == "PULLING"
         ),
     )
-    assert p.trials.get(second)["early_stopped"] is True
+    assert p.trials.get(second).early_stopped is True
     runs.exited(p, "agent", run_b["run_id"], 0, "exited with code 0")
 
     resumed = _launched(stack, "agent")[first]
@@ -156,11 +156,11 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
         stack, lambda: trial_reports.searcher_state(p, run_a2)["action"] == "stop"
     )  # last target reached
     runs.exited(p, "agent", run_a2["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED", timeout=60)
-    assert p.trials.get(first)["state"] == "COMPLETED" and not p.trials.get(first).get("early_stopped")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED", timeout=60)
+    assert p.trials.get(first).state == "COMPLETED" and not p.trials.get(first).early_stopped
 
     # Retention: B keeps its latest (10) and its best (4, loss 0.1); 8 is deleted from S3.
-    states = {c["steps_completed"]: c["state"] for c in p.checkpoints.for_trial(second)}
+    states = {c.steps_completed: c.state for c in p.checkpoints.for_trial(second)}
     assert states == {4: "COMPLETED", 8: "DELETED", 10: "COMPLETED"}
     listed = stack.client("s3").list_objects_v2(Bucket=stack.names.bucket, Prefix="checkpoints/")["Contents"]
     assert not any(uuids[8] in o["Key"] for o in listed)
@@ -196,7 +196,7 @@ def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, m
     trial_reports.report_metrics(
         p, run_b, "validation", 10, {"loss": 0.4}
     )  # ... and is promoted before it exits
-    pump_until(stack, lambda: p.trials.get(first)["target_length"] == 20)
+    pump_until(stack, lambda: p.trials.get(first).target_length == 20)
     runs.exited(p, "agent", run_a["run_id"], 0, "exited with code 0")
     pump_until(stack, lambda: any(r["run_id"] == f"{first}.2" for r in p.runs.for_agent("agent")))
     assert _launched(stack, "agent")[first]["run_id"] == f"{first}.2"
@@ -216,12 +216,12 @@ def test_an_invalid_hp_trial_is_replaced_by_the_random_searcher(stack):
     runs.started(p, "agent", first["run_id"], 1)
     trial_reports.report_invalid_hp(p, first, "hidden_size too small")
     runs.exited(p, "agent", first["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: len(p.trials.for_experiment(experiment["id"])) == 2)
-    assert p.trials.get(first["trial_id"])["exit_reason"] == "invalid hyperparameters: hidden_size too small"
+    pump_until(stack, lambda: len(p.trials.for_experiment(experiment.id)) == 2)
+    assert p.trials.get(first["trial_id"]).exit_reason == "invalid hyperparameters: hidden_size too small"
 
     pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent")))
     (spec,) = _launched(stack, "agent").values()
     assert spec["trial_id"] != first["trial_id"]
     runs.started(p, "agent", spec["run_id"], 2)
     runs.exited(p, "agent", spec["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")

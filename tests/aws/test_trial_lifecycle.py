@@ -76,19 +76,19 @@ def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     assert spec["entrypoint"] == ["python3", "train.py"]
     assert spec["environment"]["STRATUS_TRIAL_ID"] == str(spec["trial_id"])
     assert "STRATUS_AGENT_TOKEN" not in spec["environment"]
-    assert p.trials.get(spec["trial_id"])["state"] == "PULLING"
+    assert p.trials.get(spec["trial_id"]).state == "PULLING"
     runs.started(p, "agent-1", spec["run_id"], pid=123)
-    assert p.trials.get(spec["trial_id"])["state"] == "RUNNING"
+    assert p.trials.get(spec["trial_id"]).state == "RUNNING"
     line = {"timestamp": int(time.time() * 1000), "message": "hello", "rank": None}
     assert runs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])
     assert not runs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])  # a retried batch
     assert [x["message"] for x in p.logs.get(spec["trial_id"], 100, None, None)[0]] == ["hello"]
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")  # a retried report is harmless
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")
     trial = p.trials.get(spec["trial_id"])
-    assert trial["state"] == "COMPLETED" and trial["attempts"] == 1 and trial["end_time"]
-    pump_until(stack, lambda: _execution_status(stack, trial["id"]) == "SUCCEEDED")
+    assert trial.state == "COMPLETED" and trial.attempts == 1 and trial.end_time
+    pump_until(stack, lambda: _execution_status(stack, trial.id) == "SUCCEEDED")
     assert p.runs.allocated("default") == []  # slots given back
 
 
@@ -100,10 +100,10 @@ def test_a_failing_trial_is_restarted_then_errors(stack):
     second = _launch(stack)
     assert second["run_id"] == f"{first['trial_id']}.2"
     runs.exited(p, "agent-1", second["run_id"], 3, "exited with code 3")
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "ERROR")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "ERROR")
     trial = p.trials.get(first["trial_id"])
-    assert trial["state"] == "ERROR" and trial["attempts"] == 2 and trial["exit_code"] == 3
-    pump_until(stack, lambda: _execution_status(stack, trial["id"]) == "FAILED")
+    assert trial.state == "ERROR" and trial.attempts == 2 and trial.exit_code == 3
+    pump_until(stack, lambda: _execution_status(stack, trial.id) == "FAILED")
 
 
 def test_no_agent_means_the_trial_waits_in_the_queue(stack):

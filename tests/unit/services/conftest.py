@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 import pytest
 
 from chalicelib.domain import keys
+from chalicelib.domain.records import Experiment
+from chalicelib.domain.states import TrialState
 from chalicelib.memory import MemoryPorts, memory_ports
 from chalicelib.services import experiments, runs, scheduler, searching
 
@@ -37,7 +39,7 @@ class Flow:
     SHA: ClassVar[str] = SHA  # the context every submission uses
     SINGLE: ClassVar[dict[str, Any]] = SINGLE  # a single-searcher config
 
-    def submit(self, config: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+    def submit(self, config: dict[str, Any] | None = None, **overrides: Any) -> Experiment:
         """A context in the bucket and an experiment created from `config` (the single searcher's)."""
         self.ports.blobs.put(keys.context_key(SHA), b"ctx")
         created = experiments.create(self.ports, {**(config or SINGLE), **overrides}, SHA)
@@ -45,14 +47,15 @@ class Flow:
         return created.experiment
 
     def trial_ids(self, experiment_id: int) -> list[int]:
-        return [int(t["id"]) for t in self.ports.trials.for_experiment(experiment_id)]
+        return [t.id for t in self.ports.trials.for_experiment(experiment_id)]
 
     def request_slots(self, trial_id: int, attempt: int = 1) -> str:
         """The workflow's Enqueue and RequestSlots for the trial's execution; the run id."""
         execution = self.execution(trial_id)
         trial = self.ports.trials.get(trial_id)
         assert trial is not None
-        self.ports.trials.transition(trial_id, "QUEUED", attempts=int(trial.get("attempts", 0)) + 1)
+        self.ports.trials.transition(trial_id, TrialState.QUEUED)
+        self.ports.trials.items[trial_id]["attempts"] = trial.attempts + 1
         run_id = keys.run_id(trial_id, attempt)
         scheduler.handle_message(
             self.ports,
@@ -94,17 +97,17 @@ class Flow:
     def end_trial(self, trial_id: int, state: str) -> None:
         """The workflow's Complete or Errored, then its trial_exited event, delivered to the searcher."""
         trial = self.ports.trials.get(trial_id)
-        if trial is not None and trial["state"] == "QUEUED" and state == "COMPLETED":
-            self.ports.trials.transition(trial_id, "PULLING")  # a trial completes only from a run
-            self.ports.trials.transition(trial_id, "RUNNING")
-        assert self.ports.trials.transition(trial_id, state, end_time=self.ports.clock.now_iso())
+        if trial is not None and trial.state == TrialState.QUEUED and state == "COMPLETED":
+            self.ports.trials.transition(trial_id, TrialState.PULLING)  # a trial completes only from a run
+            self.ports.trials.transition(trial_id, TrialState.RUNNING)
+        assert self.ports.trials.transition(trial_id, TrialState(state), end_time=self.ports.clock.now_iso())
         trial = self.ports.trials.get(trial_id)
         assert trial is not None
         event = {
             "type": "trial_exited",
             "event_id": f"{state.lower()}-{trial_id}",
             "trial_id": trial_id,
-            "experiment_id": trial["experiment_id"],
+            "experiment_id": trial.experiment_id,
             "state": state,
         }
         searching.handle_event(self.ports, event)

@@ -26,7 +26,7 @@ def test_the_local_backends_hosts_are_the_agents_that_heartbeat(ports):
 
 
 def test_a_local_launch_is_handed_out_at_the_agents_next_heartbeat(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     runs.heartbeat(ports, "agent-1", "default", 1, [])
     run_id = flow.request_slots(trial_id)
     assert ports.compute.launch(run_id, "t")["active_agent"] == "agent-1"

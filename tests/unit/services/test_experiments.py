@@ -43,19 +43,19 @@ def test_the_context_must_be_a_digest_that_is_in_the_bucket(ports, flow):
 def test_create_records_the_experiment_and_starts_its_searcher(ports, flow):
     ports.clock.advance(5)
     experiment = flow.submit(max_restarts=2, resources={"slots_per_trial": 2, "priority": 7})
-    assert experiment["state"] == "ACTIVE"
-    assert experiment["start_time"] == "2026-01-01T00:00:05.000Z"
-    assert experiment["searcher_type"] == "single" and experiment["resource_pool"] == "default"
-    assert experiment["context_sha256"] == flow.SHA and experiment["num_trials"] == 1
+    assert experiment.state == "ACTIVE"
+    assert experiment.start_time == "2026-01-01T00:00:05.000Z"
+    assert experiment.searcher_type == "single" and experiment.resource_pool == "default"
+    assert experiment.context_sha256 == flow.SHA and experiment.num_trials == 1
     # The seed comes from the clock and is kept in the stored config.
-    assert experiment["config"]["reproducibility"]["experiment_seed"] == int(EPOCH_2026) + 5
-    (trial_id,) = flow.trial_ids(experiment["id"])
+    assert experiment.config["reproducibility"]["experiment_seed"] == int(EPOCH_2026) + 5
+    (trial_id,) = flow.trial_ids(experiment.id)
     trial = ports.trials.get(trial_id)
-    assert trial["state"] == "QUEUED" and trial["target_length"] == 10 and trial["searcher_action"] == "train"
-    assert trial["trial_seed"] == (int(EPOCH_2026) + 5 + trial_id) % 2**31
+    assert trial.state == "QUEUED" and trial.target_length == 10 and trial.searcher_action == "train"
+    assert trial.trial_seed == (int(EPOCH_2026) + 5 + trial_id) % 2**31
     assert flow.execution(trial_id) == {
         "trial_id": trial_id,
-        "experiment_id": experiment["id"],
+        "experiment_id": experiment.id,
         "pool": "default",
         "slots": 2,
         "priority": 7,
@@ -66,19 +66,19 @@ def test_create_records_the_experiment_and_starts_its_searcher(ports, flow):
 def test_a_paused_experiment_starts_its_searcher_when_activated(ports, flow):
     ports.blobs.put(keys.context_key(flow.SHA))
     created = experiments.create(ports, flow.SINGLE, flow.SHA, activate=False).experiment
-    assert created["state"] == "PAUSED" and "searcher" not in created
+    assert created.state == "PAUSED" and created.searcher is None
     assert ports.trials.items == {}
-    active = experiments.activate(ports, created["id"])
-    assert active["state"] == "ACTIVE" and len(flow.trial_ids(created["id"])) == 1
-    assert experiments.activate(ports, created["id"])["state"] == "ACTIVE"  # again: nothing more
+    active = experiments.activate(ports, created.id)
+    assert active.state == "ACTIVE" and len(flow.trial_ids(created.id)) == 1
+    assert experiments.activate(ports, created.id).state == "ACTIVE"  # again: nothing more
     assert len(ports.trials.items) == 1
 
 
 def test_an_ended_experiment_cannot_be_activated(ports, flow):
     experiment = flow.submit()
-    assert ports.experiments.transition(experiment["id"], "ERROR")
+    assert ports.experiments.transition(experiment.id, "ERROR")
     with pytest.raises(ConflictError, match="cannot be activated"):
-        experiments.activate(ports, experiment["id"])
+        experiments.activate(ports, experiment.id)
 
 
 def test_an_unknown_experiment_is_not_found(ports):

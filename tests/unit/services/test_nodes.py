@@ -12,7 +12,7 @@ AGENTS = ("agent-a", "agent-b", "agent-c")
 
 def _on_two_nodes(ports, flow, **config):
     """Three 2-slot agents, a 4-slot trial: two of them become its nodes."""
-    (trial_id,) = flow.trial_ids(flow.submit(resources={"slots_per_trial": 4}, **config)["id"])
+    (trial_id,) = flow.trial_ids(flow.submit(resources={"slots_per_trial": 4}, **config).id)
     for agent in AGENTS:
         runs.heartbeat(ports, agent, "default", 2, [])
     run_id = flow.request_slots(trial_id)
@@ -53,7 +53,7 @@ def test_the_rendezvous_is_ready_once_every_node_is_in(ports, flow):
 
 
 def test_a_one_node_run_has_no_rendezvous(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
     with pytest.raises(BadRequestError, match="runs on one node and has no rendezvous"):
         runs.rendezvous(ports, ports.runs.get(spec["run_id"]), 0, "10.0.0.1", 1)
@@ -63,7 +63,7 @@ def test_the_run_completes_when_every_node_exited_cleanly(ports, flow):
     trial_id, run_id, specs = _on_two_nodes(ports, flow)
     (chief,), (worker,) = specs["agent-a"], specs["agent-b"]
     runs.started(ports, "agent-b", worker["run_id"], 22)
-    assert ports.runs.get(run_id)["state"] == "RUNNING" and ports.trials.get(trial_id)["state"] == "RUNNING"
+    assert ports.runs.get(run_id)["state"] == "RUNNING" and ports.trials.get(trial_id).state == "RUNNING"
     runs.started(ports, "agent-a", chief["run_id"], 11)
     runs.exited(ports, "agent-a", chief["run_id"], 0, "exited with code 0")
     assert ports.runs.get(run_id)["state"] == "RUNNING"  # node 1 is still at work
@@ -90,7 +90,7 @@ def test_the_first_node_to_fail_ends_the_run_and_the_others_are_killed(ports, fl
     reason = "node 1 of 2 (agent agent-b): rank 3 failed first with exit code 3"
     assert flow.exit_answer(run_id) == {"exit_code": 3, "reason": reason, "paused": False}
     trial = ports.trials.get(trial_id)
-    assert (trial["exit_code"], trial["failed_rank"], trial["exit_reason"]) == (3, 3, reason)
+    assert (trial.exit_code, trial.failed_rank, trial.exit_reason) == (3, 3, reason)
     assert ports.runs.allocated("default") == []
 
 
@@ -104,4 +104,4 @@ def test_losing_one_node_ends_the_run_and_every_node(ports, flow):
     assert flow.exit_answer(run_id)["exit_code"] == runs.AGENT_LOST_EXIT_CODE
     assert {ports.runs.get(n["run_id"])["state"] for n in (chief, worker)} == {"EXITED"}
     assert runs.heartbeat(ports, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
-    assert ports.trials.get(trial_id)["exit_reason"].startswith("lost agent agent-b")
+    assert ports.trials.get(trial_id).exit_reason.startswith("lost agent agent-b")

@@ -9,7 +9,7 @@ from chalicelib.services import runs, tokens, trial_reports
 
 
 def test_a_launch_moves_the_run_to_its_agent_and_the_trial_to_pulling(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     runs.heartbeat(ports, "agent-1", "default", 1, [])
     run_id = flow.request_slots(trial_id)
     assert ports.workflows.answers[f"slots-{run_id}"] == {"agent_id": "agent-1", "num_nodes": 1}
@@ -22,11 +22,11 @@ def test_a_launch_moves_the_run_to_its_agent_and_the_trial_to_pulling(ports, flo
         f"launch-{run_id}",
     )
     assert run["launched_at"] == ports.clock.now_iso()
-    assert ports.trials.get(trial_id)["state"] == "PULLING"
+    assert ports.trials.get(trial_id).state == "PULLING"
 
 
 def test_a_run_that_ended_before_its_launch_answers_the_launch_token(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     runs.heartbeat(ports, "agent-1", "default", 1, [])
     run_id = flow.request_slots(trial_id)
     ports.runs.exit(run_id, 9, "gone")
@@ -36,7 +36,7 @@ def test_a_run_that_ended_before_its_launch_answers_the_launch_token(ports, flow
 
 def test_the_heartbeat_hands_out_launch_specs_and_kills_what_is_not_expected(ports, flow):
     experiment = flow.submit()
-    (trial_id,) = flow.trial_ids(experiment["id"])
+    (trial_id,) = flow.trial_ids(experiment.id)
     spec = flow.place(trial_id)
     run_id = f"{trial_id}.1"
     assert spec["run_id"] == run_id and spec["trial_id"] == trial_id and spec["slots"] == 1
@@ -45,7 +45,7 @@ def test_the_heartbeat_hands_out_launch_specs_and_kills_what_is_not_expected(por
     assert spec["context_url"] == ports.blobs.presign_get(f"contexts/{flow.SHA}.tar.zst")
     env = spec["environment"]
     assert env["STRATUS_RUN_TOKEN"] == tokens.run_token(ports.settings.token_secret, run_id)
-    assert (env["STRATUS_TRIAL_ID"], env["STRATUS_EXPERIMENT_ID"]) == (str(trial_id), str(experiment["id"]))
+    assert (env["STRATUS_TRIAL_ID"], env["STRATUS_EXPERIMENT_ID"]) == (str(trial_id), str(experiment.id))
     assert "STRATUS_AGENT_TOKEN" not in env and "STRATUS_NUM_NODES" not in env
     # Running it: no new launch. A process the control plane does not expect is killed.
     answer = runs.heartbeat(ports, "agent-1", "default", 1, [run_id, "3.1"])
@@ -61,7 +61,7 @@ def test_a_capacity_change_asks_the_scheduler_for_a_pass(ports):
 
 
 def test_started_moves_the_trial_to_running_for_the_runs_own_agent_only(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
     with pytest.raises(ForbiddenError, match="not assigned to agent agent-2"):
         runs.started(ports, "agent-2", spec["run_id"], 10)
@@ -69,12 +69,12 @@ def test_started_moves_the_trial_to_running_for_the_runs_own_agent_only(ports, f
         runs.started(ports, "agent-1", "99.1", 10)
     runs.started(ports, "agent-1", spec["run_id"], 10)
     runs.started(ports, "agent-1", spec["run_id"], 10)  # a retried report
-    assert ports.trials.get(trial_id)["state"] == "RUNNING"
+    assert ports.trials.get(trial_id).state == "RUNNING"
     assert ports.runs.get(spec["run_id"])["pid"] == 10
 
 
 def test_an_exit_is_recorded_on_the_trial_and_answers_the_workflow_once(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
     runs.started(ports, "agent-1", spec["run_id"], 10)
     runs.exited(ports, "agent-1", spec["run_id"], 3, "exited with code 3", failed_rank=1)
@@ -85,16 +85,16 @@ def test_an_exit_is_recorded_on_the_trial_and_answers_the_workflow_once(ports, f
         "paused": False,
     }
     trial = ports.trials.get(trial_id)
-    assert (trial["exit_code"], trial["exit_reason"], trial["failed_rank"]) == (3, "exited with code 3", 1)
+    assert (trial.exit_code, trial.exit_reason, trial.failed_rank) == (3, "exited with code 3", 1)
     run = ports.runs.get(spec["run_id"])
     assert run["state"] == "EXITED" and "alloc_pool" not in run and "active_agent" not in run
     assert runs.heartbeat(ports, "agent-1", "default", 1, [spec["run_id"]])["kill"] == [spec["run_id"]]
 
 
 def test_a_clean_exit_after_a_pause_request_pauses_the_trial(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
-    ports.trials.update(trial_id, searcher_action="pause")
+    ports.trials.set_searcher_action(trial_id, "pause")
     run = ports.runs.get(spec["run_id"])
     assert trial_reports.heartbeat(ports, run) == {"preempt": True}  # told to stop: it will pause
     runs.exited(ports, "agent-1", spec["run_id"], 0, "exited with code 0")
@@ -102,17 +102,17 @@ def test_a_clean_exit_after_a_pause_request_pauses_the_trial(ports, flow):
 
 
 def test_a_clean_exit_of_an_invalid_hp_trial_keeps_the_trials_reason(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
     trial_reports.report_invalid_hp(ports, ports.runs.get(spec["run_id"]), "hidden_size too small")
     runs.exited(ports, "agent-1", spec["run_id"], 0, "exited with code 0")
     reason = "invalid hyperparameters: hidden_size too small"
     assert flow.exit_answer(spec["run_id"])["reason"] == reason
-    assert ports.trials.get(trial_id)["exit_reason"] == reason
+    assert ports.trials.get(trial_id).exit_reason == reason
 
 
 def test_log_batches_are_stored_once_per_sequence_number(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
     line = {"timestamp": 1, "message": "hello", "rank": 0}
     assert runs.store_logs(ports, trial_id, spec["run_id"], 1, [line])

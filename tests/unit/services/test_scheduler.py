@@ -8,7 +8,7 @@ from chalicelib.services import runs, scheduler
 
 
 def test_a_request_waits_for_an_agent_then_is_granted(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     run_id = flow.request_slots(trial_id)
     run = ports.runs.get(run_id)
     assert (run["state"], run["pending_pool"], run["queued_at"]) == (
@@ -26,7 +26,7 @@ def test_a_request_waits_for_an_agent_then_is_granted(ports, flow):
 
 
 def test_a_redelivered_request_is_queued_once(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     flow.request_slots(trial_id)
     flow.request_slots(trial_id)
     assert len(ports.runs.pending("default")) == 1
@@ -35,7 +35,7 @@ def test_a_redelivered_request_is_queued_once(ports, flow):
 def test_slots_are_not_granted_beyond_an_agents_capacity(ports, flow):
     config = {**flow.SINGLE, "searcher": {"name": "grid", "metric": "loss", "max_length": {"batches": 1}}}
     config["hyperparameters"] = {"x": {"type": "categorical", "vals": [1, 2]}}
-    first, second = flow.trial_ids(flow.submit(config)["id"])
+    first, second = flow.trial_ids(flow.submit(config).id)
     runs.heartbeat(ports, "agent-1", "default", 1, [])
     granted = flow.request_slots(first)
     waiting = flow.request_slots(second)
@@ -47,7 +47,7 @@ def test_slots_are_not_granted_beyond_an_agents_capacity(ports, flow):
 
 
 def test_slots_granted_to_a_workflow_that_ended_are_given_back(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     ports.workflows.end(f"slots-{trial_id}.1")
     runs.heartbeat(ports, "agent-1", "default", 1, [])
     run_id = flow.request_slots(trial_id)
@@ -62,7 +62,7 @@ def test_an_unknown_message_type_is_refused(ports):
 
 
 def test_the_run_of_a_lost_agent_ends_once_and_its_workflow_is_told(ports, flow):
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id, agent="doomed")
     runs.started(ports, "doomed", spec["run_id"], 10)
     runs.heartbeat(ports, "healthy", "default", 1, [])
@@ -78,7 +78,7 @@ def test_the_run_of_a_lost_agent_ends_once_and_its_workflow_is_told(ports, flow)
     assert ended["reason"].startswith("lost agent doomed: no heartbeat for 30 s")
     answer = flow.exit_answer(spec["run_id"])
     assert answer["exit_code"] == runs.AGENT_LOST_EXIT_CODE and answer["paused"] is False
-    assert ports.trials.get(trial_id)["exit_reason"].startswith("lost agent doomed")
+    assert ports.trials.get(trial_id).exit_reason.startswith("lost agent doomed")
     assert [a["agent_id"] for a in ports.agents.alive("default", ports.settings.agent_timeout_s)] == [
         "healthy"
     ]

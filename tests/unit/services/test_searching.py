@@ -14,133 +14,133 @@ RANDOM = {
 
 def test_the_experiment_completes_when_its_trial_does(ports, flow):
     experiment = flow.submit()
-    (trial_id,) = flow.trial_ids(experiment["id"])
+    (trial_id,) = flow.trial_ids(experiment.id)
     ports.clock.advance(60)
     flow.end_trial(trial_id, "COMPLETED")
-    ended = ports.experiments.get(experiment["id"])
-    assert ended["state"] == "COMPLETED" and ended["end_time"] == "2026-01-01T00:01:00.000Z"
-    assert ended["progress"] == 1
+    ended = ports.experiments.get(experiment.id)
+    assert ended.state == "COMPLETED" and ended.end_time == "2026-01-01T00:01:00.000Z"
+    assert ended.progress == 1
     searching.handle_event(  # a redelivered event for an ended experiment does nothing
         ports,
         {
             "type": "trial_exited",
             "event_id": "again",
             "trial_id": trial_id,
-            "experiment_id": experiment["id"],
+            "experiment_id": experiment.id,
         },
     )
-    assert ports.experiments.get(experiment["id"])["version"] == ended["version"]
+    assert ports.experiments.get(experiment.id).version == ended.version
 
 
 def test_the_experiment_errors_when_no_trial_completed(ports, flow):
     experiment = flow.submit()
-    (trial_id,) = flow.trial_ids(experiment["id"])
+    (trial_id,) = flow.trial_ids(experiment.id)
     flow.end_trial(trial_id, "ERROR")
-    assert ports.experiments.get(experiment["id"])["state"] == "ERROR"
+    assert ports.experiments.get(experiment.id).state == "ERROR"
 
 
 def test_trials_are_created_once_per_searcher_request(ports, flow):
     experiment = flow.submit(RANDOM)
-    first, second = flow.trial_ids(experiment["id"])
-    assert ports.experiments.get(experiment["id"])["num_trials"] == 2
+    first, second = flow.trial_ids(experiment.id)
+    assert ports.experiments.get(experiment.id).num_trials == 2
     trial = ports.trials.get(first)
-    assert trial["request_id"] and trial["attempts"] == 0 and trial["generation"] == 0
-    assert 1 <= trial["hparams"]["x"] <= 9
+    assert trial.request_id and trial.attempts == 0 and trial.generation == 0
+    assert 1 <= trial.hparams["x"] <= 9
     # Starting the searcher again (a redelivered activation) creates nothing.
-    searching.start(ports, experiment["id"])
-    assert flow.trial_ids(experiment["id"]) == [first, second]
+    searching.start(ports, experiment.id)
+    assert flow.trial_ids(experiment.id) == [first, second]
     assert sorted(ports.workflows.executions) == [f"trial-{first}-0", f"trial-{second}-0"]
 
 
 def test_a_validation_event_answers_the_trials_pending_result(ports, flow):
     experiment = flow.submit(RANDOM)
-    first, _ = flow.trial_ids(experiment["id"])
-    ports.trials.update(first, searcher_pending=True)
+    first, _ = flow.trial_ids(experiment.id)
+    ports.trials.items[first]["searcher_pending"] = True  # its result awaits an answer
     event = {
         "type": "validation",
         "event_id": f"validation-{first}-20",
-        "experiment_id": experiment["id"],
+        "experiment_id": experiment.id,
         "trial_id": first,
         "length": 20,
         "metric": 0.5,
     }
     searching.handle_event(ports, event)
-    assert ports.trials.get(first)["searcher_pending"] is False
-    version = ports.experiments.get(experiment["id"])["searcher_version"]
+    assert ports.trials.get(first).searcher_pending is False
+    version = ports.experiments.get(experiment.id).searcher_version
     searching.handle_event(ports, event)  # a redelivered event: the searcher has seen it
-    assert ports.experiments.get(experiment["id"])["searcher_version"] == version + 1
+    assert ports.experiments.get(experiment.id).searcher_version == version + 1
 
 
 def test_an_invalid_hp_trial_is_replaced(ports, flow):
     config = {**RANDOM, "searcher": {**RANDOM["searcher"], "max_trials": 1, "max_concurrent_trials": 1}}
     experiment = flow.submit(config)
-    (first,) = flow.trial_ids(experiment["id"])
-    ports.trials.update(first, invalid_hp=True)
+    (first,) = flow.trial_ids(experiment.id)
+    ports.trials.mark_invalid_hp(first, "invalid hyperparameters: x too large")
     flow.end_trial(first, "COMPLETED")
-    first_again, replacement = flow.trial_ids(experiment["id"])
-    assert first_again == first and ports.trials.get(replacement)["state"] == "QUEUED"
+    first_again, replacement = flow.trial_ids(experiment.id)
+    assert first_again == first and ports.trials.get(replacement).state == "QUEUED"
     flow.end_trial(replacement, "COMPLETED")
-    assert ports.experiments.get(experiment["id"])["state"] == "COMPLETED"
+    assert ports.experiments.get(experiment.id).state == "COMPLETED"
 
 
 def test_a_paused_trial_the_searcher_promoted_meanwhile_resumes_in_a_new_execution(ports, flow):
     experiment = flow.submit(RANDOM)
-    first, _ = flow.trial_ids(experiment["id"])
+    first, _ = flow.trial_ids(experiment.id)
     _pause(ports, first)
     paused = {
         "type": "trial_paused",
         "event_id": "paused-1",
         "trial_id": first,
-        "experiment_id": experiment["id"],
+        "experiment_id": experiment.id,
     }
     searching.handle_event(ports, paused)
-    assert ports.trials.get(first)["generation"] == 1
+    assert ports.trials.get(first).generation == 1
     assert flow.execution(first, generation=1)["trial_id"] == first
     ports.trials.transition(first, "QUEUED")  # the new execution's Enqueue
     searching.handle_event(ports, paused)  # redelivered: the trial is no longer paused
-    assert ports.trials.get(first)["generation"] == 1
+    assert ports.trials.get(first).generation == 1
     assert f"trial-{first}-2" not in ports.workflows.executions
 
 
 def test_a_paused_trial_the_searcher_stopped_meanwhile_is_completed(ports, flow):
     experiment = flow.submit(RANDOM)
-    first, _ = flow.trial_ids(experiment["id"])
+    first, _ = flow.trial_ids(experiment.id)
     _pause(ports, first)
-    ports.trials.update(first, searcher_action="stop")
+    ports.trials.set_searcher_action(first, "stop")
     searching.handle_event(
-        ports, {"type": "trial_paused", "event_id": "p", "trial_id": first, "experiment_id": experiment["id"]}
+        ports, {"type": "trial_paused", "event_id": "p", "trial_id": first, "experiment_id": experiment.id}
     )
-    assert ports.trials.get(first)["state"] == "COMPLETED"
+    assert ports.trials.get(first).state == "COMPLETED"
     (closed,) = ports.queues.take_events()
     assert closed == {
         "type": "trial_exited",
         "event_id": f"closed-{first}",
         "trial_id": first,
-        "experiment_id": experiment["id"],
+        "experiment_id": experiment.id,
         "state": "COMPLETED",
     }
 
 
 def test_a_shutdown_with_a_trial_still_running_waits_in_stopping(ports, flow):
     experiment = flow.submit(RANDOM)
-    first, second = flow.trial_ids(experiment["id"])
+    first, second = flow.trial_ids(experiment.id)
     for trial_id in (first, second):
         assert ports.trials.transition(trial_id, "PULLING") and ports.trials.transition(trial_id, "RUNNING")
     flow.end_trial(first, "COMPLETED")
-    assert ports.experiments.get(experiment["id"])["state"] == "ACTIVE"
+    assert ports.experiments.get(experiment.id).state == "ACTIVE"
     # The searcher shuts down once both trials exited; with one exit left, emulate a trial still at work
     # by ending the second trial's searcher work and sending a Shutdown through its exit's event.
     searching._on_searcher_shutdown(
         ports,
-        ports.experiments.get(experiment["id"]),
-        searching.search_spec(experiment["config"]),
+        ports.experiments.get(experiment.id),
+        searching.search_spec(experiment.parsed_config),
         failure=False,
     )
-    assert ports.experiments.get(experiment["id"])["state"] == "STOPPING_COMPLETED"
-    assert ports.trials.get(second)["searcher_action"] == "stop"
-    assert ports.trials.get(second)["early_stopped"] is True
+    assert ports.experiments.get(experiment.id).state == "STOPPING_COMPLETED"
+    assert ports.trials.get(second).searcher_action == "stop"
+    assert ports.trials.get(second).early_stopped is True
     flow.end_trial(second, "COMPLETED")
-    assert ports.experiments.get(experiment["id"])["state"] == "COMPLETED"
+    assert ports.experiments.get(experiment.id).state == "COMPLETED"
 
 
 def _pause(ports, trial_id):

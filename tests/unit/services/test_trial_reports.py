@@ -18,7 +18,7 @@ UUID = "0f0e0d0c-0b0a-4909-8807-060504030201"
 @pytest.fixture
 def run(ports, flow):
     """A running trial of a single-searcher experiment (train to 10 batches, minimise `loss`)."""
-    (trial_id,) = flow.trial_ids(flow.submit()["id"])
+    (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
     runs.started(ports, "agent-1", spec["run_id"], 10)
     return ports.runs.get(spec["run_id"])
@@ -53,8 +53,8 @@ def test_metrics_are_stored_once_and_raise_the_trials_totals(ports, run):
     trial_id = run["trial_id"]
     trial_reports.report_metrics(ports, run, "training", 5, {"loss": 0.9})
     trial_reports.report_metrics(ports, run, "training", 5, {"loss": 0.1})  # a repeated report
-    assert [r["metrics"] for r in ports.metrics.list(trial_id, "training")] == [{"loss": 0.9}]
-    assert ports.trials.get(trial_id)["total_batches"] == 5
+    assert [r.metrics for r in ports.metrics.list(trial_id, "training")] == [{"loss": 0.9}]
+    assert ports.trials.get(trial_id).total_batches == 5
     with pytest.raises(BadRequestError, match="metric group 'testing'"):
         trial_reports.report_metrics(ports, run, "testing", 5, {})
     with pytest.raises(BadRequestError, match="steps_completed must be ≥ 0, got -1"):
@@ -65,8 +65,8 @@ def test_a_validation_is_a_searcher_result_at_its_length(ports, run):
     trial_id = run["trial_id"]
     trial_reports.report_metrics(ports, run, "validation", 10, {"loss": 0.25, "acc": float("nan")})
     trial = ports.trials.get(trial_id)
-    assert trial["best_validation"] == 0.25 and trial["latest_validation"] == {"loss": 0.25, "acc": None}
-    assert trial["searcher_length"] == 10 and trial["searcher_pending"] is True
+    assert trial.best_validation == 0.25 and trial.latest_validation == {"loss": 0.25, "acc": None}
+    assert trial.searcher_length == 10 and trial.searcher_pending is True
     (event,) = ports.queues.take_events()
     assert event == {
         "type": "validation",
@@ -82,7 +82,7 @@ def test_a_validation_is_a_searcher_result_at_its_length(ports, run):
 def test_a_validation_without_the_searcher_metric_is_no_searcher_result(ports, run):
     trial_reports.report_metrics(ports, run, "validation", 10, {"acc": 0.5})
     assert ports.queues.take_events() == []
-    assert "searcher_length" not in ports.trials.get(run["trial_id"])
+    assert ports.trials.get(run["trial_id"]).searcher_length is None
 
 
 def test_searcher_results_move_forward_and_a_retry_is_sent_again(ports, run):
@@ -97,19 +97,19 @@ def test_searcher_results_move_forward_and_a_retry_is_sent_again(ports, run):
 def test_the_searcher_state_follows_the_trials_target(ports, run):
     trial_id = run["trial_id"]
     assert trial_reports.searcher_state(ports, run) == {"action": "train", "length": 10, "unit": "batches"}
-    ports.trials.update(trial_id, searcher_length=10)
+    ports.trials.items[trial_id]["searcher_length"] = 10
     assert trial_reports.searcher_state(ports, run)["action"] == "stop"  # its last target is reached
-    ports.trials.update(trial_id, target_length=20)
+    ports.trials.set_searcher_action(trial_id, "train", target_length=20)
     assert trial_reports.searcher_state(ports, run) == {"action": "train", "length": 20, "unit": "batches"}
     assert trial_reports.heartbeat(ports, run) == {"preempt": False}
-    ports.trials.update(trial_id, searcher_action="pause")
+    ports.trials.set_searcher_action(trial_id, "pause")
     assert trial_reports.searcher_state(ports, run)["action"] == "stop"
     assert ports.runs.get(run["run_id"])["pausing"] is True  # its clean exit will pause the trial
 
 
 def test_progress_must_be_a_fraction(ports, run):
     trial_reports.report_progress(ports, run, 0.5)
-    assert ports.trials.get(run["trial_id"])["progress"] == 0.5
+    assert ports.trials.get(run["trial_id"]).progress == 0.5
     with pytest.raises(BadRequestError, match="between 0 and 1, got 1.5"):
         trial_reports.report_progress(ports, run, 1.5)
 
@@ -139,9 +139,9 @@ def test_a_checkpoint_is_recorded_once_its_files_are_in_the_bucket(ports, run):
     _upload(ports, run, UUID)
     ports.clock.advance(2)
     record = trial_reports.report_checkpoint(ports, run, UUID, 10, {"model.pt": 1}, {"steps_completed": 10})
-    assert record["state"] == "COMPLETED" and record["report_time"] == "2026-01-01T00:00:02.000Z"
-    assert record["resources"] == {"model.pt": 1} and record["run_id"] == run["run_id"]
-    assert ports.trials.get(run["trial_id"])["latest_checkpoint"] == UUID
+    assert record.state == "COMPLETED" and record.report_time == "2026-01-01T00:00:02.000Z"
+    assert record.resources == {"model.pt": 1} and record.run_id == run["run_id"]
+    assert ports.trials.get(run["trial_id"]).latest_checkpoint == UUID
     with pytest.raises(ConflictError, match="already reported"):
         trial_reports.checkpoint_uploads(ports, run, UUID, ["model.pt"])
     assert trial_reports.trial_info(ports, run)["latest_checkpoint"] == UUID
