@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from chalice.app import Blueprint, Response
 
 from chalicelib.api import models, views
 from chalicelib.api.routing import answer, parse, path_id, route
+from chalicelib.domain.run_records import Run
 from chalicelib.errors import ForbiddenError
 from chalicelib.services import runs, tokens, trial_reports
 from chalicelib.settings import get_settings
@@ -23,7 +22,7 @@ def _agent(agent_id: str) -> str:
     return agent_id
 
 
-def _run(trial_id: str) -> dict[str, Any]:
+def _run(trial_id: str) -> Run:
     return trial_reports.authorize_run(ports(), _authorization(), path_id(trial_id, "trial"))
 
 

@@ -6,7 +6,8 @@ whatever the agents offer."""
 
 from __future__ import annotations
 
-from chalicelib.services.ports import AgentStore, Host, Record, RunStore
+from chalicelib.domain.run_records import Run
+from chalicelib.services.ports import AgentStore, Host, RunStore
 
 
 class LocalAgents:
@@ -17,12 +18,12 @@ class LocalAgents:
 
     def hosts(self, pool: str) -> list[Host]:
         """The agents that heartbeated within the timeout."""
-        return [Host(str(a["agent_id"]), int(a["slots"])) for a in self._agents.alive(pool, self._timeout_s)]
+        return self._agents.alive(pool, self._timeout_s)
 
     def set_desired_slots(self, pool: str, slots: int) -> None:
         """Nothing to scale: the pool is the agents that were started."""
 
-    def launch(self, run_id: str, launch_token: str) -> Record | None:
+    def launch(self, run_id: str, launch_token: str) -> Run | None:
         """Record the run (one node record per agent for a run on several) for the next heartbeats."""
         return self._runs.launch(run_id, launch_token)
 

@@ -21,8 +21,9 @@ SearcherAction = Literal["train", "pause", "stop"]
 Item = dict[str, Any]
 
 
-class _Stored:
-    """`from_item` and `to_item` for a frozen dataclass whose fields are named as the store's attributes."""
+class StoredRecord:
+    """What every record shares: `from_item` and `to_item` for a frozen dataclass whose fields are named
+    as the store's attributes."""
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> Self:
@@ -34,7 +35,7 @@ class _Stored:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Experiment(_Stored):
+class Experiment(StoredRecord):
     id: int
     state: ExperimentState
     name: str = ""
@@ -69,7 +70,7 @@ class Experiment(_Stored):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Trial(_Stored):
+class Trial(StoredRecord):
     id: int
     experiment_id: int
     state: TrialState
@@ -113,7 +114,7 @@ class Trial(_Stored):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Checkpoint(_Stored):
+class Checkpoint(StoredRecord):
     uuid: str
     trial_id: int
     experiment_id: int
@@ -126,7 +127,7 @@ class Checkpoint(_Stored):
 
 
 @dataclass(frozen=True, kw_only=True)
-class MetricReport(_Stored):
+class MetricReport(StoredRecord):
     trial_id: int
     group: str
     steps_completed: int

@@ -3,7 +3,8 @@ that is not the local agent's pull (an EC2, Batch or SageMaker backend is driven
 
 from __future__ import annotations
 
-from chalicelib.services.ports import Host, Record, RunStore
+from chalicelib.domain.run_records import Run
+from chalicelib.services.ports import Host, RunStore
 
 
 class RecordingCompute:
@@ -30,7 +31,7 @@ class RecordingCompute:
     def set_desired_slots(self, pool: str, slots: int) -> None:
         self.desired_slots[pool] = slots
 
-    def launch(self, run_id: str, launch_token: str) -> Record | None:
+    def launch(self, run_id: str, launch_token: str) -> Run | None:
         record = self._runs.launch(run_id, launch_token)
         if record is not None:
             self.launched.append(run_id)

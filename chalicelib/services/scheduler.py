@@ -51,15 +51,14 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     alive_ids = {host.host_id for host in hosts}
     used: dict[str, int] = {}
     for run in ports.runs.allocated(pool):
-        nodes = run.get("nodes") or [{"agent_id": run["agent_id"], "slots": run["slots"]}]
-        lost = sorted({str(n["agent_id"]) for n in nodes} - alive_ids)
+        lost = sorted({p.agent_id for p in run.placements} - alive_ids)
         if lost:
             runs.agents_lost(ports, run, lost, timeout)
             continue
-        for node in nodes:
-            used[node["agent_id"]] = used.get(node["agent_id"], 0) + int(node["slots"])
+        for placement in run.placements:
+            used[placement.agent_id] = used.get(placement.agent_id, 0) + placement.slots
     pending = ports.runs.pending(pool)
-    ports.compute.set_desired_slots(pool, sum(used.values()) + sum(int(r["slots"]) for r in pending))
+    ports.compute.set_desired_slots(pool, sum(used.values()) + sum(r.slots for r in pending))
     if not pending:
         return []
     agents = [
@@ -67,12 +66,10 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         for host in hosts
     ]
     requests = [
-        SlotRequest(
-            run_id=r["run_id"], slots=int(r["slots"]), priority=int(r["priority"]), queued_at=r["queued_at"]
-        )
+        SlotRequest(run_id=r.run_id, slots=r.slots, priority=r.priority, queued_at=r.queued_at)
         for r in pending
     ]
-    tokens = {r["run_id"]: r["slot_token"] for r in pending}
+    tokens = {r.run_id: r.slot_token for r in pending}
     granted = []
     for assignment in assign_fifo(requests, agents):
         if ports.runs.assign(assignment.run_id, assignment.agent_id, assignment.nodes) is None:

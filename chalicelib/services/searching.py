@@ -52,11 +52,14 @@ def time_metric(config: cfg.ExperimentConfig) -> str | None:
 
 def search_spec(config: cfg.ExperimentConfig) -> SearchSpec:
     """The searcher's inputs from an experiment's config."""
-    settings = config.searcher.model_dump(mode="json")
-    max_length = settings.get("max_time") if time_metric(config) else config.searcher_max_length_batches()
+    searcher = config.searcher
+    if isinstance(searcher, cfg.AdaptiveASHASearcher) and searcher.uses_time_metric:
+        max_length = searcher.max_time
+    else:
+        max_length = config.searcher_max_length_batches()
     return SearchSpec(
         space=config.model_dump(mode="json", include={"hyperparameters"})["hyperparameters"],
-        settings=settings,
+        settings=searcher.model_dump(mode="json"),
         max_length=int(max_length) if max_length is not None else None,
         seed=config.reproducibility.experiment_seed or 0,
     )

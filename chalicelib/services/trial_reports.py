@@ -9,36 +9,37 @@ from typing import Any
 
 from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint, Trial
+from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import RunState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from chalicelib.services import experiments, tokens
-from chalicelib.services.ports import Ports, Record
+from chalicelib.services.ports import Ports
 from chalicelib.services.searching import time_metric
 
 METRIC_GROUPS = ("training", "validation")
 MAX_CHECKPOINT_FILES = 10_000
 
 
-def authorize_run(ports: Ports, header: str | None, trial_id: int | None) -> Record:
+def authorize_run(ports: Ports, header: str | None, trial_id: int | None) -> Run:
     """The live run behind a bearer token, which must belong to `trial_id` when one is named."""
     run_id = tokens.run_id_from_token(ports.settings.token_secret, header)
     run = ports.runs.get(run_id)
     if run is None:
         raise ForbiddenError(f"run {run_id} does not exist")
     if trial_id is not None:
-        tokens.require_trial(int(run["trial_id"]), trial_id)
-    if run["state"] == RunState.EXITED:
+        tokens.require_trial(run.trial_id, trial_id)
+    if run.state == RunState.EXITED:
         raise ForbiddenError(f"run {run_id} has exited; its token is no longer valid")
     return run
 
 
-def trial_info(ports: Ports, run: Record) -> dict[str, Any]:
-    trial = _trial(ports, int(run["trial_id"]))
-    experiment = experiments.get(ports, int(run["experiment_id"]))
+def trial_info(ports: Ports, run: Run) -> dict[str, Any]:
+    trial = _trial(ports, run.trial_id)
+    experiment = experiments.get(ports, run.experiment_id)
     return {
         "trial_id": trial.id,
         "experiment_id": experiment.id,
-        "run_id": run["run_id"],
+        "run_id": run.run_id,
         "hparams": trial.hparams,
         "latest_checkpoint": trial.latest_checkpoint,
         "trial_seed": trial.trial_seed,
@@ -47,18 +48,18 @@ def trial_info(ports: Ports, run: Record) -> dict[str, Any]:
 
 
 def report_metrics(
-    ports: Ports, run: Record, group: str, steps_completed: int, metrics: Mapping[str, Any]
+    ports: Ports, run: Run, group: str, steps_completed: int, metrics: Mapping[str, Any]
 ) -> None:
     if group not in METRIC_GROUPS:
         raise BadRequestError(f"metric group {group!r} is not one of {', '.join(METRIC_GROUPS)}")
     if steps_completed < 0:
         raise BadRequestError(f"steps_completed must be ≥ 0, got {steps_completed}")
-    trial_id = int(run["trial_id"])
+    trial_id = run.trial_id
     ports.metrics.put(trial_id, group, steps_completed, metrics)  # a repeated report is a no-op
     if group == "training":
         ports.trials.record_training(trial_id, steps_completed)
         return
-    config = experiments.get(ports, int(run["experiment_id"])).parsed_config
+    config = experiments.get(ports, run.experiment_id).parsed_config
     value = metrics.get(config.searcher.metric)
     searcher_value = float(value) if isinstance(value, int | float) and math.isfinite(float(value)) else None
     ports.trials.record_validation(
@@ -75,12 +76,12 @@ def report_metrics(
     report_searcher_result(ports, run, int(length), searcher_value)
 
 
-def report_searcher_result(ports: Ports, run: Record, length: int, metric: float) -> None:
+def report_searcher_result(ports: Ports, run: Run, length: int, metric: float) -> None:
     """Tell the searcher where the trial stands (Determined's `op.report_completed`)."""
-    trial_id = int(run["trial_id"])
+    trial_id = run.trial_id
     if not math.isfinite(metric):
         # A diverged trial (NaN or infinite loss) ranks last, so searchers keep working with finite values.
-        experiment = experiments.get(ports, int(run["experiment_id"]))
+        experiment = experiments.get(ports, run.experiment_id)
         metric = 1e300 if experiment.parsed_config.searcher.smaller_is_better else -1e300
     trial = ports.trials.record_searcher_length(trial_id, length)
     if trial is None:
@@ -93,7 +94,7 @@ def report_searcher_result(ports: Ports, run: Record, length: int, metric: float
         {
             "type": "validation",
             "event_id": f"validation-{trial_id}-{length}",
-            "experiment_id": int(run["experiment_id"]),
+            "experiment_id": run.experiment_id,
             "trial_id": trial_id,
             "length": length,
             "metric": metric,
@@ -101,10 +102,10 @@ def report_searcher_result(ports: Ports, run: Record, length: int, metric: float
     )
 
 
-def searcher_state(ports: Ports, run: Record) -> dict[str, Any]:
+def searcher_state(ports: Ports, run: Run) -> dict[str, Any]:
     """The trial's side of the searcher dialogue (docs/contracts.md)."""
-    trial = _trial(ports, int(run["trial_id"]))
-    unit = time_metric(experiments.get(ports, int(run["experiment_id"])).parsed_config) or "batches"
+    trial = _trial(ports, run.trial_id)
+    unit = time_metric(experiments.get(ports, run.experiment_id).parsed_config) or "batches"
     target = trial.target_length
     if trial.told_to_stop:
         _note_pausing(ports, run, trial)
@@ -116,37 +117,37 @@ def searcher_state(ports: Ports, run: Record) -> dict[str, Any]:
     return {"action": "train", "length": target, "unit": unit}
 
 
-def report_invalid_hp(ports: Ports, run: Record, message: str) -> None:
-    ports.trials.mark_invalid_hp(int(run["trial_id"]), f"invalid hyperparameters: {message}")
+def report_invalid_hp(ports: Ports, run: Run, message: str) -> None:
+    ports.trials.mark_invalid_hp(run.trial_id, f"invalid hyperparameters: {message}")
 
 
-def report_progress(ports: Ports, run: Record, progress: float) -> None:
+def report_progress(ports: Ports, run: Run, progress: float) -> None:
     if not 0.0 <= progress <= 1.0:
         raise BadRequestError(f"progress must be between 0 and 1, got {progress}")
-    ports.trials.record_progress(int(run["trial_id"]), progress)
+    ports.trials.record_progress(run.trial_id, progress)
 
 
-def heartbeat(ports: Ports, run: Record) -> dict[str, Any]:
-    trial = _trial(ports, int(run["trial_id"]))
+def heartbeat(ports: Ports, run: Run) -> dict[str, Any]:
+    trial = _trial(ports, run.trial_id)
     if trial.told_to_stop:
         _note_pausing(ports, run, trial)
-    return {"preempt": bool(run.get("preempt", False)) or trial.told_to_stop}
+    return {"preempt": run.preempt or trial.told_to_stop}
 
 
-def _note_pausing(ports: Ports, run: Record, trial: Trial) -> None:
+def _note_pausing(ports: Ports, run: Run, trial: Trial) -> None:
     """Remember that this run was told to stop for a pause, so its clean exit pauses the trial."""
-    if trial.searcher_action == "pause" and not run.get("pausing"):
-        ports.runs.mark_pausing(str(run["run_id"]))
+    if trial.searcher_action == "pause" and not run.pausing:
+        ports.runs.mark_pausing(run.run_id)
 
 
-def checkpoint_uploads(ports: Ports, run: Record, uuid: str, files: Sequence[str]) -> dict[str, Any]:
+def checkpoint_uploads(ports: Ports, run: Run, uuid: str, files: Sequence[str]) -> dict[str, Any]:
     if not keys.is_uuid(uuid):
         raise BadRequestError(f"checkpoint uuid {uuid!r} is not a lowercase UUID; use uuid.uuid4()")
     if not files or len(files) > MAX_CHECKPOINT_FILES:
         raise BadRequestError(f"a checkpoint needs 1 to {MAX_CHECKPOINT_FILES} files, got {len(files)}")
     if ports.checkpoints.get(uuid) is not None:
         raise ConflictError(f"checkpoint {uuid} is already reported; store a new checkpoint under a new uuid")
-    experiment_id, trial_id = int(run["experiment_id"]), int(run["trial_id"])
+    experiment_id, trial_id = run.experiment_id, run.trial_id
     urls = {}
     for path in files:
         try:
@@ -159,7 +160,7 @@ def checkpoint_uploads(ports: Ports, run: Record, uuid: str, files: Sequence[str
 
 def report_checkpoint(
     ports: Ports,
-    run: Record,
+    run: Run,
     uuid: str,
     steps_completed: int,
     resources: Mapping[str, int],
@@ -167,7 +168,7 @@ def report_checkpoint(
 ) -> Checkpoint:
     if not keys.is_uuid(uuid):
         raise BadRequestError(f"checkpoint uuid {uuid!r} is not a lowercase UUID; use uuid.uuid4()")
-    experiment_id, trial_id = int(run["experiment_id"]), int(run["trial_id"])
+    experiment_id, trial_id = run.experiment_id, run.trial_id
     marker = keys.checkpoint_object_key(experiment_id, trial_id, uuid, "metadata.json")
     if not ports.blobs.exists(marker):
         raise ConflictError(
@@ -181,7 +182,7 @@ def report_checkpoint(
             uuid=uuid,
             trial_id=trial_id,
             experiment_id=experiment_id,
-            run_id=str(run["run_id"]),
+            run_id=run.run_id,
             steps_completed=steps_completed,
             resources=dict(resources),
             metadata=dict(metadata),
@@ -192,11 +193,11 @@ def report_checkpoint(
     return record
 
 
-def checkpoint_downloads(ports: Ports, run: Record, uuid: str) -> dict[str, Any]:
+def checkpoint_downloads(ports: Ports, run: Run, uuid: str) -> dict[str, Any]:
     checkpoint = ports.checkpoints.get(uuid)
     if checkpoint is None:
         raise NotFoundError(f"checkpoint {uuid} not found")
-    if checkpoint.experiment_id != int(run["experiment_id"]):
+    if checkpoint.experiment_id != run.experiment_id:
         raise ForbiddenError(f"checkpoint {uuid} belongs to another experiment")
     if checkpoint.state != "COMPLETED":
         raise ConflictError(f"checkpoint {uuid} is {checkpoint.state} and cannot be restored")

@@ -36,15 +36,15 @@ def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack
     runs.started(p, "doomed", first["run_id"], pid=10)
     runs.heartbeat(p, "healthy", "default", 1, [])
     _sweep(stack)
-    assert p.runs.get(first["run_id"])["state"] == "RUNNING"  # both agents alive: nothing to do
+    assert p.runs.get(first["run_id"]).state == "RUNNING"  # both agents alive: nothing to do
 
     _silence(stack, "doomed")
     _sweep(stack)
     _sweep(stack)  # a second pass (a redelivered sweep) changes nothing more
     ended = p.runs.get(first["run_id"])
-    assert ended["state"] == "EXITED" and ended["exit_code"] == runs.AGENT_LOST_EXIT_CODE
-    assert ended["reason"].startswith("lost agent doomed: no heartbeat for 30 s")
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("healthy")))
+    assert ended.state == "EXITED" and ended.exit_code == runs.AGENT_LOST_EXIT_CODE
+    assert ended.reason.startswith("lost agent doomed: no heartbeat for 30 s")
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("healthy")))
     (second,) = runs.heartbeat(p, "healthy", "default", 1, [])["launch"]
     assert second["run_id"] == f"{first['trial_id']}.2"
     runs.exited(p, "healthy", second["run_id"], 0, "exited with code 0")

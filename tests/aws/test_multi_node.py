@@ -21,7 +21,7 @@ def _launch_on_two_nodes(stack, **config):
     experiment = _submit(stack, resources={"slots_per_trial": 4}, **config)
     for agent in AGENTS:
         runs.heartbeat(p, agent, "default", 2, [])
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent-a")))
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent-a")))
     specs = {agent: runs.heartbeat(p, agent, "default", 2, [])["launch"] for agent in AGENTS}
     return experiment, specs
 
@@ -46,7 +46,7 @@ def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
         )
     assert chief["environment"]["STRATUS_RUN_TOKEN"] == worker["environment"]["STRATUS_RUN_TOKEN"]
     (allocated,) = p.runs.allocated("default")
-    assert [n["agent_id"] for n in allocated["nodes"]] == ["agent-a", "agent-b"]
+    assert [n.agent_id for n in allocated.nodes] == ["agent-a", "agent-b"]
 
     # Rendezvous: node 1 is in first and waits; the record is ready once the chief gives its port.
     run = p.runs.get(run_id)
@@ -68,7 +68,7 @@ def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
     runs.started(p, "agent-a", chief["run_id"], pid=11)
     # Node 0 is done first; the run waits for node 1.
     runs.exited(p, "agent-a", chief["run_id"], 0, "exited with code 0")
-    assert p.runs.get(run_id)["state"] == "RUNNING"
+    assert p.runs.get(run_id).state == "RUNNING"
     runs.exited(p, "agent-b", worker["run_id"], 0, "exited with code 0")
     runs.exited(p, "agent-b", worker["run_id"], 0, "exited with code 0")  # a retried report
     pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")

@@ -93,12 +93,12 @@ def _launched(stack, agent: str) -> dict[str, dict]:
     return {s["trial_id"]: s for s in runs.heartbeat(stack.ports, agent, "default", 2, [])["launch"]}
 
 
-def _checkpoint(stack, run: dict, steps: int) -> str:
+def _checkpoint(stack, run, steps: int) -> str:
     import uuid as uuidlib
 
     uuid = str(uuidlib.uuid4())
     s3 = stack.client("s3")
-    prefix = f"checkpoints/{run['experiment_id']}/{run['trial_id']}/{uuid}/"
+    prefix = f"checkpoints/{run.experiment_id}/{run.trial_id}/{uuid}/"
     s3.put_object(Bucket=stack.names.bucket, Key=prefix + "model.pt", Body=b"w")
     s3.put_object(Bucket=stack.names.bucket, Key=prefix + "metadata.json", Body=b"{}")
     trial_reports.report_checkpoint(
@@ -115,12 +115,12 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
     stack.client("s3").put_object(Bucket=stack.names.bucket, Key=f"contexts/{SHA}.tar.zst", Body=b"ctx")
     experiment = experiments.create(p, CONFIG, SHA).experiment
     runs.heartbeat(p, "agent", "default", 2, [])
-    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r["state"] == "LAUNCHING"]) == 2)
+    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
     specs = _launched(stack, "agent")
     first, second = sorted(specs)
     run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
     for run in (run_a, run_b):
-        runs.started(p, "agent", run["run_id"], 1)
+        runs.started(p, "agent", run.run_id, 1)
 
     # Trial A reaches its rung first: the searcher pauses it; it is told to stop and exits cleanly.
     assert trial_reports.searcher_state(p, run_a) == {"action": "train", "length": 10, "unit": "batches"}
@@ -128,7 +128,7 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
     assert trial_reports.searcher_state(p, run_a)["action"] in ("wait", "stop")
     pump_until(stack, lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop")
     assert trial_reports.heartbeat(p, run_a) == {"preempt": True}
-    runs.exited(p, "agent", run_a["run_id"], 0, "exited with code 0")
+    runs.exited(p, "agent", run_a.run_id, 0, "exited with code 0")
     pump_until(stack, lambda: p.trials.get(first).state == "PAUSED")
 
     # Trial B: three checkpoints, then its result promotes A (a new run of A) and stops B early.
@@ -139,23 +139,23 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
     pump_until(
         stack,
         lambda: (
-            any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent"))
+            any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent"))
             or p.trials.get(first).state == "PULLING"
         ),
     )
     assert p.trials.get(second).early_stopped is True
-    runs.exited(p, "agent", run_b["run_id"], 0, "exited with code 0")
+    runs.exited(p, "agent", run_b.run_id, 0, "exited with code 0")
 
     resumed = _launched(stack, "agent")[first]
     assert resumed["run_id"] == f"{first}.2"  # the same trial, its second run
     run_a2 = p.runs.get(resumed["run_id"])
-    runs.started(p, "agent", run_a2["run_id"], 2)
+    runs.started(p, "agent", run_a2.run_id, 2)
     assert trial_reports.searcher_state(p, run_a2) == {"action": "train", "length": 20, "unit": "batches"}
     trial_reports.report_metrics(p, run_a2, "validation", 20, {"loss": 0.2})
     pump_until(
         stack, lambda: trial_reports.searcher_state(p, run_a2)["action"] == "stop"
     )  # last target reached
-    runs.exited(p, "agent", run_a2["run_id"], 0, "exited with code 0")
+    runs.exited(p, "agent", run_a2.run_id, 0, "exited with code 0")
     pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED", timeout=60)
     assert p.trials.get(first).state == "COMPLETED" and not p.trials.get(first).early_stopped
 
@@ -182,12 +182,12 @@ def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, m
     stack.client("s3").put_object(Bucket=stack.names.bucket, Key=f"contexts/{SHA}.tar.zst", Body=b"ctx")
     experiments.create(p, CONFIG, SHA)
     runs.heartbeat(p, "agent", "default", 2, [])
-    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r["state"] == "LAUNCHING"]) == 2)
+    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
     specs = _launched(stack, "agent")
     first, second = sorted(specs)
     run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
     for run in (run_a, run_b):
-        runs.started(p, "agent", run["run_id"], 1)
+        runs.started(p, "agent", run.run_id, 1)
 
     trial_reports.report_metrics(p, run_a, "validation", 10, {"loss": 0.3})
     pump_until(
@@ -197,8 +197,8 @@ def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, m
         p, run_b, "validation", 10, {"loss": 0.4}
     )  # ... and is promoted before it exits
     pump_until(stack, lambda: p.trials.get(first).target_length == 20)
-    runs.exited(p, "agent", run_a["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: any(r["run_id"] == f"{first}.2" for r in p.runs.for_agent("agent")))
+    runs.exited(p, "agent", run_a.run_id, 0, "exited with code 0")
+    pump_until(stack, lambda: any(r.run_id == f"{first}.2" for r in p.runs.for_agent("agent")))
     assert _launched(stack, "agent")[first]["run_id"] == f"{first}.2"
 
 
@@ -210,18 +210,18 @@ def test_an_invalid_hp_trial_is_replaced_by_the_random_searcher(stack):
     config = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1, "max_concurrent_trials": 1}}
     experiment = experiments.create(p, config, SHA).experiment
     runs.heartbeat(p, "agent", "default", 1, [])
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent")))
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent")))
     (spec,) = _launched(stack, "agent").values()
     first = p.runs.get(spec["run_id"])
-    runs.started(p, "agent", first["run_id"], 1)
+    runs.started(p, "agent", first.run_id, 1)
     trial_reports.report_invalid_hp(p, first, "hidden_size too small")
-    runs.exited(p, "agent", first["run_id"], 0, "exited with code 0")
+    runs.exited(p, "agent", first.run_id, 0, "exited with code 0")
     pump_until(stack, lambda: len(p.trials.for_experiment(experiment.id)) == 2)
-    assert p.trials.get(first["trial_id"]).exit_reason == "invalid hyperparameters: hidden_size too small"
+    assert p.trials.get(first.trial_id).exit_reason == "invalid hyperparameters: hidden_size too small"
 
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent")))
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent")))
     (spec,) = _launched(stack, "agent").values()
-    assert spec["trial_id"] != first["trial_id"]
+    assert spec["trial_id"] != first.trial_id
     runs.started(p, "agent", spec["run_id"], 2)
     runs.exited(p, "agent", spec["run_id"], 0, "exited with code 0")
     pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")

@@ -91,16 +91,16 @@ def test_runs_move_through_the_sparse_indexes(ports):
     }
     assert runs.put_request(request)
     assert not runs.put_request(request)  # redelivered: queued once
-    assert [r["run_id"] for r in runs.pending("default")] == ["1.1"]
-    assert runs.assign("1.1", "agent-a")["state"] == "ASSIGNED"
+    assert [r.run_id for r in runs.pending("default")] == ["1.1"]
+    assert runs.assign("1.1", "agent-a").state == "ASSIGNED"
     assert runs.assign("1.1", "agent-b") is None
     assert runs.pending("default") == []
-    assert [r["agent_id"] for r in runs.allocated("default")] == ["agent-a"]
+    assert [r.agent_id for r in runs.allocated("default")] == ["agent-a"]
     runs.launch("1.1", "launch-token")
-    assert [r["run_id"] for r in runs.for_agent("agent-a")] == ["1.1"]
+    assert [r.run_id for r in runs.for_agent("agent-a")] == ["1.1"]
     assert runs.start("1.1", "agent-b", 10) is None  # not its agent
-    assert runs.start("1.1", "agent-a", 10)["state"] == "RUNNING"
-    assert runs.exit("1.1", 0, "exited with code 0")["state"] == "EXITED"
+    assert runs.start("1.1", "agent-a", 10).state == "RUNNING"
+    assert runs.exit("1.1", 0, "exited with code 0").state == "EXITED"
     assert runs.exit("1.1", 1, "again") is None
     assert runs.allocated("default") == [] and runs.for_agent("agent-a") == []
 
@@ -110,7 +110,7 @@ def test_agents_report_capacity_changes_and_expire(ports):
     assert agents.heartbeat("a", "default", 2)  # new
     assert not agents.heartbeat("a", "default", 2)  # same capacity
     assert agents.heartbeat("a", "default", 4)  # changed
-    assert [a["agent_id"] for a in agents.alive("default", timeout_s=60)] == ["a"]
+    assert [a.host_id for a in agents.alive("default", timeout_s=60)] == ["a"]
     assert agents.alive("default", timeout_s=-1) == []
     assert agents.alive("other", timeout_s=60) == []
 

@@ -54,7 +54,7 @@ def _submit(stack, **overrides):
 def _launch(stack, agent="agent-1"):
     p = stack.ports
     runs.heartbeat(p, agent, "default", 1, [])
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent(agent)))
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent(agent)))
     specs = runs.heartbeat(p, agent, "default", 1, [])["launch"]
     assert len(specs) == 1
     return specs[0]
@@ -113,4 +113,4 @@ def test_no_agent_means_the_trial_waits_in_the_queue(stack):
     assert scheduler.schedule_pool(p, "default") == []
     runs.heartbeat(p, "late-agent", "default", 2, [])
     pump_until(stack, lambda: p.runs.pending("default") == [])
-    assert [r["agent_id"] for r in p.runs.allocated("default")] == ["late-agent"]
+    assert [r.agent_id for r in p.runs.allocated("default")] == ["late-agent"]

@@ -29,7 +29,7 @@ def test_a_local_launch_is_handed_out_at_the_agents_next_heartbeat(ports, flow):
     (trial_id,) = flow.trial_ids(flow.submit().id)
     runs.heartbeat(ports, "agent-1", "default", 1, [])
     run_id = flow.request_slots(trial_id)
-    assert ports.compute.launch(run_id, "t")["active_agent"] == "agent-1"
+    assert ports.compute.launch(run_id, "t").state == "LAUNCHING"
     assert ports.compute.launch(run_id, "t") is None  # launched already
     assert [s["run_id"] for s in runs.heartbeat(ports, "agent-1", "default", 1, [])["launch"]] == [run_id]
 
@@ -58,7 +58,7 @@ def test_the_scheduler_grants_on_the_backends_hosts_and_asks_for_what_it_needs(r
     ports.compute.remove_host("default", "i-1")  # an interrupted instance
     ports.compute.add_host("default", "i-2", 2)
     assert scheduler.schedule_pool(ports, "default") == [("2.1", "i-2")]
-    assert ports.runs.get("1.1")["exit_code"] == runs.AGENT_LOST_EXIT_CODE
+    assert ports.runs.get("1.1").exit_code == runs.AGENT_LOST_EXIT_CODE
     assert ports.compute.stopped == ["1.1"]
     assert ports.workflows.answers["launch-1.1"]["exit_code"] == runs.AGENT_LOST_EXIT_CODE
     assert ports.compute.desired_slots == {"default": 2}

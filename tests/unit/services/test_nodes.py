@@ -34,7 +34,7 @@ def test_each_node_is_launched_on_its_agent_with_the_runs_identity(ports, flow):
         assert (env["STRATUS_NUM_NODES"], env["STRATUS_NODE_RANK"]) == ("2", str(rank))
     assert chief["environment"]["STRATUS_RUN_TOKEN"] == worker["environment"]["STRATUS_RUN_TOKEN"]
     (allocated,) = ports.runs.allocated("default")
-    assert [n["agent_id"] for n in allocated["nodes"]] == ["agent-a", "agent-b"]
+    assert [n.agent_id for n in allocated.nodes] == ["agent-a", "agent-b"]
 
 
 def test_the_rendezvous_is_ready_once_every_node_is_in(ports, flow):
@@ -63,10 +63,10 @@ def test_the_run_completes_when_every_node_exited_cleanly(ports, flow):
     trial_id, run_id, specs = _on_two_nodes(ports, flow)
     (chief,), (worker,) = specs["agent-a"], specs["agent-b"]
     runs.started(ports, "agent-b", worker["run_id"], 22)
-    assert ports.runs.get(run_id)["state"] == "RUNNING" and ports.trials.get(trial_id).state == "RUNNING"
+    assert ports.runs.get(run_id).state == "RUNNING" and ports.trials.get(trial_id).state == "RUNNING"
     runs.started(ports, "agent-a", chief["run_id"], 11)
     runs.exited(ports, "agent-a", chief["run_id"], 0, "exited with code 0")
-    assert ports.runs.get(run_id)["state"] == "RUNNING"  # node 1 is still at work
+    assert ports.runs.get(run_id).state == "RUNNING"  # node 1 is still at work
     runs.exited(ports, "agent-b", worker["run_id"], 0, "exited with code 0")
     runs.exited(ports, "agent-b", worker["run_id"], 0, "exited with code 0")  # a retried report
     assert flow.exit_answer(run_id) == {
@@ -102,6 +102,6 @@ def test_losing_one_node_ends_the_run_and_every_node(ports, flow):
     runs.heartbeat(ports, "agent-a", "default", 2, [chief["run_id"]])
     scheduler.handle_message(ports, {"type": "sweep", "pool": "default"})
     assert flow.exit_answer(run_id)["exit_code"] == runs.AGENT_LOST_EXIT_CODE
-    assert {ports.runs.get(n["run_id"])["state"] for n in (chief, worker)} == {"EXITED"}
+    assert {ports.runs.held(n["run_id"]).state for n in (chief, worker)} == {"EXITED"}
     assert runs.heartbeat(ports, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
     assert ports.trials.get(trial_id).exit_reason.startswith("lost agent agent-b")

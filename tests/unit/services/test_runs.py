@@ -16,12 +16,9 @@ def test_a_launch_moves_the_run_to_its_agent_and_the_trial_to_pulling(ports, flo
     flow.launch(run_id)
     flow.launch(run_id)  # a redelivered launch message changes nothing
     run = ports.runs.get(run_id)
-    assert (run["state"], run["active_agent"], run["launch_token"]) == (
-        "LAUNCHING",
-        "agent-1",
-        f"launch-{run_id}",
-    )
-    assert run["launched_at"] == ports.clock.now_iso()
+    assert (run.state, run.agent_id, run.launch_token) == ("LAUNCHING", "agent-1", f"launch-{run_id}")
+    assert [held.held_id for held in ports.runs.for_agent("agent-1")] == [run_id]
+    assert run.launched_at == ports.clock.now_iso()
     assert ports.trials.get(trial_id).state == "PULLING"
 
 
@@ -70,7 +67,7 @@ def test_started_moves_the_trial_to_running_for_the_runs_own_agent_only(ports, f
     runs.started(ports, "agent-1", spec["run_id"], 10)
     runs.started(ports, "agent-1", spec["run_id"], 10)  # a retried report
     assert ports.trials.get(trial_id).state == "RUNNING"
-    assert ports.runs.get(spec["run_id"])["pid"] == 10
+    assert ports.runs.get(spec["run_id"]).pid == 10
 
 
 def test_an_exit_is_recorded_on_the_trial_and_answers_the_workflow_once(ports, flow):
@@ -87,7 +84,11 @@ def test_an_exit_is_recorded_on_the_trial_and_answers_the_workflow_once(ports, f
     trial = ports.trials.get(trial_id)
     assert (trial.exit_code, trial.exit_reason, trial.failed_rank) == (3, "exited with code 3", 1)
     run = ports.runs.get(spec["run_id"])
-    assert run["state"] == "EXITED" and "alloc_pool" not in run and "active_agent" not in run
+    assert (
+        run.state == "EXITED"
+        and ports.runs.allocated("default") == []
+        and ports.runs.for_agent("agent-1") == []
+    )
     assert runs.heartbeat(ports, "agent-1", "default", 1, [spec["run_id"]])["kill"] == [spec["run_id"]]
 
 

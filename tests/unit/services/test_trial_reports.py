@@ -3,6 +3,7 @@ each call checked against its run token; on the in-memory twin."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid as uuidlib
 
@@ -29,28 +30,28 @@ def _bearer(ports, run_id):
 
 
 def test_a_run_token_opens_its_own_trial_only_while_the_run_lives(ports, run):
-    header = _bearer(ports, run["run_id"])
-    assert trial_reports.authorize_run(ports, header, run["trial_id"])["run_id"] == run["run_id"]
-    with pytest.raises(ForbiddenError, match=f"belongs to trial {run['trial_id']}, not trial 99"):
+    header = _bearer(ports, run.run_id)
+    assert trial_reports.authorize_run(ports, header, run.trial_id).run_id == run.run_id
+    with pytest.raises(ForbiddenError, match=f"belongs to trial {run.trial_id}, not trial 99"):
         trial_reports.authorize_run(ports, header, 99)
     with pytest.raises(UnauthorizedError):
-        trial_reports.authorize_run(ports, "Bearer forged.token", run["trial_id"])
+        trial_reports.authorize_run(ports, "Bearer forged.token", run.trial_id)
     with pytest.raises(ForbiddenError, match="run 42.1 does not exist"):
         trial_reports.authorize_run(ports, _bearer(ports, "42.1"), None)
-    runs.exited(ports, "agent-1", run["run_id"], 0, "exited with code 0")
+    runs.exited(ports, "agent-1", run.run_id, 0, "exited with code 0")
     with pytest.raises(ForbiddenError, match="has exited"):
-        trial_reports.authorize_run(ports, header, run["trial_id"])
+        trial_reports.authorize_run(ports, header, run.trial_id)
 
 
 def test_trial_info_gives_what_the_trial_starts_from(ports, run):
     info = trial_reports.trial_info(ports, run)
-    assert info["trial_id"] == run["trial_id"] and info["run_id"] == run["run_id"]
+    assert info["trial_id"] == run.trial_id and info["run_id"] == run.run_id
     assert info["hparams"] == {} and info["latest_checkpoint"] is None
     assert info["config"]["searcher"]["metric"] == "loss"
 
 
 def test_metrics_are_stored_once_and_raise_the_trials_totals(ports, run):
-    trial_id = run["trial_id"]
+    trial_id = run.trial_id
     trial_reports.report_metrics(ports, run, "training", 5, {"loss": 0.9})
     trial_reports.report_metrics(ports, run, "training", 5, {"loss": 0.1})  # a repeated report
     assert [r.metrics for r in ports.metrics.list(trial_id, "training")] == [{"loss": 0.9}]
@@ -62,7 +63,7 @@ def test_metrics_are_stored_once_and_raise_the_trials_totals(ports, run):
 
 
 def test_a_validation_is_a_searcher_result_at_its_length(ports, run):
-    trial_id = run["trial_id"]
+    trial_id = run.trial_id
     trial_reports.report_metrics(ports, run, "validation", 10, {"loss": 0.25, "acc": float("nan")})
     trial = ports.trials.get(trial_id)
     assert trial.best_validation == 0.25 and trial.latest_validation == {"loss": 0.25, "acc": None}
@@ -71,7 +72,7 @@ def test_a_validation_is_a_searcher_result_at_its_length(ports, run):
     assert event == {
         "type": "validation",
         "event_id": f"validation-{trial_id}-10",
-        "experiment_id": run["experiment_id"],
+        "experiment_id": run.experiment_id,
         "trial_id": trial_id,
         "length": 10,
         "metric": 0.25,
@@ -82,7 +83,7 @@ def test_a_validation_is_a_searcher_result_at_its_length(ports, run):
 def test_a_validation_without_the_searcher_metric_is_no_searcher_result(ports, run):
     trial_reports.report_metrics(ports, run, "validation", 10, {"acc": 0.5})
     assert ports.queues.take_events() == []
-    assert ports.trials.get(run["trial_id"]).searcher_length is None
+    assert ports.trials.get(run.trial_id).searcher_length is None
 
 
 def test_searcher_results_move_forward_and_a_retry_is_sent_again(ports, run):
@@ -95,7 +96,7 @@ def test_searcher_results_move_forward_and_a_retry_is_sent_again(ports, run):
 
 
 def test_the_searcher_state_follows_the_trials_target(ports, run):
-    trial_id = run["trial_id"]
+    trial_id = run.trial_id
     assert trial_reports.searcher_state(ports, run) == {"action": "train", "length": 10, "unit": "batches"}
     ports.trials.items[trial_id]["searcher_length"] = 10
     assert trial_reports.searcher_state(ports, run)["action"] == "stop"  # its last target is reached
@@ -104,19 +105,19 @@ def test_the_searcher_state_follows_the_trials_target(ports, run):
     assert trial_reports.heartbeat(ports, run) == {"preempt": False}
     ports.trials.set_searcher_action(trial_id, "pause")
     assert trial_reports.searcher_state(ports, run)["action"] == "stop"
-    assert ports.runs.get(run["run_id"])["pausing"] is True  # its clean exit will pause the trial
+    assert ports.runs.get(run.run_id).pausing is True  # its clean exit will pause the trial
 
 
 def test_progress_must_be_a_fraction(ports, run):
     trial_reports.report_progress(ports, run, 0.5)
-    assert ports.trials.get(run["trial_id"]).progress == 0.5
+    assert ports.trials.get(run.trial_id).progress == 0.5
     with pytest.raises(BadRequestError, match="between 0 and 1, got 1.5"):
         trial_reports.report_progress(ports, run, 1.5)
 
 
 def test_checkpoint_uploads_are_presigned_under_the_trials_prefix(ports, run):
     answer = trial_reports.checkpoint_uploads(ports, run, UUID, ["model.pt", "metadata.json"])
-    prefix = keys.checkpoint_prefix(run["experiment_id"], run["trial_id"], UUID)
+    prefix = keys.checkpoint_prefix(run.experiment_id, run.trial_id, UUID)
     assert answer["prefix"] == prefix
     assert answer["urls"]["model.pt"] == ports.blobs.presign_put(prefix + "model.pt")
     with pytest.raises(BadRequestError, match="is not a lowercase UUID"):
@@ -128,7 +129,7 @@ def test_checkpoint_uploads_are_presigned_under_the_trials_prefix(ports, run):
 
 
 def _upload(ports, run, uuid, files=("model.pt", "metadata.json")):
-    prefix = keys.checkpoint_prefix(run["experiment_id"], run["trial_id"], uuid)
+    prefix = keys.checkpoint_prefix(run.experiment_id, run.trial_id, uuid)
     for path in files:
         ports.blobs.put(prefix + path, b"w")
 
@@ -140,8 +141,8 @@ def test_a_checkpoint_is_recorded_once_its_files_are_in_the_bucket(ports, run):
     ports.clock.advance(2)
     record = trial_reports.report_checkpoint(ports, run, UUID, 10, {"model.pt": 1}, {"steps_completed": 10})
     assert record.state == "COMPLETED" and record.report_time == "2026-01-01T00:00:02.000Z"
-    assert record.resources == {"model.pt": 1} and record.run_id == run["run_id"]
-    assert ports.trials.get(run["trial_id"]).latest_checkpoint == UUID
+    assert record.resources == {"model.pt": 1} and record.run_id == run.run_id
+    assert ports.trials.get(run.trial_id).latest_checkpoint == UUID
     with pytest.raises(ConflictError, match="already reported"):
         trial_reports.checkpoint_uploads(ports, run, UUID, ["model.pt"])
     assert trial_reports.trial_info(ports, run)["latest_checkpoint"] == UUID
@@ -152,7 +153,7 @@ def test_checkpoint_downloads_stay_within_the_experiment(ports, flow, run):
     trial_reports.report_checkpoint(ports, run, UUID, 10, {"model.pt": 1}, {})
     found = trial_reports.checkpoint_downloads(ports, run, UUID)
     assert sorted(found["urls"]) == ["metadata.json", "model.pt"]
-    other = {**run, "experiment_id": run["experiment_id"] + 1}
+    other = dataclasses.replace(run, experiment_id=run.experiment_id + 1)
     with pytest.raises(ForbiddenError, match="belongs to another experiment"):
         trial_reports.checkpoint_downloads(ports, other, UUID)
     with pytest.raises(NotFoundError):
@@ -165,7 +166,7 @@ def test_checkpoint_downloads_stay_within_the_experiment(ports, flow, run):
 def test_another_trials_checkpoint_cannot_be_reported_again(ports, run):
     _upload(ports, run, UUID)
     trial_reports.report_checkpoint(ports, run, UUID, 10, {"model.pt": 1}, {})
-    stranger = {**run, "trial_id": run["trial_id"] + 1}
+    stranger = dataclasses.replace(run, trial_id=run.trial_id + 1)
     _upload(ports, stranger, UUID)
-    with pytest.raises(ForbiddenError, match=f"belongs to trial {run['trial_id']}"):
+    with pytest.raises(ForbiddenError, match=f"belongs to trial {run.trial_id}"):
         trial_reports.report_checkpoint(ports, stranger, UUID, 10, {"model.pt": 1}, {})
