@@ -10,9 +10,7 @@ the others are killed at their agents' next heartbeat; the run completes when ev
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +21,10 @@ from chalicelib.domain.states import RunState, TrialState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from chalicelib.services import tokens
 from chalicelib.services.ports import Ports
+from contract import messages
+from contract.entrypoint import legacy_trial_argv
+from contract.env import TrialEnv
+from contract.launch import LaunchSpec
 
 log = logging.getLogger(__name__)
 
@@ -30,26 +32,28 @@ log = logging.getLogger(__name__)
 AGENT_LOST_EXIT_CODE = -1
 
 
-def handle_launch(ports: Ports, body: Mapping[str, Any]) -> None:
-    run_id = str(body["run_id"])
+def handle_launch(ports: Ports, message: messages.Launch) -> None:
+    run_id = message.run_id
     run = ports.runs.get(run_id)
     if run is None:
         raise NotFoundError(f"run {run_id} not found")
     if run.state == RunState.ASSIGNED:
-        ports.compute.launch(run_id, str(body["token"]))
+        ports.compute.launch(run_id, message.token)
         ports.trials.transition(run.trial_id, TrialState.PULLING)
     elif run.state == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
         exit_code = run.exit_code if run.exit_code is not None else -1
         output = {"exit_code": exit_code, "reason": run.reason or "", "paused": False}
-        ports.workflows.succeed(str(body["token"]), output)
+        ports.workflows.succeed(message.token, output)
     # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
 
 
 def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Sequence[str]) -> dict[str, Any]:
     if ports.agents.heartbeat(agent_id, pool, slots):
         ports.queues.to_scheduler(
-            pool, {"type": "capacity", "pool": pool}, dedup_id=f"capacity-{agent_id}-{ports.clock.now_iso()}"
+            pool,
+            messages.CapacityChanged(pool).to_body(),
+            dedup_id=f"capacity-{agent_id}-{ports.clock.now_iso()}",
         )
     launches = []
     kill = []
@@ -57,7 +61,7 @@ def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Seque
     live = {held.held_id for held in mine}
     for held in mine:
         if held.state == RunState.LAUNCHING and held.held_id not in running:
-            launches.append(_launch_spec(ports, held))
+            launches.append(launch_spec(ports, held).to_json())
     for run_id in running:
         if run_id not in live:
             kill.append(run_id)  # the control plane no longer expects it (ended, or canceled)
@@ -206,7 +210,7 @@ def _held_by(ports: Ports, agent_id: str, run_id: str) -> Run | Node:
     return held
 
 
-def _launch_spec(ports: Ports, held: Run | Node) -> dict[str, Any]:
+def launch_spec(ports: Ports, held: Run | Node) -> LaunchSpec:
     """What an agent needs to start a run, or one node of a multi-node run (``held`` is then the node:
     the processes still act for the run, with its token, and learn their node from the environment)."""
     settings = ports.settings
@@ -224,48 +228,39 @@ def _launch_spec(ports: Ports, held: Run | Node) -> dict[str, Any]:
     config = experiment.parsed_config
     # GPU flavours of images and variables come with the GPU backends; agents run the CPU flavour for now.
     environment = config.environment.variables_for(gpu=False)
-    environment.update(
-        {
-            "STRATUS_MASTER": settings.api_url,
-            "STRATUS_TRIAL_ID": str(trial.id),
-            "STRATUS_EXPERIMENT_ID": str(experiment.id),
-            "STRATUS_RUN_ID": run.run_id,
-            "STRATUS_RUN_TOKEN": tokens.run_token(settings.token_secret, run.run_id),
-            "STRATUS_HPARAMS": json.dumps(trial.hparams, sort_keys=True),
-            "STRATUS_LATEST_CHECKPOINT": trial.latest_checkpoint or "",
-            "STRATUS_TRIAL_SEED": str(trial.trial_seed),
-            "STRATUS_SLOTS": str(run.slots),
-        }
+    node = held if isinstance(held, Node) else None
+    trial_env = TrialEnv(
+        master=settings.api_url,
+        trial_id=trial.id,
+        experiment_id=experiment.id,
+        run_id=run.run_id,
+        run_token=tokens.run_token(settings.token_secret, run.run_id),
+        hparams=trial.hparams,
+        latest_checkpoint=trial.latest_checkpoint or None,
+        trial_seed=trial.trial_seed,
+        slots=run.slots,
+        num_nodes=len(run.nodes) if node else None,
+        node_rank=node.node_rank if node else None,
     )
-    if isinstance(held, Node):
-        environment["STRATUS_NUM_NODES"] = str(len(run.nodes))
-        environment["STRATUS_NODE_RANK"] = str(held.node_rank)
-    return {
-        "run_id": held.held_id,
-        "trial_id": trial.id,
-        "experiment_id": experiment.id,
-        "slots": held.slots,
-        "entrypoint": entrypoint_argv(config),
-        "environment": environment,
-        "context_url": (
+    environment.update(trial_env.to_env())
+    return LaunchSpec(
+        run_id=held.held_id,
+        trial_id=trial.id,
+        experiment_id=experiment.id,
+        slots=held.slots,
+        entrypoint=tuple(entrypoint_argv(config)),
+        environment=environment,
+        context_url=(
             ports.blobs.presign_get(keys.context_key(experiment.context_sha256))
             if experiment.context_sha256
             else None
         ),
-        "api_url": settings.api_url,
-    }
-
-
-_LEGACY_ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+        api_url=settings.api_url,
+    )
 
 
 def entrypoint_argv(config: cfg.ExperimentConfig) -> list[str]:
-    """The argv of a trial's entrypoint. Determined's legacy `model_def:TrialClass` form runs the class
-    under the harness's trial runner, one process per slot under the torch_distributed launcher when
-    the trial has several; anything else follows the config's own rules (argv or shell)."""
-    entrypoint = config.entrypoint
-    if isinstance(entrypoint, str) and _LEGACY_ENTRYPOINT.match(entrypoint.strip()):
-        if config.resources.slots_per_trial > 1:
-            return ["python3", "-m", "launchers.torch_distributed", "--trial", entrypoint.strip()]
-        return ["python3", "-m", "harness.exec.run_trial", entrypoint.strip()]
-    return cfg.entrypoint_argv(config)
+    """The argv of a trial's entrypoint: Determined's legacy `model_def:TrialClass` form by its rule
+    (`contract.entrypoint`); anything else follows the config's own rules (argv or shell)."""
+    legacy = legacy_trial_argv(config.entrypoint, config.resources.slots_per_trial)
+    return legacy if legacy is not None else cfg.entrypoint_argv(config)

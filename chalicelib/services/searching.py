@@ -13,9 +13,6 @@ been reported and the searcher has not answered yet). The trial reads them throu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from chalicelib import config as cfg
 from chalicelib.domain import keys
 from chalicelib.domain.records import Experiment, Trial
@@ -38,6 +35,7 @@ from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
 from chalicelib.services import retention
 from chalicelib.services.ports import Ports
+from contract import messages
 
 
 class StaleSearcherError(ConflictError):
@@ -74,39 +72,36 @@ def start(ports: Ports, experiment_id: int) -> None:
     _save_and_apply(ports, experiment, spec, searcher, searcher.initial_operations(), version=0)
 
 
-def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
-    experiment = ports.experiments.get(int(body["experiment_id"]))
+def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
+    experiment = ports.experiments.get(message.experiment_id)
     if experiment is None or experiment.searcher is None or experiment.state.terminal:
         return
     if experiment.state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
-        _end_experiment_once_trials_stopped(ports, experiment, body)
+        _end_experiment_once_trials_stopped(ports, experiment, message)
         return
     spec = search_spec(experiment.parsed_config)  # parsed once per event
     searcher = restore_searcher(experiment.searcher, spec)
-    trial_id = int(body["trial_id"])
-    kind = body["type"]
-    if kind == "trial_paused":
+    trial_id = message.trial_id
+    if isinstance(message, messages.TrialPaused):
         _carry_out_decision_on_paused_trial(ports, experiment, trial_id)
         return
-    if kind == "trial_exited":
+    if isinstance(message, messages.TrialExited):
         trial = ports.trials.get(trial_id)
         failed = trial is None or trial.state != TrialState.COMPLETED
         invalid = trial is not None and trial.invalid_hp
         event: TrialExited | ValidationReported = TrialExited(
-            event_id=str(body["event_id"]),
+            event_id=message.event_id,
             trial_id=trial_id,
             failed=failed and not invalid,
             invalid_hp=invalid,
         )
-    elif kind == "validation":
-        event = ValidationReported(
-            event_id=str(body["event_id"]),
-            trial_id=trial_id,
-            length=int(body["length"]),
-            metric=float(body["metric"]),
-        )
     else:
-        raise ValueError(f"unknown searcher event type {kind!r}")
+        event = ValidationReported(
+            event_id=message.event_id,
+            trial_id=trial_id,
+            length=message.length,
+            metric=message.metric,
+        )
     ops = searcher.on_event(event)
     _save_and_apply(ports, experiment, spec, searcher, ops, version=experiment.searcher_version)
     if isinstance(event, ValidationReported):
@@ -229,13 +224,12 @@ def _complete_stopped_paused_trial(ports: Ports, trial: Trial) -> None:
     ended = ports.trials.transition(trial.id, TrialState.COMPLETED, end_time=ports.clock.now_iso())
     if ended is not None:
         ports.queues.to_events(
-            {
-                "type": "trial_exited",
-                "event_id": f"closed-{trial.id}",
-                "trial_id": trial.id,
-                "experiment_id": trial.experiment_id,
-                "state": str(TrialState.COMPLETED),
-            }
+            messages.TrialExited(
+                event_id=f"closed-{trial.id}",
+                trial_id=trial.id,
+                experiment_id=trial.experiment_id,
+                state=str(TrialState.COMPLETED),
+            ).to_body()
         )
 
 
@@ -257,11 +251,11 @@ def _on_searcher_shutdown(ports: Ports, experiment: Experiment, spec: SearchSpec
 
 
 def _end_experiment_once_trials_stopped(
-    ports: Ports, experiment: Experiment, body: Mapping[str, Any]
+    ports: Ports, experiment: Experiment, message: messages.TrialEvent
 ) -> None:
     """An event for an experiment waiting in STOPPING_*: end it once no trial is running any more."""
-    if body["type"] == "trial_paused":
-        trial = ports.trials.get(int(body["trial_id"]))
+    if isinstance(message, messages.TrialPaused):
+        trial = ports.trials.get(message.trial_id)
         if trial is not None and trial.state == TrialState.PAUSED:
             _complete_paused_trial_as_experiment_ends(ports, trial)
     trials = ports.trials.for_experiment(experiment.id)

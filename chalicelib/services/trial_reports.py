@@ -1,5 +1,5 @@
-"""What a running trial may do, each call checked against its run token: report metrics and progress,
-store and restore checkpoints, send heartbeats, and (through its agent) ship logs."""
+"""What a running trial may do, for the run whose token the API checked (`tokens.live_run`): report
+metrics and progress, store and restore checkpoints, send heartbeats, and (through its agent) ship logs."""
 
 from __future__ import annotations
 
@@ -10,27 +10,15 @@ from typing import Any
 from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint, Trial
 from chalicelib.domain.run_records import Run
-from chalicelib.domain.states import RunState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import experiments, tokens
+from chalicelib.services import experiments
 from chalicelib.services.ports import Ports
 from chalicelib.services.searching import time_metric
+from contract import messages
+from contract.actions import SearcherAction
 
 METRIC_GROUPS = ("training", "validation")
 MAX_CHECKPOINT_FILES = 10_000
-
-
-def authorize_run(ports: Ports, header: str | None, trial_id: int | None) -> Run:
-    """The live run behind a bearer token, which must belong to `trial_id` when one is named."""
-    run_id = tokens.run_id_from_token(ports.settings.token_secret, header)
-    run = ports.runs.get(run_id)
-    if run is None:
-        raise ForbiddenError(f"run {run_id} does not exist")
-    if trial_id is not None:
-        tokens.require_trial(run.trial_id, trial_id)
-    if run.state == RunState.EXITED:
-        raise ForbiddenError(f"run {run_id} has exited; its token is no longer valid")
-    return run
 
 
 def trial_info(ports: Ports, run: Run) -> dict[str, Any]:
@@ -91,14 +79,13 @@ def report_searcher_result(ports: Ports, run: Run, length: int, metric: float) -
         # The same position again (a retried report): send the event again; the searcher ignores
         # an event id it has seen, and a lost first send is made good.
     ports.queues.to_events(
-        {
-            "type": "validation",
-            "event_id": f"validation-{trial_id}-{length}",
-            "experiment_id": run.experiment_id,
-            "trial_id": trial_id,
-            "length": length,
-            "metric": metric,
-        }
+        messages.ValidationReported(
+            event_id=f"validation-{trial_id}-{length}",
+            experiment_id=run.experiment_id,
+            trial_id=trial_id,
+            length=length,
+            metric=metric,
+        ).to_body()
     )
 
 
@@ -109,12 +96,16 @@ def searcher_state(ports: Ports, run: Run) -> dict[str, Any]:
     target = trial.target_length
     if trial.told_to_stop:
         _note_pausing(ports, run, trial)
-        return {"action": "stop", "length": target, "unit": unit}
+        return {"action": SearcherAction.STOP.value, "length": target, "unit": unit}
     if trial.searcher_pending:
-        return {"action": "wait", "length": target, "unit": unit}
+        return {"action": SearcherAction.WAIT.value, "length": target, "unit": unit}
     if target is not None and trial.searcher_length is not None and trial.searcher_length >= target:
-        return {"action": "stop", "length": target, "unit": unit}  # its last target is reached
-    return {"action": "train", "length": target, "unit": unit}
+        return {
+            "action": SearcherAction.STOP.value,
+            "length": target,
+            "unit": unit,
+        }  # its last target is reached
+    return {"action": SearcherAction.TRAIN.value, "length": target, "unit": unit}
 
 
 def report_invalid_hp(ports: Ports, run: Run, message: str) -> None:

@@ -14,17 +14,15 @@ import pytest
 import yaml
 
 from chalicelib import config as cfg
-from chalicelib import errors
 from chalicelib.config import (
     ConfigInvalidError,
     NniTranslation,
-    is_nni_config,
-    nni_config_version,
     parse_experiment_config,
     translate_nni,
 )
 from chalicelib.config.nni import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS
 from chalicelib.services import experiments
+from contract.nni import is_nni_config, nni_config_version
 
 V2_FILE = """\
 experimentName: MNIST
@@ -889,9 +887,10 @@ def test_validate_translates_nni_configs_and_appends_the_warnings() -> None:
 
 @pytest.mark.usefixtures("any_searcher")
 def test_validate_reports_nni_problems_as_config_errors() -> None:
-    with pytest.raises(errors.ConfigInvalidError) as info:
+    with pytest.raises(cfg.ConfigInvalidError) as info:
         experiments.validate(load(V2_FILE))
 
+    assert (info.value.status, info.value.body()["error"]) == (400, "ConfigInvalid")
     assert info.value.details["problems"] == [
         {
             "path": "searchSpaceFile",

@@ -19,6 +19,7 @@ from chalicelib.domain.records import Experiment
 from chalicelib.domain.states import TrialState
 from chalicelib.memory import MemoryPorts, memory_ports
 from chalicelib.services import experiments, runs, scheduler, searching
+from contract import messages
 
 SHA = "b" * 64
 SINGLE = {
@@ -57,25 +58,33 @@ class Flow:
         self.ports.trials.transition(trial_id, TrialState.QUEUED)
         self.ports.trials.items[trial_id]["attempts"] = trial.attempts + 1
         run_id = keys.run_id(trial_id, attempt)
-        scheduler.handle_message(
-            self.ports,
-            {
-                "type": "request",
-                "token": f"slots-{run_id}",
-                "run_id": run_id,
-                "trial_id": trial_id,
-                "experiment_id": execution["experiment_id"],
-                "pool": execution["pool"],
-                "slots": execution["slots"],
-                "priority": execution["priority"],
-            },
+        request = messages.RequestSlots(
+            token=f"slots-{run_id}",
+            run_id=run_id,
+            trial_id=trial_id,
+            experiment_id=execution["experiment_id"],
+            pool=execution["pool"],
+            slots=execution["slots"],
+            priority=execution["priority"],
         )
+        scheduler.handle_message(self.ports, request)
         return run_id
 
     def launch(self, run_id: str) -> None:
         """The workflow's Launch, once the scheduler answered the slot token."""
-        assert f"slots-{run_id}" in self.ports.workflows.answers, f"run {run_id} holds no slots yet"
-        runs.handle_launch(self.ports, {"type": "launch", "run_id": run_id, "token": f"launch-{run_id}"})
+        grant = self.ports.workflows.answers.get(f"slots-{run_id}")
+        assert grant is not None, f"run {run_id} holds no slots yet"
+        trial_id, _ = keys.parse_run_id(run_id)
+        trial = self.ports.trials.get(trial_id)
+        assert trial is not None
+        launch = messages.Launch(
+            token=f"launch-{run_id}",
+            run_id=run_id,
+            trial_id=trial_id,
+            experiment_id=trial.experiment_id,
+            agent_id=grant["agent_id"],
+        )
+        runs.handle_launch(self.ports, launch)
 
     def place(
         self, trial_id: int, agent: str = "agent-1", slots: int = 1, attempt: int = 1
@@ -110,13 +119,13 @@ class Flow:
             "experiment_id": trial.experiment_id,
             "state": state,
         }
-        searching.handle_event(self.ports, event)
+        searching.handle_event(self.ports, messages.parse_event(event))
 
     def deliver_events(self) -> int:
         """Hand the events queue's messages to the searcher consumer; how many there were."""
         events = self.ports.queues.take_events()
         for body in events:
-            searching.handle_event(self.ports, body)
+            searching.handle_event(self.ports, messages.parse_event(body))
         return len(events)
 
 

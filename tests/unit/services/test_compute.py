@@ -8,6 +8,7 @@ import pytest
 from chalicelib.memory import RecordingCompute, memory_ports
 from chalicelib.services import runs, scheduler
 from chalicelib.services.ports import Host
+from contract import messages
 
 
 @pytest.fixture
@@ -52,7 +53,9 @@ def test_the_scheduler_grants_on_the_backends_hosts_and_asks_for_what_it_needs(r
         )
     assert scheduler.schedule_pool(ports, "default") == [("1.1", "i-1")]
     assert ports.compute.desired_slots == {"default": 4}  # 2 held, 2 waiting
-    runs.handle_launch(ports, {"type": "launch", "run_id": "1.1", "token": "launch-1.1"})
+    runs.handle_launch(
+        ports, messages.Launch(token="launch-1.1", run_id="1.1", trial_id=1, experiment_id=1, agent_id="i-1")
+    )
     assert ports.compute.launched == ["1.1"]
 
     ports.compute.remove_host("default", "i-1")  # an interrupted instance

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from chalicelib.config import ConfigInvalidError
 from chalicelib.domain import keys
-from chalicelib.errors import BadRequestError, ConfigInvalidError, ConflictError, NotFoundError
+from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.memory import EPOCH_2026
 from chalicelib.services import experiments
 

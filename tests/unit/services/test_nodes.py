@@ -6,6 +6,7 @@ import pytest
 
 from chalicelib.errors import BadRequestError, ConflictError
 from chalicelib.services import runs, scheduler
+from contract import messages
 
 AGENTS = ("agent-a", "agent-b", "agent-c")
 
@@ -100,7 +101,7 @@ def test_losing_one_node_ends_the_run_and_every_node(ports, flow):
     runs.started(ports, "agent-a", chief["run_id"], 11)
     ports.clock.advance(ports.settings.agent_timeout_s + 1)
     runs.heartbeat(ports, "agent-a", "default", 2, [chief["run_id"]])
-    scheduler.handle_message(ports, {"type": "sweep", "pool": "default"})
+    scheduler.handle_message(ports, messages.parse_scheduler({"type": "sweep", "pool": "default"}))
     assert flow.exit_answer(run_id)["exit_code"] == runs.AGENT_LOST_EXIT_CODE
     assert {ports.runs.held(n["run_id"]).state for n in (chief, worker)} == {"EXITED"}
     assert runs.heartbeat(ports, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]

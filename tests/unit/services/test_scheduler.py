@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.services import runs, scheduler
+from contract import messages
+from contract.errors import InvalidMessageError
 
 
 def test_a_request_waits_for_an_agent_then_is_granted(ports, flow):
@@ -39,7 +41,12 @@ def test_slots_are_not_granted_beyond_an_agents_capacity(ports, flow):
     assert [r.run_id for r in ports.runs.allocated("default")] == [granted]
     assert [r.run_id for r in ports.runs.pending("default")] == [waiting]
     ports.runs.exit(granted, 0, "done")
-    assert scheduler.handle_message(ports, {"type": "release", "run_id": granted, "pool": "default"}) is None
+    assert (
+        scheduler.handle_message(
+            ports, messages.parse_scheduler({"type": "release", "run_id": granted, "pool": "default"})
+        )
+        is None
+    )
     assert [r.run_id for r in ports.runs.allocated("default")] == [waiting]
 
 
@@ -54,8 +61,9 @@ def test_slots_granted_to_a_workflow_that_ended_are_given_back(ports, flow):
 
 
 def test_an_unknown_message_type_is_refused(ports):
-    with pytest.raises(ValueError, match="unknown scheduler message type 'resize'"):
-        scheduler.handle_message(ports, {"type": "resize", "pool": "default"})
+    with pytest.raises(InvalidMessageError, match="unknown message type 'resize'"):
+        scheduler.handle_message(ports, messages.parse_scheduler({"type": "resize", "pool": "default"}))
+    assert ports.runs.items == {}
 
 
 def test_the_run_of_a_lost_agent_ends_once_and_its_workflow_is_told(ports, flow):
@@ -63,13 +71,15 @@ def test_the_run_of_a_lost_agent_ends_once_and_its_workflow_is_told(ports, flow)
     spec = flow.place(trial_id, agent="doomed")
     runs.started(ports, "doomed", spec["run_id"], 10)
     runs.heartbeat(ports, "healthy", "default", 1, [])
-    scheduler.handle_message(ports, {"type": "sweep", "pool": "default"})
+    scheduler.handle_message(ports, messages.parse_scheduler({"type": "sweep", "pool": "default"}))
     assert ports.runs.get(spec["run_id"]).state == "RUNNING"  # both alive: nothing to do
 
     ports.clock.advance(ports.settings.agent_timeout_s + 1)
     runs.heartbeat(ports, "healthy", "default", 1, [])
-    scheduler.handle_message(ports, {"type": "sweep", "pool": "default"})
-    scheduler.handle_message(ports, {"type": "sweep", "pool": "default"})  # a redelivered sweep
+    scheduler.handle_message(ports, messages.parse_scheduler({"type": "sweep", "pool": "default"}))
+    scheduler.handle_message(
+        ports, messages.parse_scheduler({"type": "sweep", "pool": "default"})
+    )  # a redelivered sweep
     ended = ports.runs.get(spec["run_id"])
     assert ended.state == "EXITED" and ended.exit_code == runs.AGENT_LOST_EXIT_CODE
     assert ended.reason.startswith("lost agent doomed: no heartbeat for 30 s")

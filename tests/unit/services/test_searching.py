@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from chalicelib.services import searching
+from contract import messages
 
 RANDOM = {
     "name": "random",
@@ -20,15 +21,10 @@ def test_the_experiment_completes_when_its_trial_does(ports, flow):
     ended = ports.experiments.get(experiment.id)
     assert ended.state == "COMPLETED" and ended.end_time == "2026-01-01T00:01:00.000Z"
     assert ended.progress == 1
-    searching.handle_event(  # a redelivered event for an ended experiment does nothing
-        ports,
-        {
-            "type": "trial_exited",
-            "event_id": "again",
-            "trial_id": trial_id,
-            "experiment_id": experiment.id,
-        },
+    again = messages.TrialExited(
+        event_id="again", trial_id=trial_id, experiment_id=experiment.id, state="COMPLETED"
     )
+    searching.handle_event(ports, again)  # a redelivered event for an ended experiment does nothing
     assert ports.experiments.get(experiment.id).version == ended.version
 
 
@@ -64,10 +60,12 @@ def test_a_validation_event_answers_the_trials_pending_result(ports, flow):
         "length": 20,
         "metric": 0.5,
     }
-    searching.handle_event(ports, event)
+    searching.handle_event(ports, messages.parse_event(event))
     assert ports.trials.get(first).searcher_pending is False
     version = ports.experiments.get(experiment.id).searcher_version
-    searching.handle_event(ports, event)  # a redelivered event: the searcher has seen it
+    searching.handle_event(
+        ports, messages.parse_event(event)
+    )  # a redelivered event: the searcher has seen it
     assert ports.experiments.get(experiment.id).searcher_version == version + 1
 
 
@@ -87,12 +85,9 @@ def test_a_paused_trial_the_searcher_promoted_meanwhile_resumes_in_a_new_executi
     experiment = flow.submit(RANDOM)
     first, _ = flow.trial_ids(experiment.id)
     _pause(ports, first)
-    paused = {
-        "type": "trial_paused",
-        "event_id": "paused-1",
-        "trial_id": first,
-        "experiment_id": experiment.id,
-    }
+    paused = messages.TrialPaused(
+        event_id="paused-1", trial_id=first, experiment_id=experiment.id, state="PAUSED"
+    )
     searching.handle_event(ports, paused)
     assert ports.trials.get(first).generation == 1
     assert flow.execution(first, generation=1)["trial_id"] == first
@@ -108,7 +103,7 @@ def test_a_paused_trial_the_searcher_stopped_meanwhile_is_completed(ports, flow)
     _pause(ports, first)
     ports.trials.set_searcher_action(first, "stop")
     searching.handle_event(
-        ports, {"type": "trial_paused", "event_id": "p", "trial_id": first, "experiment_id": experiment.id}
+        ports, messages.TrialPaused(event_id="p", trial_id=first, experiment_id=experiment.id, state="PAUSED")
     )
     assert ports.trials.get(first).state == "COMPLETED"
     (closed,) = ports.queues.take_events()

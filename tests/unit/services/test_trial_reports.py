@@ -29,18 +29,23 @@ def _bearer(ports, run_id):
     return "Bearer " + tokens.run_token(ports.settings.token_secret, run_id)
 
 
+def _authorize(ports, header, trial_id):
+    """What the API does with a run token: verify it, then find its live run (`chalicelib.api.auth`)."""
+    return tokens.live_run(ports, tokens.run_id_from_token(ports.settings.token_secret, header), trial_id)
+
+
 def test_a_run_token_opens_its_own_trial_only_while_the_run_lives(ports, run):
     header = _bearer(ports, run.run_id)
-    assert trial_reports.authorize_run(ports, header, run.trial_id).run_id == run.run_id
+    assert _authorize(ports, header, run.trial_id).run_id == run.run_id
     with pytest.raises(ForbiddenError, match=f"belongs to trial {run.trial_id}, not trial 99"):
-        trial_reports.authorize_run(ports, header, 99)
+        _authorize(ports, header, 99)
     with pytest.raises(UnauthorizedError):
-        trial_reports.authorize_run(ports, "Bearer forged.token", run.trial_id)
+        _authorize(ports, "Bearer forged.token", run.trial_id)
     with pytest.raises(ForbiddenError, match="run 42.1 does not exist"):
-        trial_reports.authorize_run(ports, _bearer(ports, "42.1"), None)
+        _authorize(ports, _bearer(ports, "42.1"), None)
     runs.exited(ports, "agent-1", run.run_id, 0, "exited with code 0")
     with pytest.raises(ForbiddenError, match="has exited"):
-        trial_reports.authorize_run(ports, header, run.trial_id)
+        _authorize(ports, header, run.trial_id)
 
 
 def test_trial_info_gives_what_the_trial_starts_from(ports, run):
