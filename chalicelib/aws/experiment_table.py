@@ -12,9 +12,10 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import dynamo
 from chalicelib.domain.records import Experiment
 from chalicelib.domain.states import EXPERIMENT_TRANSITIONS, ExperimentState, allowed_sources
+from chalicelib.domain.updates import ExperimentUpdates
 
 
-class DynamoExperiments:
+class DynamoExperiments(ExperimentUpdates):
     def __init__(self) -> None:
         self._table = dynamo.table("experiments")
 
@@ -74,11 +75,8 @@ class DynamoExperiments:
             raise
         return True
 
-    def record_progress(self, experiment_id: int, progress: float) -> None:
-        dynamo.update_fields(self._table, {"id": experiment_id}, {"progress": progress})
-
-    def record_trial_count(self, experiment_id: int, num_trials: int) -> None:
-        dynamo.update_fields(self._table, {"id": experiment_id}, {"num_trials": num_trials})
+    def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
+        dynamo.update_fields(self._table, {"id": experiment_id}, fields)
 
 
 def _decode(item: dict[str, Any]) -> Experiment:

@@ -10,11 +10,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import dynamo
-from chalicelib.domain.records import SearcherAction, Trial
+from chalicelib.domain.records import Trial
 from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
+from chalicelib.domain.updates import TrialUpdates
 
 
-class DynamoTrials:
+class DynamoTrials(TrialUpdates):
     def __init__(self) -> None:
         self._table = dynamo.table("trials")
 
@@ -50,36 +51,8 @@ class DynamoTrials:
         )
         return _decode(record) if record else None
 
-    def record_exit(self, trial_id: int, exit_code: int, reason: str, failed_rank: int | None) -> None:
-        sets = {"exit_code": exit_code, "exit_reason": reason[:1000], "failed_rank": failed_rank}
-        self._set(trial_id, sets)
-
-    def mark_invalid_hp(self, trial_id: int, reason: str) -> None:
-        self._set(trial_id, {"invalid_hp": True, "exit_reason": reason[:1000]})
-
-    def record_progress(self, trial_id: int, progress: float) -> None:
-        self._set(trial_id, {"progress": progress})
-
-    def set_searcher_action(
-        self,
-        trial_id: int,
-        action: SearcherAction,
-        *,
-        target_length: int | None = None,
-        early_stopped: bool | None = None,
-    ) -> None:
-        sets: dict[str, Any] = {"searcher_action": action}
-        if target_length is not None:
-            sets["target_length"] = target_length
-        if early_stopped is not None:
-            sets["early_stopped"] = early_stopped
-        self._set(trial_id, sets)
-
-    def clear_searcher_pending(self, trial_id: int) -> None:
-        self._set(trial_id, {"searcher_pending": False})
-
-    def _set(self, trial_id: int, sets: Mapping[str, Any]) -> None:
-        dynamo.update_fields(self._table, {"id": trial_id}, sets)
+    def _set_trial(self, trial_id: int, fields: Mapping[str, Any]) -> None:
+        dynamo.update_fields(self._table, {"id": trial_id}, fields)
 
     def record_training(self, trial_id: int, steps_completed: int) -> None:
         self._raise_total(trial_id, steps_completed)
@@ -150,7 +123,7 @@ class DynamoTrials:
         item = dynamo.plain(answer["Attributes"])
         target = item.get("target_length")
         if target is not None and length >= int(target):
-            self._set(trial_id, {"searcher_pending": True})
+            self._set_trial(trial_id, {"searcher_pending": True})
             item["searcher_pending"] = True
         return _decode(item)
 

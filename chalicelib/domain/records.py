@@ -16,7 +16,7 @@ from chalicelib.config import ExperimentConfig, parse_experiment_config
 from chalicelib.domain.states import ExperimentState, TrialState
 
 #: What the searcher wants of a trial (the trial reads it through `GET /trials/{id}/searcher`).
-SearcherAction = Literal["train", "pause", "stop"]
+SearcherWish = Literal["train", "pause", "stop"]
 
 Item = dict[str, Any]
 
@@ -46,7 +46,7 @@ class Experiment(StoredRecord):
     config: dict[str, Any] = field(default_factory=dict)
     context_sha256: str | None = None
     searcher_type: str = ""
-    resource_pool: str = "default"
+    resource_pool: str = ""
     start_time: str | None = None
     end_time: str | None = None
     num_trials: int = 0
@@ -82,7 +82,7 @@ class Trial(StoredRecord):
     trial_seed: int = 0
     start_time: str | None = None
     end_time: str | None = None
-    searcher_action: SearcherAction = "train"
+    searcher_action: SearcherWish = "train"
     target_length: int | None = None
     searcher_length: int | None = None
     searcher_pending: bool = False

@@ -40,7 +40,7 @@ class Run(StoredRecord):
     pool: str
     slots: int
     state: RunState
-    priority: int = 42
+    priority: int
     #: The token of the workflow's slot request (answered by the grant).
     slot_token: str = ""
     queued_at: str = ""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chalicelib.services.clock import iso_utc
-from chalicelib.settings import Settings
+from chalicelib.settings import DEFAULT_AGENT_TIMEOUT_S, DEFAULT_PRESIGN_EXPIRY_S, Settings
 
 #: 2026-01-01T00:00:00Z: the twin's clock starts here unless told otherwise.
 EPOCH_2026 = 1_767_225_600.0
@@ -46,8 +46,8 @@ def memory_settings(**overrides: object) -> Settings:
         "api_url": "http://stratus.memory.invalid",
         "token_secret": "memory-token-secret",
         "agent_token": "memory-agent-token",
-        "agent_timeout_s": 30.0,
-        "presign_expiry_s": 3600,
+        "agent_timeout_s": DEFAULT_AGENT_TIMEOUT_S,
+        "presign_expiry_s": DEFAULT_PRESIGN_EXPIRY_S,
     }
     unknown = set(overrides) - set(values)
     if unknown:

@@ -9,18 +9,19 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.domain.records import Experiment, SearcherAction, Trial
+from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.states import (
     EXPERIMENT_TRANSITIONS,
     TRIAL_TRANSITIONS,
     ExperimentState,
     TrialState,
 )
+from chalicelib.domain.updates import ExperimentUpdates, TrialUpdates
 from chalicelib.errors import ConflictError
 from chalicelib.memory._items import Record, as_json, stored, transition, update_fields
 
 
-class MemoryExperiments:
+class MemoryExperiments(ExperimentUpdates):
     def __init__(self) -> None:
         self.items: dict[int, Record] = {}
 
@@ -60,14 +61,11 @@ class MemoryExperiments:
         item["searcher_version"] = expected_version + 1
         return True
 
-    def record_progress(self, experiment_id: int, progress: float) -> None:
-        update_fields(self.items, experiment_id, {"progress": progress})
-
-    def record_trial_count(self, experiment_id: int, num_trials: int) -> None:
-        update_fields(self.items, experiment_id, {"num_trials": num_trials})
+    def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
+        update_fields(self.items, experiment_id, fields)
 
 
-class MemoryTrials:
+class MemoryTrials(TrialUpdates):
     def __init__(self) -> None:
         self.items: dict[int, Record] = {}
 
@@ -95,33 +93,8 @@ class MemoryTrials:
         item = transition(self.items, trial_id, TRIAL_TRANSITIONS, target, sets)
         return _trial(item) if item is not None else None
 
-    def record_exit(self, trial_id: int, exit_code: int, reason: str, failed_rank: int | None) -> None:
-        sets = {"exit_code": exit_code, "exit_reason": reason[:1000], "failed_rank": failed_rank}
-        update_fields(self.items, trial_id, sets)
-
-    def mark_invalid_hp(self, trial_id: int, reason: str) -> None:
-        update_fields(self.items, trial_id, {"invalid_hp": True, "exit_reason": reason[:1000]})
-
-    def record_progress(self, trial_id: int, progress: float) -> None:
-        update_fields(self.items, trial_id, {"progress": progress})
-
-    def set_searcher_action(
-        self,
-        trial_id: int,
-        action: SearcherAction,
-        *,
-        target_length: int | None = None,
-        early_stopped: bool | None = None,
-    ) -> None:
-        sets: dict[str, Any] = {"searcher_action": action}
-        if target_length is not None:
-            sets["target_length"] = target_length
-        if early_stopped is not None:
-            sets["early_stopped"] = early_stopped
-        update_fields(self.items, trial_id, sets)
-
-    def clear_searcher_pending(self, trial_id: int) -> None:
-        update_fields(self.items, trial_id, {"searcher_pending": False})
+    def _set_trial(self, trial_id: int, fields: Mapping[str, Any]) -> None:
+        update_fields(self.items, trial_id, fields)
 
     def record_training(self, trial_id: int, steps_completed: int) -> None:
         self._raise(trial_id, "total_batches", steps_completed, {"total_batches": steps_completed})

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from chalicelib.domain.records import Checkpoint, Experiment, MetricReport, SearcherAction, Trial
+from chalicelib.domain.records import Checkpoint, Experiment, MetricReport, SearcherWish, Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.settings import Settings
@@ -59,7 +59,7 @@ class TrialStore(Protocol):
     def set_searcher_action(
         self,
         trial_id: int,
-        action: SearcherAction,
+        action: SearcherWish,
         *,
         target_length: int | None = None,
         early_stopped: bool | None = None,

@@ -82,6 +82,7 @@ def _ports() -> tuple[Ports, Node]:
         experiment_id=3,
         pool="default",
         slots=4,
+        priority=42,
         state=RunState.LAUNCHING,
         nodes=nodes,
     )
