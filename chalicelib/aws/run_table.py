@@ -11,7 +11,6 @@ record (`rendezvous`: node rank → address and port).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -30,8 +29,13 @@ class DynamoRuns:
     def __init__(self) -> None:
         self._table = dynamo.table("runs")
 
-    def put_request(self, record: Mapping[str, Any]) -> bool:
-        item = {**record, "state": str(RunState.PENDING), "pending_pool": record["pool"], "version": 0}
+    def put_request(self, request: Run) -> bool:
+        item = {
+            **request.to_item(),
+            "state": str(RunState.PENDING),
+            "pending_pool": request.pool,
+            "version": 0,
+        }
         try:
             self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(run_id)")
         except ClientError as error:

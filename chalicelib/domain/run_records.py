@@ -84,9 +84,15 @@ class Run(StoredRecord):
     def to_item(self) -> Item:
         item = super().to_item()
         item["state"] = str(self.state)
-        item["nodes"] = [{"agent_id": n.agent_id, "slots": n.slots} for n in self.nodes]
-        item["rendezvous"] = {str(k): {"addr": e.addr, "port": e.port} for k, e in self.rendezvous.items()}
-        item["node_exits"] = {str(k): v for k, v in self.node_exits.items()}
+        # The maps exist only once a run on several nodes is launched (the store's conditions rely on it).
+        for name in ("nodes", "rendezvous", "node_exits"):
+            item.pop(name)
+        if self.nodes:
+            item["nodes"] = [{"agent_id": n.agent_id, "slots": n.slots} for n in self.nodes]
+            item["rendezvous"] = {
+                str(k): {"addr": e.addr, "port": e.port} for k, e in self.rendezvous.items()
+            }
+            item["node_exits"] = {str(k): v for k, v in self.node_exits.items()}
         return item
 
     @property

@@ -20,13 +20,12 @@ class MemoryRuns:
         self.items: dict[str, Record] = {}
         self._clock = clock
 
-    def put_request(self, record: Mapping[str, Any]) -> bool:
-        run_id = str(record["run_id"])
-        if run_id in self.items:
+    def put_request(self, request: Run) -> bool:
+        if request.run_id in self.items:
             return False  # a redelivered request: the first one is already queued
-        item = stored(dict(record))
-        item.update(state=str(RunState.PENDING), pending_pool=record["pool"], version=0)
-        self.items[run_id] = item
+        item = stored(request.to_item())
+        item.update(state=str(RunState.PENDING), pending_pool=request.pool, version=0)
+        self.items[request.run_id] = item
         return True
 
     def get(self, run_id: str) -> Run | None:

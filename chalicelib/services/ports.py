@@ -85,7 +85,10 @@ class TrialStore(Protocol):
 class RunStore(Protocol):
     """Runs, and the nodes of runs on several agents (an id names either: `held` tells which)."""
 
-    def put_request(self, record: Mapping[str, Any]) -> bool: ...
+    def put_request(self, request: Run) -> bool:
+        """Queue a run's slot request (a PENDING run) once; False when it is queued already."""
+        ...
+
     def get(self, run_id: str) -> Run | None: ...
     def held(self, run_id: str) -> Run | Node | None:
         """A run, or one node of a run, as an agent holds it (by the id its launch spec gave)."""

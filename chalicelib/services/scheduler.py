@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 
+from chalicelib.domain.run_records import Run
 from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, assign_fifo
+from chalicelib.domain.states import RunState
 from chalicelib.services import runs
 from chalicelib.services.ports import Ports
 from contract import messages
@@ -25,16 +27,17 @@ log = logging.getLogger(__name__)
 def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
     if isinstance(message, messages.RequestSlots):
         ports.runs.put_request(
-            {
-                "run_id": message.run_id,
-                "trial_id": message.trial_id,
-                "experiment_id": message.experiment_id,
-                "pool": message.pool,
-                "slots": message.slots,
-                "priority": message.priority,
-                "slot_token": message.token,
-                "queued_at": ports.clock.now_iso(),
-            }
+            Run(
+                run_id=message.run_id,
+                trial_id=message.trial_id,
+                experiment_id=message.experiment_id,
+                pool=message.pool,
+                slots=message.slots,
+                priority=message.priority,
+                state=RunState.PENDING,
+                slot_token=message.token,
+                queued_at=ports.clock.now_iso(),
+            )
         )
     schedule_pool(ports, message.pool)
 

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from chalicelib.domain.records import Checkpoint, Experiment, Trial
+from chalicelib.domain.run_records import Run
 from chalicelib.memory import memory_ports
 from chalicelib.services.ports import Ports
 
@@ -79,16 +80,17 @@ def test_trial_state_writes_refuse_illegal_transitions(ports):
 
 def test_runs_move_through_the_sparse_indexes(ports):
     runs = ports.runs
-    request = {
-        "run_id": "1.1",
-        "trial_id": 1,
-        "experiment_id": 1,
-        "pool": "default",
-        "slots": 1,
-        "priority": 42,
-        "slot_token": "tok",
-        "queued_at": "2026-01-01T00:00:00Z",
-    }
+    request = Run(
+        run_id="1.1",
+        trial_id=1,
+        experiment_id=1,
+        pool="default",
+        slots=1,
+        priority=42,
+        state="PENDING",
+        slot_token="tok",
+        queued_at="2026-01-01T00:00:00Z",
+    )
     assert runs.put_request(request)
     assert not runs.put_request(request)  # redelivered: queued once
     assert [r.run_id for r in runs.pending("default")] == ["1.1"]

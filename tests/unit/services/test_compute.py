@@ -5,10 +5,28 @@ from __future__ import annotations
 
 import pytest
 
+from chalicelib.domain import keys
+from chalicelib.domain.run_records import Run
 from chalicelib.memory import RecordingCompute, memory_ports
 from chalicelib.services import runs, scheduler
 from chalicelib.services.ports import Host
 from contract import messages
+
+
+def _request(run_id, slots, token=None, queued_at="2026-01-01T00:00:00.000Z"):
+    """A slot request as the scheduler queues it (trial and attempt from the run id)."""
+    trial_id, _ = keys.parse_run_id(run_id)
+    return Run(
+        run_id=run_id,
+        trial_id=trial_id,
+        experiment_id=1,
+        pool="default",
+        slots=slots,
+        priority=42,
+        state="PENDING",
+        slot_token=token or f"slots-{run_id}",
+        queued_at=queued_at,
+    )
 
 
 @pytest.fixture
@@ -39,18 +57,7 @@ def test_the_scheduler_grants_on_the_backends_hosts_and_asks_for_what_it_needs(r
     ports = recorded
     ports.compute.add_host("default", "i-1", 2)
     for run_id, slots in (("1.1", 2), ("2.1", 2)):
-        ports.runs.put_request(
-            {
-                "run_id": run_id,
-                "trial_id": int(run_id[0]),
-                "experiment_id": 1,
-                "pool": "default",
-                "slots": slots,
-                "priority": 42,
-                "slot_token": f"slots-{run_id}",
-                "queued_at": f"2026-01-01T00:00:0{run_id[0]}.000Z",
-            }
-        )
+        ports.runs.put_request(_request(run_id, slots, queued_at=f"2026-01-01T00:00:0{run_id[0]}.000Z"))
     assert scheduler.schedule_pool(ports, "default") == [("1.1", "i-1")]
     assert ports.compute.desired_slots == {"default": 4}  # 2 held, 2 waiting
     runs.handle_launch(
@@ -70,18 +77,7 @@ def test_the_scheduler_grants_on_the_backends_hosts_and_asks_for_what_it_needs(r
 def test_a_grant_whose_workflow_ended_is_stopped(recorded):
     ports = recorded
     ports.compute.add_host("default", "i-1", 1)
-    ports.runs.put_request(
-        {
-            "run_id": "1.1",
-            "trial_id": 1,
-            "experiment_id": 1,
-            "pool": "default",
-            "slots": 1,
-            "priority": 42,
-            "slot_token": "gone",
-            "queued_at": "2026-01-01T00:00:00.000Z",
-        }
-    )
+    ports.runs.put_request(_request("1.1", 1, token="gone"))
     ports.workflows.end("gone")
     assert scheduler.schedule_pool(ports, "default") == []
     assert ports.compute.stopped == ["1.1"]
