@@ -11,6 +11,7 @@ record (`rendezvous`: node rank → address and port).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -18,6 +19,7 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import dynamo
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
+from chalicelib.domain.updates import RunMoves
 from chalicelib.services.ports import Host
 
 
@@ -25,7 +27,7 @@ def _sources(target: RunState) -> list[str]:
     return [str(s) for s in allowed_sources(RUN_TRANSITIONS, target)]
 
 
-class DynamoRuns:
+class DynamoRuns(RunMoves):
     def __init__(self) -> None:
         self._table = dynamo.table("runs")
 
@@ -85,49 +87,27 @@ class DynamoRuns:
     def _runs(items: Any) -> list[Run]:
         return [Run.from_item(item) for item in items]
 
-    def assign(self, run_id: str, agent_id: str, nodes: tuple[str, ...] = ()) -> Run | None:
-        run = self.get(run_id)
-        if run is None:
-            return None
-        sets: dict[str, Any] = {
-            "agent_id": agent_id,
-            "alloc_pool": run.pool,
-            "assigned_at": dynamo.now_iso(),
-        }
-        if nodes:
-            per_node = run.slots // len(nodes)
-            sets["nodes"] = [{"agent_id": agent, "slots": per_node} for agent in nodes]
-        return self._moved(
-            dynamo.transition(
-                self._table,
-                {"run_id": run_id},
-                str(RunState.ASSIGNED),
-                _sources(RunState.ASSIGNED),
-                sets=sets,
-                removes=("pending_pool",),
-            )
+    def _move(
+        self,
+        run_id: str,
+        target: RunState,
+        fields: Mapping[str, Any],
+        removes: tuple[str, ...] = (),
+        agent_id: str | None = None,
+    ) -> dict[str, Any] | None:
+        return dynamo.transition(
+            self._table,
+            {"run_id": run_id},
+            str(target),
+            _sources(target),
+            sets=fields,
+            removes=removes,
+            extra_condition="agent_id = :agent" if agent_id is not None else "",
+            extra_values={":agent": agent_id} if agent_id is not None else None,
         )
 
-    def launch(self, run_id: str, launch_token: str) -> Run | None:
-        run = self.get(run_id)
-        if run is None:
-            return None
-        if run.nodes:
-            # Node records first: a retried launch finds them (the put is conditional) before the run moves.
-            for rank in range(len(run.nodes)):
-                self._put_node(Node.launched(run, rank))
-            sets: dict[str, Any] = {"launch_token": launch_token, "rendezvous": {}, "node_exits": {}}
-        else:
-            sets = {"launch_token": launch_token, "active_agent": run.agent_id}
-        return self._moved(
-            dynamo.transition(
-                self._table,
-                {"run_id": run_id},
-                str(RunState.LAUNCHING),
-                _sources(RunState.LAUNCHING),
-                sets={**sets, "launched_at": dynamo.now_iso()},
-            )
-        )
+    def _now(self) -> str:
+        return dynamo.now_iso()
 
     def _put_node(self, node: Node) -> None:
         try:
@@ -157,31 +137,6 @@ class DynamoRuns:
     def _moved(item: dict[str, Any] | None) -> Run | None:
         return Run.from_item(item) if item is not None else None
 
-    def start(self, run_id: str, agent_id: str, pid: int) -> Run | Node | None:
-        return _held(
-            dynamo.transition(
-                self._table,
-                {"run_id": run_id},
-                str(RunState.RUNNING),
-                _sources(RunState.RUNNING),
-                sets={"pid": pid, "started_at": dynamo.now_iso()},
-                extra_condition="agent_id = :agent",
-                extra_values={":agent": agent_id},
-            )
-        )
-
-    def exit(self, run_id: str, exit_code: int, reason: str) -> Run | Node | None:
-        return _held(
-            dynamo.transition(
-                self._table,
-                {"run_id": run_id},
-                str(RunState.EXITED),
-                _sources(RunState.EXITED),
-                sets={"exit_code": exit_code, "reason": reason[:1000], "exited_at": dynamo.now_iso()},
-                removes=("pending_pool", "alloc_pool", "active_agent"),
-            )
-        )
-
     def record_log_batch(self, run_id: str, seq: int) -> None:
         dynamo.update_fields(
             self._table,
@@ -194,10 +149,6 @@ class DynamoRuns:
 
     def mark_pausing(self, run_id: str) -> None:
         dynamo.update_fields(self._table, {"run_id": run_id}, {"pausing": True}, pk="run_id")
-
-
-def _held(item: dict[str, Any] | None) -> Run | Node | None:
-    return held_record(item) if item is not None else None
 
 
 def _live_condition() -> tuple[str, dict[str, Any]]:

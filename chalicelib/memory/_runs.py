@@ -9,13 +9,14 @@ from typing import Any
 
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState
+from chalicelib.domain.updates import RunMoves
 from chalicelib.memory._items import Record, read, stored, transition
 from chalicelib.services.ports import Clock, Host
 
 _LIVE = (str(RunState.LAUNCHING), str(RunState.RUNNING))
 
 
-class MemoryRuns:
+class MemoryRuns(RunMoves):
     def __init__(self, clock: Clock) -> None:
         self.items: dict[str, Record] = {}
         self._clock = clock
@@ -48,32 +49,22 @@ class MemoryRuns:
         found = [item for item in self.items.values() if item.get(attribute) == value]
         return [read(item) or {} for item in sorted(found, key=lambda item: str(item[order]))]
 
-    def assign(self, run_id: str, agent_id: str, nodes: tuple[str, ...] = ()) -> Run | None:
-        run = self.items.get(run_id)
-        if run is None:
-            return None
-        sets: dict[str, Any] = {
-            "agent_id": agent_id,
-            "alloc_pool": run["pool"],
-            "assigned_at": self._clock.now_iso(),
-        }
-        if nodes:
-            per_node = int(run["slots"]) // len(nodes)
-            sets["nodes"] = [{"agent_id": agent, "slots": per_node} for agent in nodes]
-        return _run(self._move(run_id, RunState.ASSIGNED, sets, removes=("pending_pool",)))
+    def _move(
+        self,
+        run_id: str,
+        target: RunState,
+        fields: Mapping[str, Any],
+        removes: tuple[str, ...] = (),
+        agent_id: str | None = None,
+    ) -> Record | None:
+        also = (lambda run: run.get("agent_id") == agent_id) if agent_id is not None else None
+        return transition(self.items, run_id, RUN_TRANSITIONS, target, fields, removes, also)
 
-    def launch(self, run_id: str, launch_token: str) -> Run | None:
-        run = self.get(run_id)
-        if run is None:
-            return None
-        if run.nodes:
-            for rank in range(len(run.nodes)):
-                node = Node.launched(run, rank)
-                self.items.setdefault(node.node_id, node.to_item())  # a retried launch finds it there
-            sets: dict[str, Any] = {"launch_token": launch_token, "rendezvous": {}, "node_exits": {}}
-        else:
-            sets = {"launch_token": launch_token, "active_agent": run.agent_id}
-        return _run(self._move(run_id, RunState.LAUNCHING, {**sets, "launched_at": self._clock.now_iso()}))
+    def _put_node(self, node: Node) -> None:
+        self.items.setdefault(node.node_id, node.to_item())  # a retried launch finds it there
+
+    def _now(self) -> str:
+        return self._clock.now_iso()
 
     def record_node_exit(self, run_id: str, node_rank: int, exit_code: int) -> Run | None:
         return self._set_live_entry(run_id, "node_exits", node_rank, exit_code)
@@ -88,29 +79,6 @@ class MemoryRuns:
             return None
         run[attribute][str(node_rank)] = stored(value)
         return _run(read(run))
-
-    def start(self, run_id: str, agent_id: str, pid: int) -> Run | Node | None:
-        return _held(
-            self._move(
-                run_id,
-                RunState.RUNNING,
-                {"pid": pid, "started_at": self._clock.now_iso()},
-                also=lambda run: run.get("agent_id") == agent_id,
-            )
-        )
-
-    def exit(self, run_id: str, exit_code: int, reason: str) -> Run | Node | None:
-        return _held(
-            self._move(
-                run_id,
-                RunState.EXITED,
-                {"exit_code": exit_code, "reason": reason[:1000], "exited_at": self._clock.now_iso()},
-                removes=("pending_pool", "alloc_pool", "active_agent"),
-            )
-        )
-
-    def _move(self, run_id: str, target: RunState, sets: Mapping[str, Any], **options: Any) -> Record | None:
-        return transition(self.items, run_id, RUN_TRANSITIONS, target, sets, **options)
 
     def record_log_batch(self, run_id: str, seq: int) -> None:
         run = self.items.get(run_id)
