@@ -68,6 +68,11 @@ class Experiment(StoredRecord):
         """The config, typed: parsed once per record (once per request or event, which read it once)."""
         return parse_experiment_config(self.config).config
 
+    def with_parsed_config(self, parsed: ExperimentConfig) -> Experiment:
+        """This record, knowing its config's typed form already (built from it: nothing to parse again)."""
+        self.__dict__["parsed_config"] = parsed
+        return self
+
 
 @dataclass(frozen=True, kw_only=True)
 class Trial(StoredRecord):

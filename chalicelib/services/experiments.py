@@ -84,7 +84,7 @@ def create(
     )
     ports.experiments.create(experiment)
     if activate:
-        searching.start(ports, experiment_id)
+        searching.start(ports, experiment.with_parsed_config(config))  # the config parsed once
     return CreateResult(experiment=ports.experiments.get(experiment_id), warnings=warnings)
 
 
@@ -94,7 +94,7 @@ def activate(ports: Ports, experiment_id: int) -> Experiment:
         return experiment
     if ports.experiments.transition(experiment_id, ExperimentState.ACTIVE) is None:
         raise ConflictError(f"experiment {experiment_id} is {experiment.state} and cannot be activated")
-    searching.start(ports, experiment_id)
+    searching.start(ports, get(ports, experiment_id))
     return get(ports, experiment_id)
 
 

@@ -63,9 +63,9 @@ def search_spec(config: cfg.ExperimentConfig) -> SearchSpec:
     )
 
 
-def start(ports: Ports, experiment_id: int) -> None:
-    experiment = ports.experiments.get(experiment_id)
-    if experiment is None or experiment.searcher_started:
+def start(ports: Ports, experiment: Experiment) -> None:
+    """Start the experiment's searcher: its first trials. Once: a searcher already started is kept."""
+    if experiment.searcher_started:
         return  # already started (a redelivered activation)
     spec = search_spec(experiment.parsed_config)
     searcher = new_searcher(spec)

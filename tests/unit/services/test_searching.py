@@ -43,7 +43,7 @@ def test_trials_are_created_once_per_searcher_request(ports, flow):
     assert trial.request_id and trial.attempts == 0 and trial.generation == 0
     assert 1 <= trial.hparams["x"] <= 9
     # Starting the searcher again (a redelivered activation) creates nothing.
-    searching.start(ports, experiment.id)
+    searching.start(ports, ports.experiments.get(experiment.id))
     assert flow.trial_ids(experiment.id) == [first, second]
     assert sorted(ports.workflows.executions) == [f"trial-{first}-0", f"trial-{second}-0"]
 
