@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
+from chalicelib.memory import MemoryExperiments
 from chalicelib.services import searching
 from contract import messages
 
@@ -141,3 +146,36 @@ def test_a_shutdown_with_a_trial_still_running_waits_in_stopping(ports, flow):
 def _pause(ports, trial_id):
     for state in ("PULLING", "RUNNING", "PAUSED"):
         assert ports.trials.transition(trial_id, state)
+
+
+class _RacedExperiments(MemoryExperiments):
+    """Another consumer saves the searcher once, between this consumer's read and its write."""
+
+    def __init__(self, items):
+        super().__init__()
+        self.items = items
+        self.raced = False
+
+    def save_searcher(self, experiment_id, snapshot, expected_version):
+        if not self.raced:
+            self.raced = True
+            stored = self.items[experiment_id]
+            super().save_searcher(experiment_id, stored["searcher"], stored["searcher_version"])
+        return super().save_searcher(experiment_id, snapshot, expected_version)
+
+
+def test_a_consumer_that_loses_the_race_for_the_searcher_changes_nothing_and_the_event_comes_again(
+    ports, flow
+):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    ports.trials.items[first]["searcher_pending"] = True
+    raced = dataclasses.replace(ports, experiments=_RacedExperiments(ports.experiments.items))
+    event = messages.ValidationReported(
+        event_id=f"validation-{first}-20", experiment_id=experiment.id, trial_id=first, length=20, metric=0.5
+    )
+    with pytest.raises(searching.StaleSearcherError, match=f"searcher of experiment {experiment.id} changed"):
+        searching.handle_event(raced, event)
+    assert ports.trials.get(first).searcher_pending is True  # not answered: nothing was carried out
+    searching.handle_event(raced, event)  # delivered again: the winner's snapshot is the base now
+    assert ports.trials.get(first).searcher_pending is False
