@@ -10,6 +10,7 @@ from chalice.app import Blueprint
 from chalicelib.api import models, views
 from chalicelib.api.auth import AgentPrincipal, RunPrincipal
 from chalicelib.api.routing import route
+from chalicelib.domain.records import LogLine
 from chalicelib.services import runs, trial_reports
 from chalicelib.wiring import ports
 
@@ -66,7 +67,7 @@ def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run
 @route(bp, "/trials/{trial_id}/logs", "POST", request=models.LogBatch, response=models.Empty, auth="agent")
 def put_logs(agent: AgentPrincipal, body: models.LogBatch, trial_id: int) -> models.Empty:
     """Log lines of a run, shipped by its agent."""
-    lines = [line.model_dump() for line in body.lines]
+    lines = [LogLine(line.timestamp, line.message, line.rank) for line in body.lines]
     runs.store_logs(ports(), trial_id, body.run_id, body.seq, lines)
     return models.Empty()
 

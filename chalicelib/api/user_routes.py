@@ -124,9 +124,9 @@ def trial_logs(user: UserPrincipal, trial_id: int) -> models.LogPage:
     token = query_str(bp, "next_token")
     lines, next_token = ports().logs.get(record.id, limit, token, tail)
     if rank is not None:
-        lines = [line for line in lines if line.get("rank") == rank]
+        lines = [line for line in lines if line.rank == rank]
     return models.LogPage(
-        logs=[models.LogLine.model_validate(line) for line in lines],
+        logs=[views.log_line(line) for line in lines],
         next_token=next_token,
         trial_state=str(record.state),
     )

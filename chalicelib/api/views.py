@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chalicelib.api import models
 from chalicelib.domain import keys
-from chalicelib.domain.records import Checkpoint, Experiment, MetricReport, Trial
+from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricReport, Trial
 from chalicelib.services.ports import Ports
 
 
@@ -78,3 +78,7 @@ def metric(report: MetricReport) -> models.Metric:
         metrics=report.metrics,
         report_time=report.report_time,
     )
+
+
+def log_line(line: LogLine) -> models.LogLine:
+    return models.LogLine(timestamp=line.timestamp, message=line.message, rank=line.rank)

@@ -131,6 +131,15 @@ class Checkpoint(StoredRecord):
     report_time: str = ""
 
 
+@dataclass(frozen=True)
+class LogLine:
+    """One line of a trial's log: when (epoch milliseconds), what, and which rank wrote it, if known."""
+
+    timestamp: int
+    message: str
+    rank: int | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class MetricReport(StoredRecord):
     trial_id: int

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import dataclasses
+from collections.abc import Sequence
 
-from chalicelib.memory._items import Record
+from chalicelib.domain.records import LogLine
 
 # As in chalicelib.aws.logs: CloudWatch returns at most 10,000 events a call; an event holds ~256 KiB.
 _MAX_EVENTS = 10_000
@@ -47,19 +47,16 @@ class MemoryLogs:
     """A stream of lines per trial, ordered by timestamp; a page token is the position after a page."""
 
     def __init__(self) -> None:
-        self.streams: dict[int, list[Record]] = {}
+        self.streams: dict[int, list[LogLine]] = {}
 
-    def put(self, trial_id: int, lines: Sequence[Mapping[str, Any]]) -> None:
+    def put(self, trial_id: int, lines: Sequence[LogLine]) -> None:
         stream = self.streams.setdefault(trial_id, [])
-        for line in lines:
-            rank = line.get("rank")
-            message = str(line.get("message", ""))[:_MAX_EVENT_BYTES]
-            stream.append({"timestamp": int(line["timestamp"]), "message": message, "rank": rank})
-        stream.sort(key=lambda line: int(line["timestamp"]))
+        stream.extend(dataclasses.replace(line, message=line.message[:_MAX_EVENT_BYTES]) for line in lines)
+        stream.sort(key=lambda line: line.timestamp)
 
     def get(
         self, trial_id: int, limit: int, next_token: str | None, tail: int | None
-    ) -> tuple[list[Record], str | None]:
+    ) -> tuple[list[LogLine], str | None]:
         stream = self.streams.get(trial_id)
         if stream is None:
             return [], next_token  # no line yet
@@ -70,5 +67,5 @@ class MemoryLogs:
             start = max(0, len(stream) - count)
         else:
             start = 0
-        page = [dict(line) for line in stream[start : start + count]]
+        page = stream[start : start + count]
         return page, f"f/{start + len(page)}"

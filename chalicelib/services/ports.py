@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from chalicelib.domain.records import Checkpoint, Experiment, MetricReport, SearcherWish, Trial
+from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricReport, SearcherWish, Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.settings import Settings
@@ -150,10 +150,10 @@ class Queues(Protocol):
 
 
 class Logs(Protocol):
-    def put(self, trial_id: int, lines: Sequence[Mapping[str, Any]]) -> None: ...
+    def put(self, trial_id: int, lines: Sequence[LogLine]) -> None: ...
     def get(
         self, trial_id: int, limit: int, next_token: str | None, tail: int | None
-    ) -> tuple[list[Record], str | None]: ...
+    ) -> tuple[list[LogLine], str | None]: ...
 
 
 class ComputeBackend(Protocol):

@@ -11,11 +11,12 @@ the others are killed at their agents' next heartbeat; the run completes when ev
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from chalicelib import config as cfg
 from chalicelib.domain import keys
+from chalicelib.domain.records import LogLine
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
@@ -186,9 +187,7 @@ def rendezvous(
     return {"run_id": run.run_id, "num_nodes": count, "nodes": nodes, "ready": len(nodes) == count}
 
 
-def store_logs(
-    ports: Ports, trial_id: int, run_id: str, seq: int | None, lines: Sequence[Mapping[str, Any]]
-) -> bool:
+def store_logs(ports: Ports, trial_id: int, run_id: str, seq: int | None, lines: Sequence[LogLine]) -> bool:
     """Store a batch of a run's log lines once; False when `seq` shows it is a retried batch."""
     held = ports.runs.held(run_id)
     if held is None or held.trial_id != trial_id:

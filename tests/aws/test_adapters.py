@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 
+from chalicelib.domain.records import LogLine
 from chalicelib.memory import memory_ports
 from chalicelib.services.ports import Ports
 
@@ -35,9 +36,9 @@ def test_presigned_urls_move_bytes_without_the_api(stack):
 def test_an_empty_line_is_stored_and_read_back_empty(ports):
     logs = ports.logs
     now = int(time.time() * 1000)
-    logs.put(6, [{"timestamp": now, "message": "", "rank": None}, {"timestamp": now + 1, "message": "x"}])
+    logs.put(6, [LogLine(now, ""), LogLine(now + 1, "x")])
     lines, _ = logs.get(6, 100, None, None)
-    assert [(line["message"], line["rank"]) for line in lines] == [("", None), ("x", None)]
+    assert [(line.message, line.rank) for line in lines] == [("", None), ("x", None)]
 
 
 def test_logs_keep_order_ranks_and_tail(ports):
@@ -47,13 +48,13 @@ def test_logs_keep_order_ranks_and_tail(ports):
     logs.put(
         5,
         [
-            {"timestamp": now + 2, "message": "second", "rank": 1},
-            {"timestamp": now + 1, "message": "first", "rank": None},
+            LogLine(now + 2, "second", 1),
+            LogLine(now + 1, "first"),
         ],
     )
-    logs.put(5, [{"timestamp": now + 3, "message": "third", "rank": 0}])
+    logs.put(5, [LogLine(now + 3, "third", 0)])
     lines, token = logs.get(5, 100, None, None)
-    assert [(line["message"], line["rank"]) for line in lines] == [
+    assert [(line.message, line.rank) for line in lines] == [
         ("first", None),
         ("second", 1),
         ("third", 0),
@@ -61,7 +62,7 @@ def test_logs_keep_order_ranks_and_tail(ports):
     more, _ = logs.get(5, 100, token, None)
     assert more == []  # following from the token gives only new lines
     tail, _ = logs.get(5, 100, None, 1)
-    assert [line["message"] for line in tail] == ["third"]
+    assert [line.message for line in tail] == ["third"]
 
 
 def test_scheduler_queue_is_fifo_per_pool_and_deduplicated(stack):

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from chalicelib.domain.records import LogLine
 from chalicelib.services import experiments, runs, scheduler, searching
 from contract import messages
 
@@ -86,10 +87,10 @@ def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     assert p.trials.get(spec["trial_id"]).state == "PULLING"
     runs.started(p, "agent-1", spec["run_id"], pid=123)
     assert p.trials.get(spec["trial_id"]).state == "RUNNING"
-    line = {"timestamp": int(time.time() * 1000), "message": "hello", "rank": None}
+    line = LogLine(int(time.time() * 1000), "hello")
     assert runs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])
     assert not runs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])  # a retried batch
-    assert [x["message"] for x in p.logs.get(spec["trial_id"], 100, None, None)[0]] == ["hello"]
+    assert [x.message for x in p.logs.get(spec["trial_id"], 100, None, None)[0]] == ["hello"]
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")  # a retried report is harmless
     pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")

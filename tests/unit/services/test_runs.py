@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from chalicelib.domain.records import LogLine
 from chalicelib.errors import ForbiddenError, NotFoundError
 from chalicelib.services import runs, tokens, trial_reports
 
@@ -115,11 +118,13 @@ def test_a_clean_exit_of_an_invalid_hp_trial_keeps_the_trials_reason(ports, flow
 def test_log_batches_are_stored_once_per_sequence_number(ports, flow):
     (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
-    line = {"timestamp": 1, "message": "hello", "rank": 0}
+    line = LogLine(1, "hello", 0)
     assert runs.store_logs(ports, trial_id, spec["run_id"], 1, [line])
     assert not runs.store_logs(ports, trial_id, spec["run_id"], 1, [line])  # a retried batch
-    assert runs.store_logs(ports, trial_id, spec["run_id"], None, [{**line, "message": "again"}])
-    assert [x["message"] for x in ports.logs.get(trial_id, 100, None, None)[0]] == ["hello", "again"]
+    assert runs.store_logs(
+        ports, trial_id, spec["run_id"], None, [dataclasses.replace(line, message="again")]
+    )
+    assert [x.message for x in ports.logs.get(trial_id, 100, None, None)[0]] == ["hello", "again"]
     with pytest.raises(NotFoundError, match=f"run {spec['run_id']} of trial 99 not found"):
         runs.store_logs(ports, 99, spec["run_id"], 2, [line])
 
