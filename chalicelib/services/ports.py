@@ -3,8 +3,9 @@ DynamoDB, S3, SQS, Step Functions and CloudWatch Logs; `chalicelib/memory/` impl
 in memory, with the same semantics (the services' unit tests run on it). The settings and the clock reach
 the services here too, never through globals.
 
-Experiments, trials, checkpoints and metric reports are typed records (`chalicelib.domain.records`),
-changed through named updates; `chalicelib/api/views.py` renders them as the API's shapes.
+Every record is a typed value (`chalicelib.domain.records`, `chalicelib.domain.run_records`), changed
+through named updates written once for every store (`chalicelib.domain.updates`); `chalicelib/api/views.py`
+renders them as the API's shapes. Where runs execute is the compute backend's business (`ComputeBackend`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricRep
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.settings import Settings
-
-Record = dict[str, Any]
 
 
 @dataclass(frozen=True)
