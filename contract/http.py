@@ -64,7 +64,7 @@ def _sleep(seconds: float) -> bool:
     return False
 
 
-def status_of(error: Exception) -> int | None:
+def http_status(error: Exception) -> int | None:
     """The status of an `HttpCallError` (``NO_ANSWER`` if none came); None for any other exception."""
     return error.status if isinstance(error, HttpCallError) else None
 
@@ -101,7 +101,7 @@ class RetryPolicy:
         self,
         attempt: Callable[[], T],
         *,
-        status_of: Callable[[Exception], int | None] = status_of,
+        status_of: Callable[[Exception], int | None] = http_status,
         wait: Callable[[float], object] = _sleep,
         clock: Callable[[], float] = time.monotonic,
         stop: Callable[[], bool] | None = None,

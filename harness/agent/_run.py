@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from contract.errors import HttpCallError
 from contract.http import RetryPolicy, redact
 from harness._hook import HOOK, hook_script
 from harness.agent._api import AgentApi, LaunchSpec, call_with_retry
@@ -64,7 +65,7 @@ def run_dir_name(run_id: str) -> str:
 
 def _failure(error: Exception, url: str) -> str:
     """A failed context download in a line, the presigned query left out."""
-    status = error.status if isinstance(error, ApiCallError) else 0
+    status = error.status if isinstance(error, ApiCallError | HttpCallError) else 0
     return f"HTTP {status} from GET {redact(url)}" if status else str(error)
 
 
