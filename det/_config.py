@@ -32,18 +32,12 @@ def load_config(path: Path, overrides: Iterable[str] = ()) -> dict[str, Any]:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise ConfigFileError(
-            f"config file {path} does not exist; pass the path of an experiment config (.yaml)"
-        ) from e
-    except IsADirectoryError as e:
-        raise ConfigFileError(
-            f"config file {path} is a folder; pass the path of an experiment config (.yaml)"
-        ) from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigFileError(f"cannot read config file {path}: {e}; check the file") from e
+    text = _read_text(
+        path,
+        "config file",
+        missing=f"config file {path} does not exist; pass the path of an experiment config (.yaml)",
+        folder=f"config file {path} is a folder; pass the path of an experiment config (.yaml)",
+    )
     try:
         config = yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:
@@ -121,15 +115,12 @@ def inline_nni_search_space(config: dict[str, Any], config_path: Path) -> None:
 
 def read_search_space(path: Path, key: str, config_path: Path) -> dict[str, Any]:
     """An NNI search-space file: JSON (or YAML), holding a mapping of names to {_type, _value}."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise ConfigFileError(
-            f"search space file {path} ({key} in {config_path}) does not exist; "
-            "fix the path (it is relative to the config file)"
-        ) from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigFileError(f"cannot read search space file {path}: {e}; check the file") from e
+    text = _read_text(
+        path,
+        "search space file",
+        missing=f"search space file {path} ({key} in {config_path}) does not exist; "
+        "fix the path (it is relative to the config file)",
+    )
     try:
         space = json.loads(text)
     except json.JSONDecodeError as e:
@@ -202,6 +193,19 @@ def set_nested(config: dict[str, Any], keys: list[str], value: Any) -> None:
             node[key] = child
         node = child
     node[keys[-1]] = value
+
+
+def _read_text(path: Path, what: str, *, missing: str, folder: str | None = None) -> str:
+    """The text of file `path` (a `what`); ConfigFileError `missing` when it does not exist, `folder`
+    (when given) when it is a folder, and one naming the OS's reason otherwise."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise ConfigFileError(missing) from e
+    except (OSError, UnicodeDecodeError) as e:
+        if folder is not None and isinstance(e, IsADirectoryError):
+            raise ConfigFileError(folder) from e
+        raise ConfigFileError(f"cannot read {what} {path}: {e}; check the file") from e
 
 
 def _where(path: Path, error: yaml.MarkedYAMLError) -> str:

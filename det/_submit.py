@@ -1,8 +1,7 @@
 """`det experiment create`: validate, pack, upload, submit, and optionally follow the first trial.
 
 The order matters: the API validates the config (`validate_only`) before anything is packed or
-uploaded, and the context goes straight to S3 through a presigned URL (API Gateway caps bodies at
-10 MB), skipped altogether when an archive with the same sha256 is already there.
+uploaded (`det._upload`). With ``--test-mode`` or ``--local`` the config goes to `det._testmode` instead.
 """
 
 from __future__ import annotations
@@ -10,22 +9,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-
+from det import _testmode
 from det._client import ApiClient
 from det._config import is_nni_config, load_config, nni_code_directory
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
-from det._render import format_bytes, format_percent
-from det._runtime import PackedContext, Runtime
-from det.errors import ApiError, UsageError
+from det._render import format_percent
+from det._runtime import Runtime
+from det._upload import pack_and_upload
+from det.errors import UsageError
 
 Json = dict[str, Any]
 
@@ -39,8 +30,6 @@ def create(args: argparse.Namespace, rt: Runtime) -> int:
     if args.include and args.model_def is None:
         raise UsageError("--include adds files to a context: pass the CONTEXT folder too")
     if getattr(args, "test_mode", False) or getattr(args, "local", False):
-        from det import _testmode  # late: it imports this module
-
         return _testmode.create(args, rt, config)
     activate = not args.paused
     with rt.client() as client:
@@ -69,47 +58,6 @@ def activate(args: argparse.Namespace, rt: Runtime) -> int:
         client.activate_experiment(args.experiment_id)
     rt.say(f"Activated experiment {args.experiment_id}")
     return 0
-
-
-def pack_and_upload(args: argparse.Namespace, rt: Runtime, client: ApiClient) -> str | None:
-    """Pack the CONTEXT folder (if any) and upload it unless S3 has it; its SHA-256, or None."""
-    if args.model_def is None:
-        return None
-    packed = rt.pack(args.model_def, list(args.include))
-    rt.note(
-        f"Preparing files to send to master... {format_bytes(packed.file_bytes)} and {packed.num_files} files"
-    )
-    upload_context(rt, client, packed)
-    return str(packed.sha256)
-
-
-def upload_context(rt: Runtime, client: ApiClient, packed: PackedContext) -> None:
-    size = len(packed.data)
-    short = packed.sha256[:12]
-    answer = client.request_context_upload(packed.sha256, size)
-    if answer.get("exists"):
-        rt.note(f"context already uploaded (sha256 {short}…), skipping upload")
-        return
-    upload = answer.get("upload")
-    if not upload:
-        raise ApiError(
-            f"the API has no copy of context {short}… and offered no upload URL; "
-            "check that the CLI and the API versions match",
-            code="NoUploadUrl",
-        )
-    tty = rt.err_is_tty()
-    columns = (
-        TextColumn("Uploading context"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(file=rt.err), disable=not tty) as progress:
-        task = progress.add_task("upload", total=size)
-        client.upload(upload, packed.data, on_chunk=lambda n: progress.advance(task, n))
-    if not tty:
-        rt.note(f"Uploaded context ({format_bytes(size)}, sha256 {short}…)")
 
 
 def follow_experiment(rt: Runtime, client: ApiClient, experiment_id: int) -> int:

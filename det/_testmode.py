@@ -3,16 +3,7 @@
 Both run the experiment's code for one batch with a test config and check four steps, as
 Determined's test mode does: **scheduling**, **training**, **validation**, **checkpointing**.
 
-The test config (`make_test_config`), from the config as loaded (file + ``--config`` overrides):
-
-* ``searcher``: ``{name: single, metric, smaller_is_better, max_length: {batches: 1}}`` (``metric`` and
-  ``smaller_is_better`` copied when the original has them; ``time_metric``/``max_time`` dropped);
-* ``hyperparameters``: every non-constant one becomes ``{type: const, val: ...}`` with a deterministic
-  value: ``int``/``double`` their ``minval``, ``log`` ``base ** minval``, ``categorical`` its first
-  value; nested groups recursively; constants (bare or ``type: const``) stay as written;
-* ``min_validation_period`` and ``min_checkpoint_period`` removed, ``max_restarts: 0``,
-  ``scheduling_unit: 1``, and `` (test mode)`` appended to the name (the config file's stem when the
-  config has no name).
+The test config is `det._test_config.make_test_config`'s; the checklist is `det._checklist.Checklist`.
 
 Remote (``--test-mode``)
     The API validates the original config, then the test config (both ``validate_only``, so nothing is
@@ -38,37 +29,26 @@ Local (``--local --test-mode``): no control plane, nothing packed or uploaded
 
 An NNI config is refused with a usage error: the API translates NNI configs, so the CLI cannot make
 a test config of one.
-
-The checklist goes to stderr: one line redrawn in place on a terminal, else one ``[✓] step`` line per
-step as it is reached and a ``[✗] step`` line per step never reached.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from det._checklist import Checklist
 from det._client import ApiClient
 from det._config import is_nni_config
-from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
+from det._logs import POLL_INTERVAL, TERMINAL_STATES, format_line, read_log_pages
 from det._runtime import Runtime
-from det._submit import pack_and_upload
-from det._testmode_local import (  # the first three are re-exported: they used to live here
-    _EventsFile,  # noqa: F401
-    entrypoint_command,  # noqa: F401
-    local_environment,  # noqa: F401
-    run_local,
-)
+from det._test_config import make_test_config
+from det._testmode_local import run_local
+from det._upload import pack_and_upload
 from det.errors import UsageError
 
 Json = dict[str, Any]
-
-STEPS = ("scheduling", "training", "validation", "checkpointing")
-NAME_SUFFIX = " (test mode)"
-HP_TYPES = ("const", "int", "double", "log", "categorical")
 
 # Trial states that mean the trial got its slots and was started.
 _STARTED_STATES = frozenset(
@@ -93,133 +73,6 @@ def create(args: argparse.Namespace, rt: Runtime, config: Mapping[str, Any]) -> 
     if args.local:
         return run_local(args, rt, test_config)
     return run_remote(args, rt, config, test_config)
-
-
-# --------------------------------------------------------------------------------------------------
-# the test config
-
-
-def make_test_config(config: Mapping[str, Any], *, default_name: str = "Experiment") -> dict[str, Any]:
-    """The config of the one-batch test experiment (see the module docstring); `config` is not changed."""
-    test = copy.deepcopy(dict(config))
-    searcher = config.get("searcher")
-    original = searcher if isinstance(searcher, Mapping) else {}
-    single: dict[str, Any] = {"name": "single"}
-    for key in ("metric", "smaller_is_better"):
-        if key in original:
-            single[key] = copy.deepcopy(original[key])
-    single["max_length"] = {"batches": 1}
-    test["searcher"] = single
-    hyperparameters = config.get("hyperparameters")
-    if isinstance(hyperparameters, Mapping):
-        test["hyperparameters"] = test_hyperparameters(hyperparameters)
-    test.pop("min_validation_period", None)
-    test.pop("min_checkpoint_period", None)
-    test["max_restarts"] = 0
-    test["scheduling_unit"] = 1
-    name = config.get("name")
-    test["name"] = f"{name if name not in (None, '') else default_name}{NAME_SUFFIX}"
-    return test
-
-
-def test_hyperparameters(hyperparameters: Mapping[str, Any], where: str = "hyperparameters") -> Json:
-    """Every hyperparameter as a constant: ranges at their low end, categoricals at their first value."""
-    out: Json = {}
-    for name, spec in hyperparameters.items():
-        path = f"{where}.{name}"
-        if isinstance(spec, Mapping) and "type" not in spec:
-            out[name] = test_hyperparameters(spec, path)
-        elif isinstance(spec, Mapping) and spec.get("type") != "const":
-            out[name] = {"type": "const", "val": _test_value(spec, path)}
-        else:
-            out[name] = copy.deepcopy(spec)  # a constant, bare or `type: const`
-    return out
-
-
-def hparam_values(hyperparameters: Mapping[str, Any], where: str = "hyperparameters") -> Json:
-    """The values a trial gets for (constant) `hyperparameters`, nested like the groups."""
-    out: Json = {}
-    for name, spec in hyperparameters.items():
-        path = f"{where}.{name}"
-        if isinstance(spec, Mapping) and "type" not in spec:
-            out[name] = hparam_values(spec, path)
-        elif isinstance(spec, Mapping):
-            out[name] = _test_value(spec, path)
-        else:
-            out[name] = copy.deepcopy(spec)
-    return out
-
-
-def _test_value(spec: Mapping[str, Any], path: str) -> Any:
-    kind = spec.get("type")
-    try:
-        if kind == "const":
-            return copy.deepcopy(spec["val"])
-        if kind == "int":
-            return spec["minval"]
-        if kind == "double":
-            return float(spec["minval"])
-        if kind == "log":
-            base = spec.get("base")
-            return float(10 if base is None else base) ** float(spec["minval"])
-        if kind == "categorical":
-            return copy.deepcopy(spec["vals"][0])
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise UsageError(
-            f"{path} of type {kind} has no usable {_missing_field(kind)}; fix the hyperparameter"
-        ) from e
-    raise UsageError(f"{path} has type {kind!r}, which is not one of {', '.join(HP_TYPES)}; fix its type")
-
-
-def _missing_field(kind: object) -> str:
-    return {"const": "val", "categorical": "vals (a non-empty list)"}.get(str(kind), "minval")
-
-
-# --------------------------------------------------------------------------------------------------
-# the checklist
-
-
-class Checklist:
-    """The four steps, shown on stderr: one redrawn line on a terminal, else a line per step."""
-
-    def __init__(self, rt: Runtime) -> None:
-        self._rt = rt
-        self.done: dict[str, bool] = dict.fromkeys(STEPS, False)
-        self.status = StatusLine(rt.err, enabled=rt.err_is_tty())
-        self._shown = ""
-
-    def tick(self, steps: Iterable[str]) -> None:
-        wanted = set(steps)
-        for step in STEPS:  # in their order, whatever the order they were seen in
-            if step in wanted and not self.done[step]:
-                self.done[step] = True
-                if not self.status.enabled:
-                    self._rt.note(f"[✓] {step}")
-
-    def missing(self) -> list[str]:
-        return [step for step in STEPS if not self.done[step]]
-
-    def line(self, *, final: bool = False) -> str:
-        marks = {True: "✓", False: "✗" if final else " "}
-        return "  ".join(f"[{marks[self.done[step]]}] {step}" for step in STEPS)
-
-    def show(self, detail: str = "") -> None:
-        text = self.line() + (f" · {detail}" if detail else "")
-        if text != self._shown:  # redrawn only when it changes
-            self.status.show(text)
-            self._shown = text
-
-    def print_lines(self, lines: list[str]) -> None:
-        self.status.print_lines(self._rt.out, lines)
-
-    def finish(self) -> None:
-        """Leave the final state on stderr: ✓ or ✗ for every step."""
-        self.status.clear()
-        if self.status.enabled:
-            self._rt.note(self.line(final=True))
-        else:
-            for step in self.missing():
-                self._rt.note(f"[✗] {step}")
 
 
 # --------------------------------------------------------------------------------------------------

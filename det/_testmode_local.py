@@ -1,30 +1,28 @@
 """`det experiment create --local --test-mode`: the one-batch test run on this machine.
 
 No control plane, nothing packed or uploaded. `run_local` takes the test config that
-`det._testmode.make_test_config` made; the steps are ticked on `det._testmode.Checklist`.
+`det._test_config.make_test_config` made; the steps are ticked on a `det._checklist.Checklist`.
 
 The context's files (``.detignore`` and ``-i`` applied, by `det._context.collect`) are copied into
-a temporary folder (`copy_context`), and the entrypoint runs there as the agent runs it
-(`build_script`): ``startup-hook.sh`` sourced first when present, then a string entrypoint through
-``sh -c``, a list as argv, and the legacy ``model_def:Trial`` form as
-``python3 -m harness.exec.run_trial model_def:Trial`` (`entrypoint_command`). The process's environment
-(`local_environment`) is this one without the platform's ``STRATUS_*`` variables (so the harness gives
-its local twins), ``PATH`` led by the folder of this CLI's interpreter (so ``python3`` is this
-interpreter), the config's ``environment_variables``, the determined/nni stand-ins on ``PYTHONPATH``
-for the packages this interpreter cannot import (`compat_pythonpath`), and
+a temporary folder (`copy_context`), beside two files:
 
-* ``STRATUS_LOCAL_CONFIG``: the path of a JSON file ``{"hparams": {...}, "config": {...},
-  "length": 1}`` (the test values, nested like the groups; the test config; the batches to train);
-* ``STRATUS_LOCAL_EVENTS``: the path of a file the harness's local twins append JSON lines to, one
-  per report: ``{"type": "training" | "validation" | "checkpoint" | "searcher_completed" |
-  "invalid_hp", ...}`` (``type`` is read here, and ``message`` of ``invalid_hp``).
+* ``local-config.json``: ``{"hparams": {...}, "config": {...}, "length": 1}`` (the test values, nested
+  like the groups; the test config; the batches to train), the harness's ``STRATUS_LOCAL_CONFIG``;
+* ``events.jsonl``: the file the harness's local twins append JSON lines to, one per report:
+  ``{"type": "training" | "validation" | "checkpoint" | "searcher_completed" | "invalid_hp", ...}``
+  (``type`` is read here, and ``message`` of ``invalid_hp``).
+
+The trial is started by the harness, as a program (the CLI imports no harness module):
+``python -m harness.exec.local_test`` (`LOCAL_TEST_PROGRAM`) builds the trial's environment and script as
+the agent does, and becomes the trial in the context's copy. It runs with this interpreter and this
+environment (the program drops the platform's ``STRATUS_*`` variables).
 
 Its output streams to stdout as it comes, while the events file is watched. scheduling ✓ once the
 process started; training ✓ on a ``training`` or ``searcher_completed`` event (or when the process
 exits 0 after a validation), validation ✓ on ``validation``, checkpointing ✓ on ``checkpoint``. Passed
 (exit 0, ``Local test passed``) when the process exits 0 with validation and checkpointing ✓;
 otherwise exit 1 with ``Local test failed at STEP: why`` (an ``invalid_hp`` event fails the test too:
-the test values were refused).
+the test values were refused; a ``startup-hook.sh`` that fails leaves a marker file saying so).
 
 The process runs in its own process group: leftovers are killed when it exits, Ctrl-C is forwarded to
 it (and a second Ctrl-C or a lingering run kills it), and SIGTERM/SIGHUP end the CLI through
@@ -38,8 +36,6 @@ import contextlib
 import json
 import os
 import queue
-import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -49,20 +45,18 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeGuard
+from typing import IO, Any
 
+from det._checklist import Checklist
 from det._render import format_bytes
 from det._runtime import Runtime
+from det._test_config import hparam_values
 from det.errors import UsageError
-from harness._hook import HOOK, hook_script
 
 Json = dict[str, Any]
 
-LOCAL_CONFIG_ENV = "STRATUS_LOCAL_CONFIG"
-LOCAL_EVENTS_ENV = "STRATUS_LOCAL_EVENTS"
-RUN_TRIAL_MODULE = "harness.exec.run_trial"
-
-_LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+LOCAL_TEST_PROGRAM = "harness.exec.local_test"
+"""The harness's program that becomes the trial (``python -m``)."""
 _EVENT_STEPS = {
     "training": "training",
     "searcher_completed": "training",
@@ -91,8 +85,6 @@ def run_local(args: argparse.Namespace, rt: Runtime, test_config: Json) -> int:
     hyperparameters = test_config.get("hyperparameters") or {}
     if not isinstance(hyperparameters, Mapping):
         raise UsageError("hyperparameters must be a mapping of names to hyperparameters; fix the config")
-    from det._testmode import hparam_values  # late: det._testmode imports this module
-
     hparams = hparam_values(hyperparameters)
 
     from det import _context  # imported late: it pulls in zstandard
@@ -106,17 +98,16 @@ def run_local(args: argparse.Namespace, rt: Runtime, test_config: Json) -> int:
         marker = Path(tmp) / "startup-hook.failed"
         local_config = Path(tmp) / "local-config.json"
         local_config.write_text(json.dumps({"hparams": hparams, "config": test_config, "length": 1}))
-        env = local_environment(rt.environ, test_config, local_config, events)
-        script = build_script(entrypoint, marker)
+        command = local_test_command(workdir, local_config, events, marker)
         size = sum(f.size for f in files)
         rt.note(
             f"Testing {args.model_def} locally: {len(files)} file{'' if len(files) == 1 else 's'} "
             f"({format_bytes(size)}) copied to {workdir}"
         )
-        return _LocalRun(rt, workdir, env, script, events, marker).run()
+        return _LocalRun(rt, command, Path(tmp), events, marker).run()
 
 
-def _valid_entrypoint(entrypoint: object) -> TypeGuard[str | list[str]]:
+def _valid_entrypoint(entrypoint: object) -> bool:
     if isinstance(entrypoint, str):
         return bool(entrypoint.strip())
     return (
@@ -139,73 +130,21 @@ def copy_context(files: Sequence[Any], dest: Path) -> None:
             os.chmod(target, 0o755 if f.executable else 0o644)
 
 
-def local_environment(
-    base: Mapping[str, str], config: Mapping[str, Any], local_config: Path, events: Path
-) -> dict[str, str]:
-    """The process's environment: ours without STRATUS_* (off the platform), PATH led by our interpreter."""
-    env = {k: v for k, v in base.items() if not k.startswith("STRATUS_")}
-    bin_dir = os.path.dirname(sys.executable) if sys.executable else ""
-    path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
-    env["PATH"] = os.pathsep.join([bin_dir, *path] if bin_dir else path)
-    if sys.prefix != sys.base_prefix:
-        env["VIRTUAL_ENV"] = sys.prefix
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(config_variables(config))
-    env[LOCAL_CONFIG_ENV] = str(local_config)
-    env[LOCAL_EVENTS_ENV] = str(events)
-    compat = compat_pythonpath()
-    if compat:
-        env["PYTHONPATH"] = os.pathsep.join([p for p in (env.get("PYTHONPATH"), *compat) if p])
-    return env
-
-
-_COMPAT_PROBE = (
-    "import importlib.util as u\n"
-    "try:\n    import harness.compat as c\nexcept ImportError:\n    raise SystemExit(0)\n"
-    "print('\\n'.join(str(c.compat_path(p)) for p in c.PACKAGES if u.find_spec(p) is None))\n"
-)
-
-
-def compat_pythonpath() -> list[str]:
-    """The determined/nni stand-ins to put on PYTHONPATH, as the agent does on the platform: only for the
-    packages this interpreter cannot import. Asked of a child interpreter (the CLI never imports harness)."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _COMPAT_PROBE], capture_output=True, text=True, timeout=120, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
-
-
-def config_variables(config: Mapping[str, Any]) -> dict[str, str]:
-    """`environment.environment_variables` (a list, or the CPU entries of the per-device form)."""
-    environment = config.get("environment")
-    entries: object = environment.get("environment_variables") if isinstance(environment, Mapping) else None
-    if isinstance(entries, Mapping):
-        entries = entries.get("cpu")
-    variables: dict[str, str] = {}
-    for entry in entries if isinstance(entries, list) else []:
-        name, _, value = str(entry).partition("=")
-        if name:
-            variables[name] = value
-    return variables
-
-
-def entrypoint_command(entrypoint: str | Sequence[str]) -> str:
-    """The shell line that execs `entrypoint` the way the agent does."""
-    if isinstance(entrypoint, str):
-        if _LEGACY_ENTRYPOINT.fullmatch(entrypoint.strip()):
-            return f"exec {shlex.join(['python3', '-m', RUN_TRIAL_MODULE, entrypoint.strip()])}"
-        return f"exec sh -c {shlex.quote(entrypoint)}"
-    return f"exec {shlex.join(entrypoint)}"
-
-
-def build_script(entrypoint: str | Sequence[str], hook_failed_marker: Path) -> str:
-    """Source ``startup-hook.sh`` when present (its exports reach the entrypoint), then exec the entrypoint:
-    the agent's script (`harness._hook.hook_script`). A hook that fails or ends the shell leaves
-    `hook_failed_marker` behind, as on the agent."""
-    return hook_script(entrypoint_command(entrypoint), hook_failed_marker)
+def local_test_command(workdir: Path, local_config: Path, events: Path, marker: Path) -> list[str]:
+    """The argv of the harness's program that becomes the trial (see the module docstring)."""
+    return [
+        sys.executable,
+        "-m",
+        LOCAL_TEST_PROGRAM,
+        "--context",
+        str(workdir),
+        "--local-config",
+        str(local_config),
+        "--events",
+        str(events),
+        "--hook-failed-marker",
+        str(marker),
+    ]
 
 
 class _EventsFile:
@@ -241,15 +180,10 @@ _EOF = object()
 
 
 class _LocalRun:
-    def __init__(
-        self, rt: Runtime, workdir: Path, env: dict[str, str], script: str, events: Path, marker: Path
-    ) -> None:
-        from det._testmode import Checklist  # late: det._testmode imports this module
-
+    def __init__(self, rt: Runtime, command: list[str], cwd: Path, events: Path, marker: Path) -> None:
         self._rt = rt
-        self._workdir = workdir
-        self._env = env
-        self._script = script
+        self._command = command
+        self._cwd = cwd
         self._events = _EventsFile(events)
         self._marker = marker
         self._checks = Checklist(rt)
@@ -259,9 +193,9 @@ class _LocalRun:
     def run(self) -> int:
         try:
             proc = subprocess.Popen(
-                [shutil.which("bash", path=self._env.get("PATH")) or "/bin/sh", "-c", self._script],
-                cwd=self._workdir,
-                env=self._env,
+                self._command,
+                cwd=self._cwd,  # not the context: `python -m` puts its folder first on sys.path
+                env=dict(self._rt.environ),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -356,7 +290,7 @@ class _LocalRun:
         if self._invalid_hp is not None:
             why = f"the script refused the test hyperparameters (InvalidHP: {self._invalid_hp})"
         elif self._marker.exists():
-            why = f"{HOOK} failed (exit code {returncode}); the entrypoint was not started"
+            why = _read_text(self._marker) or f"the startup hook failed ({_exit_text(returncode)})"
         elif returncode != 0:
             why = f"the entrypoint {_exit_text(returncode)}"
         else:
@@ -376,6 +310,13 @@ def _exit_text(returncode: int) -> str:
             return f"was killed by {signal.Signals(-returncode).name}"
         return f"was killed by signal {-returncode}"
     return f"exited with code {returncode}"
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

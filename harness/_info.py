@@ -1,4 +1,5 @@
-"""What a trial knows about itself: the only module that reads the environment of contracts.md §2.
+"""What a trial knows about itself: the only module that reads the environment of contracts.md §2
+(its names and `TrialEnv.from_env` are the `contract.env`'s, shared with the control plane and the agent).
 
 The agent starts every trial process with the `STRATUS_*` variables; launchers add `RANK`,
 `LOCAL_RANK`, `WORLD_SIZE` (and torchrun's `LOCAL_WORLD_SIZE`, `GROUP_RANK`). Without
@@ -27,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract import env as names
+from contract.env import TrialEnv
+from contract.errors import InvalidEnvironmentError
 from harness.errors import HarnessError
 
 LOCAL_RUN_ID = "local"
@@ -131,23 +135,25 @@ class RankInfo:
 
 def load_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo | None:
     """The trial's info from the environment, or None off the platform (no `STRATUS_TRIAL_ID`)."""
-    env = os.environ if environ is None else environ
-    if not env.get("STRATUS_TRIAL_ID"):
+    try:
+        env = TrialEnv.from_env(os.environ if environ is None else environ)
+    except InvalidEnvironmentError as e:
+        raise HarnessError(str(e)) from e
+    if env is None:
         return None
-    master = _required(env, "STRATUS_MASTER")
     trial = TrialInfo(
-        trial_id=_int(env, "STRATUS_TRIAL_ID"),
-        experiment_id=_int(env, "STRATUS_EXPERIMENT_ID"),
-        hparams=_hparams(env.get("STRATUS_HPARAMS", "")),
-        trial_seed=_int(env, "STRATUS_TRIAL_SEED", default=0),
+        trial_id=env.trial_id,
+        experiment_id=env.experiment_id,
+        hparams=env.hparams,
+        trial_seed=env.trial_seed,
     )
     return ClusterInfo(
         trial=trial,
-        run_id=env.get("STRATUS_RUN_ID", ""),
-        latest_checkpoint=env.get("STRATUS_LATEST_CHECKPOINT") or None,
-        master_url=master.rstrip("/"),
-        slots=_int(env, "STRATUS_SLOTS", default=1),
-        run_token=env.get("STRATUS_RUN_TOKEN", ""),
+        run_id=env.run_id,
+        latest_checkpoint=env.latest_checkpoint,
+        master_url=env.master.rstrip("/"),
+        slots=env.slots,
+        run_token=env.run_token,
     )
 
 
@@ -176,20 +182,20 @@ def load_local_config(environ: Mapping[str, str] | None = None) -> LocalConfig |
     """The local test mode's config, or None when `STRATUS_LOCAL_CONFIG` is unset or the process is on
     the platform (`STRATUS_TRIAL_ID` set)."""
     env = os.environ if environ is None else environ
-    path = env.get("STRATUS_LOCAL_CONFIG", "")
-    if not path or env.get("STRATUS_TRIAL_ID"):
+    path = env.get(names.LOCAL_CONFIG, "")
+    if not path or names.is_on_platform(env):
         return None
     try:
         raw = json.loads(Path(path).read_text())
     except OSError as e:
         raise HarnessError(
-            f"STRATUS_LOCAL_CONFIG={path!r} cannot be read ({e.strerror}); point it at the JSON file "
+            f"{names.LOCAL_CONFIG}={path!r} cannot be read ({e.strerror}); point it at the JSON file "
             "the CLI wrote, or unset it."
         ) from e
     except json.JSONDecodeError as e:
-        raise HarnessError(f"STRATUS_LOCAL_CONFIG={path!r} is not valid JSON ({e}).") from e
+        raise HarnessError(f"{names.LOCAL_CONFIG}={path!r} is not valid JSON ({e}).") from e
     if not isinstance(raw, dict):
-        raise HarnessError(f"STRATUS_LOCAL_CONFIG={path!r} holds a {type(raw).__name__}, not a JSON object.")
+        raise HarnessError(f"{names.LOCAL_CONFIG}={path!r} holds a {type(raw).__name__}, not a JSON object.")
     hparams = _object(raw, "hparams", path)
     config = _object(raw, "config", path)
     length = _optional_int(raw, "length", path, minimum=1)
@@ -213,8 +219,8 @@ def local_events_path(environ: Mapping[str, str] | None = None) -> Path | None:
     """Where the local twins append their events (`STRATUS_LOCAL_EVENTS`), or None; never on the
     platform."""
     env = os.environ if environ is None else environ
-    path = env.get("STRATUS_LOCAL_EVENTS", "")
-    if not path or env.get("STRATUS_TRIAL_ID"):
+    path = env.get(names.LOCAL_EVENTS, "")
+    if not path or names.is_on_platform(env):
         return None
     return Path(path)
 
@@ -229,13 +235,6 @@ def load_rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
     cross_rank = _int(env, "GROUP_RANK", default=rank // max(local_size, 1))
     cross_size = max(size // max(local_size, 1), 1)
     return RankInfo(rank, size, local_rank, local_size, cross_rank, cross_size)
-
-
-def _required(env: Mapping[str, str], name: str) -> str:
-    value = env.get(name, "")
-    if not value:
-        raise HarnessError(f"{name} is not set; the agent sets it on every trial process (contracts.md §2).")
-    return value
 
 
 def _int(env: Mapping[str, str], name: str, *, default: int | None = None) -> int:
@@ -263,16 +262,4 @@ def _optional_int(raw: Mapping[str, Any], key: str, path: str, *, minimum: int) 
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise HarnessError(f"{key} in {path} is {value!r}; it must be a whole number >= {minimum}.")
-    return value
-
-
-def _hparams(raw: str) -> dict[str, Any]:
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise HarnessError(f"STRATUS_HPARAMS is not valid JSON ({e}); it must be a JSON object.") from e
-    if not isinstance(value, dict):
-        raise HarnessError(f"STRATUS_HPARAMS is {type(value).__name__}, not a JSON object.")
     return value

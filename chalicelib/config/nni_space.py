@@ -46,6 +46,7 @@ __all__ = [
     "MAX_GRID_POINTS",
     "NORMAL_SIGMAS",
     "SpaceTranslator",
+    "TranslationNotes",
     "is_int",
 ]
 
@@ -85,8 +86,9 @@ def is_int(value: Any) -> bool:
     return _is_number(value) and float(value).is_integer()
 
 
-class SpaceTranslator:
-    """Translates NNI's search space; warnings and problems go to the lists it is given."""
+class TranslationNotes:
+    """Where one part of an NNI config's translation (the config, its tuner, its search space) writes
+    its warnings and problems: lists shared by every part, so they keep the order of translation."""
 
     def __init__(self, warnings: list[str], problems: list[ConfigProblem]) -> None:
         self.warnings = warnings
@@ -97,6 +99,10 @@ class SpaceTranslator:
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(ConfigProblem(path, message))
+
+
+class SpaceTranslator(TranslationNotes):
+    """Translates NNI's search space; warnings and problems go to the lists it is given."""
 
     def hyperparameters(self, space: Mapping[str, Any]) -> dict[str, Any]:
         """The `hyperparameters` mapping for NNI's search space (its valid entries)."""
@@ -183,45 +189,46 @@ class SpaceTranslator:
             return False
         return True
 
+    def _uniform(
+        self, where: str, value: list[Any], names: Sequence[str], *, log: bool
+    ) -> list[float] | None:
+        """`[low, high]` (or `[low, high, q]`) checked: low ≤ high, q > 0, and low > 0 for a log range."""
+        numbers = self._numbers(where, value, names)
+        if numbers is None or not self._bounds(where, numbers[0], numbers[1]):
+            return None
+        if len(numbers) == 3 and not self._q(where, numbers[2]):
+            return None
+        if log and numbers[0] <= 0:
+            self.problem(f"{where}._value", "low must be > 0 for a log-uniform range")
+            return None
+        return numbers
+
     def _hp_uniform(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._numbers(where, value, ("low", "high"))
-        if numbers is None or not self._bounds(where, *numbers):
+        numbers = self._uniform(where, value, ("low", "high"), log=False)
+        if numbers is None:
             return None
         return {"type": "double", "minval": float(numbers[0]), "maxval": float(numbers[1])}
 
     def _hp_loguniform(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._numbers(where, value, ("low", "high"))
-        if numbers is None or not self._bounds(where, *numbers):
-            return None
-        if numbers[0] <= 0:
-            self.problem(f"{where}._value", "low must be > 0 for a log-uniform range")
+        numbers = self._uniform(where, value, ("low", "high"), log=True)
+        if numbers is None:
             return None
         return _log_hp(numbers[0], numbers[1])
 
     def _hp_quniform(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._numbers(where, value, ("low", "high", "q"))
-        if (
-            numbers is None
-            or not self._bounds(where, numbers[0], numbers[1])
-            or not self._q(where, numbers[2])
-        ):
-            return None
-        low, high, q = numbers
-        return self._quantised(where, "quniform", low, high, q, log=False, clip=True, note="")
+        return self._quantised_uniform(where, value, "quniform", log=False)
 
     def _hp_qloguniform(self, where: str, value: list[Any]) -> dict[str, Any] | None:
-        numbers = self._numbers(where, value, ("low", "high", "q"))
-        if (
-            numbers is None
-            or not self._bounds(where, numbers[0], numbers[1])
-            or not self._q(where, numbers[2])
-        ):
+        return self._quantised_uniform(where, value, "qloguniform", log=True)
+
+    def _quantised_uniform(
+        self, where: str, value: list[Any], kind: str, *, log: bool
+    ) -> dict[str, Any] | None:
+        numbers = self._uniform(where, value, ("low", "high", "q"), log=log)
+        if numbers is None:
             return None
         low, high, q = numbers
-        if low <= 0:
-            self.problem(f"{where}._value", "low must be > 0 for a log-uniform range")
-            return None
-        return self._quantised(where, "qloguniform", low, high, q, log=True, clip=True, note="")
+        return self._quantised(where, kind, low, high, q, log=log, clip=True, note="")
 
     def _normal(self, where: str, value: list[Any], names: Sequence[str]) -> list[float] | None:
         numbers = self._numbers(where, value, names)

@@ -6,8 +6,9 @@ output to ``POST /trials/{id}/logs``, kills what the answer kills, and reports e
 Uses only the standard library (its HTTP session is `contract.http`'s); never imports the control plane.
 """
 
+from contract.launch import LaunchSpec
 from harness.agent._agent import Agent
-from harness.agent._api import AgentApi, LaunchSpec
+from harness.agent._api import AgentApi
 from harness.agent._run import Run
 from harness.agent._settings import Settings
 

@@ -11,7 +11,9 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from harness.agent._api import AgentApi, InvalidLaunchSpec, LaunchSpec, call_with_retry
+from contract.errors import InvalidLaunchSpecError
+from contract.launch import LaunchSpec
+from harness.agent._api import AgentApi, call_with_retry
 from harness.agent._run import REASON_AGENT_STOPPED, Run
 from harness.agent._settings import Settings
 from harness.errors import ApiCallError
@@ -136,7 +138,7 @@ class Agent:
         """Start a run from a raw LaunchSpec; a run id already running or finished is ignored."""
         try:
             spec = LaunchSpec.from_json(raw)
-        except InvalidLaunchSpec as e:
+        except InvalidLaunchSpecError as e:
             run_id = raw.get("run_id") if isinstance(raw, dict) else None
             log.error("refusing a launch spec (run %s): %s", run_id, e)
             if isinstance(run_id, str | int) and not isinstance(run_id, bool) and self._claim(str(run_id)):

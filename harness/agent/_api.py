@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -22,61 +22,6 @@ T = TypeVar("T")
 
 #: The agent's calls are tried once: the heartbeat loop and `call_with_retry` ask again.
 ONE_ATTEMPT = RetryPolicy(max_attempts=1)
-
-
-class InvalidLaunchSpec(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    run_id: str
-    trial_id: str
-    experiment_id: str
-    slots: int
-    #: Shell words (run as is), or one string (run with ``sh -c``).
-    entrypoint: tuple[str, ...] | str
-    environment: Mapping[str, str] = field(default_factory=dict)
-    context_url: str | None = None
-    api_url: str = ""
-
-    @classmethod
-    def from_json(cls, data: Any) -> LaunchSpec:
-        if not isinstance(data, dict):
-            raise InvalidLaunchSpec(f"a launch spec is an object, not {type(data).__name__}")
-        run_id = data.get("run_id")
-        if not isinstance(run_id, str | int) or isinstance(run_id, bool) or not str(run_id):
-            raise InvalidLaunchSpec("run_id is missing")
-        entry = data.get("entrypoint")
-        entrypoint: tuple[str, ...] | str
-        if isinstance(entry, str) and entry.strip():
-            entrypoint = entry
-        elif isinstance(entry, list) and entry and all(isinstance(w, str) for w in entry):
-            entrypoint = tuple(entry)
-        else:
-            raise InvalidLaunchSpec("entrypoint must be a non-empty list of words or a string")
-        env = data.get("environment") or {}
-        if not isinstance(env, dict):
-            raise InvalidLaunchSpec("environment must be an object")
-        slots = data.get("slots", 1)
-        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 0:
-            raise InvalidLaunchSpec("slots must be an integer >= 0")
-        trial_id = data.get("trial_id")
-        if trial_id is None or isinstance(trial_id, bool) or str(trial_id) == "":
-            raise InvalidLaunchSpec("trial_id is missing")
-        context_url = data.get("context_url")
-        if context_url is not None and not isinstance(context_url, str):
-            raise InvalidLaunchSpec("context_url must be a string or null")
-        return cls(
-            run_id=str(run_id),
-            trial_id=str(trial_id),
-            experiment_id=str(data.get("experiment_id", "")),
-            slots=slots,
-            entrypoint=entrypoint,
-            environment={str(k): "" if v is None else str(v) for k, v in env.items()},
-            context_url=context_url or None,
-            api_url=str(data.get("api_url") or ""),
-        )
 
 
 @dataclass(frozen=True)

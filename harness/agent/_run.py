@@ -12,25 +12,23 @@ import json
 import logging
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
+from contract import env as trial_env
 from contract.errors import HttpCallError
 from contract.http import RetryPolicy, redact
-from harness._hook import HOOK, hook_script
-from harness.agent._api import AgentApi, LaunchSpec, call_with_retry
+from contract.launch import LaunchSpec
+from harness.agent._api import AgentApi, call_with_retry
 from harness.agent._logs import LineSplitter, LogShipper
 from harness.agent._settings import SECRET_ENV_NAMES, TOKEN_ENV, Settings
-from harness.compat import PACKAGES as COMPAT_PACKAGES
-from harness.compat import compat_path
 from harness.errors import ApiCallError, UnsafeArchiveError
+from harness.trial_process import HOOK, Probe, build_script, missing_packages, trial_environment
 
 log = logging.getLogger("harness.agent")
 
@@ -38,14 +36,6 @@ REASON_AGENT_STOPPED = "agent stopped"
 REASON_HOOK_FAILED = f"{HOOK} failed"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _HOOK_FAILED_MARKER = "startup-hook.failed"
-PROBE_TIMEOUT_S = 30.0
-_PROBE_SCRIPT = (
-    "import importlib.util, sys\n"
-    "print(' '.join(n for n in sys.argv[1:] if importlib.util.find_spec(n) is None))\n"
-)
-
-#: ``probe(env, names)`` -> the names the trial's Python cannot import
-Probe = Callable[[Mapping[str, str], Sequence[str]], Collection[str]]
 
 
 class ContextError(Exception):
@@ -97,41 +87,6 @@ def exit_status(returncode: int) -> tuple[int, str]:
     return returncode, f"exited with code {returncode}"
 
 
-def missing_packages(env: Mapping[str, str], names: Sequence[str]) -> frozenset[str]:
-    """The top-level packages among ``names`` that the trial's Python (``python3`` on the trial's ``PATH``)
-    cannot import with the trial's environment. A Python that cannot be run reports nothing missing."""
-    python = shutil.which("python3", path=env.get("PATH")) or shutil.which("python", path=env.get("PATH"))
-    if python is None:
-        return frozenset()
-    try:
-        done = subprocess.run(
-            [python, "-c", _PROBE_SCRIPT, *names],
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as e:
-        log.warning("could not ask %s which packages it has: %s", python, e)
-        return frozenset()
-    if done.returncode != 0:
-        log.warning("could not ask %s which packages it has: %s", python, done.stderr.strip()[-300:])
-        return frozenset()
-    return frozenset(done.stdout.split()) & frozenset(names)
-
-
-def compat_pythonpath(env: Mapping[str, str], probe: Probe = missing_packages) -> list[str]:
-    """The compatibility folders (``harness/compat/determined``, ``harness/compat/nni``) for the packages
-    the trial's Python lacks: an installed ``determined`` or ``nni`` is never shadowed.
-
-    The probe runs before ``startup-hook.sh``: a hook that installs ``determined`` or ``nni`` should also
-    drop the folder from ``PYTHONPATH`` (or install it into the image instead).
-    """
-    missing = probe(env, COMPAT_PACKAGES)
-    return [str(compat_path(name)) for name in COMPAT_PACKAGES if name in missing]
-
-
 def build_environment(
     spec: LaunchSpec,
     settings: Settings,
@@ -141,45 +96,21 @@ def build_environment(
     run_dir: Path | None = None,
 ) -> dict[str, str]:
     """The agent's environment minus secrets, ``PATH`` led by this interpreter's bin dir, the trial's;
-    ``PYTHONPATH`` ends with the compatibility folders of the packages the trial's Python lacks."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in SECRET_ENV_NAMES}
-    bin_dir = os.path.dirname(sys.executable) if sys.executable else ""
-    path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
-    env["PATH"] = os.pathsep.join([bin_dir, *path] if bin_dir else path)
-    if sys.prefix != sys.base_prefix:
-        env["VIRTUAL_ENV"] = sys.prefix
-    env["PYTHONUNBUFFERED"] = "1"
-    env["STRATUS_MASTER"] = spec.api_url or settings.api_url
-    env["STRATUS_TRIAL_ID"] = spec.trial_id
-    env["STRATUS_EXPERIMENT_ID"] = spec.experiment_id
-    env["STRATUS_RUN_ID"] = spec.run_id
-    env["STRATUS_SLOTS"] = str(spec.slots)
+    ``PYTHONPATH`` ends with the compatibility folders of the packages the trial's Python lacks
+    (`harness.trial_process.trial_environment`)."""
+    # The spec's environment holds every variable of contracts.md §2 (`contract.env.TrialEnv`); the ids
+    # from the spec's own fields are fallbacks, and the node's address and the report path are the agent's.
+    variables = spec.identity_env(default_master=settings.api_url)
     if settings.address:
-        env["STRATUS_NODE_ADDR"] = settings.address
+        variables[trial_env.NODE_ADDR] = settings.address
     if run_dir is not None:
-        env["STRATUS_LAUNCHER_REPORT"] = str(run_dir / LAUNCHER_REPORT)
-    env.update(spec.environment)
+        variables[trial_env.LAUNCHER_REPORT] = str(run_dir / LAUNCHER_REPORT)
+    variables.update(spec.environment)
     if gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-    env.pop(TOKEN_ENV, None)
-    extra = compat_pythonpath(env, probe)
-    if extra:
-        # After the user's entries (their modules win); PYTHONPATH precedes site-packages, which is why
-        # a folder is added only for a package that is not installed.
-        kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in extra]
-        env["PYTHONPATH"] = os.pathsep.join([*kept, *extra])
-    return env
-
-
-def build_script(entrypoint: tuple[str, ...] | str, hook_failed_marker: Path) -> str:
-    """The ``bash -c`` script: source the hook (its exports reach the entrypoint), then exec the entrypoint
-    (`harness._hook.hook_script`)."""
-    cmd = (
-        f"exec sh -c {shlex.quote(entrypoint)}"
-        if isinstance(entrypoint, str)
-        else f"exec {shlex.join(entrypoint)}"
-    )
-    return hook_script(cmd, hook_failed_marker, who="[agent] ")
+        variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    variables.pop(TOKEN_ENV, None)
+    base = os.environ if base is None else base
+    return trial_environment(base, variables, drop=SECRET_ENV_NAMES.__contains__, probe=probe)
 
 
 class Run:
@@ -216,7 +147,7 @@ class Run:
         self.failed_rank: int | None = None
         self.exit_reported = False
         self._logs = LogShipper(
-            lambda lines, seq: api.logs(spec.trial_id, spec.run_id, lines, seq),
+            lambda lines, seq: api.logs(str(spec.trial_id), spec.run_id, lines, seq),
             self.run_dir / "output.log",
             what=f"run {spec.run_id}",
             give_up=give_up,
@@ -307,7 +238,7 @@ class Run:
         except _Cancelled:
             return 128 + signal.SIGTERM, "killed before the process started"
         env = build_environment(self.spec, self._settings, self.gpus, run_dir=self.run_dir)
-        script = build_script(self.spec.entrypoint, self._marker)
+        script = build_script(self.spec.entrypoint, self._marker, who="[agent] ")
         with self._lock:
             if self._kill_requested.is_set():
                 return 128 + signal.SIGTERM, "killed before the process started"

@@ -23,14 +23,13 @@ from harness.core._distributed import DistributedContext
 from harness.core._events import LocalEvents, read_events
 from harness.core._preempt import LocalPreemptContext, PlatformPreemptContext, PreemptContext
 from harness.core._searcher import (
-    DEFAULT_LOCAL_LENGTH,
-    LocalSearcherContext,
     PlatformSearcherContext,
     SearcherContext,
     SearcherMode,
     SearcherOperation,
     Unit,
 )
+from harness.core._searcher_local import DEFAULT_LOCAL_LENGTH, LocalSearcherContext
 from harness.core._train import EarlyExitReason, LocalTrainContext, PlatformTrainContext, TrainContext
 
 __all__ = [

@@ -33,7 +33,8 @@ from harness.core._preempt import (
     PlatformPreemptContext,
     PreemptContext,
 )
-from harness.core._searcher import LocalSearcherContext, PlatformSearcherContext, SearcherContext
+from harness.core._searcher import PlatformSearcherContext, SearcherContext
+from harness.core._searcher_local import LocalSearcherContext
 from harness.core._train import LocalTrainContext, PlatformTrainContext, TrainContext
 from harness.errors import InvalidHP
 

@@ -16,9 +16,7 @@ On the platform each operation comes from `GET /trials/{id}/searcher` (contracts
   a preemption (SIGTERM, the heartbeat) ends the wait and the iterator;
 - `stop`: the iterator ends and `core.preempt.should_preempt()` latches to true.
 
-Off the platform the local twin yields ONE operation: of the `length` of `STRATUS_LOCAL_CONFIG` if given,
-else of the config's `searcher.max_length` (from the same file), else of 100 batches
-(`DEFAULT_LOCAL_LENGTH`). `Trainer.fit(max_length=...)` replaces that last default.
+Off the platform the local twin (`_searcher_local.py`) yields ONE operation.
 
 Only the chief talks to the control plane. With a `torch.distributed` process group the chief hands
 every operation to the other ranks (they must iterate in step); without one each rank asks for itself.
@@ -38,17 +36,15 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contract.actions import SearcherAction
 from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
-from harness.core._events import LocalEvents
 from harness.core._train import clean_metrics
 from harness.errors import SearcherError
 
 log = logging.getLogger("harness.searcher")
 
-TRAIN, WAIT, STOP = "train", "wait", "stop"
 BATCHES = "batches"
-DEFAULT_LOCAL_LENGTH = 100
 WAIT_BACKOFF_S: tuple[float, ...] = (0.25, 0.5, 1.0)  # then once a second
 WAIT_LOG_EVERY = 60  # polls between "still waiting" lines
 
@@ -73,23 +69,25 @@ class SearcherMode(enum.Enum):
 class SearcherAnswer:
     """One answer of `GET /trials/{id}/searcher`."""
 
-    action: str
+    action: SearcherAction
     length: int | None = None
     unit: str = BATCHES
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> SearcherAnswer:
-        action = body.get("action")
-        if action not in (TRAIN, WAIT, STOP):
+        raw = body.get("action")
+        try:
+            action = SearcherAction(raw if isinstance(raw, str) else repr(raw))
+        except ValueError:
             raise SearcherError(
-                f"the searcher answered action {action!r}; expected train, wait or stop "
+                f"the searcher answered action {raw!r}; expected train, wait or stop "
                 "(the control plane and harness disagree on contracts.md §1)."
-            )
+            ) from None
         length = body.get("length")
         if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 0):
             raise SearcherError(f"the searcher answered length {length!r}; expected a whole number or null.")
         unit = body.get("unit") or BATCHES
-        return cls(str(action), length, str(unit))
+        return cls(action, length, str(unit))
 
 
 class SearcherOperation:
@@ -184,7 +182,7 @@ class SearcherContext(abc.ABC):
                 received = self._dist.broadcast(None)
                 if received is None:
                     return
-                answer = SearcherAnswer(TRAIN, received[0], received[1])
+                answer = SearcherAnswer(SearcherAction.TRAIN, received[0], received[1])
             else:
                 next_answer = self._next_train()
                 if share:
@@ -237,12 +235,12 @@ class SearcherContext(abc.ABC):
         polls = 0
         while True:
             answer = self._ask()
-            if answer.action == STOP:
+            if answer.action == SearcherAction.STOP:
                 self._on_stop()
                 return None
-            if answer.action == TRAIN and answer.length is None and self._open_ended_done:
+            if answer.action == SearcherAction.TRAIN and answer.length is None and self._open_ended_done:
                 return None  # the script decided when it was done, and it said so
-            if answer.action == TRAIN and not (
+            if answer.action == SearcherAction.TRAIN and not (
                 answer.length is not None and answer.length in self._completed_lengths
             ):
                 return answer
@@ -311,103 +309,6 @@ class PlatformSearcherContext(SearcherContext):
 
     def _send_invalid_hp(self, message: str) -> None:
         self._api.post(f"/trials/{self._trial_id}/searcher/invalid_hp", {"message": message})
-
-
-class LocalSearcherContext(SearcherContext):
-    """Off the platform: one operation (see the module docstring); reports are printed and, with
-    `STRATUS_LOCAL_EVENTS`, appended to the events file."""
-
-    def __init__(
-        self,
-        distributed: DistributedContext,
-        *,
-        length: int | None = DEFAULT_LOCAL_LENGTH,
-        unit: str = BATCHES,
-        configured: bool = False,
-        events: LocalEvents | None = None,
-        report_progress: Callable[[float], None] | None = None,
-        config: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(distributed, report_progress=report_progress, config=config)
-        self.length = length
-        self.unit = unit
-        self.configured = configured  # False: the 100-batch default, which Trainer.fit(max_length) replaces
-        self._events = events or LocalEvents(None)
-        self.completed: list[dict[str, Any]] = []
-        self.invalid_hp: str | None = None
-
-    @classmethod
-    def from_config(
-        cls,
-        distributed: DistributedContext,
-        *,
-        config: Mapping[str, Any],
-        hparams: Mapping[str, Any],
-        length: int | None,
-        events: LocalEvents | None = None,
-        report_progress: Callable[[float], None] | None = None,
-    ) -> LocalSearcherContext:
-        """The twin for the local test mode: `length` if given, else the config's `searcher.max_length`."""
-        unit, value = BATCHES, length
-        if value is None:
-            found = local_max_length(config, hparams)
-            if found is not None:
-                value, unit = found
-        configured = value is not None
-        return cls(
-            distributed,
-            length=value if configured else DEFAULT_LOCAL_LENGTH,
-            unit=unit,
-            configured=configured,
-            events=events,
-            report_progress=report_progress,
-            config=config,
-        )
-
-    def use_length(self, length: int, unit: str = BATCHES) -> None:
-        """Replace the 100-batch default (only when nothing was configured)."""
-        if not self.configured:
-            self.length, self.unit, self.configured = length, unit, True
-
-    def _ask(self) -> SearcherAnswer:
-        if self._ops_completed:
-            return SearcherAnswer(STOP)
-        return SearcherAnswer(TRAIN, self.length, self.unit)
-
-    def _send_completed(self, length: int, unit: str, metric: Any) -> None:
-        self.completed.append({"length": length, "unit": unit, "metric": metric})
-        print(f"[searcher] operation completed: length={length} {unit} metric={metric}", flush=True)
-        self._events.emit("searcher_completed", length, length=length, unit=unit, metric=metric)
-
-    def _send_invalid_hp(self, message: str) -> None:
-        self.invalid_hp = message
-        print(f"[searcher] invalid hyperparameters: {message}", flush=True)
-        self._events.emit("invalid_hp", 0, message=message)
-
-
-def local_max_length(config: Mapping[str, Any], hparams: Mapping[str, Any]) -> tuple[int, str] | None:
-    """The config's `searcher.max_length` as (value, unit): in batches when it can be converted
-    (records with the `global_batch_size` hyperparameter, epochs with `records_per_epoch` too), else in
-    its own unit (`epochs`, `records`) for the trainer to convert."""
-    max_length = (config.get("searcher") or {}).get("max_length")
-    if isinstance(max_length, int) and not isinstance(max_length, bool):
-        return max_length, BATCHES
-    if not (isinstance(max_length, Mapping) and len(max_length) == 1):
-        return None
-    unit, value = next(iter(max_length.items()))
-    if not isinstance(value, int) or isinstance(value, bool):
-        return None
-    batch = hparams.get("global_batch_size")
-    per_epoch = config.get("records_per_epoch") or 0
-    if unit == "batches":
-        return value, BATCHES
-    if unit == "records" and isinstance(batch, int) and batch > 0:
-        return value // batch, BATCHES
-    if unit == "epochs" and isinstance(batch, int) and batch > 0 and per_epoch > 0:
-        return value * per_epoch // batch, BATCHES
-    if unit in ("records", "epochs"):
-        return value, str(unit)
-    return None
 
 
 def _metric(value: Any) -> Any:

@@ -11,10 +11,12 @@ torch is imported inside the functions that need it, so importing this package c
 
 from __future__ import annotations
 
+from harness.pytorch._checkpoint import STATE_FILE
 from harness.pytorch._context import PyTorchTrialContext
 from harness.pytorch._data import DataLoader, to_device
+from harness.pytorch._init import init, seed_everything
 from harness.pytorch._lr_scheduler import LRScheduler
-from harness.pytorch._trainer import STATE_FILE, Trainer, init, seed_everything
+from harness.pytorch._trainer import Trainer
 from harness.pytorch._trial import PyTorchCallback, PyTorchTrial, Reducer
 from harness.pytorch._units import Batch, Epoch, Records, TrainUnit
 

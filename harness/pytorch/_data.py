@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import TrialDefinitionError
+
 if TYPE_CHECKING:
     import torch
     import torch.utils.data
@@ -233,3 +235,41 @@ def batch_length(batch: Any) -> int:
     if isinstance(batch, Sequence) and batch:
         return batch_length(batch[0])
     raise ValueError(f"cannot tell the length of a batch of type {type(batch).__name__}.")
+
+
+def batches_per_epoch(data: Any, *, num_replicas: int, rank: int, seed: int) -> int:
+    """Training batches in one epoch of `data` on this rank (0 when the loader has no length)."""
+    if isinstance(data, DataLoader):
+        return len(data._batch_sampler(seed=seed, repeat=True, skip=0, num_replicas=num_replicas, rank=rank))
+    try:
+        return len(data)
+    except TypeError:
+        return 0
+
+
+def training_batches(data: Any, skip: int, *, num_replicas: int, rank: int, seed: int) -> Iterator[Any]:
+    """Training batches from batch number `skip` on, epoch after epoch."""
+    if isinstance(data, DataLoader):
+        yield from data.get_data_loader(
+            repeat=True, skip=skip, num_replicas=num_replicas, rank=rank, seed=seed
+        )
+        return
+    produced = 0
+    while True:
+        empty = True
+        for batch in data:
+            empty = False
+            if produced >= skip:
+                yield batch
+            produced += 1
+        if empty:
+            raise TrialDefinitionError(
+                "the training data loader gave no batch; check build_training_data_loader()."
+            )
+
+
+def validation_loader(data: Any, *, num_replicas: int, rank: int, seed: int) -> Any:
+    """What to iterate for validation: this rank's share of a `DataLoader`, or a plain loader as it is."""
+    if isinstance(data, DataLoader):
+        return data.get_data_loader(num_replicas=num_replicas, rank=rank, seed=seed)
+    return data

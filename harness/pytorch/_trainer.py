@@ -1,4 +1,4 @@
-"""`Trainer`: runs a `PyTorchTrial` the way Determined does, and `init()`, which builds its context.
+"""`Trainer`: runs a `PyTorchTrial` the way Determined does, following the searcher (`init()` builds its context).
 
     with harness.pytorch.init() as context:
         Trainer(MyTrial(context), context).fit()
@@ -27,38 +27,22 @@ trial preempted and resumed ends with exactly the weights and metrics of an unin
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import random
 import sys
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import harness.core
 from harness.core import DistributedContext, LocalSearcherContext, SearcherOperation
-from harness.errors import CheckpointError, InvalidHP, TrialDefinitionError
+from harness.errors import InvalidHP, TrialDefinitionError
+from harness.pytorch._checkpoint import TrainerProgress, restore_checkpoint, save_checkpoint
 from harness.pytorch._context import PyTorchTrialContext
-from harness.pytorch._data import DataLoader
+from harness.pytorch._data import batches_per_epoch, training_batches
 from harness.pytorch._lr_scheduler import LRScheduler
-from harness.pytorch._trial import (
-    PyTorchCallback,
-    PyTorchTrial,
-    Reducer,
-    evaluate_batch_takes_index,
-    overrides,
-    reduce_metrics,
-    scalar,
-)
+from harness.pytorch._metrics import average_across_ranks, evaluate, searcher_metric, training_metrics
+from harness.pytorch._trial import PyTorchCallback, PyTorchTrial, Reducer, overrides, reduce_metrics
 from harness.pytorch._units import Scale, TrainUnit, length_in_batches, parse_length
-
-if TYPE_CHECKING:
-    import torch
 
 log = logging.getLogger("harness.pytorch")
 
-STATE_FILE = "state_dict.pth"
 DEFAULT_SCHEDULING_UNIT = 100
 
 
@@ -153,7 +137,9 @@ class _TrainLoop:
         self.train_data = self.trial.build_training_data_loader()
         self.val_data = self.trial.build_validation_data_loader()
         seed = self.ctx.get_trial_seed()
-        self.per_epoch = _batches_per_epoch(self.train_data, self.dist, seed)
+        self.per_epoch = batches_per_epoch(
+            self.train_data, num_replicas=self.dist.size, rank=self.dist.rank, seed=seed
+        )
         self.scale = Scale(
             global_batch_size=self._global_batch_size(),
             batches_per_epoch=self.per_epoch,
@@ -188,7 +174,9 @@ class _TrainLoop:
                 callback.on_trial_shutdown()
 
     def _follow_searcher(self, seed: int) -> None:
-        self.stream = _training_batches(self.train_data, self.batches, self.dist, seed)
+        self.stream = training_batches(
+            self.train_data, self.batches, num_replicas=self.dist.size, rank=self.dist.rank, seed=seed
+        )
         for model in self.ctx.models:
             model.train()
         for callback in self.callbacks.values():
@@ -212,7 +200,10 @@ class _TrainLoop:
                 return
             if self.validated_at != self.batches:
                 self._validate()
-            op.report_completed(self._searcher_metric(), length=self.batches if op.length is None else None)
+            op.report_completed(
+                searcher_metric(self.config, self.last_validation),
+                length=self.batches if op.length is None else None,
+            )
         self._checkpoint_if_needed()
 
     def _train_to(self, target: int, op: SearcherOperation) -> bool:
@@ -225,7 +216,7 @@ class _TrainLoop:
                 _next_multiple(self.batches, self.checkpoint_every),
             )
             per_batch = [self._train_batch(i) for i in range(self.batches, end)]
-            averaged = self._average_across_ranks(reduce_metrics(per_batch, Reducer.AVG))
+            averaged = average_across_ranks(self.ctx, reduce_metrics(per_batch, Reducer.AVG))
             self.core.train.report_training_metrics(steps_completed=self.batches, metrics=averaged)
             for callback in self.callbacks.values():
                 callback.on_training_workload_end(averaged, per_batch)
@@ -248,7 +239,7 @@ class _TrainLoop:
         self.ctx._set_position(index, self.per_epoch)
         out = self.trial.train_batch(batch, epoch, index)
         self.batches = index + 1
-        metrics = _training_metrics(out)
+        metrics = training_metrics(out)
         for wrapped in self.ctx.lr_schedulers:
             if (
                 wrapped.step_mode is LRScheduler.StepMode.STEP_EVERY_BATCH
@@ -278,7 +269,7 @@ class _TrainLoop:
             model.eval()
         try:
             with torch.no_grad():
-                metrics = self._evaluate()
+                metrics = evaluate(self.trial, self.ctx, self.val_data)
         finally:
             for model in self.ctx.models:
                 model.train()
@@ -287,46 +278,6 @@ class _TrainLoop:
         for callback in self.callbacks.values():
             callback.on_validation_end(dict(metrics))
 
-    def _evaluate(self) -> dict[str, Any]:
-        seed = self.ctx.get_trial_seed()
-        if overrides(self.trial, "evaluate_full_dataset"):
-            metrics: dict[str, Any] | None = None
-            if self.dist.is_chief:
-                loader = _validation_loader(self.val_data, num_replicas=1, rank=0, seed=seed)
-                found = self.trial.evaluate_full_dataset(loader)
-                metrics = {str(k): scalar(str(k), v) for k, v in dict(found).items()}
-            shared = self.dist.broadcast(metrics)
-            return dict(shared or {})
-        loader = _validation_loader(
-            self.val_data, num_replicas=self.dist.size, rank=self.dist.rank, seed=seed
-        )
-        with_index = evaluate_batch_takes_index(self.trial)
-        per_batch: list[dict[str, float]] = []
-        for index, batch in enumerate(loader):
-            moved = self.ctx.to_device(batch)
-            found = (
-                self.trial.evaluate_batch(moved, index) if with_index else self.trial.evaluate_batch(moved)
-            )
-            per_batch.append({str(k): scalar(str(k), v) for k, v in dict(found).items()})
-        gathered = [m for rank_list in self.dist.allgather(per_batch) for m in rank_list]
-        if not gathered:
-            raise TrialDefinitionError(
-                "the validation data gave no batch; check build_validation_data_loader()."
-            )
-        return reduce_metrics(gathered, self.trial.evaluation_reducer())
-
-    def _searcher_metric(self) -> Any:
-        name = (self.config.get("searcher") or {}).get("metric")
-        metrics = self.last_validation
-        if not name:
-            return next(iter(metrics.values())) if metrics else 0.0
-        if name not in metrics:
-            raise TrialDefinitionError(
-                f"the searcher metric {name!r} is not among the validation metrics ({', '.join(metrics)}); "
-                "return it from evaluate_batch / evaluate_full_dataset or change searcher.metric."
-            )
-        return metrics[name]
-
     # ---- checkpoints ---------------------------------------------------------------------------
 
     def _checkpoint_if_needed(self) -> None:
@@ -334,72 +285,19 @@ class _TrainLoop:
             self._checkpoint()
 
     def _checkpoint(self) -> None:
-        import torch
-
-        state = self._state()
-        for callback in self.callbacks.values():
-            callback.on_checkpoint_save_start(state)
-        metadata = {
-            "steps_completed": self.batches,
-            "framework": f"torch-{torch.__version__}",
-            "format": "pickle",
-        }
-        with self.core.checkpoint.store_path(metadata) as (path, storage_id):
-            if self.dist.is_chief:
-                torch.save(state, path / STATE_FILE)
-            for callback in self.callbacks.values():
-                callback.on_checkpoint_write_end(str(path))
-        storage_id = self.dist.broadcast(storage_id)
-        for callback in self.callbacks.values():
-            callback.on_checkpoint_upload_end(storage_id)
+        storage_id = save_checkpoint(self.ctx, self.callbacks, self._progress())
         self.checkpointed_at = self.batches
         log.info("checkpoint %s at batch %d", storage_id or "(chief stores it)", self.batches)
 
-    def _state(self) -> dict[str, Any]:
-        return {
-            "models_state_dict": [_unwrap(m).state_dict() for m in self.ctx.models],
-            "optimizers_state_dict": [o.state_dict() for o in self.ctx.optimizers],
-            "lr_schedulers_state_dict": [s.state_dict() for s in self.ctx.lr_schedulers],
-            "scalers_state_dict": [s.state_dict() for s in self.ctx.scalers],
-            "callbacks": {name: cb.state_dict() for name, cb in self.callbacks.items()},
-            "rng_state": _rng_state(),
-            "trainer_state": {
-                "batches_trained": self.batches,
-                "validated_at": self.validated_at,
-                "last_validation": self.last_validation,
-                "optimizer_steps": self.ctx._optimizer_steps,
-            },
-        }
-
     def _restore(self, storage_id: str) -> None:
-        import torch
-
-        with self.core.checkpoint.restore_path(storage_id) as path:
-            file = Path(path) / STATE_FILE
-            if not file.is_file():
-                raise CheckpointError(
-                    f"checkpoint {storage_id} has no {STATE_FILE}; it was not written by Trainer."
-                )
-            # Our own checkpoint, holding RNG states (numpy arrays, tuples): not weights only.
-            state = torch.load(file, map_location=self.ctx.device, weights_only=False)
-        for callback in self.callbacks.values():
-            callback.on_checkpoint_load_start(state)
-        _load_all("models", [_unwrap(m) for m in self.ctx.models], state.get("models_state_dict", []))
-        _load_all("optimizers", self.ctx.optimizers, state.get("optimizers_state_dict", []))
-        _load_all("lr_schedulers", self.ctx.lr_schedulers, state.get("lr_schedulers_state_dict", []))
-        _load_all("scalers", self.ctx.scalers, state.get("scalers_state_dict", []))
-        for name, callback in self.callbacks.items():
-            if name in state.get("callbacks", {}):
-                callback.load_state_dict(state["callbacks"][name])
-        trainer = state.get("trainer_state", {})
-        self.batches = int(trainer.get("batches_trained", 0))
-        self.validated_at = int(trainer.get("validated_at", -1))
-        self.last_validation = dict(trainer.get("last_validation") or {})
-        self.ctx._optimizer_steps = int(trainer.get("optimizer_steps", 0))
-        if "rng_state" in state:
-            _set_rng_state(state["rng_state"])
+        restored = restore_checkpoint(self.ctx, self.callbacks, storage_id)
+        self.batches, self.validated_at = restored.batches, restored.validated_at
+        self.last_validation = restored.last_validation
         self.checkpointed_at = self.batches
         log.info("resumed from checkpoint %s at batch %d", storage_id, self.batches)
+
+    def _progress(self) -> TrainerProgress:
+        return TrainerProgress(self.batches, self.validated_at, self.last_validation)
 
     # ---- lengths -------------------------------------------------------------------------------
 
@@ -433,183 +331,6 @@ class _TrainLoop:
                 "evaluate_full_dataset."
             )
 
-    def _average_across_ranks(self, metrics: dict[str, Any]) -> dict[str, Any]:
-        if self.dist.size == 1:
-            return metrics
-        every = [m for m in self.dist.allgather(metrics) if m]
-        return reduce_metrics(every, Reducer.AVG) if every else metrics
-
-
-@contextlib.contextmanager
-def init(
-    *,
-    hparams: Mapping[str, Any] | None = None,
-    exp_conf: Mapping[str, Any] | None = None,
-    distributed: DistributedContext | None = None,
-    local_config: Mapping[str, Any] | None = None,
-    aggregation_frequency: int = 1,
-    enable_tensorboard_logging: bool = True,
-    **core_options: Any,
-) -> Iterator[PyTorchTrialContext]:
-    """The `PyTorchTrialContext` for a script (Determined's `det.pytorch.init()`).
-
-    On the platform (and in the local test mode) the hyperparameters, config and seed are the trial's;
-    off it they are `hparams` and `exp_conf` (or Determined's older `local_config={"hparams": ...}`),
-    with seed `reproducibility.experiment_seed` or 0. Every RNG (random, numpy, torch) is seeded before
-    the context is yielded. With `WORLD_SIZE` > 1 and no process group yet, one is started (gloo on CPU,
-    nccl on GPUs). `core_options` go to `harness.core.init()`. Leaving the block with
-    `harness.InvalidHP` reports it and exits with code 0.
-    """
-    if distributed is None:
-        distributed = _start_process_group()
-    with harness.core.init(distributed=distributed, **core_options) as core:
-        info = core.info
-        if info is not None:
-            hp, config = dict(info.trial.hparams), dict(info.config)
-            seed, trial_id, experiment_id = (
-                info.trial.trial_seed,
-                info.trial.trial_id,
-                info.trial.experiment_id,
-            )
-        else:
-            local = dict(local_config or {})
-            hp = dict(hparams if hparams is not None else local.get("hparams") or {})
-            config = dict(
-                exp_conf if exp_conf is not None else {k: v for k, v in local.items() if k != "hparams"}
-            )
-            seed = int((config.get("reproducibility") or {}).get("experiment_seed") or 0)
-            trial_id = experiment_id = 0
-        optimizations = config.get("optimizations") or {}
-        frequency = int(optimizations.get("aggregation_frequency") or aggregation_frequency)
-        seed_everything(seed)
-        yield PyTorchTrialContext(
-            core,
-            hparams=hp,
-            config=config,
-            trial_seed=seed,
-            trial_id=trial_id,
-            experiment_id=experiment_id,
-            aggregation_frequency=frequency,
-        )
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's, numpy's (when installed) and torch's RNGs."""
-    import torch
-
-    random.seed(seed)
-    with contextlib.suppress(ImportError):
-        import numpy as np
-
-        np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def _start_process_group() -> DistributedContext | None:
-    ranks = DistributedContext.from_env()
-    if ranks.size <= 1:
-        return None
-    import torch
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        if "MASTER_ADDR" not in os.environ:
-            return ranks  # no rendezvous: every rank works on its own
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return DistributedContext.from_torch_distributed()
-
-
-def _batches_per_epoch(data: Any, dist: DistributedContext, seed: int) -> int:
-    if isinstance(data, DataLoader):
-        return len(
-            data._batch_sampler(seed=seed, repeat=True, skip=0, num_replicas=dist.size, rank=dist.rank)
-        )
-    try:
-        return len(data)
-    except TypeError:
-        return 0
-
-
-def _training_batches(data: Any, skip: int, dist: DistributedContext, seed: int) -> Iterator[Any]:
-    """Training batches from batch number `skip` on, epoch after epoch."""
-    if isinstance(data, DataLoader):
-        yield from data.get_data_loader(
-            repeat=True, skip=skip, num_replicas=dist.size, rank=dist.rank, seed=seed
-        )
-        return
-    produced = 0
-    while True:
-        empty = True
-        for batch in data:
-            empty = False
-            if produced >= skip:
-                yield batch
-            produced += 1
-        if empty:
-            raise TrialDefinitionError(
-                "the training data loader gave no batch; check build_training_data_loader()."
-            )
-
-
-def _validation_loader(data: Any, *, num_replicas: int, rank: int, seed: int) -> Any:
-    if isinstance(data, DataLoader):
-        return data.get_data_loader(num_replicas=num_replicas, rank=rank, seed=seed)
-    return data
-
-
-def _training_metrics(out: Any) -> dict[str, float]:
-    if out is None:
-        return {}
-    if isinstance(out, Mapping):
-        return {str(k): scalar(str(k), v) for k, v in out.items()}
-    return {"loss": scalar("loss", out)}
-
 
 def _next_multiple(value: int, period: int) -> int:
     return (value // period + 1) * period if period > 0 else sys.maxsize
-
-
-def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    from torch.nn.parallel import DistributedDataParallel
-
-    return model.module if isinstance(model, DistributedDataParallel) else model
-
-
-def _load_all(what: str, targets: list[Any], states: list[Any]) -> None:
-    if len(targets) != len(states):
-        raise CheckpointError(
-            f"the checkpoint holds {len(states)} {what} but the trial wraps {len(targets)}; restore it with the "
-            "trial code that wrote it."
-        )
-    for target, state in zip(targets, states, strict=True):
-        target.load_state_dict(state)
-
-
-def _rng_state() -> dict[str, Any]:
-    import torch
-
-    state: dict[str, Any] = {
-        "cpu_rng_state": torch.random.get_rng_state(),
-        "random_rng_state": random.getstate(),
-    }
-    with contextlib.suppress(ImportError):
-        import numpy as np
-
-        state["np_rng_state"] = np.random.get_state()
-    if torch.cuda.is_available():
-        state["gpu_rng_state"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: Mapping[str, Any]) -> None:
-    import torch
-
-    torch.random.set_rng_state(state["cpu_rng_state"].cpu())
-    random.setstate(state["random_rng_state"])
-    if "np_rng_state" in state:
-        with contextlib.suppress(ImportError):
-            import numpy as np
-
-            np.random.set_state(state["np_rng_state"])
-    if "gpu_rng_state" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["gpu_rng_state"]])

@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 import pytest
 import zstandard
 
+from contract.launch import LaunchSpec
 from harness.agent._agent import Agent
-from harness.agent._api import AgentApi, LaunchSpec
+from harness.agent._api import AgentApi
 from harness.agent._logs import LineSplitter, LogShipper
 from harness.agent._run import Run, build_environment, exit_status
 from harness.agent._settings import Settings, detect_gpus, parse_cli

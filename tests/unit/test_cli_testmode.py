@@ -10,13 +10,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from det import _testmode, cli
+from det import _test_config, _testmode_local, cli
 from det._runtime import Runtime
 from tests.unit.test_cli import FakeApi, Result, fake_pack, trial
 
@@ -104,7 +103,7 @@ def test_make_test_config_by_hand() -> None:
     config = yaml.safe_load(CONFIG)
     before = json.dumps(config, sort_keys=True)
 
-    test = _testmode.make_test_config(config)
+    test = _test_config.make_test_config(config)
 
     assert test == {
         "name": "mnist (test mode)",
@@ -121,7 +120,7 @@ def test_make_test_config_by_hand() -> None:
         "records_per_epoch": 6000,
     }
     assert json.dumps(config, sort_keys=True) == before  # the original is left alone
-    assert _testmode.hparam_values(test["hyperparameters"]) == {
+    assert _test_config.hparam_values(test["hyperparameters"]) == {
         "global_batch_size": 32,
         "lr": 0.0001,
         "layers": 2,
@@ -144,7 +143,7 @@ def test_make_test_config_edges() -> None:
         },
     }
 
-    test = _testmode.make_test_config(config, default_name="const")
+    test = _test_config.make_test_config(config, default_name="const")
 
     assert test["name"] == "const (test mode)"
     assert test["searcher"] == {"name": "single", "metric": "loss", "max_length": {"batches": 1}}
@@ -156,16 +155,16 @@ def test_make_test_config_edges() -> None:
         # a mapping value stays a constant (a bare mapping would read as a nested group)
         "dict_choice": {"type": "const", "val": {"a": 1}},
     }
-    assert _testmode.hparam_values(test["hyperparameters"])["dict_choice"] == {"a": 1}
+    assert _test_config.hparam_values(test["hyperparameters"])["dict_choice"] == {"a": 1}
 
 
 def test_a_broken_hyperparameter_is_a_usage_error() -> None:
     from det.errors import UsageError
 
     with pytest.raises(UsageError, match=r"hyperparameters\.g\.x of type categorical has no usable vals"):
-        _testmode.hparam_values({"g": {"x": {"type": "categorical", "vals": []}}})
+        _test_config.hparam_values({"g": {"x": {"type": "categorical", "vals": []}}})
     with pytest.raises(UsageError, match="has type 'uniform', which is not one of const, int"):
-        _testmode.hparam_values({"x": {"type": "uniform"}})
+        _test_config.hparam_values({"x": {"type": "uniform"}})
 
 
 # --- remote test mode ----------------------------------------------------------------------------
@@ -518,40 +517,10 @@ def test_an_nni_config_is_refused(api: FakeApi, tmp_path: Path) -> None:
     assert api.requests == []
 
 
-def test_entrypoint_commands() -> None:
-    assert (
-        _testmode.entrypoint_command("python3 train.py --lr 0.1") == "exec sh -c 'python3 train.py --lr 0.1'"
-    )
-    assert _testmode.entrypoint_command(["python3", "a b.py"]) == "exec python3 'a b.py'"
-    assert (
-        _testmode.entrypoint_command("model_def:MNistTrial")
-        == "exec python3 -m harness.exec.run_trial model_def:MNistTrial"
-    )
-    assert _testmode.entrypoint_command("pkg.model:Trial ") == (
-        "exec python3 -m harness.exec.run_trial pkg.model:Trial"
-    )
-    assert _testmode.entrypoint_command("python3 -m x --trial a:B").startswith("exec sh -c ")
-
-
-def test_local_environment_drops_platform_variables(tmp_path: Path) -> None:
-    env = _testmode.local_environment(
-        {"PATH": "/usr/bin", "STRATUS_RUN_TOKEN": "secret", "HOME": "/h"},
-        {"environment": {"environment_variables": {"cpu": ["A=1", "B=x=y"], "gpu": ["A=2"]}}},
-        tmp_path / "local.json",
-        tmp_path / "events.jsonl",
-    )
-
-    assert env["PATH"] == f"{os.path.dirname(sys.executable)}:/usr/bin"
-    assert "STRATUS_RUN_TOKEN" not in env and env["HOME"] == "/h"
-    assert (env["A"], env["B"]) == ("1", "x=y")
-    assert env["STRATUS_LOCAL_CONFIG"] == str(tmp_path / "local.json")
-    assert env["STRATUS_LOCAL_EVENTS"] == str(tmp_path / "events.jsonl")
-
-
 def test_events_file_reads_whole_lines_only(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_text('{"type": "training"}\nnot json\n{"type": "valid')
-    events = _testmode._EventsFile(path)
+    events = _testmode_local._EventsFile(path)
 
     assert events.read() == [{"type": "training"}]
     with path.open("a") as f:

@@ -21,11 +21,12 @@ import pytest
 
 import harness
 import harness.core
-from harness.agent._api import LaunchSpec
-from harness.agent._run import build_environment, compat_pythonpath, missing_packages
+from contract.launch import LaunchSpec
+from harness.agent._run import build_environment
 from harness.agent._settings import Settings
 from harness.compat import compat_path
 from harness.compat._nni import NniTrial, flatten_hparams, merge_parameter
+from harness.trial_process import compat_pythonpath, missing_packages
 from tests.unit.test_harness_core import API, ENV_NAMES, EXPERIMENT, TOKEN, TRIAL, FakePlane
 from tests.unit.test_harness_searcher import LOCAL_ENV, SearcherPlane, Waits
 

@@ -1,4 +1,4 @@
-"""det/_context.py: what a context ships, and the archive it is packed into."""
+"""det/_context.py (with _collect.py and _archive.py): what a context ships, and the archive it is packed into."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from det import _context
-from det._context import ARCHIVE_MTIME, MAX_CONTEXT_BYTES, ContextFile, collect, pack
+from det import _archive, _collect, _context
+from det._archive import ARCHIVE_MTIME
+from det._context import MAX_CONTEXT_BYTES, ContextFile, collect, pack
 from det.errors import ContextError
 from harness._archive import extract
 
@@ -187,7 +188,7 @@ def test_excluded_folders_are_not_walked(tmp_path: Path, monkeypatch: pytest.Mon
         scanned.append(os.path.relpath(path, os.path.realpath(root)))
         return real_scandir(path)
 
-    monkeypatch.setattr(_context.os, "scandir", spy)
+    monkeypatch.setattr(_collect.os, "scandir", spy)
     assert names(root) == ["src/m.py"]
     assert sorted(scanned) == [".", "src"]
 
@@ -355,11 +356,11 @@ def test_bytes_do_not_depend_on_the_number_of_zstd_workers(
 ) -> None:
     root = build(tmp_path / "ctx")
     (root / "big.bin").write_bytes(os.urandom(1 << 20) * 3)  # several zstd jobs
-    monkeypatch.setattr(_context.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(_archive.os, "cpu_count", lambda: 1)
     one = pack(root).data
-    monkeypatch.setattr(_context.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(_archive.os, "cpu_count", lambda: 8)
     assert pack(root).data == one
-    monkeypatch.setattr(_context.os, "cpu_count", lambda: None)
+    monkeypatch.setattr(_archive.os, "cpu_count", lambda: None)
     assert pack(root).data == one
 
 
@@ -406,7 +407,7 @@ def test_too_large_names_total_limit_and_five_largest(
     root = make_tree(tmp_path / "ctx", {name: b"x" * size for name, size in sizes.items()})
     monkeypatch.setattr(_context, "MAX_CONTEXT_BYTES", 2000)
     read: list[ContextFile] = []
-    monkeypatch.setattr(_context, "_read_exact", lambda f: read.append(f) or b"")
+    monkeypatch.setattr(_archive, "_read_exact", lambda f: read.append(f) or b"")
     with pytest.raises(ContextError) as err:
         pack(root)
     message = str(err.value)

@@ -18,7 +18,8 @@ import harness
 from contract.http import Response
 from harness import core
 from harness._info import load_local_cluster_info, load_local_config
-from harness.core._searcher import DEFAULT_LOCAL_LENGTH, WAIT_BACKOFF_S, local_max_length
+from harness.core._searcher import WAIT_BACKOFF_S
+from harness.core._searcher_local import DEFAULT_LOCAL_LENGTH, local_max_length
 from tests.unit.test_harness_core import API, ENV_NAMES, EXPERIMENT, TOKEN, TRIAL, FakePlane
 
 REPO = Path(__file__).resolve().parents[2]

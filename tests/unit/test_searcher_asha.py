@@ -20,7 +20,7 @@ from chalicelib.domain.searchers import (
     new_searcher,
     restore_searcher,
 )
-from chalicelib.domain.searchers.asha import bracket_max_trials, plan, rung_targets
+from chalicelib.domain.searchers.asha_plan import bracket_max_trials, plan, rung_targets
 
 SPACE = {"x": {"type": "double", "minval": 0, "maxval": 1}, "n": {"type": "int", "minval": 1, "maxval": 4}}
 

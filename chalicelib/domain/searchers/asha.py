@@ -1,14 +1,7 @@
 """Determined's `adaptive_asha`: asynchronous successive halving over brackets (`adaptive_asha.go`,
 `asha.go`, `asha_stopping.go`).
 
-Plan: `bracket_rungs` if given, else `mode` over `max_rungs` clamped to `int(log(max_length)/log(divisor))+1`
-and `int(log(max_trials)/log(divisor))+1` (aggressive `[R]`, standard `(R-1)//2+1 .. R`, conservative
-`1 .. R`), most rungs first. Trials per bracket in proportion to `divisor**(rungs-1)/rungs` (truncated,
-at least 1, remainder to the first); concurrency split evenly (remainder to the first ones), or with
-`max_concurrent_trials: 0`, `max(last bracket's trials, int(divisor))` each. Rung `i` of `n` ends at
-`max(int(max_length / divisor**(n-i-1)), 1)`. Two guards keep the split within the config: brackets
-that would push the total past `max_trials` are dropped (least aggressive first), and
-`max_concurrent_trials` also caps the running trials across brackets.
+The plan (brackets, rungs, their targets) is `asha_plan.py`.
 
 Promotion (`stop_once: false`): a trial trains to its rung's target and reports; it is promoted at once
 (`ContinueTrial`) or paused, and a later result can promote a paused trial (`ContinueTrial` resumes it),
@@ -25,14 +18,15 @@ runs and none is left to create; trials still paused then are final.
 from __future__ import annotations
 
 import bisect
-import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.domain import hparams as hp
+from chalicelib.domain.searchers.asha_plan import plan
 from chalicelib.domain.searchers.base import (
+    DEFAULT_MAX_CONCURRENT_TRIALS,
     ContinueTrial,
     CreateTrial,
     Event,
@@ -46,81 +40,11 @@ from chalicelib.domain.searchers.base import (
     TrialExited,
     TrialRecord,
     ValidationReported,
+    settings_int,
 )
-from chalicelib.domain.searchers.random import DEFAULT_MAX_CONCURRENT_TRIALS, settings_int
 
 WORST = sys.float_info.max  # the metric of a trial that exited before reporting (JSON-safe)
 RUNNING, PAUSED, STOPPING, EXITED = "running", "paused", "stopping", "exited"
-
-
-# ---- the plan -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Bracket:
-    num_rungs: int
-    max_trials: int
-    max_concurrent: int
-    targets: tuple[int, ...]
-
-
-def bracket_rungs(mode: str, max_rungs: int, max_length: int, max_trials: int, divisor: float) -> list[int]:
-    """The number of rungs of each bracket, most first (no `bracket_rungs` given)."""
-    max_rungs = min(max_rungs, int(math.log(max_length) / math.log(divisor)) + 1)
-    max_rungs = min(max_rungs, int(math.log(max_trials) / math.log(divisor)) + 1)
-    if mode == "aggressive":
-        return [max_rungs]
-    if mode == "standard":
-        return list(range(max_rungs, (max_rungs - 1) // 2, -1))
-    if mode == "conservative":
-        return list(range(max_rungs, 0, -1))
-    raise ValueError(f"unknown adaptive_asha mode {mode!r}")
-
-
-def bracket_max_trials(max_trials: int, divisor: float, brackets: Sequence[int]) -> list[int]:
-    """Determined's split: roughly the same total length budget for every bracket."""
-    weights = [divisor ** (rungs - 1) / rungs for rungs in brackets]
-    total = sum(weights)
-    trials = [max(int(w / total * max_trials), 1) for w in weights]
-    trials[0] += max(max_trials - sum(trials), 0)
-    return trials
-
-
-def bracket_max_concurrent(max_concurrent: int, divisor: float, trials: Sequence[int]) -> list[int]:
-    count = len(trials)
-    if max_concurrent == 0:
-        return [max(trials[-1], int(divisor))] * count
-    max_concurrent = max(max_concurrent, count)
-    share, remainder = divmod(max_concurrent, count)
-    return [share + (1 if i < remainder else 0) for i in range(count)]
-
-
-def rung_targets(num_rungs: int, divisor: float, max_length: int) -> tuple[int, ...]:
-    return tuple(max(int(max_length / divisor ** (num_rungs - i - 1)), 1) for i in range(num_rungs))
-
-
-def plan(spec: SearchSpec) -> list[Bracket]:
-    settings = spec.settings
-    if spec.max_length is None or spec.max_length < 1:
-        raise ValueError("adaptive_asha needs max_length (or time_metric and max_time)")
-    max_trials = max(1, settings_int(settings, "max_trials", 1))
-    divisor = float(settings.get("divisor") or 4.0)
-    explicit = settings.get("bracket_rungs")
-    if explicit:
-        rungs = sorted((int(r) for r in explicit), reverse=True)
-    else:
-        mode = str(settings.get("mode") or "standard")
-        max_rungs = settings_int(settings, "max_rungs", 5)
-        rungs = bracket_rungs(mode, max_rungs, spec.max_length, max_trials, divisor)
-    trials = bracket_max_trials(max_trials, divisor, rungs)
-    while len(rungs) > 1 and sum(trials) > max_trials:  # guard: never more than max_trials
-        rungs, trials = rungs[:-1], trials[:-1]
-    max_concurrent = settings_int(settings, "max_concurrent_trials", DEFAULT_MAX_CONCURRENT_TRIALS)
-    concurrent = bracket_max_concurrent(max_concurrent, divisor, trials)
-    return [
-        Bracket(r, t, c, rung_targets(r, divisor, spec.max_length))
-        for r, t, c in zip(rungs, trials, concurrent, strict=True)
-    ]
 
 
 # ---- state ----------------------------------------------------------------------------------------
@@ -175,10 +99,7 @@ class AdaptiveASHASearcher(SearcherBase):
         if not self._first_time(event.event_id):
             return []
         if isinstance(event, TrialCreated):
-            created = self.requests.get(event.request_id)
-            if created is not None and created.trial_id is None:
-                created.trial_id = event.trial_id
-                self.trials[event.request_id] = event.trial_id
+            self._record_created(self.requests.get(event.request_id), event)
             return []
         trial = next((t for t in self.requests.values() if t.trial_id == event.trial_id), None)
         if trial is None or trial.status == EXITED:
@@ -222,11 +143,7 @@ class AdaptiveASHASearcher(SearcherBase):
 
     def snapshot(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "seen_events": list(self.seen_events),
-            "trials": dict(self.trials),
-            "exited": {str(k): v for k, v in self.exited.items()},
-            "shut_down": self.shut_down,
+            **self._snapshot_bookkeeping(),
             "next_index": self.next_index,
             "requests": [t.to_json() for t in self.requests.values()],
             "rungs": [[[list(e) for e in rung] for rung in bracket] for bracket in self.rungs],
@@ -237,10 +154,7 @@ class AdaptiveASHASearcher(SearcherBase):
         requests = [AshaTrial.from_json(t) for t in snapshot.get("requests", [])]
         return cls(
             spec=spec,
-            seen_events=list(snapshot.get("seen_events", [])),
-            trials={str(k): int(v) for k, v in snapshot.get("trials", {}).items()},
-            exited={int(k): bool(v) for k, v in snapshot.get("exited", {}).items()},
-            shut_down=bool(snapshot.get("shut_down", False)),
+            **cls._restore_bookkeeping(snapshot),
             next_index=int(snapshot.get("next_index", 0)),
             requests={t.request_id: t for t in requests},
             rungs=[
@@ -336,9 +250,7 @@ class AdaptiveASHASearcher(SearcherBase):
     def _exited(self, trial: AshaTrial, event: TrialExited) -> list[Operation]:
         was = trial.status
         trial.status = EXITED
-        trial.failed = event.failed and not event.invalid_hp
-        trial.invalid_hp = event.invalid_hp
-        self.exited[event.trial_id] = trial.failed
+        self._record_exit(trial, event)
         if self.shut_down:
             return []
         if event.invalid_hp:  # forget its results; _fill replaces it

@@ -38,6 +38,15 @@ class TrialRecord:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+DEFAULT_MAX_CONCURRENT_TRIALS = 16
+
+
+def settings_int(settings: Mapping[str, Any], key: str, default: int) -> int:
+    """The whole-number searcher setting `key`, or `default` when it is absent (or null)."""
+    value = settings.get(key)
+    return default if value is None else int(value)
+
+
 @dataclass(frozen=True)
 class SearchSpec:
     """What a searcher is built from: plain data taken from the experiment config."""
@@ -121,6 +130,14 @@ class TrialExited:
 Event = TrialCreated | ValidationReported | TrialExited
 
 
+class TrialOutcome(Protocol):
+    """A searcher's per-trial record, as far as its trial's id and how it ended."""
+
+    trial_id: int | None
+    failed: bool
+    invalid_hp: bool
+
+
 @dataclass
 class SearcherBase:
     """Bookkeeping shared by all searchers: seen events, trial ids and their outcome."""
@@ -129,12 +146,45 @@ class SearcherBase:
     trials: dict[str, int] = field(default_factory=dict)  # request_id -> trial_id
     exited: dict[int, bool] = field(default_factory=dict)  # trial_id -> failed
     shut_down: bool = False
+    name: str = "searcher"
 
     def _first_time(self, event_id: str) -> bool:
         if event_id in self.seen_events:
             return False
         self.seen_events.append(event_id)
         return True
+
+    def _record_created(self, record: TrialOutcome | None, event: TrialCreated) -> None:
+        """Note the trial created for `record` (an unknown request or a repeated creation changes nothing)."""
+        if record is not None and record.trial_id is None:
+            record.trial_id = event.trial_id
+            self.trials[event.request_id] = event.trial_id
+
+    def _record_exit(self, record: TrialOutcome, event: TrialExited) -> None:
+        """Note on `record` and in `exited` how its trial ended: an `invalid_hp` exit is not a failure."""
+        record.failed = event.failed and not event.invalid_hp
+        record.invalid_hp = event.invalid_hp
+        self.exited[event.trial_id] = record.failed
+
+    def _snapshot_bookkeeping(self) -> dict[str, Any]:
+        """The part of `snapshot()` every searcher shares: its name and this bookkeeping."""
+        return {
+            "name": self.name,
+            "seen_events": list(self.seen_events),
+            "trials": dict(self.trials),
+            "exited": {str(k): v for k, v in self.exited.items()},
+            "shut_down": self.shut_down,
+        }
+
+    @staticmethod
+    def _restore_bookkeeping(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+        """The constructor arguments of that bookkeeping, read back from a snapshot."""
+        return {
+            "seen_events": list(snapshot.get("seen_events", [])),
+            "trials": {str(k): int(v) for k, v in snapshot.get("trials", {}).items()},
+            "exited": {int(k): bool(v) for k, v in snapshot.get("exited", {}).items()},
+            "shut_down": bool(snapshot.get("shut_down", False)),
+        }
 
 
 class Searcher(Protocol):

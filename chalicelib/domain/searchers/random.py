@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 from chalicelib.domain import hparams as hp
 from chalicelib.domain.searchers.base import (
+    DEFAULT_MAX_CONCURRENT_TRIALS,
     CreateTrial,
     Event,
     Operation,
@@ -27,9 +28,8 @@ from chalicelib.domain.searchers.base import (
     TrialCreated,
     TrialRecord,
     ValidationReported,
+    settings_int,
 )
-
-DEFAULT_MAX_CONCURRENT_TRIALS = 16
 
 _P = TypeVar("_P", bound="PoolSearcher")
 
@@ -47,11 +47,6 @@ class PoolTrial(TrialRecord):
     length: int = 0  # the furthest validated length
     metric: float | None = None  # the latest reported searcher metric
     extra: dict[str, Any] = field(default_factory=dict)  # subclass data (TPE: its optuna params)
-
-
-def settings_int(settings: Mapping[str, Any], key: str, default: int) -> int:
-    value = settings.get(key)
-    return default if value is None else int(value)
 
 
 @dataclass
@@ -88,10 +83,7 @@ class PoolSearcher(SearcherBase):
         if not self._first_time(event.event_id):
             return []
         if isinstance(event, TrialCreated):
-            request = self._by_request(event.request_id)
-            if request is not None and request.trial_id is None:
-                request.trial_id = event.trial_id
-                self.trials[event.request_id] = event.trial_id
+            self._record_created(self._by_request(event.request_id), event)
             return []
         request = self._by_trial(event.trial_id)
         if request is None or request.exited:
@@ -101,9 +93,7 @@ class PoolSearcher(SearcherBase):
             request.metric = event.metric
             return []  # the target stands; at max_length the trial ends by itself
         request.exited = True
-        request.failed = event.failed and not event.invalid_hp
-        request.invalid_hp = event.invalid_hp
-        self.exited[event.trial_id] = request.failed
+        self._record_exit(request, event)
         if self.shut_down:
             return []
         ops = self._fill()
@@ -129,11 +119,7 @@ class PoolSearcher(SearcherBase):
 
     def snapshot(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "seen_events": list(self.seen_events),
-            "trials": dict(self.trials),
-            "exited": {str(k): v for k, v in self.exited.items()},
-            "shut_down": self.shut_down,
+            **self._snapshot_bookkeeping(),
             "requests": [r.to_json() for r in self.requests],
         }
 
@@ -141,10 +127,7 @@ class PoolSearcher(SearcherBase):
     def restore(cls: type[_P], snapshot: Mapping[str, Any], spec: SearchSpec) -> _P:
         return cls(
             spec=spec,
-            seen_events=list(snapshot.get("seen_events", [])),
-            trials={str(k): int(v) for k, v in snapshot.get("trials", {}).items()},
-            exited={int(k): bool(v) for k, v in snapshot.get("exited", {}).items()},
-            shut_down=bool(snapshot.get("shut_down", False)),
+            **cls._restore_bookkeeping(snapshot),
             requests=[PoolTrial.from_json(r) for r in snapshot.get("requests", [])],
         )
 

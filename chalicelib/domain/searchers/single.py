@@ -47,20 +47,11 @@ class SingleSearcher(SearcherBase):
         return 1.0 if self.shut_down else 0.0
 
     def snapshot(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "seen_events": list(self.seen_events),
-            "trials": dict(self.trials),
-            "exited": {str(k): v for k, v in self.exited.items()},
-            "shut_down": self.shut_down,
-        }
+        return self._snapshot_bookkeeping()
 
     @classmethod
     def restore(cls, snapshot: Mapping[str, Any], spec: SearchSpec) -> SingleSearcher:
         return cls(
             spec=spec,
-            seen_events=list(snapshot.get("seen_events", [])),
-            trials={str(k): int(v) for k, v in snapshot.get("trials", {}).items()},
-            exited={int(k): bool(v) for k, v in snapshot.get("exited", {}).items()},
-            shut_down=bool(snapshot.get("shut_down", False)),
+            **cls._restore_bookkeeping(snapshot),
         )

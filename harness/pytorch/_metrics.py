@@ -1,0 +1,76 @@
+"""The metrics the trainer reports: a batch's training metrics, their average across ranks, the
+validation metrics (batch by batch on every rank, or the full dataset on the chief) and the searcher
+metric picked from them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.errors import TrialDefinitionError
+from harness.pytorch._context import PyTorchTrialContext
+from harness.pytorch._data import validation_loader
+from harness.pytorch._trial import (
+    PyTorchTrial,
+    Reducer,
+    evaluate_batch_takes_index,
+    overrides,
+    reduce_metrics,
+    scalar,
+)
+
+
+def training_metrics(out: Any) -> dict[str, float]:
+    """The metrics of one `train_batch` result: a mapping of scalars, a bare loss, or None."""
+    if out is None:
+        return {}
+    if isinstance(out, Mapping):
+        return {str(k): scalar(str(k), v) for k, v in out.items()}
+    return {"loss": scalar("loss", out)}
+
+
+def average_across_ranks(context: PyTorchTrialContext, metrics: dict[str, Any]) -> dict[str, Any]:
+    """`metrics` averaged over every rank that has some (this rank's alone on one rank)."""
+    dist = context.distributed
+    if dist.size == 1:
+        return metrics
+    every = [m for m in dist.allgather(metrics) if m]
+    return reduce_metrics(every, Reducer.AVG) if every else metrics
+
+
+def evaluate(trial: PyTorchTrial, context: PyTorchTrialContext, data: Any) -> dict[str, Any]:
+    """The validation metrics of `trial` on `data`, the same on every rank."""
+    dist = context.distributed
+    seed = context.get_trial_seed()
+    if overrides(trial, "evaluate_full_dataset"):
+        metrics: dict[str, Any] | None = None
+        if dist.is_chief:
+            loader = validation_loader(data, num_replicas=1, rank=0, seed=seed)
+            found = trial.evaluate_full_dataset(loader)
+            metrics = {str(k): scalar(str(k), v) for k, v in dict(found).items()}
+        shared = dist.broadcast(metrics)
+        return dict(shared or {})
+    loader = validation_loader(data, num_replicas=dist.size, rank=dist.rank, seed=seed)
+    with_index = evaluate_batch_takes_index(trial)
+    per_batch: list[dict[str, float]] = []
+    for index, batch in enumerate(loader):
+        moved = context.to_device(batch)
+        found = trial.evaluate_batch(moved, index) if with_index else trial.evaluate_batch(moved)
+        per_batch.append({str(k): scalar(str(k), v) for k, v in dict(found).items()})
+    gathered = [m for rank_list in dist.allgather(per_batch) for m in rank_list]
+    if not gathered:
+        raise TrialDefinitionError("the validation data gave no batch; check build_validation_data_loader().")
+    return reduce_metrics(gathered, trial.evaluation_reducer())
+
+
+def searcher_metric(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> Any:
+    """The value of the config's `searcher.metric` in `metrics` (the first metric when none is named)."""
+    name = (config.get("searcher") or {}).get("metric")
+    if not name:
+        return next(iter(metrics.values())) if metrics else 0.0
+    if name not in metrics:
+        raise TrialDefinitionError(
+            f"the searcher metric {name!r} is not among the validation metrics ({', '.join(metrics)}); "
+            "return it from evaluate_batch / evaluate_full_dataset or change searcher.metric."
+        )
+    return metrics[name]
