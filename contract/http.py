@@ -139,7 +139,7 @@ class RetryPolicy:
 
 class Session:
     """Calls ``base_url`` with ``Authorization: Bearer <token>`` (none if ``token`` is empty), retrying
-    under ``retry``; ``wait`` and ``clock`` pace the retries. Thread-safe."""
+    under ``retry``; ``wait`` (by default a sleep) and ``clock`` pace the retries. Thread-safe."""
 
     def __init__(
         self,
@@ -150,7 +150,7 @@ class Session:
         retry: RetryPolicy | None = None,
         timeout_s: float = API_TIMEOUT_S,
         transfer_timeout_s: float = TRANSFER_TIMEOUT_S,
-        wait: Callable[[float], object] = _sleep,
+        wait: Callable[[float], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -159,7 +159,7 @@ class Session:
         self._transport = transport if transport is not None else UrllibTransport()
         self._timeout_s = timeout_s
         self._transfer_timeout_s = transfer_timeout_s
-        self._wait = wait
+        self._wait = wait if wait is not None else _sleep
         self._clock = clock
         self._closed = threading.Event()
 
@@ -188,7 +188,7 @@ class Session:
             with self._send(request, timeout) as response:
                 return _json_object(response, request.what)
 
-        return self._retrying(retry, request.what, attempt)
+        return self._retrying(retry, attempt)
 
     def put_file(self, url: str, source: Path, *, headers: Mapping[str, str] | None = None) -> None:
         """PUT ``source`` to a presigned URL, streamed in chunks with its Content-Length."""
@@ -198,12 +198,11 @@ class Session:
             **{k.lower(): v for k, v in (headers or {}).items()},
             "content-length": str(size),
         }
-        what = f"PUT {redact(url)}"
 
         def attempt() -> None:
             self._send(Request("PUT", url, dict(sent), _chunks(source)), self._transfer_timeout_s).close()
 
-        self._retrying(None, what, attempt)
+        self._retrying(None, attempt)
 
     def download(
         self,
@@ -229,7 +228,7 @@ class Session:
                         on_chunk(len(chunk))
             return written
 
-        return self._retrying(retry, request.what, attempt, wait=wait, on_retry=on_retry)
+        return self._retrying(retry, attempt, wait=wait, on_retry=on_retry)
 
     def close(self) -> None:
         """Refuse further calls (each then gets no answer); idempotent."""
@@ -255,17 +254,19 @@ class Session:
     def _retrying(
         self,
         retry: RetryPolicy | None,
-        what: str,
         attempt: Callable[[], T],
         *,
         wait: Callable[[float], object] | None = None,
         on_retry: Callable[[int, Exception, float], None] | None = None,
     ) -> T:
         def say(number: int, error: Exception, delay: float) -> None:
-            log.warning("%s failed (%s); retrying in %.2f s", what, error, delay)
+            log.warning("%s; retrying in %.2f s (attempt %d)", error, delay, number)
 
-        return (retry or self.retry).call(
-            attempt, wait=wait or self._wait, clock=self._clock, on_retry=on_retry or say
+        return (retry if retry is not None else self.retry).call(
+            attempt,
+            wait=wait if wait is not None else self._wait,
+            clock=self._clock,
+            on_retry=on_retry if on_retry is not None else say,
         )
 
 

@@ -33,8 +33,7 @@ class ApiClient:
         retry: RetryPolicy = TRIAL_RETRY,
         wait: Callable[[float], object] | None = None,
     ) -> None:
-        options: dict[str, Any] = {} if wait is None else {"wait": wait}
-        self._session = Session(base_url, token, transport=transport, retry=retry, **options)
+        self._session = Session(base_url, token, transport=transport, retry=retry, wait=wait)
 
     def get(self, path: str) -> dict[str, Any]:
         try:

@@ -252,4 +252,4 @@ def test_signatures_never_reach_messages_or_logs(tmp_path: Path, caplog: pytest.
     with caplog.at_level(logging.WARNING, logger="contract.http"), pytest.raises(HttpCallError) as raised:
         s.download(SIGNED, tmp_path / "x")
     assert "s3cr3t" not in str(raised.value) and "s3cr3t" not in caplog.text
-    assert "GET https://s3.test/bucket/key.bin failed" in caplog.text
+    assert "GET https://s3.test/bucket/key.bin answered 503" in caplog.text
