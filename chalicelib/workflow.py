@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
+from contract.messages import MessageType
 
 
 @dataclass(frozen=True)
@@ -62,15 +63,17 @@ def _set_trial_state(
     }
 
 
-def _notify(queue_url: str, state: TrialState, next_state: str, kind: str = "trial_exited") -> dict[str, Any]:
+def _notify(
+    queue_url: str, state: TrialState, next_state: str, kind: MessageType = MessageType.TRIAL_EXITED
+) -> dict[str, Any]:
     return {
         "Type": "Task",
         "Resource": "arn:aws:states:::sqs:sendMessage",
         "Parameters": {
             "QueueUrl": queue_url,
             "MessageBody": {
-                "type": kind,
-                "event_id.$": "States.Format('" + kind.split("_")[1] + "-{}', $.run.run_id)",
+                "type": kind.value,
+                "event_id.$": "States.Format('" + kind.value.split("_")[1] + "-{}', $.run.run_id)",
                 "trial_id.$": "$.trial_id",
                 "experiment_id.$": "$.experiment_id",
                 "state": str(state),
@@ -120,7 +123,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                     "MessageGroupId.$": "$.pool",
                     "MessageDeduplicationId.$": "States.Format('{}-request', $.run.run_id)",
                     "MessageBody": {
-                        "type": "request",
+                        "type": MessageType.REQUEST.value,
                         "token.$": "$$.Task.Token",
                         "run_id.$": "$.run.run_id",
                         "trial_id.$": "$.trial_id",
@@ -140,7 +143,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                 "Parameters": {
                     "QueueUrl": res.launch_queue_url,
                     "MessageBody": {
-                        "type": "launch",
+                        "type": MessageType.LAUNCH.value,
                         "token.$": "$$.Task.Token",
                         "run_id.$": "$.run.run_id",
                         "trial_id.$": "$.trial_id",
@@ -165,7 +168,11 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                     "QueueUrl": res.scheduler_queue_url,
                     "MessageGroupId.$": "$.pool",
                     "MessageDeduplicationId.$": "States.Format('{}-release', $.run.run_id)",
-                    "MessageBody": {"type": "release", "run_id.$": "$.run.run_id", "pool.$": "$.pool"},
+                    "MessageBody": {
+                        "type": MessageType.RELEASE.value,
+                        "run_id.$": "$.run.run_id",
+                        "pool.$": "$.pool",
+                    },
                 },
                 "ResultPath": None,
                 "Next": "Exited",
@@ -197,7 +204,9 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
             },
             # The searcher may have promoted (or closed) the trial while it was stopping: the consumer
             # of this event resumes (or closes) it.
-            "NotifyPaused": _notify(res.events_queue_url, TrialState.PAUSED, "Paused", kind="trial_paused"),
+            "NotifyPaused": _notify(
+                res.events_queue_url, TrialState.PAUSED, "Paused", kind=MessageType.TRIAL_PAUSED
+            ),
             "Paused": {"Type": "Succeed"},
             "CanRestart": {
                 "Type": "Choice",

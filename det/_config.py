@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from contract.nni import is_nni_config
 from det.errors import ConfigFileError, UsageError
 
 
@@ -54,43 +55,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return config
 
 
-# Keys only NNI configs have, and the sections only Determined configs have: the same test as the
-# API's (chalicelib/config/nni.py), which the CLI cannot import.
-_NNI_KEYS = frozenset(
-    {
-        "trialCommand",
-        "trialCodeDirectory",
-        "trialGpuNumber",
-        "trialConcurrency",
-        "searchSpace",
-        "searchSpaceFile",
-        "maxTrialNumber",
-        "maxExperimentDuration",
-        "maxTrialDuration",
-        "trainingService",
-        "experimentName",
-        "useAnnotation",
-        "tuner",
-        "assessor",
-        "advisor",
-        "authorName",
-        "trainingServicePlatform",
-        "searchSpacePath",
-        "maxTrialNum",
-        "maxExecDuration",
-    }
-)
-_DETERMINED_KEYS = frozenset({"entrypoint", "searcher", "hyperparameters"})
 _SEARCH_SPACE_FILE_KEYS = ("searchSpaceFile", "searchSpacePath")  # NNI v2, v1
-
-
-def is_nni_config(config: Mapping[str, Any]) -> bool:
-    """True for an NNI experiment config: an NNI key, and none of Determined's sections."""
-    keys = {key for key in config if isinstance(key, str)}
-    if keys & _DETERMINED_KEYS:
-        return False
-    trial = config.get("trial")
-    return bool(keys & _NNI_KEYS) or (isinstance(trial, Mapping) and "command" in trial)
 
 
 def inline_nni_search_space(config: dict[str, Any], config_path: Path) -> None:

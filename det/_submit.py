@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from contract.nni import is_nni_config
 from det import _testmode
 from det._client import ApiClient
-from det._config import is_nni_config, load_config, nni_code_directory
+from det._config import load_config, nni_code_directory
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
 from det._render import format_percent
 from det._runtime import Runtime

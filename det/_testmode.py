@@ -38,9 +38,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from contract.nni import is_nni_config
 from det._checklist import Checklist
 from det._client import ApiClient
-from det._config import is_nni_config
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, format_line, read_log_pages
 from det._runtime import Runtime
 from det._test_config import make_test_config

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from contract.messages import Sweep
+
 log = logging.getLogger("stratus.pump")
 
 
@@ -112,7 +114,7 @@ class SweepTicker(threading.Thread):
             try:
                 self._sqs.send_message(
                     QueueUrl=self._url,
-                    MessageBody=json.dumps({"type": "sweep", "pool": self._pool}),
+                    MessageBody=json.dumps(Sweep(self._pool).to_body()),
                     MessageGroupId=self._pool,
                     MessageDeduplicationId=f"sweep-{self._pool}-{time.time():.3f}",
                 )

@@ -18,6 +18,7 @@ from typing import Any
 
 from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
+from contract.messages import Sweep
 from infra.resources import TABLES, table_request
 
 _QUEUE_IDS = {"scheduler": "SchedulerQueue", "launch": "LaunchQueue", "events": "EventsQueue"}
@@ -215,7 +216,8 @@ def _sweep_schedule() -> dict[str, Any]:
                         # The event's time makes every minute's body (its deduplication id) unique.
                         "InputTransformer": {
                             "InputPathsMap": {"time": "$.time"},
-                            "InputTemplate": '{"type": "sweep", "pool": "default", "at": "<time>"}',
+                            # EventBridge fills in <time>: the body of a contract.messages.Sweep.
+                            "InputTemplate": json.dumps(Sweep("default", at="<time>").to_body()),
                         },
                         "SqsParameters": {"MessageGroupId": "default"},
                     }

@@ -1,7 +1,7 @@
 """Where the launch stands: the only module of `launchers` that reads the environment.
 
-The agent (or a Batch multi-node job) starts the launcher with the trial's environment (contracts.md §2).
-The launchers read:
+The agent (or a Batch multi-node job) starts the launcher with the trial's environment (contracts.md §2;
+the names and their parsing are `contract.env`'s). The launchers read:
 
 | variable | meaning | default |
 |---|---|---|
@@ -31,9 +31,13 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import wraps
+from typing import ParamSpec, TypeVar
 
+from contract import env as names
+from contract.errors import InvalidEnvironmentError
 from launchers.errors import LaunchConfigError
 
 DEFAULT_KILL_GRACE_S = 10.0
@@ -41,7 +45,23 @@ DEFAULT_RENDEZVOUS_TIMEOUT_S = 600.0
 #: torch's default rendezvous port: in a static setup, nodes must agree on the port without talking first.
 MULTI_NODE_PORT = 29500
 LOCAL_ADDR = "127.0.0.1"
-REPORT_ENV = "STRATUS_LAUNCHER_REPORT"
+REPORT_ENV = names.LAUNCHER_REPORT
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _launch_config_errors(read: Callable[_P, _T]) -> Callable[_P, _T]:
+    """A variable the contract's readers refuse is the launchers' LaunchConfigError."""
+
+    @wraps(read)
+    def reader(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return read(*args, **kwargs)
+        except InvalidEnvironmentError as e:
+            raise LaunchConfigError(str(e)) from e
+
+    return reader
 
 
 @dataclass(frozen=True)
@@ -125,27 +145,27 @@ class LaunchInfo:
         return self.node_addrs
 
 
+@_launch_config_errors
 def load_launch_info(environ: Mapping[str, str] | None = None) -> LaunchInfo:
     """The placement as the environment gives it. On several nodes without ``STRATUS_CHIEF_ADDR`` the
     chief is not known yet (``chief_addr`` is ""): ``_rendezvous.resolve_peers`` fills it in."""
     env = os.environ if environ is None else environ
     # An AWS Batch multi-node parallel job says it in its own variables.
-    num_nodes = _first_int(env, ("STRATUS_NUM_NODES", "AWS_BATCH_JOB_NUM_NODES"), 1)
-    node_rank = _first_int(env, ("STRATUS_NODE_RANK", "AWS_BATCH_JOB_NODE_INDEX"), 0)
-    chief_addr = env.get("STRATUS_CHIEF_ADDR", "").strip()
-    port = _optional_int(env, "STRATUS_CHIEF_PORT")
+    num_nodes = _first_int(env, (names.NUM_NODES, names.BATCH_NUM_NODES), 1)
+    node_rank = _first_int(env, (names.NODE_RANK, names.BATCH_NODE_INDEX), 0)
+    chief_addr = env.get(names.CHIEF_ADDR, "").strip()
+    port = names.read_int(env, names.CHIEF_PORT)
     if port is None and num_nodes > 1 and chief_addr:
         port = MULTI_NODE_PORT
-    addrs = tuple(a.strip() for a in env.get("STRATUS_NODE_ADDRS", "").split(",") if a.strip())
     return LaunchInfo(
-        slots=_int(env, "STRATUS_SLOTS", 1),
+        slots=names.read_int(env, names.SLOTS, 1),
         num_nodes=num_nodes,
         node_rank=node_rank,
         chief_addr=chief_addr or ("" if num_nodes > 1 else LOCAL_ADDR),
         chief_port=port,
-        node_addrs=addrs,
-        run_id=env.get("STRATUS_RUN_ID", ""),
-        kill_grace=_float(env, "STRATUS_KILL_GRACE_S", DEFAULT_KILL_GRACE_S),
+        node_addrs=names.read_list(env, names.NODE_ADDRS),
+        run_id=env.get(names.RUN_ID, ""),
+        kill_grace=names.read_seconds(env, names.KILL_GRACE_S, DEFAULT_KILL_GRACE_S),
         report_path=env.get(REPORT_ENV) or None,
         visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
     )
@@ -175,10 +195,11 @@ class RendezvousEnv:
     timeout_s: float = DEFAULT_RENDEZVOUS_TIMEOUT_S
 
 
+@_launch_config_errors
 def rendezvous_env(environ: Mapping[str, str] | None = None) -> RendezvousEnv:
     env = os.environ if environ is None else environ
     values: dict[str, str] = {}
-    for name in ("STRATUS_MASTER", "STRATUS_TRIAL_ID", "STRATUS_RUN_TOKEN"):
+    for name in (names.MASTER, names.TRIAL_ID, names.RUN_TOKEN):
         values[name] = env.get(name, "").strip()
         if not values[name]:
             raise LaunchConfigError(
@@ -186,22 +207,23 @@ def rendezvous_env(environ: Mapping[str, str] | None = None) -> RendezvousEnv:
                 "through the control plane's rendezvous, which needs STRATUS_MASTER, STRATUS_TRIAL_ID and "
                 "STRATUS_RUN_TOKEN (the agent sets them)."
             )
-    timeout = _float(env, "STRATUS_RENDEZVOUS_TIMEOUT_S", DEFAULT_RENDEZVOUS_TIMEOUT_S)
+    timeout = names.read_seconds(env, names.RENDEZVOUS_TIMEOUT_S, DEFAULT_RENDEZVOUS_TIMEOUT_S)
     if not (math.isfinite(timeout) and timeout > 0):
         raise LaunchConfigError(f"STRATUS_RENDEZVOUS_TIMEOUT_S={timeout} is not a number of seconds > 0.")
     return RendezvousEnv(
-        master=values["STRATUS_MASTER"].rstrip("/"),
-        trial_id=values["STRATUS_TRIAL_ID"],
-        token=values["STRATUS_RUN_TOKEN"],
-        node_addr=env.get("STRATUS_NODE_ADDR", "").strip() or None,
+        master=values[names.MASTER].rstrip("/"),
+        trial_id=values[names.TRIAL_ID],
+        token=values[names.RUN_TOKEN],
+        node_addr=env.get(names.NODE_ADDR, "").strip() or None,
         timeout_s=timeout,
     )
 
 
+@_launch_config_errors
 def kill_grace_from_env(environ: Mapping[str, str] | None = None) -> float:
     """`STRATUS_KILL_GRACE_S` alone (wrap_rank needs no placement)."""
     env = os.environ if environ is None else environ
-    grace = _float(env, "STRATUS_KILL_GRACE_S", DEFAULT_KILL_GRACE_S)
+    grace = names.read_seconds(env, names.KILL_GRACE_S, DEFAULT_KILL_GRACE_S)
     if not (math.isfinite(grace) and grace >= 0):
         raise LaunchConfigError(f"STRATUS_KILL_GRACE_S={grace} is not a number of seconds >= 0.")
     return grace
@@ -219,34 +241,9 @@ def rank_from_env(names: str, environ: Mapping[str, str] | None = None) -> int |
     return None
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = _optional_int(env, name)
-    return default if value is None else value
-
-
-def _first_int(env: Mapping[str, str], names: tuple[str, ...], default: int) -> int:
-    for name in names:
-        value = _optional_int(env, name)
+def _first_int(env: Mapping[str, str], names_in_order: tuple[str, ...], default: int) -> int:
+    for name in names_in_order:
+        value = names.read_int(env, name)
         if value is not None:
             return value
     return default
-
-
-def _optional_int(env: Mapping[str, str], name: str) -> int | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise LaunchConfigError(f"{name}={raw!r} is not a whole number; unset it or give one.") from None
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise LaunchConfigError(f"{name}={raw!r} is not a number of seconds; unset it or give one.") from None

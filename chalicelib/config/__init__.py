@@ -28,7 +28,7 @@ from chalicelib.config.hyperparameters import (
     unflatten_hyperparameters,
 )
 from chalicelib.config.load import ParsedConfig, load_yaml_config, parse_experiment_config, parse_yaml_config
-from chalicelib.config.nni import NniTranslation, is_nni_config, nni_config_version, translate_nni
+from chalicelib.config.nni import NniTranslation, translate_nni
 from chalicelib.config.schema import (
     CheckpointStorageConfig,
     EnvironmentConfig,
@@ -83,9 +83,7 @@ __all__ = [
     "TPESearcher",
     "entrypoint_argv",
     "flatten_hyperparameters",
-    "is_nni_config",
     "load_yaml_config",
-    "nni_config_version",
     "parse_experiment_config",
     "parse_yaml_config",
     "translate_nni",

@@ -1,8 +1,9 @@
 """Importing NNI experiment configs: NNI's YAML (legacy v1 and v2) translated into a Stratus config.
 
-Pure (standard library only). `is_nni_config(raw)` tells an NNI config from a Determined one by its
-keys; `translate_nni(raw, search_space)` returns the Determined-style mapping that
-`parse_experiment_config` validates, plus a warning for everything that did not translate exactly.
+Pure (standard library only). `contract.nni.is_nni_config(raw)` tells an NNI config from a Determined
+one by its keys (the CLI asks the same); `translate_nni(raw, search_space)` returns the Determined-style
+mapping that `parse_experiment_config` validates, plus a warning for everything that did not translate
+exactly.
 Problems (no trial command, no search space, a malformed search-space entry) raise
 `ConfigInvalidError`, with paths in NNI's own field names (`trialCommand`, `searchSpace.lr._value`).
 
@@ -49,43 +50,15 @@ from chalicelib.config._nni_tuner import TunerTranslator
 from chalicelib.config._nni_versions import PASS_THROUGH, NniReader, dotted
 from chalicelib.config.errors import ConfigInvalidError, ConfigProblem
 from chalicelib.config.nni_space import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS, SpaceTranslator, is_int
+from contract.nni import nni_config_version
 
 __all__ = [
     "GRID_COUNT",
     "GRID_INT_LIMIT",
     "MAX_GRID_POINTS",
     "NniTranslation",
-    "is_nni_config",
-    "nni_config_version",
     "translate_nni",
 ]
-
-
-# Keys only NNI configs have; a Determined config has none of them.
-_V2_MARKERS = frozenset(
-    {"trialCommand", "trialCodeDirectory", "trialGpuNumber", "trialConcurrency", "searchSpace"}
-    | {"searchSpaceFile", "maxTrialNumber", "maxExperimentDuration", "maxTrialDuration"}
-    | {"trainingService", "experimentName", "useAnnotation", "tuner", "assessor", "advisor"}
-    | {"nniManagerIp", "logLevel", "experimentWorkingDirectory", "tunerGpuIndices", "sharedStorage"}
-)
-_TRAINING_SERVICE_SECTIONS = (
-    "localConfig",
-    "remoteConfig",
-    "machineList",
-    "paiConfig",
-    "paiYarnConfig",
-    "kubeflowConfig",
-    "frameworkcontrollerConfig",
-    "dltsConfig",
-    "amlConfig",
-    "adlConfig",
-    "hybridConfig",
-)
-_V1_ONLY = frozenset(
-    {"authorName", "trainingServicePlatform", "searchSpacePath", "maxTrialNum", "maxExecDuration"}
-    | {"trial", "logDir", "multiThread", "versionCheck", "logCollection", *_TRAINING_SERVICE_SECTIONS}
-)
-_DETERMINED_MARKERS = frozenset({"entrypoint", "searcher", "hyperparameters"})
 
 
 @dataclass(frozen=True)
@@ -94,30 +67,6 @@ class NniTranslation:
 
     config: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
-
-
-def is_nni_config(raw: Mapping[str, Any]) -> bool:
-    """True for an NNI experiment config (v1 or v2), False for a Determined config or anything else.
-
-    An NNI config has at least one key of NNI's (`trialCommand`, `searchSpace`, `authorName`, a
-    `trial` mapping with `command`, ...) and none of Determined's required sections (`entrypoint`,
-    `searcher`) nor `hyperparameters`: a Determined config carrying a stray NNI key stays a
-    Determined config, and is told about the unknown key.
-    """
-    if not isinstance(raw, Mapping):
-        return False
-    keys = {key for key in raw if isinstance(key, str)}
-    if keys & _DETERMINED_MARKERS:
-        return False
-    if keys & (_V2_MARKERS | (_V1_ONLY - {"trial"})):
-        return True
-    trial = raw.get("trial")
-    return isinstance(trial, Mapping) and "command" in trial
-
-
-def nni_config_version(raw: Mapping[str, Any]) -> int:
-    """1 for NNI's legacy config (any v1-only key such as `authorName` or `trial`), else 2."""
-    return 1 if any(key in raw for key in _V1_ONLY) else 2
 
 
 def translate_nni(raw: Mapping[str, Any], search_space: Mapping[str, Any] | None = None) -> NniTranslation:

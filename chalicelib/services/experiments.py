@@ -15,6 +15,7 @@ from chalicelib.errors import BadRequestError, ConfigInvalidError, ConflictError
 from chalicelib.services import searching
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
+from contract.nni import is_nni_config
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ def validate(raw_config: Mapping[str, Any]) -> cfg.ParsedConfig:
     """
     try:
         nni_warnings: list[str] = []
-        if cfg.is_nni_config(raw_config):
+        if is_nni_config(raw_config):
             translation = cfg.translate_nni(raw_config, raw_config.get("searchSpace"))
             raw_config, nni_warnings = translation.config, translation.warnings
         parsed = cfg.parse_experiment_config(raw_config)

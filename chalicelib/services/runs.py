@@ -10,9 +10,7 @@ the others are killed at their agents' next heartbeat; the run completes when ev
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +22,10 @@ from chalicelib.services import tokens
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
 from chalicelib.settings import get_settings
+from contract import messages
+from contract.entrypoint import legacy_trial_argv
+from contract.env import TrialEnv
+from contract.launch import LaunchSpec
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +33,13 @@ log = logging.getLogger(__name__)
 AGENT_LOST_EXIT_CODE = -1
 
 
-def handle_launch(ports: Ports, body: Mapping[str, Any]) -> None:
-    run_id = str(body["run_id"])
+def handle_launch(ports: Ports, message: messages.Launch) -> None:
+    run_id = message.run_id
     run = ports.runs.get(run_id)
     if run is None:
         raise NotFoundError(f"run {run_id} not found")
     if run["state"] == RunState.ASSIGNED:
-        ports.runs.launch(run_id, str(body["token"]))
+        ports.runs.launch(run_id, message.token)
         ports.trials.transition(int(run["trial_id"]), str(TrialState.PULLING))
     elif run["state"] == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
@@ -46,14 +48,14 @@ def handle_launch(ports: Ports, body: Mapping[str, Any]) -> None:
             "reason": run.get("reason", ""),
             "paused": False,
         }
-        ports.workflows.succeed(str(body["token"]), output)
+        ports.workflows.succeed(message.token, output)
     # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
 
 
 def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Sequence[str]) -> dict[str, Any]:
     if ports.agents.heartbeat(agent_id, pool, slots):
         ports.queues.to_scheduler(
-            pool, {"type": "capacity", "pool": pool}, dedup_id=f"capacity-{agent_id}-{now_iso()}"
+            pool, messages.CapacityChanged(pool).to_body(), dedup_id=f"capacity-{agent_id}-{now_iso()}"
         )
     launches = []
     kill = []
@@ -61,7 +63,7 @@ def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Seque
     live = {r["run_id"] for r in mine}
     for run in mine:
         if run["state"] == RunState.LAUNCHING and run["run_id"] not in running:
-            launches.append(_launch_spec(ports, run))
+            launches.append(launch_spec(ports, run).to_json())
     for run_id in running:
         if run_id not in live:
             kill.append(run_id)  # the control plane no longer expects it (ended, or canceled)
@@ -205,12 +207,13 @@ def _own_run(ports: Ports, agent_id: str, run_id: str) -> Record:
     return run
 
 
-def _launch_spec(ports: Ports, record: Record) -> dict[str, Any]:
+def launch_spec(ports: Ports, record: Record) -> LaunchSpec:
     """What an agent needs to start a run, or one node of a multi-node run (``record`` is then the node:
     the processes still act for the run, with its token, and learn their node from the environment)."""
     settings = get_settings()
     run = record
-    if record.get("kind") == "node":
+    node = record.get("kind") == "node"
+    if node:
         parent = ports.runs.get(str(record["parent_run"]))
         if parent is None:
             raise NotFoundError(f"run {record['parent_run']} of node {record['run_id']} not found")
@@ -222,48 +225,38 @@ def _launch_spec(ports: Ports, record: Record) -> dict[str, Any]:
     config = cfg.parse_experiment_config(experiment["config"]).config
     # GPU flavours of images and variables come with the GPU backends; agents run the CPU flavour for now.
     environment = config.environment.variables_for(gpu=False)
-    environment.update(
-        {
-            "STRATUS_MASTER": settings.api_url,
-            "STRATUS_TRIAL_ID": str(trial["id"]),
-            "STRATUS_EXPERIMENT_ID": str(experiment["id"]),
-            "STRATUS_RUN_ID": run["run_id"],
-            "STRATUS_RUN_TOKEN": tokens.run_token(settings.token_secret, run["run_id"]),
-            "STRATUS_HPARAMS": json.dumps(trial["hparams"], sort_keys=True),
-            "STRATUS_LATEST_CHECKPOINT": str(trial.get("latest_checkpoint") or ""),
-            "STRATUS_TRIAL_SEED": str(trial.get("trial_seed", 0)),
-            "STRATUS_SLOTS": str(run["slots"]),
-        }
+    trial_env = TrialEnv(
+        master=settings.api_url,
+        trial_id=int(trial["id"]),
+        experiment_id=int(experiment["id"]),
+        run_id=str(run["run_id"]),
+        run_token=tokens.run_token(settings.token_secret, run["run_id"]),
+        hparams=trial["hparams"],
+        latest_checkpoint=str(trial.get("latest_checkpoint") or "") or None,
+        trial_seed=int(trial.get("trial_seed", 0)),
+        slots=int(run["slots"]),
+        num_nodes=len(run["nodes"]) if node else None,
+        node_rank=int(record["node_rank"]) if node else None,
     )
-    if record.get("kind") == "node":
-        environment["STRATUS_NUM_NODES"] = str(len(run["nodes"]))
-        environment["STRATUS_NODE_RANK"] = str(record["node_rank"])
-    return {
-        "run_id": record["run_id"],
-        "trial_id": int(trial["id"]),
-        "experiment_id": int(experiment["id"]),
-        "slots": int(record["slots"]),
-        "entrypoint": entrypoint_argv(config),
-        "environment": environment,
-        "context_url": (
+    environment.update(trial_env.to_env())
+    return LaunchSpec(
+        run_id=str(record["run_id"]),
+        trial_id=int(trial["id"]),
+        experiment_id=int(experiment["id"]),
+        slots=int(record["slots"]),
+        entrypoint=tuple(entrypoint_argv(config)),
+        environment=environment,
+        context_url=(
             ports.blobs.presign_get(keys.context_key(experiment["context_sha256"]))
             if experiment.get("context_sha256")
             else None
         ),
-        "api_url": settings.api_url,
-    }
-
-
-_LEGACY_ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+        api_url=settings.api_url,
+    )
 
 
 def entrypoint_argv(config: cfg.ExperimentConfig) -> list[str]:
-    """The argv of a trial's entrypoint. Determined's legacy `model_def:TrialClass` form runs the class
-    under the harness's trial runner, one process per slot under the torch_distributed launcher when
-    the trial has several; anything else follows the config's own rules (argv or shell)."""
-    entrypoint = config.entrypoint
-    if isinstance(entrypoint, str) and _LEGACY_ENTRYPOINT.match(entrypoint.strip()):
-        if config.resources.slots_per_trial > 1:
-            return ["python3", "-m", "launchers.torch_distributed", "--trial", entrypoint.strip()]
-        return ["python3", "-m", "harness.exec.run_trial", entrypoint.strip()]
-    return cfg.entrypoint_argv(config)
+    """The argv of a trial's entrypoint: Determined's legacy `model_def:TrialClass` form by its rule
+    (`contract.entrypoint`); anything else follows the config's own rules (argv or shell)."""
+    legacy = legacy_trial_argv(config.entrypoint, config.resources.slots_per_trial)
+    return legacy if legacy is not None else cfg.entrypoint_argv(config)

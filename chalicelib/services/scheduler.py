@@ -13,36 +13,32 @@ agent): without that, their trials would wait forever for an exit nobody is left
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, assign_fifo
 from chalicelib.services import runs
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports
 from chalicelib.settings import get_settings
+from contract import messages
 
 log = logging.getLogger(__name__)
 
 
-def handle_message(ports: Ports, body: Mapping[str, Any]) -> None:
-    kind = body.get("type")
-    if kind == "request":
+def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
+    if isinstance(message, messages.RequestSlots):
         ports.runs.put_request(
             {
-                "run_id": str(body["run_id"]),
-                "trial_id": int(body["trial_id"]),
-                "experiment_id": int(body["experiment_id"]),
-                "pool": str(body["pool"]),
-                "slots": int(body["slots"]),
-                "priority": int(body["priority"]),
-                "slot_token": str(body["token"]),
+                "run_id": message.run_id,
+                "trial_id": message.trial_id,
+                "experiment_id": message.experiment_id,
+                "pool": message.pool,
+                "slots": message.slots,
+                "priority": message.priority,
+                "slot_token": message.token,
                 "queued_at": now_iso(),
             }
         )
-    elif kind not in ("release", "capacity", "sweep"):
-        raise ValueError(f"unknown scheduler message type {kind!r}")
-    schedule_pool(ports, str(body["pool"]))
+    schedule_pool(ports, message.pool)
 
 
 def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:

@@ -38,6 +38,7 @@ from chalicelib.errors import ConflictError
 from chalicelib.services import retention
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
+from contract import messages
 
 
 class StaleSearcherError(ConflictError):
@@ -69,42 +70,39 @@ def start(ports: Ports, experiment_id: int) -> None:
     _save_and_apply(ports, experiment, spec, searcher, searcher.initial_operations(), version=0)
 
 
-def handle_event(ports: Ports, body: Mapping[str, Any]) -> None:
-    experiment = ports.experiments.get(int(body["experiment_id"]))
+def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
+    experiment = ports.experiments.get(message.experiment_id)
     if experiment is None or "searcher" not in experiment:
         return
     state = ExperimentState(experiment["state"])
     if state.terminal:
         return
     if state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
-        _settle_stopping(ports, experiment, body)
+        _settle_stopping(ports, experiment, message)
         return
     spec = search_spec(experiment["config"])  # parsed once per event
     searcher = restore_searcher(experiment["searcher"], spec)
-    trial_id = int(body["trial_id"])
-    kind = body["type"]
-    if kind == "trial_paused":
+    trial_id = message.trial_id
+    if isinstance(message, messages.TrialPaused):
         _settle_paused(ports, experiment, trial_id)
         return
-    if kind == "trial_exited":
+    if isinstance(message, messages.TrialExited):
         trial = ports.trials.get(trial_id)
         failed = trial is None or trial["state"] != TrialState.COMPLETED
         invalid = bool(trial and trial.get("invalid_hp"))
         event: TrialExited | ValidationReported = TrialExited(
-            event_id=str(body["event_id"]),
+            event_id=message.event_id,
             trial_id=trial_id,
             failed=failed and not invalid,
             invalid_hp=invalid,
         )
-    elif kind == "validation":
-        event = ValidationReported(
-            event_id=str(body["event_id"]),
-            trial_id=trial_id,
-            length=int(body["length"]),
-            metric=float(body["metric"]),
-        )
     else:
-        raise ValueError(f"unknown searcher event type {kind!r}")
+        event = ValidationReported(
+            event_id=message.event_id,
+            trial_id=trial_id,
+            length=message.length,
+            metric=message.metric,
+        )
     ops = searcher.on_event(event)
     _save_and_apply(
         ports, experiment, spec, searcher, ops, version=int(experiment.get("searcher_version", 0))
@@ -225,13 +223,12 @@ def _close_paused(ports: Ports, trial: Record) -> None:
     """A paused trial the searcher will not resume ends here (no process is running to exit)."""
     if ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=now_iso()) is not None:
         ports.queues.to_events(
-            {
-                "type": "trial_exited",
-                "event_id": f"closed-{trial['id']}",
-                "trial_id": int(trial["id"]),
-                "experiment_id": int(trial["experiment_id"]),
-                "state": str(TrialState.COMPLETED),
-            }
+            messages.TrialExited(
+                event_id=f"closed-{trial['id']}",
+                trial_id=int(trial["id"]),
+                experiment_id=int(trial["experiment_id"]),
+                state=str(TrialState.COMPLETED),
+            ).to_body()
         )
 
 
@@ -254,10 +251,10 @@ def _finish(ports: Ports, experiment: Record, spec: SearchSpec, *, failure: bool
     ports.experiments.transition(experiment_id, str(stopping))
 
 
-def _settle_stopping(ports: Ports, experiment: Record, body: Mapping[str, Any]) -> None:
+def _settle_stopping(ports: Ports, experiment: Record, message: messages.TrialEvent) -> None:
     """An event for an experiment waiting in STOPPING_*: end it once no trial is running any more."""
-    if body["type"] == "trial_paused":
-        trial = ports.trials.get(int(body["trial_id"]))
+    if isinstance(message, messages.TrialPaused):
+        trial = ports.trials.get(message.trial_id)
         if trial is not None and trial["state"] == TrialState.PAUSED:
             _close(ports, trial)
     trials = ports.trials.for_experiment(int(experiment["id"]))

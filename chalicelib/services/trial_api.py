@@ -14,6 +14,8 @@ from chalicelib.services import tokens
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
 from chalicelib.settings import get_settings
+from contract import messages
+from contract.actions import SearcherAction
 
 METRIC_GROUPS = ("training", "validation")
 MAX_CHECKPOINT_FILES = 10_000
@@ -93,14 +95,13 @@ def report_searcher_result(ports: Ports, run: Record, length: int, metric: float
         # The same position again (a retried report): send the event again; the searcher ignores
         # an event id it has seen, and a lost first send is made good.
     ports.queues.to_events(
-        {
-            "type": "validation",
-            "event_id": f"validation-{trial_id}-{length}",
-            "experiment_id": int(run["experiment_id"]),
-            "trial_id": trial_id,
-            "length": length,
-            "metric": metric,
-        }
+        messages.ValidationReported(
+            event_id=f"validation-{trial_id}-{length}",
+            experiment_id=int(run["experiment_id"]),
+            trial_id=trial_id,
+            length=length,
+            metric=metric,
+        ).to_body()
     )
 
 
@@ -113,12 +114,16 @@ def searcher_state(ports: Ports, run: Record) -> dict[str, Any]:
     target = trial.get("target_length")
     if trial.get("searcher_action") in ("pause", "stop"):
         _note_pausing(ports, run, trial)
-        return {"action": "stop", "length": target, "unit": unit}
+        return {"action": SearcherAction.STOP.value, "length": target, "unit": unit}
     if trial.get("searcher_pending"):
-        return {"action": "wait", "length": target, "unit": unit}
+        return {"action": SearcherAction.WAIT.value, "length": target, "unit": unit}
     if target is not None and int(trial.get("searcher_length", -1)) >= int(target):
-        return {"action": "stop", "length": target, "unit": unit}  # its last target is reached
-    return {"action": "train", "length": target, "unit": unit}
+        return {
+            "action": SearcherAction.STOP.value,
+            "length": target,
+            "unit": unit,
+        }  # its last target is reached
+    return {"action": SearcherAction.TRAIN.value, "length": target, "unit": unit}
 
 
 def report_invalid_hp(ports: Ports, run: Record, message: str) -> None:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from chalicelib.services import runs, scheduler
+from contract import messages
 from tests.aws.test_multi_node import _launch_on_two_nodes
 from tests.aws.test_trial_lifecycle import _launch, _submit, pump_until
 
@@ -26,7 +27,7 @@ def _silence(stack, agent_id: str) -> None:
 
 
 def _sweep(stack) -> None:
-    scheduler.handle_message(stack.ports, {"type": "sweep", "pool": "default"})
+    scheduler.handle_message(stack.ports, messages.Sweep("default"))
 
 
 def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack):

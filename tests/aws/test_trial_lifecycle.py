@@ -9,6 +9,7 @@ import time
 import pytest
 
 from chalicelib.services import experiments, runs, scheduler, searching
+from contract import messages
 
 pytestmark = pytest.mark.aws
 
@@ -23,9 +24,15 @@ CONFIG = {
 def _consumers(stack):
     p = stack.ports
     return {
-        stack.env["STRATUS_SCHEDULER_QUEUE_URL"]: lambda body: scheduler.handle_message(p, body),
-        stack.env["STRATUS_LAUNCH_QUEUE_URL"]: lambda body: runs.handle_launch(p, body),
-        stack.env["STRATUS_EVENTS_QUEUE_URL"]: lambda body: searching.handle_event(p, body),
+        stack.env["STRATUS_SCHEDULER_QUEUE_URL"]: lambda body: scheduler.handle_message(
+            p, messages.parse_scheduler(body)
+        ),
+        stack.env["STRATUS_LAUNCH_QUEUE_URL"]: lambda body: runs.handle_launch(
+            p, messages.parse_launch(body)
+        ),
+        stack.env["STRATUS_EVENTS_QUEUE_URL"]: lambda body: searching.handle_event(
+            p, messages.parse_event(body)
+        ),
     }
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from det._config import inline_nni_search_space, is_nni_config, load_config, nni_code_directory
+from contract.nni import is_nni_config
+from det._config import inline_nni_search_space, load_config, nni_code_directory
 from det._trial import NNI_STATUSES, nni_status
 from det.errors import ConfigFileError
 from tests.unit.test_cli import FakeApi, Packed, experiment, fake_pack, run, trial

@@ -18,13 +18,12 @@ from chalicelib import errors
 from chalicelib.config import (
     ConfigInvalidError,
     NniTranslation,
-    is_nni_config,
-    nni_config_version,
     parse_experiment_config,
     translate_nni,
 )
 from chalicelib.config.nni import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS
 from chalicelib.services import experiments
+from contract.nni import is_nni_config, nni_config_version
 
 V2_FILE = """\
 experimentName: MNIST
