@@ -1,5 +1,7 @@
 """Stratus's control plane as one Chalice app: wiring only. Routes and event handlers live in
-`chalicelib/` blueprints; `chalicelib/api/routing.py` turns errors into JSON bodies around every view."""
+`chalicelib/` blueprints; each route's registration (`chalicelib/api/routing.py`) checks the caller's
+credential, parses the body and turns every error into a JSON body, once for every route (why not
+Chalice middleware: see `routing._errors_as_json`)."""
 
 from __future__ import annotations
 

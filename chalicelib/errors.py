@@ -1,15 +1,21 @@
-"""Errors of the control plane, declared as data: each class carries its wire code and HTTP status.
+"""Errors of the control plane (`chalicelib`, one tree), declared as data: each class carries its wire
+code and HTTP status.
 
-    StratusError
-    ├── BadRequestError        400  a value is malformed; the message names it and the fix
-    │   └── ConfigInvalidError 400  an experiment config with problems (listed by path)
-    ├── UnauthorizedError      401  missing or wrong token
-    ├── ForbiddenError         403  a token used outside its trial or agent
-    ├── NotFoundError          404  an unknown experiment, trial, checkpoint or run id
-    ├── ConflictError          409  a stale update, or an operation the current state forbids
-    └── PayloadTooLargeError   413
+    StratusError                          500  InternalError
+    ├── BadRequestError                   400  a value is malformed; the message names it and the fix
+    │   ├── ConfigError                        (chalicelib.config.errors) the config package's branch
+    │   │   └── ConfigInvalidError        400  an experiment config with problems (listed by path)
+    │   └── SearcherNotSupportedError     400  (chalicelib.domain.searchers) a searcher that cannot run yet
+    ├── UnauthorizedError                 401  missing or wrong token
+    ├── ForbiddenError                    403  a token used outside its trial or agent
+    ├── NotFoundError                     404  an unknown experiment, trial, checkpoint or run id
+    ├── ConflictError                     409  a stale update, or an operation the current state forbids
+    │   └── StaleSearcherError            409  (chalicelib.services.searching) retried by the queue
+    └── PayloadTooLargeError              413
 
-The API's one error middleware turns any of these into `{"error": code, "message": ...}`.
+This module imports nothing of the project, so the pure packages (`domain`, `config`) raise its errors
+too. The API's one error handler (`chalicelib.api.routing`) turns any of them into
+`{"error": code, "message": ..., **details}` with the class's status; anything else is a 500.
 """
 
 from __future__ import annotations
@@ -33,10 +39,6 @@ class StratusError(Exception):
 class BadRequestError(StratusError):
     code = "BadRequest"
     status = 400
-
-
-class ConfigInvalidError(BadRequestError):
-    code = "ConfigInvalid"
 
 
 class UnauthorizedError(StratusError):

@@ -168,6 +168,8 @@ def log_tail(path: Path, lines: int = 30) -> list[str]:
 
 
 def stack_command(port: int, slots: int, directory: Path, agents: int = 1) -> list[str]:
+    """`python -m infra.local_stack ...`: how `up` (and the tests' `infra.local_stack.BackgroundStack`)
+    start the stack."""
     return [
         sys.executable,
         "-m",

@@ -8,14 +8,68 @@ from collections.abc import Sequence
 from typing import Any
 
 from det._client import ApiClient
-from det._render import format_json, format_percent, format_time, table
+from det._render import Cell, field, format_percent, records_table, time_field
 from det._runtime import Runtime
-from det._trial import fetch_metrics, workloads_table
+from det._trial import TRIAL_CELLS, fetch_metrics, workloads_table
 from det.errors import UsageError
 
 Json = dict[str, Any]
 
 LIST_PAGE_SIZE = 100
+
+# Every column an experiments table shows, by header; each command picks its own, in `det`'s order.
+_EXPERIMENT_CELLS: dict[str, Cell] = {
+    "ID": lambda e: e["id"],
+    "Experiment ID": lambda e: e["id"],
+    "Owner": field("owner"),
+    "Name": field("name"),
+    "Parent ID": field("parent_id"),
+    "State": field("state"),
+    "Progress": lambda e: format_percent(e.get("progress")),
+    "Start Time": time_field("start_time"),
+    "End Time": time_field("end_time"),
+    "Description": field("description"),
+    "Archived": lambda e: bool(e.get("archived", False)),
+    "Resource Pool": field("resource_pool"),
+    "Labels": lambda e: ", ".join(sorted(e.get("labels") or [])),
+}
+# `det experiment list` (with --all, "Archived" last).
+_LIST_HEADERS = (
+    "ID",
+    "Owner",
+    "Name",
+    "Parent ID",
+    "State",
+    "Progress",
+    "Start Time",
+    "End Time",
+    "Resource Pool",
+)
+# `det experiment describe`: the experiments, then their trials.
+_DESCRIBE_HEADERS = (
+    "Experiment ID",
+    "State",
+    "Progress",
+    "Start Time",
+    "End Time",
+    "Name",
+    "Description",
+    "Archived",
+    "Resource Pool",
+    "Labels",
+)
+_TRIALS_HEADERS = (
+    "Trial ID",
+    "Experiment ID",
+    "State",
+    "Started",
+    "Ended",
+    "H-Params",
+    "Restarts",
+    "# of Batches",
+    "Best Validation",
+    "Latest Checkpoint",
+)
 
 
 def list_experiments(args: argparse.Namespace, rt: Runtime) -> int:
@@ -33,36 +87,8 @@ def list_experiments(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 def experiments_table(experiments: Sequence[Json], *, show_archived: bool = False) -> str:
-    headers = [
-        "ID",
-        "Owner",
-        "Name",
-        "Parent ID",
-        "State",
-        "Progress",
-        "Start Time",
-        "End Time",
-        "Resource Pool",
-    ]
-    if show_archived:
-        headers.append("Archived")
-    rows = []
-    for e in experiments:
-        row = [
-            e["id"],
-            e.get("owner"),
-            e.get("name"),
-            e.get("parent_id"),
-            e.get("state"),
-            format_percent(e.get("progress")),
-            format_time(e.get("start_time")),
-            format_time(e.get("end_time")),
-            e.get("resource_pool"),
-        ]
-        if show_archived:
-            row.append(bool(e.get("archived", False)))
-        rows.append(row)
-    return table(headers, rows)
+    headers = (*_LIST_HEADERS, "Archived") if show_archived else _LIST_HEADERS
+    return records_table(_EXPERIMENT_CELLS, headers, experiments)
 
 
 def describe(args: argparse.Namespace, rt: Runtime) -> int:
@@ -91,65 +117,11 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 def experiment_table(experiments: Sequence[Json]) -> str:
-    headers = [
-        "Experiment ID",
-        "State",
-        "Progress",
-        "Start Time",
-        "End Time",
-        "Name",
-        "Description",
-        "Archived",
-        "Resource Pool",
-        "Labels",
-    ]
-    rows = [
-        [
-            e["id"],
-            e.get("state"),
-            format_percent(e.get("progress")),
-            format_time(e.get("start_time")),
-            format_time(e.get("end_time")),
-            e.get("name"),
-            e.get("description"),
-            bool(e.get("archived", False)),
-            e.get("resource_pool"),
-            ", ".join(sorted(e.get("labels") or [])),
-        ]
-        for e in experiments
-    ]
-    return table(headers, rows)
+    return records_table(_EXPERIMENT_CELLS, _DESCRIBE_HEADERS, experiments)
 
 
 def trials_table(trials: Sequence[Json]) -> str:
-    headers = [
-        "Trial ID",
-        "Experiment ID",
-        "State",
-        "Started",
-        "Ended",
-        "H-Params",
-        "Restarts",
-        "# of Batches",
-        "Best Validation",
-        "Latest Checkpoint",
-    ]
-    rows = [
-        [
-            t["id"],
-            t.get("experiment_id"),
-            t.get("state"),
-            format_time(t.get("start_time")),
-            format_time(t.get("end_time")),
-            format_json(t.get("hparams") or {}),
-            t.get("restarts"),
-            t.get("total_batches"),
-            t.get("best_validation"),
-            (t.get("latest_checkpoint") or {}).get("steps_completed"),
-        ]
-        for t in trials
-    ]
-    return table(headers, rows)
+    return records_table(TRIAL_CELLS, _TRIALS_HEADERS, trials)
 
 
 def parse_ids(text: str) -> list[int]:

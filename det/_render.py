@@ -3,17 +3,22 @@
 Determined renders its tables with tabulate's "presto" format: no outer border, ` | ` between
 columns, a dashed rule under the headers with `+` at the joints, every column at least two characters
 wider than its header, numbers aligned right (floats on their decimal point), the rest left, and
-cells of several lines (the H-Params JSON) spread over several lines. `table` draws the same thing.
+cells of several lines (the H-Params JSON) spread over several lines. `table` draws the same thing;
+`records_table` draws one row per API record, given its headers and how to read the cell under each.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 _MIN_PADDING = 2
+
+Record = Mapping[str, Any]
+Cell = Callable[[Record], Any]
+"""How to read one cell of a table from a record."""
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -47,6 +52,21 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     for row in cells:
         out.extend(draw(row))
     return "\n".join(out)
+
+
+def records_table(cells: Mapping[str, Cell], headers: Sequence[str], records: Iterable[Record]) -> str:
+    """One row per record: under each of `headers`, what `cells[header]` reads from the record."""
+    return table(headers, [[cells[header](r) for header in headers] for r in records])
+
+
+def field(key: str) -> Cell:
+    """A cell that shows the record's `key` as it is (blank when absent)."""
+    return lambda record: record.get(key)
+
+
+def time_field(key: str) -> Callable[[Record], str | None]:
+    """A cell that shows the record's time `key` in local time (see `format_time`)."""
+    return lambda record: format_time(record.get(key))
 
 
 def format_value(value: Any) -> str:

@@ -9,7 +9,18 @@ from typing import Any
 
 from det._client import ApiClient
 from det._logs import format_line, read_log_pages
-from det._render import format_json, format_metrics, format_time, format_value, table
+from det._render import (
+    Cell,
+    Record,
+    field,
+    format_json,
+    format_metrics,
+    format_time,
+    format_value,
+    records_table,
+    table,
+    time_field,
+)
 from det._runtime import Runtime
 from det.errors import NotFoundError, UsageError
 
@@ -85,7 +96,7 @@ NNI_STATUSES: dict[str, str] = {
 }
 
 
-def nni_status(trial: Json) -> str:
+def nni_status(trial: Record) -> str:
     """The NNI status of a trial: EARLY_STOPPED when the searcher stopped it, else by state."""
     if trial.get("early_stopped") is True:
         return "EARLY_STOPPED"
@@ -109,51 +120,55 @@ def fetch_metrics(client: ApiClient, trial_id: int) -> Json:
     return {group: client.trial_metrics(trial_id, group) for group in ("training", "validation")}
 
 
+# Every column a trials table shows, by header: `det trial describe` and `det experiment describe`
+# each pick theirs, in `det`'s order.
+TRIAL_CELLS: dict[str, Cell] = {
+    "Trial ID": lambda t: t["id"],
+    "Experiment ID": field("experiment_id"),
+    "State": field("state"),
+    "NNI Status": lambda t: t.get("nni_status") or nni_status(t),
+    "H-Params": lambda t: format_json(t.get("hparams") or {}),
+    "Started": time_field("start_time"),
+    "Ended": time_field("end_time"),
+    "Restarts": field("restarts"),
+    "# of Batches": field("total_batches"),
+    "Best Validation": field("best_validation"),
+    "Latest Checkpoint": lambda t: (t.get("latest_checkpoint") or {}).get("steps_completed"),
+    "Exit": lambda t: _format_exit(t.get("exit")),
+}
+# `det trial describe` (with "NNI Status" after "State" for a trial imported from NNI).
+_DESCRIBE_HEADERS = (
+    "Trial ID",
+    "Experiment ID",
+    "State",
+    "H-Params",
+    "Started",
+    "Ended",
+    "Restarts",
+    "# of Batches",
+    "Exit",
+)
+# `det trial describe`'s checkpoints, every column in this order.
+_CHECKPOINT_CELLS: dict[str, Cell] = {
+    "UUID": field("uuid"),
+    "Steps": field("steps_completed"),
+    "State": field("state"),
+    "Report Time": time_field("report_time"),
+    "URI": field("uri"),
+}
+
+
 def trial_table(trials: Sequence[Json], *, nni: bool = False) -> str:
     """The trials' table; `nni` adds an "NNI Status" column after "State"."""
-    headers = [
-        "Trial ID",
-        "Experiment ID",
-        "State",
-        *(["NNI Status"] if nni else []),
-        "H-Params",
-        "Started",
-        "Ended",
-        "Restarts",
-        "# of Batches",
-        "Exit",
-    ]
-    rows = [
-        [
-            t["id"],
-            t.get("experiment_id"),
-            t.get("state"),
-            *([t.get("nni_status") or nni_status(t)] if nni else []),
-            format_json(t.get("hparams") or {}),
-            format_time(t.get("start_time")),
-            format_time(t.get("end_time")),
-            t.get("restarts"),
-            t.get("total_batches"),
-            _format_exit(t.get("exit")),
-        ]
-        for t in trials
-    ]
-    return table(headers, rows)
+    headers = list(_DESCRIBE_HEADERS)
+    if nni:
+        headers.insert(headers.index("State") + 1, "NNI Status")
+    return records_table(TRIAL_CELLS, headers, trials)
 
 
 def checkpoints_table(checkpoints: Sequence[Json]) -> str:
-    headers = ["UUID", "Steps", "State", "Report Time", "URI"]
-    rows = [
-        [
-            c.get("uuid"),
-            c.get("steps_completed"),
-            c.get("state"),
-            format_time(c.get("report_time")),
-            c.get("uri"),
-        ]
-        for c in sorted(checkpoints, key=lambda c: (c.get("steps_completed") or 0, str(c.get("uuid"))))
-    ]
-    return table(headers, rows)
+    ordered = sorted(checkpoints, key=lambda c: (c.get("steps_completed") or 0, str(c.get("uuid"))))
+    return records_table(_CHECKPOINT_CELLS, list(_CHECKPOINT_CELLS), ordered)
 
 
 def validation_summary(trial: Json) -> str:

@@ -234,20 +234,12 @@ class BackgroundStack:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = state_dir / "stack.log"
         self._log = self.log_path.open("wb")
+        # The command line `det deploy local up` starts the stack with; imported here because the
+        # stack process itself (this module as __main__) needs nothing of the CLI.
+        from det._deploy import stack_command
+
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "infra.local_stack",
-                "--port",
-                str(port),
-                "--slots",
-                str(slots),
-                "--agents",
-                str(agents),
-                "--state-dir",
-                str(state_dir),
-            ],
+            stack_command(port, slots, state_dir, agents),
             cwd=Path(__file__).resolve().parents[1],
             env={**os.environ, **(env or {})},
             stdout=self._log,

@@ -16,7 +16,20 @@ from contract.messages import Sweep
 log = logging.getLogger("stratus.pump")
 
 
-class QueuePump(threading.Thread):
+class _QueueThread(threading.Thread):
+    """A daemon thread working on one SQS queue until `stop()`."""
+
+    def __init__(self, name: str, sqs: Any, queue_url: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self._sqs = sqs
+        self._url = queue_url
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+class QueuePump(_QueueThread):
     def __init__(
         self,
         sqs: Any,
@@ -26,18 +39,12 @@ class QueuePump(threading.Thread):
         batch_size: int = 1,
         wait_seconds: int = 1,
     ) -> None:
-        super().__init__(name=f"pump-{queue_url.rsplit('/', 1)[-1]}", daemon=True)
-        self._sqs = sqs
-        self._url = queue_url
+        super().__init__(f"pump-{queue_url.rsplit('/', 1)[-1]}", sqs, queue_url)
         self._handler = handler
         self._batch = batch_size
         self._wait = wait_seconds
-        self._stop_event = threading.Event()
         self.delivered = 0
         self.failures = 0
-
-    def stop(self) -> None:
-        self._stop_event.set()
 
     def run(self) -> None:
         while not self._stop_event.is_set():
@@ -92,22 +99,16 @@ def _record(message: dict[str, Any], queue_url: str) -> dict[str, Any]:
     }
 
 
-class SweepTicker(threading.Thread):
+class SweepTicker(_QueueThread):
     """The local stand-in for the EventBridge schedule of the template: a `sweep` message to the scheduler
     queue every ``interval`` seconds, so a pass runs (and ends the runs of lost agents) even when nothing
     else happens in the pool."""
 
     def __init__(self, sqs: Any, queue_url: str, pool: str, interval: float) -> None:
-        super().__init__(name=f"sweep-{pool}", daemon=True)
-        self._sqs = sqs
-        self._url = queue_url
+        super().__init__(f"sweep-{pool}", sqs, queue_url)
         self._pool = pool
         self._interval = interval
-        self._stop_event = threading.Event()
         self.sent = 0
-
-    def stop(self) -> None:
-        self._stop_event.set()
 
     def run(self) -> None:
         while not self._stop_event.wait(self._interval):

@@ -38,20 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.sim.functions import Function
-from chalicelib.domain.searchers import (
-    ContinueTrial,
-    CreateTrial,
-    Event,
-    Operation,
-    PauseTrial,
-    SearchSpec,
-    Shutdown,
-    StopTrial,
-    TrialCreated,
-    TrialExited,
-    ValidationReported,
-    new_searcher,
-)
+from chalicelib.domain import searchers
 
 QUEUED, STARTING, TRAINING, PAUSED, EXITED = "queued", "starting", "training", "paused", "exited"
 
@@ -127,8 +114,8 @@ class Simulator:
         start_overhead: float = 0.0,
     ) -> None:
         self.f = function
-        self.spec = SearchSpec(function.space(), settings, max_length, seed)
-        self.searcher = new_searcher(self.spec)
+        self.spec = searchers.SearchSpec(function.space(), settings, max_length, seed)
+        self.searcher = searchers.new_searcher(self.spec)
         self.max_length = max_length
         self.seed = seed
         self.workers = workers
@@ -144,7 +131,7 @@ class Simulator:
         self.holding: dict[int, SimTrial] = {}  # trials holding a worker
         self.heap: list[tuple[float, int, str, int, int]] = []
         self.seq = 0
-        self.events: deque[Event] = deque()  # searcher events waiting to be delivered
+        self.events: deque[searchers.Event] = deque()  # searcher events waiting to be delivered
         self.shut_down = False
         self.best_metric: float | None = None
         self.result = RunResult(
@@ -163,9 +150,9 @@ class Simulator:
 
     # ---- the loop -----------------------------------------------------------------------------------
 
-    def _call(self, fn: Any, *args: Any) -> list[Operation]:
+    def _call(self, fn: Any, *args: Any) -> list[searchers.Operation]:
         start = time.perf_counter()
-        ops: list[Operation] = fn(*args)
+        ops: list[searchers.Operation] = fn(*args)
         spent = time.perf_counter() - start
         self.result.searcher_calls += 1
         self.result.searcher_seconds += spent
@@ -274,7 +261,9 @@ class Simulator:
             if self.best_metric is None or metric < self.best_metric:
                 self.best_metric = metric
                 self.result.trajectory.append(Point(self.compute, self.now, self.f.regret(trial.x)))
-        event = ValidationReported(f"validation-{trial.trial_id}-{length}", trial.trial_id, length, metric)
+        event = searchers.ValidationReported(
+            f"validation-{trial.trial_id}-{length}", trial.trial_id, length, metric
+        )
         self._apply(self._call(self.searcher.on_event, event))
         if trial.state != TRAINING or self.shut_down:
             return  # paused or stopped by the answer
@@ -282,12 +271,13 @@ class Simulator:
             self._schedule_report(trial)  # train on (a new target, or the next report on the way)
             return
         # Its last target is reached and no new one came: the service treats it as done.
-        self._exit(trial, f"exit-{trial.trial_id}.{trial.runs}")
+        self._exit_trial(trial, f"exit-{trial.trial_id}.{trial.runs}")
 
-    def _exit(self, trial: SimTrial, event_id: str) -> None:
+    def _exit_trial(self, trial: SimTrial, event_id: str) -> None:
+        """The trial ends for good: its worker is freed and the searcher is told (`TrialExited`)."""
         self._free(trial)
         trial.state = EXITED
-        self.events.append(TrialExited(event_id, trial.trial_id, failed=False))
+        self.events.append(searchers.TrialExited(event_id, trial.trial_id, failed=False))
 
     # ---- operations ---------------------------------------------------------------------------------
 
@@ -295,13 +285,13 @@ class Simulator:
         while self.events and not self.shut_down:
             self._apply(self._call(self.searcher.on_event, self.events.popleft()))
 
-    def _apply(self, ops: list[Operation]) -> None:
+    def _apply(self, ops: list[searchers.Operation]) -> None:
         for op in ops:
             if self.shut_down:
                 return
-            if isinstance(op, CreateTrial):
+            if isinstance(op, searchers.CreateTrial):
                 self._create(op)
-            elif isinstance(op, ContinueTrial):
+            elif isinstance(op, searchers.ContinueTrial):
                 trial = self.trials.get(op.trial_id)
                 if trial is None or trial.state == EXITED:
                     continue
@@ -313,26 +303,26 @@ class Simulator:
                     self._sync_length(trial)
                     trial.since, trial.since_length = self.now, trial.length
                     self._schedule_report(trial)
-            elif isinstance(op, PauseTrial):
+            elif isinstance(op, searchers.PauseTrial):
                 trial = self.trials.get(op.trial_id)
                 if trial is None or trial.state in (EXITED, PAUSED):
                     continue
                 self._free(trial)
                 trial.state = PAUSED
-            elif isinstance(op, StopTrial):
+            elif isinstance(op, searchers.StopTrial):
                 trial = self.trials.get(op.trial_id)
                 if trial is None or trial.state == EXITED:
                     continue
                 if trial.state == PAUSED:
-                    self._exit(trial, f"closed-{trial.trial_id}")
+                    self._exit_trial(trial, f"closed-{trial.trial_id}")
                 else:
-                    self._exit(trial, f"exit-{trial.trial_id}.{trial.runs}")
-            elif isinstance(op, Shutdown):
+                    self._exit_trial(trial, f"exit-{trial.trial_id}.{trial.runs}")
+            elif isinstance(op, searchers.Shutdown):
                 self.shut_down = True
                 for trial in list(self.holding.values()):
                     self._free(trial)
 
-    def _create(self, op: CreateTrial) -> None:
+    def _create(self, op: searchers.CreateTrial) -> None:
         if op.request_id in self.by_request:
             return  # created once per request id
         trial_id = len(self.trials) + 1
@@ -341,7 +331,8 @@ class Simulator:
         self.by_request[op.request_id] = trial_id
         self.queue.append(trial_id)
         extra = self._call(
-            self.searcher.on_event, TrialCreated(f"created-{op.request_id}", op.request_id, trial_id)
+            self.searcher.on_event,
+            searchers.TrialCreated(f"created-{op.request_id}", op.request_id, trial_id),
         )
         if extra:  # the service drops these; say so if a searcher relies on them
             self.result.warnings.append(f"operations answered to TrialCreated were dropped: {extra!r}")

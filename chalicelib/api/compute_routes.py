@@ -1,36 +1,19 @@
-"""Routes for the compute side: agents (agent token) and trial processes (run token, own trial only)."""
+"""Routes for the compute side: agents (agent token) and trial processes (run token, own trial only).
+
+Each route's registration checks the credential (`chalicelib.api.auth`) and parses the body; a view gets
+the principal (`AgentPrincipal`, or `RunPrincipal` holding the caller's live run) and the parsed body."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from chalice.app import Blueprint, Response
+from chalice.app import Blueprint
 
 from chalicelib.api import models, views
-from chalicelib.api.routing import answer, parse, path_id, route
-from chalicelib.errors import ForbiddenError
-from chalicelib.services import runs, tokens, trial_api
-from chalicelib.settings import get_settings
+from chalicelib.api.auth import AgentPrincipal, RunPrincipal
+from chalicelib.api.routing import route
+from chalicelib.services import runs, trial_api
 from chalicelib.wiring import ports
 
 bp = Blueprint(__name__)
-
-
-def _agent(agent_id: str) -> str:
-    tokens.check_agent_token(get_settings().agent_token, _authorization())
-    if not agent_id or len(agent_id) > 128:
-        raise ForbiddenError(f"agent id {agent_id!r} must be 1 to 128 characters")
-    return agent_id
-
-
-def _run(trial_id: str) -> dict[str, Any]:
-    return trial_api.authorize_run(ports(), _authorization(), path_id(trial_id, "trial"))
-
-
-def _authorization() -> str | None:
-    headers = bp.current_request.headers
-    value = headers.get("authorization")
-    return str(value) if value is not None else None
 
 
 # ---- agents ---------------------------------------------------------------------------------------
@@ -44,11 +27,12 @@ def _authorization() -> str | None:
     response=models.AgentInstructions,
     auth="agent",
 )
-def agent_heartbeat(agent_id: str) -> Response:
+def agent_heartbeat(
+    agent: AgentPrincipal, body: models.AgentHeartbeat, agent_id: str
+) -> models.AgentInstructions:
     """An agent's capacity and running runs in; runs to launch and to kill out."""
-    body = parse(bp, models.AgentHeartbeat)
-    instructions = runs.heartbeat(ports(), _agent(agent_id), body.pool, body.slots, body.running)
-    return answer(models.AgentInstructions.model_validate(instructions))
+    instructions = runs.heartbeat(ports(), agent_id, body.pool, body.slots, body.running)
+    return models.AgentInstructions.model_validate(instructions)
 
 
 @route(
@@ -59,11 +43,10 @@ def agent_heartbeat(agent_id: str) -> Response:
     response=models.Empty,
     auth="agent",
 )
-def run_started(agent_id: str, run_id: str) -> Response:
+def run_started(agent: AgentPrincipal, body: models.RunStarted, agent_id: str, run_id: str) -> models.Empty:
     """The agent started a run's process."""
-    body = parse(bp, models.RunStarted)
-    runs.started(ports(), _agent(agent_id), run_id, body.pid)
-    return answer(models.Empty())
+    runs.started(ports(), agent_id, run_id, body.pid)
+    return models.Empty()
 
 
 @route(
@@ -74,41 +57,36 @@ def run_started(agent_id: str, run_id: str) -> Response:
     response=models.Empty,
     auth="agent",
 )
-def run_exited(agent_id: str, run_id: str) -> Response:
+def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run_id: str) -> models.Empty:
     """A run's process ended; the trial's workflow moves on."""
-    body = parse(bp, models.RunExited)
-    runs.exited(ports(), _agent(agent_id), run_id, body.exit_code, body.reason, body.failed_rank)
-    return answer(models.Empty())
+    runs.exited(ports(), agent_id, run_id, body.exit_code, body.reason, body.failed_rank)
+    return models.Empty()
 
 
 @route(bp, "/trials/{trial_id}/logs", "POST", request=models.LogBatch, response=models.Empty, auth="agent")
-def put_logs(trial_id: str) -> Response:
+def put_logs(agent: AgentPrincipal, body: models.LogBatch, trial_id: int) -> models.Empty:
     """Log lines of a run, shipped by its agent."""
-    tokens.check_agent_token(get_settings().agent_token, _authorization())
-    body = parse(bp, models.LogBatch)
     lines = [line.model_dump() for line in body.lines]
-    runs.store_logs(ports(), path_id(trial_id, "trial"), body.run_id, body.seq, lines)
-    return answer(models.Empty())
+    runs.store_logs(ports(), trial_id, body.run_id, body.seq, lines)
+    return models.Empty()
 
 
 # ---- trials ---------------------------------------------------------------------------------------
 
 
 @route(bp, "/trials/{trial_id}/info", "GET", response=models.TrialInfo, auth="run")
-def trial_info(trial_id: str) -> Response:
+def trial_info(run: RunPrincipal, trial_id: int) -> models.TrialInfo:
     """What a trial needs to start: hyperparameters, latest checkpoint, config."""
-    return answer(models.TrialInfo.model_validate(trial_api.trial_info(ports(), _run(trial_id))))
+    return models.TrialInfo.model_validate(trial_api.trial_info(ports(), run.run))
 
 
 @route(
     bp, "/trials/{trial_id}/metrics", "POST", request=models.MetricReport, response=models.Empty, auth="run"
 )
-def report_metrics(trial_id: str) -> Response:
+def report_metrics(run: RunPrincipal, body: models.MetricReport, trial_id: int) -> models.Empty:
     """Training or validation metrics at a number of steps completed (idempotent)."""
-    run = _run(trial_id)
-    body = parse(bp, models.MetricReport)
-    trial_api.report_metrics(ports(), run, body.group, body.steps_completed, body.metrics)
-    return answer(models.Empty())
+    trial_api.report_metrics(ports(), run.run, body.group, body.steps_completed, body.metrics)
+    return models.Empty()
 
 
 @route(
@@ -119,12 +97,10 @@ def report_metrics(trial_id: str) -> Response:
     response=models.Empty,
     auth="run",
 )
-def report_progress(trial_id: str) -> Response:
+def report_progress(run: RunPrincipal, body: models.ProgressReport, trial_id: int) -> models.Empty:
     """The trial's own estimate of its progress, 0 to 1."""
-    run = _run(trial_id)
-    body = parse(bp, models.ProgressReport)
-    trial_api.report_progress(ports(), run, body.progress)
-    return answer(models.Empty())
+    trial_api.report_progress(ports(), run.run, body.progress)
+    return models.Empty()
 
 
 @route(
@@ -135,9 +111,9 @@ def report_progress(trial_id: str) -> Response:
     response=models.HeartbeatAnswer,
     auth="run",
 )
-def trial_heartbeat(trial_id: str) -> Response:
+def trial_heartbeat(run: RunPrincipal, body: models.TrialHeartbeat, trial_id: int) -> models.HeartbeatAnswer:
     """Liveness of a trial; answers whether it should checkpoint and stop."""
-    return answer(models.HeartbeatAnswer.model_validate(trial_api.heartbeat(ports(), _run(trial_id))))
+    return models.HeartbeatAnswer.model_validate(trial_api.heartbeat(ports(), run.run))
 
 
 @route(
@@ -148,12 +124,12 @@ def trial_heartbeat(trial_id: str) -> Response:
     response=models.CheckpointUploadAnswer,
     auth="run",
 )
-def checkpoint_uploads(trial_id: str) -> Response:
+def checkpoint_uploads(
+    run: RunPrincipal, body: models.CheckpointUploadRequest, trial_id: int
+) -> models.CheckpointUploadAnswer:
     """Presigned PUT URLs for a new checkpoint's files, under the trial's own prefix."""
-    run = _run(trial_id)
-    body = parse(bp, models.CheckpointUploadRequest)
-    urls = trial_api.checkpoint_uploads(ports(), run, body.uuid, body.files)
-    return answer(models.CheckpointUploadAnswer.model_validate(urls))
+    urls = trial_api.checkpoint_uploads(ports(), run.run, body.uuid, body.files)
+    return models.CheckpointUploadAnswer.model_validate(urls)
 
 
 @route(
@@ -164,26 +140,23 @@ def checkpoint_uploads(trial_id: str) -> Response:
     response=models.CheckpointOnly,
     auth="run",
 )
-def report_checkpoint(trial_id: str) -> Response:
+def report_checkpoint(
+    run: RunPrincipal, body: models.CheckpointReport, trial_id: int
+) -> models.CheckpointOnly:
     """Record a checkpoint whose files (metadata.json last) are in S3."""
-    run = _run(trial_id)
-    body = parse(bp, models.CheckpointReport)
     p = ports()
     record = trial_api.report_checkpoint(
-        p, run, body.uuid, body.steps_completed, body.resources, body.metadata
+        p, run.run, body.uuid, body.steps_completed, body.resources, body.metadata
     )
-    return answer(models.CheckpointOnly(checkpoint=views.checkpoint(p, record)))
+    return models.CheckpointOnly(checkpoint=views.checkpoint(p, record))
 
 
 @route(bp, "/checkpoints/{uuid}/downloads", "GET", response=models.CheckpointDownloads, auth="run")
-def checkpoint_downloads(uuid: str) -> Response:
+def checkpoint_downloads(run: RunPrincipal, uuid: str) -> models.CheckpointDownloads:
     """Presigned GET URLs of a checkpoint of the calling trial's experiment."""
     p = ports()
-    run = trial_api.authorize_run(p, _authorization(), trial_id=None)
-    found = trial_api.checkpoint_downloads(p, run, uuid)
-    return answer(
-        models.CheckpointDownloads(checkpoint=views.checkpoint(p, found["checkpoint"]), urls=found["urls"])
-    )
+    found = trial_api.checkpoint_downloads(p, run.run, uuid)  # refuses another experiment's checkpoint
+    return models.CheckpointDownloads(checkpoint=views.checkpoint(p, found["checkpoint"]), urls=found["urls"])
 
 
 @route(
@@ -194,24 +167,22 @@ def checkpoint_downloads(uuid: str) -> Response:
     response=models.Rendezvous,
     auth="run",
 )
-def rendezvous_join(trial_id: str) -> Response:
+def rendezvous_join(run: RunPrincipal, body: models.RendezvousJoin, trial_id: int) -> models.Rendezvous:
     """A node of a multi-node run adds its address (the chief its port) and gets the record back."""
-    run = _run(trial_id)
-    body = parse(bp, models.RendezvousJoin)
-    record = runs.rendezvous(ports(), run, body.node_rank, body.addr, body.port)
-    return answer(models.Rendezvous.model_validate(record))
+    record = runs.rendezvous(ports(), run.run, body.node_rank, body.addr, body.port)
+    return models.Rendezvous.model_validate(record)
 
 
 @route(bp, "/trials/{trial_id}/rendezvous", "GET", response=models.Rendezvous, auth="run")
-def rendezvous_read(trial_id: str) -> Response:
+def rendezvous_read(run: RunPrincipal, trial_id: int) -> models.Rendezvous:
     """The run's rendezvous record: which nodes are in, and whether all of them are."""
-    return answer(models.Rendezvous.model_validate(runs.rendezvous(ports(), _run(trial_id))))
+    return models.Rendezvous.model_validate(runs.rendezvous(ports(), run.run))
 
 
 @route(bp, "/trials/{trial_id}/searcher", "GET", response=models.SearcherOp, auth="run")
-def searcher_op(trial_id: str) -> Response:
+def searcher_op(run: RunPrincipal, trial_id: int) -> models.SearcherOp:
     """What the searcher wants of the trial now: train to a length, wait, or stop."""
-    return answer(models.SearcherOp.model_validate(trial_api.searcher_state(ports(), _run(trial_id))))
+    return models.SearcherOp.model_validate(trial_api.searcher_state(ports(), run.run))
 
 
 @route(
@@ -222,12 +193,10 @@ def searcher_op(trial_id: str) -> Response:
     response=models.Empty,
     auth="run",
 )
-def searcher_completed(trial_id: str) -> Response:
+def searcher_completed(run: RunPrincipal, body: models.SearcherCompleted, trial_id: int) -> models.Empty:
     """The trial reached `length` with this searcher metric (Determined's `report_completed`)."""
-    run = _run(trial_id)
-    body = parse(bp, models.SearcherCompleted)
-    trial_api.report_searcher_result(ports(), run, body.length, body.metric)
-    return answer(models.Empty())
+    trial_api.report_searcher_result(ports(), run.run, body.length, body.metric)
+    return models.Empty()
 
 
 @route(
@@ -238,9 +207,7 @@ def searcher_completed(trial_id: str) -> Response:
     response=models.Empty,
     auth="run",
 )
-def searcher_invalid_hp(trial_id: str) -> Response:
+def searcher_invalid_hp(run: RunPrincipal, body: models.InvalidHP, trial_id: int) -> models.Empty:
     """The trial's hyperparameters cannot work; the searcher replaces the trial."""
-    run = _run(trial_id)
-    body = parse(bp, models.InvalidHP)
-    trial_api.report_invalid_hp(ports(), run, body.message)
-    return answer(models.Empty())
+    trial_api.report_invalid_hp(ports(), run.run, body.message)
+    return models.Empty()

@@ -1,22 +1,34 @@
-"""A thin layer over Chalice routes: parse the body into a pydantic model, answer with a model, and record
-each route's models so `GET /openapi.json` is generated from the same source as the code."""
+"""Routes declared once: the registration authenticates the caller, parses the path's ids and the body,
+calls the view with the principal and the parsed body, answers with the declared response model, and
+turns every error into a JSON body. It also records each route, so `GET /openapi.json` is generated from
+the same declarations as the code.
+
+A view is `view(principal, body, **path)` (no `body` when the route declares no request model), where
+`principal` is the `chalicelib.api.auth` type of the route's auth kind and the path parameters are
+already typed (ids as positive ints). Order of the checks, so a caller without a valid credential never
+learns about the body: credential (401) → path ids (400) → the credential's scope (403) → body (400).
+"""
 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from chalice.app import Blueprint, IAMAuthorizer, Response
+from chalice.app import Blueprint, IAMAuthorizer, Request, Response
 from pydantic import BaseModel, ValidationError
 
+from chalicelib.api.auth import PRINCIPALS, AuthKind, scope, verify
 from chalicelib.errors import BadRequestError, StratusError
 
 M = TypeVar("M", bound=BaseModel)
+View = TypeVar("View", bound=Callable[..., Any])
 
 IAM = IAMAuthorizer()
 log = logging.getLogger("stratus.api")
@@ -29,10 +41,30 @@ class RouteDoc:
     summary: str
     request: type[BaseModel] | None
     response: type[BaseModel]
-    auth: str  # "iam", "agent", "run" or "none"
+    auth: AuthKind
 
 
 ROUTES: list[RouteDoc] = []
+
+
+def path_id(value: str, what: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as error:
+        raise BadRequestError(f"{what} id {value!r} must be an integer") from error
+    if number < 1:
+        raise BadRequestError(f"{what} id {value!r} must be a positive integer")
+    return number
+
+
+#: Every path parameter a route may name, with how its text becomes the value the view receives.
+PATH_PARAMETERS: dict[str, Callable[[str], Any]] = {
+    "experiment_id": lambda value: path_id(value, "experiment"),
+    "trial_id": lambda value: path_id(value, "trial"),
+    "agent_id": str,
+    "run_id": str,
+    "uuid": str,
+}
 
 
 def route(
@@ -42,43 +74,100 @@ def route(
     *,
     response: type[BaseModel],
     request: type[BaseModel] | None = None,
-    auth: str,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def register(view: Callable[..., Any]) -> Callable[..., Any]:
-        ROUTES.append(
-            RouteDoc(method, path, (view.__doc__ or "").strip().split("\n")[0], request, response, auth)
-        )
+    auth: AuthKind,
+) -> Callable[[View], View]:
+    names = re.findall(r"{(\w+)}", path)
+    unknown = [name for name in names if name not in PATH_PARAMETERS]
+    if unknown:
+        raise TypeError(f"{method} {path}: path parameter {unknown[0]!r} is not in routing.PATH_PARAMETERS")
+
+    def register(view: View) -> View:
+        _check_view_signature(view, method, path, request, auth, names)
+        summary = (view.__doc__ or "").strip().split("\n")[0]
+        ROUTES.append(RouteDoc(method, path, summary, request, response, auth))
+
+        @functools.wraps(view)
+        def call(**raw_path: str) -> Response:
+            current = bp.current_request
+            credential = verify(auth, current)
+            values = {name: PATH_PARAMETERS[name](raw_path[name]) for name in names}
+            principal = scope(auth, credential, values)
+            if request is None:
+                result = view(principal, **values)
+            else:
+                result = view(principal, parse_body(current, request), **values)
+            if isinstance(result, Response):
+                return result
+            if not isinstance(result, response):
+                raise TypeError(f"{view.__name__} answered {type(result).__name__}, not {response.__name__}")
+            return _answer(result)
+
         options: dict[str, Any] = {"methods": [method]}
         if auth == "iam":
             options["authorizer"] = IAM
-        bp.route(path, **options)(_errors_as_json(view))
+        bp.route(path, **options)(_errors_as_json(call))
         return view
 
     return register
 
 
-def _errors_as_json(view: Callable[..., Any]) -> Callable[..., Any]:
-    """Chalice turns any exception inside a view into its own 500 before middleware sees it, so the
-    conversion of our errors into `{"error", "message"}` bodies happens here, around every view."""
+def _check_view_signature(
+    view: Callable[..., Any],
+    method: str,
+    path: str,
+    request: type[BaseModel] | None,
+    auth: AuthKind,
+    names: list[str],
+) -> None:
+    """A view that cannot take what the registration passes fails at import, not on its first call."""
+    signature = inspect.signature(view)
+    parameters = list(signature.parameters)
+    fixed = 1 if request is None else 2  # the principal, then the body
+    principal = signature.parameters[parameters[0]].annotation if parameters else None
+    fits = (
+        _annotation_name(principal) == PRINCIPALS[auth].__name__
+        and len(parameters) == fixed + len(names)
+        and (request is None or parameters[1] == "body")
+        and sorted(parameters[fixed:]) == sorted(names)
+    )
+    if not fits:
+        wanted = ", ".join(
+            [f"principal: {PRINCIPALS[auth].__name__}", *(["body"] if request is not None else []), *names]
+        )
+        raise TypeError(f"{method} {path}: view {view.__name__}{signature} must take ({wanted})")
 
-    @functools.wraps(view)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+
+def _annotation_name(annotation: Any) -> str:
+    # Modules with `from __future__ import annotations` hold annotations as strings.
+    return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+
+
+def _errors_as_json(call: Callable[..., Response]) -> Callable[..., Response]:
+    """The API's one error handler: any `StratusError` becomes `{"error", "message", ...}` with its
+    status; anything else is logged and answered with a 500 of the same shape.
+
+    It is applied here, once per route by the registration, rather than as Chalice `http` middleware:
+    Chalice's REST handler answers any exception a view raises with its own 500 (`{"Code": ...,
+    "Message": ...}`) before middleware sees it; only `ChaliceUnhandledError` passes through, and our
+    errors are raised by the pure packages, which must not depend on Chalice."""
+
+    @functools.wraps(call)
+    def handled(**raw_path: str) -> Response:
         try:
-            return view(*args, **kwargs)
+            return call(**raw_path)
         except StratusError as error:
             return Response(
                 body=error.body(), status_code=error.status, headers={"Content-Type": "application/json"}
             )
         except Exception:
-            log.exception("unhandled error in %s", view.__name__)
+            log.exception("unhandled error in %s", call.__name__)
             body = {"error": "InternalError", "message": "internal error; the API's log has the details"}
             return Response(body=body, status_code=500, headers={"Content-Type": "application/json"})
 
-    return wrapper
+    return handled
 
 
-def parse(bp: Blueprint, model: type[M]) -> M:
-    request = bp.current_request
+def parse_body(request: Request, model: type[M]) -> M:
     try:
         raw = json.loads(request.raw_body or b"{}")
     except ValueError as error:
@@ -96,7 +185,7 @@ def parse(bp: Blueprint, model: type[M]) -> M:
         ) from error
 
 
-def answer(model: BaseModel, status: int = 200) -> Response:
+def _answer(model: BaseModel, status: int = 200) -> Response:
     return Response(
         body=_finite(model.model_dump(mode="json")),
         status_code=status,
@@ -123,16 +212,6 @@ def query_int(
     if not minimum <= value <= maximum:
         raise BadRequestError(f"query parameter {name}={value} must be between {minimum} and {maximum}")
     return value
-
-
-def path_id(value: str, what: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as error:
-        raise BadRequestError(f"{what} id {value!r} must be an integer") from error
-    if number < 1:
-        raise BadRequestError(f"{what} id {value!r} must be a positive integer")
-    return number
 
 
 def _finite(value: Any) -> Any:

@@ -1,4 +1,7 @@
-"""User-facing routes (IAM-authorized in AWS): contexts, experiments, trials, logs, the API document."""
+"""User-facing routes (IAM-authorized in AWS): contexts, experiments, trials, logs, the API document.
+
+Each route's registration parses the body and the path's ids; a view gets the principal (`UserPrincipal`,
+or `Anonymous` on the open routes) and the parsed body, and answers with its response model."""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ from typing import Any
 from chalice.app import Blueprint, Response
 
 from chalicelib.api import models, views
+from chalicelib.api.auth import Anonymous, UserPrincipal
 from chalicelib.api.openapi import VERSION, document
-from chalicelib.api.routing import answer, parse, path_id, query_int, query_str, route
+from chalicelib.api.routing import query_int, query_str, route
 from chalicelib.domain import keys
 from chalicelib.errors import BadRequestError, NotFoundError
 from chalicelib.services import experiments
@@ -18,13 +22,13 @@ bp = Blueprint(__name__)
 
 
 @route(bp, "/health", "GET", response=models.Health, auth="none")
-def health() -> Response:
+def health(principal: Anonymous) -> models.Health:
     """Liveness of the API."""
-    return answer(models.Health(status="ok", version=VERSION))
+    return models.Health(status="ok", version=VERSION)
 
 
 @route(bp, "/openapi.json", "GET", response=models.Empty, auth="none")
-def openapi() -> Response:
+def openapi(principal: Anonymous) -> Response:
     """This API as an OpenAPI 3 document."""
     return Response(body=document(), status_code=200, headers={"Content-Type": "application/json"})
 
@@ -37,15 +41,14 @@ def openapi() -> Response:
     response=models.ContextUploadResponse,
     auth="iam",
 )
-def create_context() -> Response:
+def create_context(user: UserPrincipal, body: models.ContextUploadRequest) -> models.ContextUploadResponse:
     """Where to upload a packed context (nothing to upload when S3 already has it)."""
-    body = parse(bp, models.ContextUploadRequest)
     p = ports()
     key = keys.context_key(body.sha256)
     if p.blobs.exists(key):
-        return answer(models.ContextUploadResponse(key=key, exists=True, upload=None))
+        return models.ContextUploadResponse(key=key, exists=True, upload=None)
     upload = models.PresignedUpload(url=p.blobs.presign_put(key))
-    return answer(models.ContextUploadResponse(key=key, exists=False, upload=upload))
+    return models.ContextUploadResponse(key=key, exists=False, upload=upload)
 
 
 @route(
@@ -56,63 +59,64 @@ def create_context() -> Response:
     response=models.CreateExperimentResponse,
     auth="iam",
 )
-def create_experiment() -> Response:
+def create_experiment(
+    user: UserPrincipal, body: models.CreateExperimentRequest
+) -> models.CreateExperimentResponse:
     """Validate a config and, unless validate_only, create and start the experiment."""
-    body = parse(bp, models.CreateExperimentRequest)
     result = experiments.create(
         ports(), body.config, body.context_sha256, validate_only=body.validate_only, activate=body.activate
     )
     experiment = views.experiment(result.experiment) if result.experiment else None
-    return answer(models.CreateExperimentResponse(experiment=experiment, warnings=result.warnings))
+    return models.CreateExperimentResponse(experiment=experiment, warnings=result.warnings)
 
 
 @route(bp, "/experiments", "GET", response=models.ExperimentList, auth="iam")
-def list_experiments() -> Response:
+def list_experiments(user: UserPrincipal) -> models.ExperimentList:
     """Experiments, newest first."""
     limit = query_int(bp, "limit", 100, minimum=1, maximum=1000) or 100
     offset = query_int(bp, "offset", 0) or 0
     records = ports().experiments.list(limit, offset)
-    return answer(models.ExperimentList(experiments=[views.experiment(r) for r in records]))
+    return models.ExperimentList(experiments=[views.experiment(r) for r in records])
 
 
 @route(bp, "/experiments/{experiment_id}", "GET", response=models.ExperimentDetail, auth="iam")
-def describe_experiment(experiment_id: str) -> Response:
+def describe_experiment(user: UserPrincipal, experiment_id: int) -> models.ExperimentDetail:
     """One experiment with its trials."""
     p = ports()
-    record = experiments.get(p, path_id(experiment_id, "experiment"))
+    record = experiments.get(p, experiment_id)
     trials = [views.trial(p, t) for t in p.trials.for_experiment(int(record["id"]))]
-    return answer(models.ExperimentDetail(experiment=views.experiment(record), trials=trials))
+    return models.ExperimentDetail(experiment=views.experiment(record), trials=trials)
 
 
 @route(bp, "/experiments/{experiment_id}/activate", "POST", response=models.ExperimentOnly, auth="iam")
-def activate_experiment(experiment_id: str) -> Response:
+def activate_experiment(user: UserPrincipal, experiment_id: int) -> models.ExperimentOnly:
     """Start (or resume) a paused experiment."""
-    record = experiments.activate(ports(), path_id(experiment_id, "experiment"))
-    return answer(models.ExperimentOnly(experiment=views.experiment(record)))
+    record = experiments.activate(ports(), experiment_id)
+    return models.ExperimentOnly(experiment=views.experiment(record))
 
 
 @route(bp, "/trials/{trial_id}", "GET", response=models.TrialDetail, auth="iam")
-def describe_trial(trial_id: str) -> Response:
+def describe_trial(user: UserPrincipal, trial_id: int) -> models.TrialDetail:
     """One trial with its checkpoints."""
     p = ports()
     record = _trial(trial_id)
     checkpoints = [views.checkpoint(p, c) for c in p.checkpoints.for_trial(int(record["id"]))]
-    return answer(models.TrialDetail(trial=views.trial(p, record), checkpoints=checkpoints))
+    return models.TrialDetail(trial=views.trial(p, record), checkpoints=checkpoints)
 
 
 @route(bp, "/trials/{trial_id}/metrics", "GET", response=models.MetricList, auth="iam")
-def trial_metrics(trial_id: str) -> Response:
+def trial_metrics(user: UserPrincipal, trial_id: int) -> models.MetricList:
     """A trial's training or validation metrics, by steps completed."""
     record = _trial(trial_id)
     group = query_str(bp, "group") or "validation"
     if group not in ("training", "validation"):
         raise BadRequestError(f"group={group!r} must be 'training' or 'validation'")
     rows = ports().metrics.list(int(record["id"]), group)
-    return answer(models.MetricList(metrics=[models.Metric.model_validate(r) for r in rows]))
+    return models.MetricList(metrics=[models.Metric.model_validate(r) for r in rows])
 
 
 @route(bp, "/trials/{trial_id}/logs", "GET", response=models.LogPage, auth="iam")
-def trial_logs(trial_id: str) -> Response:
+def trial_logs(user: UserPrincipal, trial_id: int) -> models.LogPage:
     """A page of a trial's logs; pass next_token back to follow."""
     record = _trial(trial_id)
     limit = query_int(bp, "limit", 1000, minimum=1, maximum=10_000) or 1000
@@ -122,19 +126,17 @@ def trial_logs(trial_id: str) -> Response:
     lines, next_token = ports().logs.get(int(record["id"]), limit, token, tail)
     if rank is not None:
         lines = [line for line in lines if line.get("rank") == rank]
-    page = models.LogPage(
+    return models.LogPage(
         logs=[models.LogLine.model_validate(line) for line in lines],
         next_token=next_token,
         trial_state=str(record["state"]),
     )
-    return answer(page)
 
 
-def _trial(trial_id: str) -> dict[str, Any]:
-    number = path_id(trial_id, "trial")
-    record = ports().trials.get(number)
+def _trial(trial_id: int) -> dict[str, Any]:
+    record = ports().trials.get(trial_id)
     if record is None:
         raise NotFoundError(
-            f"trial {number} not found; `det experiment describe` lists an experiment's trials"
+            f"trial {trial_id} not found; `det experiment describe` lists an experiment's trials"
         )
     return record

@@ -3,12 +3,17 @@
 A config is checked as a whole: every problem found is reported at once, each with the dotted path of
 the offending field (`hyperparameters.lr.minval`, `entrypoint[1]`) and a short human phrase. The HTTP
 API returns the problems as `{"path": ..., "message": ...}` objects; the CLI prints `render()`.
+
+These errors are a branch of the control plane's one tree (`chalicelib.errors`): a config error is a
+400 `ConfigInvalid` answer wherever it is raised, with no translation on the way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from chalicelib.errors import BadRequestError
 
 __all__ = ["ConfigError", "ConfigInvalidError", "ConfigProblem"]
 
@@ -27,18 +32,20 @@ class ConfigProblem:
         return {"path": self.path, "message": self.message}
 
 
-class ConfigError(Exception):
+class ConfigError(BadRequestError):
     """Base class of every error of the config package."""
 
 
 class ConfigInvalidError(ConfigError):
     """The config (or its YAML text) has one or more problems; `problems` lists all of them."""
 
+    code = "ConfigInvalid"
+
     def __init__(self, problems: Iterable[ConfigProblem]) -> None:
         self.problems: list[ConfigProblem] = list(problems)
         if not self.problems:
             raise ValueError("ConfigInvalidError needs at least one problem")
-        super().__init__(self.summary())
+        super().__init__(self.summary(), problems=self.to_dicts())
 
     def summary(self) -> str:
         """One line: `config has 2 problems: a.b: required; c: must be ≥ 1`."""

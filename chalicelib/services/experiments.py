@@ -11,7 +11,7 @@ from chalicelib import config as cfg
 from chalicelib.domain import keys
 from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
-from chalicelib.errors import BadRequestError, ConfigInvalidError, ConflictError, NotFoundError
+from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.services import searching
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
@@ -30,23 +30,17 @@ def validate(raw_config: Mapping[str, Any]) -> cfg.ParsedConfig:
     An NNI config (v1 or v2, with its search space inline as `searchSpace`) is translated first;
     the translation's warnings follow the parser's.
     """
-    try:
-        nni_warnings: list[str] = []
-        if is_nni_config(raw_config):
-            translation = cfg.translate_nni(raw_config, raw_config.get("searchSpace"))
-            raw_config, nni_warnings = translation.config, translation.warnings
-        parsed = cfg.parse_experiment_config(raw_config)
-        if nni_warnings:
-            parsed = cfg.ParsedConfig(config=parsed.config, warnings=[*parsed.warnings, *nni_warnings])
-    except cfg.ConfigInvalidError as error:
-        raise ConfigInvalidError(str(error), problems=error.to_dicts()) from error
+    nni_warnings: list[str] = []
+    if is_nni_config(raw_config):
+        translation = cfg.translate_nni(raw_config, raw_config.get("searchSpace"))
+        raw_config, nni_warnings = translation.config, translation.warnings
+    parsed = cfg.parse_experiment_config(raw_config)
+    if nni_warnings:
+        parsed = cfg.ParsedConfig(config=parsed.config, warnings=[*parsed.warnings, *nni_warnings])
     try:
         new_searcher(searching.search_spec(parsed.config.model_dump(mode="json")))
     except SearcherNotSupportedError as error:
-        problem = {"path": "searcher.name", "message": str(error)}
-        raise ConfigInvalidError(
-            f"config has 1 problem: searcher.name: {error}", problems=[problem]
-        ) from error
+        raise cfg.ConfigInvalidError([cfg.ConfigProblem("searcher.name", str(error))]) from error
     return parsed
 
 

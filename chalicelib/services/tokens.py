@@ -1,7 +1,9 @@
-"""Run tokens: bearer tokens that let one trial process call the trial-facing API for its own trial.
+"""The compute side's bearer tokens: the stack's agent token, and run tokens that let one trial process
+call the trial-facing API for its own trial while its run lives.
 
-A token is `<run_id>.<hmac>`; it is derived, not stored, so the API checks it without a table read and a
-leaked table never leaks tokens. The run must also still be live (checked by the caller).
+A run token is `<run_id>.<hmac>`; it is derived, not stored, so the API checks it without a table read
+and a leaked table never leaks tokens. What the token may reach is checked against the run's record
+(`live_run`): the run must exist, belong to the trial the path names, and not have exited.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from chalicelib.domain.states import RunState
 from chalicelib.errors import ForbiddenError, UnauthorizedError
+from chalicelib.services.ports import Ports, Record
 
 
 def run_token(secret: str, run_id: str) -> str:
@@ -43,3 +47,16 @@ def _bearer(header: str | None) -> str:
 def require_trial(run_trial_id: int, path_trial_id: int) -> None:
     if run_trial_id != path_trial_id:
         raise ForbiddenError(f"this run token belongs to trial {run_trial_id}, not trial {path_trial_id}")
+
+
+def live_run(ports: Ports, run_id: str, trial_id: int | None) -> Record:
+    """The record of a run whose token was verified, if the token may still act: the run exists, is
+    `trial_id`'s when a trial is named, and has not exited (a token dies with its run)."""
+    run = ports.runs.get(run_id)
+    if run is None:
+        raise ForbiddenError(f"run {run_id} does not exist")
+    if trial_id is not None:
+        require_trial(int(run["trial_id"]), trial_id)
+    if run["state"] == RunState.EXITED:
+        raise ForbiddenError(f"run {run_id} has exited; its token is no longer valid")
+    return run

@@ -1,5 +1,5 @@
-"""What a running trial may do, each call checked against its run token: report metrics and progress,
-store and restore checkpoints, send heartbeats, and (through its agent) ship logs."""
+"""What a running trial may do, for the run whose token the API checked (`tokens.live_run`): report
+metrics and progress, store and restore checkpoints, send heartbeats, and (through its agent) ship logs."""
 
 from __future__ import annotations
 
@@ -8,30 +8,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain import keys
-from chalicelib.domain.states import RunState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import tokens
 from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports, Record
-from chalicelib.settings import get_settings
 from contract import messages
 from contract.actions import SearcherAction
 
 METRIC_GROUPS = ("training", "validation")
 MAX_CHECKPOINT_FILES = 10_000
-
-
-def authorize_run(ports: Ports, header: str | None, trial_id: int | None) -> Record:
-    """The live run behind a bearer token, which must belong to `trial_id` when one is named."""
-    run_id = tokens.run_id_from_token(get_settings().token_secret, header)
-    run = ports.runs.get(run_id)
-    if run is None:
-        raise ForbiddenError(f"run {run_id} does not exist")
-    if trial_id is not None:
-        tokens.require_trial(int(run["trial_id"]), trial_id)
-    if run["state"] == RunState.EXITED:
-        raise ForbiddenError(f"run {run_id} has exited; its token is no longer valid")
-    return run
 
 
 def trial_info(ports: Ports, run: Record) -> dict[str, Any]:

@@ -67,11 +67,8 @@ class NniTrial:
             return dict(params) if tag is None else params[tag]
 
     def report_intermediate_result(self, metric: Any) -> None:
-        metrics = as_metrics(metric)
         with self._lock:
-            core = self._context()
-            self._reports += 1
-            core.train.report_validation_metrics(steps_completed=self._reports, metrics=metrics)
+            core, metrics = self._report_validation(metric)
             self._exit_if_preempted(core)
             if not self._has_dialogue(core):
                 return
@@ -82,11 +79,8 @@ class NniTrial:
                 self._operation(core)  # the next one now: a stop ends the trial here
 
     def report_final_result(self, metric: Any) -> None:
-        metrics = as_metrics(metric)
         with self._lock:
-            core = self._context()
-            self._reports += 1
-            core.train.report_validation_metrics(steps_completed=self._reports, metrics=metrics)
+            core, metrics = self._report_validation(metric)
             if not self._has_dialogue(core):
                 return
             op = self._operation(core)
@@ -113,6 +107,15 @@ class NniTrial:
 
     # ---- inside --------------------------------------------------------------------------------
 
+    def _report_validation(self, metric: Any) -> tuple[Context, dict[str, Any]]:
+        """Report `metric` as the next validation (`steps_completed` = results reported so far); the
+        caller holds the lock."""
+        metrics = as_metrics(metric)
+        core = self._context()
+        self._reports += 1
+        core.train.report_validation_metrics(steps_completed=self._reports, metrics=metrics)
+        return core, metrics
+
     def _context(self) -> Context:
         if self._core is None:
             self._core = harness.core.init(handle_sigterm=False)
@@ -127,15 +130,16 @@ class NniTrial:
         if self._op is None:
             self._op = core.searcher.next_operation()
             if self._op is None:
-                self._exit("the searcher stopped the trial")
+                self._exit_process("the searcher stopped the trial")
         assert self._op is not None
         return self._op
 
     def _exit_if_preempted(self, core: Context) -> None:
         if core.preempt.should_preempt():
-            self._exit("the platform asked the trial to stop")
+            self._exit_process("the platform asked the trial to stop")
 
-    def _exit(self, why: str) -> None:
+    def _exit_process(self, why: str) -> None:
+        """End the trial's process with code 0 (success): NNI's way to stop a trial early."""
         log.info("%s after %d results; exiting with code 0", why, self._reports)
         print(f"[nni] {why}; exiting", flush=True)
         self.close()

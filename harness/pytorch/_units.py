@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.errors import TrialDefinitionError
 
@@ -22,35 +22,26 @@ class TrainUnit:
     """A length of training; use `Batch(n)` or `Epoch(n)`."""
 
     value: int
+    unit: ClassVar[str]  # "batches", "epochs" or "records": set by each kind below
 
     def __post_init__(self) -> None:
         if isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 0:
             raise ValueError(f"{type(self).__name__}({self.value!r}): the value must be a whole number >= 0.")
 
-    @property
-    def unit(self) -> str:
-        raise NotImplementedError
-
 
 @dataclass(frozen=True)
 class Batch(TrainUnit):
-    @property
-    def unit(self) -> str:
-        return "batches"
+    unit: ClassVar[str] = "batches"
 
 
 @dataclass(frozen=True)
 class Epoch(TrainUnit):
-    @property
-    def unit(self) -> str:
-        return "epochs"
+    unit: ClassVar[str] = "epochs"
 
 
 @dataclass(frozen=True)
 class Records(TrainUnit):
-    @property
-    def unit(self) -> str:
-        return "records"
+    unit: ClassVar[str] = "records"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from chalicelib import config as cfg
-from chalicelib import errors
 from chalicelib.config import (
     ConfigInvalidError,
     NniTranslation,
@@ -888,9 +887,10 @@ def test_validate_translates_nni_configs_and_appends_the_warnings() -> None:
 
 @pytest.mark.usefixtures("any_searcher")
 def test_validate_reports_nni_problems_as_config_errors() -> None:
-    with pytest.raises(errors.ConfigInvalidError) as info:
+    with pytest.raises(cfg.ConfigInvalidError) as info:
         experiments.validate(load(V2_FILE))
 
+    assert (info.value.status, info.value.body()["error"]) == (400, "ConfigInvalid")
     assert info.value.details["problems"] == [
         {
             "path": "searchSpaceFile",

@@ -28,6 +28,7 @@ from chalicelib.domain.searchers.grid import GridSearcher
 from chalicelib.domain.searchers.random import RandomSearcher
 from chalicelib.domain.searchers.single import SingleSearcher
 from chalicelib.domain.searchers.tpe import TPESearcher
+from chalicelib.errors import BadRequestError
 
 __all__ = [
     "AdaptiveASHASearcher",
@@ -62,8 +63,8 @@ SEARCHERS: dict[str, Any] = {
 }
 
 
-class SearcherNotSupportedError(ValueError):
-    pass
+class SearcherNotSupportedError(BadRequestError):
+    code = "SearcherNotSupported"
 
 
 def new_searcher(spec: SearchSpec) -> Searcher:

@@ -1,0 +1,124 @@
+"""Who may call a route: each route declares one kind of credential, and the registration turns the
+request's credential into a typed principal before its view runs.
+
+    kind    credential                                   principal                 refused with
+    none    nothing                                      Anonymous                 -
+    iam     SigV4 (API Gateway's IAM authorizer in AWS;  UserPrincipal             403 from API Gateway
+            open on the local stack)
+    agent   Bearer <the stack's agent token>             AgentPrincipal            401 missing or wrong token,
+                                                                                   403 a malformed agent id
+    run     Bearer <a run token>                         RunPrincipal              401 missing or wrong token,
+                                                                                   403 another trial's token,
+                                                                                   or a run gone or exited
+
+Checking happens in two steps so that a caller without a valid credential learns nothing about the
+request: `verify` (the token itself, 401) before the path and the body are read, `scope` (what the
+token may reach, 403) once the path's ids are parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from chalice.app import Request
+
+from chalicelib.errors import ForbiddenError
+from chalicelib.services import tokens
+from chalicelib.services.ports import Record
+from chalicelib.settings import get_settings
+from chalicelib.wiring import ports
+
+AuthKind = Literal["none", "iam", "agent", "run"]
+
+MAX_AGENT_ID = 128
+
+
+@dataclass(frozen=True)
+class Anonymous:
+    """The caller of an open route (health, the API document)."""
+
+
+@dataclass(frozen=True)
+class UserPrincipal:
+    """A user. `arn` is the IAM identity API Gateway verified (None on the local stack, which is open)."""
+
+    arn: str | None
+
+
+@dataclass(frozen=True)
+class AgentPrincipal:
+    """An agent of this stack. The agent token is the stack's, not the agent's, so `agent_id` is the id
+    the path names (None on routes without one: an agent shipping a trial's logs)."""
+
+    agent_id: str | None
+
+
+@dataclass(frozen=True)
+class RunPrincipal:
+    """A trial process, by the live run its token belongs to (its own trial's, when the path names one)."""
+
+    run: Record
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run["run_id"])
+
+    @property
+    def trial_id(self) -> int:
+        return int(self.run["trial_id"])
+
+    @property
+    def experiment_id(self) -> int:
+        return int(self.run["experiment_id"])
+
+
+Principal = Anonymous | UserPrincipal | AgentPrincipal | RunPrincipal
+
+#: The principal a view of each auth kind receives (the registration checks the view's annotation).
+PRINCIPALS: dict[AuthKind, type[Principal]] = {
+    "none": Anonymous,
+    "iam": UserPrincipal,
+    "agent": AgentPrincipal,
+    "run": RunPrincipal,
+}
+
+
+def verify(kind: AuthKind, request: Request) -> str | None:
+    """Check the request's credential itself (401 when missing or wrong). Returns what `scope` needs:
+    the run id of a run token, the caller's ARN for a user, else None."""
+    if kind == "agent":
+        tokens.check_agent_token(get_settings().agent_token, _authorization(request))
+        return None
+    if kind == "run":
+        return tokens.run_id_from_token(get_settings().token_secret, _authorization(request))
+    if kind == "iam":
+        # API Gateway's IAM authorizer verified the signature before the Lambda ran (in AWS); the local
+        # stack has no authorizer and lets every user in, as Chalice's local server does.
+        identity: Any = (request.context or {}).get("identity") or {}
+        arn = identity.get("userArn")
+        return str(arn) if arn else None
+    return None
+
+
+def scope(kind: AuthKind, credential: str | None, path: Mapping[str, Any]) -> Principal:
+    """The principal of a verified credential, once the path's ids are parsed (403 when the credential
+    may not reach what the path names)."""
+    if kind == "agent":
+        agent_id = path.get("agent_id")
+        if agent_id is not None and not 0 < len(agent_id) <= MAX_AGENT_ID:
+            raise ForbiddenError(f"agent id {agent_id!r} must be 1 to {MAX_AGENT_ID} characters")
+        return AgentPrincipal(agent_id)
+    if kind == "run":
+        assert credential is not None  # verify returned the token's run id
+        trial_id = path.get("trial_id")
+        return RunPrincipal(tokens.live_run(ports(), credential, trial_id))
+    if kind == "iam":
+        return UserPrincipal(credential)
+    return Anonymous()
+
+
+def _authorization(request: Request) -> str | None:
+    value = request.headers.get("authorization")
+    return str(value) if value is not None else None

@@ -1,0 +1,330 @@
+"""Every route × every kind of credential, over real HTTP to the Chalice app (its local server) on a moto
+stack holding real records: two experiments, each with a trial whose run is live, and a checkpoint.
+
+The table names, for each route, the status each credential must get. A route added without a row fails
+`test_every_route_has_a_row`; a route whose registration declares the wrong auth kind (or a check that
+goes missing) fails `test_each_credential_gets_the_status_its_row_names`.
+
+Every request of a route is the same but for its `Authorization` header. Routes with a request body get
+one no model accepts (`not json`): a credential that passes answers 400 for the body, which proves the
+credential is checked before the body is read and that nothing past the check changed any record.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+import time
+import uuid as uuidlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import boto3
+import httpx
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from chalice.app import IAMAuthorizer
+
+from chalicelib import wiring
+from chalicelib.api.routing import ROUTES
+from infra.local_stack import free_port
+from infra.pump import QueuePump
+from infra.resources import StackNames, create
+
+pytestmark = [
+    pytest.mark.aws,
+    pytest.mark.filterwarnings("ignore:IAMAuthorizer is not a supported in local mode"),
+]
+
+CREDENTIALS = ("none", "wrong", "user", "agent", "run", "other_run")
+AGENT_TOKEN = "agent-secret"
+CONFIG = {
+    "entrypoint": "python3 train.py",
+    "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}},
+}
+
+# route → the status for each credential, in the order of CREDENTIALS:
+#   none       no Authorization header
+#   wrong      `Bearer not-a-token`
+#   user       a SigV4-signed request, what a user's CLI sends in AWS (the local stack lets users in
+#              unsigned too; in AWS, API Gateway's IAM authorizer refuses `none` and `wrong` on the
+#              user routes with 403 before the app runs: `test_user_routes_carry_the_iam_authorizer`)
+#   agent      the stack's agent token
+#   run        the run token of the trial the path names (its run is live)
+#   other_run  the live run token of a trial of another experiment
+OPEN = (200, 200, 200, 200, 200, 200)
+USER_READ = (200, 200, 200, 200, 200, 200)
+USER_BODY = (400, 400, 400, 400, 400, 400)
+AGENT_BODY = (401, 401, 401, 400, 401, 401)
+RUN_READ = (401, 401, 401, 401, 200, 403)
+RUN_BODY = (401, 401, 401, 401, 400, 403)
+TABLE: dict[tuple[str, str], tuple[int, ...]] = {
+    ("GET", "/health"): OPEN,
+    ("GET", "/openapi.json"): OPEN,
+    ("POST", "/contexts"): USER_BODY,
+    ("POST", "/experiments"): USER_BODY,
+    ("GET", "/experiments"): USER_READ,
+    ("GET", "/experiments/{experiment_id}"): USER_READ,
+    (
+        "POST",
+        "/experiments/{experiment_id}/activate",
+    ): USER_READ,  # no body; activating an active one is a no-op
+    ("GET", "/trials/{trial_id}"): USER_READ,
+    ("GET", "/trials/{trial_id}/metrics"): USER_READ,
+    ("GET", "/trials/{trial_id}/logs"): USER_READ,
+    ("POST", "/agents/{agent_id}/heartbeat"): AGENT_BODY,
+    ("POST", "/agents/{agent_id}/runs/{run_id}/started"): AGENT_BODY,
+    ("POST", "/agents/{agent_id}/runs/{run_id}/exit"): AGENT_BODY,
+    ("POST", "/trials/{trial_id}/logs"): AGENT_BODY,
+    ("GET", "/trials/{trial_id}/info"): RUN_READ,
+    ("POST", "/trials/{trial_id}/metrics"): RUN_BODY,
+    ("POST", "/trials/{trial_id}/progress"): RUN_BODY,
+    ("POST", "/trials/{trial_id}/heartbeat"): RUN_BODY,
+    ("POST", "/trials/{trial_id}/checkpoints/uploads"): RUN_BODY,
+    ("POST", "/trials/{trial_id}/checkpoints"): RUN_BODY,
+    # Own experiment only: the other run's experiment does not hold the checkpoint.
+    ("GET", "/checkpoints/{uuid}/downloads"): RUN_READ,
+    ("GET", "/trials/{trial_id}/searcher"): RUN_READ,
+    ("POST", "/trials/{trial_id}/searcher/completed"): RUN_BODY,
+    ("POST", "/trials/{trial_id}/searcher/invalid_hp"): RUN_BODY,
+    ("POST", "/trials/{trial_id}/rendezvous"): RUN_BODY,
+    # The credential passes; the run is on one node, so it has no rendezvous to read (400).
+    ("GET", "/trials/{trial_id}/rendezvous"): (401, 401, 401, 401, 400, 403),
+}
+REFUSALS = {401: "Unauthorized", 403: "Forbidden"}
+
+_stacks = itertools.count()
+
+
+@dataclass
+class Api:
+    url: str
+    trial_id: int
+    experiment_id: int
+    run_id: str
+    checkpoint: str
+    tokens: dict[str, str]  # credential → Authorization header value (absent: no header)
+    dead_run: tuple[int, str]  # a trial whose run has exited, and that run's token
+    http: httpx.Client  # one kept-alive connection: the local server runs each connection in a thread,
+    # and the control plane builds its boto3 clients once per thread
+
+    def call(self, method: str, path: str, credential: str, body: bytes | None = None) -> httpx.Response:
+        url = self.url + path
+        headers = {"Content-Type": "application/json"}
+        if credential == "user":
+            headers.update(_signed(method, url, body))
+        elif credential in self.tokens:
+            headers["Authorization"] = self.tokens[credential]
+        return self.http.request(method, url, content=body, headers=headers)
+
+    def concrete(self, path: str) -> str:
+        return path.format(
+            trial_id=self.trial_id,
+            experiment_id=self.experiment_id,
+            agent_id="table-agent",
+            run_id=self.run_id,
+            uuid=self.checkpoint,
+        )
+
+
+def _signed(method: str, url: str, body: bytes | None) -> dict[str, str]:
+    request = AWSRequest(method=method, url=url, data=body or b"")
+    SigV4Auth(Credentials("testing", "testing"), "execute-api", "us-east-1").add_auth(request)
+    return {k: str(v) for k, v in request.headers.items() if k.lower() in ("authorization", "x-amz-date")}
+
+
+@pytest.fixture(scope="module")
+def api(moto_url: str) -> Iterator[Api]:
+    with pytest.MonkeyPatch.context() as env:
+        names = StackNames(stack=f"routes{next(_stacks)}x{os.getpid()}")
+        created = create(boto3.session.Session(), names, endpoint_url=moto_url, visibility_timeout=1)
+        created.update(
+            AWS_ENDPOINT_URL=moto_url,
+            STRATUS_TOKEN_SECRET="test-secret",
+            STRATUS_AGENT_TOKEN=AGENT_TOKEN,
+            STRATUS_API_URL="http://127.0.0.1:1",
+        )
+        for key, value in created.items():
+            env.setenv(key, value)
+        wiring.reset()
+        server, url = _serve_api()
+        try:
+            with httpx.Client(base_url=url, timeout=30) as http:
+                yield _records(http, url, created, moto_url)
+        finally:
+            server.shutdown()
+            wiring.reset()
+
+
+def _serve_api():  # noqa: ANN202
+    from chalice.config import Config
+    from chalice.local import LocalChalice, LocalDevServer, create_local_server
+
+    import app as chalice_app
+
+    port = free_port()
+    config = Config.create(chalice_stage="local", app_name="stratus", function_name="api_handler")
+    if isinstance(chalice_app.app, LocalChalice):  # made local by an earlier server in this process
+        server = LocalDevServer(chalice_app.app, config, "127.0.0.1", port)
+    else:
+        server = create_local_server(chalice_app.app, config, host="127.0.0.1", port=port)
+    threading.Thread(target=server.serve_forever, name="api", daemon=True).start()
+    return server, f"http://127.0.0.1:{port}"
+
+
+def _records(http: httpx.Client, url: str, env: dict[str, str], moto_url: str) -> Api:
+    """Three experiments submitted, their trials launched and started through the API as an agent
+    would; the third run then exits (its token is dead); a checkpoint of the first trial is stored."""
+    agent = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+    for name in ("this", "other", "ended"):
+        answer = http.post("/experiments", json={"config": {**CONFIG, "name": name}})
+        assert answer.status_code == 200, answer.text
+    specs = _launch_specs(http, env, moto_url, count=3)
+    for spec in specs:
+        answer = http.post(f"/agents/agent-1/runs/{spec['run_id']}/started", json={"pid": 1}, headers=agent)
+        assert answer.status_code == 200, answer.text
+    this, other, ended = sorted(specs, key=lambda s: s["experiment_id"])
+    answer = http.post(
+        f"/agents/agent-1/runs/{ended['run_id']}/exit",
+        json={"exit_code": 0, "reason": "done"},
+        headers=agent,
+    )
+    assert answer.status_code == 200, answer.text
+
+    def bearer(spec: dict) -> str:
+        return f"Bearer {spec['environment']['STRATUS_RUN_TOKEN']}"
+
+    checkpoint = _store_checkpoint(http, this["trial_id"], {"Authorization": bearer(this)})
+    return Api(
+        url=url,
+        trial_id=this["trial_id"],
+        experiment_id=this["experiment_id"],
+        run_id=this["run_id"],
+        checkpoint=checkpoint,
+        tokens={
+            "wrong": "Bearer not-a-token",
+            "agent": f"Bearer {AGENT_TOKEN}",
+            "run": bearer(this),
+            "other_run": bearer(other),
+        },
+        dead_run=(ended["trial_id"], bearer(ended)),
+        http=http,
+    )
+
+
+def _launch_specs(http: httpx.Client, env: dict[str, str], moto_url: str, count: int) -> list[dict]:
+    """Heartbeat as agent-1 and deliver the queues to their handlers until `count` runs are launched."""
+    import app as chalice_app
+
+    sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
+    pumps: list[QueuePump] = [
+        QueuePump(
+            sqs, env["STRATUS_SCHEDULER_QUEUE_URL"], chalice_app.events.on_scheduler_message, wait_seconds=0
+        ),
+        QueuePump(sqs, env["STRATUS_LAUNCH_QUEUE_URL"], chalice_app.events.on_launch_message, wait_seconds=0),
+        QueuePump(sqs, env["STRATUS_EVENTS_QUEUE_URL"], chalice_app.events.on_trial_event, wait_seconds=0),
+    ]
+    specs: dict[str, dict] = {}
+
+    def launched() -> bool:
+        answer = http.post(
+            "/agents/agent-1/heartbeat",
+            json={"pool": "default", "slots": count, "running": sorted(specs)},
+            headers={"Authorization": f"Bearer {AGENT_TOKEN}"},
+        )
+        assert answer.status_code == 200, answer.text
+        specs.update({spec["run_id"]: spec for spec in answer.json()["launch"]})
+        for pump in pumps:
+            pump.pump_once()
+        return len(specs) >= count
+
+    _wait_for(launched, timeout=60.0)
+    return list(specs.values())
+
+
+def _store_checkpoint(http: httpx.Client, trial_id: int, run: dict[str, str]) -> str:
+    uuid = str(uuidlib.uuid4())
+    answer = http.post(
+        f"/trials/{trial_id}/checkpoints/uploads",
+        json={"uuid": uuid, "files": ["metadata.json"]},
+        headers=run,
+    )
+    assert answer.status_code == 200, answer.text
+    metadata = json.dumps({"steps_completed": 1}).encode()
+    httpx.put(answer.json()["urls"]["metadata.json"], content=metadata, timeout=30).raise_for_status()
+    answer = http.post(
+        f"/trials/{trial_id}/checkpoints",
+        json={"uuid": uuid, "steps_completed": 1, "resources": {"metadata.json": len(metadata)}},
+        headers=run,
+    )
+    assert answer.status_code == 200, answer.text
+    return uuid
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+
+
+def test_every_route_has_a_row():
+    import app  # noqa: F401  (registers the routes)
+
+    assert {(r.method, r.path) for r in ROUTES} == set(TABLE)
+
+
+def test_user_routes_carry_the_iam_authorizer():
+    """In AWS, API Gateway refuses an unsigned call to a user route before the app runs."""
+    import app
+
+    for r in ROUTES:
+        entry = app.app.routes[r.path][r.method]
+        assert isinstance(entry.authorizer, IAMAuthorizer) == (r.auth == "iam"), (r.method, r.path)
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(TABLE), ids=lambda v: str(v))
+def test_each_credential_gets_the_status_its_row_names(api: Api, method: str, path: str):
+    declared = next(r for r in ROUTES if (r.method, r.path) == (method, path))
+    body = b"not json" if declared.request is not None else None
+    got = {}
+    for credential in CREDENTIALS:
+        answer = api.call(method, api.concrete(path), credential, body)
+        code = (
+            answer.json().get("error")
+            if answer.headers.get("content-type", "").startswith("application/json")
+            and answer.status_code >= 400
+            else None
+        )
+        got[credential] = (answer.status_code, code)
+    expected = dict(zip(CREDENTIALS, TABLE[(method, path)], strict=True))
+    assert {c: status for c, (status, _) in got.items()} == expected
+    for credential, (status, code) in got.items():
+        if status in REFUSALS:
+            assert code == REFUSALS[status], (credential, code)
+        elif status == 400:
+            assert code == "BadRequest", (credential, code)  # the body (or the one-node rendezvous), not auth
+
+
+def test_a_run_token_dies_with_its_run(api: Api):
+    trial_id, token = api.dead_run
+    answer = api.http.get(f"/trials/{trial_id}/info", headers={"Authorization": token})
+    assert answer.status_code == 403
+    assert "has exited" in answer.json()["message"]
+
+
+def test_the_credential_is_checked_before_the_path_and_the_body(api: Api):
+    answer = api.http.post("/trials/not-a-number/metrics", content=b"not json")
+    assert (answer.status_code, answer.json()["error"]) == (401, "Unauthorized")
+    answer = api.call("POST", "/trials/not-a-number/metrics", "run", b"not json")
+    assert answer.status_code == 400
+    assert "trial id 'not-a-number' must be an integer" in answer.json()["message"]
+
+
+def test_an_agent_id_over_128_characters_is_refused(api: Api):
+    answer = api.call("POST", f"/agents/{'a' * 129}/heartbeat", "agent", b"not json")
+    assert (answer.status_code, answer.json()["error"]) == (403, "Forbidden")
