@@ -12,7 +12,8 @@ policy and one error parser. Standard library only: a trial's image need not hav
   ``Authorization`` header and a query-string signature), stream files in chunks (a PUT gives its
   ``Content-Length``: S3 refuses chunked uploads), and appear in messages and logs without their query
   string.
-- ``transport`` reaches the network (`UrllibTransport`) or answers in memory (`InMemoryTransport`).
+- ``transport`` reaches the network (`PooledTransport`, connections kept between calls, by default;
+  `UrllibTransport`) or answers in memory (`InMemoryTransport`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from contract.errors import NO_ANSWER, ErrorBody, HttpCallError, NoAnswerError, 
 from contract.transport import (
     CHUNK_BYTES,
     InMemoryTransport,
+    PooledTransport,
     Request,
     Response,
     Transport,
@@ -40,6 +42,7 @@ from contract.transport import (
 
 __all__ = [
     "InMemoryTransport",
+    "PooledTransport",
     "Request",
     "Response",
     "RetryPolicy",
@@ -156,7 +159,7 @@ class Session:
         self.base_url = base_url.rstrip("/")
         self.retry = retry if retry is not None else RetryPolicy()
         self._token = token
-        self._transport = transport if transport is not None else UrllibTransport()
+        self._transport = transport if transport is not None else PooledTransport()
         self._timeout_s = timeout_s
         self._transfer_timeout_s = transfer_timeout_s
         self._wait = wait if wait is not None else _sleep

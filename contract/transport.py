@@ -1,5 +1,7 @@
-"""How one HTTP request reaches a server: the real network (`UrllibTransport`, standard library only), or
-a handler that answers in memory (`InMemoryTransport`, the test double, as httpx's ``MockTransport``).
+"""How one HTTP request reaches a server: the real network (`PooledTransport`, which keeps connections
+open between calls, and `UrllibTransport`, a connection per request and the environment's proxies), or a
+handler that answers in memory (`InMemoryTransport`, the test double, as httpx's ``MockTransport``).
+Standard library only.
 
 A transport sends one `Request` and returns its `Response` whatever the status, or raises
 `NoAnswerError` when no answer came. Retrying, tokens and error bodies are `contract.http.Session`'s.
@@ -7,14 +9,16 @@ A transport sends one `Request` and returns its `Response` whatever the status, 
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json as _json
 import threading
 import urllib.error
 import urllib.request
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from contract.errors import NoAnswerError
@@ -68,6 +72,14 @@ class Request:
         return dict(parse_qsl(urlsplit(self.url).query))
 
 
+class BodyStream(Protocol):
+    """An answer's body as it arrives (http.client's and urllib's answers are ones)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
 _UNSET: Any = object()
 
 
@@ -84,7 +96,7 @@ class Response:
         text: str | None = None,
         headers: Mapping[str, str] | None = None,
         reason: str = "",
-        stream: IO[bytes] | None = None,
+        stream: BodyStream | None = None,
     ) -> None:
         self.status = status
         self.reason = reason
@@ -177,6 +189,130 @@ class UrllibTransport:
 
     def close(self) -> None:
         pass
+
+
+class PooledTransport:
+    """The network through `http.client`, keeping each connection open for the next request to the same
+    origin (scheme, host, port): a trial reports metrics every few batches, and a new TCP and TLS
+    handshake for each report (tens of ms through API Gateway) would be paid by the training loop.
+    Requests through a proxy (the environment's ``*_proxy`` variables) go through `UrllibTransport`.
+
+    A kept connection the server has meanwhile closed fails on first use; the request is then sent once
+    more on a new connection, unless its body is a stream that cannot be replayed (such a request always
+    gets a new connection). A connection goes back to the pool only once its answer has been read to the
+    end and the server keeps it open. Thread-safe: a connection serves one request at a time."""
+
+    def __init__(self, *, max_idle_per_origin: int = 4) -> None:
+        self._idle: defaultdict[tuple[str, str, int], list[http.client.HTTPConnection]] = defaultdict(list)
+        self._max_idle = max_idle_per_origin
+        self._lock = threading.Lock()
+        self._proxied = UrllibTransport()
+        self._proxies = urllib.request.getproxies()
+
+    def send(self, request: Request, *, timeout_s: float) -> Response:
+        parts = urlsplit(request.url)
+        host = parts.hostname or ""
+        if parts.scheme not in ("http", "https") or self._through_proxy(parts.scheme, host):
+            return self._proxied.send(request, timeout_s=timeout_s)
+        origin = (parts.scheme, host, parts.port or (443 if parts.scheme == "https" else 80))
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        replayable = request.body is None or isinstance(request.body, bytes)
+        while True:
+            connection, reused = self._take(origin, timeout_s, reuse=replayable)
+            try:
+                answer = self._exchange(connection, request, target)
+            except (OSError, http.client.HTTPException) as e:
+                connection.close()
+                if reused:
+                    continue  # the server closed it while it was idle: once more, on a new connection
+                raise NoAnswerError(request.what, f"{type(e).__name__}: {e}") from e
+            response = Response(
+                answer.status,
+                headers=dict(answer.getheaders()),
+                reason=answer.reason,
+                stream=_Returned(answer, connection, functools.partial(self._give_back, origin, connection)),
+            )
+            response.what = request.what
+            return response
+
+    def close(self) -> None:
+        with self._lock:
+            idle = [c for connections in self._idle.values() for c in connections]
+            self._idle.clear()
+        for connection in idle:
+            connection.close()
+
+    def _through_proxy(self, scheme: str, host: str) -> bool:
+        return scheme in self._proxies and not urllib.request.proxy_bypass(host)
+
+    def _take(
+        self, origin: tuple[str, str, int], timeout_s: float, *, reuse: bool
+    ) -> tuple[http.client.HTTPConnection, bool]:
+        if reuse:
+            with self._lock:
+                if self._idle[origin]:
+                    connection = self._idle[origin].pop()
+                    connection.timeout = timeout_s
+                    if connection.sock is not None:
+                        connection.sock.settimeout(timeout_s)
+                    return connection, True
+        scheme, host, port = origin
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=timeout_s), False
+        return http.client.HTTPConnection(host, port, timeout=timeout_s), False
+
+    def _give_back(self, origin: tuple[str, str, int], connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle[origin]) < self._max_idle:
+                self._idle[origin].append(connection)
+                return
+        connection.close()
+
+    @staticmethod
+    def _exchange(
+        connection: http.client.HTTPConnection, request: Request, target: str
+    ) -> http.client.HTTPResponse:
+        connection.putrequest(request.method, target, skip_accept_encoding=True)
+        headers = dict(request.headers)
+        if isinstance(request.body, bytes) or (request.body is None and request.method in ("POST", "PUT")):
+            headers["content-length"] = str(len(request.body or b""))
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        if isinstance(request.body, bytes):
+            connection.send(request.body)
+        elif request.body is not None:
+            for chunk in request.body:
+                connection.send(chunk)
+        return connection.getresponse()
+
+
+class _Returned:
+    """An answer's body; closing it gives its connection back to the pool when the body was read to the
+    end and the server keeps the connection, and closes the connection otherwise."""
+
+    def __init__(
+        self,
+        answer: http.client.HTTPResponse,
+        connection: http.client.HTTPConnection,
+        give_back: Callable[[], None],
+    ) -> None:
+        self._answer = answer
+        self._connection = connection
+        self._give_back: Callable[[], None] | None = give_back
+
+    def read(self, size: int = -1) -> bytes:
+        return self._answer.read(size)
+
+    def close(self) -> None:
+        if self._give_back is None:
+            return
+        give_back, self._give_back = self._give_back, None
+        if self._answer.isclosed() and not self._answer.will_close:
+            give_back()
+        else:
+            self._answer.close()
+            self._connection.close()
 
 
 class InMemoryTransport:
