@@ -1,7 +1,8 @@
 """The Determined and NNI compatibility packages, and the agent's rule for putting them on PYTHONPATH.
 
 Determined Core API scripts, PyTorchTrial classes and NNI scripts (the examples included) run against
-the in-memory control plane of test_harness_searcher (httpx.MockTransport): no network, no sleeps."""
+the in-memory control plane of test_harness_searcher (contract.http.InMemoryTransport): no network, no
+sleeps."""
 
 from __future__ import annotations
 

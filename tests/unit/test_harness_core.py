@@ -1,4 +1,5 @@
-"""The in-trial Core API against an in-memory control plane and S3 (httpx.MockTransport): no network."""
+"""The in-trial Core API against an in-memory control plane and S3 (contract.http.InMemoryTransport): no
+network."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
 import harness
+from contract.errors import NoAnswerError
+from contract.http import InMemoryTransport, Request, Response, RetryPolicy
 from harness import core
 from harness._api import ApiClient
 from harness._info import load_cluster_info, load_rank_info
@@ -58,8 +59,8 @@ class FakePlane:
         self.heartbeats = 0
         self.heartbeat_seen = threading.Condition(self.lock)
 
-    def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handle)
+    def transport(self) -> InMemoryTransport:
+        return InMemoryTransport(self.handle)
 
     def calls(self, method: str | None = None, path_part: str = "") -> list[tuple[str, str, Any]]:
         with self.lock:
@@ -72,37 +73,36 @@ class FakePlane:
         with self.heartbeat_seen:
             return self.heartbeat_seen.wait_for(lambda: self.heartbeats >= n, timeout=WAIT_S)
 
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        if url.host == "s3.test":
+    def handle(self, request: Request) -> Response:
+        if request.host == "s3.test":
             return self._s3(request)
         if request.headers.get("authorization") != f"Bearer {TOKEN}":
             return _error(401, "Unauthorized", "the run token is missing or wrong.")
         body = json.loads(request.content) if request.content else None
         with self.lock:
-            self.log.append((request.method, url.path, body))
-        route = url.path.removeprefix("/v1")
+            self.log.append((request.method, request.path, body))
+        route = request.path.removeprefix("/v1")
         return self._route(request.method, route, body)
 
-    def _route(self, method: str, route: str, body: Any) -> httpx.Response:
+    def _route(self, method: str, route: str, body: Any) -> Response:
         parts = route.strip("/").split("/")
         if parts[0] == "trials" and parts[1] != str(TRIAL):
             return _error(403, "Forbidden", f"the run token is not valid for trial {parts[1]}.")
         if (method, parts[0]) == ("GET", "trials") and parts[2:] == ["info"]:
-            return httpx.Response(200, json=self._info())
+            return Response(200, json=self._info())
         if (method, parts[2:]) == ("POST", ["metrics"]):
-            return httpx.Response(200, json={})
+            return Response(200, json={})
         if (method, parts[2:]) == ("POST", ["progress"]):
-            return httpx.Response(200, json={})
+            return Response(200, json={})
         if (method, parts[2:]) == ("POST", ["heartbeat"]):
             with self.heartbeat_seen:
                 self.heartbeats += 1
                 self.heartbeat_seen.notify_all()
-            return httpx.Response(200, json={"preempt": self.preempt})
+            return Response(200, json={"preempt": self.preempt})
         if (method, parts[2:]) == ("POST", ["checkpoints", "uploads"]):
             prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
             urls = {f: f"https://s3.test/bucket/{prefix}{f}?X-Amz-Signature=sig" for f in body["files"]}
-            return httpx.Response(200, json={"prefix": prefix, "urls": urls})
+            return Response(200, json={"prefix": prefix, "urls": urls})
         if (method, parts[2:]) == ("POST", ["checkpoints"]):
             return self._report_checkpoint(body)
         if (method, parts[0]) == ("GET", "checkpoints") and parts[2:] == ["downloads"]:
@@ -120,7 +120,7 @@ class FakePlane:
             "config": CONFIG,
         }
 
-    def _report_checkpoint(self, body: dict[str, Any]) -> httpx.Response:
+    def _report_checkpoint(self, body: dict[str, Any]) -> Response:
         prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
         if f"bucket/{prefix}metadata.json" not in self.s3:
             return _error(409, "Conflict", "metadata.json is not in S3 yet; upload it before reporting.")
@@ -136,34 +136,34 @@ class FakePlane:
             "report_time": "2024-01-01T00:00:00Z",
         }
         self.checkpoints[body["uuid"]] = checkpoint
-        return httpx.Response(200, json={"checkpoint": checkpoint})
+        return Response(200, json={"checkpoint": checkpoint})
 
-    def _downloads(self, storage_id: str) -> httpx.Response:
+    def _downloads(self, storage_id: str) -> Response:
         checkpoint = self.checkpoints.get(storage_id)
         if checkpoint is None:
             return _error(404, "NotFound", f"no checkpoint {storage_id}; check the uuid.")
         prefix = f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{storage_id}/"
         urls = {f: f"https://s3.test/{prefix}{f}?X-Amz-Signature=sig" for f in checkpoint["resources"]}
-        return httpx.Response(200, json={"checkpoint": checkpoint, "urls": urls})
+        return Response(200, json={"checkpoint": checkpoint, "urls": urls})
 
-    def _s3(self, request: httpx.Request) -> httpx.Response:
-        key = urlsplit(str(request.url)).path.lstrip("/")
+    def _s3(self, request: Request) -> Response:
+        key = request.path.lstrip("/")
         if "authorization" in request.headers:  # S3 refuses two signatures
-            return httpx.Response(400, text="<Error><Code>InvalidArgument</Code></Error>")
-        if request.url.params.get("X-Amz-Signature") != "sig":
-            return httpx.Response(403, text="<Error><Code>AccessDenied</Code></Error>")
+            return Response(400, text="<Error><Code>InvalidArgument</Code></Error>")
+        if request.params.get("X-Amz-Signature") != "sig":
+            return Response(403, text="<Error><Code>AccessDenied</Code></Error>")
         if request.method == "PUT":
             with self.lock:
                 self.s3[key] = request.content
                 self.log.append(("PUT", "/" + key, request.content))
-            return httpx.Response(200)
+            return Response(200)
         if request.method == "GET" and key in self.s3:
-            return httpx.Response(200, content=self.s3[key])
-        return httpx.Response(404, text="<Error><Code>NoSuchKey</Code></Error>")
+            return Response(200, content=self.s3[key])
+        return Response(404, text="<Error><Code>NoSuchKey</Code></Error>")
 
 
-def _error(status: int, code: str, message: str) -> httpx.Response:
-    return httpx.Response(status, json={"error": code, "message": message})
+def _error(status: int, code: str, message: str) -> Response:
+    return Response(status, json={"error": code, "message": message})
 
 
 @pytest.fixture(autouse=True)
@@ -568,21 +568,23 @@ def test_non_chief_ranks_can_restore(
 
 
 def _client(handler: Any, sleeps: list[float]) -> ApiClient:
-    return ApiClient(
-        API, TOKEN, transport=httpx.MockTransport(handler), backoff_s=(0.1, 0.2), sleep=sleeps.append
-    )
+    retry = RetryPolicy(first_delay_s=0.1, growth=2.0, max_attempts=3)
+    return ApiClient(API, TOKEN, transport=InMemoryTransport(handler), retry=retry, wait=sleeps.append)
 
 
 def test_client_retries_5xx_and_connection_errors_then_succeeds() -> None:
-    answers: list[Any] = [httpx.ConnectError("refused"), httpx.Response(502, text="Bad Gateway")]
+    answers: list[Any] = [
+        NoAnswerError("POST /trials/7/heartbeat", "refused"),
+        Response(502, text="Bad Gateway"),
+    ]
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         if answers:
             answer = answers.pop(0)
             if isinstance(answer, Exception):
                 raise answer
             return answer
-        return httpx.Response(200, json={"preempt": False})
+        return Response(200, json={"preempt": False})
 
     sleeps: list[float] = []
     assert _client(handler, sleeps).post("/trials/7/heartbeat", {}) == {"preempt": False}
@@ -590,15 +592,15 @@ def test_client_retries_5xx_and_connection_errors_then_succeeds() -> None:
 
 
 def test_client_gives_up_after_its_backoff() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused")
+    def handler(request: Request) -> Response:
+        raise NoAnswerError(request.what, "refused")
 
     sleeps: list[float] = []
     with pytest.raises(harness.ApiCallError, match="STRATUS_MASTER"):
         _client(handler, sleeps).get("/trials/7/info")
     assert sleeps == [0.1, 0.2]
 
-    def always_500(request: httpx.Request) -> httpx.Response:
+    def always_500(request: Request) -> Response:
         return _error(503, "Unavailable", "try later.")
 
     with pytest.raises(harness.ApiCallError) as raised:
@@ -607,9 +609,9 @@ def test_client_gives_up_after_its_backoff() -> None:
 
 
 def test_client_raises_4xx_at_once_with_the_servers_message() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         assert request.headers["authorization"] == f"Bearer {TOKEN}"
-        assert request.url.path == "/v1/trials/7/metrics"
+        assert request.path == "/v1/trials/7/metrics"
         return _error(409, "Conflict", "trial 7 is COMPLETED; it takes no more metrics.")
 
     sleeps: list[float] = []

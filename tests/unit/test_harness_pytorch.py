@@ -1,7 +1,8 @@
 """PyTorchTrial and its Trainer: chunking, periods, checkpoints, exact resume, the legacy entrypoint.
 
 Off the platform the local twins record what was reported; on it, the in-memory control plane of
-test_harness_searcher answers (httpx.MockTransport). Trials are tiny MLPs on synthetic data (CPU)."""
+test_harness_searcher answers (contract.http.InMemoryTransport). Trials are tiny MLPs on synthetic data
+(CPU)."""
 
 from __future__ import annotations
 

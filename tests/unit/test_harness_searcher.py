@@ -1,5 +1,5 @@
 """The searcher dialogue, InvalidHP and the local test mode, against an in-memory control plane
-(httpx.MockTransport, as in test_harness_core): no network, no sleeps."""
+(contract.http.InMemoryTransport, as in test_harness_core): no network, no sleeps."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 import harness
+from contract.http import Response
 from harness import core
 from harness._info import load_local_cluster_info, load_local_config
 from harness.core._searcher import WAIT_BACKOFF_S
@@ -53,17 +53,17 @@ class SearcherPlane(FakePlane):
     def _info(self) -> dict[str, Any]:
         return {**super()._info(), "config": self.config}
 
-    def _route(self, method: str, route: str, body: Any) -> httpx.Response:
+    def _route(self, method: str, route: str, body: Any) -> Response:
         parts = route.strip("/").split("/")
         if parts[0] == "trials" and parts[2:3] == ["searcher"] and parts[1] == str(TRIAL):
             if (method, parts[3:]) == ("GET", []):
-                return httpx.Response(200, json=self._answer())
+                return Response(200, json=self._answer())
             if (method, parts[3:]) == ("POST", ["completed"]):
                 self.completed.append(body)
-                return httpx.Response(200, json={})
+                return Response(200, json={})
             if (method, parts[3:]) == ("POST", ["invalid_hp"]):
                 self.invalid_hp.append(body)
-                return httpx.Response(200, json={})
+                return Response(200, json={})
         return super()._route(method, route, body)
 
     def _answer(self) -> dict[str, Any]:
