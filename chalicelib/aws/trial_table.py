@@ -90,14 +90,23 @@ class DynamoTrials(TrialUpdates):
             {":u": uuid, ":s": steps_completed},
         )
 
-    def bump_generation(self, trial_id: int, expected: int) -> bool:
-        """Move the trial to its next execution generation, only from `expected` (idempotent resume)."""
+    def resume_paused(self, trial_id: int, generation: int, attempt: int) -> bool:
+        """Move a paused trial from execution `generation` to the next, once per pause: `attempt` (the
+        trial's attempts, which only a new execution's enqueue moves on) is recorded as resumed, so a
+        redelivered pause event and a promotion racing it cannot both start an execution."""
         try:
             self._table.update_item(
                 Key={"id": trial_id},
-                UpdateExpression="SET generation = :next",
-                ConditionExpression="attribute_exists(id) AND (generation = :expected OR attribute_not_exists(generation))",
-                ExpressionAttributeValues={":next": expected + 1, ":expected": expected},
+                UpdateExpression="SET generation = :next, resumed_attempt = :attempt",
+                ConditionExpression=(
+                    "attribute_exists(id) AND (generation = :expected OR attribute_not_exists(generation))"
+                    " AND (resumed_attempt <> :attempt OR attribute_not_exists(resumed_attempt))"
+                ),
+                ExpressionAttributeValues={
+                    ":next": generation + 1,
+                    ":expected": generation,
+                    ":attempt": attempt,
+                },
             )
         except ClientError as error:
             if dynamo.is_condition_failure(error):

@@ -134,12 +134,15 @@ class MemoryTrials(TrialUpdates):
             or_equal=True,
         )
 
-    def bump_generation(self, trial_id: int, expected: int) -> bool:
-        """Move the trial to its next execution generation, only from `expected` (idempotent resume)."""
+    def resume_paused(self, trial_id: int, generation: int, attempt: int) -> bool:
+        """Move a paused trial from execution `generation` to the next, once per pause (`attempt`)."""
         item = self.items.get(trial_id)
-        if item is None or item.get("generation", expected) != expected:
+        if item is None or item.get("generation", generation) != generation:
             return False
-        item["generation"] = expected + 1
+        if item.get("resumed_attempt") == attempt:
+            return False
+        item["generation"] = generation + 1
+        item["resumed_attempt"] = attempt
         return True
 
     def record_searcher_length(self, trial_id: int, length: int) -> Trial | None:

@@ -189,7 +189,9 @@ def _continue_trial(ports: Ports, experiment: Experiment, op: ContinueTrial) -> 
 
 
 def _resume_paused_trial(ports: Ports, experiment: Experiment, trial: Trial) -> None:
-    if ports.trials.bump_generation(trial.id, expected=trial.generation):
+    """Start a paused trial's next execution, once per pause: a promotion and the pause's own event (or
+    its redelivery) may both get here while the trial is still PAUSED."""
+    if ports.trials.resume_paused(trial.id, trial.generation, trial.attempts):
         _start_run(ports, experiment, trial.id, trial.generation + 1)
 
 

@@ -78,6 +78,16 @@ def test_trial_state_writes_refuse_illegal_transitions(ports):
     assert trials.transition(1, "RUNNING").state == "RUNNING"
 
 
+def test_a_paused_trial_resumes_once_per_pause(ports):
+    trials = ports.trials
+    trials.create(Trial(id=1, experiment_id=1, state="PAUSED"))
+    assert trials.resume_paused(1, generation=0, attempt=1)
+    assert not trials.resume_paused(1, generation=1, attempt=1)  # the same pause, seen again
+    assert not trials.resume_paused(1, generation=0, attempt=2)  # a stale generation
+    assert trials.resume_paused(1, generation=1, attempt=2)  # paused again after a new attempt
+    assert trials.get(1).generation == 2
+
+
 def test_runs_move_through_the_sparse_indexes(ports):
     runs = ports.runs
     request = Run(

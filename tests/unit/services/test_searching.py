@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from chalicelib.domain.searchers import ContinueTrial
 from chalicelib.memory import MemoryExperiments
 from chalicelib.services import searching
 from contract import messages
@@ -100,6 +101,52 @@ def test_a_paused_trial_the_searcher_promoted_meanwhile_resumes_in_a_new_executi
     searching.handle_event(ports, paused)  # redelivered: the trial is no longer paused
     assert ports.trials.get(first).generation == 1
     assert f"trial-{first}-2" not in ports.workflows.executions
+
+
+def test_a_pause_event_redelivered_while_the_trial_is_still_paused_resumes_it_once(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    flow.request_slots(first)
+    _pause(ports, first)
+    paused = messages.TrialPaused(
+        event_id="paused-1", trial_id=first, experiment_id=experiment.id, state="PAUSED"
+    )
+    searching.handle_event(ports, paused)
+    searching.handle_event(ports, paused)  # redelivered before the new execution's Enqueue
+    assert ports.trials.get(first).generation == 1
+    assert f"trial-{first}-2" not in ports.workflows.executions
+
+
+def test_a_promotion_racing_the_pause_event_starts_one_execution(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    flow.request_slots(first)
+    _pause(ports, first)
+    searching._continue_trial(ports, experiment, ContinueTrial(trial_id=first, length=200))  # promoted
+    searching.handle_event(
+        ports,
+        messages.TrialPaused(
+            event_id="paused-1", trial_id=first, experiment_id=experiment.id, state="PAUSED"
+        ),
+    )
+    assert ports.trials.get(first).generation == 1
+    assert f"trial-{first}-2" not in ports.workflows.executions
+
+
+def test_a_trial_paused_again_after_its_resume_resumes_again(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    for generation in (1, 2):
+        flow.request_slots(first)  # the execution's Enqueue: attempts move on
+        _pause(ports, first)
+        searching.handle_event(
+            ports,
+            messages.TrialPaused(
+                event_id=f"paused-{generation}", trial_id=first, experiment_id=experiment.id, state="PAUSED"
+            ),
+        )
+        assert ports.trials.get(first).generation == generation
+    assert f"trial-{first}-2" in ports.workflows.executions
 
 
 def test_a_paused_trial_the_searcher_stopped_meanwhile_is_completed(ports, flow):
