@@ -10,6 +10,11 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+#: An agent silent for longer is presumed lost (its runs end; their trials restart elsewhere).
+DEFAULT_AGENT_TIMEOUT_S = 30.0
+#: How long a presigned S3 URL stays valid.
+DEFAULT_PRESIGN_EXPIRY_S = 3600
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -57,8 +62,8 @@ def get_settings() -> Settings:
         api_url=os.environ.get("STRATUS_API_URL", ""),
         token_secret=_required("STRATUS_TOKEN_SECRET"),
         agent_token=_required("STRATUS_AGENT_TOKEN"),
-        agent_timeout_s=float(os.environ.get("STRATUS_AGENT_TIMEOUT_S", "30")),
-        presign_expiry_s=int(os.environ.get("STRATUS_PRESIGN_EXPIRY_S", "3600")),
+        agent_timeout_s=float(os.environ.get("STRATUS_AGENT_TIMEOUT_S", DEFAULT_AGENT_TIMEOUT_S)),
+        presign_expiry_s=int(os.environ.get("STRATUS_PRESIGN_EXPIRY_S", DEFAULT_PRESIGN_EXPIRY_S)),
     )
 
 

@@ -5,6 +5,8 @@ Standard library only, so every side may import it (the launchers run in a trial
 have httpx or pydantic), and `tests/contract` checks both ends against it.
 
     contract.errors    the API's error body and the package's errors
+    contract.http      the compute side's one HTTP session: one retry policy, presigned transfers
+    contract.transport how a request reaches a server: the network (urllib), or in memory for tests
     contract.env       the trial's environment: names, and a typed ``to_env`` / ``from_env``
     contract.launch    the launch spec an agent receives
     contract.messages  the queue messages (scheduler, launch, trial events)

@@ -3,7 +3,9 @@
     ContractError              a value that does not follow the contract
     ├── InvalidEnvironmentError  a trial variable is missing or malformed
     ├── InvalidLaunchSpecError   a launch spec an agent cannot run
-    └── InvalidMessageError      a queue message of an unknown type or shape
+    ├── InvalidMessageError      a queue message of an unknown type or shape
+    └── HttpCallError            a call over HTTP failed (contract.http): refused with a status >= 300
+        └── NoAnswerError        ... or never answered (refused connection, reset, timeout): status 0
 
 Every error message names the offending value and what to do.
 """
@@ -66,3 +68,35 @@ def is_permanent(status: int) -> bool:
     """A refusal that asking again will not change (bad input, unknown id, wrong state); 408, 425 and
     429 are worth a retry, and so is every 5xx."""
     return 400 <= status < 500 and status not in (408, 425, 429)
+
+
+#: The status of a call that got no answer at all.
+NO_ANSWER = 0
+
+
+class HttpCallError(ContractError):
+    """A call over HTTP that failed: ``status`` is the answer's (``NO_ANSWER`` if none came) and ``body``
+    its error body, parsed once by `ErrorBody.parse`. ``what`` is the call, as "METHOD URL" without the
+    query string (presigned signatures stay out of messages and logs)."""
+
+    def __init__(self, what: str, status: int, body: ErrorBody | None = None, *, detail: str = "") -> None:
+        self.what = what
+        self.status = status
+        self.body = body if body is not None else ErrorBody(code="", message=detail or f"HTTP {status}")
+        if status == NO_ANSWER:
+            text = f"{what} got no answer ({detail or self.body.message})"
+        else:
+            said = f"{self.body.code}: {self.body.message}" if self.body.code else self.body.message
+            text = f"{what} answered {status} ({said})"
+        super().__init__(text)
+
+    @property
+    def code(self) -> str:
+        return self.body.code
+
+
+class NoAnswerError(HttpCallError):
+    """Raised by a transport when a request got no answer; ``detail`` says why."""
+
+    def __init__(self, what: str, detail: str) -> None:
+        super().__init__(what, NO_ANSWER, detail=detail)

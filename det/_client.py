@@ -1,8 +1,9 @@
 """The HTTP client of the Stratus API (docs/contracts.md §1, user-facing routes).
 
 One method per route; each returns the decoded JSON answer. Errors become the CLI's errors: an error
-body `{"error", "message", "problems"}` becomes `ApiError` (`NotFoundError` for 404), a refused or
-timed-out connection becomes `ConnectionFailedError`.
+body `{"error", "message", "problems"}`, read by the contract's one parser (`contract.errors.ErrorBody`),
+becomes `ApiError` (`NotFoundError` for 404), a refused or timed-out connection becomes
+`ConnectionFailedError`. The CLI keeps httpx; the compute side's session is `contract.http`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from contract.errors import ErrorBody
 from det.errors import ApiError, ConnectionFailedError, NotFoundError
 
 # API Gateway gives up on a request after 29 s; the local stack answers well within that.
@@ -208,18 +210,14 @@ class ApiClient:
     def _error(self, response: httpx.Response, method: str, path: str, not_found: str | None) -> ApiError:
         status = response.status_code
         try:
-            body = response.json()
+            decoded = response.json()
         except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            body = {}
-        code = str(body.get("error") or "")
-        message = str(body.get("message") or "").strip()
-        problems = [
-            {"path": str(p.get("path", "")), "message": str(p.get("message", ""))}
-            for p in body.get("problems") or []
-            if isinstance(p, dict)
-        ]
+            decoded = None
+        body = ErrorBody.parse(status, "", decoded)
+        code = body.code
+        # Only our error body's own message is shown as is; anything else gets the CLI's sentence below.
+        message = body.message.strip() if isinstance(decoded, dict) and decoded.get("message") else ""
+        problems = [dict(p) for p in body.problems]
         if status == 404:
             # The CLI knows which id the user typed: say it, whatever the API's wording.
             return NotFoundError(

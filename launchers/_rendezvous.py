@@ -11,29 +11,30 @@ both with ``Authorization: Bearer {STRATUS_RUN_TOKEN}`` and both answering the r
 
 - A node's address is ``STRATUS_NODE_ADDR``, or the local address of the route to the master's host
   (127.0.0.1 when the master is on loopback). The chief's port is ``STRATUS_CHIEF_PORT``, or a free one.
-- 5xx, 408, 429 and connection errors are retried, and the record is read again, every 0.2 s growing to
-  2 s, until ``STRATUS_RENDEZVOUS_TIMEOUT_S`` (600 s); then the nodes still missing are named.
+- What the one retry policy of `contract.http` retries (no answer, 5xx, 408, 425, 429) is asked again,
+  and the record is read again, every 0.2 s growing to 2 s, until ``STRATUS_RENDEZVOUS_TIMEOUT_S``
+  (600 s); then the nodes still missing are named.
 - 409 (the run has ended: this launcher is stale), 401/403 (the run token) and any other 4xx stop at once.
 
-Standard library only: the launchers run in the trial's image, which need not have httpx.
+Standard library only (the compute side's HTTP session, `contract.http`, is too): the launchers run in the
+trial's image, which need not have httpx.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import ipaddress
 import json
 import socket
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+from contract.errors import HttpCallError
+from contract.http import RetryPolicy, Session, Transport
 from launchers._info import LOCAL_ADDR, LaunchInfo, free_port, rendezvous_env
 from launchers.errors import LaunchConfigError, RendezvousError
 
@@ -41,8 +42,6 @@ POLL_FIRST_S = 0.2
 POLL_MAX_S = 2.0
 POLL_GROWTH = 1.5
 REQUEST_TIMEOUT_S = 10.0
-#: Answers worth asking again: the control plane is busy or restarting.
-_TRANSIENT_STATUS = frozenset({408, 429})
 
 
 @dataclass(frozen=True)
@@ -87,68 +86,38 @@ class Record:
         return record
 
 
-class _Transient(Exception):
-    """A failure worth trying again (connection refused, 5xx…)."""
-
-
 class RendezvousClient:
-    """The two calls, one attempt each: a `_Transient` error is the caller's to retry."""
+    """The two calls, one attempt each, over the compute side's one HTTP session: an `HttpCallError` whose
+    status the retry policy retries is the caller's to retry; `stop_error` turns any other into the
+    launcher's error. ``transport`` lets tests answer in memory."""
 
-    def __init__(self, master: str, trial_id: str, token: str) -> None:
-        self.url = f"{master.rstrip('/')}/trials/{urllib.parse.quote(trial_id, safe='')}/rendezvous"
-        self._token = token
+    def __init__(self, master: str, trial_id: str, token: str, *, transport: Transport | None = None) -> None:
+        self._path = f"/trials/{urllib.parse.quote(trial_id, safe='')}/rendezvous"
+        self._session = Session(master, token, transport=transport, retry=RetryPolicy().once())
+        self.url = self._session.base_url + self._path
 
     def register(self, node_rank: int, addr: str, port: int | None, *, timeout: float) -> Record:
         body = {"node_rank": node_rank, "addr": addr, "port": port}
-        return self._call("POST", body, timeout)
+        return Record.from_json(self._session.call("POST", self._path, body, timeout_s=timeout))
 
     def read(self, *, timeout: float) -> Record:
-        return self._call("GET", None, timeout)
+        return Record.from_json(self._session.call("GET", self._path, timeout_s=timeout))
 
-    def _call(self, method: str, body: Mapping[str, Any] | None, timeout: float) -> Record:
-        headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(self.url, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as e:
-            raise self._refused(method, e) from None
-        except urllib.error.URLError as e:
-            raise _Transient(f"{method} {self.url}: {e.reason}") from None
-        except (OSError, http.client.HTTPException) as e:  # reset, timed out, a half answer
-            raise _Transient(f"{method} {self.url}: {type(e).__name__}: {e}") from None
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            raise RendezvousError(
-                f"{method} {self.url} answered something that is not JSON: {raw[:200]!r}"
-            ) from None
-        return Record.from_json(parsed)
 
-    def _refused(self, method: str, e: urllib.error.HTTPError) -> Exception:
-        status = e.code
-        try:
-            answer = json.loads(e.read() or b"{}")
-            detail = f"{answer.get('error', '')}: {answer.get('message', '')}".strip(": ")
-        except (ValueError, AttributeError, OSError):
-            detail = str(e.reason)
-        said = f"{method} {self.url} answered {status}" + (f" ({detail})" if detail else "")
-        if status >= 500 or status in _TRANSIENT_STATUS:
-            return _Transient(said)
-        if status == 409:
-            return RendezvousError(
-                f"the run has ended: {said}; this node's launcher belongs to a stale run and stops."
-            )
-        if status in (401, 403):
-            return RendezvousError(
-                f"the control plane refused STRATUS_RUN_TOKEN: {said}; the token is valid only for its own "
-                "trial while the run lives."
-            )
-        return RendezvousError(f"the control plane refused the rendezvous: {said}")
+def stop_error(e: HttpCallError) -> RendezvousError:
+    """The launcher's error for a failure not worth asking again."""
+    if e.status == 409:
+        return RendezvousError(
+            f"the run has ended: {e}; this node's launcher belongs to a stale run and stops."
+        )
+    if e.status in (401, 403):
+        return RendezvousError(
+            f"the control plane refused STRATUS_RUN_TOKEN: {e}; the token is valid only for its own "
+            "trial while the run lives."
+        )
+    if e.status >= 400:
+        return RendezvousError(f"the control plane refused the rendezvous: {e}")
+    return RendezvousError(f"the rendezvous answer is not a record: {e}")
 
 
 def node_address(master: str) -> str:
@@ -183,6 +152,7 @@ def rendezvous(
     err: IO[str] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    transport: Transport | None = None,
 ) -> LaunchInfo:
     """Register this node, wait until every node has, and return ``info`` with the chief's address and
     port and every node's address (by rank) filled in."""
@@ -192,11 +162,15 @@ def rendezvous(
     port = None
     if info.node_rank == 0:
         port = info.chief_port if info.chief_port is not None else free_port(addr)
-    client = RendezvousClient(env.master, env.trial_id, env.token)
+    client = RendezvousClient(env.master, env.trial_id, env.token, transport=transport)
     me = f"node {info.node_rank} of {info.num_nodes}"
     record: Record | None = None
     last_error: str | None = None
-    delay = POLL_FIRST_S
+    # One policy paces the polls and says which failures are worth asking again.
+    policy = RetryPolicy(
+        first_delay_s=POLL_FIRST_S, growth=POLL_GROWTH, max_delay_s=POLL_MAX_S, max_attempts=None
+    )
+    delays = policy.delays()
     while True:
         timeout = min(REQUEST_TIMEOUT_S, max(deadline - clock(), 1.0))
         try:
@@ -210,15 +184,16 @@ def rendezvous(
                 _check_size(record, info)
             if record.ready:
                 break
-        except _Transient as e:
+        except HttpCallError as e:
+            if not policy.retries(e.status):
+                raise stop_error(e) from None
             if last_error is None:
                 _say(err, f"{me}: {e}; trying again for up to {env.timeout_s:g} s")
             last_error = str(e)
         remaining = deadline - clock()
         if remaining <= 0:
             raise _timed_out(client.url, record, env.timeout_s, last_error)
-        sleep(min(delay, remaining))
-        delay = min(delay * POLL_GROWTH, POLL_MAX_S)
+        sleep(min(next(delays), remaining))
     nodes = _complete(record)
     _say(err, f"run {record.run_id} ready on {record.num_nodes} nodes: " + ", ".join(_show(n) for n in nodes))
     return dataclasses.replace(
@@ -237,12 +212,13 @@ def resolve_peers(
     err: IO[str] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    transport: Transport | None = None,
 ) -> LaunchInfo:
     """``info`` with its peers known: as it is on one node or in a static setup (``STRATUS_CHIEF_ADDR``
     given), otherwise after the rendezvous."""
     if info.peers_known:
         return info
-    return rendezvous(info, environ, err=err, clock=clock, sleep=sleep)
+    return rendezvous(info, environ, err=err, clock=clock, sleep=sleep, transport=transport)
 
 
 def _check_size(record: Record, info: LaunchInfo) -> None:

@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 from chalice.app import Request
 
+from chalicelib.domain.run_records import Run
 from chalicelib.errors import ForbiddenError
 from chalicelib.services import tokens
-from chalicelib.services.ports import Record
 from chalicelib.settings import get_settings
 from chalicelib.wiring import ports
 
@@ -59,19 +59,19 @@ class AgentPrincipal:
 class RunPrincipal:
     """A trial process, by the live run its token belongs to (its own trial's, when the path names one)."""
 
-    run: Record
+    run: Run
 
     @property
     def run_id(self) -> str:
-        return str(self.run["run_id"])
+        return self.run.run_id
 
     @property
     def trial_id(self) -> int:
-        return int(self.run["trial_id"])
+        return self.run.trial_id
 
     @property
     def experiment_id(self) -> int:
-        return int(self.run["experiment_id"])
+        return self.run.experiment_id
 
 
 Principal = Anonymous | UserPrincipal | AgentPrincipal | RunPrincipal

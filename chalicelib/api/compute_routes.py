@@ -10,7 +10,8 @@ from chalice.app import Blueprint
 from chalicelib.api import models, views
 from chalicelib.api.auth import AgentPrincipal, RunPrincipal
 from chalicelib.api.routing import route
-from chalicelib.services import runs, trial_api
+from chalicelib.domain.records import LogLine
+from chalicelib.services import runs, trial_reports
 from chalicelib.wiring import ports
 
 bp = Blueprint(__name__)
@@ -66,7 +67,7 @@ def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run
 @route(bp, "/trials/{trial_id}/logs", "POST", request=models.LogBatch, response=models.Empty, auth="agent")
 def put_logs(agent: AgentPrincipal, body: models.LogBatch, trial_id: int) -> models.Empty:
     """Log lines of a run, shipped by its agent."""
-    lines = [line.model_dump() for line in body.lines]
+    lines = [LogLine(line.timestamp, line.message, line.rank) for line in body.lines]
     runs.store_logs(ports(), trial_id, body.run_id, body.seq, lines)
     return models.Empty()
 
@@ -77,7 +78,7 @@ def put_logs(agent: AgentPrincipal, body: models.LogBatch, trial_id: int) -> mod
 @route(bp, "/trials/{trial_id}/info", "GET", response=models.TrialInfo, auth="run")
 def trial_info(run: RunPrincipal, trial_id: int) -> models.TrialInfo:
     """What a trial needs to start: hyperparameters, latest checkpoint, config."""
-    return models.TrialInfo.model_validate(trial_api.trial_info(ports(), run.run))
+    return models.TrialInfo.model_validate(trial_reports.trial_info(ports(), run.run))
 
 
 @route(
@@ -85,7 +86,7 @@ def trial_info(run: RunPrincipal, trial_id: int) -> models.TrialInfo:
 )
 def report_metrics(run: RunPrincipal, body: models.MetricReport, trial_id: int) -> models.Empty:
     """Training or validation metrics at a number of steps completed (idempotent)."""
-    trial_api.report_metrics(ports(), run.run, body.group, body.steps_completed, body.metrics)
+    trial_reports.report_metrics(ports(), run.run, body.group, body.steps_completed, body.metrics)
     return models.Empty()
 
 
@@ -99,7 +100,7 @@ def report_metrics(run: RunPrincipal, body: models.MetricReport, trial_id: int) 
 )
 def report_progress(run: RunPrincipal, body: models.ProgressReport, trial_id: int) -> models.Empty:
     """The trial's own estimate of its progress, 0 to 1."""
-    trial_api.report_progress(ports(), run.run, body.progress)
+    trial_reports.report_progress(ports(), run.run, body.progress)
     return models.Empty()
 
 
@@ -113,7 +114,7 @@ def report_progress(run: RunPrincipal, body: models.ProgressReport, trial_id: in
 )
 def trial_heartbeat(run: RunPrincipal, body: models.TrialHeartbeat, trial_id: int) -> models.HeartbeatAnswer:
     """Liveness of a trial; answers whether it should checkpoint and stop."""
-    return models.HeartbeatAnswer.model_validate(trial_api.heartbeat(ports(), run.run))
+    return models.HeartbeatAnswer.model_validate(trial_reports.heartbeat(ports(), run.run))
 
 
 @route(
@@ -128,7 +129,7 @@ def checkpoint_uploads(
     run: RunPrincipal, body: models.CheckpointUploadRequest, trial_id: int
 ) -> models.CheckpointUploadAnswer:
     """Presigned PUT URLs for a new checkpoint's files, under the trial's own prefix."""
-    urls = trial_api.checkpoint_uploads(ports(), run.run, body.uuid, body.files)
+    urls = trial_reports.checkpoint_uploads(ports(), run.run, body.uuid, body.files)
     return models.CheckpointUploadAnswer.model_validate(urls)
 
 
@@ -145,7 +146,7 @@ def report_checkpoint(
 ) -> models.CheckpointOnly:
     """Record a checkpoint whose files (metadata.json last) are in S3."""
     p = ports()
-    record = trial_api.report_checkpoint(
+    record = trial_reports.report_checkpoint(
         p, run.run, body.uuid, body.steps_completed, body.resources, body.metadata
     )
     return models.CheckpointOnly(checkpoint=views.checkpoint(p, record))
@@ -155,7 +156,7 @@ def report_checkpoint(
 def checkpoint_downloads(run: RunPrincipal, uuid: str) -> models.CheckpointDownloads:
     """Presigned GET URLs of a checkpoint of the calling trial's experiment."""
     p = ports()
-    found = trial_api.checkpoint_downloads(p, run.run, uuid)  # refuses another experiment's checkpoint
+    found = trial_reports.checkpoint_downloads(p, run.run, uuid)  # refuses another experiment's checkpoint
     return models.CheckpointDownloads(checkpoint=views.checkpoint(p, found["checkpoint"]), urls=found["urls"])
 
 
@@ -182,7 +183,7 @@ def rendezvous_read(run: RunPrincipal, trial_id: int) -> models.Rendezvous:
 @route(bp, "/trials/{trial_id}/searcher", "GET", response=models.SearcherOp, auth="run")
 def searcher_op(run: RunPrincipal, trial_id: int) -> models.SearcherOp:
     """What the searcher wants of the trial now: train to a length, wait, or stop."""
-    return models.SearcherOp.model_validate(trial_api.searcher_state(ports(), run.run))
+    return models.SearcherOp.model_validate(trial_reports.searcher_state(ports(), run.run))
 
 
 @route(
@@ -195,7 +196,7 @@ def searcher_op(run: RunPrincipal, trial_id: int) -> models.SearcherOp:
 )
 def searcher_completed(run: RunPrincipal, body: models.SearcherCompleted, trial_id: int) -> models.Empty:
     """The trial reached `length` with this searcher metric (Determined's `report_completed`)."""
-    trial_api.report_searcher_result(ports(), run.run, body.length, body.metric)
+    trial_reports.report_searcher_result(ports(), run.run, body.length, body.metric)
     return models.Empty()
 
 
@@ -209,5 +210,5 @@ def searcher_completed(run: RunPrincipal, body: models.SearcherCompleted, trial_
 )
 def searcher_invalid_hp(run: RunPrincipal, body: models.InvalidHP, trial_id: int) -> models.Empty:
     """The trial's hyperparameters cannot work; the searcher replaces the trial."""
-    trial_api.report_invalid_hp(ports(), run.run, body.message)
+    trial_reports.report_invalid_hp(ports(), run.run, body.message)
     return models.Empty()

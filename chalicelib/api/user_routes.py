@@ -5,8 +5,6 @@ or `Anonymous` on the open routes) and the parsed body, and answers with its res
 
 from __future__ import annotations
 
-from typing import Any
-
 from chalice.app import Blueprint, Response
 
 from chalicelib.api import models, views
@@ -14,6 +12,7 @@ from chalicelib.api.auth import Anonymous, UserPrincipal
 from chalicelib.api.openapi import VERSION, document
 from chalicelib.api.routing import query_int, query_str, route
 from chalicelib.domain import keys
+from chalicelib.domain.records import Trial
 from chalicelib.errors import BadRequestError, NotFoundError
 from chalicelib.services import experiments
 from chalicelib.wiring import ports
@@ -84,7 +83,7 @@ def describe_experiment(user: UserPrincipal, experiment_id: int) -> models.Exper
     """One experiment with its trials."""
     p = ports()
     record = experiments.get(p, experiment_id)
-    trials = [views.trial(p, t) for t in p.trials.for_experiment(int(record["id"]))]
+    trials = [views.trial(p, t) for t in p.trials.for_experiment(record.id)]
     return models.ExperimentDetail(experiment=views.experiment(record), trials=trials)
 
 
@@ -100,7 +99,7 @@ def describe_trial(user: UserPrincipal, trial_id: int) -> models.TrialDetail:
     """One trial with its checkpoints."""
     p = ports()
     record = _trial(trial_id)
-    checkpoints = [views.checkpoint(p, c) for c in p.checkpoints.for_trial(int(record["id"]))]
+    checkpoints = [views.checkpoint(p, c) for c in p.checkpoints.for_trial(record.id)]
     return models.TrialDetail(trial=views.trial(p, record), checkpoints=checkpoints)
 
 
@@ -111,8 +110,8 @@ def trial_metrics(user: UserPrincipal, trial_id: int) -> models.MetricList:
     group = query_str(bp, "group") or "validation"
     if group not in ("training", "validation"):
         raise BadRequestError(f"group={group!r} must be 'training' or 'validation'")
-    rows = ports().metrics.list(int(record["id"]), group)
-    return models.MetricList(metrics=[models.Metric.model_validate(r) for r in rows])
+    reports = ports().metrics.list(record.id, group)
+    return models.MetricList(metrics=[views.metric(r) for r in reports])
 
 
 @route(bp, "/trials/{trial_id}/logs", "GET", response=models.LogPage, auth="iam")
@@ -123,17 +122,17 @@ def trial_logs(user: UserPrincipal, trial_id: int) -> models.LogPage:
     tail = query_int(bp, "tail", None, minimum=1, maximum=10_000)
     rank = query_int(bp, "rank", None, minimum=0, maximum=100_000)
     token = query_str(bp, "next_token")
-    lines, next_token = ports().logs.get(int(record["id"]), limit, token, tail)
+    lines, next_token = ports().logs.get(record.id, limit, token, tail)
     if rank is not None:
-        lines = [line for line in lines if line.get("rank") == rank]
+        lines = [line for line in lines if line.rank == rank]
     return models.LogPage(
-        logs=[models.LogLine.model_validate(line) for line in lines],
+        logs=[views.log_line(line) for line in lines],
         next_token=next_token,
-        trial_state=str(record["state"]),
+        trial_state=str(record.state),
     )
 
 
-def _trial(trial_id: int) -> dict[str, Any]:
+def _trial(trial_id: int) -> Trial:
     record = ports().trials.get(trial_id)
     if record is None:
         raise NotFoundError(

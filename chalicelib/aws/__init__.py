@@ -9,15 +9,20 @@ from chalicelib.aws.messaging import SqsQueues, StepFunctions
 from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
 from chalicelib.aws.storage import S3Blobs
 from chalicelib.aws.trial_table import DynamoTrials
+from chalicelib.compute.local import LocalAgents
+from chalicelib.services.clock import SystemClock
 from chalicelib.services.ports import Ports
+from chalicelib.settings import get_settings
 
 
 def aws_ports() -> Ports:
+    settings = get_settings()
+    runs, agents = DynamoRuns(), DynamoAgents()
     return Ports(
         experiments=DynamoExperiments(),
         trials=DynamoTrials(),
-        runs=DynamoRuns(),
-        agents=DynamoAgents(),
+        runs=runs,
+        agents=agents,
         checkpoints=DynamoCheckpoints(),
         metrics=DynamoMetrics(),
         ids=DynamoIds(),
@@ -25,4 +30,7 @@ def aws_ports() -> Ports:
         workflows=StepFunctions(),
         queues=SqsQueues(),
         logs=CloudWatchLogs(),
+        settings=settings,
+        clock=SystemClock(),
+        compute=LocalAgents(runs, agents, settings.agent_timeout_s),
     )

@@ -9,51 +9,52 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import dynamo
+from chalicelib.domain.records import Checkpoint, MetricReport
 
 
 class DynamoCheckpoints:
     def __init__(self) -> None:
         self._table = dynamo.table("checkpoints")
 
-    def put(self, record: Mapping[str, Any]) -> dict[str, Any]:
+    def put(self, checkpoint: Checkpoint) -> Checkpoint:
         """Store a checkpoint once; a repeated report of the same uuid returns the stored record."""
-        item = dict(record)
-        item["resources"] = dynamo.dumps(item.get("resources", {}))
-        item["metadata"] = dynamo.dumps(item.get("metadata", {}))
+        item = checkpoint.to_item()
+        item["resources"] = dynamo.dumps(item["resources"])
+        item["metadata"] = dynamo.dumps(item["metadata"])
         try:
             self._table.put_item(
-                Item=item,
+                Item=dynamo.to_dynamo(item),
                 ConditionExpression="attribute_not_exists(#u)",
                 ExpressionAttributeNames={"#u": "uuid"},
             )
         except ClientError as error:
             if not dynamo.is_condition_failure(error):
                 raise
-        stored = self.get(str(record["uuid"]))
+        stored = self.get(checkpoint.uuid)
         assert stored is not None
         return stored
 
-    def get(self, uuid: str) -> dict[str, Any] | None:
+    def get(self, uuid: str) -> Checkpoint | None:
         item = self._table.get_item(Key={"uuid": uuid}, ConsistentRead=True).get("Item")
         return _decode(dynamo.plain(item)) if item else None
 
     def mark_deleted(self, uuid: str) -> None:
         dynamo.update_fields(self._table, {"uuid": uuid}, {"state": "DELETED"}, pk="uuid")
 
-    def for_trial(self, trial_id: int) -> list[dict[str, Any]]:
+    def for_trial(self, trial_id: int) -> list[Checkpoint]:
         items = dynamo.query_all(
             self._table,
             IndexName="by_trial",
             KeyConditionExpression="trial_id = :t",
             ExpressionAttributeValues={":t": trial_id},
         )
-        return sorted((_decode(i) for i in items), key=lambda c: (c["steps_completed"], c["report_time"]))
+        return sorted((_decode(i) for i in items), key=lambda c: (c.steps_completed, c.report_time))
 
 
-def _decode(item: dict[str, Any]) -> dict[str, Any]:
+def _decode(item: dict[str, Any]) -> Checkpoint:
     item["resources"] = json.loads(item["resources"])
     item["metadata"] = json.loads(item["metadata"])
-    return item
+    return Checkpoint.from_item(item)
 
 
 class DynamoMetrics:
@@ -81,7 +82,7 @@ class DynamoMetrics:
             raise
         return True
 
-    def list(self, trial_id: int, group: str) -> list[dict[str, Any]]:
+    def list(self, trial_id: int, group: str) -> list[MetricReport]:
         items = dynamo.query_all(
             self._table,
             KeyConditionExpression="trial_id = :t AND begins_with(#k, :g)",
@@ -91,8 +92,7 @@ class DynamoMetrics:
         out = []
         for item in items:
             item["metrics"] = json.loads(item["metrics"])
-            item.pop("key", None)
-            out.append(item)
+            out.append(MetricReport.from_item(item))
         return out
 
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import clients
+from chalicelib.services.clock import SystemClock
 from chalicelib.settings import get_settings
+
+_CLOCK = SystemClock()
 
 
 def table(name: str) -> Any:
@@ -20,11 +21,11 @@ def table(name: str) -> Any:
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return _CLOCK.now_iso()
 
 
 def now_epoch() -> float:
-    return time.time()
+    return _CLOCK.now()
 
 
 def plain(value: Any) -> Any:

@@ -10,24 +10,29 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import dynamo
+from chalicelib.domain.records import Experiment
 from chalicelib.domain.states import EXPERIMENT_TRANSITIONS, ExperimentState, allowed_sources
+from chalicelib.domain.updates import ExperimentUpdates
 
 
-class DynamoExperiments:
+class DynamoExperiments(ExperimentUpdates):
     def __init__(self) -> None:
         self._table = dynamo.table("experiments")
 
-    def create(self, record: Mapping[str, Any]) -> None:
-        item = dict(record)
+    def create(self, experiment: Experiment) -> None:
+        item = experiment.to_item()
+        item.pop("searcher", None)  # saved by save_searcher, under its version
+        item.pop("searcher_version", None)
         item["config"] = dynamo.dumps(item["config"])
+        item["state"] = str(experiment.state)
         item.setdefault("version", 0)
-        self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(id)")
+        self._table.put_item(Item=dynamo.to_dynamo(item), ConditionExpression="attribute_not_exists(id)")
 
-    def get(self, experiment_id: int) -> dict[str, Any] | None:
+    def get(self, experiment_id: int) -> Experiment | None:
         item = self._table.get_item(Key={"id": experiment_id}, ConsistentRead=True).get("Item")
         return _decode(dynamo.plain(item)) if item else None
 
-    def list(self, limit: int, offset: int) -> list[dict[str, Any]]:
+    def list(self, limit: int, offset: int) -> list[Experiment]:
         # A scan is fine for the number of experiments one account runs; a GSI by owner comes with users.
         items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {}
@@ -40,10 +45,13 @@ class DynamoExperiments:
         items.sort(key=lambda i: int(i["id"]), reverse=True)
         return [_decode(i) for i in items[offset : offset + limit]]
 
-    def transition(self, experiment_id: int, target: str, **sets: Any) -> dict[str, Any] | None:
-        sources = allowed_sources(EXPERIMENT_TRANSITIONS, ExperimentState(target))
+    def transition(
+        self, experiment_id: int, target: ExperimentState, *, end_time: str | None = None
+    ) -> Experiment | None:
+        sources = allowed_sources(EXPERIMENT_TRANSITIONS, target)
+        sets = {"end_time": end_time} if end_time is not None else {}
         record = dynamo.transition(
-            self._table, {"id": experiment_id}, target, [str(s) for s in sources], sets
+            self._table, {"id": experiment_id}, str(target), [str(s) for s in sources], sets
         )
         return _decode(record) if record else None
 
@@ -67,14 +75,14 @@ class DynamoExperiments:
             raise
         return True
 
-    def update(self, experiment_id: int, **sets: Any) -> None:
-        dynamo.update_fields(self._table, {"id": experiment_id}, sets)
+    def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
+        dynamo.update_fields(self._table, {"id": experiment_id}, fields)
 
 
-def _decode(item: dict[str, Any]) -> dict[str, Any]:
+def _decode(item: dict[str, Any]) -> Experiment:
     item["config"] = json.loads(item["config"])
     if "searcher" in item:
         raw = item["searcher"]
         raw = bytes(raw.value if hasattr(raw, "value") else raw)
         item["searcher"] = json.loads(zlib.decompress(raw))
-    return item
+    return Experiment.from_item(item)

@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.aws import clients
 from chalicelib.domain.keys import log_stream
+from chalicelib.domain.records import LogLine
 from chalicelib.settings import get_settings
 
 # CloudWatch Logs limits: 10,000 events and ~1 MiB per PutLogEvents call, 256 KiB per event.
@@ -23,9 +24,9 @@ class CloudWatchLogs:
         self._logs = clients.client("logs")
         self._group = get_settings().log_group
 
-    def put(self, trial_id: int, lines: Sequence[Mapping[str, Any]]) -> None:
+    def put(self, trial_id: int, lines: Sequence[LogLine]) -> None:
         stream = log_stream(trial_id)
-        events = sorted(((int(line["timestamp"]), _encode(line)) for line in lines), key=lambda e: e[0])
+        events = sorted(((line.timestamp, _encode(line)) for line in lines), key=lambda e: e[0])
         batch: list[dict[str, Any]] = []
         size = 0
         for timestamp, message in events:
@@ -54,7 +55,7 @@ class CloudWatchLogs:
 
     def get(
         self, trial_id: int, limit: int, next_token: str | None, tail: int | None
-    ) -> tuple[list[dict[str, Any]], str | None]:
+    ) -> tuple[list[LogLine], str | None]:
         kwargs: dict[str, Any] = {
             "logGroupName": self._group,
             "logStreamName": log_stream(trial_id),
@@ -73,16 +74,16 @@ class CloudWatchLogs:
         return lines, answer.get("nextForwardToken") or next_token
 
 
-def _encode(line: Mapping[str, Any]) -> str:
+def _encode(line: LogLine) -> str:
     # The rank travels inside the event so one stream keeps the ranks' lines in time order.
-    message = str(line.get("message", ""))[:_MAX_EVENT_BYTES]
-    rank = line.get("rank")
+    message = line.message[:_MAX_EVENT_BYTES]
+    rank = line.rank
     # An empty line travels encoded too: CloudWatch refuses an empty message, and refusing the batch
     # would cost the lines around it.
     return json.dumps({"r": rank, "m": message}) if rank is not None or not message else message
 
 
-def _decode(event: Mapping[str, Any]) -> dict[str, Any]:
+def _decode(event: Mapping[str, Any]) -> LogLine:
     message = str(event.get("message", ""))
     rank = None
     if message.startswith('{"r": '):
@@ -91,4 +92,4 @@ def _decode(event: Mapping[str, Any]) -> dict[str, Any]:
             message, rank = str(decoded["m"]), decoded["r"]
         except (ValueError, KeyError):
             pass
-    return {"timestamp": int(event.get("timestamp", 0)), "message": message, "rank": rank}
+    return LogLine(int(event.get("timestamp", 0)), message, rank)

@@ -17,20 +17,27 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import dynamo
-from chalicelib.domain import keys
+from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
+from chalicelib.domain.updates import RunMoves
+from chalicelib.services.ports import Host
 
 
 def _sources(target: RunState) -> list[str]:
     return [str(s) for s in allowed_sources(RUN_TRANSITIONS, target)]
 
 
-class DynamoRuns:
+class DynamoRuns(RunMoves):
     def __init__(self) -> None:
         self._table = dynamo.table("runs")
 
-    def put_request(self, record: Mapping[str, Any]) -> bool:
-        item = {**record, "state": str(RunState.PENDING), "pending_pool": record["pool"], "version": 0}
+    def put_request(self, request: Run) -> bool:
+        item = {
+            **request.to_item(),
+            "state": str(RunState.PENDING),
+            "pending_pool": request.pool,
+            "version": 0,
+        }
         try:
             self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(run_id)")
         except ClientError as error:
@@ -39,12 +46,16 @@ class DynamoRuns:
             raise
         return True
 
-    def get(self, run_id: str) -> dict[str, Any] | None:
-        item = self._table.get_item(Key={"run_id": run_id}, ConsistentRead=True).get("Item")
-        return dynamo.plain(item) if item else None
+    def get(self, run_id: str) -> Run | None:
+        record = self.held(run_id)
+        return record if isinstance(record, Run) else None
 
-    def pending(self, pool: str) -> list[dict[str, Any]]:
-        return list(
+    def held(self, run_id: str) -> Run | Node | None:
+        item = self._table.get_item(Key={"run_id": run_id}, ConsistentRead=True).get("Item")
+        return held_record(dynamo.plain(item)) if item else None
+
+    def pending(self, pool: str) -> list[Run]:
+        return self._runs(
             dynamo.query_all(
                 self._table,
                 IndexName="pending",
@@ -53,8 +64,8 @@ class DynamoRuns:
             )
         )
 
-    def allocated(self, pool: str) -> list[dict[str, Any]]:
-        return list(
+    def allocated(self, pool: str) -> list[Run]:
+        return self._runs(
             dynamo.query_all(
                 self._table,
                 IndexName="allocated",
@@ -63,112 +74,68 @@ class DynamoRuns:
             )
         )
 
-    def for_agent(self, agent_id: str) -> list[dict[str, Any]]:
-        return list(
-            dynamo.query_all(
-                self._table,
-                IndexName="by_agent",
-                KeyConditionExpression="active_agent = :a",
-                ExpressionAttributeValues={":a": agent_id},
-            )
+    def for_agent(self, agent_id: str) -> list[Run | Node]:
+        items = dynamo.query_all(
+            self._table,
+            IndexName="by_agent",
+            KeyConditionExpression="active_agent = :a",
+            ExpressionAttributeValues={":a": agent_id},
         )
+        return [held_record(item) for item in items]
 
-    def assign(self, run_id: str, agent_id: str, nodes: tuple[str, ...] = ()) -> dict[str, Any] | None:
-        run = self.get(run_id)
-        if run is None:
-            return None
-        sets: dict[str, Any] = {
-            "agent_id": agent_id,
-            "alloc_pool": run["pool"],
-            "assigned_at": dynamo.now_iso(),
-        }
-        if nodes:
-            per_node = int(run["slots"]) // len(nodes)
-            sets["nodes"] = [{"agent_id": agent, "slots": per_node} for agent in nodes]
+    @staticmethod
+    def _runs(items: Any) -> list[Run]:
+        return [Run.from_item(item) for item in items]
+
+    def _move(
+        self,
+        run_id: str,
+        target: RunState,
+        fields: Mapping[str, Any],
+        removes: tuple[str, ...] = (),
+        agent_id: str | None = None,
+    ) -> dict[str, Any] | None:
         return dynamo.transition(
             self._table,
             {"run_id": run_id},
-            str(RunState.ASSIGNED),
-            _sources(RunState.ASSIGNED),
-            sets=sets,
-            removes=("pending_pool",),
+            str(target),
+            _sources(target),
+            sets=fields,
+            removes=removes,
+            extra_condition="agent_id = :agent" if agent_id is not None else "",
+            extra_values={":agent": agent_id} if agent_id is not None else None,
         )
 
-    def launch(self, run_id: str, launch_token: str) -> dict[str, Any] | None:
-        run = self.get(run_id)
-        if run is None:
-            return None
-        nodes = run.get("nodes") or []
-        if nodes:
-            # Node records first: a retried launch finds them (the put is conditional) before the run moves.
-            for rank, node in enumerate(nodes):
-                self._put_node(run, rank, node)
-            sets: dict[str, Any] = {"launch_token": launch_token, "rendezvous": {}, "node_exits": {}}
-        else:
-            sets = {"launch_token": launch_token, "active_agent": run["agent_id"]}
-        return dynamo.transition(
-            self._table,
-            {"run_id": run_id},
-            str(RunState.LAUNCHING),
-            _sources(RunState.LAUNCHING),
-            sets={**sets, "launched_at": dynamo.now_iso()},
-        )
+    def _now(self) -> str:
+        return dynamo.now_iso()
 
-    def _put_node(self, run: dict[str, Any], rank: int, node: dict[str, Any]) -> None:
-        item = {
-            "run_id": keys.node_id(run["run_id"], rank),
-            "kind": "node",
-            "parent_run": run["run_id"],
-            "node_rank": rank,
-            "trial_id": run["trial_id"],
-            "experiment_id": run["experiment_id"],
-            "pool": run["pool"],
-            "slots": int(node["slots"]),
-            "agent_id": node["agent_id"],
-            "active_agent": node["agent_id"],
-            "state": str(RunState.LAUNCHING),
-            "version": 0,
-        }
+    def _put_node(self, node: Node) -> None:
         try:
-            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(run_id)")
+            self._table.put_item(Item=node.to_item(), ConditionExpression="attribute_not_exists(run_id)")
         except ClientError as error:
             if not dynamo.is_condition_failure(error):
                 raise
 
-    def record_node_exit(self, run_id: str, node_rank: int, exit_code: int) -> dict[str, Any] | None:
+    def record_node_exit(self, run_id: str, node_rank: int, exit_code: int) -> Run | None:
         """Note one node's exit code on its run; the run as it is now, or None once the run has exited."""
-        return dynamo.update_map_entry(
-            self._table, {"run_id": run_id}, "node_exits", str(node_rank), exit_code, _live_condition()
+        return self._moved(
+            dynamo.update_map_entry(
+                self._table, {"run_id": run_id}, "node_exits", str(node_rank), exit_code, _live_condition()
+            )
         )
 
-    def register_rendezvous(
-        self, run_id: str, node_rank: int, entry: dict[str, Any]
-    ) -> dict[str, Any] | None:
+    def register_rendezvous(self, run_id: str, node_rank: int, entry: RendezvousEntry) -> Run | None:
         """Add a node to the run's rendezvous record; None when the run is not launched or has exited."""
-        return dynamo.update_map_entry(
-            self._table, {"run_id": run_id}, "rendezvous", str(node_rank), entry, _live_condition()
+        value = {"addr": entry.addr, "port": entry.port}
+        return self._moved(
+            dynamo.update_map_entry(
+                self._table, {"run_id": run_id}, "rendezvous", str(node_rank), value, _live_condition()
+            )
         )
 
-    def start(self, run_id: str, agent_id: str, pid: int) -> dict[str, Any] | None:
-        return dynamo.transition(
-            self._table,
-            {"run_id": run_id},
-            str(RunState.RUNNING),
-            _sources(RunState.RUNNING),
-            sets={"pid": pid, "started_at": dynamo.now_iso()},
-            extra_condition="agent_id = :agent",
-            extra_values={":agent": agent_id},
-        )
-
-    def exit(self, run_id: str, exit_code: int, reason: str) -> dict[str, Any] | None:
-        return dynamo.transition(
-            self._table,
-            {"run_id": run_id},
-            str(RunState.EXITED),
-            _sources(RunState.EXITED),
-            sets={"exit_code": exit_code, "reason": reason[:1000], "exited_at": dynamo.now_iso()},
-            removes=("pending_pool", "alloc_pool", "active_agent"),
-        )
+    @staticmethod
+    def _moved(item: dict[str, Any] | None) -> Run | None:
+        return Run.from_item(item) if item is not None else None
 
     def record_log_batch(self, run_id: str, seq: int) -> None:
         dynamo.update_fields(
@@ -207,7 +174,7 @@ class DynamoAgents:
         old: dict[str, Any] = dynamo.plain(answer.get("Attributes") or {})
         return bool(old.get("slots") != slots or old.get("pool") != pool)
 
-    def alive(self, pool: str, timeout_s: float) -> list[dict[str, Any]]:
+    def alive(self, pool: str, timeout_s: float) -> list[Host]:
         items = dynamo.query_all(
             self._table,
             IndexName="by_pool",
@@ -216,4 +183,4 @@ class DynamoAgents:
             ExpressionAttributeValues={":p": pool},
         )
         horizon = dynamo.now_epoch() - timeout_s
-        return [i for i in items if float(i["last_seen"]) >= horizon]
+        return [Host(str(i["agent_id"]), int(i["slots"])) for i in items if float(i["last_seen"]) >= horizon]

@@ -10,44 +10,49 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import dynamo
+from chalicelib.domain.records import Trial
 from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
+from chalicelib.domain.updates import TrialUpdates
 
 
-class DynamoTrials:
+class DynamoTrials(TrialUpdates):
     def __init__(self) -> None:
         self._table = dynamo.table("trials")
 
-    def create(self, record: Mapping[str, Any]) -> None:
+    def create(self, trial: Trial) -> None:
         """Create a trial once; creating the same id again (a redelivered event) changes nothing."""
-        item = dict(record)
+        item = trial.to_item()
         item["hparams"] = dynamo.dumps(item["hparams"])
-        item.setdefault("version", 0)
+        item["state"] = str(trial.state)
         try:
             self._table.put_item(Item=dynamo.to_dynamo(item), ConditionExpression="attribute_not_exists(id)")
         except ClientError as error:
             if not dynamo.is_condition_failure(error):
                 raise
 
-    def get(self, trial_id: int) -> dict[str, Any] | None:
+    def get(self, trial_id: int) -> Trial | None:
         item = self._table.get_item(Key={"id": trial_id}, ConsistentRead=True).get("Item")
         return _decode(dynamo.plain(item)) if item else None
 
-    def for_experiment(self, experiment_id: int) -> list[dict[str, Any]]:
+    def for_experiment(self, experiment_id: int) -> list[Trial]:
         items = dynamo.query_all(
             self._table,
             IndexName="by_experiment",
             KeyConditionExpression="experiment_id = :e",
             ExpressionAttributeValues={":e": experiment_id},
         )
-        return sorted((_decode(i) for i in items), key=lambda t: int(t["id"]))
+        return sorted((_decode(i) for i in items), key=lambda t: t.id)
 
-    def transition(self, trial_id: int, target: str, **sets: Any) -> dict[str, Any] | None:
-        sources = allowed_sources(TRIAL_TRANSITIONS, TrialState(target))
-        record = dynamo.transition(self._table, {"id": trial_id}, target, [str(s) for s in sources], sets)
+    def transition(self, trial_id: int, target: TrialState, *, end_time: str | None = None) -> Trial | None:
+        sources = allowed_sources(TRIAL_TRANSITIONS, target)
+        sets = {"end_time": end_time} if end_time is not None else {}
+        record = dynamo.transition(
+            self._table, {"id": trial_id}, str(target), [str(s) for s in sources], sets
+        )
         return _decode(record) if record else None
 
-    def update(self, trial_id: int, **sets: Any) -> None:
-        dynamo.update_fields(self._table, {"id": trial_id}, sets)
+    def _set_trial(self, trial_id: int, fields: Mapping[str, Any]) -> None:
+        dynamo.update_fields(self._table, {"id": trial_id}, fields)
 
     def record_training(self, trial_id: int, steps_completed: int) -> None:
         self._raise_total(trial_id, steps_completed)
@@ -85,14 +90,23 @@ class DynamoTrials:
             {":u": uuid, ":s": steps_completed},
         )
 
-    def bump_generation(self, trial_id: int, expected: int) -> bool:
-        """Move the trial to its next execution generation, only from `expected` (idempotent resume)."""
+    def resume_paused(self, trial_id: int, generation: int, attempt: int) -> bool:
+        """Move a paused trial from execution `generation` to the next, once per pause: `attempt` (the
+        trial's attempts, which only a new execution's enqueue moves on) is recorded as resumed, so a
+        redelivered pause event and a promotion racing it cannot both start an execution."""
         try:
             self._table.update_item(
                 Key={"id": trial_id},
-                UpdateExpression="SET generation = :next",
-                ConditionExpression="attribute_exists(id) AND (generation = :expected OR attribute_not_exists(generation))",
-                ExpressionAttributeValues={":next": expected + 1, ":expected": expected},
+                UpdateExpression="SET generation = :next, resumed_attempt = :attempt",
+                ConditionExpression=(
+                    "attribute_exists(id) AND (generation = :expected OR attribute_not_exists(generation))"
+                    " AND (resumed_attempt <> :attempt OR attribute_not_exists(resumed_attempt))"
+                ),
+                ExpressionAttributeValues={
+                    ":next": generation + 1,
+                    ":expected": generation,
+                    ":attempt": attempt,
+                },
             )
         except ClientError as error:
             if dynamo.is_condition_failure(error):
@@ -100,7 +114,7 @@ class DynamoTrials:
             raise
         return True
 
-    def record_searcher_length(self, trial_id: int, length: int) -> dict[str, Any] | None:
+    def record_searcher_length(self, trial_id: int, length: int) -> Trial | None:
         """Raise the trial's reported searcher length; mark the searcher's answer pending when the
         trial reached its target. Returns the trial, or None when the length was not new."""
         try:
@@ -115,12 +129,12 @@ class DynamoTrials:
             if dynamo.is_condition_failure(error):
                 return None
             raise
-        trial = _decode(dynamo.plain(answer["Attributes"]))
-        target = trial.get("target_length")
+        item = dynamo.plain(answer["Attributes"])
+        target = item.get("target_length")
         if target is not None and length >= int(target):
-            self.update(trial_id, searcher_pending=True)
-            trial["searcher_pending"] = True
-        return trial
+            self._set_trial(trial_id, {"searcher_pending": True})
+            item["searcher_pending"] = True
+        return _decode(item)
 
     def _raise_total(self, trial_id: int, steps_completed: int) -> None:
         self._conditional_set(
@@ -150,8 +164,8 @@ def _finite(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()}
 
 
-def _decode(item: dict[str, Any]) -> dict[str, Any]:
+def _decode(item: dict[str, Any]) -> Trial:
     item["hparams"] = json.loads(item["hparams"])
     if "latest_validation" in item:
         item["latest_validation"] = json.loads(item["latest_validation"])
-    return item
+    return Trial.from_item(item)

@@ -1,9 +1,22 @@
-"""Time as the control plane records it: ISO-8601 UTC with milliseconds."""
+"""Time as the control plane records it: ISO-8601 UTC with milliseconds, read from the system clock.
+
+The services read time only through `Ports.clock`; this is the clock `aws_ports()` gives them (the
+in-memory twin's clock is set by hand: `chalicelib.memory.MemoryClock`)."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def iso_utc(epoch: float) -> str:
+    """Seconds since the epoch as the control plane writes times: `2026-01-01T00:00:00.000Z`."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    def now_iso(self) -> str:
+        return iso_utc(self.now())

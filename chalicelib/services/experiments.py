@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import config as cfg
 from chalicelib.domain import keys
+from chalicelib.domain.records import Experiment
 from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.services import searching
-from chalicelib.services.clock import now_iso
-from chalicelib.services.ports import Ports, Record
+from chalicelib.services.ports import Ports
 from contract.nni import is_nni_config
 
 
 @dataclass(frozen=True)
 class CreateResult:
-    experiment: Record | None
+    experiment: Experiment | None
     warnings: list[str]
 
 
@@ -38,7 +37,7 @@ def validate(raw_config: Mapping[str, Any]) -> cfg.ParsedConfig:
     if nni_warnings:
         parsed = cfg.ParsedConfig(config=parsed.config, warnings=[*parsed.warnings, *nni_warnings])
     try:
-        new_searcher(searching.search_spec(parsed.config.model_dump(mode="json")))
+        new_searcher(searching.search_spec(parsed.config))
     except SearcherNotSupportedError as error:
         raise cfg.ConfigInvalidError([cfg.ConfigProblem("searcher.name", str(error))]) from error
     return parsed
@@ -67,43 +66,39 @@ def create(
         )
     experiment_id = ports.ids.next("experiment")
     # Determined seeds from the submission time; the seed is kept in the stored config so a rerun matches.
-    filled = parsed.config.with_service_defaults(
-        experiment_id=experiment_id, experiment_seed=int(time.time())
+    config = parsed.config.with_service_defaults(
+        experiment_id=experiment_id, experiment_seed=int(ports.clock.now())
     )
-    config = filled.model_dump(mode="json")
-    resources = config.get("resources") or {}
-    record = {
-        "id": experiment_id,
-        "state": str(ExperimentState.ACTIVE if activate else ExperimentState.PAUSED),
-        "name": config["name"],
-        "description": config.get("description") or "",
-        "labels": list(config.get("labels") or []),
-        "owner": owner,
-        "config": config,
-        "context_sha256": context_sha256,
-        "searcher_type": config["searcher"]["name"],
-        "resource_pool": resources.get("resource_pool") or "default",
-        "start_time": now_iso(),
-        "num_trials": 0,
-    }
-    ports.experiments.create(record)
+    experiment = Experiment(
+        id=experiment_id,
+        state=ExperimentState.ACTIVE if activate else ExperimentState.PAUSED,
+        name=config.name or "",
+        description=config.description or "",
+        labels=list(config.labels),
+        owner=owner,
+        config=config.model_dump(mode="json"),
+        context_sha256=context_sha256,
+        searcher_type=config.searcher.name,
+        resource_pool=config.resources.resource_pool,
+        start_time=ports.clock.now_iso(),
+    )
+    ports.experiments.create(experiment)
     if activate:
-        searching.start(ports, experiment_id)
-    stored = ports.experiments.get(experiment_id)
-    return CreateResult(experiment=stored, warnings=warnings)
+        searching.start(ports, experiment.with_parsed_config(config))  # the config parsed once
+    return CreateResult(experiment=ports.experiments.get(experiment_id), warnings=warnings)
 
 
-def activate(ports: Ports, experiment_id: int) -> Record:
+def activate(ports: Ports, experiment_id: int) -> Experiment:
     experiment = get(ports, experiment_id)
-    if experiment["state"] == ExperimentState.ACTIVE:
+    if experiment.state == ExperimentState.ACTIVE:
         return experiment
-    if ports.experiments.transition(experiment_id, str(ExperimentState.ACTIVE)) is None:
-        raise ConflictError(f"experiment {experiment_id} is {experiment['state']} and cannot be activated")
-    searching.start(ports, experiment_id)
+    if ports.experiments.transition(experiment_id, ExperimentState.ACTIVE) is None:
+        raise ConflictError(f"experiment {experiment_id} is {experiment.state} and cannot be activated")
+    searching.start(ports, get(ports, experiment_id))
     return get(ports, experiment_id)
 
 
-def get(ports: Ports, experiment_id: int) -> Record:
+def get(ports: Ports, experiment_id: int) -> Experiment:
     experiment = ports.experiments.get(experiment_id)
     if experiment is None:
         raise NotFoundError(f"experiment {experiment_id} not found; `det experiment list` shows the ids")

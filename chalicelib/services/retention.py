@@ -14,61 +14,54 @@ from collections.abc import Sequence
 from typing import Any
 
 from chalicelib.domain import keys
-from chalicelib.services.ports import Ports, Record
+from chalicelib.domain.records import Checkpoint, Experiment, Trial
+from chalicelib.services.ports import Ports
 
 
-def apply(ports: Ports, experiment: Record, trials: Sequence[Record]) -> list[str]:
+def apply(ports: Ports, experiment: Experiment, trials: Sequence[Trial]) -> list[str]:
     """Delete what the policy does not keep; returns the uuids deleted now."""
-    config = experiment["config"]
-    storage = config.get("checkpoint_storage") or {}
-    latest_n = int(storage.get("save_trial_latest", 1))
-    trial_best_n = int(storage.get("save_trial_best", 1))
-    experiment_best_n = int(storage.get("save_experiment_best", 0))
-    searcher = config.get("searcher") or {}
-    metric = str(searcher.get("metric", ""))
-    smaller = bool(searcher.get("smaller_is_better", True))
+    config = experiment.parsed_config
+    storage = config.checkpoint_storage
+    metric, smaller = config.searcher.metric, config.searcher.smaller_is_better
 
     keep: set[str] = set()
     scored: list[tuple[float, str]] = []
-    everything: list[Record] = []
+    everything: list[Checkpoint] = []
     for trial in trials:
-        checkpoints = [c for c in ports.checkpoints.for_trial(int(trial["id"])) if c["state"] == "COMPLETED"]
+        checkpoints = [c for c in ports.checkpoints.for_trial(trial.id) if c.state == "COMPLETED"]
         everything.extend(checkpoints)
-        by_steps = sorted(
-            checkpoints, key=lambda c: (int(c["steps_completed"]), str(c["report_time"])), reverse=True
-        )
-        keep.update(c["uuid"] for c in by_steps[:latest_n])
-        values = _validation_values(ports, int(trial["id"]), metric)
+        by_steps = sorted(checkpoints, key=lambda c: (c.steps_completed, c.report_time), reverse=True)
+        keep.update(c.uuid for c in by_steps[: storage.save_trial_latest])
+        values = _validation_values(ports, trial.id, metric)
         trial_scored = [
-            (_rank(values[int(c["steps_completed"])], smaller), str(c["uuid"]))
+            (_rank(values[c.steps_completed], smaller), c.uuid)
             for c in checkpoints
-            if int(c["steps_completed"]) in values
+            if c.steps_completed in values
         ]
         trial_scored.sort()
-        keep.update(uuid for _, uuid in trial_scored[:trial_best_n])
+        keep.update(uuid for _, uuid in trial_scored[: storage.save_trial_best])
         scored.extend(trial_scored)
     scored.sort()
-    keep.update(uuid for _, uuid in scored[:experiment_best_n])
+    keep.update(uuid for _, uuid in scored[: storage.save_experiment_best])
 
     deleted = []
     for checkpoint in everything:
-        if checkpoint["uuid"] in keep:
+        if checkpoint.uuid in keep:
             continue
-        prefix = keys.checkpoint_prefix(
-            int(checkpoint["experiment_id"]), int(checkpoint["trial_id"]), str(checkpoint["uuid"])
+        ports.blobs.delete_prefix(
+            keys.checkpoint_prefix(checkpoint.experiment_id, checkpoint.trial_id, checkpoint.uuid)
         )
-        ports.blobs.delete_prefix(prefix)
-        ports.checkpoints.mark_deleted(str(checkpoint["uuid"]))
-        deleted.append(str(checkpoint["uuid"]))
+        ports.checkpoints.mark_deleted(checkpoint.uuid)
+        deleted.append(checkpoint.uuid)
     return deleted
 
 
 def _validation_values(ports: Ports, trial_id: int, metric: str) -> dict[int, float]:
     values: dict[int, float] = {}
-    for row in ports.metrics.list(trial_id, "validation"):
-        value: Any = (row.get("metrics") or {}).get(metric)
+    for report in ports.metrics.list(trial_id, "validation"):
+        value: Any = report.metrics.get(metric)
         if isinstance(value, int | float) and math.isfinite(float(value)):
-            values[int(row["steps_completed"])] = float(value)
+            values[report.steps_completed] = float(value)
     return values
 
 

@@ -11,17 +11,17 @@ the others are killed at their agents' next heartbeat; the run completes when ev
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from chalicelib import config as cfg
 from chalicelib.domain import keys
+from chalicelib.domain.records import LogLine
+from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from chalicelib.services import tokens
-from chalicelib.services.clock import now_iso
-from chalicelib.services.ports import Ports, Record
-from chalicelib.settings import get_settings
+from chalicelib.services.ports import Ports
 from contract import messages
 from contract.entrypoint import legacy_trial_argv
 from contract.env import TrialEnv
@@ -38,16 +38,13 @@ def handle_launch(ports: Ports, message: messages.Launch) -> None:
     run = ports.runs.get(run_id)
     if run is None:
         raise NotFoundError(f"run {run_id} not found")
-    if run["state"] == RunState.ASSIGNED:
-        ports.runs.launch(run_id, message.token)
-        ports.trials.transition(int(run["trial_id"]), str(TrialState.PULLING))
-    elif run["state"] == RunState.EXITED:
+    if run.state == RunState.ASSIGNED:
+        ports.compute.launch(run_id, message.token)
+        ports.trials.transition(run.trial_id, TrialState.PULLING)
+    elif run.state == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
-        output = {
-            "exit_code": int(run.get("exit_code", -1)),
-            "reason": run.get("reason", ""),
-            "paused": False,
-        }
+        exit_code = run.exit_code if run.exit_code is not None else -1
+        output = {"exit_code": exit_code, "reason": run.reason or "", "paused": False}
         ports.workflows.succeed(message.token, output)
     # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
 
@@ -55,15 +52,17 @@ def handle_launch(ports: Ports, message: messages.Launch) -> None:
 def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Sequence[str]) -> dict[str, Any]:
     if ports.agents.heartbeat(agent_id, pool, slots):
         ports.queues.to_scheduler(
-            pool, messages.CapacityChanged(pool).to_body(), dedup_id=f"capacity-{agent_id}-{now_iso()}"
+            pool,
+            messages.CapacityChanged(pool).to_body(),
+            dedup_id=f"capacity-{agent_id}-{ports.clock.now_iso()}",
         )
     launches = []
     kill = []
     mine = ports.runs.for_agent(agent_id)
-    live = {r["run_id"] for r in mine}
-    for run in mine:
-        if run["state"] == RunState.LAUNCHING and run["run_id"] not in running:
-            launches.append(launch_spec(ports, run).to_json())
+    live = {held.held_id for held in mine}
+    for held in mine:
+        if held.state == RunState.LAUNCHING and held.held_id not in running:
+            launches.append(launch_spec(ports, held).to_json())
     for run_id in running:
         if run_id not in live:
             kill.append(run_id)  # the control plane no longer expects it (ended, or canceled)
@@ -71,126 +70,129 @@ def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Seque
 
 
 def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:
-    record = _own_run(ports, agent_id, run_id)
+    held = _held_by(ports, agent_id, run_id)
     if ports.runs.start(run_id, agent_id, pid) is None:
         return  # a retried report
-    run = record
-    if record.get("kind") == "node":
+    run: Run | None = held if isinstance(held, Run) else None
+    if isinstance(held, Node):
         # The run is RUNNING when its first node is.
-        parent = ports.runs.get(str(record["parent_run"]))
-        if parent is None or ports.runs.start(parent["run_id"], str(parent["agent_id"]), pid) is None:
+        parent = ports.runs.get(held.run_id)
+        if (
+            parent is None
+            or parent.agent_id is None
+            or ports.runs.start(parent.run_id, parent.agent_id, pid) is None
+        ):
             return
         run = parent
-    ports.trials.transition(int(run["trial_id"]), str(TrialState.RUNNING))
+    if run is not None:
+        ports.trials.transition(run.trial_id, TrialState.RUNNING)
 
 
 def exited(
     ports: Ports, agent_id: str, run_id: str, exit_code: int, reason: str, failed_rank: int | None = None
 ) -> None:
-    record = _own_run(ports, agent_id, run_id)
-    if record["state"] == RunState.EXITED:
+    held = _held_by(ports, agent_id, run_id)
+    if held.state == RunState.EXITED:
         return  # a retried report
     if ports.runs.exit(run_id, exit_code, reason) is None:
         return
-    if record.get("kind") == "node":
-        _node_exited(ports, record, exit_code, reason, failed_rank)
+    if isinstance(held, Node):
+        _node_exited(ports, held, exit_code, reason, failed_rank)
     else:
-        _settle(ports, record, exit_code, reason, failed_rank)
+        _report_run_exit(ports, held, exit_code, reason, failed_rank)
 
 
-def _node_exited(ports: Ports, node: Record, exit_code: int, reason: str, failed_rank: int | None) -> None:
+def _node_exited(ports: Ports, node: Node, exit_code: int, reason: str, failed_rank: int | None) -> None:
     """One node of a multi-node run ended: the first failure ends the run (the other nodes are told to
     stop at their agents' next heartbeat); a clean exit ends it once every node has exited cleanly."""
-    rank = int(node["node_rank"])
-    run = ports.runs.record_node_exit(str(node["parent_run"]), rank, exit_code)
+    run = ports.runs.record_node_exit(node.run_id, node.node_rank, exit_code)
     if run is None:
         return  # the run has ended already: another node failed first
-    count = len(run["nodes"])
+    count = len(run.nodes)
     if exit_code == 0:
-        if len(run.get("node_exits") or {}) < count:
+        if len(run.node_exits) < count:
             return  # the others are still running
         reason = f"all {count} nodes exited with code 0"
     else:
-        reason = f"node {rank} of {count} (agent {node['agent_id']}): {reason}"
-    if ports.runs.exit(run["run_id"], exit_code, reason) is None:
+        reason = f"node {node.node_rank} of {count} (agent {node.agent_id}): {reason}"
+    if ports.runs.exit(run.run_id, exit_code, reason) is None:
         return
     for other in range(count):
-        if other != rank:
-            ports.runs.exit(keys.node_id(run["run_id"], other), -1, f"stopped: node {rank} ended the run")
-    _settle(ports, run, exit_code, reason, failed_rank)
+        if other != node.node_rank:
+            node_id = keys.node_id(run.run_id, other)
+            ports.runs.exit(node_id, -1, f"stopped: node {node.node_rank} ended the run")
+            ports.compute.stop(node_id)
+    _report_run_exit(ports, run, exit_code, reason, failed_rank)
 
 
-def agents_lost(ports: Ports, run: Record, agents: Sequence[str], timeout_s: float) -> bool:
+def agents_lost(ports: Ports, run: Run, agents: Sequence[str], timeout_s: float) -> bool:
     """End a run held by agents that stopped heartbeating (their processes are presumed gone with them);
     the workflow then restarts the trial elsewhere or fails it. False if the run had ended already."""
     names = ", ".join(agents)
     reason = f"lost agent {names}: no heartbeat for {timeout_s:.0f} s; the run's processes are presumed gone"
-    if ports.runs.exit(str(run["run_id"]), AGENT_LOST_EXIT_CODE, reason) is None:
+    if ports.runs.exit(run.run_id, AGENT_LOST_EXIT_CODE, reason) is None:
         return False
-    log.warning("run %s: %s", run["run_id"], reason)
-    for rank in range(len(run.get("nodes") or [])):
-        ports.runs.exit(keys.node_id(str(run["run_id"]), rank), AGENT_LOST_EXIT_CODE, reason)
-    _settle(ports, run, AGENT_LOST_EXIT_CODE, reason, None)
+    log.warning("run %s: %s", run.run_id, reason)
+    ports.compute.stop(run.run_id)
+    for rank in range(len(run.nodes)):
+        ports.runs.exit(keys.node_id(run.run_id, rank), AGENT_LOST_EXIT_CODE, reason)
+        ports.compute.stop(keys.node_id(run.run_id, rank))
+    _report_run_exit(ports, run, AGENT_LOST_EXIT_CODE, reason, None)
     return True
 
 
-def _settle(ports: Ports, run: Record, exit_code: int, reason: str, failed_rank: int | None) -> None:
+def _report_run_exit(ports: Ports, run: Run, exit_code: int, reason: str, failed_rank: int | None) -> None:
     """The run has exited: record it on the trial and answer the workflow's launch token."""
-    trial = ports.trials.get(int(run["trial_id"]))
+    trial = ports.trials.get(run.trial_id)
     # Paused only if this process was told to pause (a promotion may have come since: see trial_paused).
-    paused = exit_code == 0 and bool(run.get("pausing"))
-    if trial is not None and trial.get("invalid_hp") and exit_code == 0:
-        reason = str(trial.get("exit_reason") or reason)
-    fields: dict[str, Any] = {"exit_code": exit_code, "exit_reason": reason[:1000]}
-    if exit_code != 0:
-        fields["failed_rank"] = failed_rank  # None clears a rank left by an earlier run
-    ports.trials.update(int(run["trial_id"]), **fields)
-    token = run.get("launch_token")
-    if token:
+    paused = exit_code == 0 and run.pausing
+    if trial is not None and trial.invalid_hp and exit_code == 0:
+        reason = trial.exit_reason or reason
+    if exit_code == 0 and trial is not None:
+        failed_rank = trial.failed_rank  # a clean exit keeps the rank an earlier run failed on
+    ports.trials.record_exit(run.trial_id, exit_code, reason, failed_rank)
+    if run.launch_token:
         ports.workflows.succeed(
-            str(token), {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
+            run.launch_token, {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
         )
 
 
 def rendezvous(
-    ports: Ports, run: Record, node_rank: int | None = None, addr: str = "", port: int | None = None
+    ports: Ports, run: Run, node_rank: int | None = None, addr: str = "", port: int | None = None
 ) -> dict[str, Any]:
     """A multi-node run's rendezvous record: each node's launcher adds its address (the chief its port too),
     then reads the record until every node is in it. Without ``node_rank``, only reads it."""
-    count = len(run.get("nodes") or [])
+    count = len(run.nodes)
     if count < 2:
         raise BadRequestError(
-            f"run {run['run_id']} runs on one node and has no rendezvous; a launcher reaches this only "
+            f"run {run.run_id} runs on one node and has no rendezvous; a launcher reaches this only "
             "with STRATUS_NUM_NODES > 1 (unset it, or set it to 1)"
         )
     if node_rank is not None:
         if not 0 <= node_rank < count:
             raise BadRequestError(
-                f"node_rank {node_rank} is outside 0..{count - 1}: run {run['run_id']} has {count} nodes"
+                f"node_rank {node_rank} is outside 0..{count - 1}: run {run.run_id} has {count} nodes"
             )
         if node_rank == 0 and port is None:
             raise BadRequestError("the chief (node_rank 0) must give the port its rank 0 will listen on")
-        entry = {"addr": addr, "port": port if node_rank == 0 else None}
-        updated = ports.runs.register_rendezvous(str(run["run_id"]), node_rank, entry)
+        entry = RendezvousEntry(addr, port if node_rank == 0 else None)
+        updated = ports.runs.register_rendezvous(run.run_id, node_rank, entry)
         if updated is None:
-            raise ConflictError(f"run {run['run_id']} has ended; its rendezvous is closed")
+            raise ConflictError(f"run {run.run_id} has ended; its rendezvous is closed")
         run = updated
-    registered = run.get("rendezvous") or {}
     nodes = [
-        {"node_rank": int(rank), "addr": str(entry["addr"]), "port": entry.get("port")}
-        for rank, entry in sorted(registered.items(), key=lambda item: int(item[0]))
+        {"node_rank": rank, "addr": entry.addr, "port": entry.port}
+        for rank, entry in sorted(run.rendezvous.items())
     ]
-    return {"run_id": run["run_id"], "num_nodes": count, "nodes": nodes, "ready": len(nodes) == count}
+    return {"run_id": run.run_id, "num_nodes": count, "nodes": nodes, "ready": len(nodes) == count}
 
 
-def store_logs(
-    ports: Ports, trial_id: int, run_id: str, seq: int | None, lines: Sequence[Mapping[str, Any]]
-) -> bool:
+def store_logs(ports: Ports, trial_id: int, run_id: str, seq: int | None, lines: Sequence[LogLine]) -> bool:
     """Store a batch of a run's log lines once; False when `seq` shows it is a retried batch."""
-    run = ports.runs.get(run_id)
-    if run is None or int(run["trial_id"]) != trial_id:
+    held = ports.runs.held(run_id)
+    if held is None or held.trial_id != trial_id:
         raise NotFoundError(f"run {run_id} of trial {trial_id} not found")
-    if seq is not None and int(run.get("log_seq", 0)) >= seq:
+    if seq is not None and held.log_seq >= seq:
         return False
     ports.logs.put(trial_id, lines)
     if seq is not None:
@@ -198,57 +200,58 @@ def store_logs(
     return True
 
 
-def _own_run(ports: Ports, agent_id: str, run_id: str) -> Record:
-    run = ports.runs.get(run_id)
-    if run is None:
+def _held_by(ports: Ports, agent_id: str, run_id: str) -> Run | Node:
+    held = ports.runs.held(run_id)
+    if held is None:
         raise NotFoundError(f"run {run_id} not found")
-    if run.get("agent_id") != agent_id:
+    if held.agent_id != agent_id:
         raise ForbiddenError(f"run {run_id} is not assigned to agent {agent_id}")
-    return run
+    return held
 
 
-def launch_spec(ports: Ports, record: Record) -> LaunchSpec:
-    """What an agent needs to start a run, or one node of a multi-node run (``record`` is then the node:
+def launch_spec(ports: Ports, held: Run | Node) -> LaunchSpec:
+    """What an agent needs to start a run, or one node of a multi-node run (``held`` is then the node:
     the processes still act for the run, with its token, and learn their node from the environment)."""
-    settings = get_settings()
-    run = record
-    node = record.get("kind") == "node"
-    if node:
-        parent = ports.runs.get(str(record["parent_run"]))
+    settings = ports.settings
+    if isinstance(held, Node):
+        parent = ports.runs.get(held.run_id)
         if parent is None:
-            raise NotFoundError(f"run {record['parent_run']} of node {record['run_id']} not found")
+            raise NotFoundError(f"run {held.run_id} of node {held.node_id} not found")
         run = parent
-    trial = ports.trials.get(int(run["trial_id"]))
-    experiment = ports.experiments.get(int(run["experiment_id"]))
+    else:
+        run = held
+    trial = ports.trials.get(run.trial_id)
+    experiment = ports.experiments.get(run.experiment_id)
     if trial is None or experiment is None:
-        raise NotFoundError(f"trial of run {run['run_id']} not found")
-    config = cfg.parse_experiment_config(experiment["config"]).config
+        raise NotFoundError(f"trial of run {run.run_id} not found")
+    config = experiment.parsed_config
     # GPU flavours of images and variables come with the GPU backends; agents run the CPU flavour for now.
     environment = config.environment.variables_for(gpu=False)
+    node = held if isinstance(held, Node) else None
     trial_env = TrialEnv(
         master=settings.api_url,
-        trial_id=int(trial["id"]),
-        experiment_id=int(experiment["id"]),
-        run_id=str(run["run_id"]),
-        run_token=tokens.run_token(settings.token_secret, run["run_id"]),
-        hparams=trial["hparams"],
-        latest_checkpoint=str(trial.get("latest_checkpoint") or "") or None,
-        trial_seed=int(trial.get("trial_seed", 0)),
-        slots=int(run["slots"]),
-        num_nodes=len(run["nodes"]) if node else None,
-        node_rank=int(record["node_rank"]) if node else None,
+        trial_id=trial.id,
+        experiment_id=experiment.id,
+        run_id=run.run_id,
+        run_token=tokens.run_token(settings.token_secret, run.run_id),
+        hparams=trial.hparams,
+        latest_checkpoint=trial.latest_checkpoint or None,
+        trial_seed=trial.trial_seed,
+        slots=run.slots,
+        num_nodes=len(run.nodes) if node else None,
+        node_rank=node.node_rank if node else None,
     )
     environment.update(trial_env.to_env())
     return LaunchSpec(
-        run_id=str(record["run_id"]),
-        trial_id=int(trial["id"]),
-        experiment_id=int(experiment["id"]),
-        slots=int(record["slots"]),
+        run_id=held.held_id,
+        trial_id=trial.id,
+        experiment_id=experiment.id,
+        slots=held.slots,
         entrypoint=tuple(entrypoint_argv(config)),
         environment=environment,
         context_url=(
-            ports.blobs.presign_get(keys.context_key(experiment["context_sha256"]))
-            if experiment.get("context_sha256")
+            ports.blobs.presign_get(keys.context_key(experiment.context_sha256))
+            if experiment.context_sha256
             else None
         ),
         api_url=settings.api_url,

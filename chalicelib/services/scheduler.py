@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 
+from chalicelib.domain.run_records import Run
 from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, assign_fifo
+from chalicelib.domain.states import RunState
 from chalicelib.services import runs
-from chalicelib.services.clock import now_iso
 from chalicelib.services.ports import Ports
-from chalicelib.settings import get_settings
 from contract import messages
 
 log = logging.getLogger(__name__)
@@ -27,49 +27,48 @@ log = logging.getLogger(__name__)
 def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
     if isinstance(message, messages.RequestSlots):
         ports.runs.put_request(
-            {
-                "run_id": message.run_id,
-                "trial_id": message.trial_id,
-                "experiment_id": message.experiment_id,
-                "pool": message.pool,
-                "slots": message.slots,
-                "priority": message.priority,
-                "slot_token": message.token,
-                "queued_at": now_iso(),
-            }
+            Run(
+                run_id=message.run_id,
+                trial_id=message.trial_id,
+                experiment_id=message.experiment_id,
+                pool=message.pool,
+                slots=message.slots,
+                priority=message.priority,
+                state=RunState.PENDING,
+                slot_token=message.token,
+                queued_at=ports.clock.now_iso(),
+            )
         )
     schedule_pool(ports, message.pool)
 
 
 def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     """One scheduling pass; returns the (run_id, agents) pairs granted now (agents comma-separated, chief
-    first, for a run on several nodes)."""
-    timeout = get_settings().agent_timeout_s
-    alive = ports.agents.alive(pool, timeout)
-    alive_ids = {str(a["agent_id"]) for a in alive}
+    first, for a run on several nodes). The pool's backend is told the slots its runs hold and wait for."""
+    timeout = ports.settings.agent_timeout_s
+    hosts = ports.compute.hosts(pool)
+    alive_ids = {host.host_id for host in hosts}
     used: dict[str, int] = {}
     for run in ports.runs.allocated(pool):
-        nodes = run.get("nodes") or [{"agent_id": run["agent_id"], "slots": run["slots"]}]
-        lost = sorted({str(n["agent_id"]) for n in nodes} - alive_ids)
+        lost = sorted({p.agent_id for p in run.placements} - alive_ids)
         if lost:
             runs.agents_lost(ports, run, lost, timeout)
             continue
-        for node in nodes:
-            used[node["agent_id"]] = used.get(node["agent_id"], 0) + int(node["slots"])
+        for placement in run.placements:
+            used[placement.agent_id] = used.get(placement.agent_id, 0) + placement.slots
     pending = ports.runs.pending(pool)
+    ports.compute.set_desired_slots(pool, sum(used.values()) + sum(r.slots for r in pending))
     if not pending:
         return []
     agents = [
-        AgentCapacity(agent_id=a["agent_id"], slots=int(a["slots"]), used=used.get(a["agent_id"], 0))
-        for a in alive
+        AgentCapacity(agent_id=host.host_id, slots=host.slots, used=used.get(host.host_id, 0))
+        for host in hosts
     ]
     requests = [
-        SlotRequest(
-            run_id=r["run_id"], slots=int(r["slots"]), priority=int(r["priority"]), queued_at=r["queued_at"]
-        )
+        SlotRequest(run_id=r.run_id, slots=r.slots, priority=r.priority, queued_at=r.queued_at)
         for r in pending
     ]
-    tokens = {r["run_id"]: r["slot_token"] for r in pending}
+    tokens = {r.run_id: r.slot_token for r in pending}
     granted = []
     for assignment in assign_fifo(requests, agents):
         if ports.runs.assign(assignment.run_id, assignment.agent_id, assignment.nodes) is None:
@@ -80,6 +79,7 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         else:
             # The execution is gone (stopped or timed out): give the slots back.
             ports.runs.exit(assignment.run_id, -1, "its workflow ended before it was launched")
+            ports.compute.stop(assignment.run_id)
     if granted:
         log.info("pool %s: granted %s", pool, granted)
     return granted

@@ -8,16 +8,14 @@ idempotent on their own too: a trial is created once per searcher request id, ex
 Per trial, the searcher's wishes live on the trial record: `target_length` (train until there),
 `searcher_action` (`train`, `pause` or `stop`) and `searcher_pending` (a validation at the target has
 been reported and the searcher has not answered yet). The trial reads them through
-`GET /trials/{id}/searcher` (see `trial_api.searcher_state`).
+`GET /trials/{id}/searcher` (see `trial_reports.searcher_state`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from chalicelib import config as cfg
 from chalicelib.domain import keys
+from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.searchers import (
     ContinueTrial,
     CreateTrial,
@@ -36,8 +34,7 @@ from chalicelib.domain.searchers import (
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
 from chalicelib.services import retention
-from chalicelib.services.clock import now_iso
-from chalicelib.services.ports import Ports, Record
+from chalicelib.services.ports import Ports
 from contract import messages
 
 
@@ -45,51 +42,53 @@ class StaleSearcherError(ConflictError):
     """Another consumer updated the searcher first; the event will be delivered again."""
 
 
-def search_spec(config: Mapping[str, Any]) -> SearchSpec:
-    """The searcher's inputs from a stored (JSON) config."""
-    parsed = cfg.parse_experiment_config(config).config
-    settings = parsed.searcher.model_dump(mode="json")
-    max_length = (
-        settings.get("max_time") if settings.get("time_metric") else parsed.searcher_max_length_batches()
-    )
-    seed = int((config.get("reproducibility") or {}).get("experiment_seed") or 0)
+def time_metric(config: cfg.ExperimentConfig) -> str | None:
+    """The metric an adaptive_asha searcher measures lengths in (`time_metric` + `max_time`), or None
+    when lengths are batches."""
+    return config.searcher.time_metric if isinstance(config.searcher, cfg.AdaptiveASHASearcher) else None
+
+
+def search_spec(config: cfg.ExperimentConfig) -> SearchSpec:
+    """The searcher's inputs from an experiment's config."""
+    searcher = config.searcher
+    if isinstance(searcher, cfg.AdaptiveASHASearcher) and searcher.uses_time_metric:
+        max_length = searcher.max_time
+    else:
+        max_length = config.searcher_max_length_batches()
     return SearchSpec(
-        space=config.get("hyperparameters") or {},
-        settings=settings,
+        space=config.model_dump(mode="json", include={"hyperparameters"})["hyperparameters"],
+        settings=searcher.model_dump(mode="json"),
         max_length=int(max_length) if max_length is not None else None,
-        seed=seed,
+        seed=config.reproducibility.experiment_seed or 0,
     )
 
 
-def start(ports: Ports, experiment_id: int) -> None:
-    experiment = ports.experiments.get(experiment_id)
-    if experiment is None or "searcher" in experiment:
+def start(ports: Ports, experiment: Experiment) -> None:
+    """Start the experiment's searcher: its first trials. Once: a searcher already started is kept."""
+    if experiment.searcher_started:
         return  # already started (a redelivered activation)
-    spec = search_spec(experiment["config"])
+    spec = search_spec(experiment.parsed_config)
     searcher = new_searcher(spec)
     _save_and_apply(ports, experiment, spec, searcher, searcher.initial_operations(), version=0)
 
 
 def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
     experiment = ports.experiments.get(message.experiment_id)
-    if experiment is None or "searcher" not in experiment:
+    if experiment is None or experiment.searcher is None or experiment.state.terminal:
         return
-    state = ExperimentState(experiment["state"])
-    if state.terminal:
+    if experiment.state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
+        _end_experiment_once_trials_stopped(ports, experiment, message)
         return
-    if state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
-        _settle_stopping(ports, experiment, message)
-        return
-    spec = search_spec(experiment["config"])  # parsed once per event
-    searcher = restore_searcher(experiment["searcher"], spec)
+    spec = search_spec(experiment.parsed_config)  # parsed once per event
+    searcher = restore_searcher(experiment.searcher, spec)
     trial_id = message.trial_id
     if isinstance(message, messages.TrialPaused):
-        _settle_paused(ports, experiment, trial_id)
+        _carry_out_decision_on_paused_trial(ports, experiment, trial_id)
         return
     if isinstance(message, messages.TrialExited):
         trial = ports.trials.get(trial_id)
-        failed = trial is None or trial["state"] != TrialState.COMPLETED
-        invalid = bool(trial and trial.get("invalid_hp"))
+        failed = trial is None or trial.state != TrialState.COMPLETED
+        invalid = trial is not None and trial.invalid_hp
         event: TrialExited | ValidationReported = TrialExited(
             event_id=message.event_id,
             trial_id=trial_id,
@@ -104,34 +103,36 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
             metric=message.metric,
         )
     ops = searcher.on_event(event)
-    _save_and_apply(
-        ports, experiment, spec, searcher, ops, version=int(experiment.get("searcher_version", 0))
-    )
+    _save_and_apply(ports, experiment, spec, searcher, ops, version=experiment.searcher_version)
     if isinstance(event, ValidationReported):
         # Answered (possibly with nothing: the target stands, or the trial is done).
-        ports.trials.update(trial_id, searcher_pending=False)
+        ports.trials.clear_searcher_pending(trial_id)
 
 
 def _save_and_apply(
-    ports: Ports, experiment: Record, spec: SearchSpec, searcher: Searcher, ops: list[Operation], version: int
+    ports: Ports,
+    experiment: Experiment,
+    spec: SearchSpec,
+    searcher: Searcher,
+    ops: list[Operation],
+    version: int,
 ) -> None:
-    experiment_id = int(experiment["id"])
-    version = _save(ports, experiment_id, searcher, version)
+    version = _save(ports, experiment.id, searcher, version)
     for op in ops:
         if isinstance(op, CreateTrial):
             trial_id = _create_trial(ports, experiment, op)
             # Tell the searcher the trial's id; saved before the next operation runs.
             searcher.on_event(TrialCreated(f"created-{op.request_id}", op.request_id, trial_id))
-            version = _save(ports, experiment_id, searcher, version)
+            version = _save(ports, experiment.id, searcher, version)
         elif isinstance(op, ContinueTrial):
             _continue_trial(ports, experiment, op)
         elif isinstance(op, PauseTrial):
-            ports.trials.update(op.trial_id, searcher_action="pause")
+            ports.trials.set_searcher_action(op.trial_id, "pause")
         elif isinstance(op, StopTrial):
             _stop_trial(ports, op.trial_id, spec)
         elif isinstance(op, Shutdown):
-            _finish(ports, experiment, spec, failure=op.failure)
-    ports.experiments.update(experiment_id, progress=round(searcher.progress(), 4))
+            _on_searcher_shutdown(ports, experiment, spec, failure=op.failure)
+    ports.experiments.record_progress(experiment.id, round(searcher.progress(), 4))
 
 
 def _save(ports: Ports, experiment_id: int, searcher: Searcher, version: int) -> int:
@@ -140,141 +141,145 @@ def _save(ports: Ports, experiment_id: int, searcher: Searcher, version: int) ->
     return version + 1
 
 
-def _create_trial(ports: Ports, experiment: Record, op: CreateTrial) -> int:
-    config = experiment["config"]
-    experiment_id = int(experiment["id"])
+def _create_trial(ports: Ports, experiment: Experiment, op: CreateTrial) -> int:
     # Claimed once per request id, so a redelivered event finds the trial it already created.
-    trial_id = ports.ids.claim(f"trial-request:{experiment_id}:{op.request_id}", "trial")
+    trial_id = ports.ids.claim(f"trial-request:{experiment.id}:{op.request_id}", "trial")
+    seed = experiment.parsed_config.reproducibility.experiment_seed or 0
     ports.trials.create(
-        {
-            "id": trial_id,
-            "experiment_id": experiment_id,
-            "request_id": op.request_id,
-            "state": str(TrialState.QUEUED),
-            "hparams": op.hparams,
-            "attempts": 0,
-            "generation": 0,
-            "start_time": now_iso(),
-            "trial_seed": (int(config["reproducibility"]["experiment_seed"]) + trial_id) % 2**31,
-            "searcher_action": "train",
-            **({"target_length": op.length} if op.length is not None else {}),
-        }
+        Trial(
+            id=trial_id,
+            experiment_id=experiment.id,
+            request_id=op.request_id,
+            state=TrialState.QUEUED,
+            hparams=op.hparams,
+            start_time=ports.clock.now_iso(),
+            trial_seed=(seed + trial_id) % 2**31,
+            target_length=op.length,
+        )
     )
-    ports.experiments.update(experiment_id, num_trials=len(ports.trials.for_experiment(experiment_id)))
+    ports.experiments.record_trial_count(experiment.id, len(ports.trials.for_experiment(experiment.id)))
     _start_run(ports, experiment, trial_id, generation=0)
     return trial_id
 
 
-def _start_run(ports: Ports, experiment: Record, trial_id: int, generation: int) -> None:
-    config = experiment["config"]
-    resources = config.get("resources") or {}
+def _start_run(ports: Ports, experiment: Experiment, trial_id: int, generation: int) -> None:
+    config = experiment.parsed_config
     ports.workflows.start(
         keys.execution_name(trial_id, generation),
         {
             "trial_id": trial_id,
-            "experiment_id": int(experiment["id"]),
-            "pool": resources.get("resource_pool") or "default",
-            "slots": int(resources.get("slots_per_trial") or 1),
-            "priority": int(resources.get("priority") or 42),
-            "max_restarts": int(config.get("max_restarts", 5)),
+            "experiment_id": experiment.id,
+            "pool": config.resources.resource_pool,
+            "slots": config.resources.slots_per_trial or 1,
+            "priority": config.resources.priority,
+            "max_restarts": config.max_restarts,
         },
     )
 
 
-def _continue_trial(ports: Ports, experiment: Record, op: ContinueTrial) -> None:
+def _continue_trial(ports: Ports, experiment: Experiment, op: ContinueTrial) -> None:
     trial = ports.trials.get(op.trial_id)
     if trial is None:
         return
-    ports.trials.update(op.trial_id, target_length=op.length, searcher_action="train")
-    if trial["state"] == TrialState.PAUSED:
+    ports.trials.set_searcher_action(op.trial_id, "train", target_length=op.length)
+    if trial.state == TrialState.PAUSED:
         # A promotion: resume the paused trial from its latest checkpoint in a new execution. The
         # generation moves on only if the trial is still paused, so a redelivery starts it once.
-        generation = int(trial.get("generation", 0)) + 1
-        if ports.trials.bump_generation(op.trial_id, expected=generation - 1):
-            _start_run(ports, experiment, op.trial_id, generation)
+        _resume_paused_trial(ports, experiment, trial)
+
+
+def _resume_paused_trial(ports: Ports, experiment: Experiment, trial: Trial) -> None:
+    """Start a paused trial's next execution, once per pause: a promotion and the pause's own event (or
+    its redelivery) may both get here while the trial is still PAUSED."""
+    if ports.trials.resume_paused(trial.id, trial.generation, trial.attempts):
+        _start_run(ports, experiment, trial.id, trial.generation + 1)
+
+
+def _stops_early(trial: Trial, spec: SearchSpec) -> bool:
+    return spec.max_length is not None and (trial.searcher_length or 0) < spec.max_length
 
 
 def _stop_trial(ports: Ports, trial_id: int, spec: SearchSpec) -> None:
     trial = ports.trials.get(trial_id)
     if trial is None:
         return
-    early = spec.max_length is not None and int(trial.get("searcher_length", 0)) < spec.max_length
-    ports.trials.update(trial_id, searcher_action="stop", early_stopped=early)
-    if trial["state"] == TrialState.PAUSED:
-        _close_paused(ports, trial)
+    ports.trials.set_searcher_action(trial_id, "stop", early_stopped=_stops_early(trial, spec))
+    if trial.state == TrialState.PAUSED:
+        _complete_stopped_paused_trial(ports, trial)
 
 
-def _settle_paused(ports: Ports, experiment: Record, trial_id: int) -> None:
+def _carry_out_decision_on_paused_trial(ports: Ports, experiment: Experiment, trial_id: int) -> None:
     """A trial finished pausing. The searcher may have promoted or stopped it meanwhile (its process
     had already been told to stop): carry that out now. Not a searcher event, so nothing is replayed."""
     trial = ports.trials.get(trial_id)
-    if trial is None or trial["state"] != TrialState.PAUSED:
+    if trial is None or trial.state != TrialState.PAUSED:
         return
-    action = trial.get("searcher_action")
-    if action == "train":
-        generation = int(trial.get("generation", 0)) + 1
-        if ports.trials.bump_generation(trial_id, expected=generation - 1):
-            _start_run(ports, experiment, trial_id, generation)
-    elif action == "stop":
-        _close_paused(ports, trial)
+    if trial.searcher_action == "train":
+        _resume_paused_trial(ports, experiment, trial)
+    elif trial.searcher_action == "stop":
+        _complete_stopped_paused_trial(ports, trial)
 
 
-def _close_paused(ports: Ports, trial: Record) -> None:
-    """A paused trial the searcher will not resume ends here (no process is running to exit)."""
-    if ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=now_iso()) is not None:
+def _complete_stopped_paused_trial(ports: Ports, trial: Trial) -> None:
+    """A paused trial the searcher stopped ends here (no process is running to exit); the searcher is
+    told, as of any trial that exits."""
+    ended = ports.trials.transition(trial.id, TrialState.COMPLETED, end_time=ports.clock.now_iso())
+    if ended is not None:
         ports.queues.to_events(
             messages.TrialExited(
-                event_id=f"closed-{trial['id']}",
-                trial_id=int(trial["id"]),
-                experiment_id=int(trial["experiment_id"]),
+                event_id=f"closed-{trial.id}",
+                trial_id=trial.id,
+                experiment_id=trial.experiment_id,
                 state=str(TrialState.COMPLETED),
             ).to_body()
         )
 
 
-def _finish(ports: Ports, experiment: Record, spec: SearchSpec, *, failure: bool) -> None:
+def _on_searcher_shutdown(ports: Ports, experiment: Experiment, spec: SearchSpec, *, failure: bool) -> None:
     """The searcher shut down. Trials still running (typically on their way to a pause) are told to stop
     and the experiment waits in STOPPING_* for them, as Determined's does; otherwise it ends now."""
-    experiment_id = int(experiment["id"])
     running = [
         t
-        for t in ports.trials.for_experiment(experiment_id)
-        if not TrialState(t["state"]).terminal and t["state"] != TrialState.PAUSED
+        for t in ports.trials.for_experiment(experiment.id)
+        if not t.state.terminal and t.state != TrialState.PAUSED
     ]
     if not running:
-        _end(ports, experiment, failure=failure)
+        _end_experiment(ports, experiment, failure=failure)
         return
     for trial in running:
-        early = spec.max_length is not None and int(trial.get("searcher_length", 0)) < spec.max_length
-        ports.trials.update(int(trial["id"]), searcher_action="stop", early_stopped=early)
+        ports.trials.set_searcher_action(trial.id, "stop", early_stopped=_stops_early(trial, spec))
     stopping = ExperimentState.STOPPING_ERROR if failure else ExperimentState.STOPPING_COMPLETED
-    ports.experiments.transition(experiment_id, str(stopping))
+    ports.experiments.transition(experiment.id, stopping)
 
 
-def _settle_stopping(ports: Ports, experiment: Record, message: messages.TrialEvent) -> None:
+def _end_experiment_once_trials_stopped(
+    ports: Ports, experiment: Experiment, message: messages.TrialEvent
+) -> None:
     """An event for an experiment waiting in STOPPING_*: end it once no trial is running any more."""
     if isinstance(message, messages.TrialPaused):
         trial = ports.trials.get(message.trial_id)
-        if trial is not None and trial["state"] == TrialState.PAUSED:
-            _close(ports, trial)
-    trials = ports.trials.for_experiment(int(experiment["id"]))
-    if all(TrialState(t["state"]).terminal or t["state"] == TrialState.PAUSED for t in trials):
-        _end(ports, experiment, failure=experiment["state"] == ExperimentState.STOPPING_ERROR)
+        if trial is not None and trial.state == TrialState.PAUSED:
+            _complete_paused_trial_as_experiment_ends(ports, trial)
+    trials = ports.trials.for_experiment(experiment.id)
+    if all(t.state.terminal or t.state == TrialState.PAUSED for t in trials):
+        _end_experiment(ports, experiment, failure=experiment.state == ExperimentState.STOPPING_ERROR)
 
 
-def _close(ports: Ports, trial: Record) -> None:
-    ports.trials.update(int(trial["id"]), searcher_action="stop", early_stopped=True)
-    ports.trials.transition(int(trial["id"]), str(TrialState.COMPLETED), end_time=now_iso())
+def _complete_paused_trial_as_experiment_ends(ports: Ports, trial: Trial) -> None:
+    """A paused trial the searcher will not resume is finished where it is, stopped early (the searcher
+    has shut down: nobody is told)."""
+    ports.trials.set_searcher_action(trial.id, "stop", early_stopped=True)
+    ports.trials.transition(trial.id, TrialState.COMPLETED, end_time=ports.clock.now_iso())
 
 
-def _end(ports: Ports, experiment: Record, *, failure: bool) -> None:
-    experiment_id = int(experiment["id"])
-    for trial in ports.trials.for_experiment(experiment_id):
-        if trial["state"] == TrialState.PAUSED:
-            _close(ports, trial)  # paused trials the searcher will not resume: finished where they are
-    trials = ports.trials.for_experiment(experiment_id)
-    any_completed = any(t["state"] == TrialState.COMPLETED for t in trials)
+def _end_experiment(ports: Ports, experiment: Experiment, *, failure: bool) -> None:
+    """COMPLETED if a trial completed and the searcher did not fail, ERROR otherwise; retention applied."""
+    for trial in ports.trials.for_experiment(experiment.id):
+        if trial.state == TrialState.PAUSED:
+            _complete_paused_trial_as_experiment_ends(ports, trial)
+    trials = ports.trials.for_experiment(experiment.id)
+    any_completed = any(t.state == TrialState.COMPLETED for t in trials)
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
     # Retention first: if it fails, the event comes again while the experiment has not ended.
     retention.apply(ports, experiment, trials)
-    ports.experiments.transition(experiment_id, str(target), end_time=now_iso())
+    ports.experiments.transition(experiment.id, target, end_time=ports.clock.now_iso())

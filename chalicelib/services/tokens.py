@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import RunState
 from chalicelib.errors import ForbiddenError, UnauthorizedError
-from chalicelib.services.ports import Ports, Record
+from chalicelib.services.ports import Ports
 
 
 def run_token(secret: str, run_id: str) -> str:
@@ -49,14 +50,14 @@ def require_trial(run_trial_id: int, path_trial_id: int) -> None:
         raise ForbiddenError(f"this run token belongs to trial {run_trial_id}, not trial {path_trial_id}")
 
 
-def live_run(ports: Ports, run_id: str, trial_id: int | None) -> Record:
+def live_run(ports: Ports, run_id: str, trial_id: int | None) -> Run:
     """The record of a run whose token was verified, if the token may still act: the run exists, is
     `trial_id`'s when a trial is named, and has not exited (a token dies with its run)."""
     run = ports.runs.get(run_id)
     if run is None:
         raise ForbiddenError(f"run {run_id} does not exist")
     if trial_id is not None:
-        require_trial(int(run["trial_id"]), trial_id)
-    if run["state"] == RunState.EXITED:
+        require_trial(run.trial_id, trial_id)
+    if run.state == RunState.EXITED:
         raise ForbiddenError(f"run {run_id} has exited; its token is no longer valid")
     return run

@@ -3,7 +3,7 @@
 It heartbeats to the control plane (``POST /agents/{id}/heartbeat``), starts the runs the answer
 launches (context download → ``startup-hook.sh`` → entrypoint, each in its own process group), ships their
 output to ``POST /trials/{id}/logs``, kills what the answer kills, and reports every run's exit.
-Uses only the standard library and httpx; never imports the control plane.
+Uses only the standard library (its HTTP session is `contract.http`'s); never imports the control plane.
 """
 
 from contract.launch import LaunchSpec

@@ -1,4 +1,5 @@
-"""The agent-facing half of the HTTP API (docs/contracts.md §1), and retrying calls to it."""
+"""The agent-facing half of the HTTP API (docs/contracts.md §1), and retrying calls to it under the one
+retry policy of `contract.http`."""
 
 from __future__ import annotations
 
@@ -7,16 +8,20 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-import httpx
-
+from contract.errors import HttpCallError
+from contract.http import RetryPolicy, Session, Transport
 from harness.errors import ApiCallError
 
 log = logging.getLogger("harness.agent")
 
 T = TypeVar("T")
+
+#: The agent's calls are tried once: the heartbeat loop and `call_with_retry` ask again.
+ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 
 
 @dataclass(frozen=True)
@@ -25,13 +30,9 @@ class HeartbeatAnswer:
     kill: list[str]
 
 
-def is_permanent(err: ApiCallError) -> bool:
-    """A refusal that asking again will not change (bad input, unknown id, wrong state)."""
-    return 400 <= err.status < 500 and err.status not in (408, 425, 429)
-
-
 class AgentApi:
-    """Agent-facing calls, authenticated with the agent token. Thread-safe (one shared httpx client)."""
+    """Agent-facing calls, authenticated with the agent token: one attempt each (`call_with_retry` and the
+    heartbeat loop decide about asking again), over the compute side's one HTTP session. Thread-safe."""
 
     def __init__(
         self,
@@ -40,44 +41,45 @@ class AgentApi:
         token: str = "",
         *,
         timeout: float = 30.0,
-        transport: httpx.BaseTransport | None = None,
+        transport: Transport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._agent = quote(agent_id, safe="")
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+        self._session = Session(
+            base_url,
+            token,
+            transport=transport,
+            retry=ONE_ATTEMPT,
+            timeout_s=timeout,
+            transfer_timeout_s=timeout,
         )
 
     def close(self) -> None:
-        self._client.close()
+        self._session.close()
 
     def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        what = f"POST {path}"
         try:
-            resp = self._client.post(path, json=body)
-        except (httpx.HTTPError, RuntimeError) as e:  # RuntimeError: the client is closed (agent stopping)
-            raise ApiCallError(f"{what}: {type(e).__name__}: {e}") from e
-        if resp.status_code >= 400:
-            code, message = "", resp.text[:300]
-            try:
-                err = resp.json()
-                if isinstance(err, dict):
-                    code = str(err.get("error", ""))
-                    message = str(err.get("message", message))
-            except ValueError:
-                pass
-            raise ApiCallError(
-                f"{what}: HTTP {resp.status_code} {code} {message}".strip(),
-                status=resp.status_code,
-                code=code,
+            return self._session.call("POST", path, body)
+        except HttpCallError as e:
+            raise ApiCallError(str(e), status=e.status, code=e.code) from e
+
+    def download(
+        self,
+        url: str,
+        dest: Path,
+        *,
+        retry: RetryPolicy,
+        wait: Callable[[float], object],
+        on_chunk: Callable[[int], None] | None = None,
+        on_retry: Callable[[int, Exception, float], None] | None = None,
+    ) -> int:
+        """GET a presigned URL (a context archive) into ``dest``, streamed and without the agent token,
+        under ``retry``; see `contract.http.Session.download`."""
+        try:
+            return self._session.download(
+                url, dest, retry=retry, wait=wait, on_chunk=on_chunk, on_retry=on_retry
             )
-        if not resp.content:
-            return {}
-        try:
-            data = resp.json()
-        except ValueError as e:
-            raise ApiCallError(f"{what}: the answer is not JSON", status=resp.status_code) from e
-        return data if isinstance(data, dict) else {}
+        except HttpCallError as e:
+            raise ApiCallError(str(e), status=e.status, code=e.code) from e
 
     def heartbeat(self, pool: str, slots: int, running: Sequence[str]) -> HeartbeatAnswer:
         data = self._post(
@@ -104,6 +106,12 @@ class AgentApi:
         self._post(f"/trials/{quote(trial_id, safe='')}/logs", body)
 
 
+def agent_retry(max_backoff: float = 5.0) -> RetryPolicy:
+    """The agent's reports: waits from 0.1 s doubling up to ``max_backoff``, no limit on attempts (the
+    caller's give-up event or deadline ends them)."""
+    return RetryPolicy(first_delay_s=0.1, growth=2.0, max_delay_s=max_backoff, max_attempts=None)
+
+
 def call_with_retry(
     fn: Callable[[], T],
     *,
@@ -114,24 +122,31 @@ def call_with_retry(
 ) -> tuple[bool, T | None]:
     """Call ``fn`` until it succeeds, it is refused for good, ``give_up`` is set or ``deadline()`` says so.
 
-    Waits between attempts on ``give_up`` (so setting it ends the wait at once). Returns (succeeded, value).
+    Which failures are asked again is the one retry policy's (`RetryPolicy.retries`). Waits between
+    attempts on ``give_up`` (so setting it ends the wait at once). Returns (succeeded, value).
     """
-    backoff = 0.1
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return True, fn()
-        except ApiCallError as e:
-            if is_permanent(e):
-                log.warning("%s refused, not retrying: %s", what, e)
-                return False, None
-            level = logging.WARNING if attempt in (1, 10) or attempt % 100 == 0 else logging.DEBUG
-            log.log(level, "%s failed (attempt %d, retrying): %s", what, attempt, e)
-        if (deadline is not None and deadline()) or give_up.wait(backoff):
-            log.warning("%s: giving up after %d attempts", what, attempt)
-            return False, None
-        backoff = min(backoff * 2, max_backoff)
+    attempts = 0
+
+    def say(number: int, error: Exception, delay: float) -> None:
+        nonlocal attempts
+        attempts = number
+        level = logging.WARNING if number in (1, 10) or number % 100 == 0 else logging.DEBUG
+        log.log(level, "%s failed (attempt %d, retrying): %s", what, number, error)
+
+    try:
+        return True, agent_retry(max_backoff).call(
+            fn, status_of=_status, wait=give_up.wait, stop=deadline, on_retry=say
+        )
+    except ApiCallError as e:
+        if not RetryPolicy.retries(e.status):
+            log.warning("%s refused, not retrying: %s", what, e)
+        else:
+            log.warning("%s: giving up after %d attempts (%s)", what, attempts + 1, e)
+        return False, None
+
+
+def _status(error: Exception) -> int | None:
+    return error.status if isinstance(error, ApiCallError) else None
 
 
 def monotonic_deadline(seconds: float) -> Callable[[], bool]:

@@ -19,8 +19,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=opts.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    for noisy in ("httpx", "httpcore"):  # a line per heartbeat otherwise
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     s = opts.settings
     if not s.token:
         log.warning("%s is not set: calls to the API carry no Authorization header", TOKEN_ENV)

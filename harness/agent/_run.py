@@ -20,14 +20,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
-import httpx
-
 from contract import env as trial_env
+from contract.errors import HttpCallError
+from contract.http import RetryPolicy, redact
 from contract.launch import LaunchSpec
 from harness.agent._api import AgentApi, call_with_retry
 from harness.agent._logs import LineSplitter, LogShipper
 from harness.agent._settings import SECRET_ENV_NAMES, TOKEN_ENV, Settings
-from harness.errors import UnsafeArchiveError
+from harness.errors import ApiCallError, UnsafeArchiveError
 from harness.trial_process import HOOK, Probe, build_script, missing_packages, trial_environment
 
 log = logging.getLogger("harness.agent")
@@ -53,9 +53,10 @@ def run_dir_name(run_id: str) -> str:
     return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id).lstrip('.')[:64]}-{digest}"
 
 
-def redact_url(url: str) -> str:
-    """A presigned URL without its query (the signature and session token live there)."""
-    return url.split("?", 1)[0]
+def _failure(error: Exception, url: str) -> str:
+    """A failed context download in a line, the presigned query left out."""
+    status = error.status if isinstance(error, ApiCallError | HttpCallError) else 0
+    return f"HTTP {status} from GET {redact(url)}" if status else str(error)
 
 
 LAUNCHER_REPORT = "launcher.json"
@@ -312,41 +313,31 @@ class Run:
             archive.unlink(missing_ok=True)
 
     def _download(self, url: str, dest: Path) -> None:
+        """GET the context archive under the one retry policy; a kill ends the download and its waits."""
         attempts = max(1, self._settings.download_attempts)
-        timeout = httpx.Timeout(
-            self._settings.request_timeout, connect=min(30.0, self._settings.request_timeout)
+        retry = RetryPolicy(
+            first_delay_s=2.0, growth=2.0, max_delay_s=self._settings.retry_max_backoff, max_attempts=attempts
         )
-        with httpx.Client(timeout=timeout, follow_redirects=True) as client:  # no agent token: presigned URL
-            for attempt in range(1, attempts + 1):
-                try:
-                    with client.stream("GET", url) as resp:
-                        if resp.status_code >= 400:
-                            retryable = resp.status_code >= 500 or resp.status_code in (408, 429)
-                            msg = f"HTTP {resp.status_code} from GET {redact_url(url)}"
-                            if not retryable:
-                                raise ContextError(msg)
-                            raise httpx.HTTPStatusError(msg, request=resp.request, response=resp)
-                        with dest.open("wb") as f:
-                            for chunk in resp.iter_bytes(1 << 20):
-                                if self._kill_requested.is_set():
-                                    raise _Cancelled
-                                f.write(chunk)
-                    return
-                except httpx.HTTPError as e:
-                    msg = (
-                        str(e)
-                        if isinstance(e, httpx.HTTPStatusError)
-                        else f"GET {redact_url(url)}: {type(e).__name__}: {e}"
-                    )
-                    if attempt >= attempts:
-                        raise ContextError(msg) from e
-                    self._agent_line(
-                        f"context download failed (attempt {attempt} of {attempts}, retrying): {msg}"
-                    )
-                    if self._kill_requested.wait(min(2.0**attempt, self._settings.retry_max_backoff)):
-                        raise _Cancelled from e
-                except OSError as e:
-                    raise ContextError(f"cannot write {dest.name}: {e}") from e
+
+        def cancel_on_kill(_: int) -> None:
+            if self._kill_requested.is_set():
+                raise _Cancelled
+
+        def say(number: int, error: Exception, delay: float) -> None:
+            self._agent_line(
+                f"context download failed (attempt {number} of {attempts}, retrying): {_failure(error, url)}"
+            )
+
+        try:
+            self._api.download(
+                url, dest, retry=retry, wait=self._kill_requested.wait, on_chunk=cancel_on_kill, on_retry=say
+            )
+        except ApiCallError as e:
+            if self._kill_requested.is_set():
+                raise _Cancelled from e
+            raise ContextError(_failure(e, url)) from e
+        except OSError as e:
+            raise ContextError(f"cannot write {dest.name}: {e}") from e
 
     def _read_output(self, stream: IO[bytes]) -> None:
         splitter = LineSplitter(self._settings.log_line_max_bytes)

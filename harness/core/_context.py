@@ -15,8 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-import httpx
-
+from contract.http import Transport
 from harness._api import ApiClient
 from harness._info import (
     ClusterInfo,
@@ -110,7 +109,7 @@ def init(
     *,
     distributed: DistributedContext | None = None,
     checkpoint_dir: str | Path | None = None,
-    transport: httpx.BaseTransport | None = None,
+    transport: Transport | None = None,
     heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
     handle_sigterm: bool = True,
     searcher_wait: Callable[[float], bool] | None = None,
@@ -120,7 +119,7 @@ def init(
     distributed: ranks of this process; by default read from RANK, WORLD_SIZE, LOCAL_RANK, ...
     checkpoint_dir: where the local twin keeps checkpoints (default `./checkpoints`); unused on the
         platform, where checkpoints go to S3.
-    transport: an httpx transport to reach the control plane through (tests pass `httpx.MockTransport`).
+    transport: how requests reach the control plane (tests pass `contract.http.InMemoryTransport`).
     heartbeat_interval_s: seconds between the chief's heartbeats on the platform.
     handle_sigterm: latch preemption on SIGTERM (default); False leaves SIGTERM's default action.
     searcher_wait: how the searcher pauses between polls (`wait(seconds) -> stop waiting?`); by default
@@ -173,7 +172,7 @@ def _local_context(
 def _platform_context(
     info: ClusterInfo,
     dist: DistributedContext,
-    transport: httpx.BaseTransport | None,
+    transport: Transport | None,
     heartbeat_interval_s: float,
     handle_sigterm: bool,
     searcher_wait: Callable[[float], bool] | None,

@@ -138,7 +138,7 @@ def launch_on_agent(stack: Stack, agent: str = "agent-1") -> dict[str, Any]:
     """One 1-slot agent heartbeats until the queued trial is placed on it: its launch spec."""
     p = stack.ports
     runs.heartbeat(p, agent, "default", 1, [])
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent(agent)))
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent(agent)))
     specs = runs.heartbeat(p, agent, "default", 1, [])["launch"]
     assert len(specs) == 1
     return specs[0]
@@ -163,7 +163,7 @@ def launch_on_two_nodes(stack: Stack, **config: Any) -> tuple[Any, dict[str, lis
     experiment = submit_experiment(stack, resources={"slots_per_trial": 4}, **config)
     for agent in AGENTS:
         runs.heartbeat(p, agent, "default", 2, [])
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent-a")))
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent-a")))
     specs = {agent: runs.heartbeat(p, agent, "default", 2, [])["launch"] for agent in AGENTS}
     return experiment, specs
 

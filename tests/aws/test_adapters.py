@@ -1,4 +1,5 @@
-"""S3, SQS, Step Functions and CloudWatch Logs adapters against moto."""
+"""S3, SQS, Step Functions and CloudWatch Logs adapters against moto; the log tests run on the in-memory
+twin (`chalicelib.memory`) too."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ import time
 import httpx
 import pytest
 
+from chalicelib.domain.records import LogLine
+from chalicelib.memory import memory_ports
+from chalicelib.services.ports import Ports
+
 pytestmark = pytest.mark.aws
+
+
+@pytest.fixture(params=["cloudwatch", "memory"])
+def ports(request: pytest.FixtureRequest) -> Ports:
+    if request.param == "memory":
+        return memory_ports()
+    return request.getfixturevalue("stack").ports
 
 
 def test_presigned_urls_move_bytes_without_the_api(stack):
@@ -21,28 +33,28 @@ def test_presigned_urls_move_bytes_without_the_api(stack):
     assert blobs.uri(key) == f"s3://{stack.names.bucket}/{key}"
 
 
-def test_an_empty_line_is_stored_and_read_back_empty(stack):
-    logs = stack.ports.logs
+def test_an_empty_line_is_stored_and_read_back_empty(ports):
+    logs = ports.logs
     now = int(time.time() * 1000)
-    logs.put(6, [{"timestamp": now, "message": "", "rank": None}, {"timestamp": now + 1, "message": "x"}])
+    logs.put(6, [LogLine(now, ""), LogLine(now + 1, "x")])
     lines, _ = logs.get(6, 100, None, None)
-    assert [(line["message"], line["rank"]) for line in lines] == [("", None), ("x", None)]
+    assert [(line.message, line.rank) for line in lines] == [("", None), ("x", None)]
 
 
-def test_logs_keep_order_ranks_and_tail(stack):
-    logs = stack.ports.logs
+def test_logs_keep_order_ranks_and_tail(ports):
+    logs = ports.logs
     assert logs.get(5, 100, None, None) == ([], None)  # no stream yet is not an error
     now = int(time.time() * 1000)  # CloudWatch refuses events older than 14 days
     logs.put(
         5,
         [
-            {"timestamp": now + 2, "message": "second", "rank": 1},
-            {"timestamp": now + 1, "message": "first", "rank": None},
+            LogLine(now + 2, "second", 1),
+            LogLine(now + 1, "first"),
         ],
     )
-    logs.put(5, [{"timestamp": now + 3, "message": "third", "rank": 0}])
+    logs.put(5, [LogLine(now + 3, "third", 0)])
     lines, token = logs.get(5, 100, None, None)
-    assert [(line["message"], line["rank"]) for line in lines] == [
+    assert [(line.message, line.rank) for line in lines] == [
         ("first", None),
         ("second", 1),
         ("third", 0),
@@ -50,7 +62,7 @@ def test_logs_keep_order_ranks_and_tail(stack):
     more, _ = logs.get(5, 100, token, None)
     assert more == []  # following from the token gives only new lines
     tail, _ = logs.get(5, 100, None, 1)
-    assert [line["message"] for line in tail] == ["third"]
+    assert [line.message for line in tail] == ["third"]
 
 
 def test_scheduler_queue_is_fifo_per_pool_and_deduplicated(stack):

@@ -41,20 +41,20 @@ def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack
     runs.started(p, "doomed", first["run_id"], pid=10)
     runs.heartbeat(p, "healthy", "default", 1, [])
     _sweep(stack)
-    assert p.runs.get(first["run_id"])["state"] == "RUNNING"  # both agents alive: nothing to do
+    assert p.runs.get(first["run_id"]).state == "RUNNING"  # both agents alive: nothing to do
 
     _silence(stack, "doomed")
     _sweep(stack)
     _sweep(stack)  # a second pass (a redelivered sweep) changes nothing more
     ended = p.runs.get(first["run_id"])
-    assert ended["state"] == "EXITED" and ended["exit_code"] == runs.AGENT_LOST_EXIT_CODE
-    assert ended["reason"].startswith("lost agent doomed: no heartbeat for 30 s")
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("healthy")))
+    assert ended.state == "EXITED" and ended.exit_code == runs.AGENT_LOST_EXIT_CODE
+    assert ended.reason.startswith("lost agent doomed: no heartbeat for 30 s")
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("healthy")))
     (second,) = runs.heartbeat(p, "healthy", "default", 1, [])["launch"]
     assert second["run_id"] == f"{first['trial_id']}.2"
     runs.exited(p, "healthy", second["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
-    assert p.trials.get(first["trial_id"])["attempts"] == 2
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")
+    assert p.trials.get(first["trial_id"]).attempts == 2
 
 
 def test_losing_one_node_ends_a_multi_node_run_and_the_other_node_is_killed(stack):
@@ -64,7 +64,7 @@ def test_losing_one_node_ends_a_multi_node_run_and_the_other_node_is_killed(stac
     _sweep(stack)
     # agent-a is told to kill its node: the run it belonged to is over.
     assert runs.heartbeat(p, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "ERROR")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "ERROR")
     trial = p.trials.get(chief["trial_id"])
-    assert trial["exit_reason"].startswith("lost agent agent-b")
+    assert trial.exit_reason.startswith("lost agent agent-b")
     assert p.runs.allocated("default") == []

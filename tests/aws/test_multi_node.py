@@ -33,7 +33,7 @@ def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
         )
     assert chief["environment"]["STRATUS_RUN_TOKEN"] == worker["environment"]["STRATUS_RUN_TOKEN"]
     (allocated,) = p.runs.allocated("default")
-    assert [n["agent_id"] for n in allocated["nodes"]] == ["agent-a", "agent-b"]
+    assert [n.agent_id for n in allocated.nodes] == ["agent-a", "agent-b"]
 
     # Rendezvous: node 1 is in first and waits; the record is ready once the chief gives its port.
     run = p.runs.get(run_id)
@@ -51,15 +51,15 @@ def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
     ]
 
     runs.started(p, "agent-b", worker["run_id"], pid=22)
-    assert p.trials.get(chief["trial_id"])["state"] == "RUNNING"
+    assert p.trials.get(chief["trial_id"]).state == "RUNNING"
     runs.started(p, "agent-a", chief["run_id"], pid=11)
     # Node 0 is done first; the run waits for node 1.
     runs.exited(p, "agent-a", chief["run_id"], 0, "exited with code 0")
-    assert p.runs.get(run_id)["state"] == "RUNNING"
+    assert p.runs.get(run_id).state == "RUNNING"
     runs.exited(p, "agent-b", worker["run_id"], 0, "exited with code 0")
     runs.exited(p, "agent-b", worker["run_id"], 0, "exited with code 0")  # a retried report
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
-    assert p.trials.get(chief["trial_id"])["exit_reason"] == "all 2 nodes exited with code 0"
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")
+    assert p.trials.get(chief["trial_id"]).exit_reason == "all 2 nodes exited with code 0"
     assert p.runs.allocated("default") == []  # every node's slots are given back
     with pytest.raises(ConflictError, match="has ended"):
         runs.rendezvous(p, p.runs.get(run_id), 1, "10.0.0.2")
@@ -72,9 +72,9 @@ def test_the_first_node_to_fail_ends_the_run_and_the_others_are_killed(stack):
     # The chief's agent is told to kill its node at its next heartbeat.
     assert runs.heartbeat(p, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
     runs.exited(p, "agent-a", chief["run_id"], 143, "killed by signal SIGTERM")  # too late to matter
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "ERROR")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "ERROR")
     trial = p.trials.get(chief["trial_id"])
-    assert trial["exit_code"] == 3 and trial["failed_rank"] == 3
-    assert trial["exit_reason"] == "node 1 of 2 (agent agent-b): rank 3 failed first with exit code 3"
-    pump_until(stack, lambda: execution_status(stack, trial["id"]) == "FAILED")
+    assert trial.exit_code == 3 and trial.failed_rank == 3
+    assert trial.exit_reason == "node 1 of 2 (agent agent-b): rank 3 failed first with exit code 3"
+    pump_until(stack, lambda: execution_status(stack, trial.id) == "FAILED")
     assert p.runs.allocated("default") == []

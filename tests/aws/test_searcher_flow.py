@@ -23,7 +23,7 @@ from chalicelib.domain.searchers import (
     ValidationReported,
 )
 from chalicelib.domain.searchers.base import SearcherBase
-from chalicelib.services import runs, trial_api
+from chalicelib.services import runs, trial_reports
 from tests.aws.conftest import pump_until, submit_experiment
 
 pytestmark = pytest.mark.aws
@@ -93,15 +93,17 @@ def _launched(stack, agent: str) -> dict[str, dict]:
     return {s["trial_id"]: s for s in runs.heartbeat(stack.ports, agent, "default", 2, [])["launch"]}
 
 
-def _checkpoint(stack, run: dict, steps: int) -> str:
+def _checkpoint(stack, run, steps: int) -> str:
     import uuid as uuidlib
 
     uuid = str(uuidlib.uuid4())
     s3 = stack.client("s3")
-    prefix = f"checkpoints/{run['experiment_id']}/{run['trial_id']}/{uuid}/"
+    prefix = f"checkpoints/{run.experiment_id}/{run.trial_id}/{uuid}/"
     s3.put_object(Bucket=stack.names.bucket, Key=prefix + "model.pt", Body=b"w")
     s3.put_object(Bucket=stack.names.bucket, Key=prefix + "metadata.json", Body=b"{}")
-    trial_api.report_checkpoint(stack.ports, run, uuid, steps, {"model.pt": 1}, {"steps_completed": steps})
+    trial_reports.report_checkpoint(
+        stack.ports, run, uuid, steps, {"model.pt": 1}, {"steps_completed": steps}
+    )
     return uuid
 
 
@@ -111,50 +113,52 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
 
     experiment = submit_experiment(stack, CONFIG)
     runs.heartbeat(p, "agent", "default", 2, [])
-    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r["state"] == "LAUNCHING"]) == 2)
+    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
     specs = _launched(stack, "agent")
     first, second = sorted(specs)
     run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
     for run in (run_a, run_b):
-        runs.started(p, "agent", run["run_id"], 1)
+        runs.started(p, "agent", run.run_id, 1)
 
     # Trial A reaches its rung first: the searcher pauses it; it is told to stop and exits cleanly.
-    assert trial_api.searcher_state(p, run_a) == {"action": "train", "length": 10, "unit": "batches"}
-    trial_api.report_metrics(p, run_a, "validation", 10, {"loss": 0.3})
-    assert trial_api.searcher_state(p, run_a)["action"] in ("wait", "stop")
-    pump_until(stack, lambda: trial_api.searcher_state(p, run_a)["action"] == "stop")
-    assert trial_api.heartbeat(p, run_a) == {"preempt": True}
-    runs.exited(p, "agent", run_a["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.trials.get(first)["state"] == "PAUSED")
+    assert trial_reports.searcher_state(p, run_a) == {"action": "train", "length": 10, "unit": "batches"}
+    trial_reports.report_metrics(p, run_a, "validation", 10, {"loss": 0.3})
+    assert trial_reports.searcher_state(p, run_a)["action"] in ("wait", "stop")
+    pump_until(stack, lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop")
+    assert trial_reports.heartbeat(p, run_a) == {"preempt": True}
+    runs.exited(p, "agent", run_a.run_id, 0, "exited with code 0")
+    pump_until(stack, lambda: p.trials.get(first).state == "PAUSED")
 
     # Trial B: three checkpoints, then its result promotes A (a new run of A) and stops B early.
     uuids = {steps: _checkpoint(stack, run_b, steps) for steps in (4, 8, 10)}
-    trial_api.report_metrics(p, run_b, "validation", 4, {"loss": 0.1})
-    trial_api.report_metrics(p, run_b, "validation", 10, {"loss": 0.4})
-    pump_until(stack, lambda: trial_api.searcher_state(p, run_b)["action"] == "stop")
+    trial_reports.report_metrics(p, run_b, "validation", 4, {"loss": 0.1})
+    trial_reports.report_metrics(p, run_b, "validation", 10, {"loss": 0.4})
+    pump_until(stack, lambda: trial_reports.searcher_state(p, run_b)["action"] == "stop")
     pump_until(
         stack,
         lambda: (
-            any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent"))
-            or p.trials.get(first)["state"] == "PULLING"
+            any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent"))
+            or p.trials.get(first).state == "PULLING"
         ),
     )
-    assert p.trials.get(second)["early_stopped"] is True
-    runs.exited(p, "agent", run_b["run_id"], 0, "exited with code 0")
+    assert p.trials.get(second).early_stopped is True
+    runs.exited(p, "agent", run_b.run_id, 0, "exited with code 0")
 
     resumed = _launched(stack, "agent")[first]
     assert resumed["run_id"] == f"{first}.2"  # the same trial, its second run
     run_a2 = p.runs.get(resumed["run_id"])
-    runs.started(p, "agent", run_a2["run_id"], 2)
-    assert trial_api.searcher_state(p, run_a2) == {"action": "train", "length": 20, "unit": "batches"}
-    trial_api.report_metrics(p, run_a2, "validation", 20, {"loss": 0.2})
-    pump_until(stack, lambda: trial_api.searcher_state(p, run_a2)["action"] == "stop")  # last target reached
-    runs.exited(p, "agent", run_a2["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED", timeout=60)
-    assert p.trials.get(first)["state"] == "COMPLETED" and not p.trials.get(first).get("early_stopped")
+    runs.started(p, "agent", run_a2.run_id, 2)
+    assert trial_reports.searcher_state(p, run_a2) == {"action": "train", "length": 20, "unit": "batches"}
+    trial_reports.report_metrics(p, run_a2, "validation", 20, {"loss": 0.2})
+    pump_until(
+        stack, lambda: trial_reports.searcher_state(p, run_a2)["action"] == "stop"
+    )  # last target reached
+    runs.exited(p, "agent", run_a2.run_id, 0, "exited with code 0")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED", timeout=60)
+    assert p.trials.get(first).state == "COMPLETED" and not p.trials.get(first).early_stopped
 
     # Retention: B keeps its latest (10) and its best (4, loss 0.1); 8 is deleted from S3.
-    states = {c["steps_completed"]: c["state"] for c in p.checkpoints.for_trial(second)}
+    states = {c.steps_completed: c.state for c in p.checkpoints.for_trial(second)}
     assert states == {4: "COMPLETED", 8: "DELETED", 10: "COMPLETED"}
     listed = stack.client("s3").list_objects_v2(Bucket=stack.names.bucket, Prefix="checkpoints/")["Contents"]
     assert not any(uuids[8] in o["Key"] for o in listed)
@@ -174,19 +178,23 @@ def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, m
 
     submit_experiment(stack, CONFIG)
     runs.heartbeat(p, "agent", "default", 2, [])
-    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r["state"] == "LAUNCHING"]) == 2)
+    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
     specs = _launched(stack, "agent")
     first, second = sorted(specs)
     run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
     for run in (run_a, run_b):
-        runs.started(p, "agent", run["run_id"], 1)
+        runs.started(p, "agent", run.run_id, 1)
 
-    trial_api.report_metrics(p, run_a, "validation", 10, {"loss": 0.3})
-    pump_until(stack, lambda: trial_api.searcher_state(p, run_a)["action"] == "stop")  # A is told to pause
-    trial_api.report_metrics(p, run_b, "validation", 10, {"loss": 0.4})  # ... and is promoted before it exits
-    pump_until(stack, lambda: p.trials.get(first)["target_length"] == 20)
-    runs.exited(p, "agent", run_a["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: any(r["run_id"] == f"{first}.2" for r in p.runs.for_agent("agent")))
+    trial_reports.report_metrics(p, run_a, "validation", 10, {"loss": 0.3})
+    pump_until(
+        stack, lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop"
+    )  # A is told to pause
+    trial_reports.report_metrics(
+        p, run_b, "validation", 10, {"loss": 0.4}
+    )  # ... and is promoted before it exits
+    pump_until(stack, lambda: p.trials.get(first).target_length == 20)
+    runs.exited(p, "agent", run_a.run_id, 0, "exited with code 0")
+    pump_until(stack, lambda: any(r.run_id == f"{first}.2" for r in p.runs.for_agent("agent")))
     assert _launched(stack, "agent")[first]["run_id"] == f"{first}.2"
 
 
@@ -196,18 +204,18 @@ def test_an_invalid_hp_trial_is_replaced_by_the_random_searcher(stack):
     config = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1, "max_concurrent_trials": 1}}
     experiment = submit_experiment(stack, config)
     runs.heartbeat(p, "agent", "default", 1, [])
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent")))
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent")))
     (spec,) = _launched(stack, "agent").values()
     first = p.runs.get(spec["run_id"])
-    runs.started(p, "agent", first["run_id"], 1)
-    trial_api.report_invalid_hp(p, first, "hidden_size too small")
-    runs.exited(p, "agent", first["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: len(p.trials.for_experiment(experiment["id"])) == 2)
-    assert p.trials.get(first["trial_id"])["exit_reason"] == "invalid hyperparameters: hidden_size too small"
+    runs.started(p, "agent", first.run_id, 1)
+    trial_reports.report_invalid_hp(p, first, "hidden_size too small")
+    runs.exited(p, "agent", first.run_id, 0, "exited with code 0")
+    pump_until(stack, lambda: len(p.trials.for_experiment(experiment.id)) == 2)
+    assert p.trials.get(first.trial_id).exit_reason == "invalid hyperparameters: hidden_size too small"
 
-    pump_until(stack, lambda: any(r["state"] == "LAUNCHING" for r in p.runs.for_agent("agent")))
+    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent")))
     (spec,) = _launched(stack, "agent").values()
-    assert spec["trial_id"] != first["trial_id"]
+    assert spec["trial_id"] != first.trial_id
     runs.started(p, "agent", spec["run_id"], 2)
     runs.exited(p, "agent", spec["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")

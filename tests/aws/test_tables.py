@@ -1,144 +1,165 @@
-"""The DynamoDB adapters against moto: conditional writes, sparse indexes, idempotent puts."""
+"""The DynamoDB adapters against moto: conditional writes, sparse indexes, idempotent puts. Each test runs
+on the in-memory twin too (`chalicelib.memory`): the services' unit tests rely on its semantics being these."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+
+from chalicelib.domain.records import Checkpoint, Experiment, Trial
+from chalicelib.domain.run_records import Run
+from chalicelib.memory import memory_ports
+from chalicelib.services.ports import Ports
 
 pytestmark = pytest.mark.aws
 
 
-def _experiment(stack, experiment_id=1, state="ACTIVE"):
-    stack.ports.experiments.create(
-        {
-            "id": experiment_id,
-            "state": state,
-            "name": "e",
-            "config": {"searcher": {"name": "single"}},
-            "labels": [],
-        }
+@pytest.fixture(params=["dynamodb", "memory"])
+def ports(request: pytest.FixtureRequest) -> Ports:
+    if request.param == "memory":
+        return memory_ports()
+    return request.getfixturevalue("stack").ports
+
+
+def _experiment(ports, experiment_id=1, state="ACTIVE"):
+    ports.experiments.create(
+        Experiment(id=experiment_id, state=state, name="e", config={"searcher": {"name": "single"}})
     )
 
 
-def test_experiment_transitions_follow_the_table(stack):
-    _experiment(stack)
-    exps = stack.ports.experiments
-    assert exps.get(1)["config"] == {"searcher": {"name": "single"}}
-    assert exps.transition(1, "COMPLETED", end_time="t")["state"] == "COMPLETED"
+def test_experiment_transitions_follow_the_table(ports):
+    _experiment(ports)
+    exps = ports.experiments
+    assert exps.get(1).config == {"searcher": {"name": "single"}}
+    assert exps.transition(1, "COMPLETED", end_time="t").state == "COMPLETED"
     assert exps.transition(1, "ACTIVE") is None  # COMPLETED is final
-    assert exps.get(1)["version"] == 1
+    assert exps.get(1).version == 1
     assert exps.get(99) is None
 
 
-def test_searcher_snapshot_is_saved_with_optimistic_locking(stack):
-    _experiment(stack)
-    exps = stack.ports.experiments
+def test_searcher_snapshot_is_saved_with_optimistic_locking(ports):
+    _experiment(ports)
+    exps = ports.experiments
     assert exps.save_searcher(1, {"n": 1}, expected_version=0)
     assert not exps.save_searcher(1, {"n": 2}, expected_version=0)  # stale writer loses
     assert exps.save_searcher(1, {"n": 2}, expected_version=1)
-    assert exps.get(1)["searcher"] == {"n": 2}
+    assert exps.get(1).searcher == {"n": 2}
 
 
-def test_experiment_list_is_newest_first_with_paging(stack):
+def test_experiment_list_is_newest_first_with_paging(ports):
     for i in range(1, 6):
-        _experiment(stack, i)
-    assert [e["id"] for e in stack.ports.experiments.list(limit=2, offset=1)] == [4, 3]
+        _experiment(ports, i)
+    assert [e.id for e in ports.experiments.list(limit=2, offset=1)] == [4, 3]
 
 
-def test_trials_index_by_experiment_and_keep_the_best_validation(stack):
-    trials = stack.ports.trials
+def test_trials_index_by_experiment_and_keep_the_best_validation(ports):
+    trials = ports.trials
     for trial_id, exp in ((1, 1), (2, 1), (3, 2)):
-        trials.create({"id": trial_id, "experiment_id": exp, "state": "QUEUED", "hparams": {"lr": 0.1}})
-    assert [t["id"] for t in trials.for_experiment(1)] == [1, 2]
+        trials.create(Trial(id=trial_id, experiment_id=exp, state="QUEUED", hparams={"lr": 0.1}))
+    assert [t.id for t in trials.for_experiment(1)] == [1, 2]
     trials.record_validation(1, 100, {"acc": 0.5}, 0.5, smaller_is_better=False)
     trials.record_validation(1, 200, {"acc": 0.4}, 0.4, smaller_is_better=False)
     trials.record_validation(1, 150, {"acc": 0.9}, 0.9, smaller_is_better=False)  # late, but best
     trial = trials.get(1)
-    assert trial["best_validation"] == 0.9
-    assert trial["latest_validation"] == {"acc": 0.4}  # the latest by steps, not by arrival
-    assert trial["total_batches"] == 200
+    assert trial.best_validation == 0.9
+    assert trial.latest_validation == {"acc": 0.4}  # the latest by steps, not by arrival
+    assert trial.total_batches == 200
     trials.set_latest_checkpoint(1, "b", 200)
     trials.set_latest_checkpoint(1, "a", 100)  # older: ignored
-    assert trials.get(1)["latest_checkpoint"] == "b"
+    assert trials.get(1).latest_checkpoint == "b"
 
 
-def test_trial_state_writes_refuse_illegal_transitions(stack):
-    trials = stack.ports.trials
-    trials.create({"id": 1, "experiment_id": 1, "state": "QUEUED", "hparams": {}})
+def test_trial_state_writes_refuse_illegal_transitions(ports):
+    trials = ports.trials
+    trials.create(Trial(id=1, experiment_id=1, state="QUEUED"))
     assert trials.transition(1, "COMPLETED") is None  # QUEUED -> COMPLETED is not allowed
-    assert trials.transition(1, "PULLING")["state"] == "PULLING"
-    assert trials.transition(1, "RUNNING")["state"] == "RUNNING"
+    assert trials.transition(1, "PULLING").state == "PULLING"
+    assert trials.transition(1, "RUNNING").state == "RUNNING"
 
 
-def test_runs_move_through_the_sparse_indexes(stack):
-    runs = stack.ports.runs
-    request = {
-        "run_id": "1.1",
-        "trial_id": 1,
-        "experiment_id": 1,
-        "pool": "default",
-        "slots": 1,
-        "priority": 42,
-        "slot_token": "tok",
-        "queued_at": "2026-01-01T00:00:00Z",
-    }
+def test_a_paused_trial_resumes_once_per_pause(ports):
+    trials = ports.trials
+    trials.create(Trial(id=1, experiment_id=1, state="PAUSED"))
+    assert trials.resume_paused(1, generation=0, attempt=1)
+    assert not trials.resume_paused(1, generation=1, attempt=1)  # the same pause, seen again
+    assert not trials.resume_paused(1, generation=0, attempt=2)  # a stale generation
+    assert trials.resume_paused(1, generation=1, attempt=2)  # paused again after a new attempt
+    assert trials.get(1).generation == 2
+
+
+def test_runs_move_through_the_sparse_indexes(ports):
+    runs = ports.runs
+    request = Run(
+        run_id="1.1",
+        trial_id=1,
+        experiment_id=1,
+        pool="default",
+        slots=1,
+        priority=42,
+        state="PENDING",
+        slot_token="tok",
+        queued_at="2026-01-01T00:00:00Z",
+    )
     assert runs.put_request(request)
     assert not runs.put_request(request)  # redelivered: queued once
-    assert [r["run_id"] for r in runs.pending("default")] == ["1.1"]
-    assert runs.assign("1.1", "agent-a")["state"] == "ASSIGNED"
+    assert [r.run_id for r in runs.pending("default")] == ["1.1"]
+    assert runs.assign("1.1", "agent-a").state == "ASSIGNED"
     assert runs.assign("1.1", "agent-b") is None
     assert runs.pending("default") == []
-    assert [r["agent_id"] for r in runs.allocated("default")] == ["agent-a"]
+    assert [r.agent_id for r in runs.allocated("default")] == ["agent-a"]
     runs.launch("1.1", "launch-token")
-    assert [r["run_id"] for r in runs.for_agent("agent-a")] == ["1.1"]
+    assert [r.run_id for r in runs.for_agent("agent-a")] == ["1.1"]
     assert runs.start("1.1", "agent-b", 10) is None  # not its agent
-    assert runs.start("1.1", "agent-a", 10)["state"] == "RUNNING"
-    assert runs.exit("1.1", 0, "exited with code 0")["state"] == "EXITED"
+    assert runs.start("1.1", "agent-a", 10).state == "RUNNING"
+    assert runs.exit("1.1", 0, "exited with code 0").state == "EXITED"
     assert runs.exit("1.1", 1, "again") is None
     assert runs.allocated("default") == [] and runs.for_agent("agent-a") == []
 
 
-def test_agents_report_capacity_changes_and_expire(stack):
-    agents = stack.ports.agents
+def test_agents_report_capacity_changes_and_expire(ports):
+    agents = ports.agents
     assert agents.heartbeat("a", "default", 2)  # new
     assert not agents.heartbeat("a", "default", 2)  # same capacity
     assert agents.heartbeat("a", "default", 4)  # changed
-    assert [a["agent_id"] for a in agents.alive("default", timeout_s=60)] == ["a"]
+    assert [a.host_id for a in agents.alive("default", timeout_s=60)] == ["a"]
     assert agents.alive("default", timeout_s=-1) == []
     assert agents.alive("other", timeout_s=60) == []
 
 
-def test_metrics_checkpoints_and_ids(stack):
-    p = stack.ports
+def test_metrics_checkpoints_and_ids(ports):
+    p = ports
     assert p.metrics.put(1, "training", 200, {"loss": 0.5})
     assert p.metrics.put(1, "training", 100, {"loss": 0.9})
     assert not p.metrics.put(1, "training", 100, {"loss": 0.1})  # duplicate report
     assert p.metrics.put(1, "validation", 100, {"acc": 0.7})
     rows = p.metrics.list(1, "training")
-    assert [(r["steps_completed"], r["metrics"]) for r in rows] == [
+    assert [(r.steps_completed, r.metrics) for r in rows] == [
         (100, {"loss": 0.9}),
         (200, {"loss": 0.5}),
     ]
-    record = {
-        "uuid": "u1",
-        "trial_id": 1,
-        "experiment_id": 1,
-        "steps_completed": 100,
-        "state": "COMPLETED",
-        "resources": {"model.pt": 10},
-        "metadata": {"steps_completed": 100},
-        "report_time": "t",
-    }
-    assert p.checkpoints.put(record)["resources"] == {"model.pt": 10}
-    assert p.checkpoints.put({**record, "steps_completed": 5})["steps_completed"] == 100  # first one wins
-    assert [c["uuid"] for c in p.checkpoints.for_trial(1)] == ["u1"]
+    record = Checkpoint(
+        uuid="u1",
+        trial_id=1,
+        experiment_id=1,
+        steps_completed=100,
+        resources={"model.pt": 10},
+        metadata={"steps_completed": 100},
+        report_time="t",
+    )
+    assert p.checkpoints.put(record).resources == {"model.pt": 10}
+    assert (
+        p.checkpoints.put(dataclasses.replace(record, steps_completed=5)).steps_completed == 100
+    )  # first wins
+    assert [c.uuid for c in p.checkpoints.for_trial(1)] == ["u1"]
     assert [p.ids.next("x") for _ in range(3)] == [1, 2, 3]
 
 
-def test_a_large_searcher_snapshot_fits_in_one_item(stack):
+def test_a_large_searcher_snapshot_fits_in_one_item(ports):
     # ~300 bytes a trial for ASHA: thousands of trials exceed DynamoDB's 400 KB item size uncompressed.
-    _experiment(stack)
+    _experiment(ports)
     snapshot = {
         "requests": [{"request_id": f"asha-{i}", "trial_id": i, "metric": i / 7} for i in range(6000)]
     }
-    assert stack.ports.experiments.save_searcher(1, snapshot, expected_version=0)
-    assert stack.ports.experiments.get(1)["searcher"] == snapshot
+    assert ports.experiments.save_searcher(1, snapshot, expected_version=0)
+    assert ports.experiments.get(1).searcher == snapshot

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from chalicelib.domain.records import LogLine
 from chalicelib.services import runs, scheduler
 from tests.aws.conftest import execution_status, launch_on_agent, pump_until, submit_experiment
 
@@ -20,19 +21,19 @@ def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     assert spec["entrypoint"] == ["python3", "train.py"]
     assert spec["environment"]["STRATUS_TRIAL_ID"] == str(spec["trial_id"])
     assert "STRATUS_AGENT_TOKEN" not in spec["environment"]
-    assert p.trials.get(spec["trial_id"])["state"] == "PULLING"
+    assert p.trials.get(spec["trial_id"]).state == "PULLING"
     runs.started(p, "agent-1", spec["run_id"], pid=123)
-    assert p.trials.get(spec["trial_id"])["state"] == "RUNNING"
-    line = {"timestamp": int(time.time() * 1000), "message": "hello", "rank": None}
+    assert p.trials.get(spec["trial_id"]).state == "RUNNING"
+    line = LogLine(int(time.time() * 1000), "hello")
     assert runs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])
     assert not runs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])  # a retried batch
-    assert [x["message"] for x in p.logs.get(spec["trial_id"], 100, None, None)[0]] == ["hello"]
+    assert [x.message for x in p.logs.get(spec["trial_id"], 100, None, None)[0]] == ["hello"]
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")  # a retried report is harmless
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "COMPLETED")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")
     trial = p.trials.get(spec["trial_id"])
-    assert trial["state"] == "COMPLETED" and trial["attempts"] == 1 and trial["end_time"]
-    pump_until(stack, lambda: execution_status(stack, trial["id"]) == "SUCCEEDED")
+    assert trial.state == "COMPLETED" and trial.attempts == 1 and trial.end_time
+    pump_until(stack, lambda: execution_status(stack, trial.id) == "SUCCEEDED")
     assert p.runs.allocated("default") == []  # slots given back
 
 
@@ -44,10 +45,10 @@ def test_a_failing_trial_is_restarted_then_errors(stack):
     second = launch_on_agent(stack)
     assert second["run_id"] == f"{first['trial_id']}.2"
     runs.exited(p, "agent-1", second["run_id"], 3, "exited with code 3")
-    pump_until(stack, lambda: p.experiments.get(experiment["id"])["state"] == "ERROR")
+    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "ERROR")
     trial = p.trials.get(first["trial_id"])
-    assert trial["state"] == "ERROR" and trial["attempts"] == 2 and trial["exit_code"] == 3
-    pump_until(stack, lambda: execution_status(stack, trial["id"]) == "FAILED")
+    assert trial.state == "ERROR" and trial.attempts == 2 and trial.exit_code == 3
+    pump_until(stack, lambda: execution_status(stack, trial.id) == "FAILED")
 
 
 def test_no_agent_means_the_trial_waits_in_the_queue(stack):
@@ -57,4 +58,4 @@ def test_no_agent_means_the_trial_waits_in_the_queue(stack):
     assert scheduler.schedule_pool(p, "default") == []
     runs.heartbeat(p, "late-agent", "default", 2, [])
     pump_until(stack, lambda: p.runs.pending("default") == [])
-    assert [r["agent_id"] for r in p.runs.allocated("default")] == ["late-agent"]
+    assert [r.agent_id for r in p.runs.allocated("default")] == ["late-agent"]

@@ -8,12 +8,15 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
 import pytest
 
 from chalicelib.api import models
-from chalicelib.domain import keys
+from chalicelib.domain.records import Experiment, Trial
+from chalicelib.domain.run_records import Node, Placement, Run
+from chalicelib.domain.states import ExperimentState, RunState, TrialState
+from chalicelib.memory import memory_ports, memory_settings
 from chalicelib.services import runs, tokens
 from chalicelib.services.ports import Ports
 from chalicelib.settings import reset_settings
@@ -38,21 +41,6 @@ CONFIG = {
 }
 
 
-class _Records:
-    """Just enough of a store for `runs.launch_spec`: records by id."""
-
-    def __init__(self, *records: dict[str, Any], key: str) -> None:
-        self._records = {record[key]: record for record in records}
-
-    def get(self, record_id: Any) -> dict[str, Any] | None:
-        return self._records.get(record_id)
-
-
-class _Blobs:
-    def presign_get(self, key: str) -> str:
-        return f"https://bucket.example/{key}?X-Amz-Signature=abc"
-
-
 @pytest.fixture
 def control_plane(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in (
@@ -71,32 +59,36 @@ def control_plane(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     reset_settings()
 
 
-def _ports() -> tuple[Ports, dict[str, Any]]:
-    """A two-node run of trial 7 (experiment 3) and its node 1, as the adapters give them."""
-    run = {
-        "run_id": "7.1",
-        "trial_id": 7,
-        "experiment_id": 3,
-        "slots": 4,
-        "nodes": [{"agent_id": "agent-0", "slots": 2}, {"agent_id": "agent-1", "slots": 2}],
-    }
-    node = {"run_id": keys.node_id("7.1", 1), "kind": "node", "parent_run": "7.1", "node_rank": 1, "slots": 2}
-    trial = {
-        "id": 7,
-        "experiment_id": 3,
-        "hparams": {"lr": 0.1, "layers": 2},
-        "latest_checkpoint": CHECKPOINT,
-        "trial_seed": 42,
-    }
-    experiment = {"id": 3, "config": CONFIG, "context_sha256": SHA}
-    stores: dict[str, Any] = {name: None for name in (f.name for f in dataclasses.fields(Ports))}
-    stores.update(
-        runs=_Records(run, node, key="run_id"),
-        trials=_Records(trial, key="id"),
-        experiments=_Records(experiment, key="id"),
-        blobs=_Blobs(),
+def _ports() -> tuple[Ports, Node]:
+    """A two-node run of trial 7 (experiment 3) and its node 1, in the in-memory twin of the stores."""
+    ports = memory_ports(settings=memory_settings(token_secret=SECRET, api_url=API_URL))
+    ports.experiments.create(
+        Experiment(id=3, state=ExperimentState.ACTIVE, config=CONFIG, context_sha256=SHA)
     )
-    return Ports(**stores), node
+    ports.trials.create(
+        Trial(
+            id=7,
+            experiment_id=3,
+            state=TrialState.PULLING,
+            hparams={"lr": 0.1, "layers": 2},
+            latest_checkpoint=CHECKPOINT,
+            trial_seed=42,
+        )
+    )
+    nodes = (Placement("agent-0", 2), Placement("agent-1", 2))
+    run = Run(
+        run_id="7.1",
+        trial_id=7,
+        experiment_id=3,
+        pool="default",
+        slots=4,
+        priority=42,
+        state=RunState.LAUNCHING,
+        nodes=nodes,
+    )
+    node = Node.launched(run, 1)
+    ports.runs.items.update({run.run_id: run.to_item(), node.node_id: node.to_item()})
+    return ports, node
 
 
 def test_the_launch_spec_the_control_plane_builds_is_the_one_the_agent_runs(control_plane: None) -> None:

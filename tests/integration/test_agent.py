@@ -112,7 +112,7 @@ class FakeApi:
         self.kill: list[str] = []
         self.repeat_launch = False  # answer every heartbeat with the same launches
         self.contexts: dict[str, bytes] = {}
-        self.fail: dict[str, int] = {}  # path kind -> how many more calls answer 503
+        self.fail: dict[str, int] = {}  # path kind (or "context") -> how many more calls answer 503
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -129,9 +129,15 @@ class FakeApi:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
-                fake._record("GET", self.path, None, self.headers.get("Authorization"))
+                with fake.cond:
+                    failing = fake.fail.get("context", 0) > 0
+                    if failing:
+                        fake.fail["context"] -= 1
+                fake._record("GET", self.path, None, self.headers.get("Authorization"), failed=failing)
                 data = fake.contexts.get(self.path.split("?")[0])
-                if data is None:
+                if failing:
+                    self._answer(503, b'{"error": "Unavailable", "message": "try again"}')
+                elif data is None:
                     self._answer(404, b'{"error": "NotFound", "message": "no such context"}')
                 else:
                     self._answer(200, data, "application/octet-stream")
@@ -445,6 +451,23 @@ def test_context_download_failure_is_an_exit_with_code_1(api: FakeApi, runner: R
     assert "s3cr3t" not in body["reason"]  # the presigned query is never repeated
     assert any("context download failed" in m for m in api.log_lines(spec["run_id"]))
     assert not api.of("started", spec["run_id"])
+
+
+def test_a_context_download_is_retried_without_the_agent_token(api: FakeApi, runner: Runner) -> None:
+    api.fail["context"] = 1
+    spec = spec_for(api, ["echo", "ran"])
+    runner.start(spec)
+    assert api.wait_exit(spec["run_id"])["exit_code"] == 0
+    lines = api.log_lines(spec["run_id"])
+    retried = [
+        m for m in lines if m.startswith("[agent] context download failed (attempt 1 of 3, retrying): ")
+    ]
+    assert len(retried) == 1 and retried[0].endswith(
+        f"HTTP 503 from GET {api.url}/ctx/{spec['run_id'][4:]}.tar.zst"
+    )
+    assert "ran" in lines and not any("X-Amz-Signature" in m for m in lines)
+    downloads = [c for c in api.calls if c["method"] == "GET"]
+    assert len(downloads) == 2 and all(c["auth"] is None for c in downloads)  # presigned: no agent token
 
 
 def test_unsafe_context_archive_fails_the_run(api: FakeApi, runner: Runner) -> None:

@@ -1,6 +1,7 @@
 """Fixtures and test doubles shared by the unit tests. Nothing here does IO: the fakes answer through
-httpx.MockTransport, and a guard fails any unit test that starts a process or opens a socket (such a test
-belongs in tests/integration).
+in-memory transports (httpx.MockTransport for the CLI, contract.http.InMemoryTransport for the trial), and
+a guard fails any unit test that starts a process or opens a socket (such a test belongs in
+tests/integration).
 
 - the CLI's fake API (`FakeApi`, `run`, the `api` fixture) for tests/unit/test_cli*.py;
 - the trial's fake control plane (`FakePlane`, `SearcherPlane`, `Waits`, `platform_env`) for
@@ -20,11 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
+from contract.http import InMemoryTransport, Request, Response
 from det import cli
 from det._runtime import Runtime
 
@@ -46,12 +47,12 @@ def _no_processes_or_sockets(monkeypatch: pytest.MonkeyPatch, request: pytest.Fi
         monkeypatch.setattr(socket.socket, method, refuse)
 
 
-def error_response(status: int, code: str, message: str) -> httpx.Response:
-    """The API's error body (contracts.md §1)."""
-    return httpx.Response(status, json={"error": code, "message": message})
-
-
 # ---- the CLI's fake API ---------------------------------------------------------------------------------
+
+
+def api_error(status: int, code: str, message: str) -> httpx.Response:
+    """The API's error body (contracts.md §1), as the CLI receives it."""
+    return httpx.Response(status, json={"error": code, "message": message})
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ class FakeApi:
             match = re.fullmatch(pattern, f"{method} {path}")
             if match:
                 return handler(params, body, *(int(g) for g in match.groups()))
-        return error_response(404, "NotFound", f"no route {method} {path}")
+        return api_error(404, "NotFound", f"no route {method} {path}")
 
     def _routes(self) -> list[tuple[str, Callable[..., httpx.Response]]]:
         return [
@@ -187,7 +188,7 @@ class FakeApi:
 
     def _get_experiment(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
         if eid not in self.experiments:
-            return error_response(404, "NotFound", f"no experiment with id {eid}")
+            return api_error(404, "NotFound", f"no experiment with id {eid}")
         trials = [t for t in self.trials.values() if t["experiment_id"] == eid]
         return httpx.Response(200, json={"experiment": self.experiments[eid], "trials": trials})
 
@@ -205,7 +206,7 @@ class FakeApi:
 
     def _get_trial(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
         if tid not in self.trials:
-            return error_response(404, "NotFound", f"no trial with id {tid}")
+            return api_error(404, "NotFound", f"no trial with id {tid}")
         return httpx.Response(
             200, json={"trial": self.trials[tid], "checkpoints": self.checkpoints.get(tid, [])}
         )
@@ -215,7 +216,7 @@ class FakeApi:
 
     def _logs(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
         if tid not in self.trials:
-            return error_response(404, "NotFound", f"no trial with id {tid}")
+            return api_error(404, "NotFound", f"no trial with id {tid}")
         lines = self.logs.get(tid, [])
         if "next_token" in params:
             start = int(params["next_token"])
@@ -278,7 +279,7 @@ TRIAL, EXPERIMENT = 7, 3
 PLANE_CONFIG = {"name": "digits", "searcher": {"name": "single", "max_length": {"batches": 600}}}
 WAIT_S = 10.0
 
-# What the agent sets for a trial and the local test mode for a script; `no_trial_env` clears them.
+# What the agent sets for a trial; `no_trial_env` clears them (and LOCAL_ENV).
 ENV_NAMES = [
     "STRATUS_MASTER",
     "STRATUS_TRIAL_ID",
@@ -309,8 +310,8 @@ class FakePlane:
         self.heartbeats = 0
         self.heartbeat_seen = threading.Condition(self.lock)
 
-    def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handle)
+    def transport(self) -> InMemoryTransport:
+        return InMemoryTransport(self.handle)
 
     def calls(self, method: str | None = None, path_part: str = "") -> list[tuple[str, str, Any]]:
         with self.lock:
@@ -323,42 +324,41 @@ class FakePlane:
         with self.heartbeat_seen:
             return self.heartbeat_seen.wait_for(lambda: self.heartbeats >= n, timeout=WAIT_S)
 
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        if url.host == "s3.test":
+    def handle(self, request: Request) -> Response:
+        if request.host == "s3.test":
             return self._s3(request)
         if request.headers.get("authorization") != f"Bearer {TOKEN}":
-            return error_response(401, "Unauthorized", "the run token is missing or wrong.")
+            return plane_error(401, "Unauthorized", "the run token is missing or wrong.")
         body = json.loads(request.content) if request.content else None
         with self.lock:
-            self.log.append((request.method, url.path, body))
-        route = url.path.removeprefix("/v1")
+            self.log.append((request.method, request.path, body))
+        route = request.path.removeprefix("/v1")
         return self._route(request.method, route, body)
 
-    def _route(self, method: str, route: str, body: Any) -> httpx.Response:
+    def _route(self, method: str, route: str, body: Any) -> Response:
         parts = route.strip("/").split("/")
         if parts[0] == "trials" and parts[1] != str(TRIAL):
-            return error_response(403, "Forbidden", f"the run token is not valid for trial {parts[1]}.")
+            return plane_error(403, "Forbidden", f"the run token is not valid for trial {parts[1]}.")
         if (method, parts[0]) == ("GET", "trials") and parts[2:] == ["info"]:
-            return httpx.Response(200, json=self._info())
+            return Response(200, json=self._info())
         if (method, parts[2:]) == ("POST", ["metrics"]):
-            return httpx.Response(200, json={})
+            return Response(200, json={})
         if (method, parts[2:]) == ("POST", ["progress"]):
-            return httpx.Response(200, json={})
+            return Response(200, json={})
         if (method, parts[2:]) == ("POST", ["heartbeat"]):
             with self.heartbeat_seen:
                 self.heartbeats += 1
                 self.heartbeat_seen.notify_all()
-            return httpx.Response(200, json={"preempt": self.preempt})
+            return Response(200, json={"preempt": self.preempt})
         if (method, parts[2:]) == ("POST", ["checkpoints", "uploads"]):
             prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
             urls = {f: f"https://s3.test/bucket/{prefix}{f}?X-Amz-Signature=sig" for f in body["files"]}
-            return httpx.Response(200, json={"prefix": prefix, "urls": urls})
+            return Response(200, json={"prefix": prefix, "urls": urls})
         if (method, parts[2:]) == ("POST", ["checkpoints"]):
             return self._report_checkpoint(body)
         if (method, parts[0]) == ("GET", "checkpoints") and parts[2:] == ["downloads"]:
             return self._downloads(parts[1])
-        return error_response(404, "NotFound", f"no route {method} {route}.")
+        return plane_error(404, "NotFound", f"no route {method} {route}.")
 
     def _info(self) -> dict[str, Any]:
         return {
@@ -371,12 +371,10 @@ class FakePlane:
             "config": PLANE_CONFIG,
         }
 
-    def _report_checkpoint(self, body: dict[str, Any]) -> httpx.Response:
+    def _report_checkpoint(self, body: dict[str, Any]) -> Response:
         prefix = f"checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/"
         if f"bucket/{prefix}metadata.json" not in self.s3:
-            return error_response(
-                409, "Conflict", "metadata.json is not in S3 yet; upload it before reporting."
-            )
+            return plane_error(409, "Conflict", "metadata.json is not in S3 yet; upload it before reporting.")
         checkpoint = {
             "uuid": body["uuid"],
             "trial_id": TRIAL,
@@ -389,32 +387,38 @@ class FakePlane:
             "report_time": "2024-01-01T00:00:00Z",
         }
         self.checkpoints[body["uuid"]] = checkpoint
-        return httpx.Response(200, json={"checkpoint": checkpoint})
+        return Response(200, json={"checkpoint": checkpoint})
 
-    def _downloads(self, storage_id: str) -> httpx.Response:
+    def _downloads(self, storage_id: str) -> Response:
         checkpoint = self.checkpoints.get(storage_id)
         if checkpoint is None:
-            return error_response(404, "NotFound", f"no checkpoint {storage_id}; check the uuid.")
+            return plane_error(404, "NotFound", f"no checkpoint {storage_id}; check the uuid.")
         prefix = f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{storage_id}/"
         urls = {f: f"https://s3.test/{prefix}{f}?X-Amz-Signature=sig" for f in checkpoint["resources"]}
-        return httpx.Response(200, json={"checkpoint": checkpoint, "urls": urls})
+        return Response(200, json={"checkpoint": checkpoint, "urls": urls})
 
-    def _s3(self, request: httpx.Request) -> httpx.Response:
-        key = urlsplit(str(request.url)).path.lstrip("/")
+    def _s3(self, request: Request) -> Response:
+        key = request.path.lstrip("/")
         if "authorization" in request.headers:  # S3 refuses two signatures
-            return httpx.Response(400, text="<Error><Code>InvalidArgument</Code></Error>")
-        if request.url.params.get("X-Amz-Signature") != "sig":
-            return httpx.Response(403, text="<Error><Code>AccessDenied</Code></Error>")
+            return Response(400, text="<Error><Code>InvalidArgument</Code></Error>")
+        if request.params.get("X-Amz-Signature") != "sig":
+            return Response(403, text="<Error><Code>AccessDenied</Code></Error>")
         if request.method == "PUT":
             with self.lock:
                 self.s3[key] = request.content
                 self.log.append(("PUT", "/" + key, request.content))
-            return httpx.Response(200)
+            return Response(200)
         if request.method == "GET" and key in self.s3:
-            return httpx.Response(200, content=self.s3[key])
-        return httpx.Response(404, text="<Error><Code>NoSuchKey</Code></Error>")
+            return Response(200, content=self.s3[key])
+        return Response(404, text="<Error><Code>NoSuchKey</Code></Error>")
 
 
+def plane_error(status: int, code: str, message: str) -> Response:
+    """The API's error body (contracts.md §1), as the trial's client receives it."""
+    return Response(status, json={"error": code, "message": message})
+
+
+# What the local test mode sets for a script.
 LOCAL_ENV = ["STRATUS_LOCAL_CONFIG", "STRATUS_LOCAL_EVENTS"]
 
 
@@ -445,17 +449,17 @@ class SearcherPlane(FakePlane):
     def _info(self) -> dict[str, Any]:
         return {**super()._info(), "config": self.config}
 
-    def _route(self, method: str, route: str, body: Any) -> httpx.Response:
+    def _route(self, method: str, route: str, body: Any) -> Response:
         parts = route.strip("/").split("/")
         if parts[0] == "trials" and parts[2:3] == ["searcher"] and parts[1] == str(TRIAL):
             if (method, parts[3:]) == ("GET", []):
-                return httpx.Response(200, json=self._answer())
+                return Response(200, json=self._answer())
             if (method, parts[3:]) == ("POST", ["completed"]):
                 self.completed.append(body)
-                return httpx.Response(200, json={})
+                return Response(200, json={})
             if (method, parts[3:]) == ("POST", ["invalid_hp"]):
                 self.invalid_hp.append(body)
-                return httpx.Response(200, json={})
+                return Response(200, json={})
         return super()._route(method, route, body)
 
     def _answer(self) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The Determined and NNI compatibility packages, and the agent's rule for putting them on PYTHONPATH.
 
 Determined Core API scripts, PyTorchTrial classes and NNI scripts (the examples included) run against
-the in-memory control plane of tests/unit/conftest.py (httpx.MockTransport): no network, no sleeps. The
-agent's probe of a real interpreter and gloo groups are in tests/integration/test_harness_processes.py."""
+the in-memory control plane of tests/unit/conftest.py (contract.http.InMemoryTransport): no network, no
+sleeps. The agent's probe of a real interpreter and gloo groups are in
+tests/integration/test_harness_processes.py."""
 
 from __future__ import annotations
 

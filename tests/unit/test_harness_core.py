@@ -1,4 +1,5 @@
-"""The in-trial Core API against an in-memory control plane and S3 (httpx.MockTransport): no network."""
+"""The in-trial Core API against an in-memory control plane and S3 (contract.http.InMemoryTransport): no
+network."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 import harness
+from contract.errors import NoAnswerError
+from contract.http import InMemoryTransport, Request, Response, RetryPolicy
 from harness import core
 from harness._api import ApiClient
 from harness._info import load_cluster_info, load_rank_info
@@ -29,7 +31,7 @@ from tests.unit.conftest import (
     TRIAL,
     WAIT_S,
     FakePlane,
-    error_response,
+    plane_error,
     platform_env,
 )
 
@@ -409,21 +411,23 @@ def test_non_chief_ranks_can_restore(
 
 
 def _client(handler: Any, sleeps: list[float]) -> ApiClient:
-    return ApiClient(
-        API, TOKEN, transport=httpx.MockTransport(handler), backoff_s=(0.1, 0.2), sleep=sleeps.append
-    )
+    retry = RetryPolicy(first_delay_s=0.1, growth=2.0, max_attempts=3)
+    return ApiClient(API, TOKEN, transport=InMemoryTransport(handler), retry=retry, wait=sleeps.append)
 
 
 def test_client_retries_5xx_and_connection_errors_then_succeeds() -> None:
-    answers: list[Any] = [httpx.ConnectError("refused"), httpx.Response(502, text="Bad Gateway")]
+    answers: list[Any] = [
+        NoAnswerError("POST /trials/7/heartbeat", "refused"),
+        Response(502, text="Bad Gateway"),
+    ]
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         if answers:
             answer = answers.pop(0)
             if isinstance(answer, Exception):
                 raise answer
             return answer
-        return httpx.Response(200, json={"preempt": False})
+        return Response(200, json={"preempt": False})
 
     sleeps: list[float] = []
     assert _client(handler, sleeps).post("/trials/7/heartbeat", {}) == {"preempt": False}
@@ -431,16 +435,16 @@ def test_client_retries_5xx_and_connection_errors_then_succeeds() -> None:
 
 
 def test_client_gives_up_after_its_backoff() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused")
+    def handler(request: Request) -> Response:
+        raise NoAnswerError(request.what, "refused")
 
     sleeps: list[float] = []
     with pytest.raises(harness.ApiCallError, match="STRATUS_MASTER"):
         _client(handler, sleeps).get("/trials/7/info")
     assert sleeps == [0.1, 0.2]
 
-    def always_500(request: httpx.Request) -> httpx.Response:
-        return error_response(503, "Unavailable", "try later.")
+    def always_500(request: Request) -> Response:
+        return plane_error(503, "Unavailable", "try later.")
 
     with pytest.raises(harness.ApiCallError) as raised:
         _client(always_500, []).get("/trials/7/info")
@@ -448,10 +452,10 @@ def test_client_gives_up_after_its_backoff() -> None:
 
 
 def test_client_raises_4xx_at_once_with_the_servers_message() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         assert request.headers["authorization"] == f"Bearer {TOKEN}"
-        assert request.url.path == "/v1/trials/7/metrics"
-        return error_response(409, "Conflict", "trial 7 is COMPLETED; it takes no more metrics.")
+        assert request.path == "/v1/trials/7/metrics"
+        return plane_error(409, "Conflict", "trial 7 is COMPLETED; it takes no more metrics.")
 
     sleeps: list[float] = []
     with pytest.raises(harness.ApiCallError, match="trial 7 is COMPLETED") as raised:

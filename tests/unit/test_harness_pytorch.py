@@ -1,8 +1,8 @@
 """PyTorchTrial and its Trainer: chunking, periods, checkpoints, exact resume, the legacy entrypoint.
 
 Off the platform the local twins record what was reported; on it, the in-memory control plane of
-tests/unit/conftest.py (SearcherPlane) answers (httpx.MockTransport). Trials are tiny MLPs on synthetic
-data (CPU)."""
+tests/unit/conftest.py (SearcherPlane) answers (contract.http.InMemoryTransport). Trials are tiny MLPs on
+synthetic data (CPU)."""
 
 from __future__ import annotations
 

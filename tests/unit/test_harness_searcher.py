@@ -1,5 +1,5 @@
 """The searcher dialogue, InvalidHP and the local test mode, against an in-memory control plane
-(httpx.MockTransport, tests/unit/conftest.py): no network, no sleeps."""
+(contract.http.InMemoryTransport, tests/unit/conftest.py): no network, no sleeps."""
 
 from __future__ import annotations
 

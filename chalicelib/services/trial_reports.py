@@ -8,9 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain import keys
+from chalicelib.domain.records import Checkpoint, Trial
+from chalicelib.domain.run_records import Run
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services.clock import now_iso
-from chalicelib.services.ports import Ports, Record
+from chalicelib.services import experiments
+from chalicelib.services.ports import Ports
+from chalicelib.services.searching import time_metric
 from contract import messages
 from contract.actions import SearcherAction
 
@@ -18,70 +21,67 @@ METRIC_GROUPS = ("training", "validation")
 MAX_CHECKPOINT_FILES = 10_000
 
 
-def trial_info(ports: Ports, run: Record) -> dict[str, Any]:
-    trial = _trial(ports, int(run["trial_id"]))
-    experiment = ports.experiments.get(int(run["experiment_id"]))
-    assert experiment is not None
+def trial_info(ports: Ports, run: Run) -> dict[str, Any]:
+    trial = _trial(ports, run.trial_id)
+    experiment = experiments.get(ports, run.experiment_id)
     return {
-        "trial_id": int(trial["id"]),
-        "experiment_id": int(experiment["id"]),
-        "run_id": run["run_id"],
-        "hparams": trial["hparams"],
-        "latest_checkpoint": trial.get("latest_checkpoint"),
-        "trial_seed": int(trial.get("trial_seed", 0)),
-        "config": experiment["config"],
+        "trial_id": trial.id,
+        "experiment_id": experiment.id,
+        "run_id": run.run_id,
+        "hparams": trial.hparams,
+        "latest_checkpoint": trial.latest_checkpoint,
+        "trial_seed": trial.trial_seed,
+        "config": experiment.config,
     }
 
 
 def report_metrics(
-    ports: Ports, run: Record, group: str, steps_completed: int, metrics: Mapping[str, Any]
+    ports: Ports, run: Run, group: str, steps_completed: int, metrics: Mapping[str, Any]
 ) -> None:
     if group not in METRIC_GROUPS:
         raise BadRequestError(f"metric group {group!r} is not one of {', '.join(METRIC_GROUPS)}")
     if steps_completed < 0:
         raise BadRequestError(f"steps_completed must be ≥ 0, got {steps_completed}")
-    trial_id = int(run["trial_id"])
+    trial_id = run.trial_id
     ports.metrics.put(trial_id, group, steps_completed, metrics)  # a repeated report is a no-op
     if group == "training":
         ports.trials.record_training(trial_id, steps_completed)
         return
-    experiment = ports.experiments.get(int(run["experiment_id"]))
-    assert experiment is not None
-    searcher = experiment["config"]["searcher"]
-    value = metrics.get(searcher["metric"])
+    config = experiments.get(ports, run.experiment_id).parsed_config
+    value = metrics.get(config.searcher.metric)
     searcher_value = float(value) if isinstance(value, int | float) and math.isfinite(float(value)) else None
     ports.trials.record_validation(
-        trial_id, steps_completed, metrics, searcher_value, bool(searcher.get("smaller_is_better", True))
+        trial_id, steps_completed, metrics, searcher_value, config.searcher.smaller_is_better
     )
     if searcher_value is None:
         return
     length: Any = steps_completed
-    if searcher.get("time_metric"):
-        length = metrics.get(searcher["time_metric"])
+    unit = time_metric(config)
+    if unit:
+        length = metrics.get(unit)
         if not isinstance(length, int | float) or not math.isfinite(float(length)):
             return  # no position in the searcher's units: not a searcher result
     report_searcher_result(ports, run, int(length), searcher_value)
 
 
-def report_searcher_result(ports: Ports, run: Record, length: int, metric: float) -> None:
+def report_searcher_result(ports: Ports, run: Run, length: int, metric: float) -> None:
     """Tell the searcher where the trial stands (Determined's `op.report_completed`)."""
-    trial_id = int(run["trial_id"])
+    trial_id = run.trial_id
     if not math.isfinite(metric):
         # A diverged trial (NaN or infinite loss) ranks last, so searchers keep working with finite values.
-        experiment = ports.experiments.get(int(run["experiment_id"]))
-        smaller = bool(experiment and experiment["config"]["searcher"].get("smaller_is_better", True))
-        metric = 1e300 if smaller else -1e300
+        experiment = experiments.get(ports, run.experiment_id)
+        metric = 1e300 if experiment.parsed_config.searcher.smaller_is_better else -1e300
     trial = ports.trials.record_searcher_length(trial_id, length)
     if trial is None:
         stored = ports.trials.get(trial_id)
-        if stored is None or int(stored.get("searcher_length", -1)) != length:
+        if stored is None or stored.searcher_length != length:
             return  # an older position than one already reported
         # The same position again (a retried report): send the event again; the searcher ignores
         # an event id it has seen, and a lost first send is made good.
     ports.queues.to_events(
         messages.ValidationReported(
             event_id=f"validation-{trial_id}-{length}",
-            experiment_id=int(run["experiment_id"]),
+            experiment_id=run.experiment_id,
             trial_id=trial_id,
             length=length,
             metric=metric,
@@ -89,19 +89,17 @@ def report_searcher_result(ports: Ports, run: Record, length: int, metric: float
     )
 
 
-def searcher_state(ports: Ports, run: Record) -> dict[str, Any]:
+def searcher_state(ports: Ports, run: Run) -> dict[str, Any]:
     """The trial's side of the searcher dialogue (docs/contracts.md)."""
-    trial = _trial(ports, int(run["trial_id"]))
-    experiment = ports.experiments.get(int(run["experiment_id"]))
-    assert experiment is not None
-    unit = str(experiment["config"]["searcher"].get("time_metric") or "batches")
-    target = trial.get("target_length")
-    if trial.get("searcher_action") in ("pause", "stop"):
+    trial = _trial(ports, run.trial_id)
+    unit = time_metric(experiments.get(ports, run.experiment_id).parsed_config) or "batches"
+    target = trial.target_length
+    if trial.told_to_stop:
         _note_pausing(ports, run, trial)
         return {"action": SearcherAction.STOP.value, "length": target, "unit": unit}
-    if trial.get("searcher_pending"):
+    if trial.searcher_pending:
         return {"action": SearcherAction.WAIT.value, "length": target, "unit": unit}
-    if target is not None and int(trial.get("searcher_length", -1)) >= int(target):
+    if target is not None and trial.searcher_length is not None and trial.searcher_length >= target:
         return {
             "action": SearcherAction.STOP.value,
             "length": target,
@@ -110,40 +108,37 @@ def searcher_state(ports: Ports, run: Record) -> dict[str, Any]:
     return {"action": SearcherAction.TRAIN.value, "length": target, "unit": unit}
 
 
-def report_invalid_hp(ports: Ports, run: Record, message: str) -> None:
-    ports.trials.update(
-        int(run["trial_id"]), invalid_hp=True, exit_reason=f"invalid hyperparameters: {message}"[:1000]
-    )
+def report_invalid_hp(ports: Ports, run: Run, message: str) -> None:
+    ports.trials.mark_invalid_hp(run.trial_id, f"invalid hyperparameters: {message}")
 
 
-def report_progress(ports: Ports, run: Record, progress: float) -> None:
+def report_progress(ports: Ports, run: Run, progress: float) -> None:
     if not 0.0 <= progress <= 1.0:
         raise BadRequestError(f"progress must be between 0 and 1, got {progress}")
-    ports.trials.update(int(run["trial_id"]), progress=progress)
+    ports.trials.record_progress(run.trial_id, progress)
 
 
-def heartbeat(ports: Ports, run: Record) -> dict[str, Any]:
-    trial = _trial(ports, int(run["trial_id"]))
-    stop = trial.get("searcher_action") in ("pause", "stop")
-    if stop:
+def heartbeat(ports: Ports, run: Run) -> dict[str, Any]:
+    trial = _trial(ports, run.trial_id)
+    if trial.told_to_stop:
         _note_pausing(ports, run, trial)
-    return {"preempt": bool(run.get("preempt", False)) or stop}
+    return {"preempt": run.preempt or trial.told_to_stop}
 
 
-def _note_pausing(ports: Ports, run: Record, trial: Record) -> None:
+def _note_pausing(ports: Ports, run: Run, trial: Trial) -> None:
     """Remember that this run was told to stop for a pause, so its clean exit pauses the trial."""
-    if trial.get("searcher_action") == "pause" and not run.get("pausing"):
-        ports.runs.mark_pausing(str(run["run_id"]))
+    if trial.searcher_action == "pause" and not run.pausing:
+        ports.runs.mark_pausing(run.run_id)
 
 
-def checkpoint_uploads(ports: Ports, run: Record, uuid: str, files: Sequence[str]) -> dict[str, Any]:
+def checkpoint_uploads(ports: Ports, run: Run, uuid: str, files: Sequence[str]) -> dict[str, Any]:
     if not keys.is_uuid(uuid):
         raise BadRequestError(f"checkpoint uuid {uuid!r} is not a lowercase UUID; use uuid.uuid4()")
     if not files or len(files) > MAX_CHECKPOINT_FILES:
         raise BadRequestError(f"a checkpoint needs 1 to {MAX_CHECKPOINT_FILES} files, got {len(files)}")
     if ports.checkpoints.get(uuid) is not None:
         raise ConflictError(f"checkpoint {uuid} is already reported; store a new checkpoint under a new uuid")
-    experiment_id, trial_id = int(run["experiment_id"]), int(run["trial_id"])
+    experiment_id, trial_id = run.experiment_id, run.trial_id
     urls = {}
     for path in files:
         try:
@@ -156,50 +151,49 @@ def checkpoint_uploads(ports: Ports, run: Record, uuid: str, files: Sequence[str
 
 def report_checkpoint(
     ports: Ports,
-    run: Record,
+    run: Run,
     uuid: str,
     steps_completed: int,
     resources: Mapping[str, int],
     metadata: Mapping[str, Any],
-) -> Record:
+) -> Checkpoint:
     if not keys.is_uuid(uuid):
         raise BadRequestError(f"checkpoint uuid {uuid!r} is not a lowercase UUID; use uuid.uuid4()")
-    experiment_id, trial_id = int(run["experiment_id"]), int(run["trial_id"])
+    experiment_id, trial_id = run.experiment_id, run.trial_id
     marker = keys.checkpoint_object_key(experiment_id, trial_id, uuid, "metadata.json")
     if not ports.blobs.exists(marker):
         raise ConflictError(
             f"checkpoint {uuid} has no metadata.json in S3 yet; upload every file, metadata.json last, then report it"
         )
     existing = ports.checkpoints.get(uuid)
-    if existing is not None and int(existing["trial_id"]) != trial_id:
-        raise ForbiddenError(f"checkpoint {uuid} belongs to trial {existing['trial_id']}")
+    if existing is not None and existing.trial_id != trial_id:
+        raise ForbiddenError(f"checkpoint {uuid} belongs to trial {existing.trial_id}")
     record = ports.checkpoints.put(
-        {
-            "uuid": uuid,
-            "trial_id": trial_id,
-            "experiment_id": experiment_id,
-            "run_id": run["run_id"],
-            "steps_completed": steps_completed,
-            "state": "COMPLETED",
-            "resources": dict(resources),
-            "metadata": dict(metadata),
-            "report_time": now_iso(),
-        }
+        Checkpoint(
+            uuid=uuid,
+            trial_id=trial_id,
+            experiment_id=experiment_id,
+            run_id=run.run_id,
+            steps_completed=steps_completed,
+            resources=dict(resources),
+            metadata=dict(metadata),
+            report_time=ports.clock.now_iso(),
+        )
     )
     ports.trials.set_latest_checkpoint(trial_id, uuid, steps_completed)
     return record
 
 
-def checkpoint_downloads(ports: Ports, run: Record, uuid: str) -> dict[str, Any]:
+def checkpoint_downloads(ports: Ports, run: Run, uuid: str) -> dict[str, Any]:
     checkpoint = ports.checkpoints.get(uuid)
     if checkpoint is None:
         raise NotFoundError(f"checkpoint {uuid} not found")
-    if int(checkpoint["experiment_id"]) != int(run["experiment_id"]):
+    if checkpoint.experiment_id != run.experiment_id:
         raise ForbiddenError(f"checkpoint {uuid} belongs to another experiment")
-    if checkpoint["state"] != "COMPLETED":
-        raise ConflictError(f"checkpoint {uuid} is {checkpoint['state']} and cannot be restored")
-    experiment_id, trial_id = int(checkpoint["experiment_id"]), int(checkpoint["trial_id"])
-    files = sorted(set(checkpoint["resources"]) | {"metadata.json"})
+    if checkpoint.state != "COMPLETED":
+        raise ConflictError(f"checkpoint {uuid} is {checkpoint.state} and cannot be restored")
+    experiment_id, trial_id = checkpoint.experiment_id, checkpoint.trial_id
+    files = sorted(set(checkpoint.resources) | {"metadata.json"})
     urls = {
         p: ports.blobs.presign_get(keys.checkpoint_object_key(experiment_id, trial_id, uuid, p))
         for p in files
@@ -207,7 +201,7 @@ def checkpoint_downloads(ports: Ports, run: Record, uuid: str) -> dict[str, Any]
     return {"checkpoint": checkpoint, "urls": urls}
 
 
-def _trial(ports: Ports, trial_id: int) -> Record:
+def _trial(ports: Ports, trial_id: int) -> Trial:
     trial = ports.trials.get(trial_id)
     if trial is None:
         raise NotFoundError(

@@ -1,0 +1,132 @@
+"""The named updates of experiments, trials and runs, written once for every store: each names the
+fields it sets, and a store says only how to set fields on a record (`_set_trial`, `_move`, ...). The DynamoDB adapters and the
+in-memory twin both inherit them, so the two cannot disagree about what an update writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from chalicelib.domain.records import Item, SearcherWish
+from chalicelib.domain.run_records import Node, Run, held_record
+from chalicelib.domain.states import RunState
+
+#: The longest exit reason kept on a trial (a launcher's report can be long; the API shows one line).
+MAX_REASON = 1000
+
+
+class ExperimentUpdates:
+    def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def record_progress(self, experiment_id: int, progress: float) -> None:
+        self._set_experiment(experiment_id, {"progress": progress})
+
+    def record_trial_count(self, experiment_id: int, num_trials: int) -> None:
+        self._set_experiment(experiment_id, {"num_trials": num_trials})
+
+
+class TrialUpdates:
+    def _set_trial(self, trial_id: int, fields: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def record_exit(self, trial_id: int, exit_code: int, reason: str, failed_rank: int | None) -> None:
+        """The exit of the trial's latest run (`failed_rank` None clears the rank of an earlier one)."""
+        fields = {"exit_code": exit_code, "exit_reason": reason[:MAX_REASON], "failed_rank": failed_rank}
+        self._set_trial(trial_id, fields)
+
+    def mark_invalid_hp(self, trial_id: int, reason: str) -> None:
+        self._set_trial(trial_id, {"invalid_hp": True, "exit_reason": reason[:MAX_REASON]})
+
+    def record_progress(self, trial_id: int, progress: float) -> None:
+        self._set_trial(trial_id, {"progress": progress})
+
+    def set_searcher_action(
+        self,
+        trial_id: int,
+        action: SearcherWish,
+        *,
+        target_length: int | None = None,
+        early_stopped: bool | None = None,
+    ) -> None:
+        """What the searcher wants of the trial; with a new target to train to, or whether stopping it
+        now is stopping it early."""
+        fields: dict[str, Any] = {"searcher_action": action}
+        if target_length is not None:
+            fields["target_length"] = target_length
+        if early_stopped is not None:
+            fields["early_stopped"] = early_stopped
+        self._set_trial(trial_id, fields)
+
+    def clear_searcher_pending(self, trial_id: int) -> None:
+        """The searcher answered the trial's result (possibly with nothing: the target stands)."""
+        self._set_trial(trial_id, {"searcher_pending": False})
+
+
+class RunMoves:
+    """A run's moves through its states (`RUN_TRANSITIONS`), written once: what each move sets and
+    removes. A store says how to move a record (`_move`: conditional on the transition table, and on the
+    record's agent when one is named), how to put a node record once (`_put_node`) and what time it is."""
+
+    def get(self, run_id: str) -> Run | None:
+        raise NotImplementedError
+
+    def _move(
+        self,
+        run_id: str,
+        target: RunState,
+        fields: Mapping[str, Any],
+        removes: tuple[str, ...] = (),
+        agent_id: str | None = None,
+    ) -> Item | None:
+        raise NotImplementedError
+
+    def _put_node(self, node: Node) -> None:
+        raise NotImplementedError
+
+    def _now(self) -> str:
+        raise NotImplementedError
+
+    def assign(self, run_id: str, agent_id: str, nodes: tuple[str, ...] = ()) -> Run | None:
+        """Slots granted: on `agent_id`, or on `nodes` (agents, chief first) for a run on several."""
+        run = self.get(run_id)
+        if run is None:
+            return None
+        fields: dict[str, Any] = {"agent_id": agent_id, "alloc_pool": run.pool, "assigned_at": self._now()}
+        if nodes:
+            per_node = run.slots // len(nodes)
+            fields["nodes"] = [{"agent_id": agent, "slots": per_node} for agent in nodes]
+        return _run(self._move(run_id, RunState.ASSIGNED, fields, removes=("pending_pool",)))
+
+    def launch(self, run_id: str, launch_token: str) -> Run | None:
+        """Launched: kept for its agent's next heartbeat, or as one node record per agent."""
+        run = self.get(run_id)
+        if run is None:
+            return None
+        if run.nodes:
+            # Node records first: a retried launch finds them (the put is conditional) before the run moves.
+            for rank in range(len(run.nodes)):
+                self._put_node(Node.launched(run, rank))
+            fields: dict[str, Any] = {"launch_token": launch_token, "rendezvous": {}, "node_exits": {}}
+        else:
+            fields = {"launch_token": launch_token, "active_agent": run.agent_id}
+        return _run(self._move(run_id, RunState.LAUNCHING, {**fields, "launched_at": self._now()}))
+
+    def start(self, run_id: str, agent_id: str, pid: int) -> Run | Node | None:
+        """Its process started, as its own agent reports (another agent's report changes nothing)."""
+        fields = {"pid": pid, "started_at": self._now()}
+        return _held(self._move(run_id, RunState.RUNNING, fields, agent_id=agent_id))
+
+    def exit(self, run_id: str, exit_code: int, reason: str) -> Run | Node | None:
+        """Ended, for any reason: out of every index (no slots held, no agent expected to run it)."""
+        fields = {"exit_code": exit_code, "reason": reason[:MAX_REASON], "exited_at": self._now()}
+        removes = ("pending_pool", "alloc_pool", "active_agent")
+        return _held(self._move(run_id, RunState.EXITED, fields, removes=removes))
+
+
+def _run(item: Item | None) -> Run | None:
+    return Run.from_item(item) if item is not None else None
+
+
+def _held(item: Item | None) -> Run | Node | None:
+    return held_record(item) if item is not None else None

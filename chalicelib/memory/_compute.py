@@ -1,0 +1,41 @@
+"""A compute backend in memory that records what the control plane asked of it, for tests of anything
+that is not the local agent's pull (an EC2, Batch or SageMaker backend is driven the same way)."""
+
+from __future__ import annotations
+
+from chalicelib.domain.run_records import Run
+from chalicelib.services.ports import Host, RunStore
+
+
+class RecordingCompute:
+    """Hosts are added by hand (`add_host`); launches, stops and desired sizes are recorded. A launch
+    still records the run and its token in the run store, as every backend must (its exit answers it)."""
+
+    def __init__(self, runs: RunStore) -> None:
+        self._runs = runs
+        self.pools: dict[str, dict[str, Host]] = {}
+        self.desired_slots: dict[str, int] = {}
+        self.launched: list[str] = []
+        self.stopped: list[str] = []
+
+    def add_host(self, pool: str, host_id: str, slots: int) -> None:
+        self.pools.setdefault(pool, {})[host_id] = Host(host_id, slots)
+
+    def remove_host(self, pool: str, host_id: str) -> None:
+        """The host is gone (an interrupted instance, a failed job): its runs are lost at the next pass."""
+        self.pools.get(pool, {}).pop(host_id, None)
+
+    def hosts(self, pool: str) -> list[Host]:
+        return sorted(self.pools.get(pool, {}).values(), key=lambda host: host.host_id)
+
+    def set_desired_slots(self, pool: str, slots: int) -> None:
+        self.desired_slots[pool] = slots
+
+    def launch(self, run_id: str, launch_token: str) -> Run | None:
+        record = self._runs.launch(run_id, launch_token)
+        if record is not None:
+            self.launched.append(run_id)
+        return record
+
+    def stop(self, run_id: str) -> None:
+        self.stopped.append(run_id)

@@ -1,0 +1,124 @@
+"""Runs and agents in memory, with the semantics of `chalicelib.aws.run_table`: the sparse indexes
+(`pending_pool`, `alloc_pool`, `active_agent`) exist only while a run waits, holds slots or should be
+running on an agent; a run on several nodes is launched as one node record per node."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
+from chalicelib.domain.states import RUN_TRANSITIONS, RunState
+from chalicelib.domain.updates import RunMoves
+from chalicelib.memory._items import Record, read, stored, transition
+from chalicelib.services.ports import Clock, Host
+
+_LIVE = (str(RunState.LAUNCHING), str(RunState.RUNNING))
+
+
+class MemoryRuns(RunMoves):
+    def __init__(self, clock: Clock) -> None:
+        self.items: dict[str, Record] = {}
+        self._clock = clock
+
+    def put_request(self, request: Run) -> bool:
+        if request.run_id in self.items:
+            return False  # a redelivered request: the first one is already queued
+        item = stored(request.to_item())
+        item.update(state=str(RunState.PENDING), pending_pool=request.pool, version=0)
+        self.items[request.run_id] = item
+        return True
+
+    def get(self, run_id: str) -> Run | None:
+        record = self.held(run_id)
+        return record if isinstance(record, Run) else None
+
+    def held(self, run_id: str) -> Run | Node | None:
+        return _held(self.items.get(run_id))
+
+    def pending(self, pool: str) -> list[Run]:
+        return [Run.from_item(item) for item in self._indexed("pending_pool", pool, order="queued_at")]
+
+    def allocated(self, pool: str) -> list[Run]:
+        return [Run.from_item(item) for item in self._indexed("alloc_pool", pool)]
+
+    def for_agent(self, agent_id: str) -> list[Run | Node]:
+        return [held_record(item) for item in self._indexed("active_agent", agent_id)]
+
+    def _indexed(self, attribute: str, value: str, order: str = "run_id") -> list[Record]:
+        found = [item for item in self.items.values() if item.get(attribute) == value]
+        return [read(item) or {} for item in sorted(found, key=lambda item: str(item[order]))]
+
+    def _move(
+        self,
+        run_id: str,
+        target: RunState,
+        fields: Mapping[str, Any],
+        removes: tuple[str, ...] = (),
+        agent_id: str | None = None,
+    ) -> Record | None:
+        also = (lambda run: run.get("agent_id") == agent_id) if agent_id is not None else None
+        return transition(self.items, run_id, RUN_TRANSITIONS, target, fields, removes, also)
+
+    def _put_node(self, node: Node) -> None:
+        self.items.setdefault(node.node_id, node.to_item())  # a retried launch finds it there
+
+    def _now(self) -> str:
+        return self._clock.now_iso()
+
+    def record_node_exit(self, run_id: str, node_rank: int, exit_code: int) -> Run | None:
+        return self._set_live_entry(run_id, "node_exits", node_rank, exit_code)
+
+    def register_rendezvous(self, run_id: str, node_rank: int, entry: RendezvousEntry) -> Run | None:
+        return self._set_live_entry(run_id, "rendezvous", node_rank, {"addr": entry.addr, "port": entry.port})
+
+    def _set_live_entry(self, run_id: str, attribute: str, node_rank: int, value: Any) -> Run | None:
+        """Set `attribute[node_rank]` (the map must exist) while the run is launching or running."""
+        run = self.items.get(run_id)
+        if run is None or attribute not in run or run.get("state") not in _LIVE:
+            return None
+        run[attribute][str(node_rank)] = stored(value)
+        return _run(read(run))
+
+    def record_log_batch(self, run_id: str, seq: int) -> None:
+        run = self.items.get(run_id)
+        if run is not None and run.get("log_seq", seq - 1) < seq:
+            run["log_seq"] = seq
+
+    def mark_pausing(self, run_id: str) -> None:
+        run = self.items.get(run_id)
+        if run is not None:
+            run["pausing"] = True
+
+
+def _run(item: Record | None) -> Run | None:
+    return Run.from_item(item) if item is not None else None
+
+
+def _held(item: Record | None) -> Run | Node | None:
+    return held_record(read(item) or {}) if item is not None else None
+
+
+class MemoryAgents:
+    def __init__(self, clock: Clock) -> None:
+        self.items: dict[str, Record] = {}
+        self._clock = clock
+
+    def heartbeat(self, agent_id: str, pool: str, slots: int) -> bool:
+        """Record the agent; True when it is new or its capacity changed (the scheduler should run)."""
+        old = self.items.get(agent_id, {})
+        self.items[agent_id] = {
+            "agent_id": agent_id,
+            "pool": pool,
+            "slots": slots,
+            "last_seen": self._clock.now(),
+        }
+        return bool(old.get("slots") != slots or old.get("pool") != pool)
+
+    def alive(self, pool: str, timeout_s: float) -> list[Host]:
+        horizon = self._clock.now() - timeout_s
+        return [
+            Host(agent_id, int(self.items[agent_id]["slots"]))
+            for agent_id in sorted(self.items)
+            if self.items[agent_id]["pool"] == pool and self.items[agent_id]["last_seen"] >= horizon
+        ]

@@ -1,0 +1,177 @@
+"""Experiments and trials in memory, with the semantics of `chalicelib.aws.experiment_table` and
+`chalicelib.aws.trial_table`: conditional transitions from `chalicelib.domain.states`, idempotent
+creation, the searcher snapshot saved under its version, and values that only move forward."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from chalicelib.domain.records import Experiment, Trial
+from chalicelib.domain.states import (
+    EXPERIMENT_TRANSITIONS,
+    TRIAL_TRANSITIONS,
+    ExperimentState,
+    TrialState,
+)
+from chalicelib.domain.updates import ExperimentUpdates, TrialUpdates
+from chalicelib.errors import ConflictError
+from chalicelib.memory._items import Record, as_json, stored, transition, update_fields
+
+
+class MemoryExperiments(ExperimentUpdates):
+    def __init__(self) -> None:
+        self.items: dict[int, Record] = {}
+
+    def create(self, experiment: Experiment) -> None:
+        if experiment.id in self.items:
+            # DynamoDB refuses the put (its condition is attribute_not_exists(id)); ids are never reused.
+            raise ConflictError(f"experiment {experiment.id} exists already; draw a new id from ids.next")
+        item = stored(experiment.to_item())
+        item.pop("searcher", None)  # saved by save_searcher, under its version
+        item.pop("searcher_version", None)
+        item["config"] = as_json(experiment.config)
+        self.items[experiment.id] = item
+
+    def get(self, experiment_id: int) -> Experiment | None:
+        item = self.items.get(experiment_id)
+        return _experiment(item) if item is not None else None
+
+    def list(self, limit: int, offset: int) -> list[Experiment]:
+        newest_first = sorted(self.items, reverse=True)
+        return [_experiment(self.items[i]) for i in newest_first[offset : offset + limit]]
+
+    def transition(
+        self, experiment_id: int, target: ExperimentState, *, end_time: str | None = None
+    ) -> Experiment | None:
+        sets = {"end_time": end_time} if end_time is not None else {}
+        item = transition(self.items, experiment_id, EXPERIMENT_TRANSITIONS, target, sets)
+        return _experiment(item) if item is not None else None
+
+    def save_searcher(self, experiment_id: int, snapshot: Mapping[str, Any], expected_version: int) -> bool:
+        item = self.items.get(experiment_id)
+        if item is None:
+            # DynamoDB's UpdateItem would create a stub item here; no caller saves a missing experiment.
+            raise ConflictError(f"experiment {experiment_id} not found; create it before its searcher")
+        if "searcher_version" in item and item["searcher_version"] != expected_version:
+            return False
+        item["searcher"] = as_json(snapshot)
+        item["searcher_version"] = expected_version + 1
+        return True
+
+    def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
+        update_fields(self.items, experiment_id, fields)
+
+
+class MemoryTrials(TrialUpdates):
+    def __init__(self) -> None:
+        self.items: dict[int, Record] = {}
+
+    def create(self, trial: Trial) -> None:
+        """Create a trial once; creating the same id again (a redelivered event) changes nothing."""
+        if trial.id in self.items:
+            return
+        item = stored(trial.to_item())
+        item["hparams"] = as_json(trial.hparams)
+        self.items[trial.id] = item
+
+    def get(self, trial_id: int) -> Trial | None:
+        item = self.items.get(trial_id)
+        return _trial(item) if item is not None else None
+
+    def for_experiment(self, experiment_id: int) -> list[Trial]:
+        return [
+            _trial(self.items[i])
+            for i in sorted(self.items)
+            if self.items[i]["experiment_id"] == experiment_id
+        ]
+
+    def transition(self, trial_id: int, target: TrialState, *, end_time: str | None = None) -> Trial | None:
+        sets = {"end_time": end_time} if end_time is not None else {}
+        item = transition(self.items, trial_id, TRIAL_TRANSITIONS, target, sets)
+        return _trial(item) if item is not None else None
+
+    def _set_trial(self, trial_id: int, fields: Mapping[str, Any]) -> None:
+        update_fields(self.items, trial_id, fields)
+
+    def record_training(self, trial_id: int, steps_completed: int) -> None:
+        self._raise(trial_id, "total_batches", steps_completed, {"total_batches": steps_completed})
+
+    def record_validation(
+        self,
+        trial_id: int,
+        steps_completed: int,
+        metrics: Mapping[str, Any],
+        searcher_value: float | None,
+        smaller_is_better: bool,
+    ) -> None:
+        self.record_training(trial_id, steps_completed)
+        finite = {
+            k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()
+        }
+        self._raise(
+            trial_id,
+            "latest_validation_steps",
+            steps_completed,
+            {"latest_validation": as_json(finite), "latest_validation_steps": steps_completed},
+            or_equal=True,
+        )
+        item = self.items.get(trial_id)
+        if item is None or searcher_value is None or not math.isfinite(searcher_value):
+            return
+        best = item.get("best_validation")
+        if best is None or (searcher_value < best if smaller_is_better else searcher_value > best):
+            item["best_validation"] = stored(searcher_value)
+
+    def set_latest_checkpoint(self, trial_id: int, uuid: str, steps_completed: int) -> None:
+        self._raise(
+            trial_id,
+            "latest_checkpoint_steps",
+            steps_completed,
+            {"latest_checkpoint": uuid, "latest_checkpoint_steps": steps_completed},
+            or_equal=True,
+        )
+
+    def resume_paused(self, trial_id: int, generation: int, attempt: int) -> bool:
+        """Move a paused trial from execution `generation` to the next, once per pause (`attempt`)."""
+        item = self.items.get(trial_id)
+        if item is None or item.get("generation", generation) != generation:
+            return False
+        if item.get("resumed_attempt") == attempt:
+            return False
+        item["generation"] = generation + 1
+        item["resumed_attempt"] = attempt
+        return True
+
+    def record_searcher_length(self, trial_id: int, length: int) -> Trial | None:
+        """Raise the trial's reported searcher length; mark the searcher's answer pending when the
+        trial reached its target. Returns the trial, or None when the length was not new."""
+        item = self.items.get(trial_id)
+        if item is None or item.get("searcher_length", length - 1) >= length:
+            return None
+        item["searcher_length"] = length
+        target = item.get("target_length")
+        if target is not None and length >= int(target):
+            item["searcher_pending"] = True
+        return _trial(item)
+
+    def _raise(
+        self, trial_id: int, field: str, value: int, sets: Mapping[str, Any], or_equal: bool = False
+    ) -> None:
+        # A value already further on is not an error: reports may race.
+        item = self.items.get(trial_id)
+        if item is None:
+            return
+        current = item.get(field)
+        if current is None or current < value or (or_equal and current == value):
+            item.update(sets)
+
+
+def _experiment(item: Record) -> Experiment:
+    return Experiment.from_item(copy.deepcopy(item))
+
+
+def _trial(item: Record) -> Trial:
+    return Trial.from_item(copy.deepcopy(item))

@@ -1,0 +1,87 @@
+"""Creating, validating and activating experiments, on the in-memory twin."""
+
+from __future__ import annotations
+
+import pytest
+
+from chalicelib.config import ConfigInvalidError
+from chalicelib.domain import keys
+from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
+from chalicelib.memory import EPOCH_2026
+from chalicelib.services import experiments
+
+
+def test_validate_fills_defaults_and_names_every_problem(flow):
+    parsed = experiments.validate(flow.SINGLE)
+    assert parsed.config.max_restarts == 5
+    with pytest.raises(ConfigInvalidError) as error:
+        experiments.validate({"name": "x", "searcher": {"name": "single"}})
+    assert error.value.details["problems"]
+    assert all({"path", "message"} <= set(p) for p in error.value.details["problems"])
+
+
+def test_an_unsupported_searcher_is_a_config_problem_at_searcher_name(flow):
+    config = {**flow.SINGLE, "searcher": {"name": "custom", "metric": "loss"}}
+    with pytest.raises(ConfigInvalidError) as error:
+        experiments.validate(config)
+    assert [p["path"] for p in error.value.details["problems"]] == ["searcher.name"]
+
+
+def test_validate_only_stores_nothing(ports, flow):
+    result = experiments.create(ports, flow.SINGLE, None, validate_only=True)
+    assert result.experiment is None
+    assert ports.experiments.items == {} and ports.workflows.executions == {}
+
+
+def test_the_context_must_be_a_digest_that_is_in_the_bucket(ports, flow):
+    with pytest.raises(BadRequestError, match="not a SHA-256 hex digest"):
+        experiments.create(ports, flow.SINGLE, "nope")
+    with pytest.raises(BadRequestError, match="is not in S3"):
+        experiments.create(ports, flow.SINGLE, flow.SHA)
+    assert ports.experiments.items == {}
+
+
+def test_create_records_the_experiment_and_starts_its_searcher(ports, flow):
+    ports.clock.advance(5)
+    experiment = flow.submit(max_restarts=2, resources={"slots_per_trial": 2, "priority": 7})
+    assert experiment.state == "ACTIVE"
+    assert experiment.start_time == "2026-01-01T00:00:05.000Z"
+    assert experiment.searcher_type == "single" and experiment.resource_pool == "default"
+    assert experiment.context_sha256 == flow.SHA and experiment.num_trials == 1
+    # The seed comes from the clock and is kept in the stored config.
+    assert experiment.config["reproducibility"]["experiment_seed"] == int(EPOCH_2026) + 5
+    (trial_id,) = flow.trial_ids(experiment.id)
+    trial = ports.trials.get(trial_id)
+    assert trial.state == "QUEUED" and trial.target_length == 10 and trial.searcher_action == "train"
+    assert trial.trial_seed == (int(EPOCH_2026) + 5 + trial_id) % 2**31
+    assert flow.execution(trial_id) == {
+        "trial_id": trial_id,
+        "experiment_id": experiment.id,
+        "pool": "default",
+        "slots": 2,
+        "priority": 7,
+        "max_restarts": 2,
+    }
+
+
+def test_a_paused_experiment_starts_its_searcher_when_activated(ports, flow):
+    ports.blobs.put(keys.context_key(flow.SHA))
+    created = experiments.create(ports, flow.SINGLE, flow.SHA, activate=False).experiment
+    assert created.state == "PAUSED" and created.searcher is None
+    assert ports.trials.items == {}
+    active = experiments.activate(ports, created.id)
+    assert active.state == "ACTIVE" and len(flow.trial_ids(created.id)) == 1
+    assert experiments.activate(ports, created.id).state == "ACTIVE"  # again: nothing more
+    assert len(ports.trials.items) == 1
+
+
+def test_an_ended_experiment_cannot_be_activated(ports, flow):
+    experiment = flow.submit()
+    assert ports.experiments.transition(experiment.id, "ERROR")
+    with pytest.raises(ConflictError, match="cannot be activated"):
+        experiments.activate(ports, experiment.id)
+
+
+def test_an_unknown_experiment_is_not_found(ports):
+    with pytest.raises(NotFoundError, match="experiment 7 not found"):
+        experiments.get(ports, 7)

@@ -1,0 +1,228 @@
+"""Searcher events turned into trials and experiment ends, on the in-memory twin."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from chalicelib.domain.searchers import ContinueTrial
+from chalicelib.memory import MemoryExperiments
+from chalicelib.services import searching
+from contract import messages
+
+RANDOM = {
+    "name": "random",
+    "entrypoint": "python3 train.py",
+    "searcher": {"name": "random", "metric": "loss", "max_trials": 2, "max_length": {"batches": 20}},
+    "hyperparameters": {"x": {"type": "int", "minval": 1, "maxval": 9}},
+}
+
+
+def test_the_experiment_completes_when_its_trial_does(ports, flow):
+    experiment = flow.submit()
+    (trial_id,) = flow.trial_ids(experiment.id)
+    ports.clock.advance(60)
+    flow.end_trial(trial_id, "COMPLETED")
+    ended = ports.experiments.get(experiment.id)
+    assert ended.state == "COMPLETED" and ended.end_time == "2026-01-01T00:01:00.000Z"
+    assert ended.progress == 1
+    again = messages.TrialExited(
+        event_id="again", trial_id=trial_id, experiment_id=experiment.id, state="COMPLETED"
+    )
+    searching.handle_event(ports, again)  # a redelivered event for an ended experiment does nothing
+    assert ports.experiments.get(experiment.id).version == ended.version
+
+
+def test_the_experiment_errors_when_no_trial_completed(ports, flow):
+    experiment = flow.submit()
+    (trial_id,) = flow.trial_ids(experiment.id)
+    flow.end_trial(trial_id, "ERROR")
+    assert ports.experiments.get(experiment.id).state == "ERROR"
+
+
+def test_trials_are_created_once_per_searcher_request(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, second = flow.trial_ids(experiment.id)
+    assert ports.experiments.get(experiment.id).num_trials == 2
+    trial = ports.trials.get(first)
+    assert trial.request_id and trial.attempts == 0 and trial.generation == 0
+    assert 1 <= trial.hparams["x"] <= 9
+    # Starting the searcher again (a redelivered activation) creates nothing.
+    searching.start(ports, ports.experiments.get(experiment.id))
+    assert flow.trial_ids(experiment.id) == [first, second]
+    assert sorted(ports.workflows.executions) == [f"trial-{first}-0", f"trial-{second}-0"]
+
+
+def test_a_validation_event_answers_the_trials_pending_result(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    ports.trials.items[first]["searcher_pending"] = True  # its result awaits an answer
+    event = {
+        "type": "validation",
+        "event_id": f"validation-{first}-20",
+        "experiment_id": experiment.id,
+        "trial_id": first,
+        "length": 20,
+        "metric": 0.5,
+    }
+    searching.handle_event(ports, messages.parse_event(event))
+    assert ports.trials.get(first).searcher_pending is False
+    version = ports.experiments.get(experiment.id).searcher_version
+    searching.handle_event(
+        ports, messages.parse_event(event)
+    )  # a redelivered event: the searcher has seen it
+    assert ports.experiments.get(experiment.id).searcher_version == version + 1
+
+
+def test_an_invalid_hp_trial_is_replaced(ports, flow):
+    config = {**RANDOM, "searcher": {**RANDOM["searcher"], "max_trials": 1, "max_concurrent_trials": 1}}
+    experiment = flow.submit(config)
+    (first,) = flow.trial_ids(experiment.id)
+    ports.trials.mark_invalid_hp(first, "invalid hyperparameters: x too large")
+    flow.end_trial(first, "COMPLETED")
+    first_again, replacement = flow.trial_ids(experiment.id)
+    assert first_again == first and ports.trials.get(replacement).state == "QUEUED"
+    flow.end_trial(replacement, "COMPLETED")
+    assert ports.experiments.get(experiment.id).state == "COMPLETED"
+
+
+def test_a_paused_trial_the_searcher_promoted_meanwhile_resumes_in_a_new_execution(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    _pause(ports, first)
+    paused = messages.TrialPaused(
+        event_id="paused-1", trial_id=first, experiment_id=experiment.id, state="PAUSED"
+    )
+    searching.handle_event(ports, paused)
+    assert ports.trials.get(first).generation == 1
+    assert flow.execution(first, generation=1)["trial_id"] == first
+    ports.trials.transition(first, "QUEUED")  # the new execution's Enqueue
+    searching.handle_event(ports, paused)  # redelivered: the trial is no longer paused
+    assert ports.trials.get(first).generation == 1
+    assert f"trial-{first}-2" not in ports.workflows.executions
+
+
+def test_a_pause_event_redelivered_while_the_trial_is_still_paused_resumes_it_once(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    flow.request_slots(first)
+    _pause(ports, first)
+    paused = messages.TrialPaused(
+        event_id="paused-1", trial_id=first, experiment_id=experiment.id, state="PAUSED"
+    )
+    searching.handle_event(ports, paused)
+    searching.handle_event(ports, paused)  # redelivered before the new execution's Enqueue
+    assert ports.trials.get(first).generation == 1
+    assert f"trial-{first}-2" not in ports.workflows.executions
+
+
+def test_a_promotion_racing_the_pause_event_starts_one_execution(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    flow.request_slots(first)
+    _pause(ports, first)
+    searching._continue_trial(ports, experiment, ContinueTrial(trial_id=first, length=200))  # promoted
+    searching.handle_event(
+        ports,
+        messages.TrialPaused(
+            event_id="paused-1", trial_id=first, experiment_id=experiment.id, state="PAUSED"
+        ),
+    )
+    assert ports.trials.get(first).generation == 1
+    assert f"trial-{first}-2" not in ports.workflows.executions
+
+
+def test_a_trial_paused_again_after_its_resume_resumes_again(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    for generation in (1, 2):
+        flow.request_slots(first)  # the execution's Enqueue: attempts move on
+        _pause(ports, first)
+        searching.handle_event(
+            ports,
+            messages.TrialPaused(
+                event_id=f"paused-{generation}", trial_id=first, experiment_id=experiment.id, state="PAUSED"
+            ),
+        )
+        assert ports.trials.get(first).generation == generation
+    assert f"trial-{first}-2" in ports.workflows.executions
+
+
+def test_a_paused_trial_the_searcher_stopped_meanwhile_is_completed(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    _pause(ports, first)
+    ports.trials.set_searcher_action(first, "stop")
+    searching.handle_event(
+        ports, messages.TrialPaused(event_id="p", trial_id=first, experiment_id=experiment.id, state="PAUSED")
+    )
+    assert ports.trials.get(first).state == "COMPLETED"
+    (closed,) = ports.queues.take_events()
+    assert closed == {
+        "type": "trial_exited",
+        "event_id": f"closed-{first}",
+        "trial_id": first,
+        "experiment_id": experiment.id,
+        "state": "COMPLETED",
+    }
+
+
+def test_a_shutdown_with_a_trial_still_running_waits_in_stopping(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, second = flow.trial_ids(experiment.id)
+    for trial_id in (first, second):
+        assert ports.trials.transition(trial_id, "PULLING") and ports.trials.transition(trial_id, "RUNNING")
+    flow.end_trial(first, "COMPLETED")
+    assert ports.experiments.get(experiment.id).state == "ACTIVE"
+    # The searcher shuts down once both trials exited; with one exit left, emulate a trial still at work
+    # by ending the second trial's searcher work and sending a Shutdown through its exit's event.
+    searching._on_searcher_shutdown(
+        ports,
+        ports.experiments.get(experiment.id),
+        searching.search_spec(experiment.parsed_config),
+        failure=False,
+    )
+    assert ports.experiments.get(experiment.id).state == "STOPPING_COMPLETED"
+    assert ports.trials.get(second).searcher_action == "stop"
+    assert ports.trials.get(second).early_stopped is True
+    flow.end_trial(second, "COMPLETED")
+    assert ports.experiments.get(experiment.id).state == "COMPLETED"
+
+
+def _pause(ports, trial_id):
+    for state in ("PULLING", "RUNNING", "PAUSED"):
+        assert ports.trials.transition(trial_id, state)
+
+
+class _RacedExperiments(MemoryExperiments):
+    """Another consumer saves the searcher once, between this consumer's read and its write."""
+
+    def __init__(self, items):
+        super().__init__()
+        self.items = items
+        self.raced = False
+
+    def save_searcher(self, experiment_id, snapshot, expected_version):
+        if not self.raced:
+            self.raced = True
+            stored = self.items[experiment_id]
+            super().save_searcher(experiment_id, stored["searcher"], stored["searcher_version"])
+        return super().save_searcher(experiment_id, snapshot, expected_version)
+
+
+def test_a_consumer_that_loses_the_race_for_the_searcher_changes_nothing_and_the_event_comes_again(
+    ports, flow
+):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    ports.trials.items[first]["searcher_pending"] = True
+    raced = dataclasses.replace(ports, experiments=_RacedExperiments(ports.experiments.items))
+    event = messages.ValidationReported(
+        event_id=f"validation-{first}-20", experiment_id=experiment.id, trial_id=first, length=20, metric=0.5
+    )
+    with pytest.raises(searching.StaleSearcherError, match=f"searcher of experiment {experiment.id} changed"):
+        searching.handle_event(raced, event)
+    assert ports.trials.get(first).searcher_pending is True  # not answered: nothing was carried out
+    searching.handle_event(raced, event)  # delivered again: the winner's snapshot is the base now
+    assert ports.trials.get(first).searcher_pending is False
