@@ -8,6 +8,7 @@ STAMP := $(VENV)/.stratus-installed
 # everything but e2e test by test (an idle worker takes over another's queue: the tests' lengths differ a
 # lot), then e2e whole files per worker (a module's local stack starts once; each worker's stack has its
 # own free ports and state folder).
+# PYTEST_WORKERS=0: no workers, pytest runs the tests itself.
 PYTEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS)
 
