@@ -57,6 +57,17 @@ def moto_url() -> Iterator[str]:
             os.environ[key] = value
 
 
+# ---- driving the services the way the pump and the agents do -------------------------------------------
+
+CONTEXT_SHA = "b" * 64
+LIFECYCLE_CONFIG = {
+    "name": "lifecycle",
+    "entrypoint": "python3 train.py",
+    "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}},
+}
+AGENTS = ("agent-a", "agent-b", "agent-c")
+
+
 @dataclass
 class Stack:
     names: StackNames
@@ -66,6 +77,80 @@ class Stack:
 
     def client(self, service: str):  # noqa: ANN201
         return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1")
+
+    def _consumers(self) -> dict[str, Callable[[dict[str, Any]], object]]:
+        p = self.ports
+        return {
+            self.env["STRATUS_SCHEDULER_QUEUE_URL"]: lambda body: scheduler.handle_message(
+                p, messages.parse_scheduler(body)
+            ),
+            self.env["STRATUS_LAUNCH_QUEUE_URL"]: lambda body: runs.handle_launch(
+                p, messages.parse_launch(body)
+            ),
+            self.env["STRATUS_EVENTS_QUEUE_URL"]: lambda body: searching.handle_event(
+                p, messages.parse_event(body)
+            ),
+        }
+
+    def pump_until(self, condition: Callable[[], object], timeout: float = 30.0) -> None:
+        """Deliver queued messages to their consumers until `condition()` holds."""
+        sqs = self.client("sqs")
+        deadline = time.monotonic() + timeout
+        consumers = self._consumers()
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            for url, consume in consumers.items():
+                for message in sqs.receive_message(
+                    QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+                ).get("Messages", []):
+                    consume(json.loads(message["Body"]))
+                    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        raise AssertionError(f"condition not met within {timeout} s")
+
+    def submit_experiment(self, config: dict[str, Any] = LIFECYCLE_CONFIG, **overrides: Any) -> Any:
+        """Upload a context and create an experiment of ``config`` (with ``overrides``) through the service."""
+        key = f"contexts/{CONTEXT_SHA}.tar.zst"
+        self.client("s3").put_object(Bucket=self.names.bucket, Key=key, Body=b"ctx")
+        return experiments.create(self.ports, {**config, **overrides}, CONTEXT_SHA).experiment
+
+    def launch_on_agent(self, agent: str = "agent-1") -> dict[str, Any]:
+        """One 1-slot agent heartbeats until the queued trial is placed on it: its launch spec."""
+        p = self.ports
+        runs.heartbeat(p, agent, "default", 1, [])
+        self.pump_until(lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent(agent)))
+        specs = runs.heartbeat(p, agent, "default", 1, [])["launch"]
+        assert len(specs) == 1
+        return specs[0]
+
+    def execution_status(self, trial_id: int) -> str:
+        """The status of the trial's first Step Functions execution."""
+        sfn = self.client("stepfunctions")
+        arn = (
+            self.env["STRATUS_STATE_MACHINE_ARN"].replace(":stateMachine:", ":execution:")
+            + f":trial-{trial_id}-0"
+        )
+        return sfn.describe_execution(executionArn=arn)["status"]
+
+    def launch_on_two_nodes(self, **config: Any) -> tuple[Any, dict[str, list[dict[str, Any]]]]:
+        """Three 2-slot agents, a 4-slot trial: two of them become its nodes."""
+        p = self.ports
+        experiment = self.submit_experiment(resources={"slots_per_trial": 4}, **config)
+        for agent in AGENTS:
+            runs.heartbeat(p, agent, "default", 2, [])
+        self.pump_until(lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent-a")))
+        specs = {agent: runs.heartbeat(p, agent, "default", 2, [])["launch"] for agent in AGENTS}
+        return experiment, specs
+
+    def start_two_nodes(self, **config: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """launch_on_two_nodes, then both nodes' processes started (agent-a: the chief, pid 11; agent-b, pid 22):
+        the experiment, the chief's launch spec and the worker's."""
+        experiment, specs = self.launch_on_two_nodes(**config)
+        (chief,) = specs["agent-a"]
+        (worker,) = specs["agent-b"]
+        runs.started(self.ports, "agent-a", chief["run_id"], pid=11)
+        runs.started(self.ports, "agent-b", worker["run_id"], pid=22)
+        return experiment, chief, worker
 
 
 @pytest.fixture
@@ -83,97 +168,3 @@ def stack(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     wiring.reset()
     yield Stack(names=names, env=env, ports=aws_ports(), endpoint=moto_url)
     wiring.reset()
-
-
-# ---- driving the services the way the pump and the agents do -------------------------------------------
-
-CONTEXT_SHA = "b" * 64
-LIFECYCLE_CONFIG = {
-    "name": "lifecycle",
-    "entrypoint": "python3 train.py",
-    "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}},
-}
-
-
-def _consumers(stack: Stack) -> dict[str, Callable[[dict[str, Any]], object]]:
-    p = stack.ports
-    return {
-        stack.env["STRATUS_SCHEDULER_QUEUE_URL"]: lambda body: scheduler.handle_message(
-            p, messages.parse_scheduler(body)
-        ),
-        stack.env["STRATUS_LAUNCH_QUEUE_URL"]: lambda body: runs.handle_launch(
-            p, messages.parse_launch(body)
-        ),
-        stack.env["STRATUS_EVENTS_QUEUE_URL"]: lambda body: searching.handle_event(
-            p, messages.parse_event(body)
-        ),
-    }
-
-
-def pump_until(stack: Stack, condition: Callable[[], object], timeout: float = 30.0) -> None:
-    """Deliver queued messages to their consumers until `condition()` holds."""
-    sqs = stack.client("sqs")
-    deadline = time.monotonic() + timeout
-    consumers = _consumers(stack)
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        for url, consume in consumers.items():
-            for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
-                "Messages", []
-            ):
-                consume(json.loads(message["Body"]))
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    raise AssertionError(f"condition not met within {timeout} s")
-
-
-def submit_experiment(stack: Stack, config: dict[str, Any] = LIFECYCLE_CONFIG, **overrides: Any) -> Any:
-    """Upload a context and create an experiment of ``config`` (with ``overrides``) through the service."""
-    key = f"contexts/{CONTEXT_SHA}.tar.zst"
-    stack.client("s3").put_object(Bucket=stack.names.bucket, Key=key, Body=b"ctx")
-    return experiments.create(stack.ports, {**config, **overrides}, CONTEXT_SHA).experiment
-
-
-def launch_on_agent(stack: Stack, agent: str = "agent-1") -> dict[str, Any]:
-    """One 1-slot agent heartbeats until the queued trial is placed on it: its launch spec."""
-    p = stack.ports
-    runs.heartbeat(p, agent, "default", 1, [])
-    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent(agent)))
-    specs = runs.heartbeat(p, agent, "default", 1, [])["launch"]
-    assert len(specs) == 1
-    return specs[0]
-
-
-def execution_status(stack: Stack, trial_id: int) -> str:
-    """The status of the trial's first Step Functions execution."""
-    sfn = stack.client("stepfunctions")
-    arn = (
-        stack.env["STRATUS_STATE_MACHINE_ARN"].replace(":stateMachine:", ":execution:")
-        + f":trial-{trial_id}-0"
-    )
-    return sfn.describe_execution(executionArn=arn)["status"]
-
-
-AGENTS = ("agent-a", "agent-b", "agent-c")
-
-
-def launch_on_two_nodes(stack: Stack, **config: Any) -> tuple[Any, dict[str, list[dict[str, Any]]]]:
-    """Three 2-slot agents, a 4-slot trial: two of them become its nodes."""
-    p = stack.ports
-    experiment = submit_experiment(stack, resources={"slots_per_trial": 4}, **config)
-    for agent in AGENTS:
-        runs.heartbeat(p, agent, "default", 2, [])
-    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent-a")))
-    specs = {agent: runs.heartbeat(p, agent, "default", 2, [])["launch"] for agent in AGENTS}
-    return experiment, specs
-
-
-def start_two_nodes(stack: Stack, **config: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """launch_on_two_nodes, then both nodes' processes started (agent-a: the chief, pid 11; agent-b, pid 22):
-    the experiment, the chief's launch spec and the worker's."""
-    experiment, specs = launch_on_two_nodes(stack, **config)
-    (chief,) = specs["agent-a"]
-    (worker,) = specs["agent-b"]
-    runs.started(stack.ports, "agent-a", chief["run_id"], pid=11)
-    runs.started(stack.ports, "agent-b", worker["run_id"], pid=22)
-    return experiment, chief, worker

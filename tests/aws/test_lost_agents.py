@@ -10,12 +10,6 @@ import pytest
 
 from chalicelib.services import runs, scheduler
 from contract import messages
-from tests.aws.conftest import (
-    launch_on_agent,
-    pump_until,
-    start_two_nodes,
-    submit_experiment,
-)
 
 pytestmark = pytest.mark.aws
 
@@ -36,8 +30,8 @@ def _sweep(stack) -> None:
 
 def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack):
     p = stack.ports
-    experiment = submit_experiment(stack, max_restarts=1)
-    first = launch_on_agent(stack, agent="doomed")
+    experiment = stack.submit_experiment(max_restarts=1)
+    first = stack.launch_on_agent(agent="doomed")
     runs.started(p, "doomed", first["run_id"], pid=10)
     runs.heartbeat(p, "healthy", "default", 1, [])
     _sweep(stack)
@@ -49,22 +43,22 @@ def test_the_run_of_a_lost_agent_ends_and_the_trial_restarts_on_a_live_one(stack
     ended = p.runs.get(first["run_id"])
     assert ended.state == "EXITED" and ended.exit_code == runs.AGENT_LOST_EXIT_CODE
     assert ended.reason.startswith("lost agent doomed: no heartbeat for 30 s")
-    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("healthy")))
+    stack.pump_until(lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("healthy")))
     (second,) = runs.heartbeat(p, "healthy", "default", 1, [])["launch"]
     assert second["run_id"] == f"{first['trial_id']}.2"
     runs.exited(p, "healthy", second["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")
+    stack.pump_until(lambda: p.experiments.get(experiment.id).state == "COMPLETED")
     assert p.trials.get(first["trial_id"]).attempts == 2
 
 
 def test_losing_one_node_ends_a_multi_node_run_and_the_other_node_is_killed(stack):
     p = stack.ports
-    experiment, chief, worker = start_two_nodes(stack, max_restarts=0)
+    experiment, chief, worker = stack.start_two_nodes(max_restarts=0)
     _silence(stack, "agent-b")
     _sweep(stack)
     # agent-a is told to kill its node: the run it belonged to is over.
     assert runs.heartbeat(p, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
-    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "ERROR")
+    stack.pump_until(lambda: p.experiments.get(experiment.id).state == "ERROR")
     trial = p.trials.get(chief["trial_id"])
     assert trial.exit_reason.startswith("lost agent agent-b")
     assert p.runs.allocated("default") == []

@@ -8,14 +8,13 @@ import pytest
 
 from chalicelib.errors import BadRequestError, ConflictError
 from chalicelib.services import runs
-from tests.aws.conftest import execution_status, launch_on_two_nodes, pump_until, start_two_nodes
 
 pytestmark = pytest.mark.aws
 
 
 def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
     p = stack.ports
-    experiment, specs = launch_on_two_nodes(stack)
+    experiment, specs = stack.launch_on_two_nodes()
     assert specs["agent-c"] == []  # an idle third agent takes no part
     (chief,) = specs["agent-a"]
     (worker,) = specs["agent-b"]
@@ -58,7 +57,7 @@ def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
     assert p.runs.get(run_id).state == "RUNNING"
     runs.exited(p, "agent-b", worker["run_id"], 0, "exited with code 0")
     runs.exited(p, "agent-b", worker["run_id"], 0, "exited with code 0")  # a retried report
-    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")
+    stack.pump_until(lambda: p.experiments.get(experiment.id).state == "COMPLETED")
     assert p.trials.get(chief["trial_id"]).exit_reason == "all 2 nodes exited with code 0"
     assert p.runs.allocated("default") == []  # every node's slots are given back
     with pytest.raises(ConflictError, match="has ended"):
@@ -67,14 +66,14 @@ def test_a_trial_larger_than_an_agent_runs_on_whole_agents_as_nodes(stack):
 
 def test_the_first_node_to_fail_ends_the_run_and_the_others_are_killed(stack):
     p = stack.ports
-    experiment, chief, worker = start_two_nodes(stack, max_restarts=0)
+    experiment, chief, worker = stack.start_two_nodes(max_restarts=0)
     runs.exited(p, "agent-b", worker["run_id"], 3, "rank 3 failed first with exit code 3", failed_rank=3)
     # The chief's agent is told to kill its node at its next heartbeat.
     assert runs.heartbeat(p, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
     runs.exited(p, "agent-a", chief["run_id"], 143, "killed by signal SIGTERM")  # too late to matter
-    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "ERROR")
+    stack.pump_until(lambda: p.experiments.get(experiment.id).state == "ERROR")
     trial = p.trials.get(chief["trial_id"])
     assert trial.exit_code == 3 and trial.failed_rank == 3
     assert trial.exit_reason == "node 1 of 2 (agent agent-b): rank 3 failed first with exit code 3"
-    pump_until(stack, lambda: execution_status(stack, trial.id) == "FAILED")
+    stack.pump_until(lambda: stack.execution_status(trial.id) == "FAILED")
     assert p.runs.allocated("default") == []

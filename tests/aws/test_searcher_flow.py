@@ -24,7 +24,6 @@ from chalicelib.domain.searchers import (
 )
 from chalicelib.domain.searchers.base import SearcherBase
 from chalicelib.services import runs, trial_reports
-from tests.aws.conftest import pump_until, submit_experiment
 
 pytestmark = pytest.mark.aws
 
@@ -111,9 +110,9 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
     monkeypatch.setitem(searchers.SEARCHERS, "random", Scripted)
     p = stack.ports
 
-    experiment = submit_experiment(stack, CONFIG)
+    experiment = stack.submit_experiment(CONFIG)
     runs.heartbeat(p, "agent", "default", 2, [])
-    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
+    stack.pump_until(lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
     specs = _launched(stack, "agent")
     first, second = sorted(specs)
     run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
@@ -124,18 +123,17 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
     assert trial_reports.searcher_state(p, run_a) == {"action": "train", "length": 10, "unit": "batches"}
     trial_reports.report_metrics(p, run_a, "validation", 10, {"loss": 0.3})
     assert trial_reports.searcher_state(p, run_a)["action"] in ("wait", "stop")
-    pump_until(stack, lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop")
+    stack.pump_until(lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop")
     assert trial_reports.heartbeat(p, run_a) == {"preempt": True}
     runs.exited(p, "agent", run_a.run_id, 0, "exited with code 0")
-    pump_until(stack, lambda: p.trials.get(first).state == "PAUSED")
+    stack.pump_until(lambda: p.trials.get(first).state == "PAUSED")
 
     # Trial B: three checkpoints, then its result promotes A (a new run of A) and stops B early.
     uuids = {steps: _checkpoint(stack, run_b, steps) for steps in (4, 8, 10)}
     trial_reports.report_metrics(p, run_b, "validation", 4, {"loss": 0.1})
     trial_reports.report_metrics(p, run_b, "validation", 10, {"loss": 0.4})
-    pump_until(stack, lambda: trial_reports.searcher_state(p, run_b)["action"] == "stop")
-    pump_until(
-        stack,
+    stack.pump_until(lambda: trial_reports.searcher_state(p, run_b)["action"] == "stop")
+    stack.pump_until(
         lambda: (
             any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent"))
             or p.trials.get(first).state == "PULLING"
@@ -150,11 +148,11 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
     runs.started(p, "agent", run_a2.run_id, 2)
     assert trial_reports.searcher_state(p, run_a2) == {"action": "train", "length": 20, "unit": "batches"}
     trial_reports.report_metrics(p, run_a2, "validation", 20, {"loss": 0.2})
-    pump_until(
-        stack, lambda: trial_reports.searcher_state(p, run_a2)["action"] == "stop"
+    stack.pump_until(
+        lambda: trial_reports.searcher_state(p, run_a2)["action"] == "stop"
     )  # last target reached
     runs.exited(p, "agent", run_a2.run_id, 0, "exited with code 0")
-    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED", timeout=60)
+    stack.pump_until(lambda: p.experiments.get(experiment.id).state == "COMPLETED", timeout=60)
     assert p.trials.get(first).state == "COMPLETED" and not p.trials.get(first).early_stopped
 
     # Retention: B keeps its latest (10) and its best (4, loss 0.1); 8 is deleted from S3.
@@ -176,9 +174,9 @@ def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, m
     monkeypatch.setitem(searchers.SEARCHERS, "random", Scripted)
     p = stack.ports
 
-    submit_experiment(stack, CONFIG)
+    stack.submit_experiment(CONFIG)
     runs.heartbeat(p, "agent", "default", 2, [])
-    pump_until(stack, lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
+    stack.pump_until(lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
     specs = _launched(stack, "agent")
     first, second = sorted(specs)
     run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
@@ -186,15 +184,13 @@ def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, m
         runs.started(p, "agent", run.run_id, 1)
 
     trial_reports.report_metrics(p, run_a, "validation", 10, {"loss": 0.3})
-    pump_until(
-        stack, lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop"
-    )  # A is told to pause
+    stack.pump_until(lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop")  # A is told to pause
     trial_reports.report_metrics(
         p, run_b, "validation", 10, {"loss": 0.4}
     )  # ... and is promoted before it exits
-    pump_until(stack, lambda: p.trials.get(first).target_length == 20)
+    stack.pump_until(lambda: p.trials.get(first).target_length == 20)
     runs.exited(p, "agent", run_a.run_id, 0, "exited with code 0")
-    pump_until(stack, lambda: any(r.run_id == f"{first}.2" for r in p.runs.for_agent("agent")))
+    stack.pump_until(lambda: any(r.run_id == f"{first}.2" for r in p.runs.for_agent("agent")))
     assert _launched(stack, "agent")[first]["run_id"] == f"{first}.2"
 
 
@@ -202,20 +198,20 @@ def test_an_invalid_hp_trial_is_replaced_by_the_random_searcher(stack):
     p = stack.ports
 
     config = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1, "max_concurrent_trials": 1}}
-    experiment = submit_experiment(stack, config)
+    experiment = stack.submit_experiment(config)
     runs.heartbeat(p, "agent", "default", 1, [])
-    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent")))
+    stack.pump_until(lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent")))
     (spec,) = _launched(stack, "agent").values()
     first = p.runs.get(spec["run_id"])
     runs.started(p, "agent", first.run_id, 1)
     trial_reports.report_invalid_hp(p, first, "hidden_size too small")
     runs.exited(p, "agent", first.run_id, 0, "exited with code 0")
-    pump_until(stack, lambda: len(p.trials.for_experiment(experiment.id)) == 2)
+    stack.pump_until(lambda: len(p.trials.for_experiment(experiment.id)) == 2)
     assert p.trials.get(first.trial_id).exit_reason == "invalid hyperparameters: hidden_size too small"
 
-    pump_until(stack, lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent")))
+    stack.pump_until(lambda: any(r.state == "LAUNCHING" for r in p.runs.for_agent("agent")))
     (spec,) = _launched(stack, "agent").values()
     assert spec["trial_id"] != first.trial_id
     runs.started(p, "agent", spec["run_id"], 2)
     runs.exited(p, "agent", spec["run_id"], 0, "exited with code 0")
-    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")
+    stack.pump_until(lambda: p.experiments.get(experiment.id).state == "COMPLETED")

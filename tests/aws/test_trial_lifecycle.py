@@ -9,15 +9,14 @@ import pytest
 
 from chalicelib.domain.records import LogLine
 from chalicelib.services import runs, scheduler
-from tests.aws.conftest import execution_status, launch_on_agent, pump_until, submit_experiment
 
 pytestmark = pytest.mark.aws
 
 
 def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     p = stack.ports
-    experiment = submit_experiment(stack)
-    spec = launch_on_agent(stack)
+    experiment = stack.submit_experiment()
+    spec = stack.launch_on_agent()
     assert spec["entrypoint"] == ["python3", "train.py"]
     assert spec["environment"]["STRATUS_TRIAL_ID"] == str(spec["trial_id"])
     assert "STRATUS_AGENT_TOKEN" not in spec["environment"]
@@ -30,32 +29,32 @@ def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     assert [x.message for x in p.logs.get(spec["trial_id"], 100, None, None)[0]] == ["hello"]
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")  # a retried report is harmless
-    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "COMPLETED")
+    stack.pump_until(lambda: p.experiments.get(experiment.id).state == "COMPLETED")
     trial = p.trials.get(spec["trial_id"])
     assert trial.state == "COMPLETED" and trial.attempts == 1 and trial.end_time
-    pump_until(stack, lambda: execution_status(stack, trial.id) == "SUCCEEDED")
+    stack.pump_until(lambda: stack.execution_status(trial.id) == "SUCCEEDED")
     assert p.runs.allocated("default") == []  # slots given back
 
 
 def test_a_failing_trial_is_restarted_then_errors(stack):
     p = stack.ports
-    experiment = submit_experiment(stack, max_restarts=1)
-    first = launch_on_agent(stack)
+    experiment = stack.submit_experiment(max_restarts=1)
+    first = stack.launch_on_agent()
     runs.exited(p, "agent-1", first["run_id"], 3, "exited with code 3")
-    second = launch_on_agent(stack)
+    second = stack.launch_on_agent()
     assert second["run_id"] == f"{first['trial_id']}.2"
     runs.exited(p, "agent-1", second["run_id"], 3, "exited with code 3")
-    pump_until(stack, lambda: p.experiments.get(experiment.id).state == "ERROR")
+    stack.pump_until(lambda: p.experiments.get(experiment.id).state == "ERROR")
     trial = p.trials.get(first["trial_id"])
     assert trial.state == "ERROR" and trial.attempts == 2 and trial.exit_code == 3
-    pump_until(stack, lambda: execution_status(stack, trial.id) == "FAILED")
+    stack.pump_until(lambda: stack.execution_status(trial.id) == "FAILED")
 
 
 def test_no_agent_means_the_trial_waits_in_the_queue(stack):
     p = stack.ports
-    submit_experiment(stack)
-    pump_until(stack, lambda: len(p.runs.pending("default")) == 1)
+    stack.submit_experiment()
+    stack.pump_until(lambda: len(p.runs.pending("default")) == 1)
     assert scheduler.schedule_pool(p, "default") == []
     runs.heartbeat(p, "late-agent", "default", 2, [])
-    pump_until(stack, lambda: p.runs.pending("default") == [])
+    stack.pump_until(lambda: p.runs.pending("default") == [])
     assert [r.agent_id for r in p.runs.allocated("default")] == ["late-agent"]

@@ -108,7 +108,13 @@ def trial(tid: int, eid: int, **fields: Any) -> dict[str, Any]:
 
 
 class FakeApi:
-    """Just enough of docs/contracts.md §1 to drive the CLI, plus a fake S3 for presigned PUTs."""
+    """Just enough of docs/contracts.md §1 to drive the CLI, plus a fake S3 for presigned PUTs. `run` runs
+    the CLI against it; the CLI's context packer is `fake_pack`, recording the folders it packs in
+    `packed`."""
+
+    # the records the API answers with, for a test to seed
+    experiment = staticmethod(experiment)
+    trial = staticmethod(trial)
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
@@ -120,6 +126,8 @@ class FakeApi:
         self.contexts: dict[str, bytes] = {}
         self.put_headers: dict[str, str] = {}
         self.refuse_config: dict[str, Any] | None = None
+        self.create_warnings = ["slots: one is plenty"]
+        self.packed: list[Path] = []
         self.events: list[Callable[[], None]] = []
         self.sleeps = 0
         self.transport = httpx.MockTransport(self.handle)
@@ -177,7 +185,7 @@ class FakeApi:
         state = "ACTIVE" if body["activate"] else "PAUSED"
         self.experiments[eid] = experiment(eid, state=state, context_sha256=body["context_sha256"])
         return httpx.Response(
-            200, json={"experiment": self.experiments[eid], "warnings": ["slots: one is plenty"]}
+            200, json={"experiment": self.experiments[eid], "warnings": self.create_warnings}
         )
 
     def _list(self, params: dict[str, str], body: Any) -> httpx.Response:
@@ -236,10 +244,23 @@ class FakeApi:
         for m in messages:
             lines.append({"timestamp": 1714564800000 + 1000 * len(lines), "message": m, "rank": None})
 
+    def pack(self, root: Path, includes: Sequence[Path]) -> Packed:
+        self.packed.append(root)
+        return fake_pack(root, includes)
 
-@pytest.fixture
-def api() -> FakeApi:
-    return FakeApi()
+    def run(
+        self,
+        *argv: str,
+        environ: dict[str, str] | None = None,
+        err: io.StringIO | None = None,
+        **runtime: Any,
+    ) -> Result:
+        """`det *argv` against this API; `err` is the CLI's stderr (a terminal's, say), a new buffer if None."""
+        out, err = io.StringIO(), err or io.StringIO()
+        settings: dict[str, Any] = {"pack": self.pack, "sleep": self.sleep} | runtime
+        rt = Runtime(environ=environ or {}, transport=self.transport, out=out, err=err, **settings)
+        code = cli.main(list(argv), runtime=rt)
+        return Result(code, out.getvalue(), err.getvalue())
 
 
 @dataclass
@@ -249,12 +270,20 @@ class Result:
     err: str
 
 
-def run(api: FakeApi, *argv: str, environ: dict[str, str] | None = None, **runtime: Any) -> Result:
-    out, err = io.StringIO(), io.StringIO()
-    settings: dict[str, Any] = {"pack": fake_pack, "sleep": api.sleep} | runtime
-    rt = Runtime(environ=environ or {}, transport=api.transport, out=out, err=err, **settings)
-    code = cli.main(list(argv), runtime=rt)
-    return Result(code, out.getvalue(), err.getvalue())
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi()
+
+
+@pytest.fixture(name="fake_pack")
+def _fake_pack() -> Callable[[Path, Sequence[Path]], Packed]:
+    """What the CLI's packer gives for a folder in these tests (to compute the sha256 the CLI sends)."""
+    return fake_pack
+
+
+@pytest.fixture(name="table_rows")
+def _table_rows() -> Callable[..., list[list[str]]]:
+    return table_rows
 
 
 def table_rows(text: str, title: str | None = None) -> list[list[str]]:

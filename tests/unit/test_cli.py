@@ -7,7 +7,6 @@ logs arrive, the trial ends), so following loops run to their end at once.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -15,7 +14,6 @@ import pytest
 
 from det import cli
 from det._runtime import Runtime
-from tests.unit.conftest import FakeApi, Packed, experiment, fake_pack, run, trial
 
 CONFIG = """\
 name: mnist
@@ -39,9 +37,9 @@ def config_file(tmp_path: Path) -> Path:
 # --- experiment create -------------------------------------------------------------------------
 
 
-def test_create_validates_then_uploads_then_submits(api: FakeApi, config_file: Path) -> None:
+def test_create_validates_then_uploads_then_submits(api, config_file: Path, fake_pack) -> None:
     ctx = config_file.parent / "ctx"
-    result = run(api, "experiment", "create", str(config_file), str(ctx))
+    result = api.run("experiment", "create", str(config_file), str(ctx))
 
     assert result.code == 0, result.err
     assert result.out == "Created experiment 1\n"
@@ -70,7 +68,7 @@ def test_create_validates_then_uploads_then_submits(api: FakeApi, config_file: P
     assert "Warning: slots: one is plenty" in result.err
 
 
-def test_create_uploads_nothing_when_the_api_refuses_the_config(api: FakeApi, config_file: Path) -> None:
+def test_create_uploads_nothing_when_the_api_refuses_the_config(api, config_file: Path, fake_pack) -> None:
     api.refuse_config = {
         "error": "InvalidConfig",
         "message": "the experiment config has 2 problems; fix them and submit again",
@@ -79,13 +77,7 @@ def test_create_uploads_nothing_when_the_api_refuses_the_config(api: FakeApi, co
             {"path": "resources.slots_per_trial", "message": "must be an integer"},
         ],
     }
-    packed: list[Path] = []
-
-    def pack(root: Path, includes: Sequence[Path]) -> Packed:
-        packed.append(root)
-        return fake_pack(root, includes)
-
-    result = run(api, "e", "create", str(config_file), str(config_file.parent / "ctx"), pack=pack)
+    result = api.run("e", "create", str(config_file), str(config_file.parent / "ctx"))
 
     assert result.code == 1
     assert result.out == ""
@@ -95,15 +87,15 @@ def test_create_uploads_nothing_when_the_api_refuses_the_config(api: FakeApi, co
         "  resources.slots_per_trial: must be an integer\n"
     )
     assert api.calls() == ["POST /experiments"]
-    assert packed == []
+    assert api.packed == []
 
 
-def test_create_skips_the_upload_when_the_context_exists(api: FakeApi, config_file: Path) -> None:
+def test_create_skips_the_upload_when_the_context_exists(api, config_file: Path, fake_pack) -> None:
     ctx = config_file.parent / "ctx"
     sha = fake_pack(ctx, []).sha256
     api.contexts[sha] = b"already there"
 
-    result = run(api, "e", "create", str(config_file), str(ctx))
+    result = api.run("e", "create", str(config_file), str(ctx))
 
     assert result.code == 0
     assert api.calls("PUT") == []
@@ -111,10 +103,9 @@ def test_create_skips_the_upload_when_the_context_exists(api: FakeApi, config_fi
     assert api.bodies("POST", "/experiments")[-1]["context_sha256"] == sha
 
 
-def test_create_applies_overrides_includes_and_paused(api: FakeApi, config_file: Path) -> None:
+def test_create_applies_overrides_includes_and_paused(api, config_file: Path, fake_pack) -> None:
     ctx = config_file.parent / "ctx"
-    result = run(
-        api,
+    result = api.run(
         "e",
         "create",
         str(config_file),
@@ -143,16 +134,16 @@ def test_create_applies_overrides_includes_and_paused(api: FakeApi, config_file:
     assert submit["context_sha256"] == fake_pack(ctx, [Path("../data")]).sha256
 
 
-def test_create_without_context_sends_no_sha(api: FakeApi, config_file: Path) -> None:
-    result = run(api, "e", "create", str(config_file))
+def test_create_without_context_sends_no_sha(api, config_file: Path) -> None:
+    result = api.run("e", "create", str(config_file))
 
     assert result.code == 0
     assert api.calls() == ["POST /experiments", "POST /experiments"]
     assert api.bodies("POST", "/experiments")[-1]["context_sha256"] is None
 
 
-def test_create_reports_a_missing_config_file_without_calling_the_api(api: FakeApi, tmp_path: Path) -> None:
-    result = run(api, "e", "create", str(tmp_path / "nope.yaml"), str(tmp_path))
+def test_create_reports_a_missing_config_file_without_calling_the_api(api, tmp_path: Path) -> None:
+    result = api.run("e", "create", str(tmp_path / "nope.yaml"), str(tmp_path))
 
     assert result.code == 2
     assert (
@@ -162,11 +153,11 @@ def test_create_reports_a_missing_config_file_without_calling_the_api(api: FakeA
     assert api.requests == []
 
 
-def test_create_reports_a_yaml_error_with_line_and_column(api: FakeApi, tmp_path: Path) -> None:
+def test_create_reports_a_yaml_error_with_line_and_column(api, tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("name: x\nsearcher: [1, 2\n")
 
-    result = run(api, "e", "create", str(path), str(tmp_path))
+    result = api.run("e", "create", str(path), str(tmp_path))
 
     assert result.code == 2
     assert result.err.startswith(f"Error: {path}, line 3, column 1: ")
@@ -174,11 +165,11 @@ def test_create_reports_a_yaml_error_with_line_and_column(api: FakeApi, tmp_path
     assert api.requests == []
 
 
-def _script_first_trial(api: FakeApi, final_state: str) -> None:
+def _script_first_trial(api, final_state: str) -> None:
     """The trial appears on the 2nd poll, logs arrive in bursts, then it ends in `final_state`."""
 
     def start() -> None:
-        api.trials[7] = trial(7, 1)
+        api.trials[7] = api.trial(7, 1)
         api.log(7, "starting", "epoch 1")
 
     def more() -> None:
@@ -195,10 +186,10 @@ def _script_first_trial(api: FakeApi, final_state: str) -> None:
     api.events = [lambda: None, start, more, lambda: None, end]
 
 
-def test_create_follow_streams_the_first_trial_to_the_end(api: FakeApi, config_file: Path) -> None:
+def test_create_follow_streams_the_first_trial_to_the_end(api, config_file: Path) -> None:
     _script_first_trial(api, "COMPLETED")
 
-    result = run(api, "e", "create", str(config_file), str(config_file.parent / "ctx"), "-f")
+    result = api.run("e", "create", str(config_file), str(config_file.parent / "ctx"), "-f")
 
     assert result.code == 0, result.err
     assert result.out == (
@@ -217,19 +208,17 @@ def test_create_follow_streams_the_first_trial_to_the_end(api: FakeApi, config_f
 
 
 @pytest.mark.parametrize("final_state", ["ERROR", "CANCELED"])
-def test_create_follow_exits_1_unless_completed(api: FakeApi, config_file: Path, final_state: str) -> None:
+def test_create_follow_exits_1_unless_completed(api, config_file: Path, final_state: str) -> None:
     _script_first_trial(api, final_state)
 
-    result = run(
-        api, "e", "create", str(config_file), str(config_file.parent / "ctx"), "--follow-first-trial"
-    )
+    result = api.run("e", "create", str(config_file), str(config_file.parent / "ctx"), "--follow-first-trial")
 
     assert result.code == 1
     assert result.out.endswith(f"Experiment 1 {final_state}\n")
     assert "done\n" in result.out
 
 
-def test_create_follow_draws_a_status_line_on_a_terminal(api: FakeApi, config_file: Path) -> None:
+def test_create_follow_draws_a_status_line_on_a_terminal(api, config_file: Path, fake_pack) -> None:
     _script_first_trial(api, "COMPLETED")
 
     class Tty(io.StringIO):
@@ -245,22 +234,22 @@ def test_create_follow_draws_a_status_line_on_a_terminal(api: FakeApi, config_fi
     assert "\x1b" not in out.getvalue()  # the status line never lands in stdout
 
 
-def test_ctrl_c_exits_130_quietly(api: FakeApi, config_file: Path) -> None:
+def test_ctrl_c_exits_130_quietly(api, config_file: Path) -> None:
     def interrupt() -> None:
         raise KeyboardInterrupt
 
     api.events = [interrupt]
 
-    result = run(api, "e", "create", str(config_file), str(config_file.parent / "ctx"), "-f")
+    result = api.run("e", "create", str(config_file), str(config_file.parent / "ctx"), "-f")
 
     assert result.code == 130
     assert result.err.strip().splitlines()[-1].startswith("Warning")  # nothing after the last note
 
 
-def test_experiment_activate(api: FakeApi) -> None:
-    api.experiments[3] = experiment(3, state="PAUSED")
+def test_experiment_activate(api) -> None:
+    api.experiments[3] = api.experiment(3, state="PAUSED")
 
-    result = run(api, "e", "activate", "3")
+    result = api.run("e", "activate", "3")
 
     assert (result.code, result.out) == (0, "Activated experiment 3\n")
     assert api.experiments[3]["state"] == "ACTIVE"
@@ -269,14 +258,13 @@ def test_experiment_activate(api: FakeApi) -> None:
 # --- errors and the master URL -----------------------------------------------------------------
 
 
-def test_connection_refused_says_how_to_start_the_stack(config_file: Path) -> None:
+def test_connection_refused_says_how_to_start_the_stack(api, config_file: Path) -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
 
-    api = FakeApi()
     api.transport = httpx.MockTransport(refuse)
 
-    result = run(api, "-m", "http://127.0.0.1:9", "e", "list")
+    result = api.run("-m", "http://127.0.0.1:9", "e", "list")
 
     assert result.code == 1
     assert result.err == (
@@ -285,7 +273,7 @@ def test_connection_refused_says_how_to_start_the_stack(config_file: Path) -> No
     )
 
 
-def test_master_flag_overrides_det_master(api: FakeApi) -> None:
+def test_master_flag_overrides_det_master(api) -> None:
     hosts = []
 
     def record(request: httpx.Request) -> httpx.Response:
@@ -293,16 +281,16 @@ def test_master_flag_overrides_det_master(api: FakeApi) -> None:
         return api.handle(request)
 
     api.transport = httpx.MockTransport(record)
-    run(api, "e", "list", environ={"DET_MASTER": "http://from-env:1"})
-    run(api, "-m", "other:2", "e", "list", environ={"DET_MASTER": "http://from-env:1"})
-    run(api, "e", "list")
+    api.run("e", "list", environ={"DET_MASTER": "http://from-env:1"})
+    api.run("-m", "other:2", "e", "list", environ={"DET_MASTER": "http://from-env:1"})
+    api.run("e", "list")
     assert hosts == ["from-env:1", "other:2", "127.0.0.1:8080"]
 
 
-def test_an_error_without_a_json_body_is_one_line(api: FakeApi) -> None:
+def test_an_error_without_a_json_body_is_one_line(api) -> None:
     api.transport = httpx.MockTransport(lambda request: httpx.Response(502, text="<html>Bad Gateway</html>"))
 
-    result = run(api, "e", "describe", "1")
+    result = api.run("e", "describe", "1")
 
     assert result.code == 1
     assert result.err == (
@@ -311,7 +299,7 @@ def test_an_error_without_a_json_body_is_one_line(api: FakeApi) -> None:
     )
 
 
-def test_a_refused_upload_is_one_line(api: FakeApi, config_file: Path) -> None:
+def test_a_refused_upload_is_one_line(api, config_file: Path) -> None:
     def handle(request: httpx.Request) -> httpx.Response:
         if request.url.host == "s3.fake":
             return httpx.Response(
@@ -321,7 +309,7 @@ def test_a_refused_upload_is_one_line(api: FakeApi, config_file: Path) -> None:
 
     api.transport = httpx.MockTransport(handle)
 
-    result = run(api, "e", "create", str(config_file), str(config_file.parent / "ctx"))
+    result = api.run("e", "create", str(config_file), str(config_file.parent / "ctx"))
 
     assert result.code == 1
     assert result.err.splitlines()[-1] == (
@@ -331,9 +319,9 @@ def test_a_refused_upload_is_one_line(api: FakeApi, config_file: Path) -> None:
     assert api.calls("POST") == ["POST /experiments", "POST /contexts"]  # never submitted
 
 
-def test_usage_errors_exit_2(api: FakeApi) -> None:
-    assert run(api, "e", "describe").code == 2
-    assert run(api, "t", "logs", "x").code == 2
-    assert run(api, "t", "logs", "1", "--head", "1", "--tail", "1").code == 2
-    assert run(api).code == 2
-    assert run(api, "e", "create", "c.yaml", "--config", "novalue").code == 2
+def test_usage_errors_exit_2(api) -> None:
+    assert api.run("e", "describe").code == 2
+    assert api.run("t", "logs", "x").code == 2
+    assert api.run("t", "logs", "1", "--head", "1", "--tail", "1").code == 2
+    assert api.run().code == 2
+    assert api.run("e", "create", "c.yaml", "--config", "novalue").code == 2

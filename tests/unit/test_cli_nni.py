@@ -7,18 +7,15 @@ is given, prints the API's warnings, and shows NNI's trial statuses for experime
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from contract.nni import is_nni_config
 from det._config import inline_nni_search_space, load_config, nni_code_directory
 from det._trial import NNI_STATUSES, nni_status
 from det.errors import ConfigFileError
-from tests.unit.conftest import FakeApi, Packed, experiment, fake_pack, run, table_rows, trial
 
 SEARCH_SPACE = {
     "lr": {"_type": "loguniform", "_value": [0.0001, 0.1]},
@@ -58,24 +55,11 @@ trial:
 """
 
 
-class NniApi(FakeApi):
-    """The fake API, answering creates with the warnings an NNI translation would give."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.warnings = ["maxExperimentDuration: ignored (Stratus has no experiment time limit)"]
-
-    def _create(self, params: dict[str, str], body: dict[str, Any]) -> httpx.Response:
-        answer = super()._create(params, body)
-        if body["validate_only"]:
-            return answer
-        data = json.loads(answer.content)
-        return httpx.Response(200, json={**data, "warnings": self.warnings})
-
-
 @pytest.fixture
-def api() -> NniApi:
-    return NniApi()
+def api(api):  # the conftest's FakeApi
+    """The fake API, answering creates with the warnings an NNI translation would give."""
+    api.create_warnings = ["maxExperimentDuration: ignored (Stratus has no experiment time limit)"]
+    return api
 
 
 @pytest.fixture
@@ -88,24 +72,16 @@ def project(tmp_path: Path) -> Path:
     return folder / "config.yml"
 
 
-def recording_pack(packed: list[Path]) -> Any:
-    def pack(root: Path, includes: Sequence[Path]) -> Packed:
-        packed.append(root)
-        return fake_pack(root, includes)
-
-    return pack
-
-
 # --- inlining the search space ------------------------------------------------------------------------
 
 
 def test_create_sends_the_search_space_file_inline(
-    api: NniApi, project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    api, project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_pack
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the file is found relative to the config, not the working folder
     ctx = project.parent / "code"
 
-    result = run(api, "e", "create", str(project), str(ctx))
+    result = api.run("e", "create", str(project), str(ctx))
 
     assert result.code == 0, result.err
     validate, submit = api.bodies("POST", "/experiments")
@@ -116,7 +92,7 @@ def test_create_sends_the_search_space_file_inline(
     assert submit["context_sha256"] == fake_pack(ctx, []).sha256
 
 
-def test_create_inlines_a_v1_search_space_path(api: NniApi, tmp_path: Path) -> None:
+def test_create_inlines_a_v1_search_space_path(api, tmp_path: Path) -> None:
     folder = tmp_path / "exp"
     (folder / "spaces").mkdir(parents=True)
     (folder / "spaces" / "search_space.json").write_text(json.dumps(SEARCH_SPACE))
@@ -124,7 +100,7 @@ def test_create_inlines_a_v1_search_space_path(api: NniApi, tmp_path: Path) -> N
     config.write_text(V1)
     (tmp_path / "src").mkdir()
 
-    result = run(api, "e", "create", str(config), str(tmp_path / "src"))
+    result = api.run("e", "create", str(config), str(tmp_path / "src"))
 
     assert result.code == 0, result.err
     sent = api.bodies("POST", "/experiments")[-1]["config"]
@@ -133,14 +109,14 @@ def test_create_inlines_a_v1_search_space_path(api: NniApi, tmp_path: Path) -> N
     assert sent["trial"] == {"command": "python3 mnist.py", "codeDir": "../src", "gpuNum": 1}
 
 
-def test_an_inline_search_space_is_sent_as_is(api: NniApi, tmp_path: Path) -> None:
+def test_an_inline_search_space_is_sent_as_is(api, tmp_path: Path) -> None:
     config = tmp_path / "config.yml"
     config.write_text(
         "searchSpace:\n  x: {_type: uniform, _value: [0, 1]}\ntrialCommand: python3 t.py\n"
         "trialConcurrency: 1\nmaxTrialNumber: 2\n"
     )
 
-    result = run(api, "e", "create", str(config), str(tmp_path))
+    result = api.run("e", "create", str(config), str(tmp_path))
 
     assert result.code == 0, result.err
     assert api.bodies("POST", "/experiments")[-1]["config"]["searchSpace"] == {
@@ -148,10 +124,10 @@ def test_an_inline_search_space_is_sent_as_is(api: NniApi, tmp_path: Path) -> No
     }
 
 
-def test_a_missing_search_space_file_stops_before_the_api(api: NniApi, project: Path) -> None:
+def test_a_missing_search_space_file_stops_before_the_api(api, project: Path) -> None:
     (project.parent / "search_space.json").unlink()
 
-    result = run(api, "e", "create", str(project))
+    result = api.run("e", "create", str(project))
 
     assert result.code == 2
     assert result.err == (
@@ -161,10 +137,10 @@ def test_a_missing_search_space_file_stops_before_the_api(api: NniApi, project: 
     assert api.requests == []
 
 
-def test_a_broken_search_space_file_names_line_and_column(api: NniApi, project: Path) -> None:
+def test_a_broken_search_space_file_names_line_and_column(api, project: Path) -> None:
     (project.parent / "search_space.json").write_text('{\n  "lr": {"_type": "uniform",, }\n}\n')
 
-    result = run(api, "e", "create", str(project))
+    result = api.run("e", "create", str(project))
 
     assert result.code == 2
     assert result.err.startswith(
@@ -225,13 +201,11 @@ def test_the_cli_recognises_nni_configs_like_the_api(config: dict[str, Any], exp
 # --- the trial code folder as the context ----------------------------------------------------------
 
 
-def test_without_context_the_trial_code_directory_is_packed(api: NniApi, project: Path) -> None:
-    packed: list[Path] = []
-
-    result = run(api, "e", "create", str(project), pack=recording_pack(packed))
+def test_without_context_the_trial_code_directory_is_packed(api, project: Path, fake_pack) -> None:
+    result = api.run("e", "create", str(project))
 
     assert result.code == 0, result.err
-    assert packed == [project.parent / "code"]
+    assert api.packed == [project.parent / "code"]
     assert f"Using the NNI trial code directory {project.parent / 'code'} as the context" in result.err
     assert (
         api.bodies("POST", "/experiments")[-1]["context_sha256"]
@@ -239,15 +213,11 @@ def test_without_context_the_trial_code_directory_is_packed(api: NniApi, project
     )
 
 
-def test_an_explicit_context_wins_over_the_trial_code_directory(
-    api: NniApi, project: Path, tmp_path: Path
-) -> None:
-    packed: list[Path] = []
-
-    result = run(api, "e", "create", str(project), str(tmp_path), pack=recording_pack(packed))
+def test_an_explicit_context_wins_over_the_trial_code_directory(api, project: Path, tmp_path: Path) -> None:
+    result = api.run("e", "create", str(project), str(tmp_path))
 
     assert result.code == 0, result.err
-    assert packed == [tmp_path]
+    assert api.packed == [tmp_path]
     assert "trial code directory" not in result.err
 
 
@@ -268,8 +238,8 @@ def test_v1_code_dir_and_v2_default_folder(tmp_path: Path) -> None:
     )
 
 
-def test_includes_work_with_the_trial_code_directory(api: NniApi, project: Path) -> None:
-    result = run(api, "e", "create", str(project), "-i", "../data")
+def test_includes_work_with_the_trial_code_directory(api, project: Path, fake_pack) -> None:
+    result = api.run("e", "create", str(project), "-i", "../data")
 
     assert result.code == 0, result.err
     assert api.bodies("POST", "/experiments")[-1]["context_sha256"] == (
@@ -277,8 +247,8 @@ def test_includes_work_with_the_trial_code_directory(api: NniApi, project: Path)
     )
 
 
-def test_the_apis_warnings_are_printed(api: NniApi, project: Path) -> None:
-    result = run(api, "e", "create", str(project))
+def test_the_apis_warnings_are_printed(api, project: Path) -> None:
+    result = api.run("e", "create", str(project))
 
     assert result.code == 0
     assert result.out == "Created experiment 1\n"
@@ -288,10 +258,10 @@ def test_the_apis_warnings_are_printed(api: NniApi, project: Path) -> None:
 # --- NNI status in `det trial describe` ----------------------------------------------------------------
 
 
-def _seed(api: FakeApi, *, nni: bool, **trial_fields: Any) -> None:
+def _seed(api, *, nni: bool, **trial_fields: Any) -> None:
     config = {"data": {"nni": {"version": 2, "tuner": "TPE"}}} if nni else {"data": {}}
-    api.experiments[1] = experiment(1, config=config)
-    api.trials[5] = trial(5, 1, **trial_fields)
+    api.experiments[1] = api.experiment(1, config=config)
+    api.trials[5] = api.trial(5, 1, **trial_fields)
 
 
 @pytest.mark.parametrize(
@@ -310,14 +280,14 @@ def _seed(api: FakeApi, *, nni: bool, **trial_fields: Any) -> None:
     ],
 )
 def test_trial_describe_shows_the_nni_status(
-    api: FakeApi, state: str, early_stopped: bool | None, status: str
+    api, state: str, early_stopped: bool | None, status: str, table_rows
 ) -> None:
     fields: dict[str, Any] = {"state": state}
     if early_stopped is not None:  # a missing field (older APIs) counts as false
         fields["early_stopped"] = early_stopped
     _seed(api, nni=True, **fields)
 
-    result = run(api, "t", "describe", "5")
+    result = api.run("t", "describe", "5")
 
     assert result.code == 0, result.err
     rows = table_rows(result.out)
@@ -326,30 +296,30 @@ def test_trial_describe_shows_the_nni_status(
     assert "GET /experiments/1" in api.calls("GET")
 
 
-def test_trial_describe_of_a_determined_experiment_has_no_nni_column(api: FakeApi) -> None:
+def test_trial_describe_of_a_determined_experiment_has_no_nni_column(api, table_rows) -> None:
     _seed(api, nni=False, state="COMPLETED")
 
-    result = run(api, "t", "describe", "5")
+    result = api.run("t", "describe", "5")
 
     assert result.code == 0
     assert "NNI Status" not in result.out
     assert table_rows(result.out)[0][:4] == ["Trial ID", "Experiment ID", "State", "H-Params"]
 
 
-def test_trial_describe_json_adds_nni_status_only_for_nni(api: FakeApi) -> None:
+def test_trial_describe_json_adds_nni_status_only_for_nni(api) -> None:
     _seed(api, nni=True, state="ERROR")
-    nni = json.loads(run(api, "t", "describe", "5", "--json").out)
+    nni = json.loads(api.run("t", "describe", "5", "--json").out)
     _seed(api, nni=False, state="ERROR")
-    plain = json.loads(run(api, "t", "describe", "5", "--json").out)
+    plain = json.loads(api.run("t", "describe", "5", "--json").out)
 
     assert nni["trial"]["nni_status"] == "FAILED"
     assert "nni_status" not in plain["trial"]
 
 
-def test_trial_describe_without_its_experiment_still_works(api: FakeApi) -> None:
-    api.trials[5] = trial(5, 9, state="RUNNING")  # experiment 9 is unknown to the API
+def test_trial_describe_without_its_experiment_still_works(api) -> None:
+    api.trials[5] = api.trial(5, 9, state="RUNNING")  # experiment 9 is unknown to the API
 
-    result = run(api, "t", "describe", "5")
+    result = api.run("t", "describe", "5")
 
     assert result.code == 0, result.err
     assert "NNI Status" not in result.out

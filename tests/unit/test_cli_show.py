@@ -8,13 +8,11 @@ from typing import Any
 
 import httpx
 
-from tests.unit.conftest import FakeApi, experiment, run, table_rows, trial
-
 # --- experiment list / describe ----------------------------------------------------------------
 
 
-def _seed(api: FakeApi) -> None:
-    api.experiments[1] = experiment(
+def _seed(api) -> None:
+    api.experiments[1] = api.experiment(
         1,
         name="mnist",
         state="COMPLETED",
@@ -23,8 +21,8 @@ def _seed(api: FakeApi) -> None:
         labels=["b", "a"],
         description="baseline",
     )
-    api.experiments[2] = experiment(2, name="cifar", owner="bob", progress=0.25)
-    api.trials[5] = trial(
+    api.experiments[2] = api.experiment(2, name="cifar", owner="bob", progress=0.25)
+    api.trials[5] = api.trial(
         5,
         1,
         state="COMPLETED",
@@ -80,10 +78,10 @@ def _seed(api: FakeApi) -> None:
     ]
 
 
-def test_list_renders_determined_columns_oldest_first(api: FakeApi) -> None:
+def test_list_renders_determined_columns_oldest_first(api, table_rows) -> None:
     _seed(api)
 
-    result = run(api, "experiment", "list")
+    result = api.run("experiment", "list")
 
     assert result.code == 0
     rows = table_rows(result.out)
@@ -106,11 +104,11 @@ def test_list_renders_determined_columns_oldest_first(api: FakeApi) -> None:
     assert result.out.splitlines()[1].startswith("------+---------+")
 
 
-def test_list_all_limit_and_json(api: FakeApi) -> None:
+def test_list_all_limit_and_json(api, table_rows) -> None:
     _seed(api)
 
-    listed = run(api, "e", "ls", "--all", "--limit", "1")
-    raw = run(api, "e", "list", "--json")
+    listed = api.run("e", "ls", "--all", "--limit", "1")
+    raw = api.run("e", "list", "--json")
 
     assert table_rows(listed.out)[0][-1] == "Archived"
     assert [r[0] for r in table_rows(listed.out)[1:]] == ["2"]  # the newest one
@@ -120,15 +118,15 @@ def test_list_all_limit_and_json(api: FakeApi) -> None:
     assert [e["id"] for e in json.loads(raw.out)["experiments"]] == [2, 1]
 
 
-def test_bare_e_lists(api: FakeApi) -> None:
+def test_bare_e_lists(api, table_rows) -> None:
     _seed(api)
-    assert table_rows(run(api, "e").out)[0][0] == "ID"
+    assert table_rows(api.run("e").out)[0][0] == "ID"
 
 
-def test_describe_prints_experiment_and_trials(api: FakeApi) -> None:
+def test_describe_prints_experiment_and_trials(api, table_rows) -> None:
     _seed(api)
 
-    result = run(api, "experiment", "describe", "1")
+    result = api.run("experiment", "describe", "1")
 
     assert result.code == 0
     exp = table_rows(result.out, "Experiment:")
@@ -183,10 +181,10 @@ def test_describe_prints_experiment_and_trials(api: FakeApi) -> None:
     assert "Workloads:" not in result.out
 
 
-def test_describe_metrics_adds_workloads(api: FakeApi) -> None:
+def test_describe_metrics_adds_workloads(api, table_rows) -> None:
     _seed(api)
 
-    result = run(api, "e", "describe", "1", "--metrics")
+    result = api.run("e", "describe", "1", "--metrics")
 
     rows = table_rows(result.out, "Workloads:")
     assert rows[0] == [
@@ -207,25 +205,25 @@ def test_describe_metrics_adds_workloads(api: FakeApi) -> None:
     ]
 
 
-def test_describe_json_and_several_ids(api: FakeApi) -> None:
+def test_describe_json_and_several_ids(api) -> None:
     _seed(api)
 
-    one = json.loads(run(api, "e", "describe", "1", "--json").out)
-    two = json.loads(run(api, "e", "describe", "1,2", "--json").out)
+    one = json.loads(api.run("e", "describe", "1", "--json").out)
+    two = json.loads(api.run("e", "describe", "1,2", "--json").out)
 
     assert one["experiment"]["id"] == 1 and one["trials"][0]["id"] == 5
     assert [a["experiment"]["id"] for a in two] == [1, 2]
 
 
-def test_describe_unknown_id_names_it(api: FakeApi) -> None:
-    result = run(api, "e", "describe", "42")
+def test_describe_unknown_id_names_it(api) -> None:
+    result = api.run("e", "describe", "42")
 
     assert result.code == 1
     assert result.err == "Error: experiment 42 does not exist; `det experiment list` shows the ids\n"
 
 
-def test_describe_rejects_a_non_numeric_id(api: FakeApi) -> None:
-    result = run(api, "e", "describe", "1,x")
+def test_describe_rejects_a_non_numeric_id(api) -> None:
+    result = api.run("e", "describe", "1,x")
 
     assert result.code == 2
     assert result.err.startswith("Error: experiment id 'x' is not a number")
@@ -235,10 +233,10 @@ def test_describe_rejects_a_non_numeric_id(api: FakeApi) -> None:
 # --- trial describe / logs ---------------------------------------------------------------------
 
 
-def test_trial_describe(api: FakeApi) -> None:
+def test_trial_describe(api, table_rows) -> None:
     _seed(api)
 
-    result = run(api, "trial", "describe", "5")
+    result = api.run("trial", "describe", "5")
 
     assert result.code == 0
     rows = table_rows(result.out)
@@ -272,43 +270,43 @@ def test_trial_describe(api: FakeApi) -> None:
     assert "Latest validation: accuracy=0.99, validation_loss=0.0312" in result.out
 
 
-def test_trial_describe_metrics_and_json(api: FakeApi) -> None:
+def test_trial_describe_metrics_and_json(api, table_rows) -> None:
     _seed(api)
 
-    table = run(api, "t", "describe", "5", "--metrics")
-    raw = json.loads(run(api, "t", "describe", "5", "--metrics", "--json").out)
+    table = api.run("t", "describe", "5", "--metrics")
+    raw = json.loads(api.run("t", "describe", "5", "--metrics", "--json").out)
 
     assert table_rows(table.out, "Workloads:")[0][4] == "Training Metric: loss"
     assert raw["trial"]["id"] == 5 and len(raw["checkpoints"]) == 2
     assert [m["steps_completed"] for m in raw["metrics"]["training"]] == [100, 200]
 
 
-def test_trial_unknown_id_names_it(api: FakeApi) -> None:
+def test_trial_unknown_id_names_it(api) -> None:
     for argv in (("t", "describe", "99"), ("t", "logs", "99")):
-        result = run(api, *argv)
+        result = api.run(*argv)
         assert result.code == 1
         assert result.err.startswith("Error: trial 99 does not exist;")
         assert result.err.count("\n") == 1
 
 
-def test_trial_logs_head_tail_and_timestamps(api: FakeApi) -> None:
+def test_trial_logs_head_tail_and_timestamps(api) -> None:
     _seed(api)
     api.log(5, "one", "two", "three", "four")
     api.logs[5][1]["rank"] = 1
 
-    assert run(api, "t", "logs", "5").out == "one\n[rank=1] two\nthree\nfour\n"
-    assert run(api, "t", "logs", "5", "--tail", "2").out == "three\nfour\n"
-    assert run(api, "t", "logs", "5", "--head", "1").out == "one\n"
-    stamped = run(api, "t", "logs", "5", "--head", "1", "--timestamps").out
+    assert api.run("t", "logs", "5").out == "one\n[rank=1] two\nthree\nfour\n"
+    assert api.run("t", "logs", "5", "--tail", "2").out == "three\nfour\n"
+    assert api.run("t", "logs", "5", "--head", "1").out == "one\n"
+    stamped = api.run("t", "logs", "5", "--head", "1", "--timestamps").out
     assert stamped == "[2024-05-01T12:00:00.000Z] one\n"
     assert api.sleeps == 0  # without -f nothing waits
     # A launcher's line carries its prefix already (the agent keeps it in the message): shown once.
     api.logs[5][2].update(rank=0, message="[rank=0] three")
-    assert run(api, "t", "logs", "5").out == "one\n[rank=1] two\n[rank=0] three\nfour\n"
+    assert api.run("t", "logs", "5").out == "one\n[rank=1] two\n[rank=0] three\nfour\n"
 
 
-def test_trial_logs_follow_until_terminal_and_drained(api: FakeApi) -> None:
-    api.trials[5] = trial(5, 1)
+def test_trial_logs_follow_until_terminal_and_drained(api) -> None:
+    api.trials[5] = api.trial(5, 1)
     api.log(5, "a")
 
     def finish() -> None:
@@ -317,14 +315,14 @@ def test_trial_logs_follow_until_terminal_and_drained(api: FakeApi) -> None:
 
     api.events = [lambda: api.log(5, "x"), finish]
 
-    result = run(api, "t", "logs", "5", "-f")
+    result = api.run("t", "logs", "5", "-f")
 
     assert (result.code, result.out) == (0, "a\nx\nb\n")
 
 
-def test_trial_logs_follow_reads_once_more_after_the_end(api: FakeApi) -> None:
+def test_trial_logs_follow_reads_once_more_after_the_end(api) -> None:
     """Lines that land between the logs read and the state read of one answer are not lost."""
-    api.trials[5] = trial(5, 1, state="COMPLETED")
+    api.trials[5] = api.trial(5, 1, state="COMPLETED")
     api.log(5, "a")
     original = api._logs
     answered = 0
@@ -338,12 +336,12 @@ def test_trial_logs_follow_reads_once_more_after_the_end(api: FakeApi) -> None:
         return response
 
     api._logs = late_line  # type: ignore[method-assign]
-    assert run(api, "t", "logs", "5", "-f").out == "a\nlate\n"
+    assert api.run("t", "logs", "5", "-f").out == "a\nlate\n"
 
 
-def test_trial_logs_follow_waits_for_a_log_that_does_not_exist_yet(api: FakeApi) -> None:
+def test_trial_logs_follow_waits_for_a_log_that_does_not_exist_yet(api) -> None:
     """Before the first line there is no log stream: the API answers no lines and no cursor."""
-    api.trials[5] = trial(5, 1, state="QUEUED")
+    api.trials[5] = api.trial(5, 1, state="QUEUED")
     original = api._logs
 
     def no_stream_yet(params: dict[str, str], body: Any, tid: int) -> httpx.Response:
@@ -360,12 +358,12 @@ def test_trial_logs_follow_waits_for_a_log_that_does_not_exist_yet(api: FakeApi)
     api._logs = no_stream_yet  # type: ignore[method-assign]
     api.events = [lambda: None, finish]
 
-    assert run(api, "t", "logs", "5", "-f").out == "first\n"
+    assert api.run("t", "logs", "5", "-f").out == "first\n"
 
 
-def test_trial_logs_read_past_empty_pages_while_the_cursor_moves(api: FakeApi) -> None:
+def test_trial_logs_read_past_empty_pages_while_the_cursor_moves(api) -> None:
     """CloudWatch may answer an empty page with a new cursor in the middle of a stream."""
-    api.trials[5] = trial(5, 1, state="COMPLETED")
+    api.trials[5] = api.trial(5, 1, state="COMPLETED")
     pages = {None: (["a"], "t1"), "t1": ([], "t2"), "t2": ([], "t3"), "t3": (["b"], "t4"), "t4": ([], "t4")}
 
     def gappy(params: dict[str, str], body: Any, tid: int) -> httpx.Response:
@@ -375,27 +373,27 @@ def test_trial_logs_read_past_empty_pages_while_the_cursor_moves(api: FakeApi) -
 
     api._logs = gappy  # type: ignore[method-assign]
 
-    assert run(api, "t", "logs", "5").out == "a\nb\n"
+    assert api.run("t", "logs", "5").out == "a\nb\n"
     assert api.sleeps == 0
 
 
-def test_trial_logs_tail_holds_even_if_the_api_sends_more(api: FakeApi) -> None:
-    api.trials[5] = trial(5, 1, state="COMPLETED")
+def test_trial_logs_tail_holds_even_if_the_api_sends_more(api) -> None:
+    api.trials[5] = api.trial(5, 1, state="COMPLETED")
     api.log(5, "one", "two", "three")
     original = api._logs
     api._logs = lambda params, body, tid: original(
         {k: v for k, v in params.items() if k != "tail"}, body, tid
     )  # type: ignore[method-assign]
 
-    assert run(api, "t", "logs", "5", "--tail", "1").out == "three\n"
+    assert api.run("t", "logs", "5", "--tail", "1").out == "three\n"
 
 
-def test_trial_logs_never_rereads_a_cursor_that_did_not_move(api: FakeApi) -> None:
+def test_trial_logs_never_rereads_a_cursor_that_did_not_move(api) -> None:
     """An API that answers the same lines for the same cursor must not make the CLI spin."""
-    api.trials[5] = trial(5, 1, state="COMPLETED")
+    api.trials[5] = api.trial(5, 1, state="COMPLETED")
     line = {"timestamp": 0, "message": "again", "rank": None}
     api._logs = lambda params, body, tid: httpx.Response(  # type: ignore[method-assign]
         200, json={"logs": [line], "next_token": params.get("next_token", "t1"), "trial_state": "COMPLETED"}
     )
 
-    assert run(api, "t", "logs", "5").out == "again\nagain\n"  # the first read, one re-read: then stop
+    assert api.run("t", "logs", "5").out == "again\nagain\n"  # the first read, one re-read: then stop

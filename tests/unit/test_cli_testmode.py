@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from det import _test_config, _testmode_local, cli
-from det._runtime import Runtime
-from tests.unit.conftest import FakeApi, Result, fake_pack, trial
+from det import _test_config, _testmode_local
 
 CONFIG = """\
 name: mnist
@@ -59,17 +57,6 @@ min_checkpoint_period:
 max_restarts: 5
 records_per_epoch: 6000
 """
-
-
-def run(
-    api: FakeApi, *argv: str, environ: dict[str, str] | None = None, err: io.StringIO | None = None
-) -> Result:
-    out, err = io.StringIO(), err or io.StringIO()
-    rt = Runtime(
-        environ=environ or {}, transport=api.transport, sleep=api.sleep, pack=fake_pack, out=out, err=err
-    )
-    code = cli.main(list(argv), runtime=rt)
-    return Result(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -164,11 +151,11 @@ def test_a_broken_hyperparameter_is_a_usage_error() -> None:
 # --- remote test mode ----------------------------------------------------------------------------
 
 
-def _script_test_trial(api: FakeApi, *, checkpoint: bool = True, training_metric: bool = True) -> None:
+def _script_test_trial(api, *, checkpoint: bool = True, training_metric: bool = True) -> None:
     """The trial appears, starts, trains, validates (and checkpoints), then the experiment completes."""
 
     def appear() -> None:
-        api.trials[7] = trial(7, 1, state="QUEUED")
+        api.trials[7] = api.trial(7, 1, state="QUEUED")
 
     def start() -> None:
         api.trials[7]["state"] = "RUNNING"
@@ -198,11 +185,11 @@ def _script_test_trial(api: FakeApi, *, checkpoint: bool = True, training_metric
     api.events = [lambda: None, appear, start, train, validate, end]
 
 
-def test_remote_test_mode_passes(api: FakeApi, config_file: Path) -> None:
+def test_remote_test_mode_passes(api, config_file: Path, fake_pack) -> None:
     _script_test_trial(api)
     ctx = config_file.parent / "ctx"
 
-    result = run(api, "e", "create", "--test-mode", str(config_file), str(ctx))
+    result = api.run("e", "create", "--test-mode", str(config_file), str(ctx))
 
     assert result.code == 0, result.err
     assert result.out == "Created test experiment 1\nTest experiment 1 passed\n"
@@ -235,12 +222,10 @@ def test_remote_test_mode_passes(api: FakeApi, config_file: Path) -> None:
     )
 
 
-def test_remote_test_mode_fails_without_a_checkpoint_and_prints_the_log(
-    api: FakeApi, config_file: Path
-) -> None:
+def test_remote_test_mode_fails_without_a_checkpoint_and_prints_the_log(api, config_file: Path) -> None:
     _script_test_trial(api, checkpoint=False)
 
-    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+    result = api.run("e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
 
     assert result.code == 1
     assert result.out == (
@@ -261,21 +246,21 @@ def test_remote_test_mode_fails_without_a_checkpoint_and_prints_the_log(
     ]
 
 
-def test_remote_training_counts_without_a_training_metric(api: FakeApi, config_file: Path) -> None:
+def test_remote_training_counts_without_a_training_metric(api, config_file: Path) -> None:
     _script_test_trial(api, training_metric=False)
 
-    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+    result = api.run("e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
 
     assert (result.code, result.out.splitlines()[-1]) == (0, "Test experiment 1 passed")
 
 
-def test_remote_test_mode_fails_at_scheduling_when_no_trial_runs(api: FakeApi, config_file: Path) -> None:
+def test_remote_test_mode_fails_at_scheduling_when_no_trial_runs(api, config_file: Path) -> None:
     def error() -> None:
         api.experiments[1]["state"] = "ERROR"
 
     api.events = [lambda: None, error]
 
-    result = run(api, "e", "create", "-t", str(config_file))
+    result = api.run("e", "create", "-t", str(config_file))
 
     assert result.code == 1
     assert result.out == (
@@ -285,16 +270,14 @@ def test_remote_test_mode_fails_at_scheduling_when_no_trial_runs(api: FakeApi, c
     assert "[✗] scheduling" in result.err and "[✗] checkpointing" in result.err
 
 
-def test_remote_test_mode_fails_when_the_experiment_errors_after_all_steps(
-    api: FakeApi, config_file: Path
-) -> None:
+def test_remote_test_mode_fails_when_the_experiment_errors_after_all_steps(api, config_file: Path) -> None:
     _script_test_trial(api)
     api.events[-1] = lambda: (
         api.trials[7].update(state="ERROR", exit={"code": 1, "reason": "exited with code 1"}),
         api.experiments[1].update(state="ERROR"),
     )
 
-    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+    result = api.run("e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
 
     assert result.code == 1
     assert result.out.splitlines()[1] == (
@@ -302,17 +285,17 @@ def test_remote_test_mode_fails_when_the_experiment_errors_after_all_steps(
     )
 
 
-def test_remote_test_mode_uploads_nothing_when_the_config_is_refused(api: FakeApi, config_file: Path) -> None:
+def test_remote_test_mode_uploads_nothing_when_the_config_is_refused(api, config_file: Path) -> None:
     api.refuse_config = {"error": "InvalidConfig", "message": "bad config; fix it", "problems": []}
 
-    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+    result = api.run("e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
 
     assert (result.code, result.err) == (1, "Error: bad config; fix it\n")
     assert api.calls() == ["POST /experiments"]
 
 
 def test_remote_test_mode_redraws_one_line_on_a_terminal(
-    api: FakeApi, config_file: Path, monkeypatch: pytest.MonkeyPatch
+    api, config_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "120")  # the status line is cut to the terminal's width
 
@@ -322,7 +305,7 @@ def test_remote_test_mode_redraws_one_line_on_a_terminal(
 
     _script_test_trial(api)
 
-    result = run(api, "e", "create", "-t", str(config_file), str(config_file.parent / "ctx"), err=Tty())
+    result = api.run("e", "create", "-t", str(config_file), str(config_file.parent / "ctx"), err=Tty())
 
     assert result.code == 0
     assert "[✓] scheduling  [ ] training  [ ] validation  [ ] checkpointing · trial 7 RUNNING" in result.err
@@ -330,26 +313,26 @@ def test_remote_test_mode_redraws_one_line_on_a_terminal(
     assert "\x1b" not in result.out
 
 
-def test_test_mode_usage_errors(api: FakeApi, config_file: Path) -> None:
+def test_test_mode_usage_errors(api, config_file: Path) -> None:
     ctx = str(config_file.parent / "ctx")
 
-    local_alone = run(api, "e", "create", "--local", str(config_file), ctx)
+    local_alone = api.run("e", "create", "--local", str(config_file), ctx)
     assert local_alone.code == 2
     assert local_alone.err.startswith("Error: --local needs --test-mode")
 
-    assert run(api, "e", "create", "-t", "--paused", str(config_file), ctx).code == 2
-    assert run(api, "e", "create", "-t", "-f", str(config_file), ctx).code == 2
+    assert api.run("e", "create", "-t", "--paused", str(config_file), ctx).code == 2
+    assert api.run("e", "create", "-t", "-f", str(config_file), ctx).code == 2
 
-    no_context = run(api, "e", "create", "--local", "-t", str(config_file))
+    no_context = api.run("e", "create", "--local", "-t", str(config_file))
     assert no_context.code == 2 and "pass the CONTEXT folder" in no_context.err
     assert api.requests == []
 
 
-def test_an_nni_config_is_refused(api: FakeApi, tmp_path: Path) -> None:
+def test_an_nni_config_is_refused(api, tmp_path: Path) -> None:
     nni = tmp_path / "nni.yaml"
     nni.write_text("trialCommand: python3 mnist.py\nsearchSpace: {lr: {_type: choice, _value: [0.1]}}\n")
 
-    result = run(api, "e", "create", "-t", str(nni), str(tmp_path))
+    result = api.run("e", "create", "-t", str(nni), str(tmp_path))
 
     assert result.code == 2
     assert f"Error: {nni} is an NNI config" in result.err
