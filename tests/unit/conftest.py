@@ -18,7 +18,7 @@ import socket
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -330,6 +330,10 @@ ENV_NAMES = [
 class FakePlane:
     """The trial-facing routes of contracts.md §1 plus an S3 that honours presigned URLs, in memory."""
 
+    # the run it serves
+    trial_id = TRIAL
+    experiment_id = EXPERIMENT
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.log: list[tuple[str, str, Any]] = []  # (method, path, JSON body or bytes), in arrival order
@@ -341,6 +345,15 @@ class FakePlane:
 
     def transport(self) -> InMemoryTransport:
         return InMemoryTransport(self.handle)
+
+    def init_options(self, heartbeat_interval_s: float = 60.0, waits: Waits | None = None) -> dict[str, Any]:
+        """`harness.init`'s seams to talk to this plane: its transport, the heartbeat interval, a searcher
+        wait that returns at once (`waits`, a new Waits if None)."""
+        return {
+            "transport": self.transport(),
+            "heartbeat_interval_s": heartbeat_interval_s,
+            "searcher_wait": waits or Waits(),
+        }
 
     def calls(self, method: str | None = None, path_part: str = "") -> list[tuple[str, str, Any]]:
         with self.lock:
@@ -539,3 +552,30 @@ def platform_env(
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+
+
+@dataclass(frozen=True)
+class PlaneKit:
+    """What the trial-side tests share (the `plane_kit` fixture): the fake control planes, the searcher
+    waits, the run the planes serve and the environment the agent gives its trial."""
+
+    monkeypatch: pytest.MonkeyPatch
+    api: str = API
+    token: str = TOKEN
+    trial: int = TRIAL
+    experiment: int = EXPERIMENT
+    config: dict[str, Any] = field(default_factory=lambda: PLANE_CONFIG)
+    env_names: tuple[str, ...] = tuple(ENV_NAMES)
+    wait_s: float = WAIT_S
+    FakePlane = FakePlane
+    SearcherPlane = SearcherPlane
+    Waits = Waits
+    error = staticmethod(plane_error)
+
+    def platform_env(self, hparams: dict[str, Any], *, seed: int = 42, **extra: str) -> None:
+        platform_env(self.monkeypatch, hparams, seed=seed, **extra)
+
+
+@pytest.fixture
+def plane_kit(monkeypatch: pytest.MonkeyPatch) -> PlaneKit:
+    return PlaneKit(monkeypatch)

@@ -26,7 +26,6 @@ from harness.agent._run import build_environment
 from harness.agent._settings import Settings
 from harness.compat import compat_path
 from harness.compat._nni import NniTrial, flatten_hparams, merge_parameter
-from tests.unit.conftest import API, EXPERIMENT, TOKEN, TRIAL, FakePlane, SearcherPlane, Waits, platform_env
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -37,14 +36,12 @@ def clean_env(no_trial_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     monkeypatch.chdir(tmp_path)
 
 
-def use_plane(monkeypatch: pytest.MonkeyPatch, plane: FakePlane, heartbeat_interval_s: float = 60.0) -> None:
+def use_plane(monkeypatch: pytest.MonkeyPatch, plane, heartbeat_interval_s: float = 60.0) -> None:
     """Make every `harness.core.init()` of the code under test talk to `plane`."""
     real_init = harness.core.init
 
     def init(**kwargs: Any) -> harness.Context:
-        kwargs.update(
-            transport=plane.transport(), heartbeat_interval_s=heartbeat_interval_s, searcher_wait=Waits()
-        )
+        kwargs.update(plane.init_options(heartbeat_interval_s))
         return real_init(**kwargs)
 
     monkeypatch.setattr(harness.core, "init", init)
@@ -58,16 +55,16 @@ def load_example(path: Path, name: str) -> ModuleType:
     return module
 
 
-def metric_posts(plane: FakePlane, group: str) -> list[tuple[int, dict[str, Any]]]:
+def metric_posts(plane, group: str) -> list[tuple[int, dict[str, Any]]]:
     return [
         (body["steps_completed"], body["metrics"])
-        for _, _, body in plane.calls("POST", f"/trials/{TRIAL}/metrics")
+        for _, _, body in plane.calls("POST", f"/trials/{plane.trial_id}/metrics")
         if body["group"] == group
     ]
 
 
-def checkpoint_reports(plane: FakePlane) -> list[dict[str, Any]]:
-    return [c[2] for c in plane.calls("POST") if c[1].endswith(f"/trials/{TRIAL}/checkpoints")]
+def checkpoint_reports(plane) -> list[dict[str, Any]]:
+    return [c[2] for c in plane.calls("POST") if c[1].endswith(f"/trials/{plane.trial_id}/checkpoints")]
 
 
 # --- the agent puts a compatibility folder on PYTHONPATH only for a missing package -----------------
@@ -155,9 +152,9 @@ def test_determined_is_a_thin_alias_layer(compat: None) -> None:
         det.core.DistributedContext.from_horovod(None)
 
 
-def test_cluster_info_has_determineds_names(compat: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    platform_env(monkeypatch, {"lr": 0.1}, STRATUS_LATEST_CHECKPOINT="ck-1", STRATUS_SLOTS="2")
-    plane = SearcherPlane(config={"searcher": {"metric": "m"}, "data": {"url": "x"}})
+def test_cluster_info_has_determineds_names(compat: None, monkeypatch: pytest.MonkeyPatch, plane_kit) -> None:
+    plane_kit.platform_env({"lr": 0.1}, STRATUS_LATEST_CHECKPOINT="ck-1", STRATUS_SLOTS="2")
+    plane = plane_kit.SearcherPlane(config={"searcher": {"metric": "m"}, "data": {"url": "x"}})
     use_plane(monkeypatch, plane)
     import determined as det
 
@@ -165,8 +162,8 @@ def test_cluster_info_has_determineds_names(compat: None, monkeypatch: pytest.Mo
         info = det.get_cluster_info()
         assert info is not None
         assert (info.trial.trial_id, info.trial.experiment_id, info.trial.trial_seed) == (
-            TRIAL,
-            EXPERIMENT,
+            plane_kit.trial,
+            plane_kit.experiment,
             42,
         )
         assert info.trial.hparams == {"lr": 0.1} and info.latest_checkpoint == "ck-1"
@@ -176,18 +173,22 @@ def test_cluster_info_has_determineds_names(compat: None, monkeypatch: pytest.Mo
             "run-1",
             [0, 1],
         )
-        assert info.user_data == {"url": "x"} and info.master_url == API and info.session_token == TOKEN
-        assert info.task_id == f"{EXPERIMENT}.{TRIAL}"
+        assert (
+            info.user_data == {"url": "x"}
+            and info.master_url == plane_kit.api
+            and info.session_token == plane_kit.token
+        )
+        assert info.task_id == f"{plane_kit.experiment}.{plane_kit.trial}"
 
 
 def test_core_api_example_runs_the_searchers_operations(
-    compat: None, monkeypatch: pytest.MonkeyPatch
+    compat: None, monkeypatch: pytest.MonkeyPatch, plane_kit
 ) -> None:
-    platform_env(monkeypatch, {"learning_rate": 0.01, "hidden_size": 32, "batch_size": 16})
+    plane_kit.platform_env({"learning_rate": 0.01, "hidden_size": 32, "batch_size": 16})
     config = {
         "searcher": {"name": "adaptive_asha", "metric": "validation_accuracy", "max_length": {"batches": 100}}
     }
-    plane = SearcherPlane([25, 100], config=config)
+    plane = plane_kit.SearcherPlane([25, 100], config=config)
     use_plane(monkeypatch, plane)
     example = load_example(EXAMPLES / "determined_core" / "train.py", "example_determined_core")
     import determined as det
@@ -206,11 +207,11 @@ def test_core_api_example_runs_the_searchers_operations(
 
 
 def test_core_api_example_checkpoints_when_preempted_and_resumes(
-    compat: None, monkeypatch: pytest.MonkeyPatch
+    compat: None, monkeypatch: pytest.MonkeyPatch, plane_kit
 ) -> None:
-    platform_env(monkeypatch, {"learning_rate": 0.01, "hidden_size": 32, "batch_size": 16})
+    plane_kit.platform_env({"learning_rate": 0.01, "hidden_size": 32, "batch_size": 16})
     config = {"searcher": {"name": "single", "metric": "validation_accuracy"}}
-    plane = SearcherPlane([100], config=config)
+    plane = plane_kit.SearcherPlane([100], config=config)
     plane.preempt = True
     use_plane(monkeypatch, plane, heartbeat_interval_s=0.01)
     example = load_example(EXAMPLES / "determined_core" / "train.py", "example_determined_core")
@@ -231,9 +232,9 @@ def test_core_api_example_checkpoints_when_preempted_and_resumes(
     assert [c["steps_completed"] for c in checkpoint_reports(plane)] == [25, 100]
 
 
-def test_invalid_hp_from_a_core_api_script(compat: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    platform_env(monkeypatch, {"learning_rate": 0.01, "hidden_size": 32, "batch_size": 4096})
-    plane = SearcherPlane([100], config={"searcher": {"metric": "validation_accuracy"}})
+def test_invalid_hp_from_a_core_api_script(compat: None, monkeypatch: pytest.MonkeyPatch, plane_kit) -> None:
+    plane_kit.platform_env({"learning_rate": 0.01, "hidden_size": 32, "batch_size": 4096})
+    plane = plane_kit.SearcherPlane([100], config={"searcher": {"metric": "validation_accuracy"}})
     use_plane(monkeypatch, plane)
     example = load_example(EXAMPLES / "determined_core" / "train.py", "example_determined_core")
     import determined as det
@@ -245,17 +246,17 @@ def test_invalid_hp_from_a_core_api_script(compat: None, monkeypatch: pytest.Mon
 
 
 def test_pytorch_trial_example_runs_through_determined_pytorch(
-    compat: None, monkeypatch: pytest.MonkeyPatch
+    compat: None, monkeypatch: pytest.MonkeyPatch, plane_kit
 ) -> None:
     hparams = {"global_batch_size": 32, "learning_rate": 0.003, "hidden_size": 32, "dropout": 0.1}
-    platform_env(monkeypatch, hparams)
+    plane_kit.platform_env(hparams)
     config = {
         "searcher": {"name": "single", "metric": "validation_accuracy", "max_length": {"epochs": 2}},
         "records_per_epoch": 1438,
         "min_validation_period": {"epochs": 1},
         "scheduling_unit": 20,
     }
-    plane = SearcherPlane([89], config=config)  # 2 epochs: 2 * 1438 // 32
+    plane = plane_kit.SearcherPlane([89], config=config)  # 2 epochs: 2 * 1438 // 32
     use_plane(monkeypatch, plane)
     from harness.exec import run_trial
 
@@ -284,10 +285,12 @@ NNI_SPACE = {
 
 
 def test_nni_calls_map_to_reports_and_the_searcher(
-    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, plane_kit
 ) -> None:
-    platform_env(monkeypatch, {"lr": 0.01, "conv": {"kernel": 3}, "choice": {"_name": "a", "x": 1}})
-    plane = SearcherPlane([2], config={"searcher": {"metric": "default"}, "hyperparameters": NNI_SPACE})
+    plane_kit.platform_env({"lr": 0.01, "conv": {"kernel": 3}, "choice": {"_name": "a", "x": 1}})
+    plane = plane_kit.SearcherPlane(
+        [2], config={"searcher": {"metric": "default"}, "hyperparameters": NNI_SPACE}
+    )
     use_plane(monkeypatch, plane)
     before = signal.getsignal(signal.SIGTERM)
     nni = NniTrial()
@@ -295,9 +298,9 @@ def test_nni_calls_map_to_reports_and_the_searcher(
     assert nni.get_next_parameter() == {"lr": 0.01, "conv/kernel": 3, "choice": {"_name": "a", "x": 1}}
     assert signal.getsignal(signal.SIGTERM) == before  # NNI scripts never poll: SIGTERM keeps its action
     assert (nni.get_trial_id(), nni.get_experiment_id(), nni.get_sequence_id()) == (
-        str(TRIAL),
-        str(EXPERIMENT),
-        TRIAL,
+        str(plane_kit.trial),
+        str(plane_kit.experiment),
+        plane_kit.trial,
     )
     nni.report_intermediate_result(0.5)
     with pytest.raises(SystemExit) as exited:
@@ -305,16 +308,18 @@ def test_nni_calls_map_to_reports_and_the_searcher(
     assert exited.value.code == 0
     assert metric_posts(plane, "validation") == [(1, {"default": 0.5}), (2, {"default": 0.6, "loss": 0.2})]
     assert [(method, path) for method, path, _ in plane.searcher_calls()] == [
-        ("GET", f"/v1/trials/{TRIAL}/searcher"),
-        ("POST", f"/v1/trials/{TRIAL}/searcher/completed"),
-        ("GET", f"/v1/trials/{TRIAL}/searcher"),  # answered stop: the trial exits
+        ("GET", f"/v1/trials/{plane_kit.trial}/searcher"),
+        ("POST", f"/v1/trials/{plane_kit.trial}/searcher/completed"),
+        ("GET", f"/v1/trials/{plane_kit.trial}/searcher"),  # answered stop: the trial exits
     ]
     assert plane.completed == [{"length": 2, "metric": 0.6}]
 
 
-def test_nni_final_result_completes_an_open_ended_operation(monkeypatch: pytest.MonkeyPatch) -> None:
-    platform_env(monkeypatch, {"lr": 0.01})
-    plane = SearcherPlane([None], config={"searcher": {"metric": "default"}})
+def test_nni_final_result_completes_an_open_ended_operation(
+    monkeypatch: pytest.MonkeyPatch, plane_kit
+) -> None:
+    plane_kit.platform_env({"lr": 0.01})
+    plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
     use_plane(monkeypatch, plane)
     nni = NniTrial()
     try:
@@ -330,10 +335,10 @@ def test_nni_final_result_completes_an_open_ended_operation(monkeypatch: pytest.
 
 
 def test_nni_exits_when_the_platform_preempts(
-    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, plane_kit
 ) -> None:
-    platform_env(monkeypatch, {"lr": 0.01})
-    plane = SearcherPlane([None], config={"searcher": {"metric": "default"}})
+    plane_kit.platform_env({"lr": 0.01})
+    plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
     plane.preempt = True
     use_plane(monkeypatch, plane, heartbeat_interval_s=0.01)
     nni = NniTrial()
@@ -370,7 +375,7 @@ def test_nni_standalone_prints(
     assert "[validation] steps_completed=1 default=0" in out and "steps_completed=151 default=0.99" in out
 
 
-def test_nni_example_runs_on_the_platform(compat: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nni_example_runs_on_the_platform(compat: None, monkeypatch: pytest.MonkeyPatch, plane_kit) -> None:
     hparams = {
         "learning_rate": 0.005,
         "dropout": 0.1,
@@ -378,8 +383,8 @@ def test_nni_example_runs_on_the_platform(compat: None, monkeypatch: pytest.Monk
         "batch_size": 64,
         "activation": "tanh",
     }
-    platform_env(monkeypatch, hparams)
-    plane = SearcherPlane([None], config={"searcher": {"metric": "default"}})
+    plane_kit.platform_env(hparams)
+    plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
     use_plane(monkeypatch, plane)
     import nni
 

@@ -8,7 +8,7 @@ import math
 import signal
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,35 +22,23 @@ from harness._api import ApiClient
 from harness._info import load_cluster_info, load_rank_info
 from harness.core._checkpoint import safe_join
 from harness.core._train import clean_metrics
-from tests.unit.conftest import (
-    API,
-    ENV_NAMES,
-    EXPERIMENT,
-    PLANE_CONFIG,
-    TOKEN,
-    TRIAL,
-    WAIT_S,
-    FakePlane,
-    plane_error,
-    platform_env,
-)
 
 pytestmark = pytest.mark.usefixtures("no_trial_env")
 
 
 @pytest.fixture
-def on_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+def on_platform(plane_kit) -> None:
     hparams = {"learning_rate": 0.01, "hidden_size": 32}
-    platform_env(monkeypatch, hparams, STRATUS_LATEST_CHECKPOINT="", STRATUS_SLOTS="1")
+    plane_kit.platform_env(hparams, STRATUS_LATEST_CHECKPOINT="", STRATUS_SLOTS="1")
 
 
 @pytest.fixture
-def plane() -> FakePlane:
-    return FakePlane()
+def plane(plane_kit) -> Any:
+    return plane_kit.FakePlane()
 
 
 @pytest.fixture
-def ctx(on_platform: None, plane: FakePlane) -> Iterator[harness.Context]:
+def ctx(on_platform: None, plane) -> Iterator[harness.Context]:
     with harness.init(transport=plane.transport()) as context:
         yield context
 
@@ -58,15 +46,15 @@ def ctx(on_platform: None, plane: FakePlane) -> Iterator[harness.Context]:
 # --- info ---------------------------------------------------------------------------------------
 
 
-def test_cluster_info_is_read_from_the_environment(on_platform: None) -> None:
+def test_cluster_info_is_read_from_the_environment(on_platform: None, plane_kit) -> None:
     info = load_cluster_info()
     assert info is not None
-    assert info.trial.trial_id == TRIAL and info.trial.experiment_id == EXPERIMENT
+    assert info.trial.trial_id == plane_kit.trial and info.trial.experiment_id == plane_kit.experiment
     assert info.trial.hparams == {"learning_rate": 0.01, "hidden_size": 32}
     assert info.trial.trial_seed == 42
-    assert info.run_id == "run-1" and info.master_url == API
+    assert info.run_id == "run-1" and info.master_url == plane_kit.api
     assert info.latest_checkpoint is None
-    assert TOKEN not in repr(info)
+    assert plane_kit.token not in repr(info)
 
 
 def test_off_platform_there_is_no_cluster_info() -> None:
@@ -74,20 +62,20 @@ def test_off_platform_there_is_no_cluster_info() -> None:
     assert harness.get_cluster_info() is None
 
 
-def test_init_fetches_the_config(ctx: harness.Context) -> None:
+def test_init_fetches_the_config(ctx: harness.Context, plane_kit) -> None:
     info = harness.get_cluster_info()
     assert info is ctx.info and info is not None
-    assert info.config == PLANE_CONFIG
+    assert info.config == plane_kit.config
     assert info.latest_checkpoint is None
 
 
 def test_cluster_info_outlives_its_context(
-    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane: FakePlane
+    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane, plane_kit
 ) -> None:
     with harness.init(transport=plane.transport()) as context:
         info = context.info
     assert harness.get_cluster_info() is info  # kept: no second GET /info (this one has no transport)
-    for name in ENV_NAMES:
+    for name in plane_kit.env_names:
         monkeypatch.delenv(name, raising=False)
     assert harness.get_cluster_info() is None
 
@@ -121,23 +109,23 @@ def test_ranks_default_to_a_single_process(monkeypatch: pytest.MonkeyPatch) -> N
 # --- metrics ------------------------------------------------------------------------------------
 
 
-def test_metrics_and_progress_reach_the_api(ctx: harness.Context, plane: FakePlane) -> None:
+def test_metrics_and_progress_reach_the_api(ctx: harness.Context, plane, plane_kit) -> None:
     ctx.train.report_training_metrics(steps_completed=50, metrics={"loss": 0.5})
     ctx.train.report_validation_metrics(steps_completed=200, metrics={"validation_accuracy": 0.9})
     ctx.train.report_progress(0.25)
     assert plane.api_calls() == [
-        ("GET", f"/v1/trials/{TRIAL}/info", None),
+        ("GET", f"/v1/trials/{plane_kit.trial}/info", None),
         (
             "POST",
-            f"/v1/trials/{TRIAL}/metrics",
+            f"/v1/trials/{plane_kit.trial}/metrics",
             {"group": "training", "steps_completed": 50, "metrics": {"loss": 0.5}},
         ),
         (
             "POST",
-            f"/v1/trials/{TRIAL}/metrics",
+            f"/v1/trials/{plane_kit.trial}/metrics",
             {"group": "validation", "steps_completed": 200, "metrics": {"validation_accuracy": 0.9}},
         ),
-        ("POST", f"/v1/trials/{TRIAL}/progress", {"progress": 0.25}),
+        ("POST", f"/v1/trials/{plane_kit.trial}/progress", {"progress": 0.25}),
     ]
 
 
@@ -162,23 +150,27 @@ def _write_files(path: Path) -> None:
     (path / "sub" / "opt.bin").write_bytes(b"\x00\x01\x02")
 
 
-def test_store_path_uploads_metadata_last_then_reports(ctx: harness.Context, plane: FakePlane) -> None:
+def test_store_path_uploads_metadata_last_then_reports(ctx: harness.Context, plane, plane_kit) -> None:
     with ctx.checkpoint.store_path({"steps_completed": 200, "note": "x"}) as (path, storage_id):
         _write_files(path)
     assert not path.exists()  # the staging folder is gone
     calls = [c for c in plane.calls() if not c[1].endswith("/heartbeat")]
     kinds = [
-        (m, p.rsplit("/", 1)[-1] if m == "PUT" else p) for m, p, _ in calls if p != f"/v1/trials/{TRIAL}/info"
+        (m, p.rsplit("/", 1)[-1] if m == "PUT" else p)
+        for m, p, _ in calls
+        if p != f"/v1/trials/{plane_kit.trial}/info"
     ]
-    uploads = f"/v1/trials/{TRIAL}/checkpoints/uploads"
-    report = f"/v1/trials/{TRIAL}/checkpoints"
+    uploads = f"/v1/trials/{plane_kit.trial}/checkpoints/uploads"
+    report = f"/v1/trials/{plane_kit.trial}/checkpoints"
     assert kinds[0] == ("POST", uploads)
     assert sorted(kinds[1:3]) == [("PUT", "model.pt"), ("PUT", "opt.bin")]
     assert kinds[3:] == [("PUT", "metadata.json"), ("POST", report)]
     upload_body = plane.calls("POST", "/uploads")[0][2]
     assert upload_body == {"uuid": storage_id, "files": ["model.pt", "sub/opt.bin", "metadata.json"]}
     body = plane.calls("POST", report)[-1][2]
-    metadata_json = plane.s3[f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{storage_id}/metadata.json"]
+    metadata_json = plane.s3[
+        f"bucket/checkpoints/{plane_kit.experiment}/{plane_kit.trial}/{storage_id}/metadata.json"
+    ]
     assert body == {
         "uuid": storage_id,
         "steps_completed": 200,
@@ -186,11 +178,14 @@ def test_store_path_uploads_metadata_last_then_reports(ctx: harness.Context, pla
         "metadata": {"steps_completed": 200, "note": "x"},
     }
     assert json.loads(metadata_json) == {"steps_completed": 200, "note": "x"}
-    assert plane.s3[f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{storage_id}/sub/opt.bin"] == b"\x00\x01\x02"
+    assert (
+        plane.s3[f"bucket/checkpoints/{plane_kit.experiment}/{plane_kit.trial}/{storage_id}/sub/opt.bin"]
+        == b"\x00\x01\x02"
+    )
     uuid.UUID(storage_id)
 
 
-def test_a_failing_block_reports_nothing(ctx: harness.Context, plane: FakePlane) -> None:
+def test_a_failing_block_reports_nothing(ctx: harness.Context, plane) -> None:
     with (
         pytest.raises(RuntimeError, match="disk full"),
         ctx.checkpoint.store_path({"steps_completed": 1}) as (path, _),
@@ -201,7 +196,7 @@ def test_a_failing_block_reports_nothing(ctx: harness.Context, plane: FakePlane)
     assert plane.calls(path_part="/checkpoints") == [] and plane.s3 == {}
 
 
-def test_missing_steps_completed_raises_before_anything(ctx: harness.Context, plane: FakePlane) -> None:
+def test_missing_steps_completed_raises_before_anything(ctx: harness.Context, plane) -> None:
     for metadata in (None, {}, {"steps_completed": "10"}, {"steps_completed": True}):
         with (
             pytest.raises(harness.CheckpointError, match="steps_completed"),
@@ -211,7 +206,7 @@ def test_missing_steps_completed_raises_before_anything(ctx: harness.Context, pl
     assert plane.calls(path_part="/checkpoints") == []
 
 
-def test_a_user_metadata_json_is_refused(ctx: harness.Context, plane: FakePlane) -> None:
+def test_a_user_metadata_json_is_refused(ctx: harness.Context, plane) -> None:
     with (
         pytest.raises(harness.CheckpointError, match=r"metadata\.json"),
         ctx.checkpoint.store_path({"steps_completed": 1}) as (path, _),
@@ -249,14 +244,14 @@ def test_download_names_cannot_escape(tmp_path: Path) -> None:
 # --- preemption ---------------------------------------------------------------------------------
 
 
-def test_heartbeats_run_and_do_not_preempt_by_themselves(on_platform: None, plane: FakePlane) -> None:
+def test_heartbeats_run_and_do_not_preempt_by_themselves(on_platform: None, plane) -> None:
     with harness.init(transport=plane.transport(), heartbeat_interval_s=0.01) as context:
         assert plane.wait_heartbeats(3)
         assert context.preempt.should_preempt() is False
     assert plane.calls("POST", "/heartbeat")[0][2] == {}
 
 
-def test_preemption_latches_from_the_heartbeat_answer(on_platform: None, plane: FakePlane) -> None:
+def test_preemption_latches_from_the_heartbeat_answer(on_platform: None, plane) -> None:
     plane.preempt = True
     with harness.init(transport=plane.transport(), heartbeat_interval_s=0.01) as context:
         assert plane.wait_heartbeats(2)  # the first answer has been handled
@@ -266,7 +261,7 @@ def test_preemption_latches_from_the_heartbeat_answer(on_platform: None, plane: 
         assert context.preempt.should_preempt() is True  # latched
 
 
-def test_close_stops_the_heartbeat_thread(on_platform: None, plane: FakePlane) -> None:
+def test_close_stops_the_heartbeat_thread(on_platform: None, plane) -> None:
     context = harness.init(transport=plane.transport(), heartbeat_interval_s=0.01)
     assert plane.wait_heartbeats(1)
     context.close()
@@ -276,7 +271,7 @@ def test_close_stops_the_heartbeat_thread(on_platform: None, plane: FakePlane) -
 
 @pytest.mark.parametrize("platform", [True, False])
 def test_sigterm_latches_preemption_and_close_restores_the_handler(
-    request: pytest.FixtureRequest, plane: FakePlane, platform: bool
+    request: pytest.FixtureRequest, plane, platform: bool
 ) -> None:
     if platform:
         request.getfixturevalue("on_platform")
@@ -292,19 +287,19 @@ def test_sigterm_latches_preemption_and_close_restores_the_handler(
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-def test_sigterm_still_runs_a_handler_installed_before() -> None:
+def test_sigterm_still_runs_a_handler_installed_before(plane_kit) -> None:
     seen = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.set())
     try:
         with harness.init() as context:
             signal.raise_signal(signal.SIGTERM)
-            assert seen.wait(WAIT_S)
+            assert seen.wait(plane_kit.wait_s)
             assert context.preempt.should_preempt() is True
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def test_init_outside_the_main_thread_installs_no_handler() -> None:
+def test_init_outside_the_main_thread_installs_no_handler(plane_kit) -> None:
     before = signal.getsignal(signal.SIGTERM)
     results: list[bool] = []
 
@@ -314,7 +309,7 @@ def test_init_outside_the_main_thread_installs_no_handler() -> None:
 
     thread = threading.Thread(target=worker)
     thread.start()
-    thread.join(WAIT_S)
+    thread.join(plane_kit.wait_s)
     assert results == [False] and signal.getsignal(signal.SIGTERM) == before
 
 
@@ -370,7 +365,7 @@ def test_local_checkpoint_dir_is_configurable(tmp_path: Path) -> None:
 
 
 def test_non_chief_ranks_report_nothing(
-    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane: FakePlane
+    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane, plane_kit
 ) -> None:
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -389,13 +384,13 @@ def test_non_chief_ranks_report_nothing(
         ):
             pass
     assert not path.exists()
-    assert plane.calls() == [("GET", f"/v1/trials/{TRIAL}/info", None)]  # no metrics, uploads, heartbeats
+    assert plane.calls() == [
+        ("GET", f"/v1/trials/{plane_kit.trial}/info", None)
+    ]  # no metrics, uploads, heartbeats
     assert plane.s3 == {}
 
 
-def test_non_chief_ranks_can_restore(
-    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane: FakePlane
-) -> None:
+def test_non_chief_ranks_can_restore(monkeypatch: pytest.MonkeyPatch, on_platform: None, plane) -> None:
     with (
         harness.init(transport=plane.transport()) as chief,
         chief.checkpoint.store_path({"steps_completed": 3}) as (path, storage_id),
@@ -407,15 +402,22 @@ def test_non_chief_ranks_can_restore(
         assert (p / "x").read_text() == "x"
 
 
-# --- the API client -----------------------------------------------------------------------------
+# --- the API client ------------------------------------------------------------------------------------
 
 
-def _client(handler: Any, sleeps: list[float]) -> ApiClient:
-    retry = RetryPolicy(first_delay_s=0.1, growth=2.0, max_attempts=3)
-    return ApiClient(API, TOKEN, transport=InMemoryTransport(handler), retry=retry, wait=sleeps.append)
+@pytest.fixture
+def client_for(plane_kit) -> Callable[[Any, list[float]], ApiClient]:
+    """An ApiClient of the fake plane's run over `handler`; the waits between retries go to `sleeps`."""
+
+    def client_for(handler: Any, sleeps: list[float]) -> ApiClient:
+        retry = RetryPolicy(first_delay_s=0.1, growth=2.0, max_attempts=3)
+        transport = InMemoryTransport(handler)
+        return ApiClient(plane_kit.api, plane_kit.token, transport=transport, retry=retry, wait=sleeps.append)
+
+    return client_for
 
 
-def test_client_retries_5xx_and_connection_errors_then_succeeds() -> None:
+def test_client_retries_5xx_and_connection_errors_then_succeeds(client_for) -> None:
     answers: list[Any] = [
         NoAnswerError("POST /trials/7/heartbeat", "refused"),
         Response(502, text="Bad Gateway"),
@@ -430,35 +432,35 @@ def test_client_retries_5xx_and_connection_errors_then_succeeds() -> None:
         return Response(200, json={"preempt": False})
 
     sleeps: list[float] = []
-    assert _client(handler, sleeps).post("/trials/7/heartbeat", {}) == {"preempt": False}
+    assert client_for(handler, sleeps).post("/trials/7/heartbeat", {}) == {"preempt": False}
     assert sleeps == [0.1, 0.2]
 
 
-def test_client_gives_up_after_its_backoff() -> None:
+def test_client_gives_up_after_its_backoff(plane_kit, client_for) -> None:
     def handler(request: Request) -> Response:
         raise NoAnswerError(request.what, "refused")
 
     sleeps: list[float] = []
     with pytest.raises(harness.ApiCallError, match="STRATUS_MASTER"):
-        _client(handler, sleeps).get("/trials/7/info")
+        client_for(handler, sleeps).get("/trials/7/info")
     assert sleeps == [0.1, 0.2]
 
     def always_500(request: Request) -> Response:
-        return plane_error(503, "Unavailable", "try later.")
+        return plane_kit.error(503, "Unavailable", "try later.")
 
     with pytest.raises(harness.ApiCallError) as raised:
-        _client(always_500, []).get("/trials/7/info")
+        client_for(always_500, []).get("/trials/7/info")
     assert raised.value.status == 503
 
 
-def test_client_raises_4xx_at_once_with_the_servers_message() -> None:
+def test_client_raises_4xx_at_once_with_the_servers_message(plane_kit, client_for) -> None:
     def handler(request: Request) -> Response:
-        assert request.headers["authorization"] == f"Bearer {TOKEN}"
+        assert request.headers["authorization"] == f"Bearer {plane_kit.token}"
         assert request.path == "/v1/trials/7/metrics"
-        return plane_error(409, "Conflict", "trial 7 is COMPLETED; it takes no more metrics.")
+        return plane_kit.error(409, "Conflict", "trial 7 is COMPLETED; it takes no more metrics.")
 
     sleeps: list[float] = []
     with pytest.raises(harness.ApiCallError, match="trial 7 is COMPLETED") as raised:
-        _client(handler, sleeps).post("/trials/7/metrics", {"group": "training"})
+        client_for(handler, sleeps).post("/trials/7/metrics", {"group": "training"})
     assert (raised.value.status, raised.value.code) == (409, "Conflict")
     assert sleeps == []

@@ -36,7 +36,6 @@ from harness.pytorch import (  # noqa: E402
     init,
 )
 from harness.pytorch._data import EpochBatchSampler  # noqa: E402
-from tests.unit.conftest import EXPERIMENT, TRIAL, SearcherPlane, Waits, platform_env  # noqa: E402
 
 HPARAMS = {"lr": 0.05, "global_batch_size": 8}
 
@@ -230,8 +229,8 @@ def test_initial_validation(events: Path) -> None:
 
 
 @pytest.fixture
-def on_platform(monkeypatch: pytest.MonkeyPatch) -> None:
-    platform_env(monkeypatch, HPARAMS, seed=7)
+def on_platform(plane_kit) -> None:
+    plane_kit.platform_env(HPARAMS, seed=7)
 
 
 PLATFORM_CONFIG = {
@@ -241,38 +240,37 @@ PLATFORM_CONFIG = {
 }
 
 
-def run_platform(plane: SearcherPlane, trial_class: type[Regression] = Regression, **fit: Any) -> Regression:
-    options = {"transport": plane.transport(), "heartbeat_interval_s": 60.0, "searcher_wait": Waits()}
-    with init(**options) as context:
-        assert context.get_trial_seed() == 7 and context.get_trial_id() == TRIAL
+def run_platform(plane, trial_class: type[Regression] = Regression, **fit: Any) -> Regression:
+    with init(**plane.init_options()) as context:
+        assert context.get_trial_seed() == 7 and context.get_trial_id() == plane.trial_id
         trial = trial_class(context)
         Trainer(trial, context).fit(**fit)
     return trial
 
 
-def metric_posts(plane: SearcherPlane, group: str) -> list[tuple[int, dict[str, Any]]]:
+def metric_posts(plane, group: str) -> list[tuple[int, dict[str, Any]]]:
     return [
         (body["steps_completed"], body["metrics"])
-        for _, _, body in plane.calls("POST", f"/trials/{TRIAL}/metrics")
+        for _, _, body in plane.calls("POST", f"/trials/{plane.trial_id}/metrics")
         if body["group"] == group
     ]
 
 
-def reports(plane: SearcherPlane) -> list[tuple[str, str, Any]]:
+def reports(plane) -> list[tuple[str, str, Any]]:
     """The checkpoint reports (`POST /trials/{id}/checkpoints`), not the upload requests."""
-    return [c for c in plane.calls("POST") if c[1].endswith(f"/trials/{TRIAL}/checkpoints")]
+    return [c for c in plane.calls("POST") if c[1].endswith(f"/trials/{plane.trial_id}/checkpoints")]
 
 
-def final_state(plane: SearcherPlane) -> dict[str, Any]:
+def final_state(plane) -> dict[str, Any]:
     body = reports(plane)[-1][2]
-    key = f"bucket/checkpoints/{EXPERIMENT}/{TRIAL}/{body['uuid']}/state_dict.pth"
+    key = f"bucket/checkpoints/{plane.experiment_id}/{plane.trial_id}/{body['uuid']}/state_dict.pth"
     state: dict[str, Any] = torch.load(io.BytesIO(plane.s3[key]), weights_only=False)
     return state
 
 
-def test_operations_drive_training_and_get_the_searcher_metric(on_platform: None) -> None:
+def test_operations_drive_training_and_get_the_searcher_metric(on_platform: None, plane_kit) -> None:
     wait = {"action": "wait", "length": None, "unit": "batches"}
-    plane = SearcherPlane([10, 25], config=PLATFORM_CONFIG)
+    plane = plane_kit.SearcherPlane([10, 25], config=PLATFORM_CONFIG)
     plane.script = [{"action": "train", "length": 10, "unit": "batches"}, wait]
     run_platform(plane)
     validations = dict(metric_posts(plane, "validation"))
@@ -289,12 +287,12 @@ def test_operations_drive_training_and_get_the_searcher_metric(on_platform: None
 
 
 def test_a_preempted_then_resumed_trial_matches_an_uninterrupted_one(
-    monkeypatch: pytest.MonkeyPatch, on_platform: None
+    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane_kit
 ) -> None:
-    straight = SearcherPlane([30], config=PLATFORM_CONFIG)
+    straight = plane_kit.SearcherPlane([30], config=PLATFORM_CONFIG)
     run_platform(straight)
 
-    interrupted = SearcherPlane([30], config=PLATFORM_CONFIG)
+    interrupted = plane_kit.SearcherPlane([30], config=PLATFORM_CONFIG)
     first = run_platform(interrupted, PreemptedAt)
     assert first.seen[-1] == (1, 14)  # stopped at the end of the chunk holding batch 14
     assert interrupted.completed == []
@@ -320,25 +318,25 @@ def test_a_preempted_then_resumed_trial_matches_an_uninterrupted_one(
     assert done["trainer_state"]["batches_trained"] == 30
 
 
-def test_a_stop_request_checkpoints_and_returns(on_platform: None) -> None:
+def test_a_stop_request_checkpoints_and_returns(on_platform: None, plane_kit) -> None:
     class StopsEarly(Regression):
         def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
             if batch_idx == 7:
                 self.context.set_stop_requested(True)
             return super().train_batch(batch, epoch_idx, batch_idx)
 
-    plane = SearcherPlane([30], config=PLATFORM_CONFIG)
+    plane = plane_kit.SearcherPlane([30], config=PLATFORM_CONFIG)
     trial = run_platform(plane, StopsEarly)
     assert len(trial.seen) == 10 and plane.completed == []
     assert [c[2]["steps_completed"] for c in reports(plane)] == [10]
 
 
-def test_invalid_hp_from_the_trial_is_reported_and_exits_zero(on_platform: None) -> None:
+def test_invalid_hp_from_the_trial_is_reported_and_exits_zero(on_platform: None, plane_kit) -> None:
     class Invalid(Regression):
         def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
             raise harness.InvalidHP("lr 0.05 diverges")
 
-    plane = SearcherPlane([30], config=PLATFORM_CONFIG)
+    plane = plane_kit.SearcherPlane([30], config=PLATFORM_CONFIG)
     with pytest.raises(SystemExit) as exited:
         run_platform(plane, Invalid)
     assert exited.value.code == 0
@@ -346,17 +344,17 @@ def test_invalid_hp_from_the_trial_is_reported_and_exits_zero(on_platform: None)
     assert reports(plane) == []
 
 
-def test_a_null_length_needs_max_length(on_platform: None) -> None:
-    plane = SearcherPlane([None], config={"searcher": {"metric": "val_loss"}})
+def test_a_null_length_needs_max_length(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "val_loss"}})
     with pytest.raises(harness.TrialDefinitionError, match="max_length"):
         run_platform(plane)
-    plane = SearcherPlane([None], config={"searcher": {"metric": "val_loss"}})
+    plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "val_loss"}})
     run_platform(plane, max_length=Batch(6))
     assert [c["length"] for c in plane.completed] == [6]
 
 
-def test_a_missing_searcher_metric_is_named(on_platform: None) -> None:
-    plane = SearcherPlane([5], config={"searcher": {"metric": "accuracy"}})
+def test_a_missing_searcher_metric_is_named(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane([5], config={"searcher": {"metric": "accuracy"}})
     with pytest.raises(harness.TrialDefinitionError, match="'accuracy'.*val_loss"):
         run_platform(plane)
 
@@ -382,7 +380,9 @@ def test_evaluate_full_dataset_and_reducers(events: Path) -> None:
         run_local({}, Both, max_length=Batch(4))
 
 
-def test_plain_torch_data_loaders_are_accepted(on_platform: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_torch_data_loaders_are_accepted(
+    on_platform: None, monkeypatch: pytest.MonkeyPatch, plane_kit
+) -> None:
     class Plain(Regression):
         def build_training_data_loader(self) -> Any:
             return torch.utils.data.DataLoader(self.train_set, batch_size=8)
@@ -396,7 +396,7 @@ def test_plain_torch_data_loaders_are_accepted(on_platform: None, monkeypatch: p
                 self.context.core.preempt.latch("test")
             return super().train_batch(batch, epoch_idx, batch_idx)
 
-    plane = SearcherPlane([20], config=PLATFORM_CONFIG)
+    plane = plane_kit.SearcherPlane([20], config=PLATFORM_CONFIG)
     first = run_platform(plane, PlainPreempted)
     assert first.seen[-1] == (1, 9)
     monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", reports(plane)[-1][2]["uuid"])

@@ -16,27 +16,24 @@ from harness import core
 from harness._info import load_local_cluster_info, load_local_config
 from harness.core._searcher import WAIT_BACKOFF_S
 from harness.core._searcher_local import DEFAULT_LOCAL_LENGTH, local_max_length
-from tests.unit.conftest import TRIAL, FakePlane, SearcherPlane, Waits, platform_env
 
 pytestmark = pytest.mark.usefixtures("no_trial_env")
 
 
 @pytest.fixture
-def on_platform(monkeypatch: pytest.MonkeyPatch) -> None:
-    platform_env(monkeypatch, {"learning_rate": 0.01})
+def on_platform(plane_kit) -> None:
+    plane_kit.platform_env({"learning_rate": 0.01})
 
 
-def platform_init(plane: FakePlane, waits: Waits | None = None) -> harness.Context:
-    return harness.init(
-        transport=plane.transport(), heartbeat_interval_s=60.0, searcher_wait=waits or Waits()
-    )
+def platform_init(plane, waits=None) -> harness.Context:  # waits: a plane_kit.Waits
+    return harness.init(**plane.init_options(waits=waits))
 
 
 # --- the dialogue on the platform ---------------------------------------------------------------
 
 
-def test_operations_follow_train_until_stop(on_platform: None) -> None:
-    plane = SearcherPlane([100, 300])
+def test_operations_follow_train_until_stop(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane([100, 300])
     seen = []
     with platform_init(plane) as ctx:
         assert ctx.preempt.should_preempt() is False
@@ -46,18 +43,18 @@ def test_operations_follow_train_until_stop(on_platform: None) -> None:
         assert ctx.preempt.should_preempt() is True  # the stop latches preemption
     assert seen == [(100, "batches"), (300, "batches")]
     assert plane.searcher_calls() == [
-        ("GET", f"/v1/trials/{TRIAL}/searcher", None),
-        ("POST", f"/v1/trials/{TRIAL}/searcher/completed", {"length": 100, "metric": 0.6}),
-        ("GET", f"/v1/trials/{TRIAL}/searcher", None),
-        ("POST", f"/v1/trials/{TRIAL}/searcher/completed", {"length": 300, "metric": 0.7}),
-        ("GET", f"/v1/trials/{TRIAL}/searcher", None),
+        ("GET", f"/v1/trials/{plane_kit.trial}/searcher", None),
+        ("POST", f"/v1/trials/{plane_kit.trial}/searcher/completed", {"length": 100, "metric": 0.6}),
+        ("GET", f"/v1/trials/{plane_kit.trial}/searcher", None),
+        ("POST", f"/v1/trials/{plane_kit.trial}/searcher/completed", {"length": 300, "metric": 0.7}),
+        ("GET", f"/v1/trials/{plane_kit.trial}/searcher", None),
     ]
 
 
-def test_wait_polls_with_a_bounded_backoff(on_platform: None) -> None:
+def test_wait_polls_with_a_bounded_backoff(on_platform: None, plane_kit) -> None:
     wait = {"action": "wait", "length": None, "unit": "batches"}
-    plane = SearcherPlane([50], script=[wait] * 5)
-    waits = Waits()
+    plane = plane_kit.SearcherPlane([50], script=[wait] * 5)
+    waits = plane_kit.Waits()
     with platform_init(plane, waits) as ctx:
         ops = list(_complete_all(ctx, metric=1.0))
     assert [op.length for op in ops] == [50]
@@ -66,38 +63,38 @@ def test_wait_polls_with_a_bounded_backoff(on_platform: None) -> None:
     assert len(plane.calls("GET", "/searcher")) == 7  # 5 waits, the train, the stop
 
 
-def test_a_train_of_an_already_completed_length_is_a_wait(on_platform: None) -> None:
-    plane = SearcherPlane()
+def test_a_train_of_an_already_completed_length_is_a_wait(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane()
     plane.script = [
         {"action": "train", "length": 100, "unit": "batches"},
         {"action": "train", "length": 100, "unit": "batches"},  # the completion is not digested yet
         {"action": "train", "length": 400, "unit": "batches"},
         {"action": "stop", "length": None, "unit": "batches"},
     ]
-    waits = Waits()
+    waits = plane_kit.Waits()
     with platform_init(plane, waits) as ctx:
         assert [op.length for op in _complete_all(ctx, metric=0.1)] == [100, 400]
     assert waits.delays == [0.25]
 
 
-def test_preemption_while_waiting_ends_the_operations(on_platform: None) -> None:
-    plane = SearcherPlane(script=[{"action": "wait", "length": None, "unit": "batches"}] * 10)
-    waits = Waits(interrupt_after=2)
+def test_preemption_while_waiting_ends_the_operations(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane(script=[{"action": "wait", "length": None, "unit": "batches"}] * 10)
+    waits = plane_kit.Waits(interrupt_after=2)
     with platform_init(plane, waits) as ctx:
         assert list(ctx.searcher.operations()) == []
     assert len(waits.delays) == 2
 
 
-def test_the_default_wait_wakes_up_on_preemption(on_platform: None) -> None:
-    plane = SearcherPlane(script=[{"action": "wait", "length": None, "unit": "batches"}] * 10)
+def test_the_default_wait_wakes_up_on_preemption(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane(script=[{"action": "wait", "length": None, "unit": "batches"}] * 10)
     with harness.init(transport=plane.transport(), heartbeat_interval_s=60.0) as ctx:
         ctx.preempt.latch("test")  # the wait returns at once instead of sleeping
         assert list(ctx.searcher.operations()) == []
     assert len(plane.calls("GET", "/searcher")) == 1
 
 
-def test_every_operation_must_be_completed_once(on_platform: None) -> None:
-    plane = SearcherPlane([10, 20])
+def test_every_operation_must_be_completed_once(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane([10, 20])
     with platform_init(plane) as ctx:
         operations = ctx.searcher.operations()
         op = next(operations)
@@ -111,8 +108,8 @@ def test_every_operation_must_be_completed_once(on_platform: None) -> None:
     assert op.completed is False
 
 
-def test_progress_is_a_fraction_of_the_operation(on_platform: None) -> None:
-    plane = SearcherPlane([200])
+def test_progress_is_a_fraction_of_the_operation(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane([200])
     with platform_init(plane) as ctx:
         for op in ctx.searcher.operations():
             op.report_progress(50)
@@ -122,8 +119,8 @@ def test_progress_is_a_fraction_of_the_operation(on_platform: None) -> None:
     assert plane.completed == [{"length": 200, "metric": 1.0}]
 
 
-def test_a_null_length_lets_the_script_decide(on_platform: None) -> None:
-    plane = SearcherPlane([None])  # answered `train` with no length, again and again
+def test_a_null_length_lets_the_script_decide(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane([None])  # answered `train` with no length, again and again
     with platform_init(plane) as ctx:
         operations = ctx.searcher.operations()
         op = next(operations)
@@ -139,35 +136,39 @@ def test_a_null_length_lets_the_script_decide(on_platform: None) -> None:
     assert plane.calls("POST", "/progress") == []
 
 
-def test_metrics_are_sent_as_json_numbers(on_platform: None) -> None:
+def test_metrics_are_sent_as_json_numbers(on_platform: None, plane_kit) -> None:
     torch = pytest.importorskip("torch")
-    plane = SearcherPlane([1, 2, 3])
+    plane = plane_kit.SearcherPlane([1, 2, 3])
     with platform_init(plane) as ctx:
         for op, metric in zip(ctx.searcher.operations(), [torch.tensor(0.25), math.nan, 3], strict=True):
             op.report_completed(metric)
     assert [c["metric"] for c in plane.completed] == [0.25, "NaN", 3.0]
-    with platform_init(SearcherPlane([1])) as ctx:
+    with platform_init(plane_kit.SearcherPlane([1])) as ctx:
         for op in ctx.searcher.operations():
             with pytest.raises(harness.SearcherError, match="number"):
                 op.report_completed("high")
             break
 
 
-def test_an_unknown_answer_is_an_error(on_platform: None) -> None:
-    plane = SearcherPlane(script=[{"action": "jump"}])
+def test_an_unknown_answer_is_an_error(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane(script=[{"action": "jump"}])
     with platform_init(plane) as ctx, pytest.raises(harness.SearcherError, match="jump"):
         list(ctx.searcher.operations())
-    plane = SearcherPlane(script=[{"action": "train", "length": -3}])
+    plane = plane_kit.SearcherPlane(script=[{"action": "train", "length": -3}])
     with platform_init(plane) as ctx, pytest.raises(harness.SearcherError, match="-3"):
         list(ctx.searcher.operations())
 
 
-def test_other_ranks_ask_but_never_report(monkeypatch: pytest.MonkeyPatch, on_platform: None) -> None:
+def test_other_ranks_ask_but_never_report(
+    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane_kit
+) -> None:
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     # The chief (not here) reports the completion; this rank only sees the searcher move on.
-    plane = SearcherPlane(script=[{"action": "train", "length": 10}, {"action": "train", "length": 10}])
-    with platform_init(plane, Waits(interrupt_after=5)) as ctx:
+    plane = plane_kit.SearcherPlane(
+        script=[{"action": "train", "length": 10}, {"action": "train", "length": 10}]
+    )
+    with platform_init(plane, plane_kit.Waits(interrupt_after=5)) as ctx:
         ops = list(_complete_all(ctx, metric=0.3))
         ctx.searcher.report_invalid_hp("nope")
     assert [op.length for op in ops] == [10]
@@ -196,19 +197,23 @@ def test_configured_units_follow_max_length() -> None:
 # --- InvalidHP ----------------------------------------------------------------------------------
 
 
-def test_invalid_hp_is_reported_and_exits_zero(on_platform: None) -> None:
-    plane = SearcherPlane([10])
+def test_invalid_hp_is_reported_and_exits_zero(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane([10])
     with pytest.raises(SystemExit) as exited, platform_init(plane):
         raise harness.InvalidHP("hidden_size 3 is too small")
     assert exited.value.code == 0
     assert plane.invalid_hp == [{"message": "hidden_size 3 is too small"}]
     assert plane.searcher_calls() == [
-        ("POST", f"/v1/trials/{TRIAL}/searcher/invalid_hp", {"message": "hidden_size 3 is too small"})
+        (
+            "POST",
+            f"/v1/trials/{plane_kit.trial}/searcher/invalid_hp",
+            {"message": "hidden_size 3 is too small"},
+        )
     ]
 
 
-def test_report_early_exit_invalid_hp_is_sent_once(on_platform: None) -> None:
-    plane = SearcherPlane()
+def test_report_early_exit_invalid_hp_is_sent_once(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane()
     with pytest.raises(SystemExit), platform_init(plane) as ctx:
         ctx.train.report_early_exit(core.EarlyExitReason.INVALID_HP)
         ctx.train.report_early_exit(core.EarlyExitReason.USER_REQUESTED_STOP)  # only logged
@@ -216,8 +221,8 @@ def test_report_early_exit_invalid_hp_is_sent_once(on_platform: None) -> None:
     assert len(plane.invalid_hp) == 1
 
 
-def test_other_exceptions_pass_through(on_platform: None) -> None:
-    plane = SearcherPlane()
+def test_other_exceptions_pass_through(on_platform: None, plane_kit) -> None:
+    plane = plane_kit.SearcherPlane()
     with pytest.raises(ValueError, match="boom"), platform_init(plane):
         raise ValueError("boom")
     assert plane.invalid_hp == []
