@@ -14,7 +14,7 @@ Test modules never import each other: what two of them share lives here or in th
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -49,12 +49,29 @@ CONTEXT_TREE: dict[str, str | bytes] = {
 }
 
 
-def build_context_tree(root: Path) -> Path:
-    """CONTEXT_TREE below ``root``, with an executable script and ``link.py`` linking to model/net.py."""
-    make_tree(root, CONTEXT_TREE)
-    (root / "scripts" / "run.sh").chmod(0o755)
-    (root / "link.py").symlink_to("model/net.py")
-    return root
+class ContextTree:
+    """A context folder with awkward names, binary data, an executable script and a symlink (the
+    `context_tree` fixture): `files` is what `build(root)` writes below ``root``, besides ``link.py``
+    linking to model/net.py."""
+
+    files = CONTEXT_TREE
+
+    @staticmethod
+    def build(root: Path) -> Path:
+        make_tree(root, CONTEXT_TREE)
+        (root / "scripts" / "run.sh").chmod(0o755)
+        (root / "link.py").symlink_to("model/net.py")
+        return root
+
+
+@pytest.fixture
+def context_tree() -> type[ContextTree]:
+    return ContextTree
+
+
+@pytest.fixture(name="make_tree")
+def _make_tree() -> Callable[[Path, dict[str, str | bytes]], Path]:
+    return make_tree
 
 
 # ---- the Determined and NNI compatibility packages ----------------------------------------------------
@@ -86,3 +103,9 @@ ALL_REDUCE = """
     print(f"sum={t.item():g} rank={ctx.rank}/{ctx.size} local={ctx.local_rank}", flush=True)
     dist.destroy_process_group()
 """
+
+
+@pytest.fixture
+def all_reduce() -> str:
+    """ALL_REDUCE: a torch.distributed script, to write into a trial's folder."""
+    return ALL_REDUCE

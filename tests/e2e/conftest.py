@@ -8,10 +8,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -83,52 +84,7 @@ def run_record(moto_url: str, run_id: str) -> dict | None:
     return {name: next(iter(value.values())) for name, value in item.items()} if item else None
 
 
-def det_runner(api_url: str):  # noqa: ANN201
-    """Run the real `det` CLI in a subprocess against the stack at ``api_url``."""
-
-    def run(*args: str, cwd: Path | None = None, timeout: float = 240) -> DetResult:
-        env = {**os.environ, "DET_MASTER": api_url}
-        done = subprocess.run(
-            [sys.executable, "-m", "det", *args],
-            cwd=cwd or ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return DetResult(done.returncode, done.stdout, done.stderr)
-
-    return run
-
-
-@pytest.fixture
-def det(local_stack: LocalStackInfo):  # noqa: ANN201
-    return det_runner(local_stack.api_url)
-
-
-@contextmanager
-def two_agent_pool(folder: Path) -> Iterator[dict[str, str]]:
-    """A second local stack whose pool has two agents of one slot each (two nodes on this machine): its
-    state (``api_url``, ``moto_url``, ...) and ``state_dir``."""
-    stack = BackgroundStack(folder, slots=1, agents=2)
-    try:
-        yield {**stack.state, "state_dir": str(stack.log_path.parent)}
-    finally:
-        stack.stop()
-
-
-def describe_experiment(det, experiment_id: int) -> dict:  # noqa: ANN001
-    result = det("experiment", "describe", str(experiment_id), "--json")
-    assert result.code == 0, result.err
-    return json.loads(result.out)
-
-
-def created_experiment_id(output: str) -> int:
-    line = next(line for line in output.splitlines() if line.startswith("Created experiment"))
-    return int(line.split()[-1])
-
-
-# ---- distributed trials (CPU workers, gloo), on one node or two ------------------------------------------
+# ---- the `det` CLI; distributed trials (CPU workers, gloo), on one node or two -------------------------
 
 CRASH_RANK_1 = """
 import os
@@ -147,48 +103,121 @@ for step in range(1, 1000):
 """
 
 
-def train_ddp(det, epochs: int) -> dict:  # noqa: ANN001
-    """The PyTorchTrial example on 2 workers; checks it completed and each rank's lines; the trial."""
-    result = det(
-        "experiment",
-        "create",
-        "examples/determined_trial/const.yaml",
-        "examples/determined_trial",
-        "--config",
-        "resources.slots_per_trial=2",
-        "--config",
-        f"searcher.max_length.epochs={epochs}",
-        "-f",
-        timeout=300,
-    )
-    assert result.code == 0, result.out + result.err
-    (trial,) = describe_experiment(det, created_experiment_id(result.out))["trials"]
-    assert trial["state"] == "COMPLETED" and trial["best_validation"] > 0.8
-    logs = det("trial", "logs", str(trial["id"]), "--rank", "1")
-    assert logs.code == 0 and logs.out.strip()
-    assert all(line.startswith("[rank=1] ") for line in logs.out.splitlines())
-    assert not any(line.startswith("[rank=1] [rank=1]") for line in logs.out.splitlines())
-    return trial
+class Det:
+    """The real `det` CLI run in a subprocess against the stack at ``api_url`` (`det(*args)`), and what
+    the tests read from its answers."""
+
+    def __init__(self, api_url: str) -> None:
+        self.api_url = api_url
+
+    def __call__(self, *args: str, cwd: Path | None = None, timeout: float = 240) -> DetResult:
+        env = {**os.environ, "DET_MASTER": self.api_url}
+        done = subprocess.run(
+            [sys.executable, "-m", "det", *args],
+            cwd=cwd or ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return DetResult(done.returncode, done.stdout, done.stderr)
+
+    @staticmethod
+    def created_experiment_id(output: str) -> int:
+        line = next(line for line in output.splitlines() if line.startswith("Created experiment"))
+        return int(line.split()[-1])
+
+    def describe_experiment(self, experiment_id: int) -> dict:
+        result = self("experiment", "describe", str(experiment_id), "--json")
+        assert result.code == 0, result.err
+        return json.loads(result.out)
+
+    def train_ddp(self, epochs: int) -> dict:
+        """The PyTorchTrial example on 2 workers; checks it completed and each rank's lines; the trial."""
+        result = self(
+            "experiment",
+            "create",
+            "examples/determined_trial/const.yaml",
+            "examples/determined_trial",
+            "--config",
+            "resources.slots_per_trial=2",
+            "--config",
+            f"searcher.max_length.epochs={epochs}",
+            "-f",
+            timeout=300,
+        )
+        assert result.code == 0, result.out + result.err
+        (trial,) = self.describe_experiment(self.created_experiment_id(result.out))["trials"]
+        assert trial["state"] == "COMPLETED" and trial["best_validation"] > 0.8
+        logs = self("trial", "logs", str(trial["id"]), "--rank", "1")
+        assert logs.code == 0 and logs.out.strip()
+        assert all(line.startswith("[rank=1] ") for line in logs.out.splitlines())
+        assert not any(line.startswith("[rank=1] [rank=1]") for line in logs.out.splitlines())
+        return trial
+
+    def crash_rank_1(self, tmp_path: Path) -> dict:
+        """Rank 1 of 2 exits 3 mid-training; checks the trial ended in ERROR naming rank 1; the trial."""
+        (tmp_path / "crash.py").write_text(CRASH_RANK_1)
+        (tmp_path / "crash.yaml").write_text(
+            "name: crash-rank-1\n"
+            "entrypoint: python3 -m launchers.torch_distributed -- crash.py\n"
+            "searcher: {name: single, metric: loss, max_length: 10}\n"
+            "resources: {slots_per_trial: 2}\n"
+            "max_restarts: 0\n"
+        )
+        result = self("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f", timeout=240)
+        assert result.code != 0
+        (trial,) = self.describe_experiment(self.created_experiment_id(result.out))["trials"]
+        assert trial["state"] == "ERROR"
+        assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (3, 1)
+        logs = self("trial", "logs", str(trial["id"])).out
+        assert "[launcher] rank 1 exited with code 3" in logs
+        assert "rank 1 crashing on purpose" in logs
+        shown = self("trial", "describe", str(trial["id"]))
+        assert f"Failed first: rank 1 (its lines: det trial logs {trial['id']} --rank 1)" in shown.out
+        return trial
 
 
-def crash_rank_1(det, tmp_path: Path) -> dict:  # noqa: ANN001
-    """Rank 1 of 2 exits 3 mid-training; checks the trial ended in ERROR naming rank 1; the trial."""
-    (tmp_path / "crash.py").write_text(CRASH_RANK_1)
-    (tmp_path / "crash.yaml").write_text(
-        "name: crash-rank-1\n"
-        "entrypoint: python3 -m launchers.torch_distributed -- crash.py\n"
-        "searcher: {name: single, metric: loss, max_length: 10}\n"
-        "resources: {slots_per_trial: 2}\n"
-        "max_restarts: 0\n"
-    )
-    result = det("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f", timeout=240)
-    assert result.code != 0
-    (trial,) = describe_experiment(det, created_experiment_id(result.out))["trials"]
-    assert trial["state"] == "ERROR"
-    assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (3, 1)
-    logs = det("trial", "logs", str(trial["id"])).out
-    assert "[launcher] rank 1 exited with code 3" in logs
-    assert "rank 1 crashing on purpose" in logs
-    shown = det("trial", "describe", str(trial["id"]))
-    assert f"Failed first: rank 1 (its lines: det trial logs {trial['id']} --rank 1)" in shown.out
-    return trial
+@pytest.fixture
+def det(local_stack: LocalStackInfo) -> Det:
+    return Det(local_stack.api_url)
+
+
+@contextmanager
+def two_agent_pool(folder: Path) -> Iterator[dict[str, str]]:
+    """A second local stack whose pool has two agents of one slot each (two nodes on this machine): its
+    state (``api_url``, ``moto_url``, ...) and ``state_dir``."""
+    stack = BackgroundStack(folder, slots=1, agents=2)
+    try:
+        yield {**stack.state, "state_dir": str(stack.log_path.parent)}
+    finally:
+        stack.stop()
+
+
+# ---- the helpers above, as fixtures for the test modules -------------------------------------------------
+
+
+@pytest.fixture(scope="session", name="det_runner")
+def _det_runner() -> type[Det]:
+    """`det_runner(api_url)`: a `det` against another stack than `local_stack` (a two_agent_pool, say)."""
+    return Det
+
+
+@pytest.fixture(scope="session", name="two_agent_pool")
+def _two_agent_pool() -> Callable[[Path], AbstractContextManager[dict[str, str]]]:
+    return two_agent_pool
+
+
+@pytest.fixture(scope="session", name="run_record")
+def _run_record() -> Callable[[str, str], dict | None]:
+    return run_record
+
+
+@pytest.fixture(scope="session", name="wait_for")
+def _wait_for() -> Callable[..., Any]:
+    return wait_for
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT

@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ALL_REDUCE
-from tests.e2e.conftest import created_experiment_id, describe_experiment, det_runner, two_agent_pool
-
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(shutil.which("deepspeed") is None, reason="deepspeed is not installed"),
@@ -25,14 +22,16 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def two_nodes(tmp_path_factory: pytest.TempPathFactory, two_agent_pool) -> Iterator[dict[str, str]]:
     with two_agent_pool(tmp_path_factory.mktemp("deepspeed-nodes")) as pool:
         yield pool
 
 
-def test_gloo_all_reduce_under_deepspeed_across_two_agents_completes(two_nodes, tmp_path: Path):
+def test_gloo_all_reduce_under_deepspeed_across_two_agents_completes(
+    two_nodes, tmp_path: Path, all_reduce, det_runner
+):
     det = det_runner(two_nodes["api_url"])
-    (tmp_path / "script.py").write_text(textwrap.dedent(ALL_REDUCE))
+    (tmp_path / "script.py").write_text(textwrap.dedent(all_reduce))
     accelerator = os.environ.get("DS_ACCELERATOR", "cpu")
     (tmp_path / "deepspeed.yaml").write_text(
         "name: deepspeed-two-nodes\n"
@@ -43,7 +42,7 @@ def test_gloo_all_reduce_under_deepspeed_across_two_agents_completes(two_nodes, 
         f"environment: {{environment_variables: [DS_ACCELERATOR={accelerator}]}}\n"
     )
     result = det("experiment", "create", str(tmp_path / "deepspeed.yaml"), str(tmp_path), "-f", timeout=300)
-    (trial,) = describe_experiment(det, created_experiment_id(result.out))["trials"]
+    (trial,) = det.describe_experiment(det.created_experiment_id(result.out))["trials"]
     logs = det("trial", "logs", str(trial["id"]))
     assert result.code == 0 and trial["state"] == "COMPLETED", logs.out[-4000:] + result.err
     assert trial["exit"]["reason"] == "all 2 nodes exited with code 0"

@@ -8,17 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import crash_rank_1, created_experiment_id, describe_experiment, train_ddp
-
 pytestmark = pytest.mark.e2e
 
 
 def test_two_worker_ddp_training_completes(det):
-    train_ddp(det, epochs=4)
+    det.train_ddp(epochs=4)
 
 
 def test_a_crash_of_rank_1_stops_every_worker_and_names_it(det, tmp_path: Path):
-    trial = crash_rank_1(det, tmp_path)
+    trial = det.crash_rank_1(tmp_path)
     assert trial["exit"]["reason"] == "rank 1 failed first with exit code 3"
     shown = det("trial", "describe", str(trial["id"]), "--json")
     assert json.loads(shown.out)["trial"]["exit"]["reason"].startswith("rank 1")
@@ -55,7 +53,7 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace(det, tmp_path: 
     )
     result = det("experiment", "create", str(tmp_path / "stubborn.yaml"), str(tmp_path), "-f", timeout=240)
     assert result.code != 0
-    (trial,) = describe_experiment(det, created_experiment_id(result.out))["trials"]
+    (trial,) = det.describe_experiment(det.created_experiment_id(result.out))["trials"]
     assert trial["state"] == "ERROR"
     assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (4, 1)
     lines = det("trial", "logs", str(trial["id"])).out.splitlines()

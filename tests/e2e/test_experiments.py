@@ -7,19 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, created_experiment_id, describe_experiment
-
 pytestmark = pytest.mark.e2e
 
 
 def test_digits_runs_to_completed_with_a_checkpoint(det, local_stack):
     result = det("experiment", "create", "examples/digits/const.yaml", "examples/digits", "-f")
     assert result.code == 0, result.out + result.err
-    experiment_id = created_experiment_id(result.out)
+    experiment_id = det.created_experiment_id(result.out)
     assert f"Experiment {experiment_id} COMPLETED" in result.out + result.err
     assert "validation_accuracy" in result.out  # the trial's own log lines were followed
 
-    described = describe_experiment(det, experiment_id)
+    described = det.describe_experiment(experiment_id)
     assert described["experiment"]["state"] == "COMPLETED"
     (trial,) = described["trials"]
     assert trial["state"] == "COMPLETED"
@@ -52,8 +50,8 @@ def test_a_failing_entrypoint_ends_in_error_with_its_log(det, tmp_path: Path):
     )
     result = det("experiment", "create", str(tmp_path / "fail.yaml"), str(tmp_path), "-f")
     assert result.code != 0
-    experiment_id = created_experiment_id(result.out)
-    described = describe_experiment(det, experiment_id)
+    experiment_id = det.created_experiment_id(result.out)
+    described = det.describe_experiment(experiment_id)
     assert described["experiment"]["state"] == "ERROR"
     (trial,) = described["trials"]
     assert trial["state"] == "ERROR"
@@ -90,13 +88,13 @@ def test_unknown_ids_get_one_clear_line(det):
     assert "987654" in result.err and len(result.err.strip().splitlines()) == 1
 
 
-def test_the_api_publishes_its_openapi_document(local_stack):
+def test_the_api_publishes_its_openapi_document(local_stack, repo_root):
     import httpx
 
     document = httpx.get(f"{local_stack.api_url}/openapi.json").json()
     assert document["openapi"].startswith("3.")
     assert "post" in document["paths"]["/experiments"]
-    assert (ROOT / "docs" / "contracts.md").exists()
+    assert (repo_root / "docs" / "contracts.md").exists()
 
 
 CRASH_ONCE = """
@@ -133,7 +131,7 @@ def test_a_crashed_trial_restarts_from_its_latest_checkpoint(det, tmp_path: Path
     )
     result = det("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f")
     assert result.code == 0, result.out + result.err
-    described = describe_experiment(det, created_experiment_id(result.out))
+    described = det.describe_experiment(det.created_experiment_id(result.out))
     (trial,) = described["trials"]
     assert trial["state"] == "COMPLETED" and trial["restarts"] == 1
     logs = det("trial", "logs", str(trial["id"])).out
@@ -149,7 +147,7 @@ def test_digits_with_adaptive_asha_completes_and_resumes_promoted_trials(det):
         "experiment", "create", "examples/digits/adaptive.yaml", "examples/digits", "-f", timeout=400
     )
     assert result.code == 0, result.out + result.err
-    described = describe_experiment(det, created_experiment_id(result.out))
+    described = det.describe_experiment(det.created_experiment_id(result.out))
     assert described["experiment"]["state"] == "COMPLETED"
     trials = described["trials"]
     assert len(trials) == 6 and all(t["state"] == "COMPLETED" for t in trials)
@@ -166,7 +164,7 @@ def test_digits_with_adaptive_asha_completes_and_resumes_promoted_trials(det):
 def _runs_to_completion(det, *args: str, timeout: float = 300) -> dict:
     result = det("experiment", "create", *args, "-f", timeout=timeout)
     assert result.code == 0, result.out + result.err
-    described = describe_experiment(det, created_experiment_id(result.out))
+    described = det.describe_experiment(det.created_experiment_id(result.out))
     assert described["experiment"]["state"] == "COMPLETED"
     return described
 
@@ -191,7 +189,7 @@ def test_an_nni_experiment_and_its_trial_code_run_unchanged(det):
     result = det("experiment", "create", "examples/nni_digits/config.yml", "-f", timeout=300)
     assert result.code == 0, result.out + result.err
     assert "maxExecDuration: ignored" in result.err  # a warning per field with no equivalent
-    described = describe_experiment(det, created_experiment_id(result.out))
+    described = det.describe_experiment(det.created_experiment_id(result.out))
     assert described["experiment"]["state"] == "COMPLETED"
     assert described["experiment"]["searcher_type"] == "tpe"
     trials = described["trials"]

@@ -13,12 +13,6 @@ from pathlib import Path
 import pytest
 
 from infra.local_stack import BackgroundStack
-from tests.e2e.conftest import (
-    created_experiment_id,
-    det_runner,
-    run_record,
-    wait_for,
-)
 
 pytestmark = pytest.mark.e2e
 
@@ -47,10 +41,6 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         stack.stop()
 
 
-def _run(state: dict[str, str], run_id: str) -> dict | None:
-    return run_record(state["moto_url"], run_id)
-
-
 def _kill_agent(api_url: str, agent_id: str) -> None:
     pattern = f"harness.agent --api {api_url} --agent-id {agent_id} "
     pids = subprocess.run(
@@ -60,7 +50,9 @@ def _kill_agent(api_url: str, agent_id: str) -> None:
     os.kill(int(pids[0]), signal.SIGKILL)
 
 
-def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(pool, tmp_path: Path):
+def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(
+    pool, tmp_path: Path, det_runner, wait_for, run_record
+):
     det = det_runner(pool["api_url"])
     (tmp_path / "wait.py").write_text(SCRIPT)
     (tmp_path / "wait.yaml").write_text(
@@ -71,10 +63,10 @@ def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(pool, tmp_path: Path):
     )
     created = det("experiment", "create", str(tmp_path / "wait.yaml"), str(tmp_path))
     assert created.code == 0, created.out + created.err
-    experiment_id = created_experiment_id(created.out)
+    experiment_id = det.created_experiment_id(created.out)
     trial_id = experiment_id  # the first trial of a fresh stack's first experiment
     first = wait_for(
-        lambda: (r := _run(pool, f"{trial_id}.1")) and r["state"] == "RUNNING" and r,
+        lambda: (r := run_record(pool["moto_url"], f"{trial_id}.1")) and r["state"] == "RUNNING" and r,
         timeout=60,
         what="the first run to start",
     )
@@ -88,18 +80,18 @@ def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(pool, tmp_path: Path):
     os.killpg(int(first["pid"]), signal.SIGKILL)
 
     ended = wait_for(
-        lambda: (r := _run(pool, f"{trial_id}.1")) and r["state"] == "EXITED" and r,
+        lambda: (r := run_record(pool["moto_url"], f"{trial_id}.1")) and r["state"] == "EXITED" and r,
         timeout=60,
         what="the control plane to end the lost agent's run",
     )
     assert ended["reason"].startswith(f"lost agent {first['agent_id']}: no heartbeat for 8 s")
-    wait_for(lambda: _run(pool, f"{trial_id}.2"), timeout=60, what="the restart")
+    wait_for(lambda: run_record(pool["moto_url"], f"{trial_id}.2"), timeout=60, what="the restart")
     wait_for(
         lambda: det("experiment", "describe", str(experiment_id), "--json").out.count('"COMPLETED"') >= 2,
         timeout=120,
         what="the experiment to complete",
     )
-    second = _run(pool, f"{trial_id}.2")
+    second = run_record(pool["moto_url"], f"{trial_id}.2")
     assert second is not None and second["agent_id"] != first["agent_id"]
     logs = det("trial", "logs", str(trial_id)).out
     assert f"attempt {trial_id}.1" in logs and f"attempt {trial_id}.2" in logs

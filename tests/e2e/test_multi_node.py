@@ -9,26 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import (
-    crash_rank_1,
-    det_runner,
-    run_record,
-    train_ddp,
-    two_agent_pool,
-    wait_for,
-)
-
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def two_nodes(tmp_path_factory: pytest.TempPathFactory, two_agent_pool) -> Iterator[dict[str, str]]:
     with two_agent_pool(tmp_path_factory.mktemp("two-nodes")) as pool:
         yield pool
 
 
-def test_ddp_training_across_two_agents_completes(two_nodes):
-    trial = train_ddp(det_runner(two_nodes["api_url"]), epochs=2)
+def test_ddp_training_across_two_agents_completes(two_nodes, det_runner, run_record):
+    trial = det_runner(two_nodes["api_url"]).train_ddp(epochs=2)
     run = run_record(two_nodes["moto_url"], f"{trial['id']}.1")
     assert [n["M"]["agent_id"]["S"] for n in run["nodes"]] == ["local-0", "local-1"]
     # Both nodes registered in the rendezvous record, the chief with its port.
@@ -36,8 +27,10 @@ def test_ddp_training_across_two_agents_completes(two_nodes):
     assert sorted(rendezvous) == ["0", "1"] and "N" in rendezvous["0"]["M"]["port"]
 
 
-def test_a_crash_of_rank_1_on_node_1_stops_both_nodes_and_names_it(two_nodes, tmp_path: Path):
-    trial = crash_rank_1(det_runner(two_nodes["api_url"]), tmp_path)
+def test_a_crash_of_rank_1_on_node_1_stops_both_nodes_and_names_it(
+    two_nodes, tmp_path: Path, det_runner, run_record, wait_for
+):
+    trial = det_runner(two_nodes["api_url"]).crash_rank_1(tmp_path)
     assert trial["exit"]["reason"] == "node 1 of 2 (agent local-1): rank 1 failed first with exit code 3"
     # Node 1 ended by its crash. Node 0 ends too: either its agent kills it (told by the control plane
     # at its next heartbeat) or, first, its rank 0 sees the dead peer in the collective and fails.

@@ -24,44 +24,75 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """This environment minus the trial's variables, with this venv's python3 first and the repo importable."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATUS_", "RANK", "WORLD_SIZE"))}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p)
-    env.update(extra)
-    return env
+class Workdir:
+    """A folder to run real processes in (the test's tmp_path), with what they need: the environment, the
+    scripts, several launcher nodes at once. The `workdir` fixture gives one."""
 
+    wait_s = WAIT_S
 
-def script(tmp_path: Path, name: str, body: str) -> str:
-    """Write the dedented ``body`` to ``tmp_path/name``; the name, for a command line run in tmp_path."""
-    (tmp_path / name).write_text(textwrap.dedent(body))
-    return name
+    def __init__(self, path: Path) -> None:
+        self.path = path
 
+    def env(self, **extra: str) -> dict[str, str]:
+        """This environment minus the trial's variables, with this venv's python3 first and the repo
+        importable."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATUS_", "RANK", "WORLD_SIZE"))}
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p)
+        env.update(extra)
+        return env
 
-def run_nodes(
-    tmp_path: Path,
-    launcher: str,
-    args: Sequence[str],
-    node_envs: Sequence[Mapping[str, str]],
-    timeout: float = WAIT_S,
-) -> list[tuple[int, str, str]]:
-    """``python -m launchers.<launcher> *args`` once per environment, all at once, in ``tmp_path`` (the
-    nodes of one trial on this machine): ``(exit code, stdout, stderr)`` per node."""
-    nodes = [
-        subprocess.Popen(
-            [sys.executable, "-m", f"launchers.{launcher}", *args],
-            cwd=tmp_path,
-            env=dict(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+    def script(self, name: str, body: str) -> str:
+        """Write the dedented ``body`` to ``path/name``; the name, for a command line run in the folder."""
+        (self.path / name).write_text(textwrap.dedent(body))
+        return name
+
+    def launch(self, module: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        """``python -m launchers.<module> *args`` in the folder, with `env(**env)`; what it printed."""
+        return subprocess.run(
+            [sys.executable, "-m", f"launchers.{module}", *args],
+            cwd=self.path,
+            env=self.env(**env),
+            capture_output=True,
             text=True,
+            timeout=self.wait_s,
+            check=False,
         )
-        for env in node_envs
-    ]
-    try:
-        outs = [node.communicate(timeout=timeout) for node in nodes]
-    finally:
-        for node in nodes:
-            node.kill()
-    return [(node.returncode, out, err) for node, (out, err) in zip(nodes, outs, strict=True)]
+
+    def run_nodes(
+        self,
+        launcher: str,
+        args: Sequence[str],
+        node_envs: Sequence[Mapping[str, str]],
+        timeout: float = WAIT_S,
+    ) -> list[tuple[int, str, str]]:
+        """``python -m launchers.<launcher> *args`` once per environment, all at once, in the folder (the
+        nodes of one trial on this machine): ``(exit code, stdout, stderr)`` per node."""
+        nodes = [
+            subprocess.Popen(
+                [sys.executable, "-m", f"launchers.{launcher}", *args],
+                cwd=self.path,
+                env=dict(env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for env in node_envs
+        ]
+        try:
+            outs = [node.communicate(timeout=timeout) for node in nodes]
+        finally:
+            for node in nodes:
+                node.kill()
+        return [(node.returncode, out, err) for node, (out, err) in zip(nodes, outs, strict=True)]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Workdir:
+    return Workdir(tmp_path)
+
+
+@pytest.fixture
+def wait_s() -> float:
+    """How long a test waits for a process or a thread: a guard against hangs, not a timing assertion."""
+    return WAIT_S

@@ -10,15 +10,14 @@ from pathlib import Path
 import pytest
 
 from det._context import pack
-from tests.conftest import CONTEXT_TREE, build_context_tree
 
 
-def test_gnu_tar_reads_the_archive(tmp_path: Path) -> None:
+def test_gnu_tar_reads_the_archive(tmp_path: Path, context_tree) -> None:
     if not (shutil.which("tar") and shutil.which("zstd")):
         pytest.skip("needs GNU tar and zstd")
     archive = tmp_path / "ctx.tar.zst"
-    archive.write_bytes(pack(build_context_tree(tmp_path / "ctx")).data)
+    archive.write_bytes(pack(context_tree.build(tmp_path / "ctx")).data)
     listing = subprocess.run(
         ["tar", "--zstd", "-tf", str(archive)], capture_output=True, text=True, check=True
     )
-    assert sorted(listing.stdout.splitlines()) == sorted([*CONTEXT_TREE, "link.py"])
+    assert sorted(listing.stdout.splitlines()) == sorted([*context_tree.files, "link.py"])

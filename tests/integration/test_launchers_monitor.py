@@ -22,8 +22,6 @@ from pathlib import Path
 import pytest
 
 from launchers import Worker, run_workers
-from tests.conftest import ALL_REDUCE
-from tests.integration.conftest import WAIT_S, env_for, run_nodes, script
 
 FIRST_FAILURE = "[launcher] rank {rank} exited with code {code}; stopping the other workers"
 
@@ -43,18 +41,6 @@ WORKER = textwrap.dedent(
         signal.pause()
     """
 )
-
-
-def launch(tmp_path: Path, module: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", f"launchers.{module}", *args],
-        cwd=tmp_path,
-        env=env_for(tmp_path, **env),
-        capture_output=True,
-        text=True,
-        timeout=WAIT_S,
-        check=False,
-    )
 
 
 _READERS: dict[int, queue.Queue[str | None]] = {}
@@ -81,11 +67,11 @@ def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
     return lines
 
 
-def read_until(proc: subprocess.Popen[str], wanted: set[str]) -> list[str]:
+def read_until(proc: subprocess.Popen[str], wanted: set[str], timeout: float) -> list[str]:
     """Lines of ``proc``'s stdout until each of ``wanted`` has been seen (a deadline, not a sleep)."""
     lines = _lines(proc)
     seen: list[str] = []
-    deadline = time.monotonic() + WAIT_S
+    deadline = time.monotonic() + timeout
     while not wanted <= set(seen):
         try:
             line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -209,57 +195,57 @@ def test_a_command_that_cannot_start(tmp_path: Path) -> None:
 # ---- torch_distributed, one node: the launcher's own workers -------------------------------------------
 
 
-def test_signals_reach_every_worker(tmp_path: Path) -> None:
-    script(tmp_path, "worker.py", WORKER)
+def test_signals_reach_every_worker(workdir) -> None:
+    workdir.script("worker.py", WORKER)
     proc = subprocess.Popen(
         [sys.executable, "-m", "launchers.torch_distributed", "--", "worker.py"],
-        cwd=tmp_path,
-        env=env_for(tmp_path, STRATUS_SLOTS="3"),
+        cwd=workdir.path,
+        env=workdir.env(STRATUS_SLOTS="3"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        read_until(proc, {f"[rank={r}] ready {r}" for r in range(3)})
+        read_until(proc, {f"[rank={r}] ready {r}" for r in range(3)}, workdir.wait_s)
         proc.send_signal(signal.SIGUSR1)
-        read_until(proc, {f"[rank={r}] rank {r} got SIGUSR1" for r in range(3)})
+        read_until(proc, {f"[rank={r}] rank {r} got SIGUSR1" for r in range(3)}, workdir.wait_s)
         proc.send_signal(signal.SIGTERM)
-        rest = read_until(proc, {f"[rank={r}] rank {r} got SIGTERM" for r in range(3)})
-        assert proc.wait(timeout=WAIT_S) == 0  # the workers stopped cleanly: no failure to report
+        rest = read_until(proc, {f"[rank={r}] rank {r} got SIGTERM" for r in range(3)}, workdir.wait_s)
+        assert proc.wait(timeout=workdir.wait_s) == 0  # the workers stopped cleanly: no failure to report
         assert all("[launcher]" not in line for line in rest)
     finally:
         proc.kill()
         proc.communicate()
 
 
-def test_launcher_exit_code_and_report_through_the_cli(tmp_path: Path) -> None:
-    script(tmp_path, "w.py", WORKER.replace('print(f"ready', 'sys.exit(5) if rank == 2 else print(f"ready'))
+def test_launcher_exit_code_and_report_through_the_cli(tmp_path: Path, workdir) -> None:
+    workdir.script("w.py", WORKER.replace('print(f"ready', 'sys.exit(5) if rank == 2 else print(f"ready'))
     report = tmp_path / "launcher.json"
-    done = launch(
-        tmp_path, "torch_distributed", "--", "w.py", STRATUS_SLOTS="3", STRATUS_LAUNCHER_REPORT=str(report)
+    done = workdir.launch(
+        "torch_distributed", "--", "w.py", STRATUS_SLOTS="3", STRATUS_LAUNCHER_REPORT=str(report)
     )
     assert done.returncode == 5, done.stderr
     assert FIRST_FAILURE.format(rank=2, code=5) in done.stderr.splitlines()
     assert json.loads(report.read_text())["failed_rank"] == 2
 
 
-def test_usage_errors_are_one_line(tmp_path: Path) -> None:
-    done = launch(tmp_path, "torch_distributed", "--nproc_per_node", "2", "train.py")
+def test_usage_errors_are_one_line(workdir) -> None:
+    done = workdir.launch("torch_distributed", "--nproc_per_node", "2", "train.py")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "do not end with '--'" in done.stderr
 
 
 @pytest.mark.parametrize(("module", "program"), [("horovod", "horovodrun"), ("deepspeed", "deepspeed")])
-def test_missing_program_is_named(tmp_path: Path, module: str, program: str) -> None:
-    done = launch(tmp_path, module, "train.py", PATH=str(Path(sys.executable).parent))
+def test_missing_program_is_named(module: str, program: str, workdir) -> None:
+    done = workdir.launch(module, "train.py", PATH=str(Path(sys.executable).parent))
     assert done.returncode == 127
     assert done.stderr.startswith(f"[launcher] {module}: {program} is not installed")
     assert done.stderr.count("\n") == 1
 
 
-def test_horovod_runs_on_the_chief_only(tmp_path: Path) -> None:
+def test_horovod_runs_on_the_chief_only(workdir) -> None:
     nodes = {"STRATUS_SLOTS": "2", "STRATUS_NUM_NODES": "2", "STRATUS_CHIEF_ADDR": "10.0.0.1"}
-    done = launch(tmp_path, "horovod", "train.py", STRATUS_NODE_RANK="1", **nodes)
+    done = workdir.launch("horovod", "train.py", STRATUS_NODE_RANK="1", **nodes)
     assert done.returncode == 2
     assert "only the chief runs horovodrun" in done.stderr and done.stderr.count("\n") == 1
 
@@ -267,9 +253,8 @@ def test_horovod_runs_on_the_chief_only(tmp_path: Path) -> None:
 # ---- wrap_rank ----------------------------------------------------------------------------------------
 
 
-def test_wrap_rank_prefixes_and_passes_the_exit_code_on(tmp_path: Path) -> None:
-    done = launch(
-        tmp_path,
+def test_wrap_rank_prefixes_and_passes_the_exit_code_on(workdir) -> None:
+    done = workdir.launch(
         "wrap_rank",
         "7",
         "--",
@@ -280,25 +265,25 @@ def test_wrap_rank_prefixes_and_passes_the_exit_code_on(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (4, "[rank=7] o\n", "[rank=7] e\n")
 
 
-def test_wrap_rank_reads_the_rank_from_the_environment(tmp_path: Path) -> None:
-    done = launch(tmp_path, "wrap_rank", "HOROVOD_RANK,PMI_RANK", "echo", "hi", PMI_RANK="3")
+def test_wrap_rank_reads_the_rank_from_the_environment(workdir) -> None:
+    done = workdir.launch("wrap_rank", "HOROVOD_RANK,PMI_RANK", "echo", "hi", PMI_RANK="3")
     assert (done.returncode, done.stdout) == (0, "[rank=3] hi\n")
 
 
-def test_wrap_rank_forwards_signals_and_reports_128_plus_n(tmp_path: Path) -> None:
+def test_wrap_rank_forwards_signals_and_reports_128_plus_n(workdir) -> None:
     child = "import signal; print('ready', flush=True); signal.pause()"
     proc = subprocess.Popen(
         [sys.executable, "-m", "launchers.wrap_rank", "1", sys.executable, "-c", child],
-        cwd=tmp_path,
-        env=env_for(tmp_path),
+        cwd=workdir.path,
+        env=workdir.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        read_until(proc, {"[rank=1] ready"})
+        read_until(proc, {"[rank=1] ready"}, workdir.wait_s)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=WAIT_S) == 128 + signal.SIGTERM
+        assert proc.wait(timeout=workdir.wait_s) == 128 + signal.SIGTERM
     finally:
         proc.kill()
         proc.communicate()
@@ -320,9 +305,9 @@ CRASH_AFTER_INIT = """
 """
 
 
-def test_gloo_all_reduce_on_two_processes(tmp_path: Path) -> None:
-    script(tmp_path, "script.py", ALL_REDUCE)
-    done = launch(tmp_path, "torch_distributed", "--", "script.py", STRATUS_SLOTS="2")
+def test_gloo_all_reduce_on_two_processes(all_reduce, workdir) -> None:
+    workdir.script("script.py", all_reduce)
+    done = workdir.launch("torch_distributed", "--", "script.py", STRATUS_SLOTS="2")
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.splitlines()) == [
         "[rank=0] sum=3 rank=0/2 local=0",
@@ -330,15 +315,15 @@ def test_gloo_all_reduce_on_two_processes(tmp_path: Path) -> None:
     ]
 
 
-def test_gloo_crash_ends_the_launch_before_any_collective_timeout(tmp_path: Path) -> None:
-    script(tmp_path, "crash.py", CRASH_AFTER_INIT)
-    done = launch(tmp_path, "torch_distributed", "--", "crash.py", STRATUS_SLOTS="2")
+def test_gloo_crash_ends_the_launch_before_any_collective_timeout(workdir) -> None:
+    workdir.script("crash.py", CRASH_AFTER_INIT)
+    done = workdir.launch("torch_distributed", "--", "crash.py", STRATUS_SLOTS="2")
     assert done.returncode == 3, done.stderr
     assert FIRST_FAILURE.format(rank=1, code=3) in done.stderr.splitlines()
     assert "should not get here" not in done.stdout
 
 
-def two_nodes(tmp_path: Path, *args: str, **env: str) -> list[tuple[int, str, str]]:
+def two_nodes(workdir, *args: str, **env: str) -> list[tuple[int, str, str]]:  # workdir: the fixture
     """Two torch_distributed launchers on this machine as node 0 and node 1 of a static setup (the chief
     given, so no rendezvous), one process each: ``(exit code, stdout, stderr)`` per node. Node N's
     launcher report is ``report-N.json``."""
@@ -347,33 +332,32 @@ def two_nodes(tmp_path: Path, *args: str, **env: str) -> list[tuple[int, str, st
     common = {"STRATUS_SLOTS": "2", "STRATUS_NUM_NODES": "2", "STRATUS_CHIEF_ADDR": "127.0.0.1"}
     common["STRATUS_CHIEF_PORT"] = str(free_port())
     envs = [
-        env_for(
-            tmp_path,
+        workdir.env(
             STRATUS_NODE_RANK=str(n),
-            STRATUS_LAUNCHER_REPORT=str(tmp_path / f"report-{n}.json"),
+            STRATUS_LAUNCHER_REPORT=str(workdir.path / f"report-{n}.json"),
             **{**common, **env},
         )
         for n in range(2)
     ]
-    return run_nodes(tmp_path, "torch_distributed", list(args), envs)
+    return workdir.run_nodes("torch_distributed", list(args), envs)
 
 
 @pytest.mark.timeout(30)
-def test_gloo_on_two_simulated_nodes(tmp_path: Path) -> None:
+def test_gloo_on_two_simulated_nodes(all_reduce, workdir) -> None:
     """Several nodes, no overrides: each launcher runs its node's workers itself, with global ranks."""
-    script(tmp_path, "script.py", ALL_REDUCE)
-    (code0, out0, err0), (code1, out1, err1) = two_nodes(tmp_path, "--", "script.py")
+    workdir.script("script.py", all_reduce)
+    (code0, out0, err0), (code1, out1, err1) = two_nodes(workdir, "--", "script.py")
     assert (code0, code1) == (0, 0), (err0, err1)
     assert out0.splitlines() == ["[rank=0] sum=3 rank=0/2 local=0"]
     assert out1.splitlines() == ["[rank=1] sum=3 rank=1/2 local=0"]
 
 
 @pytest.mark.timeout(60)
-def test_gloo_through_torchrun_on_two_simulated_nodes(tmp_path: Path) -> None:
+def test_gloo_through_torchrun_on_two_simulated_nodes(all_reduce, workdir) -> None:
     """A torchrun override (``--rdzv_backend static``) takes the torchrun path on each node."""
-    script(tmp_path, "script.py", ALL_REDUCE)
+    workdir.script("script.py", all_reduce)
     (code0, out0, err0), (code1, out1, err1) = two_nodes(
-        tmp_path, "--rdzv_backend", "static", "--", "script.py"
+        workdir, "--rdzv_backend", "static", "--", "script.py"
     )
     assert (code0, code1) == (0, 0), (err0, err1)
     assert out0.splitlines() == ["[rank=0] sum=3 rank=0/2 local=0"]
@@ -381,9 +365,9 @@ def test_gloo_through_torchrun_on_two_simulated_nodes(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(30)
-def test_gloo_crash_on_node_1_names_its_global_rank(tmp_path: Path) -> None:
-    script(tmp_path, "crash.py", CRASH_AFTER_INIT)
-    (code0, out0, _), (code1, out1, err1) = two_nodes(tmp_path, "--", "crash.py")
+def test_gloo_crash_on_node_1_names_its_global_rank(tmp_path: Path, workdir) -> None:
+    workdir.script("crash.py", CRASH_AFTER_INIT)
+    (code0, out0, _), (code1, out1, err1) = two_nodes(workdir, "--", "crash.py")
     assert code1 == 3, err1
     assert FIRST_FAILURE.format(rank=1, code=3) in err1.splitlines()
     assert out1.splitlines() == ["[rank=1] rank 1 crashing"]
@@ -403,19 +387,19 @@ needs_deepspeed = pytest.mark.skipif(shutil.which("deepspeed") is None, reason="
 
 
 @needs_deepspeed
-def test_gloo_through_deepspeed_on_one_node(tmp_path: Path) -> None:
-    script(tmp_path, "script.py", ALL_REDUCE)
+def test_gloo_through_deepspeed_on_one_node(all_reduce, workdir) -> None:
+    workdir.script("script.py", all_reduce)
     accel = {} if os.environ.get("DS_ACCELERATOR") else {"DS_ACCELERATOR": "cpu"}
-    done = launch(tmp_path, "deepspeed", "--", "script.py", STRATUS_SLOTS="2", **accel)
+    done = workdir.launch("deepspeed", "--", "script.py", STRATUS_SLOTS="2", **accel)
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("[rank=")]
     assert sorted(lines) == ["[rank=0] sum=3 rank=0/2 local=0", "[rank=1] sum=3 rank=1/2 local=1"]
 
 
 @needs_deepspeed
-def test_gloo_through_deepspeed_on_two_simulated_nodes(tmp_path: Path) -> None:
+def test_gloo_through_deepspeed_on_two_simulated_nodes(all_reduce, workdir) -> None:
     """--no_ssh and a shared hostfile: "localhost" and "127.0.0.1" are two names of this machine."""
-    script(tmp_path, "script.py", ALL_REDUCE)
+    workdir.script("script.py", all_reduce)
     from launchers._info import free_port
 
     common = {
@@ -427,9 +411,9 @@ def test_gloo_through_deepspeed_on_two_simulated_nodes(tmp_path: Path) -> None:
         "STRATUS_CHIEF_PORT": str(free_port()),
         "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu"),
     }
-    envs = [env_for(tmp_path, STRATUS_NODE_RANK=str(n), **common) for n in range(2)]
+    envs = [workdir.env(STRATUS_NODE_RANK=str(n), **common) for n in range(2)]
     # DeepSpeed imports for a long while on 2 busy cores (53 s seen): a wider guard than the others.
-    nodes = run_nodes(tmp_path, "deepspeed", ["--", "script.py"], envs, timeout=3 * WAIT_S)
+    nodes = workdir.run_nodes("deepspeed", ["--", "script.py"], envs, timeout=3 * workdir.wait_s)
     assert [code for code, _, _ in nodes] == [0, 0], [err for _, _, err in nodes]
     ranked = [[line for line in out.splitlines() if line.startswith("[rank=")] for _, out, _ in nodes]
     assert ranked == [["[rank=0] sum=3 rank=0/2 local=0"], ["[rank=1] sum=3 rank=1/2 local=0"]]

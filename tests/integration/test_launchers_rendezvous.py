@@ -12,7 +12,6 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +22,6 @@ from launchers._info import LaunchInfo, load_launch_info
 from launchers._rendezvous import Record, node_address, resolve_peers
 from launchers.errors import LaunchConfigError, RendezvousError
 from launchers.torch_distributed import LocalLaunch
-from tests.conftest import ALL_REDUCE
-from tests.integration.conftest import WAIT_S, env_for, run_nodes, script
 
 TOKEN = "run-token"
 WAIT_LINE = "[launcher] rendezvous: node 1 of 2 waiting for nodes 0 (run run-7)"
@@ -33,7 +30,8 @@ WAIT_LINE = "[launcher] rendezvous: node 1 of 2 waiting for nodes 0 (run run-7)"
 class FakeControlPlane:
     """``/trials/7/rendezvous`` of one run; ``answers`` are served first, one per request."""
 
-    def __init__(self, num_nodes: int = 2, run_id: str = "run-7") -> None:
+    def __init__(self, wait_s: float, num_nodes: int = 2, run_id: str = "run-7") -> None:
+        self.wait_s = wait_s  # a guard against hangs
         self.num_nodes, self.run_id = num_nodes, run_id
         self.nodes: dict[int, dict[str, Any]] = {}
         self.answers: list[tuple[int, dict[str, Any]]] = []
@@ -105,12 +103,12 @@ class FakeControlPlane:
 
     def wait_for(self, predicate: Callable[[], bool]) -> None:
         with self.changed:
-            assert self.changed.wait_for(predicate, timeout=WAIT_S), self.requests
+            assert self.changed.wait_for(predicate, timeout=self.wait_s), self.requests
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeControlPlane]:
-    plane = FakeControlPlane()
+def fake(wait_s: float) -> Iterator[FakeControlPlane]:
+    plane = FakeControlPlane(wait_s)
     plane.thread.start()
     yield plane
     plane.server.shutdown()
@@ -161,7 +159,7 @@ def test_two_nodes_node_1_waits_for_the_chief(fake: FakeControlPlane) -> None:
     fake.wait_for(lambda: ("GET", None) in fake.requests)  # node 1 registered and polls
     assert fake.nodes == {1: {"addr": "10.0.0.2", "port": None}}
     chief, chief_err = resolve(fake.env(0, STRATUS_NODE_ADDR="10.0.0.1", STRATUS_CHIEF_PORT="29511"))
-    thread.join(timeout=WAIT_S)
+    thread.join(timeout=fake.wait_s)
     assert isinstance(results["node 1"], tuple), results["node 1"]
     node1, node1_err = results["node 1"]
 
@@ -337,11 +335,11 @@ def test_node_address() -> None:
 
 
 @pytest.mark.timeout(30)
-def test_gloo_on_two_nodes_that_meet_at_the_rendezvous(fake: FakeControlPlane, tmp_path: Path) -> None:
-    script(tmp_path, "script.py", ALL_REDUCE)
+def test_gloo_on_two_nodes_that_meet_at_the_rendezvous(fake: FakeControlPlane, all_reduce, workdir) -> None:
+    workdir.script("script.py", all_reduce)
     fake.num_nodes = 2
-    envs = [env_for(tmp_path, **fake.env(n, STRATUS_SLOTS="2")) for n in range(2)]
-    nodes = run_nodes(tmp_path, "torch_distributed", ["--", "script.py"], envs)
+    envs = [workdir.env(**fake.env(n, STRATUS_SLOTS="2")) for n in range(2)]
+    nodes = workdir.run_nodes("torch_distributed", ["--", "script.py"], envs)
     assert [code for code, _, _ in nodes] == [0, 0], [err for _, _, err in nodes]
     assert nodes[0][1].splitlines() == ["[rank=0] sum=3 rank=0/2 local=0"]
     assert nodes[1][1].splitlines() == ["[rank=1] sum=3 rank=1/2 local=0"]

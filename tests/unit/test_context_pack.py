@@ -18,7 +18,6 @@ from det._archive import ARCHIVE_MTIME
 from det._context import MAX_CONTEXT_BYTES, ContextFile, collect, pack
 from det.errors import ContextError
 from harness._archive import extract
-from tests.conftest import CONTEXT_TREE, build_context_tree, make_tree
 
 
 def names(root: Path, includes: tuple[Path, ...] = ()) -> list[str]:
@@ -35,7 +34,7 @@ def tar_members(data: bytes) -> list[tarfile.TarInfo]:
 # ignore rules
 
 
-def test_always_ignored_names_are_never_shipped_even_when_negated(tmp_path: Path) -> None:
+def test_always_ignored_names_are_never_shipped_even_when_negated(tmp_path: Path, make_tree) -> None:
     root = make_tree(
         tmp_path / "ctx",
         {
@@ -53,12 +52,12 @@ def test_always_ignored_names_are_never_shipped_even_when_negated(tmp_path: Path
     assert names(root) == ["model.py", "pkg/mod.py"]
 
 
-def test_detignore_itself_is_not_shipped(tmp_path: Path) -> None:
+def test_detignore_itself_is_not_shipped(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"train.py": "x", ".detignore": "*.log\n"})
     assert names(root) == ["train.py"]
 
 
-def test_negation_reincludes_a_file(tmp_path: Path) -> None:
+def test_negation_reincludes_a_file(tmp_path: Path, make_tree) -> None:
     root = make_tree(
         tmp_path / "ctx",
         {
@@ -73,12 +72,12 @@ def test_negation_reincludes_a_file(tmp_path: Path) -> None:
     assert names(root) == ["a.py", "keep.log", "sub/keep.log"]
 
 
-def test_later_line_wins(tmp_path: Path) -> None:
+def test_later_line_wins(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"keep.log": "", ".detignore": "!keep.log\n*.log\n"})
     assert names(root) == []
 
 
-def test_dir_only_pattern_excludes_folders_but_not_files_of_that_name(tmp_path: Path) -> None:
+def test_dir_only_pattern_excludes_folders_but_not_files_of_that_name(tmp_path: Path, make_tree) -> None:
     root = make_tree(
         tmp_path / "ctx",
         {
@@ -92,7 +91,7 @@ def test_dir_only_pattern_excludes_folders_but_not_files_of_that_name(tmp_path: 
     assert names(root) == ["src/main.c", "tools/build"]
 
 
-def test_anchored_patterns_match_from_the_root_only(tmp_path: Path) -> None:
+def test_anchored_patterns_match_from_the_root_only(tmp_path: Path, make_tree) -> None:
     root = make_tree(
         tmp_path / "ctx",
         {
@@ -106,7 +105,7 @@ def test_anchored_patterns_match_from_the_root_only(tmp_path: Path) -> None:
     assert names(root) == ["a/sub/x.txt", "sub/top.txt"]
 
 
-def test_double_star_patterns(tmp_path: Path) -> None:
+def test_double_star_patterns(tmp_path: Path, make_tree) -> None:
     root = make_tree(
         tmp_path / "ctx",
         {
@@ -124,7 +123,7 @@ def test_double_star_patterns(tmp_path: Path) -> None:
     assert names(root) == ["b", "c.tmp", "x/a/b"]
 
 
-def test_wildcards_do_not_cross_folders(tmp_path: Path) -> None:
+def test_wildcards_do_not_cross_folders(tmp_path: Path, make_tree) -> None:
     root = make_tree(
         tmp_path / "ctx",
         {"data/x.bin": "", "data/sub/y.bin": "", "data/z.txt": "", ".detignore": "data/*.bin\n"},
@@ -132,7 +131,7 @@ def test_wildcards_do_not_cross_folders(tmp_path: Path) -> None:
     assert names(root) == ["data/sub/y.bin", "data/z.txt"]
 
 
-def test_files_below_an_excluded_folder_cannot_be_reincluded(tmp_path: Path) -> None:
+def test_files_below_an_excluded_folder_cannot_be_reincluded(tmp_path: Path, make_tree) -> None:
     # git: "It is not possible to re-include a file if a parent directory of that file is excluded."
     root = make_tree(
         tmp_path / "ctx",
@@ -141,7 +140,7 @@ def test_files_below_an_excluded_folder_cannot_be_reincluded(tmp_path: Path) -> 
     assert names(root) == ["main.py"]
 
 
-def test_contents_of_a_folder_can_be_excluded_and_one_file_kept(tmp_path: Path) -> None:
+def test_contents_of_a_folder_can_be_excluded_and_one_file_kept(tmp_path: Path, make_tree) -> None:
     root = make_tree(
         tmp_path / "ctx",
         {"data/keep.txt": "", "data/big.bin": "", ".detignore": "data/*\n!data/keep.txt\n"},
@@ -149,7 +148,7 @@ def test_contents_of_a_folder_can_be_excluded_and_one_file_kept(tmp_path: Path) 
     assert names(root) == ["data/keep.txt"]
 
 
-def test_comments_blank_lines_escapes_and_trailing_spaces(tmp_path: Path) -> None:
+def test_comments_blank_lines_escapes_and_trailing_spaces(tmp_path: Path, make_tree) -> None:
     root = make_tree(
         tmp_path / "ctx",
         {
@@ -163,7 +162,7 @@ def test_comments_blank_lines_escapes_and_trailing_spaces(tmp_path: Path) -> Non
     assert names(root) == ["plain.txt"]
 
 
-def test_excluded_folders_are_not_walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_excluded_folders_are_not_walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_tree) -> None:
     root = make_tree(
         tmp_path / "ctx",
         {"data/a/b/c.bin": "", "data/d.bin": "", "src/m.py": "", ".detignore": "data/\n"},
@@ -182,7 +181,7 @@ def test_excluded_folders_are_not_walked(tmp_path: Path, monkeypatch: pytest.Mon
     assert sorted(scanned) == [".", "src"]
 
 
-def test_special_files_and_dangling_links_are_skipped(tmp_path: Path) -> None:
+def test_special_files_and_dangling_links_are_skipped(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"a.py": ""})
     os.mkfifo(root / "pipe")
     (root / ".#a.py").symlink_to("user@host.1234:1700000000")  # an editor lock file: dangling
@@ -193,7 +192,7 @@ def test_special_files_and_dangling_links_are_skipped(tmp_path: Path) -> None:
 # includes
 
 
-def test_includes_keep_their_top_level_name(tmp_path: Path) -> None:
+def test_includes_keep_their_top_level_name(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"train.py": ""})
     make_tree(tmp_path / "data", {"x.csv": "1", "sub/y.csv": "2"})
     make_tree(tmp_path / "other", {"config.yaml": "a: 1"})
@@ -201,13 +200,13 @@ def test_includes_keep_their_top_level_name(tmp_path: Path) -> None:
     assert got == ["config.yaml", "data/sub/y.csv", "data/x.csv", "train.py"]
 
 
-def test_detignore_applies_below_an_include_but_not_to_its_name(tmp_path: Path) -> None:
+def test_detignore_applies_below_an_include_but_not_to_its_name(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"train.py": "", ".detignore": "data/\n*.bin\n"})
     make_tree(tmp_path / "data", {"x.csv": "", "w.bin": "", "__pycache__/c.pyc": ""})
     assert names(root, (tmp_path / "data",)) == ["data/x.csv", "train.py"]
 
 
-def test_include_clashing_with_a_context_entry_names_both(tmp_path: Path) -> None:
+def test_include_clashing_with_a_context_entry_names_both(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"data/local.csv": ""})
     make_tree(tmp_path / "elsewhere" / "data", {"x.csv": ""})
     with pytest.raises(ContextError) as err:
@@ -217,7 +216,7 @@ def test_include_clashing_with_a_context_entry_names_both(tmp_path: Path) -> Non
     assert str(tmp_path / "elsewhere" / "data") in message
 
 
-def test_two_includes_with_the_same_name_clash(tmp_path: Path) -> None:
+def test_two_includes_with_the_same_name_clash(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"a.py": ""})
     make_tree(tmp_path / "one" / "data", {"x": ""})
     make_tree(tmp_path / "two" / "data", {"y": ""})
@@ -225,7 +224,7 @@ def test_two_includes_with_the_same_name_clash(tmp_path: Path) -> None:
         collect(root, (tmp_path / "one" / "data", tmp_path / "two" / "data"))
 
 
-def test_missing_include_is_an_error(tmp_path: Path) -> None:
+def test_missing_include_is_an_error(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"a.py": ""})
     with pytest.raises(ContextError, match="nope"):
         collect(root, (tmp_path / "nope",))
@@ -235,7 +234,7 @@ def test_missing_include_is_an_error(tmp_path: Path) -> None:
 # symbolic links
 
 
-def test_link_inside_the_tree_is_stored_as_a_relative_link(tmp_path: Path) -> None:
+def test_link_inside_the_tree_is_stored_as_a_relative_link(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"src/real.py": "x", "cfg/a.yaml": "a"})
     (root / "alias.py").symlink_to("src/real.py")
     (root / "src" / "abs.yaml").symlink_to(root / "cfg" / "a.yaml")  # absolute, but inside
@@ -248,7 +247,7 @@ def test_link_inside_the_tree_is_stored_as_a_relative_link(tmp_path: Path) -> No
     assert files["alias.py"].size == 0
 
 
-def test_link_leaving_the_tree_is_followed(tmp_path: Path) -> None:
+def test_link_leaving_the_tree_is_followed(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"a.py": ""})
     make_tree(tmp_path / "shared", {"common.yaml": "k: v", "lib/util.py": "u"})
     (root / "common.yaml").symlink_to(tmp_path / "shared" / "common.yaml")
@@ -259,7 +258,7 @@ def test_link_leaving_the_tree_is_followed(tmp_path: Path) -> None:
     assert files["common.yaml"].size == 4
 
 
-def test_a_folder_pattern_drops_a_link_to_a_folder(tmp_path: Path) -> None:
+def test_a_folder_pattern_drops_a_link_to_a_folder(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"train.py": "", ".detignore": "data/\ncache/\n"})
     make_tree(tmp_path / "datasets" / "mnist", {"train.idx": "0" * 1000})
     make_tree(root / "local", {"x": ""})
@@ -268,7 +267,7 @@ def test_a_folder_pattern_drops_a_link_to_a_folder(tmp_path: Path) -> None:
     assert names(root) == ["local/x", "train.py"]
 
 
-def test_link_back_into_the_tree_being_walked_is_an_error(tmp_path: Path) -> None:
+def test_link_back_into_the_tree_being_walked_is_an_error(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"a.py": ""})
     (root / "up").symlink_to("..")
     with pytest.raises(ContextError, match="up"):
@@ -279,22 +278,22 @@ def test_link_back_into_the_tree_being_walked_is_an_error(tmp_path: Path) -> Non
 # the archive
 
 
-def test_pack_reports_what_it_packed(tmp_path: Path) -> None:
-    packed = pack(build_context_tree(tmp_path / "ctx"))
+def test_pack_reports_what_it_packed(tmp_path: Path, context_tree) -> None:
+    packed = pack(context_tree.build(tmp_path / "ctx"))
     assert packed.sha256 == hashlib.sha256(packed.data).hexdigest()
-    assert packed.files == sorted([*CONTEXT_TREE, "link.py"])
-    assert packed.num_files == len(CONTEXT_TREE) + 1
+    assert packed.files == sorted([*context_tree.files, "link.py"])
+    assert packed.num_files == len(context_tree.files) + 1
     assert packed.file_bytes == sum(
-        len(v.encode() if isinstance(v, str) else v) for v in CONTEXT_TREE.values()
+        len(v.encode() if isinstance(v, str) else v) for v in context_tree.files.values()
     )
 
 
-def test_archive_entries_are_normalised(tmp_path: Path) -> None:
-    root = build_context_tree(tmp_path / "ctx")
+def test_archive_entries_are_normalised(tmp_path: Path, context_tree) -> None:
+    root = context_tree.build(tmp_path / "ctx")
     (root / "train.py").chmod(0o600)
     (root / "README.md").chmod(0o664)
     members = tar_members(pack(root).data)
-    assert [m.name for m in members] == sorted([*CONTEXT_TREE, "link.py"])
+    assert [m.name for m in members] == sorted([*context_tree.files, "link.py"])
     for m in members:
         assert (m.uid, m.gid, m.uname, m.gname, m.mtime) == (0, 0, "", "", ARCHIVE_MTIME)
         assert m.mtime == 1_577_836_800  # fixed, and after 1980 (zip refuses older times)
@@ -305,13 +304,13 @@ def test_archive_entries_are_normalised(tmp_path: Path) -> None:
             assert m.mode == (0o755 if m.name == "scripts/run.sh" else 0o644), m.name
 
 
-def test_packing_twice_gives_the_same_bytes(tmp_path: Path) -> None:
-    root = build_context_tree(tmp_path / "ctx")
+def test_packing_twice_gives_the_same_bytes(tmp_path: Path, context_tree) -> None:
+    root = context_tree.build(tmp_path / "ctx")
     assert pack(root).data == pack(root).data
 
 
-def test_a_copy_with_other_mtimes_and_modes_gives_the_same_bytes(tmp_path: Path) -> None:
-    first = build_context_tree(tmp_path / "one")
+def test_a_copy_with_other_mtimes_and_modes_gives_the_same_bytes(tmp_path: Path, context_tree) -> None:
+    first = context_tree.build(tmp_path / "one")
     second = tmp_path / "elsewhere" / "two"
     shutil.copytree(first, second, symlinks=True)
     for i, path in enumerate(sorted(p for p in second.rglob("*") if not p.is_symlink())):
@@ -324,9 +323,9 @@ def test_a_copy_with_other_mtimes_and_modes_gives_the_same_bytes(tmp_path: Path)
 
 
 def test_bytes_do_not_depend_on_the_number_of_zstd_workers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, context_tree
 ) -> None:
-    root = build_context_tree(tmp_path / "ctx")
+    root = context_tree.build(tmp_path / "ctx")
     (root / "big.bin").write_bytes(os.urandom(1 << 20) * 3)  # several zstd jobs
     monkeypatch.setattr(_archive.os, "cpu_count", lambda: 1)
     one = pack(root).data
@@ -336,23 +335,23 @@ def test_bytes_do_not_depend_on_the_number_of_zstd_workers(
     assert pack(root).data == one
 
 
-def test_a_changed_tree_changes_the_hash(tmp_path: Path) -> None:
-    root = build_context_tree(tmp_path / "ctx")
+def test_a_changed_tree_changes_the_hash(tmp_path: Path, context_tree) -> None:
+    root = context_tree.build(tmp_path / "ctx")
     before = pack(root).sha256
     (root / "train.py").write_text("print('bye')\n")
     assert pack(root).sha256 != before
 
 
-def test_round_trip_keeps_contents_exec_bits_and_links(tmp_path: Path) -> None:
-    root = build_context_tree(tmp_path / "ctx")
+def test_round_trip_keeps_contents_exec_bits_and_links(tmp_path: Path, context_tree) -> None:
+    root = context_tree.build(tmp_path / "ctx")
     packed = pack(root)
     out = tmp_path / "out"
     assert sorted(extract(packed.data, out)) == packed.files
-    for name in CONTEXT_TREE:
+    for name in context_tree.files:
         assert (out / name).read_bytes() == (root / name).read_bytes(), name
         assert bool((out / name).stat().st_mode & stat.S_IXUSR) == (name == "scripts/run.sh"), name
     assert os.readlink(out / "link.py") == "model/net.py"
-    assert (out / "link.py").read_text() == CONTEXT_TREE["model/net.py"]
+    assert (out / "link.py").read_text() == context_tree.files["model/net.py"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -360,7 +359,7 @@ def test_round_trip_keeps_contents_exec_bits_and_links(tmp_path: Path) -> None:
 
 
 def test_too_large_names_total_limit_and_five_largest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_tree
 ) -> None:
     sizes = {"a.bin": 900, "b.bin": 800, "c.bin": 700, "d.bin": 600, "e.bin": 500, "small.txt": 10}
     root = make_tree(tmp_path / "ctx", {name: b"x" * size for name, size in sizes.items()})
@@ -379,7 +378,7 @@ def test_too_large_names_total_limit_and_five_largest(
     assert read == []  # the size is checked before any file is read
 
 
-def test_limit_is_95_mib_of_file_bytes(tmp_path: Path) -> None:
+def test_limit_is_95_mib_of_file_bytes(tmp_path: Path, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"ok.py": "x"})
     with open(root / "huge.bin", "wb") as f:  # sparse: costs no disk and no time
         f.truncate(MAX_CONTEXT_BYTES)
@@ -388,7 +387,7 @@ def test_limit_is_95_mib_of_file_bytes(tmp_path: Path) -> None:
     assert MAX_CONTEXT_BYTES == 95 * 1024 * 1024
 
 
-def test_exactly_at_the_limit_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exactly_at_the_limit_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_tree) -> None:
     root = make_tree(tmp_path / "ctx", {"a.bin": b"x" * 600, "b.bin": b"y" * 400})
     monkeypatch.setattr(_context, "MAX_CONTEXT_BYTES", 1000)
     assert pack(root).file_bytes == 1000
@@ -407,7 +406,9 @@ def test_context_that_is_a_file_is_an_error(tmp_path: Path) -> None:
         collect(file)
 
 
-def test_file_changing_while_packing_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_changing_while_packing_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_tree
+) -> None:
     root = make_tree(tmp_path / "ctx", {"log.txt": "1234"})
     real_collect = _context.collect
 
