@@ -11,17 +11,6 @@ from typing import Any
 import pytest
 
 from chalicelib.domain import searchers
-from chalicelib.domain.searchers import (
-    ContinueTrial,
-    CreateTrial,
-    PauseTrial,
-    SearchSpec,
-    Shutdown,
-    StopTrial,
-    TrialCreated,
-    TrialExited,
-    ValidationReported,
-)
 from chalicelib.domain.searchers.base import SearcherBase
 from chalicelib.services import runs, trial_reports
 
@@ -33,27 +22,31 @@ class Scripted(SearcherBase):
     """Two trials to 10; the first result pauses its trial, the second promotes the first to 20 and
     stops its own trial; shut down when both have exited."""
 
-    spec: SearchSpec | None = None
+    spec: searchers.SearchSpec | None = None
     name: str = "random"
     results: list[int] = field(default_factory=list)
 
     def initial_operations(self) -> list[Any]:
-        return [] if self.trials else [CreateTrial("a", {"x": 1}, 10), CreateTrial("b", {"x": 2}, 10)]
+        return (
+            []
+            if self.trials
+            else [searchers.CreateTrial("a", {"x": 1}, 10), searchers.CreateTrial("b", {"x": 2}, 10)]
+        )
 
     def on_event(self, event: Any) -> list[Any]:
         if not self._first_time(event.event_id):
             return []
-        if isinstance(event, TrialCreated):
+        if isinstance(event, searchers.TrialCreated):
             self.trials[event.request_id] = event.trial_id
-        elif isinstance(event, ValidationReported) and event.length == 10:
+        elif isinstance(event, searchers.ValidationReported) and event.length == 10:
             self.results.append(event.trial_id)
             if len(self.results) == 1:
-                return [PauseTrial(event.trial_id)]
-            return [ContinueTrial(self.results[0], 20), StopTrial(event.trial_id)]
-        elif isinstance(event, TrialExited):
+                return [searchers.PauseTrial(event.trial_id)]
+            return [searchers.ContinueTrial(self.results[0], 20), searchers.StopTrial(event.trial_id)]
+        elif isinstance(event, searchers.TrialExited):
             self.exited[event.trial_id] = event.failed
             if len(self.exited) == 2:
-                return [Shutdown()]
+                return [searchers.Shutdown()]
         return []
 
     def progress(self) -> float:
@@ -69,7 +62,7 @@ class Scripted(SearcherBase):
         }
 
     @classmethod
-    def restore(cls, snapshot: dict[str, Any], spec: SearchSpec) -> Scripted:
+    def restore(cls, snapshot: dict[str, Any], spec: searchers.SearchSpec) -> Scripted:
         return cls(
             spec=spec,
             seen_events=list(snapshot["seen"]),

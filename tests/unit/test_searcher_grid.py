@@ -2,25 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.domain import hparams
-from chalicelib.domain.searchers import (
-    CreateTrial,
-    GridSearcher,
-    SearchSpec,
-    Shutdown,
-    TrialCreated,
-    TrialExited,
-    ValidationReported,
-    new_searcher,
-    restore_searcher,
-)
+from chalicelib.domain import hparams, searchers
 
 
 def spec(
     space: dict[str, object], max_concurrent_trials: int = 16, max_length: int | None = 100
-) -> SearchSpec:
+) -> searchers.SearchSpec:
     settings = {"name": "grid", "metric": "loss", "max_concurrent_trials": max_concurrent_trials}
-    return SearchSpec(space=space, settings=settings, max_length=max_length, seed=3)
+    return searchers.SearchSpec(space=space, settings=settings, max_length=max_length, seed=3)
 
 
 def test_grid_values_follow_determineds_rules() -> None:
@@ -67,41 +56,56 @@ def test_grid_points_are_the_cartesian_product_in_sorted_order_with_nesting() ->
 
 def test_grid_creates_at_most_max_concurrent_then_one_per_exit_and_shuts_down() -> None:
     space = {"a": {"type": "categorical", "vals": [1, 2, 3, 4, 5]}}
-    searcher = new_searcher(spec(space, max_concurrent_trials=2))
-    assert isinstance(searcher, GridSearcher)
+    searcher = searchers.new_searcher(spec(space, max_concurrent_trials=2))
+    assert isinstance(searcher, searchers.GridSearcher)
     ops = searcher.initial_operations()
-    assert ops == [CreateTrial("grid-0", {"a": 1}, 100), CreateTrial("grid-1", {"a": 2}, 100)]
-    assert searcher.initial_operations() == []
-    searcher.on_event(TrialCreated("c0", "grid-0", 10))
-    searcher.on_event(TrialCreated("c1", "grid-1", 11))
-    assert searcher.on_event(ValidationReported("v", 10, 100, 0.3)) == []
-    assert searcher.progress() == pytest.approx(1 / 5)
-    assert searcher.on_event(TrialExited("e0", 10, failed=False)) == [CreateTrial("grid-2", {"a": 3}, 100)]
-    assert searcher.on_event(TrialExited("e0", 10, failed=False)) == []  # duplicate delivery
-    # an invalid_hp point is not replaced: it counts as done
-    assert searcher.on_event(TrialExited("e1", 11, failed=False, invalid_hp=True)) == [
-        CreateTrial("grid-3", {"a": 4}, 100)
+    assert ops == [
+        searchers.CreateTrial("grid-0", {"a": 1}, 100),
+        searchers.CreateTrial("grid-1", {"a": 2}, 100),
     ]
-    searcher.on_event(TrialCreated("c2", "grid-2", 12))
-    searcher.on_event(TrialCreated("c3", "grid-3", 13))
-    assert searcher.on_event(TrialExited("e2", 12, failed=True)) == [CreateTrial("grid-4", {"a": 5}, 100)]
-    searcher.on_event(TrialCreated("c4", "grid-4", 14))
-    restored = restore_searcher(searcher.snapshot(), spec(space, max_concurrent_trials=2))
+    assert searcher.initial_operations() == []
+    searcher.on_event(searchers.TrialCreated("c0", "grid-0", 10))
+    searcher.on_event(searchers.TrialCreated("c1", "grid-1", 11))
+    assert searcher.on_event(searchers.ValidationReported("v", 10, 100, 0.3)) == []
+    assert searcher.progress() == pytest.approx(1 / 5)
+    assert searcher.on_event(searchers.TrialExited("e0", 10, failed=False)) == [
+        searchers.CreateTrial("grid-2", {"a": 3}, 100)
+    ]
+    assert searcher.on_event(searchers.TrialExited("e0", 10, failed=False)) == []  # duplicate delivery
+    # an invalid_hp point is not replaced: it counts as done
+    assert searcher.on_event(searchers.TrialExited("e1", 11, failed=False, invalid_hp=True)) == [
+        searchers.CreateTrial("grid-3", {"a": 4}, 100)
+    ]
+    searcher.on_event(searchers.TrialCreated("c2", "grid-2", 12))
+    searcher.on_event(searchers.TrialCreated("c3", "grid-3", 13))
+    assert searcher.on_event(searchers.TrialExited("e2", 12, failed=True)) == [
+        searchers.CreateTrial("grid-4", {"a": 5}, 100)
+    ]
+    searcher.on_event(searchers.TrialCreated("c4", "grid-4", 14))
+    restored = searchers.restore_searcher(searcher.snapshot(), spec(space, max_concurrent_trials=2))
     assert restored.snapshot() == searcher.snapshot()
-    assert searcher.on_event(TrialExited("e3", 13, failed=False)) == []
+    assert searcher.on_event(searchers.TrialExited("e3", 13, failed=False)) == []
     assert searcher.progress() == pytest.approx(4 / 5)
-    assert searcher.on_event(TrialExited("e4", 14, failed=False)) == [Shutdown(failure=False)]
+    assert searcher.on_event(searchers.TrialExited("e4", 14, failed=False)) == [
+        searchers.Shutdown(failure=False)
+    ]
     assert searcher.progress() == 1.0
 
 
 def test_grid_unlimited_concurrency_and_failure_when_every_trial_failed() -> None:
     space = {"a": {"type": "int", "minval": 0, "maxval": 2, "count": 3}}
-    searcher = new_searcher(spec(space, max_concurrent_trials=0, max_length=None))
+    searcher = searchers.new_searcher(spec(space, max_concurrent_trials=0, max_length=None))
     ops = searcher.initial_operations()
-    assert [op.hparams for op in ops if isinstance(op, CreateTrial)] == [{"a": 0}, {"a": 1}, {"a": 2}]
-    assert all(isinstance(op, CreateTrial) and op.length is None for op in ops)
+    assert [op.hparams for op in ops if isinstance(op, searchers.CreateTrial)] == [
+        {"a": 0},
+        {"a": 1},
+        {"a": 2},
+    ]
+    assert all(isinstance(op, searchers.CreateTrial) and op.length is None for op in ops)
     for i in range(3):
-        searcher.on_event(TrialCreated(f"c{i}", f"grid-{i}", i))
-    assert searcher.on_event(TrialExited("e0", 0, failed=True)) == []
-    assert searcher.on_event(TrialExited("e1", 1, failed=True)) == []
-    assert searcher.on_event(TrialExited("e2", 2, failed=True)) == [Shutdown(failure=True)]
+        searcher.on_event(searchers.TrialCreated(f"c{i}", f"grid-{i}", i))
+    assert searcher.on_event(searchers.TrialExited("e0", 0, failed=True)) == []
+    assert searcher.on_event(searchers.TrialExited("e1", 1, failed=True)) == []
+    assert searcher.on_event(searchers.TrialExited("e2", 2, failed=True)) == [
+        searchers.Shutdown(failure=True)
+    ]

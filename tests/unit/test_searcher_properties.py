@@ -17,30 +17,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.domain import hparams
-from chalicelib.domain.searchers import (
-    ContinueTrial,
-    CreateTrial,
-    Event,
-    Operation,
-    PauseTrial,
-    Searcher,
-    SearchSpec,
-    Shutdown,
-    StopTrial,
-    TrialCreated,
-    TrialExited,
-    ValidationReported,
-    new_searcher,
-    restore_searcher,
-)
+from chalicelib.domain import hparams, searchers
 
 RUNNING, PAUSED, STOPPING, EXITED = "running", "paused", "stopping", "exited"
 METRICS = st.one_of(st.sampled_from([0.0, 0.5, 0.5, 1.0]), st.floats(-100, 100, allow_nan=False))
 
 
 @st.composite
-def specs(draw: st.DrawFn) -> SearchSpec:
+def specs(draw: st.DrawFn) -> searchers.SearchSpec:
     name = draw(st.sampled_from(["grid", "random", "tpe", "adaptive_asha", "adaptive_asha"]))
     mct = draw(st.integers(0, 4))
     settings_: dict[str, Any] = {"name": name, "metric": "m", "max_concurrent_trials": mct}
@@ -62,7 +46,9 @@ def specs(draw: st.DrawFn) -> SearchSpec:
         settings_["max_rungs"] = draw(st.integers(1, 4))
         settings_["mode"] = draw(st.sampled_from(["aggressive", "standard", "conservative"]))
         settings_["stop_once"] = draw(st.booleans())
-    return SearchSpec(space=space, settings=settings_, max_length=max_length, seed=draw(st.integers(0, 99)))
+    return searchers.SearchSpec(
+        space=space, settings=settings_, max_length=max_length, seed=draw(st.integers(0, 99))
+    )
 
 
 @dataclass
@@ -77,14 +63,16 @@ class SimTrial:
 class Cluster:
     """Carries out a searcher's operations and checks its promises after each answer."""
 
-    def __init__(self, spec: SearchSpec) -> None:
+    def __init__(self, spec: searchers.SearchSpec) -> None:
         self.spec = spec
-        self.searcher: Searcher = new_searcher(spec)
-        self.shadow: Searcher | None = None  # a restored copy that must answer the next event the same
-        self.pending: list[CreateTrial] = []
+        self.searcher: searchers.Searcher = searchers.new_searcher(spec)
+        self.shadow: searchers.Searcher | None = (
+            None  # a restored copy that must answer the next event the same
+        )
+        self.pending: list[searchers.CreateTrial] = []
         self.trials: dict[int, SimTrial] = {}
         self.request_ids: set[str] = set()
-        self.delivered: list[Event] = []
+        self.delivered: list[searchers.Event] = []
         self.invalid = 0
         self.shutdowns = 0
         self.events = 0
@@ -98,26 +86,26 @@ class Cluster:
     def active(self) -> int:
         return len(self.pending) + sum(1 for t in self.trials.values() if t.status in (RUNNING, STOPPING))
 
-    def apply(self, ops: list[Operation]) -> None:
+    def apply(self, ops: list[searchers.Operation]) -> None:
         for op in ops:
             assert self.shutdowns == 0, f"{op} after shutdown"
-            if isinstance(op, CreateTrial):
+            if isinstance(op, searchers.CreateTrial):
                 assert op.request_id not in self.request_ids
                 self.request_ids.add(op.request_id)
                 self.pending.append(op)
                 continue
-            if isinstance(op, Shutdown):
+            if isinstance(op, searchers.Shutdown):
                 self.shutdowns += 1
                 assert self.active() == 0
                 continue
             trial = self.trials[op.trial_id]
-            if isinstance(op, ContinueTrial):
+            if isinstance(op, searchers.ContinueTrial):
                 assert trial.status in (RUNNING, PAUSED) and op.length > trial.length
                 trial.status, trial.target = RUNNING, op.length
-            elif isinstance(op, PauseTrial):
+            elif isinstance(op, searchers.PauseTrial):
                 assert trial.status == RUNNING
                 trial.status = PAUSED
-            elif isinstance(op, StopTrial):
+            elif isinstance(op, searchers.StopTrial):
                 assert trial.status == RUNNING
                 trial.status = STOPPING
         assert len(self.request_ids) <= self.budget + self.invalid
@@ -125,7 +113,7 @@ class Cluster:
         if mct > 0:
             assert self.active() <= mct
 
-    def deliver(self, event: Event) -> list[Operation]:
+    def deliver(self, event: searchers.Event) -> list[searchers.Operation]:
         shadow_ops = self.shadow.on_event(event) if self.shadow is not None else None
         ops = self.searcher.on_event(event)
         if self.shadow is not None:
@@ -148,11 +136,11 @@ class Cluster:
         op = self.pending.pop(index % len(self.pending))
         trial_id = 1000 + len(self.trials)
         self.trials[trial_id] = SimTrial(trial_id, op.request_id, op.length or 10)
-        self.deliver(TrialCreated(f"created-{op.request_id}", op.request_id, trial_id))
+        self.deliver(searchers.TrialCreated(f"created-{op.request_id}", op.request_id, trial_id))
 
     def validate(self, trial: SimTrial, length: int, metric: float) -> None:
         trial.length = max(trial.length, length)
-        ops = self.deliver(ValidationReported(self.event_id(), trial.trial_id, length, metric))
+        ops = self.deliver(searchers.ValidationReported(self.event_id(), trial.trial_id, length, metric))
         answered = any(getattr(op, "trial_id", None) == trial.trial_id for op in ops)
         if trial.status == RUNNING and length >= trial.target and not answered:
             trial.status = STOPPING  # reached its target and no word: the service stops it
@@ -161,7 +149,7 @@ class Cluster:
         trial.status = EXITED
         self.invalid += kind == "invalid"
         self.deliver(
-            TrialExited(
+            searchers.TrialExited(
                 self.event_id(), trial.trial_id, failed=kind == "failed", invalid_hp=kind == "invalid"
             )
         )
@@ -173,7 +161,7 @@ class Cluster:
 
     def restore(self) -> None:
         snapshot = json.loads(json.dumps(self.searcher.snapshot(), allow_nan=False))
-        self.shadow = restore_searcher(snapshot, self.spec)
+        self.shadow = searchers.restore_searcher(snapshot, self.spec)
         assert self.shadow.snapshot() == snapshot == self.searcher.snapshot()
         assert self.shadow.initial_operations() == []
 
@@ -197,7 +185,9 @@ class Cluster:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(), data=st.data())
-def test_searchers_keep_their_promises_under_any_interleaving(spec: SearchSpec, data: st.DataObject) -> None:
+def test_searchers_keep_their_promises_under_any_interleaving(
+    spec: searchers.SearchSpec, data: st.DataObject
+) -> None:
     cluster = Cluster(spec)
     for _ in range(data.draw(st.integers(0, 40), label="steps")):
         if cluster.shutdowns:

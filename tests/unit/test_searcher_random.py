@@ -4,17 +4,7 @@ import json
 
 import pytest
 
-from chalicelib.domain.searchers import (
-    CreateTrial,
-    RandomSearcher,
-    SearchSpec,
-    Shutdown,
-    TrialCreated,
-    TrialExited,
-    ValidationReported,
-    new_searcher,
-    restore_searcher,
-)
+from chalicelib.domain import searchers
 
 SPACE = {
     "lr": {"type": "log", "base": 10, "minval": -4, "maxval": -1},
@@ -23,30 +13,30 @@ SPACE = {
 }
 
 
-def spec(max_trials: int = 5, max_concurrent_trials: int | None = 2, seed: int = 7) -> SearchSpec:
+def spec(max_trials: int = 5, max_concurrent_trials: int | None = 2, seed: int = 7) -> searchers.SearchSpec:
     settings: dict[str, object] = {"name": "random", "metric": "loss", "max_trials": max_trials}
     if max_concurrent_trials is not None:
         settings["max_concurrent_trials"] = max_concurrent_trials
-    return SearchSpec(space=SPACE, settings=settings, max_length=200, seed=seed)
+    return searchers.SearchSpec(space=SPACE, settings=settings, max_length=200, seed=seed)
 
 
-def creates(ops: list[object]) -> list[CreateTrial]:
-    return [op for op in ops if isinstance(op, CreateTrial)]
+def creates(ops: list[object]) -> list[searchers.CreateTrial]:
+    return [op for op in ops if isinstance(op, searchers.CreateTrial)]
 
 
 def test_hparams_are_reproducible_from_the_seed_and_request_number() -> None:
-    a = new_searcher(spec(max_trials=4, max_concurrent_trials=0)).initial_operations()
-    b = new_searcher(spec(max_trials=4, max_concurrent_trials=0)).initial_operations()
+    a = searchers.new_searcher(spec(max_trials=4, max_concurrent_trials=0)).initial_operations()
+    b = searchers.new_searcher(spec(max_trials=4, max_concurrent_trials=0)).initial_operations()
     assert a == b and len(a) == 4
     assert [op.request_id for op in creates(a)] == ["random-0", "random-1", "random-2", "random-3"]
     assert len({json.dumps(op.hparams, sort_keys=True) for op in creates(a)}) == 4
-    other = new_searcher(spec(max_trials=4, max_concurrent_trials=0, seed=8)).initial_operations()
+    other = searchers.new_searcher(spec(max_trials=4, max_concurrent_trials=0, seed=8)).initial_operations()
     assert other != a
     # the third trial's hparams do not depend on how many were created at once
-    serial = new_searcher(spec(max_trials=4, max_concurrent_trials=1))
+    serial = searchers.new_searcher(spec(max_trials=4, max_concurrent_trials=1))
     first = creates(serial.initial_operations())
-    serial.on_event(TrialCreated("c0", "random-0", 1))
-    second = creates(serial.on_event(TrialExited("e0", 1, failed=False)))
+    serial.on_event(searchers.TrialCreated("c0", "random-0", 1))
+    second = creates(serial.on_event(searchers.TrialExited("e0", 1, failed=False)))
     assert [op.hparams for op in first + second] == [op.hparams for op in creates(a)[:2]]
     for op in creates(a):
         assert 1e-4 <= op.hparams["lr"] <= 1e-1 and 1 <= op.hparams["layers"] <= 8
@@ -54,41 +44,45 @@ def test_hparams_are_reproducible_from_the_seed_and_request_number() -> None:
 
 
 def test_default_concurrency_is_16() -> None:
-    searcher = new_searcher(spec(max_trials=40, max_concurrent_trials=None))
-    assert isinstance(searcher, RandomSearcher)
+    searcher = searchers.new_searcher(spec(max_trials=40, max_concurrent_trials=None))
+    assert isinstance(searcher, searchers.RandomSearcher)
     assert len(creates(searcher.initial_operations())) == 16
 
 
 def test_concurrency_refill_invalid_hp_replacement_and_shutdown() -> None:
-    searcher = new_searcher(spec(max_trials=3, max_concurrent_trials=2))
+    searcher = searchers.new_searcher(spec(max_trials=3, max_concurrent_trials=2))
     assert [op.request_id for op in creates(searcher.initial_operations())] == ["random-0", "random-1"]
-    searcher.on_event(TrialCreated("c0", "random-0", 10))
-    searcher.on_event(TrialCreated("c1", "random-1", 11))
-    assert searcher.on_event(ValidationReported("v0", 10, 100, 1.5)) == []
+    searcher.on_event(searchers.TrialCreated("c0", "random-0", 10))
+    searcher.on_event(searchers.TrialCreated("c1", "random-1", 11))
+    assert searcher.on_event(searchers.ValidationReported("v0", 10, 100, 1.5)) == []
     assert searcher.progress() == pytest.approx((100 / 200) / 3)
     # invalid_hp: replaced, and the replacement does not use the budget
-    ops = searcher.on_event(TrialExited("e1", 11, failed=False, invalid_hp=True))
+    ops = searcher.on_event(searchers.TrialExited("e1", 11, failed=False, invalid_hp=True))
     assert [op.request_id for op in creates(ops)] == ["random-2"]
-    searcher.on_event(TrialCreated("c2", "random-2", 12))
-    ops = searcher.on_event(TrialExited("e0", 10, failed=True))  # failed: counts as done
+    searcher.on_event(searchers.TrialCreated("c2", "random-2", 12))
+    ops = searcher.on_event(searchers.TrialExited("e0", 10, failed=True))  # failed: counts as done
     assert [op.request_id for op in creates(ops)] == ["random-3"]
-    searcher.on_event(TrialCreated("c3", "random-3", 13))
-    assert searcher.on_event(TrialExited("e2", 12, failed=False)) == []
+    searcher.on_event(searchers.TrialCreated("c3", "random-3", 13))
+    assert searcher.on_event(searchers.TrialExited("e2", 12, failed=False)) == []
     snapshot = json.loads(json.dumps(searcher.snapshot()))
-    restored = restore_searcher(snapshot, spec(max_trials=3, max_concurrent_trials=2))
+    restored = searchers.restore_searcher(snapshot, spec(max_trials=3, max_concurrent_trials=2))
     assert restored.snapshot() == searcher.snapshot()
-    assert restored.on_event(TrialExited("e3", 13, failed=False)) == [Shutdown(failure=False)]
-    assert searcher.on_event(TrialExited("e3", 13, failed=False)) == [Shutdown(failure=False)]
-    assert searcher.on_event(TrialExited("e3", 13, failed=False)) == []
+    assert restored.on_event(searchers.TrialExited("e3", 13, failed=False)) == [
+        searchers.Shutdown(failure=False)
+    ]
+    assert searcher.on_event(searchers.TrialExited("e3", 13, failed=False)) == [
+        searchers.Shutdown(failure=False)
+    ]
+    assert searcher.on_event(searchers.TrialExited("e3", 13, failed=False)) == []
     assert searcher.progress() == 1.0
 
 
 def test_events_for_unknown_trials_are_ignored() -> None:
-    searcher = new_searcher(spec(max_trials=1, max_concurrent_trials=1))
+    searcher = searchers.new_searcher(spec(max_trials=1, max_concurrent_trials=1))
     searcher.initial_operations()
     before = searcher.snapshot()
-    assert searcher.on_event(TrialCreated("x", "random-99", 5)) == []
-    assert searcher.on_event(TrialExited("y", 5, failed=False)) == []
+    assert searcher.on_event(searchers.TrialCreated("x", "random-99", 5)) == []
+    assert searcher.on_event(searchers.TrialExited("y", 5, failed=False)) == []
     assert {k: v for k, v in searcher.snapshot().items() if k != "seen_events"} == {
         k: v for k, v in before.items() if k != "seen_events"
     }

@@ -2,17 +2,7 @@ from __future__ import annotations
 
 import random
 
-from chalicelib.domain import hparams
-from chalicelib.domain.searchers import (
-    CreateTrial,
-    SearchSpec,
-    Shutdown,
-    TrialCreated,
-    TrialExited,
-    ValidationReported,
-    new_searcher,
-    restore_searcher,
-)
+from chalicelib.domain import hparams, searchers
 
 SPACE = {
     "lr": {"type": "log", "base": 10, "minval": -4, "maxval": -1},
@@ -22,7 +12,9 @@ SPACE = {
     "batch_size": 32,
     "const": {"type": "const", "val": 7},
 }
-SPEC = SearchSpec(space=SPACE, settings={"name": "single", "metric": "loss"}, max_length=100, seed=1)
+SPEC = searchers.SearchSpec(
+    space=SPACE, settings={"name": "single", "metric": "loss"}, max_length=100, seed=1
+)
 
 
 def test_sampling_follows_determineds_rules_and_is_reproducible():
@@ -40,21 +32,25 @@ def test_sampling_follows_determineds_rules_and_is_reproducible():
 
 
 def test_single_creates_one_trial_to_max_length_then_shuts_down_once():
-    searcher = new_searcher(SPEC)
+    searcher = searchers.new_searcher(SPEC)
     ops = searcher.initial_operations()
-    assert len(ops) == 1 and isinstance(ops[0], CreateTrial) and ops[0].length == 100
-    assert searcher.on_event(TrialCreated("created-single-0", "single-0", 11)) == []
+    assert len(ops) == 1 and isinstance(ops[0], searchers.CreateTrial) and ops[0].length == 100
+    assert searcher.on_event(searchers.TrialCreated("created-single-0", "single-0", 11)) == []
     assert searcher.initial_operations() == []  # already created: a replayed start creates nothing
-    assert searcher.on_event(ValidationReported("v-11-100", 11, 100, 0.5)) == []
-    assert searcher.on_event(TrialExited("exit-11.1", 11, failed=False)) == [Shutdown(failure=False)]
-    assert searcher.on_event(TrialExited("exit-11.1", 11, failed=False)) == []  # duplicate delivery
+    assert searcher.on_event(searchers.ValidationReported("v-11-100", 11, 100, 0.5)) == []
+    assert searcher.on_event(searchers.TrialExited("exit-11.1", 11, failed=False)) == [
+        searchers.Shutdown(failure=False)
+    ]
+    assert searcher.on_event(searchers.TrialExited("exit-11.1", 11, failed=False)) == []  # duplicate delivery
     assert searcher.progress() == 1.0
 
 
 def test_single_reports_failure_and_snapshot_round_trips():
-    searcher = new_searcher(SPEC)
+    searcher = searchers.new_searcher(SPEC)
     searcher.initial_operations()
-    searcher.on_event(TrialCreated("c", "single-0", 4))
-    restored = restore_searcher(searcher.snapshot(), SPEC)
+    searcher.on_event(searchers.TrialCreated("c", "single-0", 4))
+    restored = searchers.restore_searcher(searcher.snapshot(), SPEC)
     assert restored.snapshot() == searcher.snapshot()
-    assert restored.on_event(TrialExited("exit-4.2", 4, failed=True)) == [Shutdown(failure=True)]
+    assert restored.on_event(searchers.TrialExited("exit-4.2", 4, failed=True)) == [
+        searchers.Shutdown(failure=True)
+    ]

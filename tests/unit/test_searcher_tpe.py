@@ -6,19 +6,7 @@ from typing import Any
 
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from chalicelib.domain.searchers import (
-    CreateTrial,
-    Operation,
-    Searcher,
-    SearchSpec,
-    Shutdown,
-    TPESearcher,
-    TrialCreated,
-    TrialExited,
-    ValidationReported,
-    new_searcher,
-    restore_searcher,
-)
+from chalicelib.domain import searchers
 from chalicelib.domain.searchers.tpe import distributions, to_hparams
 
 SPACE = {
@@ -45,7 +33,7 @@ def spec(
     mct: int = 2,
     seed: int = 1,
     **extra: Any,
-) -> SearchSpec:
+) -> searchers.SearchSpec:
     settings = {
         "name": name,
         "metric": "loss",
@@ -53,11 +41,11 @@ def spec(
         "max_concurrent_trials": mct,
         **extra,
     }
-    return SearchSpec(space=space, settings=settings, max_length=50, seed=seed)
+    return searchers.SearchSpec(space=space, settings=settings, max_length=50, seed=seed)
 
 
-def creates(ops: list[Operation]) -> list[CreateTrial]:
-    return [op for op in ops if isinstance(op, CreateTrial)]
+def creates(ops: list[searchers.Operation]) -> list[searchers.CreateTrial]:
+    return [op for op in ops if isinstance(op, searchers.CreateTrial)]
 
 
 def test_determined_types_map_to_optuna_distributions_and_back() -> None:
@@ -79,8 +67,8 @@ def test_determined_types_map_to_optuna_distributions_and_back() -> None:
 
 
 def test_proposals_are_in_the_space_and_reproducible() -> None:
-    a = new_searcher(spec(max_trials=3, mct=0)).initial_operations()
-    assert a == new_searcher(spec(max_trials=3, mct=0)).initial_operations()
+    a = searchers.new_searcher(spec(max_trials=3, mct=0)).initial_operations()
+    assert a == searchers.new_searcher(spec(max_trials=3, mct=0)).initial_operations()
     assert [op.request_id for op in creates(a)] == ["tpe-0", "tpe-1", "tpe-2"]
     for op in creates(a):
         h = op.hparams
@@ -89,7 +77,7 @@ def test_proposals_are_in_the_space_and_reproducible() -> None:
 
 
 def drive(
-    searcher: Searcher, space_metric: Any, *, check_restore_with: SearchSpec | None = None
+    searcher: searchers.Searcher, space_metric: Any, *, check_restore_with: searchers.SearchSpec | None = None
 ) -> list[float]:
     """Run a searcher to the end, one trial at a time in creation order; returns the values seen."""
     values: list[float] = []
@@ -99,14 +87,16 @@ def drive(
         op = pending.pop(0)
         trial_id += 1
         events: list[Any] = [
-            TrialCreated(f"c{trial_id}", op.request_id, trial_id),
-            ValidationReported(f"v{trial_id}", trial_id, 50, space_metric(op.hparams)),
-            TrialExited(f"e{trial_id}", trial_id, failed=False),
+            searchers.TrialCreated(f"c{trial_id}", op.request_id, trial_id),
+            searchers.ValidationReported(f"v{trial_id}", trial_id, 50, space_metric(op.hparams)),
+            searchers.TrialExited(f"e{trial_id}", trial_id, failed=False),
         ]
         values.append(space_metric(op.hparams))
         for event in events:
             if check_restore_with is not None:
-                restored = restore_searcher(json.loads(json.dumps(searcher.snapshot())), check_restore_with)
+                restored = searchers.restore_searcher(
+                    json.loads(json.dumps(searcher.snapshot())), check_restore_with
+                )
                 assert restored.on_event(event) == (ops := searcher.on_event(event))
                 assert restored.snapshot() == searcher.snapshot()
             else:
@@ -117,30 +107,32 @@ def drive(
 
 def test_a_restored_searcher_proposes_exactly_what_the_original_would_have() -> None:
     s = spec(space=QUADRATIC, max_trials=14, mct=2, seed=5)
-    searcher = new_searcher(s)
+    searcher = searchers.new_searcher(s)
 
     def quadratic(h: dict[str, Any]) -> float:
         return float((h["x"] - 0.5) ** 2 + (h["y"] + 0.5) ** 2)
 
     values = drive(searcher, quadratic, check_restore_with=s)
     assert len(values) == 14
-    assert isinstance(searcher, TPESearcher) and searcher.progress() == 1.0
+    assert isinstance(searcher, searchers.TPESearcher) and searcher.progress() == 1.0
     assert searcher.snapshot()["requests"][-1]["extra"]["params"].keys() == {"x", "y"}
 
 
 def test_failed_and_invalid_trials_and_shutdown() -> None:
-    searcher = new_searcher(spec(max_trials=2, mct=1))
+    searcher = searchers.new_searcher(spec(max_trials=2, mct=1))
     assert len(creates(searcher.initial_operations())) == 1
-    searcher.on_event(TrialCreated("c1", "tpe-0", 1))
-    ops = searcher.on_event(TrialExited("e1", 1, failed=False, invalid_hp=True))
+    searcher.on_event(searchers.TrialCreated("c1", "tpe-0", 1))
+    ops = searcher.on_event(searchers.TrialExited("e1", 1, failed=False, invalid_hp=True))
     assert [op.request_id for op in creates(ops)] == ["tpe-1"]  # replaced, budget untouched
-    searcher.on_event(TrialCreated("c2", "tpe-1", 2))
-    ops = searcher.on_event(TrialExited("e2", 2, failed=True))  # no metric: a failed optuna trial
+    searcher.on_event(searchers.TrialCreated("c2", "tpe-1", 2))
+    ops = searcher.on_event(searchers.TrialExited("e2", 2, failed=True))  # no metric: a failed optuna trial
     assert [op.request_id for op in creates(ops)] == ["tpe-2"]
-    searcher.on_event(TrialCreated("c3", "tpe-2", 3))
-    assert searcher.on_event(ValidationReported("v3", 3, 50, 0.1)) == []
-    assert searcher.on_event(TrialExited("e3", 3, failed=False)) == [Shutdown(failure=False)]
-    assert isinstance(searcher, TPESearcher)
+    searcher.on_event(searchers.TrialCreated("c3", "tpe-2", 3))
+    assert searcher.on_event(searchers.ValidationReported("v3", 3, 50, 0.1)) == []
+    assert searcher.on_event(searchers.TrialExited("e3", 3, failed=False)) == [
+        searchers.Shutdown(failure=False)
+    ]
+    assert isinstance(searcher, searchers.TPESearcher)
     states = [t.state.name for t in searcher.study().trials]
     assert states == ["FAIL", "FAIL", "COMPLETE"]
 
@@ -151,9 +143,11 @@ def test_tpe_beats_random_on_an_easy_quadratic() -> None:
 
     tpe_best, random_best = [], []
     for seed in (1, 2, 3):
-        tpe_values = drive(new_searcher(spec(space=QUADRATIC, max_trials=40, mct=1, seed=seed)), quadratic)
+        tpe_values = drive(
+            searchers.new_searcher(spec(space=QUADRATIC, max_trials=40, mct=1, seed=seed)), quadratic
+        )
         random_values = drive(
-            new_searcher(spec("random", QUADRATIC, max_trials=40, mct=1, seed=seed)), quadratic
+            searchers.new_searcher(spec("random", QUADRATIC, max_trials=40, mct=1, seed=seed)), quadratic
         )
         tpe_best.append(min(tpe_values))
         random_best.append(min(random_values))
@@ -167,6 +161,8 @@ def test_maximising_follows_smaller_is_better_false() -> None:
     def peak(h: dict[str, Any]) -> float:
         return -math.hypot(h["x"] - 1.0, h["y"] - 1.0)
 
-    values = drive(new_searcher(spec(space=QUADRATIC, max_trials=30, mct=1, smaller_is_better=False)), peak)
+    values = drive(
+        searchers.new_searcher(spec(space=QUADRATIC, max_trials=30, mct=1, smaller_is_better=False)), peak
+    )
     assert max(values[15:]) > -0.3
     assert sum(values[15:]) / 15 > sum(values[:10]) / 10
