@@ -34,9 +34,9 @@ def tar_members(data: bytes) -> list[tarfile.TarInfo]:
 # ignore rules
 
 
-def test_always_ignored_names_are_never_shipped_even_when_negated(tmp_path: Path, make_tree) -> None:
-    root = make_tree(
-        tmp_path / "ctx",
+# Each case: the files of a context folder (.detignore among them) and the names packed.
+IGNORE_RULES = [
+    pytest.param(
         {
             "model.py": "x",
             "model.pyc": "x",
@@ -48,18 +48,13 @@ def test_always_ignored_names_are_never_shipped_even_when_negated(tmp_path: Path
             "pkg/mod.py": "x",
             ".detignore": "!*.pyc\n!__pycache__/\n!.git/\n",
         },
-    )
-    assert names(root) == ["model.py", "pkg/mod.py"]
-
-
-def test_detignore_itself_is_not_shipped(tmp_path: Path, make_tree) -> None:
-    root = make_tree(tmp_path / "ctx", {"train.py": "x", ".detignore": "*.log\n"})
-    assert names(root) == ["train.py"]
-
-
-def test_negation_reincludes_a_file(tmp_path: Path, make_tree) -> None:
-    root = make_tree(
-        tmp_path / "ctx",
+        ["model.py", "pkg/mod.py"],
+        id="always_ignored_names_are_never_shipped_even_when_negated",
+    ),
+    pytest.param(
+        {"train.py": "x", ".detignore": "*.log\n"}, ["train.py"], id="detignore_itself_is_not_shipped"
+    ),
+    pytest.param(
         {
             "run.log": "",
             "keep.log": "",
@@ -68,18 +63,11 @@ def test_negation_reincludes_a_file(tmp_path: Path, make_tree) -> None:
             "a.py": "",
             ".detignore": "*.log\n!keep.log\n",
         },
-    )
-    assert names(root) == ["a.py", "keep.log", "sub/keep.log"]
-
-
-def test_later_line_wins(tmp_path: Path, make_tree) -> None:
-    root = make_tree(tmp_path / "ctx", {"keep.log": "", ".detignore": "!keep.log\n*.log\n"})
-    assert names(root) == []
-
-
-def test_dir_only_pattern_excludes_folders_but_not_files_of_that_name(tmp_path: Path, make_tree) -> None:
-    root = make_tree(
-        tmp_path / "ctx",
+        ["a.py", "keep.log", "sub/keep.log"],
+        id="negation_reincludes_a_file",
+    ),
+    pytest.param({"keep.log": "", ".detignore": "!keep.log\n*.log\n"}, [], id="later_line_wins"),
+    pytest.param(
         {
             "build/out.o": "",
             "src/build/gen.c": "",
@@ -87,13 +75,10 @@ def test_dir_only_pattern_excludes_folders_but_not_files_of_that_name(tmp_path: 
             "tools/build": "a file named build",
             ".detignore": "build/\n",
         },
-    )
-    assert names(root) == ["src/main.c", "tools/build"]
-
-
-def test_anchored_patterns_match_from_the_root_only(tmp_path: Path, make_tree) -> None:
-    root = make_tree(
-        tmp_path / "ctx",
+        ["src/main.c", "tools/build"],
+        id="dir_only_pattern_excludes_folders_but_not_files_of_that_name",
+    ),
+    pytest.param(
         {
             "top.txt": "",
             "sub/top.txt": "",
@@ -101,13 +86,10 @@ def test_anchored_patterns_match_from_the_root_only(tmp_path: Path, make_tree) -
             "a/sub/x.txt": "",
             ".detignore": "/top.txt\nsub/x.txt\n",
         },
-    )
-    assert names(root) == ["a/sub/x.txt", "sub/top.txt"]
-
-
-def test_double_star_patterns(tmp_path: Path, make_tree) -> None:
-    root = make_tree(
-        tmp_path / "ctx",
+        ["a/sub/x.txt", "sub/top.txt"],
+        id="anchored_patterns_match_from_the_root_only",
+    ),
+    pytest.param(
         {
             "a/b": "",
             "a/x/b": "",
@@ -119,38 +101,26 @@ def test_double_star_patterns(tmp_path: Path, make_tree) -> None:
             "c.tmp": "",
             ".detignore": "a/**/b\nlogs/**\n**/deep/*.tmp\n",
         },
-    )
-    assert names(root) == ["b", "c.tmp", "x/a/b"]
-
-
-def test_wildcards_do_not_cross_folders(tmp_path: Path, make_tree) -> None:
-    root = make_tree(
-        tmp_path / "ctx",
+        ["b", "c.tmp", "x/a/b"],
+        id="double_star_patterns",
+    ),
+    pytest.param(
         {"data/x.bin": "", "data/sub/y.bin": "", "data/z.txt": "", ".detignore": "data/*.bin\n"},
-    )
-    assert names(root) == ["data/sub/y.bin", "data/z.txt"]
-
-
-def test_files_below_an_excluded_folder_cannot_be_reincluded(tmp_path: Path, make_tree) -> None:
+        ["data/sub/y.bin", "data/z.txt"],
+        id="wildcards_do_not_cross_folders",
+    ),
     # git: "It is not possible to re-include a file if a parent directory of that file is excluded."
-    root = make_tree(
-        tmp_path / "ctx",
+    pytest.param(
         {"data/keep.txt": "", "data/big.bin": "", "main.py": "", ".detignore": "data/\n!data/keep.txt\n"},
-    )
-    assert names(root) == ["main.py"]
-
-
-def test_contents_of_a_folder_can_be_excluded_and_one_file_kept(tmp_path: Path, make_tree) -> None:
-    root = make_tree(
-        tmp_path / "ctx",
+        ["main.py"],
+        id="files_below_an_excluded_folder_cannot_be_reincluded",
+    ),
+    pytest.param(
         {"data/keep.txt": "", "data/big.bin": "", ".detignore": "data/*\n!data/keep.txt\n"},
-    )
-    assert names(root) == ["data/keep.txt"]
-
-
-def test_comments_blank_lines_escapes_and_trailing_spaces(tmp_path: Path, make_tree) -> None:
-    root = make_tree(
-        tmp_path / "ctx",
+        ["data/keep.txt"],
+        id="contents_of_a_folder_can_be_excluded_and_one_file_kept",
+    ),
+    pytest.param(
         {
             "#notes": "",
             "!important": "",
@@ -158,8 +128,15 @@ def test_comments_blank_lines_escapes_and_trailing_spaces(tmp_path: Path, make_t
             "spaced.txt": "",
             ".detignore": "# a comment\n\n\\#notes\n\\!important\nspaced.txt   \n",
         },
-    )
-    assert names(root) == ["plain.txt"]
+        ["plain.txt"],
+        id="comments_blank_lines_escapes_and_trailing_spaces",
+    ),
+]
+
+
+@pytest.mark.parametrize(("files", "packed"), IGNORE_RULES)
+def test_ignore_rules(tmp_path: Path, make_tree, files: dict[str, str], packed: list[str]) -> None:
+    assert names(make_tree(tmp_path / "ctx", files)) == packed
 
 
 def test_excluded_folders_are_not_walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_tree) -> None:
