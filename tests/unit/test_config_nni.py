@@ -322,31 +322,36 @@ def test_search_space_types(spec: dict[str, Any], expected: dict[str, Any], warn
     assert bool(warnings_about(translation, "searchSpace.p")) is warns
 
 
-def test_quantised_and_normal_warnings_say_what_changed() -> None:
-    quniform = space_of({"_type": "quniform", "_value": [0, 10, 2.5]})
-    qlog = space_of({"_type": "qloguniform", "_value": [1, 1000, 1]})
-    normal = space_of({"_type": "normal", "_value": [0, 1]})
-    qnormal = space_of({"_type": "qnormal", "_value": [0, 1, 2]})
-    lognormal = space_of({"_type": "lognormal", "_value": [0, 1]})
-
-    assert warnings_about(quniform, "searchSpace.p") == [
-        "searchSpace.p: quniform: sampled as one of its 5 grid points (a categorical: the searcher "
-        "treats them as unordered)"
-    ]
-    assert warnings_about(qlog, "searchSpace.p") == [
-        "searchSpace.p: qloguniform: values are not rounded to multiples of q=1"
-    ]
-    assert warnings_about(normal, "searchSpace.p") == [
-        "searchSpace.p: normal: sampled uniformly over mu ± 3·sigma = [-3, 3], not normally"
-    ]
-    assert warnings_about(qnormal, "searchSpace.p") == [
-        "searchSpace.p: qnormal: sampled uniformly over mu ± 3·sigma = [-4, 4], not normally, "
-        "sampled as one of its 5 grid points (a categorical: the searcher treats them as unordered)"
-    ]
-    assert warnings_about(lognormal, "searchSpace.p") == [
-        "searchSpace.p: lognormal: sampled log-uniformly over exp(mu ± 3·sigma) = [0.0497871, 20.0855], "
-        "not log-normally"
-    ]
+@pytest.mark.parametrize(
+    ("spec", "warning"),
+    [
+        (
+            {"_type": "quniform", "_value": [0, 10, 2.5]},
+            "quniform: sampled as one of its 5 grid points (a categorical: the searcher treats them as "
+            "unordered)",
+        ),
+        (
+            {"_type": "qloguniform", "_value": [1, 1000, 1]},
+            "qloguniform: values are not rounded to multiples of q=1",
+        ),
+        (
+            {"_type": "normal", "_value": [0, 1]},
+            "normal: sampled uniformly over mu ± 3·sigma = [-3, 3], not normally",
+        ),
+        (
+            {"_type": "qnormal", "_value": [0, 1, 2]},
+            "qnormal: sampled uniformly over mu ± 3·sigma = [-4, 4], not normally, sampled as one of its 5 "
+            "grid points (a categorical: the searcher treats them as unordered)",
+        ),
+        (
+            {"_type": "lognormal", "_value": [0, 1]},
+            "lognormal: sampled log-uniformly over exp(mu ± 3·sigma) = [0.0497871, 20.0855], not log-normally",
+        ),
+    ],
+    ids=["quniform", "qloguniform", "normal", "qnormal", "lognormal"],
+)
+def test_quantised_and_normal_warnings_say_what_changed(spec: dict[str, Any], warning: str) -> None:
+    assert warnings_about(space_of(spec), "searchSpace.p") == [f"searchSpace.p: {warning}"]
 
 
 def test_a_grid_of_more_than_max_points_is_not_enumerated() -> None:
@@ -592,18 +597,21 @@ def test_grid_search_counts_axes_and_ignores_max_trials() -> None:
         "smaller_is_better": True,
         "max_concurrent_trials": 2,
     }
-    assert warnings_about(translation, "searchSpace.layers") == []
-    assert warnings_about(translation, "searchSpace.units") == [
-        "searchSpace.units: GridSearch: 99 integers; the grid takes 10 evenly spaced ones (use choice "
-        "for an exact grid)"
-    ]
-    assert warnings_about(translation, "searchSpace.dropout") == [
-        "searchSpace.dropout: GridSearch: a continuous range; the grid takes 5 evenly spaced values "
-        "(use choice or quniform for an exact grid)"
-    ]
-    assert warnings_about(translation, "maxTrialNumber") == [
-        "maxTrialNumber: ignored with GridSearch: the grid searcher runs every grid point once"
-    ]
+    expected = {
+        "searchSpace.layers": [],
+        "searchSpace.units": [
+            "searchSpace.units: GridSearch: 99 integers; the grid takes 10 evenly spaced ones (use choice "
+            "for an exact grid)"
+        ],
+        "searchSpace.dropout": [
+            "searchSpace.dropout: GridSearch: a continuous range; the grid takes 5 evenly spaced values "
+            "(use choice or quniform for an exact grid)"
+        ],
+        "maxTrialNumber": [
+            "maxTrialNumber: ignored with GridSearch: the grid searcher runs every grid point once"
+        ],
+    }
+    assert {path: warnings_about(translation, path) for path in expected} == expected
 
 
 def test_batch_tuner_runs_as_a_grid() -> None:
