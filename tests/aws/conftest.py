@@ -17,6 +17,7 @@ import pytest
 
 from chalicelib import wiring
 from chalicelib.aws import aws_ports
+from chalicelib.memory import memory_ports
 from chalicelib.services import experiments, runs, scheduler, searching
 from chalicelib.services.ports import Ports
 from contract import messages
@@ -168,3 +169,12 @@ def stack(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     wiring.reset()
     yield Stack(names=names, env=env, ports=aws_ports(), endpoint=moto_url)
     wiring.reset()
+
+
+@pytest.fixture(params=["aws", "memory"])
+def ports(request: pytest.FixtureRequest) -> Ports:
+    """The ports a test of the adapters runs on, once each: the AWS adapters on moto (the `stack`), then
+    the in-memory twins."""
+    if request.param == "memory":
+        return memory_ports()
+    return request.getfixturevalue("stack").ports

@@ -10,17 +10,8 @@ import httpx
 import pytest
 
 from chalicelib.domain.records import LogLine
-from chalicelib.memory import memory_ports
-from chalicelib.services.ports import Ports
 
 pytestmark = pytest.mark.aws
-
-
-@pytest.fixture(params=["cloudwatch", "memory"])
-def ports(request: pytest.FixtureRequest) -> Ports:
-    if request.param == "memory":
-        return memory_ports()
-    return request.getfixturevalue("stack").ports
 
 
 def test_presigned_urls_move_bytes_without_the_api(stack):

@@ -85,6 +85,21 @@ def _launched(stack, agent: str) -> dict[str, dict]:
     return {s["trial_id"]: s for s in runs.heartbeat(stack.ports, agent, "default", 2, [])["launch"]}
 
 
+def _two_started_trials(stack) -> tuple[Any, tuple[int, int], tuple[Any, Any]]:
+    """CONFIG's experiment with its two trials launched on one 2-slot agent and started: the experiment,
+    the trial ids (A first) and their runs."""
+    p = stack.ports
+    experiment = stack.submit_experiment(CONFIG)
+    runs.heartbeat(p, "agent", "default", 2, [])
+    stack.pump_until(lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
+    specs = _launched(stack, "agent")
+    first, second = sorted(specs)
+    run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
+    for run in (run_a, run_b):
+        runs.started(p, "agent", run.run_id, 1)
+    return experiment, (first, second), (run_a, run_b)
+
+
 def _checkpoint(stack, run, steps: int) -> str:
     import uuid as uuidlib
 
@@ -103,14 +118,7 @@ def test_pause_promote_stop_and_retention(stack, monkeypatch):
     monkeypatch.setitem(searchers.SEARCHERS, "random", Scripted)
     p = stack.ports
 
-    experiment = stack.submit_experiment(CONFIG)
-    runs.heartbeat(p, "agent", "default", 2, [])
-    stack.pump_until(lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
-    specs = _launched(stack, "agent")
-    first, second = sorted(specs)
-    run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
-    for run in (run_a, run_b):
-        runs.started(p, "agent", run.run_id, 1)
+    experiment, (first, second), (run_a, run_b) = _two_started_trials(stack)
 
     # Trial A reaches its rung first: the searcher pauses it; it is told to stop and exits cleanly.
     assert trial_reports.searcher_state(p, run_a) == {"action": "train", "length": 10, "unit": "batches"}
@@ -167,14 +175,7 @@ def test_a_promotion_that_arrives_while_the_trial_is_pausing_resumes_it(stack, m
     monkeypatch.setitem(searchers.SEARCHERS, "random", Scripted)
     p = stack.ports
 
-    stack.submit_experiment(CONFIG)
-    runs.heartbeat(p, "agent", "default", 2, [])
-    stack.pump_until(lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
-    specs = _launched(stack, "agent")
-    first, second = sorted(specs)
-    run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
-    for run in (run_a, run_b):
-        runs.started(p, "agent", run.run_id, 1)
+    _, (first, _), (run_a, run_b) = _two_started_trials(stack)
 
     trial_reports.report_metrics(p, run_a, "validation", 10, {"loss": 0.3})
     stack.pump_until(lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop")  # A is told to pause

@@ -9,17 +9,8 @@ import pytest
 
 from chalicelib.domain.records import Checkpoint, Experiment, Trial
 from chalicelib.domain.run_records import Run
-from chalicelib.memory import memory_ports
-from chalicelib.services.ports import Ports
 
 pytestmark = pytest.mark.aws
-
-
-@pytest.fixture(params=["dynamodb", "memory"])
-def ports(request: pytest.FixtureRequest) -> Ports:
-    if request.param == "memory":
-        return memory_ports()
-    return request.getfixturevalue("stack").ports
 
 
 def _experiment(ports, experiment_id=1, state="ACTIVE"):
