@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
 from det import cli
 from det._runtime import Runtime
@@ -122,16 +123,31 @@ def test_local_test_mode_passes(tmp_path: Path) -> None:
     assert sorted(p.name for p in ctx.iterdir()) == [".detignore", "data", "startup-hook.sh", "train.py"]
 
 
-def test_local_test_mode_fails_without_a_checkpoint(tmp_path: Path) -> None:
-    config, ctx = _local_project(tmp_path, "python3 train.py training validation")
+@pytest.mark.parametrize(
+    ("entrypoint", "out_end", "err_end"),
+    [
+        pytest.param(
+            "python3 train.py training validation",
+            "reported validation\nLocal test failed at checkpointing: the script saved no checkpoint\n",
+            ["[✗] checkpointing"],
+            id="without_a_checkpoint",
+        ),
+        pytest.param(
+            "python3 train.py training exit=3",
+            "reported training\nLocal test failed at validation: the entrypoint exited with code 3\n",
+            ["[✓] training", "[✗] validation", "[✗] checkpointing"],
+            id="when_the_script_fails",
+        ),
+    ],
+)
+def test_local_test_mode_fails(tmp_path: Path, entrypoint: str, out_end: str, err_end: list[str]) -> None:
+    config, ctx = _local_project(tmp_path, entrypoint)
 
     result = run_local(config, ctx)
 
     assert result.code == 1
-    assert result.out.endswith(
-        "reported validation\nLocal test failed at checkpointing: the script saved no checkpoint\n"
-    )
-    assert result.err.splitlines()[-1] == "[✗] checkpointing"
+    assert result.out.endswith(out_end)
+    assert result.err.splitlines()[-len(err_end) :] == err_end
 
 
 def test_local_training_counts_after_a_validation_and_a_clean_exit(tmp_path: Path) -> None:
@@ -141,18 +157,6 @@ def test_local_training_counts_after_a_validation_and_a_clean_exit(tmp_path: Pat
 
     assert result.code == 0, result.out + result.err
     assert "[✓] training" in result.err
-
-
-def test_local_test_mode_fails_when_the_script_fails(tmp_path: Path) -> None:
-    config, ctx = _local_project(tmp_path, "python3 train.py training exit=3")
-
-    result = run_local(config, ctx)
-
-    assert result.code == 1
-    assert result.out.endswith(
-        "reported training\nLocal test failed at validation: the entrypoint exited with code 3\n"
-    )
-    assert result.err.splitlines()[-3:] == ["[✓] training", "[✗] validation", "[✗] checkpointing"]
 
 
 def test_local_test_mode_reports_a_failing_startup_hook(tmp_path: Path) -> None:
