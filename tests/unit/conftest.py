@@ -359,6 +359,18 @@ class FakePlane:
         with self.lock:
             return [c for c in self.log if (method in (None, c[0])) and path_part in c[1]]
 
+    def metric_posts(self, group: str) -> list[tuple[int, dict[str, Any]]]:
+        """``(steps_completed, metrics)`` of each metrics report of ``group``, in arrival order."""
+        return [
+            (body["steps_completed"], body["metrics"])
+            for _, _, body in self.calls("POST", f"/trials/{self.trial_id}/metrics")
+            if body["group"] == group
+        ]
+
+    def checkpoint_reports(self) -> list[dict[str, Any]]:
+        """The bodies of the checkpoint reports (``POST /trials/{id}/checkpoints``), not the upload requests."""
+        return [c[2] for c in self.calls("POST") if c[1].endswith(f"/trials/{self.trial_id}/checkpoints")]
+
     def api_calls(self) -> list[tuple[str, str, Any]]:
         return [c for c in self.calls() if c[1].startswith("/v1/") and not c[1].endswith("/heartbeat")]
 

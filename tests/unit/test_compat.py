@@ -55,18 +55,6 @@ def load_example(path: Path, name: str) -> ModuleType:
     return module
 
 
-def metric_posts(plane, group: str) -> list[tuple[int, dict[str, Any]]]:
-    return [
-        (body["steps_completed"], body["metrics"])
-        for _, _, body in plane.calls("POST", f"/trials/{plane.trial_id}/metrics")
-        if body["group"] == group
-    ]
-
-
-def checkpoint_reports(plane) -> list[dict[str, Any]]:
-    return [c[2] for c in plane.calls("POST") if c[1].endswith(f"/trials/{plane.trial_id}/checkpoints")]
-
-
 # --- the agent puts a compatibility folder on PYTHONPATH only for a missing package -----------------
 
 
@@ -195,15 +183,15 @@ def test_core_api_example_runs_the_searchers_operations(
 
     with det.core.init() as core_context:
         example.main(core_context)
-    assert [s for s, _ in metric_posts(plane, "training")] == [25, 50, 75, 100]
-    validations = metric_posts(plane, "validation")
+    assert [s for s, _ in plane.metric_posts("training")] == [25, 50, 75, 100]
+    validations = plane.metric_posts("validation")
     assert [s for s, _ in validations] == [25, 100]
     assert validations[-1][1]["validation_accuracy"] > 0.8
     assert plane.completed == [
         {"length": 25, "metric": validations[0][1]["validation_accuracy"]},
         {"length": 100, "metric": validations[1][1]["validation_accuracy"]},
     ]
-    assert [c["steps_completed"] for c in checkpoint_reports(plane)] == [25, 100]
+    assert [c["steps_completed"] for c in plane.checkpoint_reports()] == [25, 100]
 
 
 def test_core_api_example_checkpoints_when_preempted_and_resumes(
@@ -220,16 +208,16 @@ def test_core_api_example_checkpoints_when_preempted_and_resumes(
     with det.core.init() as core_context:
         assert plane.wait_heartbeats(2)  # the heartbeat's answer has latched preemption
         example.main(core_context)
-    assert [c["steps_completed"] for c in checkpoint_reports(plane)] == [25]
+    assert [c["steps_completed"] for c in plane.checkpoint_reports()] == [25]
     assert plane.completed == []
 
     plane.preempt = False
-    monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", checkpoint_reports(plane)[0]["uuid"])
+    monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", plane.checkpoint_reports()[0]["uuid"])
     with det.core.init() as core_context:
         example.main(core_context)
-    assert [s for s, _ in metric_posts(plane, "training")] == [25, 50, 75, 100]
+    assert [s for s, _ in plane.metric_posts("training")] == [25, 50, 75, 100]
     assert [c["length"] for c in plane.completed] == [100]
-    assert [c["steps_completed"] for c in checkpoint_reports(plane)] == [25, 100]
+    assert [c["steps_completed"] for c in plane.checkpoint_reports()] == [25, 100]
 
 
 def test_invalid_hp_from_a_core_api_script(compat: None, monkeypatch: pytest.MonkeyPatch, plane_kit) -> None:
@@ -269,11 +257,11 @@ def test_pytorch_trial_example_runs_through_determined_pytorch(
     finally:
         sys.modules.pop("model_def", None)
         sys.path.remove(str(EXAMPLES / "determined_trial"))
-    assert [s for s, _ in metric_posts(plane, "training")] == [20, 40, 44, 60, 80, 88, 89]
-    validations = metric_posts(plane, "validation")
+    assert [s for s, _ in plane.metric_posts("training")] == [20, 40, 44, 60, 80, 88, 89]
+    validations = plane.metric_posts("validation")
     assert [s for s, _ in validations] == [44, 88, 89]
     assert plane.completed == [{"length": 89, "metric": validations[-1][1]["validation_accuracy"]}]
-    assert [c["steps_completed"] for c in checkpoint_reports(plane)] == [89]
+    assert [c["steps_completed"] for c in plane.checkpoint_reports()] == [89]
 
 
 # --- NNI ----------------------------------------------------------------------------------------
@@ -306,7 +294,7 @@ def test_nni_calls_map_to_reports_and_the_searcher(
     with pytest.raises(SystemExit) as exited:
         nni.report_intermediate_result({"default": 0.6, "loss": 0.2})
     assert exited.value.code == 0
-    assert metric_posts(plane, "validation") == [(1, {"default": 0.5}), (2, {"default": 0.6, "loss": 0.2})]
+    assert plane.metric_posts("validation") == [(1, {"default": 0.5}), (2, {"default": 0.6, "loss": 0.2})]
     assert [(method, path) for method, path, _ in plane.searcher_calls()] == [
         ("GET", f"/v1/trials/{plane_kit.trial}/searcher"),
         ("POST", f"/v1/trials/{plane_kit.trial}/searcher/completed"),
@@ -328,7 +316,7 @@ def test_nni_final_result_completes_an_open_ended_operation(
         nni.report_final_result({"default": 0.9, "loss": 0.05})
     finally:
         nni.close()
-    assert metric_posts(plane, "validation")[-1] == (3, {"default": 0.9, "loss": 0.05})
+    assert plane.metric_posts("validation")[-1] == (3, {"default": 0.9, "loss": 0.05})
     assert plane.completed == [{"length": 3, "metric": 0.9}]
     with pytest.raises(ValueError, match="default"):
         NniTrial().report_final_result({"accuracy": 1.0})
@@ -348,7 +336,7 @@ def test_nni_exits_when_the_platform_preempts(
     with pytest.raises(SystemExit) as exited:
         nni.report_intermediate_result(0.3)
     assert exited.value.code == 0
-    assert metric_posts(plane, "validation") == [(1, {"default": 0.3})]
+    assert plane.metric_posts("validation") == [(1, {"default": 0.3})]
 
 
 def test_nni_standalone_prints(
@@ -395,7 +383,7 @@ def test_nni_example_runs_on_the_platform(compat: None, monkeypatch: pytest.Monk
         example.main()
     finally:
         fresh.close()
-    validations = metric_posts(plane, "validation")
+    validations = plane.metric_posts("validation")
     assert [s for s, _ in validations] == list(range(1, example.EPOCHS + 2))
     assert validations[-1][1]["default"] > 0.8
     assert plane.completed == [{"length": example.EPOCHS + 1, "metric": validations[-1][1]["default"]}]

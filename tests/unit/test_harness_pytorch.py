@@ -248,21 +248,8 @@ def run_platform(plane, trial_class: type[Regression] = Regression, **fit: Any) 
     return trial
 
 
-def metric_posts(plane, group: str) -> list[tuple[int, dict[str, Any]]]:
-    return [
-        (body["steps_completed"], body["metrics"])
-        for _, _, body in plane.calls("POST", f"/trials/{plane.trial_id}/metrics")
-        if body["group"] == group
-    ]
-
-
-def reports(plane) -> list[tuple[str, str, Any]]:
-    """The checkpoint reports (`POST /trials/{id}/checkpoints`), not the upload requests."""
-    return [c for c in plane.calls("POST") if c[1].endswith(f"/trials/{plane.trial_id}/checkpoints")]
-
-
 def final_state(plane) -> dict[str, Any]:
-    body = reports(plane)[-1][2]
+    body = plane.checkpoint_reports()[-1]
     key = f"bucket/checkpoints/{plane.experiment_id}/{plane.trial_id}/{body['uuid']}/state_dict.pth"
     state: dict[str, Any] = torch.load(io.BytesIO(plane.s3[key]), weights_only=False)
     return state
@@ -273,16 +260,16 @@ def test_operations_drive_training_and_get_the_searcher_metric(on_platform: None
     plane = plane_kit.SearcherPlane([10, 25], config=PLATFORM_CONFIG)
     plane.script = [{"action": "train", "length": 10, "unit": "batches"}, wait]
     run_platform(plane)
-    validations = dict(metric_posts(plane, "validation"))
+    validations = dict(plane.metric_posts("validation"))
     assert sorted(validations) == [10, 20, 25]
     assert plane.completed == [
         {"length": 10, "metric": validations[10]["val_loss"]},
         {"length": 25, "metric": validations[25]["val_loss"]},
     ]
-    assert [s for s, _ in metric_posts(plane, "training")] == [5, 10, 15, 20, 25]
+    assert [s for s, _ in plane.metric_posts("training")] == [5, 10, 15, 20, 25]
     progress = [c[2]["progress"] for c in plane.calls("POST", "/progress")]
     assert progress == [0.5, 1.0, 0.6, 0.8, 1.0]  # batches / the operation's (cumulative) length
-    checkpoints = [c[2]["steps_completed"] for c in reports(plane)]
+    checkpoints = [c["steps_completed"] for c in plane.checkpoint_reports()]
     assert checkpoints == [25]  # once, at the end
 
 
@@ -296,15 +283,15 @@ def test_a_preempted_then_resumed_trial_matches_an_uninterrupted_one(
     first = run_platform(interrupted, PreemptedAt)
     assert first.seen[-1] == (1, 14)  # stopped at the end of the chunk holding batch 14
     assert interrupted.completed == []
-    checkpoint = reports(interrupted)[-1][2]
+    checkpoint = interrupted.checkpoint_reports()[-1]
     assert checkpoint["steps_completed"] == 15 and checkpoint["metadata"]["steps_completed"] == 15
 
     monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", checkpoint["uuid"])
     second = run_platform(interrupted)
     assert second.seen[0] == (1, 15)  # resumed where it stopped, in the same epoch
 
-    assert metric_posts(interrupted, "training") == metric_posts(straight, "training")
-    assert metric_posts(interrupted, "validation") == metric_posts(straight, "validation")
+    assert interrupted.metric_posts("training") == straight.metric_posts("training")
+    assert interrupted.metric_posts("validation") == straight.metric_posts("validation")
     assert interrupted.completed == straight.completed
     done, expected = final_state(interrupted), final_state(straight)
     for got, want in zip(
@@ -328,7 +315,7 @@ def test_a_stop_request_checkpoints_and_returns(on_platform: None, plane_kit) ->
     plane = plane_kit.SearcherPlane([30], config=PLATFORM_CONFIG)
     trial = run_platform(plane, StopsEarly)
     assert len(trial.seen) == 10 and plane.completed == []
-    assert [c[2]["steps_completed"] for c in reports(plane)] == [10]
+    assert [c["steps_completed"] for c in plane.checkpoint_reports()] == [10]
 
 
 def test_invalid_hp_from_the_trial_is_reported_and_exits_zero(on_platform: None, plane_kit) -> None:
@@ -341,7 +328,7 @@ def test_invalid_hp_from_the_trial_is_reported_and_exits_zero(on_platform: None,
         run_platform(plane, Invalid)
     assert exited.value.code == 0
     assert plane.invalid_hp == [{"message": "lr 0.05 diverges"}]
-    assert reports(plane) == []
+    assert plane.checkpoint_reports() == []
 
 
 def test_a_null_length_needs_max_length(on_platform: None, plane_kit) -> None:
@@ -399,7 +386,7 @@ def test_plain_torch_data_loaders_are_accepted(
     plane = plane_kit.SearcherPlane([20], config=PLATFORM_CONFIG)
     first = run_platform(plane, PlainPreempted)
     assert first.seen[-1] == (1, 9)
-    monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", reports(plane)[-1][2]["uuid"])
+    monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", plane.checkpoint_reports()[-1]["uuid"])
     second = run_platform(plane, Plain)
     assert second.seen[0] == (1, 10) and second.seen[-1] == (2, 19)
     assert [c["length"] for c in plane.completed] == [20]
