@@ -11,7 +11,6 @@ record (`rendezvous`: node rank → address and port).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -19,7 +18,7 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import dynamo
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
-from chalicelib.domain.updates import RunMoves
+from chalicelib.domain.updates import RunMove, RunMoves
 from chalicelib.services.ports import Host
 
 
@@ -87,23 +86,16 @@ class DynamoRuns(RunMoves):
     def _runs(items: Any) -> list[Run]:
         return [Run.from_item(item) for item in items]
 
-    def _move(
-        self,
-        run_id: str,
-        target: RunState,
-        fields: Mapping[str, Any],
-        removes: tuple[str, ...] = (),
-        agent_id: str | None = None,
-    ) -> dict[str, Any] | None:
+    def _move(self, run_id: str, move: RunMove) -> dict[str, Any] | None:
         return dynamo.transition(
             self._table,
             {"run_id": run_id},
-            str(target),
-            _sources(target),
-            sets=fields,
-            removes=removes,
-            extra_condition="agent_id = :agent" if agent_id is not None else "",
-            extra_values={":agent": agent_id} if agent_id is not None else None,
+            str(move.target),
+            _sources(move.target),
+            sets=move.sets,
+            removes=move.removes,
+            extra_condition="agent_id = :agent" if move.agent_id is not None else "",
+            extra_values={":agent": move.agent_id} if move.agent_id is not None else None,
         )
 
     def _now(self) -> str:
