@@ -54,32 +54,13 @@ class DynamoRuns(RunMoves):
         return held_record(dynamo.plain(item)) if item else None
 
     def pending(self, pool: str) -> list[Run]:
-        return self._runs(
-            dynamo.query_all(
-                self._table,
-                IndexName="pending",
-                KeyConditionExpression="pending_pool = :p",
-                ExpressionAttributeValues={":p": pool},
-            )
-        )
+        return self._runs(dynamo.query_index(self._table, "pending", "pending_pool", pool))
 
     def allocated(self, pool: str) -> list[Run]:
-        return self._runs(
-            dynamo.query_all(
-                self._table,
-                IndexName="allocated",
-                KeyConditionExpression="alloc_pool = :p",
-                ExpressionAttributeValues={":p": pool},
-            )
-        )
+        return self._runs(dynamo.query_index(self._table, "allocated", "alloc_pool", pool))
 
     def for_agent(self, agent_id: str) -> list[Run | Node]:
-        items = dynamo.query_all(
-            self._table,
-            IndexName="by_agent",
-            KeyConditionExpression="active_agent = :a",
-            ExpressionAttributeValues={":a": agent_id},
-        )
+        items = dynamo.query_index(self._table, "by_agent", "active_agent", agent_id)
         return [held_record(item) for item in items]
 
     @staticmethod
@@ -167,12 +148,6 @@ class DynamoAgents:
         return bool(old.get("slots") != slots or old.get("pool") != pool)
 
     def alive(self, pool: str, timeout_s: float) -> list[Host]:
-        items = dynamo.query_all(
-            self._table,
-            IndexName="by_pool",
-            KeyConditionExpression="#pool = :p",
-            ExpressionAttributeNames={"#pool": "pool"},
-            ExpressionAttributeValues={":p": pool},
-        )
+        items = dynamo.query_index(self._table, "by_pool", "pool", pool)
         horizon = dynamo.now_epoch() - timeout_s
         return [Host(str(i["agent_id"]), int(i["slots"])) for i in items if float(i["last_seen"]) >= horizon]
