@@ -275,9 +275,7 @@ class PooledTransport:
     ) -> http.client.HTTPResponse:
         if connection.sock is None:
             connection.connect()
-            # Small requests go out as one segment, now: with Nagle's algorithm on, a request written in
-            # two sends waits for the server's delayed ACK (40 ms on Linux) before its second part.
-            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _send_at_once(connection)
         connection.putrequest(request.method, target, skip_accept_encoding=True)
         headers = dict(request.headers)
         if isinstance(request.body, bytes) or (request.body is None and request.method in ("POST", "PUT")):
@@ -291,6 +289,12 @@ class PooledTransport:
             for chunk in request.body or ():
                 connection.send(chunk)
         return connection.getresponse()
+
+
+def _send_at_once(connection: http.client.HTTPConnection) -> None:
+    """Small requests go out as one segment, now: with Nagle's algorithm on, a request written in two
+    sends waits for the server's delayed ACK (40 ms on Linux) before its second part."""
+    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class _Returned:
