@@ -6,11 +6,13 @@ have httpx or pydantic), and `tests/contract` checks both ends against it.
 
     contract.errors    the API's error body and the package's errors
     contract.http      the compute side's one HTTP session: one retry policy, presigned transfers
-    contract.transport how a request reaches a server: the network (urllib), or in memory for tests
+    contract.transport how a request reaches a server: the network (connections kept open; urllib
+                       through a proxy), or in memory for tests
     contract.env       the trial's environment: names, and a typed ``to_env`` / ``from_env``
     contract.launch    the launch spec an agent receives
     contract.messages  the queue messages (scheduler, launch, trial events)
     contract.actions   the searcher's actions as a trial sees them
     contract.nni       telling an NNI experiment config from a Determined one
     contract.entrypoint  Determined's legacy ``model_def:TrialClass`` entrypoint rule
+    contract.local_events  the local test mode's event log, written by the harness, read by ``det``
 """

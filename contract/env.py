@@ -24,9 +24,9 @@ A process without ``STRATUS_TRIAL_ID`` is off the platform: `TrialEnv.from_env` 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from contract.errors import InvalidEnvironmentError
 
@@ -163,29 +163,29 @@ def read_int(environ: Mapping[str, str], name: str, default: int) -> int: ...
 def read_int(environ: Mapping[str, str], name: str, default: None = None) -> int | None: ...
 def read_int(environ: Mapping[str, str], name: str, default: int | None = None) -> int | None:
     """The whole number in ``name``, or ``default`` when it is unset or blank."""
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidEnvironmentError(
-            f"{name}={raw!r} is not a whole number; unset it or give one."
-        ) from None
+    value = _read_number(environ, name, int, "a whole number")
+    return default if value is None else value
 
 
 def read_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
     """The number of seconds in ``name``, or ``default`` when it is unset or blank (the range is the
     reader's to check)."""
+    value = _read_number(environ, name, float, "a number of seconds")
+    return default if value is None else value
+
+
+N = TypeVar("N", int, float)
+
+
+def _read_number(environ: Mapping[str, str], name: str, parse: Callable[[str], N], what: str) -> N | None:
+    """``name`` read by ``parse``; None when it is unset or blank. ``what`` names the kind in the error."""
     raw = environ.get(name, "").strip()
     if not raw:
-        return default
+        return None
     try:
-        return float(raw)
+        return parse(raw)
     except ValueError:
-        raise InvalidEnvironmentError(
-            f"{name}={raw!r} is not a number of seconds; unset it or give one."
-        ) from None
+        raise InvalidEnvironmentError(f"{name}={raw!r} is not {what}; unset it or give one.") from None
 
 
 def read_list(environ: Mapping[str, str], name: str) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import http.client
 import json as _json
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -272,19 +273,28 @@ class PooledTransport:
     def _exchange(
         connection: http.client.HTTPConnection, request: Request, target: str
     ) -> http.client.HTTPResponse:
+        if connection.sock is None:
+            connection.connect()
+            _send_at_once(connection)
         connection.putrequest(request.method, target, skip_accept_encoding=True)
         headers = dict(request.headers)
         if isinstance(request.body, bytes) or (request.body is None and request.method in ("POST", "PUT")):
             headers["content-length"] = str(len(request.body or b""))
         for name, value in headers.items():
             connection.putheader(name, value)
-        connection.endheaders()
         if isinstance(request.body, bytes):
-            connection.send(request.body)
-        elif request.body is not None:
-            for chunk in request.body:
+            connection.endheaders(request.body)  # the headers and a small body in one send
+        else:
+            connection.endheaders()
+            for chunk in request.body or ():
                 connection.send(chunk)
         return connection.getresponse()
+
+
+def _send_at_once(connection: http.client.HTTPConnection) -> None:
+    """Small requests go out as one segment, now: with Nagle's algorithm on, a request written in two
+    sends waits for the server's delayed ACK (40 ms on Linux) before its second part."""
+    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class _Returned:

@@ -8,9 +8,8 @@ a temporary folder (`copy_context`), beside two files:
 
 * ``local-config.json``: ``{"hparams": {...}, "config": {...}, "length": 1}`` (the test values, nested
   like the groups; the test config; the batches to train), the harness's ``STRATUS_LOCAL_CONFIG``;
-* ``events.jsonl``: the file the harness's local twins append JSON lines to, one per report:
-  ``{"type": "training" | "validation" | "checkpoint" | "searcher_completed" | "invalid_hp", ...}``
-  (``type`` is read here, and ``message`` of ``invalid_hp``).
+* ``events.jsonl``: the file the harness's local twins append JSON lines to, one per report
+  (`contract.local_events`: ``type`` is read here, and ``message`` of ``invalid_hp``).
 
 The trial is started by the harness, as a program (the CLI imports no harness module):
 ``python -m harness.exec.local_test`` (`LOCAL_TEST_PROGRAM`) builds the trial's environment and script as
@@ -47,6 +46,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from contract.local_events import EventsReader, LocalEventType
 from det._checklist import Checklist
 from det._render import format_bytes
 from det._runtime import Runtime
@@ -57,11 +57,11 @@ Json = dict[str, Any]
 
 LOCAL_TEST_PROGRAM = "harness.exec.local_test"
 """The harness's program that becomes the trial (``python -m``)."""
-_EVENT_STEPS = {
-    "training": "training",
-    "searcher_completed": "training",
-    "validation": "validation",
-    "checkpoint": "checkpointing",
+_EVENT_STEPS: dict[str, str] = {
+    LocalEventType.TRAINING: "training",
+    LocalEventType.SEARCHER_COMPLETED: "training",
+    LocalEventType.VALIDATION: "validation",
+    LocalEventType.CHECKPOINT: "checkpointing",
 }
 _OUTPUT_WAIT = 0.2
 """Seconds the local run waits for output before it looks at the events file again."""
@@ -147,35 +147,6 @@ def local_test_command(workdir: Path, local_config: Path, events: Path, marker: 
     ]
 
 
-class _EventsFile:
-    """The JSON lines appended to the events file, read as they come."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._offset = 0
-        self._partial = b""
-
-    def read(self, *, final: bool = False) -> list[Json]:
-        try:
-            with self._path.open("rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except OSError:
-            return []
-        self._offset += len(data)
-        lines = (self._partial + data).split(b"\n")
-        self._partial = b"" if final else lines.pop()
-        events: list[Json] = []
-        for raw in lines:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue  # a torn or foreign line: not an event
-            if isinstance(event, dict):
-                events.append(event)
-        return events
-
-
 _EOF = object()
 
 
@@ -184,7 +155,7 @@ class _LocalRun:
         self._rt = rt
         self._command = command
         self._cwd = cwd
-        self._events = _EventsFile(events)
+        self._events = EventsReader(events)
         self._marker = marker
         self._checks = Checklist(rt)
         self._lines: queue.Queue[object] = queue.Queue()
@@ -275,7 +246,7 @@ class _LocalRun:
     def _tick(self, events: list[Json]) -> None:
         self._checks.tick(_EVENT_STEPS[t] for e in events if (t := str(e.get("type"))) in _EVENT_STEPS)
         for event in events:
-            if event.get("type") == "invalid_hp" and self._invalid_hp is None:
+            if event.get("type") == LocalEventType.INVALID_HP and self._invalid_hp is None:
                 self._invalid_hp = str(event.get("message") or "no message")
 
     def _report(self, returncode: int) -> int:

@@ -36,6 +36,37 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def serve_api(port: int) -> Any:
+    """Serve the Chalice app on 127.0.0.1:``port`` in a background thread; returns the server (its
+    ``shutdown()`` stops it). Chalice's local server handles each connection in a thread of its own."""
+    import functools
+
+    from chalice.config import Config
+    from chalice.local import ChaliceRequestHandler, LocalChalice, LocalDevServer, create_local_server
+
+    warnings.filterwarnings("ignore", message=".*is not a supported in local mode.*")
+    import app as chalice_app
+
+    class RequestHandler(ChaliceRequestHandler):
+        # Chalice writes an answer's headers and its body in two sends. On a kept-alive connection (the
+        # compute side's session keeps them) the body would then wait for the client's delayed ACK of
+        # the headers, 40 ms on Linux, on every call.
+        disable_nagle_algorithm = True
+
+    config = Config.create(chalice_stage="local", app_name="stratus", function_name="api_handler")
+    # create_local_server makes `current_request` thread-local; an app made local already (an earlier
+    # server in this process) is served as it is.
+    if isinstance(chalice_app.app, LocalChalice):
+        server = LocalDevServer(chalice_app.app, config, "127.0.0.1", port)
+    else:
+        server = create_local_server(chalice_app.app, config, host="127.0.0.1", port=port)
+    server.server.RequestHandlerClass = functools.partial(
+        RequestHandler, app_object=chalice_app.app, config=config
+    )
+    threading.Thread(target=server.serve_forever, name="api", daemon=True).start()
+    return server
+
+
 class LocalStack:
     def __init__(
         self, *, port: int, slots: int, state_dir: Path, stack: str = "stratus", agents: int = 1
@@ -116,20 +147,10 @@ class LocalStack:
         log.info("resources of stack %r created", self.stack)
 
     def _start_api(self) -> None:
-        from chalice.config import Config
-        from chalice.local import create_local_server
-
-        warnings.filterwarnings("ignore", message=".*is not a supported in local mode.*")
         from chalicelib import wiring
 
         wiring.reset()
-        import app as chalice_app
-
-        config = Config.create(chalice_stage="local", app_name="stratus", function_name="api_handler")
-        # create_local_server makes `current_request` thread-local: the server handles requests in threads.
-        server = create_local_server(chalice_app.app, config, host="127.0.0.1", port=self.port)
-        self._http = server
-        threading.Thread(target=server.serve_forever, name="api", daemon=True).start()
+        self._http = serve_api(self.port)
         log.info("API on %s", self.api_url)
 
     def _start_pumps(self) -> None:

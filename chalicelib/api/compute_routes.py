@@ -5,11 +5,14 @@ the principal (`AgentPrincipal`, or `RunPrincipal` holding the caller's live run
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from chalice.app import Blueprint
+from pydantic import BaseModel
 
 from chalicelib.api import models, views
 from chalicelib.api.auth import AgentPrincipal, RunPrincipal
-from chalicelib.api.routing import route
+from chalicelib.api.routing import View, route
 from chalicelib.domain.records import LogLine
 from chalicelib.services import runs, trial_reports
 from chalicelib.wiring import ports
@@ -17,16 +20,25 @@ from chalicelib.wiring import ports
 bp = Blueprint(__name__)
 
 
+def _agent_route(
+    path: str, method: str, *, response: type[BaseModel], request: type[BaseModel] | None = None
+) -> Callable[[View], View]:
+    """Registers a route an agent calls with its agent token."""
+    return route(bp, path, method, request=request, response=response, auth="agent")
+
+
+def _trial_route(
+    path: str, method: str, *, response: type[BaseModel], request: type[BaseModel] | None = None
+) -> Callable[[View], View]:
+    """Registers a route a trial process calls with its run token, for its own trial only."""
+    return route(bp, path, method, request=request, response=response, auth="run")
+
+
 # ---- agents ---------------------------------------------------------------------------------------
 
 
-@route(
-    bp,
-    "/agents/{agent_id}/heartbeat",
-    "POST",
-    request=models.AgentHeartbeat,
-    response=models.AgentInstructions,
-    auth="agent",
+@_agent_route(
+    "/agents/{agent_id}/heartbeat", "POST", request=models.AgentHeartbeat, response=models.AgentInstructions
 )
 def agent_heartbeat(
     agent: AgentPrincipal, body: models.AgentHeartbeat, agent_id: str
@@ -36,13 +48,8 @@ def agent_heartbeat(
     return models.AgentInstructions.model_validate(instructions)
 
 
-@route(
-    bp,
-    "/agents/{agent_id}/runs/{run_id}/started",
-    "POST",
-    request=models.RunStarted,
-    response=models.Empty,
-    auth="agent",
+@_agent_route(
+    "/agents/{agent_id}/runs/{run_id}/started", "POST", request=models.RunStarted, response=models.Empty
 )
 def run_started(agent: AgentPrincipal, body: models.RunStarted, agent_id: str, run_id: str) -> models.Empty:
     """The agent started a run's process."""
@@ -50,13 +57,8 @@ def run_started(agent: AgentPrincipal, body: models.RunStarted, agent_id: str, r
     return models.Empty()
 
 
-@route(
-    bp,
-    "/agents/{agent_id}/runs/{run_id}/exit",
-    "POST",
-    request=models.RunExited,
-    response=models.Empty,
-    auth="agent",
+@_agent_route(
+    "/agents/{agent_id}/runs/{run_id}/exit", "POST", request=models.RunExited, response=models.Empty
 )
 def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run_id: str) -> models.Empty:
     """A run's process ended; the trial's workflow moves on."""
@@ -64,7 +66,7 @@ def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run
     return models.Empty()
 
 
-@route(bp, "/trials/{trial_id}/logs", "POST", request=models.LogBatch, response=models.Empty, auth="agent")
+@_agent_route("/trials/{trial_id}/logs", "POST", request=models.LogBatch, response=models.Empty)
 def put_logs(agent: AgentPrincipal, body: models.LogBatch, trial_id: int) -> models.Empty:
     """Log lines of a run, shipped by its agent."""
     lines = [LogLine(line.timestamp, line.message, line.rank) for line in body.lines]
@@ -75,55 +77,39 @@ def put_logs(agent: AgentPrincipal, body: models.LogBatch, trial_id: int) -> mod
 # ---- trials ---------------------------------------------------------------------------------------
 
 
-@route(bp, "/trials/{trial_id}/info", "GET", response=models.TrialInfo, auth="run")
+@_trial_route("/trials/{trial_id}/info", "GET", response=models.TrialInfo)
 def trial_info(run: RunPrincipal, trial_id: int) -> models.TrialInfo:
     """What a trial needs to start: hyperparameters, latest checkpoint, config."""
     return models.TrialInfo.model_validate(trial_reports.trial_info(ports(), run.run))
 
 
-@route(
-    bp, "/trials/{trial_id}/metrics", "POST", request=models.MetricReport, response=models.Empty, auth="run"
-)
+@_trial_route("/trials/{trial_id}/metrics", "POST", request=models.MetricReport, response=models.Empty)
 def report_metrics(run: RunPrincipal, body: models.MetricReport, trial_id: int) -> models.Empty:
     """Training or validation metrics at a number of steps completed (idempotent)."""
     trial_reports.report_metrics(ports(), run.run, body.group, body.steps_completed, body.metrics)
     return models.Empty()
 
 
-@route(
-    bp,
-    "/trials/{trial_id}/progress",
-    "POST",
-    request=models.ProgressReport,
-    response=models.Empty,
-    auth="run",
-)
+@_trial_route("/trials/{trial_id}/progress", "POST", request=models.ProgressReport, response=models.Empty)
 def report_progress(run: RunPrincipal, body: models.ProgressReport, trial_id: int) -> models.Empty:
     """The trial's own estimate of its progress, 0 to 1."""
     trial_reports.report_progress(ports(), run.run, body.progress)
     return models.Empty()
 
 
-@route(
-    bp,
-    "/trials/{trial_id}/heartbeat",
-    "POST",
-    request=models.TrialHeartbeat,
-    response=models.HeartbeatAnswer,
-    auth="run",
+@_trial_route(
+    "/trials/{trial_id}/heartbeat", "POST", request=models.TrialHeartbeat, response=models.HeartbeatAnswer
 )
 def trial_heartbeat(run: RunPrincipal, body: models.TrialHeartbeat, trial_id: int) -> models.HeartbeatAnswer:
     """Liveness of a trial; answers whether it should checkpoint and stop."""
     return models.HeartbeatAnswer.model_validate(trial_reports.heartbeat(ports(), run.run))
 
 
-@route(
-    bp,
+@_trial_route(
     "/trials/{trial_id}/checkpoints/uploads",
     "POST",
     request=models.CheckpointUploadRequest,
     response=models.CheckpointUploadAnswer,
-    auth="run",
 )
 def checkpoint_uploads(
     run: RunPrincipal, body: models.CheckpointUploadRequest, trial_id: int
@@ -133,13 +119,8 @@ def checkpoint_uploads(
     return models.CheckpointUploadAnswer.model_validate(urls)
 
 
-@route(
-    bp,
-    "/trials/{trial_id}/checkpoints",
-    "POST",
-    request=models.CheckpointReport,
-    response=models.CheckpointOnly,
-    auth="run",
+@_trial_route(
+    "/trials/{trial_id}/checkpoints", "POST", request=models.CheckpointReport, response=models.CheckpointOnly
 )
 def report_checkpoint(
     run: RunPrincipal, body: models.CheckpointReport, trial_id: int
@@ -152,7 +133,7 @@ def report_checkpoint(
     return models.CheckpointOnly(checkpoint=views.checkpoint(p, record))
 
 
-@route(bp, "/checkpoints/{uuid}/downloads", "GET", response=models.CheckpointDownloads, auth="run")
+@_trial_route("/checkpoints/{uuid}/downloads", "GET", response=models.CheckpointDownloads)
 def checkpoint_downloads(run: RunPrincipal, uuid: str) -> models.CheckpointDownloads:
     """Presigned GET URLs of a checkpoint of the calling trial's experiment."""
     p = ports()
@@ -160,13 +141,8 @@ def checkpoint_downloads(run: RunPrincipal, uuid: str) -> models.CheckpointDownl
     return models.CheckpointDownloads(checkpoint=views.checkpoint(p, found["checkpoint"]), urls=found["urls"])
 
 
-@route(
-    bp,
-    "/trials/{trial_id}/rendezvous",
-    "POST",
-    request=models.RendezvousJoin,
-    response=models.Rendezvous,
-    auth="run",
+@_trial_route(
+    "/trials/{trial_id}/rendezvous", "POST", request=models.RendezvousJoin, response=models.Rendezvous
 )
 def rendezvous_join(run: RunPrincipal, body: models.RendezvousJoin, trial_id: int) -> models.Rendezvous:
     """A node of a multi-node run adds its address (the chief its port) and gets the record back."""
@@ -174,25 +150,20 @@ def rendezvous_join(run: RunPrincipal, body: models.RendezvousJoin, trial_id: in
     return models.Rendezvous.model_validate(record)
 
 
-@route(bp, "/trials/{trial_id}/rendezvous", "GET", response=models.Rendezvous, auth="run")
+@_trial_route("/trials/{trial_id}/rendezvous", "GET", response=models.Rendezvous)
 def rendezvous_read(run: RunPrincipal, trial_id: int) -> models.Rendezvous:
     """The run's rendezvous record: which nodes are in, and whether all of them are."""
     return models.Rendezvous.model_validate(runs.rendezvous(ports(), run.run))
 
 
-@route(bp, "/trials/{trial_id}/searcher", "GET", response=models.SearcherOp, auth="run")
+@_trial_route("/trials/{trial_id}/searcher", "GET", response=models.SearcherOp)
 def searcher_op(run: RunPrincipal, trial_id: int) -> models.SearcherOp:
     """What the searcher wants of the trial now: train to a length, wait, or stop."""
     return models.SearcherOp.model_validate(trial_reports.searcher_state(ports(), run.run))
 
 
-@route(
-    bp,
-    "/trials/{trial_id}/searcher/completed",
-    "POST",
-    request=models.SearcherCompleted,
-    response=models.Empty,
-    auth="run",
+@_trial_route(
+    "/trials/{trial_id}/searcher/completed", "POST", request=models.SearcherCompleted, response=models.Empty
 )
 def searcher_completed(run: RunPrincipal, body: models.SearcherCompleted, trial_id: int) -> models.Empty:
     """The trial reached `length` with this searcher metric (Determined's `report_completed`)."""
@@ -200,13 +171,8 @@ def searcher_completed(run: RunPrincipal, body: models.SearcherCompleted, trial_
     return models.Empty()
 
 
-@route(
-    bp,
-    "/trials/{trial_id}/searcher/invalid_hp",
-    "POST",
-    request=models.InvalidHP,
-    response=models.Empty,
-    auth="run",
+@_trial_route(
+    "/trials/{trial_id}/searcher/invalid_hp", "POST", request=models.InvalidHP, response=models.Empty
 )
 def searcher_invalid_hp(run: RunPrincipal, body: models.InvalidHP, trial_id: int) -> models.Empty:
     """The trial's hyperparameters cannot work; the searcher replaces the trial."""

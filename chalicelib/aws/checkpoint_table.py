@@ -42,12 +42,7 @@ class DynamoCheckpoints:
         dynamo.update_fields(self._table, {"uuid": uuid}, {"state": "DELETED"}, pk="uuid")
 
     def for_trial(self, trial_id: int) -> list[Checkpoint]:
-        items = dynamo.query_all(
-            self._table,
-            IndexName="by_trial",
-            KeyConditionExpression="trial_id = :t",
-            ExpressionAttributeValues={":t": trial_id},
-        )
+        items = dynamo.query_index(self._table, "by_trial", "trial_id", trial_id)
         return sorted((_decode(i) for i in items), key=lambda c: (c.steps_completed, c.report_time))
 
 

@@ -76,6 +76,18 @@ def query_all(tbl: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+def query_index(tbl: Any, index: str, attribute: str, value: Any) -> Iterator[dict[str, Any]]:
+    """Every item of the secondary index `index` whose key `attribute` equals `value`, all pages read.
+    The attribute goes by a placeholder name, so reserved words (`pool`) need no care."""
+    return query_all(
+        tbl,
+        IndexName=index,
+        KeyConditionExpression="#k = :v",
+        ExpressionAttributeNames={"#k": attribute},
+        ExpressionAttributeValues={":v": value},
+    )
+
+
 def next_id(counter: str) -> int:
     """A monotonically increasing integer id (Determined's ids are small integers)."""
     answer = table("counters").update_item(

@@ -11,7 +11,6 @@ record (`rendezvous`: node rank → address and port).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -19,7 +18,7 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import dynamo
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
-from chalicelib.domain.updates import RunMoves
+from chalicelib.domain.updates import RunMove, RunMoves
 from chalicelib.services.ports import Host
 
 
@@ -55,55 +54,29 @@ class DynamoRuns(RunMoves):
         return held_record(dynamo.plain(item)) if item else None
 
     def pending(self, pool: str) -> list[Run]:
-        return self._runs(
-            dynamo.query_all(
-                self._table,
-                IndexName="pending",
-                KeyConditionExpression="pending_pool = :p",
-                ExpressionAttributeValues={":p": pool},
-            )
-        )
+        return self._runs(dynamo.query_index(self._table, "pending", "pending_pool", pool))
 
     def allocated(self, pool: str) -> list[Run]:
-        return self._runs(
-            dynamo.query_all(
-                self._table,
-                IndexName="allocated",
-                KeyConditionExpression="alloc_pool = :p",
-                ExpressionAttributeValues={":p": pool},
-            )
-        )
+        return self._runs(dynamo.query_index(self._table, "allocated", "alloc_pool", pool))
 
     def for_agent(self, agent_id: str) -> list[Run | Node]:
-        items = dynamo.query_all(
-            self._table,
-            IndexName="by_agent",
-            KeyConditionExpression="active_agent = :a",
-            ExpressionAttributeValues={":a": agent_id},
-        )
+        items = dynamo.query_index(self._table, "by_agent", "active_agent", agent_id)
         return [held_record(item) for item in items]
 
     @staticmethod
     def _runs(items: Any) -> list[Run]:
         return [Run.from_item(item) for item in items]
 
-    def _move(
-        self,
-        run_id: str,
-        target: RunState,
-        fields: Mapping[str, Any],
-        removes: tuple[str, ...] = (),
-        agent_id: str | None = None,
-    ) -> dict[str, Any] | None:
+    def _move(self, run_id: str, move: RunMove) -> dict[str, Any] | None:
         return dynamo.transition(
             self._table,
             {"run_id": run_id},
-            str(target),
-            _sources(target),
-            sets=fields,
-            removes=removes,
-            extra_condition="agent_id = :agent" if agent_id is not None else "",
-            extra_values={":agent": agent_id} if agent_id is not None else None,
+            str(move.target),
+            _sources(move.target),
+            sets=move.sets,
+            removes=move.removes,
+            extra_condition="agent_id = :agent" if move.agent_id is not None else "",
+            extra_values={":agent": move.agent_id} if move.agent_id is not None else None,
         )
 
     def _now(self) -> str:
@@ -175,12 +148,6 @@ class DynamoAgents:
         return bool(old.get("slots") != slots or old.get("pool") != pool)
 
     def alive(self, pool: str, timeout_s: float) -> list[Host]:
-        items = dynamo.query_all(
-            self._table,
-            IndexName="by_pool",
-            KeyConditionExpression="#pool = :p",
-            ExpressionAttributeNames={"#pool": "pool"},
-            ExpressionAttributeValues={":p": pool},
-        )
+        items = dynamo.query_index(self._table, "by_pool", "pool", pool)
         horizon = dynamo.now_epoch() - timeout_s
         return [Host(str(i["agent_id"]), int(i["slots"])) for i in items if float(i["last_seen"]) >= horizon]

@@ -24,22 +24,15 @@ class S3Blobs:
         return True
 
     def presign_put(self, key: str) -> str:
-        return str(
-            self._s3.generate_presigned_url(
-                "put_object",
-                Params={"Bucket": self._settings.bucket, "Key": key},
-                ExpiresIn=self._settings.presign_expiry_s,
-            )
-        )
+        return self._presign("put_object", key)
 
     def presign_get(self, key: str) -> str:
-        return str(
-            self._s3.generate_presigned_url(
-                "get_object",
-                Params={"Bucket": self._settings.bucket, "Key": key},
-                ExpiresIn=self._settings.presign_expiry_s,
-            )
-        )
+        return self._presign("get_object", key)
+
+    def _presign(self, operation: str, key: str) -> str:
+        params = {"Bucket": self._settings.bucket, "Key": key}
+        expiry = self._settings.presign_expiry_s
+        return str(self._s3.generate_presigned_url(operation, Params=params, ExpiresIn=expiry))
 
     def uri(self, key: str) -> str:
         return f"s3://{self._settings.bucket}/{key}"

@@ -35,12 +35,7 @@ class DynamoTrials(TrialUpdates):
         return _decode(dynamo.plain(item)) if item else None
 
     def for_experiment(self, experiment_id: int) -> list[Trial]:
-        items = dynamo.query_all(
-            self._table,
-            IndexName="by_experiment",
-            KeyConditionExpression="experiment_id = :e",
-            ExpressionAttributeValues={":e": experiment_id},
-        )
+        items = dynamo.query_index(self._table, "by_experiment", "experiment_id", experiment_id)
         return sorted((_decode(i) for i in items), key=lambda t: t.id)
 
     def transition(self, trial_id: int, target: TrialState, *, end_time: str | None = None) -> Trial | None:

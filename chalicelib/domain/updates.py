@@ -5,6 +5,7 @@ in-memory twin both inherit them, so the two cannot disagree about what an updat
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.domain.records import Item, SearcherWish
@@ -63,22 +64,27 @@ class TrialUpdates:
         self._set_trial(trial_id, {"searcher_pending": False})
 
 
+@dataclass(frozen=True)
+class RunMove:
+    """One move of a run record: to `target` (if `RUN_TRANSITIONS` allows it from the record's state,
+    and, when `agent_id` is named, only on a record held by that agent), setting `sets` and removing
+    the fields `removes`."""
+
+    target: RunState
+    sets: Mapping[str, Any]
+    removes: tuple[str, ...] = ()
+    agent_id: str | None = None
+
+
 class RunMoves:
     """A run's moves through its states (`RUN_TRANSITIONS`), written once: what each move sets and
-    removes. A store says how to move a record (`_move`: conditional on the transition table, and on the
-    record's agent when one is named), how to put a node record once (`_put_node`) and what time it is."""
+    removes (a `RunMove`). A store says how to carry out a move on a record (`_move`), how to put a node
+    record once (`_put_node`) and what time it is."""
 
     def get(self, run_id: str) -> Run | None:
         raise NotImplementedError
 
-    def _move(
-        self,
-        run_id: str,
-        target: RunState,
-        fields: Mapping[str, Any],
-        removes: tuple[str, ...] = (),
-        agent_id: str | None = None,
-    ) -> Item | None:
+    def _move(self, run_id: str, move: RunMove) -> Item | None:
         raise NotImplementedError
 
     def _put_node(self, node: Node) -> None:
@@ -96,7 +102,7 @@ class RunMoves:
         if nodes:
             per_node = run.slots // len(nodes)
             fields["nodes"] = [{"agent_id": agent, "slots": per_node} for agent in nodes]
-        return _run(self._move(run_id, RunState.ASSIGNED, fields, removes=("pending_pool",)))
+        return _run(self._move(run_id, RunMove(RunState.ASSIGNED, fields, removes=("pending_pool",))))
 
     def launch(self, run_id: str, launch_token: str) -> Run | None:
         """Launched: kept for its agent's next heartbeat, or as one node record per agent."""
@@ -110,18 +116,18 @@ class RunMoves:
             fields: dict[str, Any] = {"launch_token": launch_token, "rendezvous": {}, "node_exits": {}}
         else:
             fields = {"launch_token": launch_token, "active_agent": run.agent_id}
-        return _run(self._move(run_id, RunState.LAUNCHING, {**fields, "launched_at": self._now()}))
+        return _run(self._move(run_id, RunMove(RunState.LAUNCHING, {**fields, "launched_at": self._now()})))
 
     def start(self, run_id: str, agent_id: str, pid: int) -> Run | Node | None:
         """Its process started, as its own agent reports (another agent's report changes nothing)."""
         fields = {"pid": pid, "started_at": self._now()}
-        return _held(self._move(run_id, RunState.RUNNING, fields, agent_id=agent_id))
+        return _held(self._move(run_id, RunMove(RunState.RUNNING, fields, agent_id=agent_id)))
 
     def exit(self, run_id: str, exit_code: int, reason: str) -> Run | Node | None:
         """Ended, for any reason: out of every index (no slots held, no agent expected to run it)."""
         fields = {"exit_code": exit_code, "reason": reason[:MAX_REASON], "exited_at": self._now()}
         removes = ("pending_pool", "alloc_pool", "active_agent")
-        return _held(self._move(run_id, RunState.EXITED, fields, removes=removes))
+        return _held(self._move(run_id, RunMove(RunState.EXITED, fields, removes=removes)))
 
 
 def _run(item: Item | None) -> Run | None:

@@ -12,9 +12,10 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-from chalice.app import Blueprint, SQSEvent, SQSRecord
+from chalice.app import Blueprint, SQSEvent
 
 from chalicelib.services import runs, scheduler, searching
+from chalicelib.services.ports import Ports
 from chalicelib.settings import queue_name
 from chalicelib.wiring import ports
 from contract import messages
@@ -26,34 +27,29 @@ log = logging.getLogger(__name__)
 M = TypeVar("M")
 
 
-def _parsed(record: SQSRecord, parse: Callable[[str], M], queue: str) -> M | None:
-    """The record's message, or None (logged) when it can never be handled."""
-    try:
-        return parse(record.body)
-    except InvalidMessageError as e:
-        log.error("dropping a message from the %s queue: %s: %s", queue, type(e).__name__, e)
-        return None
+def _consume(
+    event: SQSEvent, queue: str, parse: Callable[[str], M], handle: Callable[[Ports, M], None]
+) -> None:
+    """Hands each record's message to `handle`; one the contract refuses is logged and dropped."""
+    for record in event:
+        try:
+            message = parse(record.body)
+        except InvalidMessageError as e:
+            log.error("dropping a message from the %s queue: %s: %s", queue, type(e).__name__, e)
+            continue
+        handle(ports(), message)
 
 
 @bp.on_sqs_message(queue=queue_name("scheduler"), batch_size=1)
 def on_scheduler_message(event: SQSEvent) -> None:
-    for record in event:
-        message = _parsed(record, messages.parse_scheduler, "scheduler")
-        if message is not None:
-            scheduler.handle_message(ports(), message)
+    _consume(event, "scheduler", messages.parse_scheduler, scheduler.handle_message)
 
 
 @bp.on_sqs_message(queue=queue_name("launch"), batch_size=10)
 def on_launch_message(event: SQSEvent) -> None:
-    for record in event:
-        message = _parsed(record, messages.parse_launch, "launch")
-        if message is not None:
-            runs.handle_launch(ports(), message)
+    _consume(event, "launch", messages.parse_launch, runs.handle_launch)
 
 
 @bp.on_sqs_message(queue=queue_name("events"), batch_size=1)
 def on_trial_event(event: SQSEvent) -> None:
-    for record in event:
-        message = _parsed(record, messages.parse_event, "events")
-        if message is not None:
-            searching.handle_event(ports(), message)
+    _consume(event, "events", messages.parse_event, searching.handle_event)

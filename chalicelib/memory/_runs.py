@@ -4,12 +4,11 @@ running on an agent; a run on several nodes is launched as one node record per n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState
-from chalicelib.domain.updates import RunMoves
+from chalicelib.domain.updates import RunMove, RunMoves
 from chalicelib.memory._items import Record, read, stored, transition
 from chalicelib.services.ports import Clock, Host
 
@@ -49,16 +48,9 @@ class MemoryRuns(RunMoves):
         found = [item for item in self.items.values() if item.get(attribute) == value]
         return [read(item) or {} for item in sorted(found, key=lambda item: str(item[order]))]
 
-    def _move(
-        self,
-        run_id: str,
-        target: RunState,
-        fields: Mapping[str, Any],
-        removes: tuple[str, ...] = (),
-        agent_id: str | None = None,
-    ) -> Record | None:
-        also = (lambda run: run.get("agent_id") == agent_id) if agent_id is not None else None
-        return transition(self.items, run_id, RUN_TRANSITIONS, target, fields, removes, also)
+    def _move(self, run_id: str, move: RunMove) -> Record | None:
+        also = (lambda run: run.get("agent_id") == move.agent_id) if move.agent_id is not None else None
+        return transition(self.items, run_id, RUN_TRANSITIONS, move.target, move.sets, move.removes, also)
 
     def _put_node(self, node: Node) -> None:
         self.items.setdefault(node.node_id, node.to_item())  # a retried launch finds it there

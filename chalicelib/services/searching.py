@@ -14,23 +14,8 @@ been reported and the searcher has not answered yet). The trial reads them throu
 from __future__ import annotations
 
 from chalicelib import config as cfg
-from chalicelib.domain import keys
+from chalicelib.domain import keys, searchers
 from chalicelib.domain.records import Experiment, Trial
-from chalicelib.domain.searchers import (
-    ContinueTrial,
-    CreateTrial,
-    Operation,
-    PauseTrial,
-    Searcher,
-    SearchSpec,
-    Shutdown,
-    StopTrial,
-    TrialCreated,
-    TrialExited,
-    ValidationReported,
-    new_searcher,
-    restore_searcher,
-)
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
 from chalicelib.services import retention
@@ -48,14 +33,14 @@ def time_metric(config: cfg.ExperimentConfig) -> str | None:
     return config.searcher.time_metric if isinstance(config.searcher, cfg.AdaptiveASHASearcher) else None
 
 
-def search_spec(config: cfg.ExperimentConfig) -> SearchSpec:
+def search_spec(config: cfg.ExperimentConfig) -> searchers.SearchSpec:
     """The searcher's inputs from an experiment's config."""
     searcher = config.searcher
     if isinstance(searcher, cfg.AdaptiveASHASearcher) and searcher.uses_time_metric:
         max_length = searcher.max_time
     else:
         max_length = config.searcher_max_length_batches()
-    return SearchSpec(
+    return searchers.SearchSpec(
         space=config.model_dump(mode="json", include={"hyperparameters"})["hyperparameters"],
         settings=searcher.model_dump(mode="json"),
         max_length=int(max_length) if max_length is not None else None,
@@ -68,7 +53,7 @@ def start(ports: Ports, experiment: Experiment) -> None:
     if experiment.searcher_started:
         return  # already started (a redelivered activation)
     spec = search_spec(experiment.parsed_config)
-    searcher = new_searcher(spec)
+    searcher = searchers.new_searcher(spec)
     _save_and_apply(ports, experiment, spec, searcher, searcher.initial_operations(), version=0)
 
 
@@ -80,7 +65,7 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
         _end_experiment_once_trials_stopped(ports, experiment, message)
         return
     spec = search_spec(experiment.parsed_config)  # parsed once per event
-    searcher = restore_searcher(experiment.searcher, spec)
+    searcher = searchers.restore_searcher(experiment.searcher, spec)
     trial_id = message.trial_id
     if isinstance(message, messages.TrialPaused):
         _carry_out_decision_on_paused_trial(ports, experiment, trial_id)
@@ -89,14 +74,14 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
         trial = ports.trials.get(trial_id)
         failed = trial is None or trial.state != TrialState.COMPLETED
         invalid = trial is not None and trial.invalid_hp
-        event: TrialExited | ValidationReported = TrialExited(
+        event: searchers.TrialExited | searchers.ValidationReported = searchers.TrialExited(
             event_id=message.event_id,
             trial_id=trial_id,
             failed=failed and not invalid,
             invalid_hp=invalid,
         )
     else:
-        event = ValidationReported(
+        event = searchers.ValidationReported(
             event_id=message.event_id,
             trial_id=trial_id,
             length=message.length,
@@ -104,7 +89,7 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
         )
     ops = searcher.on_event(event)
     _save_and_apply(ports, experiment, spec, searcher, ops, version=experiment.searcher_version)
-    if isinstance(event, ValidationReported):
+    if isinstance(event, searchers.ValidationReported):
         # Answered (possibly with nothing: the target stands, or the trial is done).
         ports.trials.clear_searcher_pending(trial_id)
 
@@ -112,36 +97,36 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
 def _save_and_apply(
     ports: Ports,
     experiment: Experiment,
-    spec: SearchSpec,
-    searcher: Searcher,
-    ops: list[Operation],
+    spec: searchers.SearchSpec,
+    searcher: searchers.Searcher,
+    ops: list[searchers.Operation],
     version: int,
 ) -> None:
     version = _save(ports, experiment.id, searcher, version)
     for op in ops:
-        if isinstance(op, CreateTrial):
+        if isinstance(op, searchers.CreateTrial):
             trial_id = _create_trial(ports, experiment, op)
             # Tell the searcher the trial's id; saved before the next operation runs.
-            searcher.on_event(TrialCreated(f"created-{op.request_id}", op.request_id, trial_id))
+            searcher.on_event(searchers.TrialCreated(f"created-{op.request_id}", op.request_id, trial_id))
             version = _save(ports, experiment.id, searcher, version)
-        elif isinstance(op, ContinueTrial):
+        elif isinstance(op, searchers.ContinueTrial):
             _continue_trial(ports, experiment, op)
-        elif isinstance(op, PauseTrial):
+        elif isinstance(op, searchers.PauseTrial):
             ports.trials.set_searcher_action(op.trial_id, "pause")
-        elif isinstance(op, StopTrial):
+        elif isinstance(op, searchers.StopTrial):
             _stop_trial(ports, op.trial_id, spec)
-        elif isinstance(op, Shutdown):
+        elif isinstance(op, searchers.Shutdown):
             _on_searcher_shutdown(ports, experiment, spec, failure=op.failure)
     ports.experiments.record_progress(experiment.id, round(searcher.progress(), 4))
 
 
-def _save(ports: Ports, experiment_id: int, searcher: Searcher, version: int) -> int:
+def _save(ports: Ports, experiment_id: int, searcher: searchers.Searcher, version: int) -> int:
     if not ports.experiments.save_searcher(experiment_id, searcher.snapshot(), expected_version=version):
         raise StaleSearcherError(f"searcher of experiment {experiment_id} changed meanwhile; retrying")
     return version + 1
 
 
-def _create_trial(ports: Ports, experiment: Experiment, op: CreateTrial) -> int:
+def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTrial) -> int:
     # Claimed once per request id, so a redelivered event finds the trial it already created.
     trial_id = ports.ids.claim(f"trial-request:{experiment.id}:{op.request_id}", "trial")
     seed = experiment.parsed_config.reproducibility.experiment_seed or 0
@@ -177,7 +162,7 @@ def _start_run(ports: Ports, experiment: Experiment, trial_id: int, generation: 
     )
 
 
-def _continue_trial(ports: Ports, experiment: Experiment, op: ContinueTrial) -> None:
+def _continue_trial(ports: Ports, experiment: Experiment, op: searchers.ContinueTrial) -> None:
     trial = ports.trials.get(op.trial_id)
     if trial is None:
         return
@@ -195,11 +180,11 @@ def _resume_paused_trial(ports: Ports, experiment: Experiment, trial: Trial) -> 
         _start_run(ports, experiment, trial.id, trial.generation + 1)
 
 
-def _stops_early(trial: Trial, spec: SearchSpec) -> bool:
+def _stops_early(trial: Trial, spec: searchers.SearchSpec) -> bool:
     return spec.max_length is not None and (trial.searcher_length or 0) < spec.max_length
 
 
-def _stop_trial(ports: Ports, trial_id: int, spec: SearchSpec) -> None:
+def _stop_trial(ports: Ports, trial_id: int, spec: searchers.SearchSpec) -> None:
     trial = ports.trials.get(trial_id)
     if trial is None:
         return
@@ -235,7 +220,9 @@ def _complete_stopped_paused_trial(ports: Ports, trial: Trial) -> None:
         )
 
 
-def _on_searcher_shutdown(ports: Ports, experiment: Experiment, spec: SearchSpec, *, failure: bool) -> None:
+def _on_searcher_shutdown(
+    ports: Ports, experiment: Experiment, spec: searchers.SearchSpec, *, failure: bool
+) -> None:
     """The searcher shut down. Trials still running (typically on their way to a pause) are told to stop
     and the experiment waits in STOPPING_* for them, as Determined's does; otherwise it ends now."""
     running = [

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Iterator
@@ -31,7 +30,7 @@ from chalice.app import IAMAuthorizer
 
 from chalicelib import wiring
 from chalicelib.api.routing import ROUTES
-from infra.local_stack import free_port
+from infra.local_stack import free_port, serve_api
 from infra.pump import QueuePump
 from infra.resources import StackNames, create
 
@@ -161,19 +160,8 @@ def api(moto_url: str) -> Iterator[Api]:
 
 
 def _serve_api():  # noqa: ANN202
-    from chalice.config import Config
-    from chalice.local import LocalChalice, LocalDevServer, create_local_server
-
-    import app as chalice_app
-
     port = free_port()
-    config = Config.create(chalice_stage="local", app_name="stratus", function_name="api_handler")
-    if isinstance(chalice_app.app, LocalChalice):  # made local by an earlier server in this process
-        server = LocalDevServer(chalice_app.app, config, "127.0.0.1", port)
-    else:
-        server = create_local_server(chalice_app.app, config, host="127.0.0.1", port=port)
-    threading.Thread(target=server.serve_forever, name="api", daemon=True).start()
-    return server, f"http://127.0.0.1:{port}"
+    return serve_api(port), f"http://127.0.0.1:{port}"
 
 
 def _records(http: httpx.Client, url: str, env: dict[str, str], moto_url: str) -> Api:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from det import _test_config, _testmode_local
+from det import _test_config
 
 CONFIG = """\
 name: mnist
@@ -337,15 +337,3 @@ def test_an_nni_config_is_refused(api, tmp_path: Path) -> None:
     assert result.code == 2
     assert f"Error: {nni} is an NNI config" in result.err
     assert api.requests == []
-
-
-def test_events_file_reads_whole_lines_only(tmp_path: Path) -> None:
-    path = tmp_path / "events.jsonl"
-    path.write_text('{"type": "training"}\nnot json\n{"type": "valid')
-    events = _testmode_local._EventsFile(path)
-
-    assert events.read() == [{"type": "training"}]
-    with path.open("a") as f:
-        f.write('ation"}\n{"type": "checkpoint"}')
-    assert events.read() == [{"type": "validation"}]
-    assert events.read(final=True) == [{"type": "checkpoint"}]

@@ -12,7 +12,7 @@ import pytest
 
 import contract
 from contract import env as trial_env
-from contract import messages
+from contract import local_events, messages
 from contract.actions import SearcherAction
 from contract.entrypoint import is_legacy_trial_class, legacy_trial_argv
 from contract.env import TrialEnv
@@ -316,3 +316,23 @@ def test_every_module_imports_only_the_standard_library(path: Path) -> None:
     assert not outside, (
         f"{path.name} imports {sorted(outside)}; the contract package is standard library only"
     )
+
+
+def test_events_file_reads_whole_lines_only(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"type": "training"}\nnot json\n{"type": "valid')
+    events = local_events.EventsReader(path)
+
+    assert events.read() == [{"type": "training"}]
+    with path.open("a") as f:
+        f.write('ation"}\n{"type": "checkpoint"}')
+    assert events.read() == [{"type": "validation"}]
+    assert events.read(final=True) == [{"type": "checkpoint"}]
+
+
+def test_local_events_are_one_line_each_of_a_known_type() -> None:
+    line = local_events.encode(local_events.LocalEventType.CHECKPOINT, 5, uuid="u")
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == {"type": "checkpoint", "steps_completed": 5, "uuid": "u"}
+    with pytest.raises(ValueError, match="unknown local event type 'trainig'"):
+        local_events.encode("trainig", 1)
