@@ -8,7 +8,9 @@ Tiers (each a folder, see README "Tests and benchmarks"):
   e2e          the embedded local stack and real trials (marker ``e2e``)
   gpu          a CUDA device (marker ``gpu``; skips itself elsewhere)
 
-Test modules never import each other: what two of them share lives here or in the tier's conftest.py.
+Test modules never import each other, nor a conftest.py: what two of them share lives here or in the tier's
+conftest.py and reaches them as a fixture (one that returns a function, a class or a small namespace where
+a test needs that).
 """
 
 from __future__ import annotations

@@ -3,9 +3,12 @@ in-memory transports (httpx.MockTransport for the CLI, contract.http.InMemoryTra
 a guard fails any unit test that starts a process or opens a socket (such a test belongs in
 tests/integration).
 
-- the CLI's fake API (`FakeApi`, `run`, the `api` fixture) for tests/unit/test_cli*.py;
-- the trial's fake control plane (`FakePlane`, `SearcherPlane`, `Waits`, `platform_env`) for
-  tests/unit/test_harness_*.py and tests/unit/test_compat.py.
+- the CLI's fake API for tests/unit/test_cli*.py: the `api` fixture (a FakeApi; `api.run(*argv)` runs the
+  CLI against it), with `fake_pack` and `table_rows`;
+- the trial's fake control plane for tests/unit/test_harness_*.py and tests/unit/test_compat.py: the
+  `plane_kit` fixture (FakePlane, SearcherPlane, Waits, the run they serve, `platform_env`).
+
+Tests reach these through fixtures only, never by importing this module.
 """
 
 from __future__ import annotations
