@@ -27,11 +27,8 @@ searcher:
 
 
 @pytest.fixture
-def config_file(tmp_path: Path) -> Path:
-    path = tmp_path / "const.yaml"
-    path.write_text(CONFIG)
-    (tmp_path / "ctx").mkdir()
-    return path
+def config_file(project_config) -> Path:
+    return project_config("const.yaml", CONFIG)
 
 
 # --- experiment create -------------------------------------------------------------------------

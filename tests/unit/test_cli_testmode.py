@@ -60,11 +60,8 @@ records_per_epoch: 6000
 
 
 @pytest.fixture
-def config_file(tmp_path: Path) -> Path:
-    path = tmp_path / "asha.yaml"
-    path.write_text(CONFIG)
-    (tmp_path / "ctx").mkdir()
-    return path
+def config_file(project_config) -> Path:
+    return project_config("asha.yaml", CONFIG)
 
 
 # --- the test config -----------------------------------------------------------------------------
