@@ -26,6 +26,7 @@ import pytest
 import app  # noqa: F401  (registers the routes)
 import harness
 from chalicelib.api.openapi import document
+from contract.env import TrialEnv
 from contract.http import InMemoryTransport, Request, Response
 from det._client import ApiClient as CliClient
 from harness.agent._api import AgentApi
@@ -219,16 +220,8 @@ class Plane:
 
 @pytest.fixture
 def on_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    env = {
-        "STRATUS_MASTER": API,
-        "STRATUS_TRIAL_ID": str(TRIAL),
-        "STRATUS_EXPERIMENT_ID": str(EXPERIMENT),
-        "STRATUS_RUN_ID": "run-1",
-        "STRATUS_RUN_TOKEN": TOKEN,
-        "STRATUS_HPARAMS": "{}",
-        "STRATUS_TRIAL_SEED": "1",
-    }
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "STRATUS_LATEST_CHECKPOINT"):
+    env = TrialEnv(API, TRIAL, EXPERIMENT, "run-1", TOKEN, trial_seed=1).to_env()
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

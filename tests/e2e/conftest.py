@@ -127,6 +127,33 @@ class Det:
         line = next(line for line in output.splitlines() if line.startswith("Created experiment"))
         return int(line.split()[-1])
 
+    def follow_experiment(
+        self, folder: Path, config: str, scripts: dict[str, str] | None = None, *, timeout: float = 240
+    ) -> tuple[DetResult, dict]:
+        """Writes ``scripts`` and ``config`` (as ``config.yaml``) into ``folder``, then `det experiment create
+        config.yaml folder -f` follows the experiment to its end; its result, and the experiment's one
+        trial as `det experiment describe --json` shows it."""
+        for name, text in (scripts or {}).items():
+            (folder / name).write_text(text)
+        (folder / "config.yaml").write_text(config)
+        result = self("experiment", "create", str(folder / "config.yaml"), str(folder), "-f", timeout=timeout)
+        (trial,) = self.describe_experiment(self.created_experiment_id(result.out))["trials"]
+        return result, trial
+
+    @staticmethod
+    def two_worker_config(name: str, script: str, *extra_lines: str) -> str:
+        """The config of a single-trial experiment running ``script`` on 2 workers of the torch_distributed
+        launcher, with no restart."""
+        lines = [
+            f"name: {name}",
+            f"entrypoint: python3 -m launchers.torch_distributed -- {script}",
+            "searcher: {name: single, metric: loss, max_length: 10}",
+            "resources: {slots_per_trial: 2}",
+            "max_restarts: 0",
+            *extra_lines,
+        ]
+        return "\n".join(lines) + "\n"
+
     def describe_experiment(self, experiment_id: int) -> dict:
         result = self("experiment", "describe", str(experiment_id), "--json")
         assert result.code == 0, result.err
@@ -157,17 +184,9 @@ class Det:
 
     def crash_rank_1(self, tmp_path: Path) -> dict:
         """Rank 1 of 2 exits 3 mid-training; checks the trial ended in ERROR naming rank 1; the trial."""
-        (tmp_path / "crash.py").write_text(CRASH_RANK_1)
-        (tmp_path / "crash.yaml").write_text(
-            "name: crash-rank-1\n"
-            "entrypoint: python3 -m launchers.torch_distributed -- crash.py\n"
-            "searcher: {name: single, metric: loss, max_length: 10}\n"
-            "resources: {slots_per_trial: 2}\n"
-            "max_restarts: 0\n"
-        )
-        result = self("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f", timeout=240)
+        config = self.two_worker_config("crash-rank-1", "crash.py")
+        result, trial = self.follow_experiment(tmp_path, config, {"crash.py": CRASH_RANK_1})
         assert result.code != 0
-        (trial,) = self.describe_experiment(self.created_experiment_id(result.out))["trials"]
         assert trial["state"] == "ERROR"
         assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (3, 1)
         logs = self("trial", "logs", str(trial["id"])).out

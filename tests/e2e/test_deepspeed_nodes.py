@@ -31,18 +31,18 @@ def test_gloo_all_reduce_under_deepspeed_across_two_agents_completes(
     two_nodes, tmp_path: Path, all_reduce, det_runner
 ):
     det = det_runner(two_nodes["api_url"])
-    (tmp_path / "script.py").write_text(textwrap.dedent(all_reduce))
     accelerator = os.environ.get("DS_ACCELERATOR", "cpu")
-    (tmp_path / "deepspeed.yaml").write_text(
+    result, trial = det.follow_experiment(
+        tmp_path,
         "name: deepspeed-two-nodes\n"
         "entrypoint: python3 -m launchers.deepspeed -- script.py\n"
         "searcher: {name: single, metric: loss, max_length: 1}\n"
         "resources: {slots_per_trial: 2}\n"
         "max_restarts: 0\n"
-        f"environment: {{environment_variables: [DS_ACCELERATOR={accelerator}]}}\n"
+        f"environment: {{environment_variables: [DS_ACCELERATOR={accelerator}]}}\n",
+        {"script.py": textwrap.dedent(all_reduce)},
+        timeout=300,
     )
-    result = det("experiment", "create", str(tmp_path / "deepspeed.yaml"), str(tmp_path), "-f", timeout=300)
-    (trial,) = det.describe_experiment(det.created_experiment_id(result.out))["trials"]
     logs = det("trial", "logs", str(trial["id"]))
     assert result.code == 0 and trial["state"] == "COMPLETED", logs.out[-4000:] + result.err
     assert trial["exit"]["reason"] == "all 2 nodes exited with code 0"

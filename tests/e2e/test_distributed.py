@@ -42,18 +42,11 @@ while True:  # a hung collective without failure detection: nothing but SIGKILL 
 
 
 def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace(det, tmp_path: Path):
-    (tmp_path / "stubborn.py").write_text(STUBBORN_RANK_0)
-    (tmp_path / "stubborn.yaml").write_text(
-        "name: stubborn-rank-0\n"
-        "entrypoint: python3 -m launchers.torch_distributed -- stubborn.py\n"
-        "searcher: {name: single, metric: loss, max_length: 10}\n"
-        "resources: {slots_per_trial: 2}\n"
-        "environment: {environment_variables: [STRATUS_KILL_GRACE_S=2]}\n"
-        "max_restarts: 0\n"
+    config = det.two_worker_config(
+        "stubborn-rank-0", "stubborn.py", "environment: {environment_variables: [STRATUS_KILL_GRACE_S=2]}"
     )
-    result = det("experiment", "create", str(tmp_path / "stubborn.yaml"), str(tmp_path), "-f", timeout=240)
+    result, trial = det.follow_experiment(tmp_path, config, {"stubborn.py": STUBBORN_RANK_0})
     assert result.code != 0
-    (trial,) = det.describe_experiment(det.created_experiment_id(result.out))["trials"]
     assert trial["state"] == "ERROR"
     assert (trial["exit"]["code"], trial["exit"]["failed_rank"]) == (4, 1)
     lines = det("trial", "logs", str(trial["id"])).out.splitlines()

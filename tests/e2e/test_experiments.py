@@ -122,17 +122,15 @@ with harness.init() as core:
 
 
 def test_a_crashed_trial_restarts_from_its_latest_checkpoint(det, tmp_path: Path):
-    (tmp_path / "crash_once.py").write_text(CRASH_ONCE)
-    (tmp_path / "crash.yaml").write_text(
+    result, trial = det.follow_experiment(
+        tmp_path,
         "name: crash-once\n"
         "entrypoint: python3 crash_once.py\n"
         "searcher: {name: single, metric: loss, max_length: 10}\n"
-        "max_restarts: 1\n"
+        "max_restarts: 1\n",
+        {"crash_once.py": CRASH_ONCE},
     )
-    result = det("experiment", "create", str(tmp_path / "crash.yaml"), str(tmp_path), "-f")
     assert result.code == 0, result.out + result.err
-    described = det.describe_experiment(det.created_experiment_id(result.out))
-    (trial,) = described["trials"]
     assert trial["state"] == "COMPLETED" and trial["restarts"] == 1
     logs = det("trial", "logs", str(trial["id"])).out
     assert logs.index("crashing on purpose after step 5") < logs.index("resumed at step 5")

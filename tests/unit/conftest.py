@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 import httpx
 import pytest
 
+from contract.env import TrialEnv
 from contract.http import InMemoryTransport, Request, Response
 from det import cli
 from det._runtime import Runtime
@@ -569,17 +570,8 @@ def platform_env(
     monkeypatch: pytest.MonkeyPatch, hparams: dict[str, Any], *, seed: int = 42, **extra: str
 ) -> None:
     """The environment the agent gives a trial of FakePlane's run (TRIAL of EXPERIMENT, run-1, TOKEN)."""
-    env = {
-        "STRATUS_MASTER": API,
-        "STRATUS_TRIAL_ID": str(TRIAL),
-        "STRATUS_EXPERIMENT_ID": str(EXPERIMENT),
-        "STRATUS_RUN_ID": "run-1",
-        "STRATUS_RUN_TOKEN": TOKEN,
-        "STRATUS_HPARAMS": json.dumps(hparams),
-        "STRATUS_TRIAL_SEED": str(seed),
-        **extra,
-    }
-    for name, value in env.items():
+    run = TrialEnv(API, TRIAL, EXPERIMENT, "run-1", TOKEN, hparams=hparams, trial_seed=seed)
+    for name, value in {**run.to_env(), **extra}.items():
         monkeypatch.setenv(name, value)
 
 

@@ -103,14 +103,18 @@ def test_a_paused_trial_the_searcher_promoted_meanwhile_resumes_in_a_new_executi
     assert f"trial-{first}-2" not in ports.workflows.executions
 
 
-def test_a_pause_event_redelivered_while_the_trial_is_still_paused_resumes_it_once(ports, flow):
+def _first_trial_paused(ports, flow):
+    """A random-searcher experiment whose first trial ran and paused; the pause's event (not sent)."""
     experiment = flow.submit(RANDOM)
     first, _ = flow.trial_ids(experiment.id)
-    flow.request_slots(first)
+    flow.request_slots(first)  # the execution's Enqueue: the trial's attempts move on
     _pause(ports, first)
-    paused = messages.TrialPaused(
-        event_id="paused-1", trial_id=first, experiment_id=experiment.id, state="PAUSED"
-    )
+    event_id = f"paused-{ports.trials.get(first).attempts}"
+    return experiment, first, messages.TrialPaused(event_id, first, experiment.id, "PAUSED")
+
+
+def test_a_pause_event_redelivered_while_the_trial_is_still_paused_resumes_it_once(ports, flow):
+    _, first, paused = _first_trial_paused(ports, flow)
     searching.handle_event(ports, paused)
     searching.handle_event(ports, paused)  # redelivered before the new execution's Enqueue
     assert ports.trials.get(first).generation == 1
@@ -118,34 +122,20 @@ def test_a_pause_event_redelivered_while_the_trial_is_still_paused_resumes_it_on
 
 
 def test_a_promotion_racing_the_pause_event_starts_one_execution(ports, flow):
-    experiment = flow.submit(RANDOM)
-    first, _ = flow.trial_ids(experiment.id)
-    flow.request_slots(first)
-    _pause(ports, first)
+    experiment, first, paused = _first_trial_paused(ports, flow)
     searching._continue_trial(ports, experiment, ContinueTrial(trial_id=first, length=200))  # promoted
-    searching.handle_event(
-        ports,
-        messages.TrialPaused(
-            event_id="paused-1", trial_id=first, experiment_id=experiment.id, state="PAUSED"
-        ),
-    )
+    searching.handle_event(ports, paused)
     assert ports.trials.get(first).generation == 1
     assert f"trial-{first}-2" not in ports.workflows.executions
 
 
 def test_a_trial_paused_again_after_its_resume_resumes_again(ports, flow):
-    experiment = flow.submit(RANDOM)
-    first, _ = flow.trial_ids(experiment.id)
-    for generation in (1, 2):
-        flow.request_slots(first)  # the execution's Enqueue: attempts move on
-        _pause(ports, first)
-        searching.handle_event(
-            ports,
-            messages.TrialPaused(
-                event_id=f"paused-{generation}", trial_id=first, experiment_id=experiment.id, state="PAUSED"
-            ),
-        )
-        assert ports.trials.get(first).generation == generation
+    _, first, paused = _first_trial_paused(ports, flow)
+    searching.handle_event(ports, paused)
+    flow.request_slots(first)  # the new execution's Enqueue
+    _pause(ports, first)
+    searching.handle_event(ports, dataclasses.replace(paused, event_id="paused-2"))
+    assert ports.trials.get(first).generation == 2
     assert f"trial-{first}-2" in ports.workflows.executions
 
 
