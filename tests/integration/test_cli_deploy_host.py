@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -38,3 +40,19 @@ def test_up_refuses_a_busy_port(tmp_path: Path) -> None:
     assert err.getvalue() == (
         f"Error: port {port} on 127.0.0.1 is already in use; stop what listens there or pass --port\n"
     )
+
+
+def test_the_stack_finds_the_app_from_any_folder(tmp_path: Path) -> None:
+    # `det deploy local up` runs the stack in the user's own folder: the Chalice app must be importable
+    # from the installation, not only from the checkout's root.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = subprocess.run(
+        [sys.executable, "-c", "import app; print(app.app.app_name)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "stratus"
