@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,8 +146,3 @@ def call_with_retry(
 
 def _status(error: Exception) -> int | None:
     return error.status if isinstance(error, ApiCallError) else None
-
-
-def monotonic_deadline(seconds: float) -> Callable[[], bool]:
-    end = time.monotonic() + seconds
-    return lambda: time.monotonic() >= end
