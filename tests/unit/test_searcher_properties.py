@@ -18,14 +18,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chalicelib.domain import hparams, searchers
+from chalicelib.domain.searchers.hyperband_plan import plan as hyperband_plan
 
 RUNNING, PAUSED, STOPPING, EXITED = "running", "paused", "stopping", "exited"
+CLOSING = "closing"  # stopped while paused: the service closes it, no slot held
 METRICS = st.one_of(st.sampled_from([0.0, 0.5, 0.5, 1.0]), st.floats(-100, 100, allow_nan=False))
 
 
+ALL_SEARCHERS = ("grid", "random", "tpe", "adaptive_asha", "adaptive_asha", "hyperband", "bohb")
+
+
 @st.composite
-def specs(draw: st.DrawFn) -> searchers.SearchSpec:
-    name = draw(st.sampled_from(["grid", "random", "tpe", "adaptive_asha", "adaptive_asha"]))
+def specs(draw: st.DrawFn, names: tuple[str, ...] = ALL_SEARCHERS) -> searchers.SearchSpec:
+    name = draw(st.sampled_from(names))
     mct = draw(st.integers(0, 4))
     settings_: dict[str, Any] = {"name": name, "metric": "m", "max_concurrent_trials": mct}
     settings_["smaller_is_better"] = draw(st.booleans())
@@ -46,6 +51,15 @@ def specs(draw: st.DrawFn) -> searchers.SearchSpec:
         settings_["max_rungs"] = draw(st.integers(1, 4))
         settings_["mode"] = draw(st.sampled_from(["aggressive", "standard", "conservative"]))
         settings_["stop_once"] = draw(st.booleans())
+    if name in ("hyperband", "bohb"):
+        settings_["divisor"] = draw(st.sampled_from([2, 3, 2.5]))
+        if draw(st.booleans()):
+            settings_.pop("max_trials")
+            settings_["iterations"] = draw(st.integers(1, 2))
+            max_length = draw(st.sampled_from([1, 4, 9]))
+        if name == "bohb":
+            settings_["random_fraction"] = draw(st.sampled_from([0.0, 0.3]))
+            settings_["num_samples"] = 8
     return searchers.SearchSpec(
         space=space, settings=settings_, max_length=max_length, seed=draw(st.integers(0, 99))
     )
@@ -78,6 +92,8 @@ class Cluster:
         self.events = 0
         if spec.settings["name"] == "grid":
             self.budget = len(hparams.grid_points(spec.space))
+        elif spec.settings["name"] in ("hyperband", "bohb"):
+            self.budget = sum(b.num_trials for b in hyperband_plan(spec))
         else:
             self.budget = int(spec.settings["max_trials"])
         self.apply(self.searcher.initial_operations())
@@ -106,8 +122,8 @@ class Cluster:
                 assert trial.status == RUNNING
                 trial.status = PAUSED
             elif isinstance(op, searchers.StopTrial):
-                assert trial.status == RUNNING
-                trial.status = STOPPING
+                assert trial.status in (RUNNING, PAUSED)
+                trial.status = STOPPING if trial.status == RUNNING else CLOSING
         assert len(self.request_ids) <= self.budget + self.invalid
         mct = int(self.spec.settings["max_concurrent_trials"])
         if mct > 0:
@@ -169,7 +185,7 @@ class Cluster:
         """Every trial runs to the searcher's end: report at the target, exit when told to."""
         for _ in range(5000):
             running = [t for t in self.trials.values() if t.status == RUNNING]
-            stopping = [t for t in self.trials.values() if t.status == STOPPING]
+            stopping = [t for t in self.trials.values() if t.status in (STOPPING, CLOSING)]
             if self.pending:
                 self.create(0)
             elif running and running[0].length < running[0].target:
@@ -188,6 +204,18 @@ class Cluster:
 def test_searchers_keep_their_promises_under_any_interleaving(
     spec: searchers.SearchSpec, data: st.DataObject
 ) -> None:
+    run_interleaving(spec, data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specs(names=("hyperband", "bohb")), data=st.data())
+def test_hyperband_and_bohb_keep_their_promises_under_any_interleaving(
+    spec: searchers.SearchSpec, data: st.DataObject
+) -> None:
+    run_interleaving(spec, data)
+
+
+def run_interleaving(spec: searchers.SearchSpec, data: st.DataObject) -> None:
     cluster = Cluster(spec)
     for _ in range(data.draw(st.integers(0, 40), label="steps")):
         if cluster.shutdowns:
@@ -198,7 +226,7 @@ def test_searchers_keep_their_promises_under_any_interleaving(
             choices += ["create", "create", "create"]
         if running:
             choices += ["validate", "validate", "validate", "exit"]
-        if any(t.status in (STOPPING, PAUSED) for t in cluster.trials.values()):
+        if any(t.status in (STOPPING, PAUSED, CLOSING) for t in cluster.trials.values()):
             choices += ["exit_other"]
         if cluster.delivered:
             choices += ["duplicate"]
@@ -213,7 +241,7 @@ def test_searchers_keep_their_promises_under_any_interleaving(
             kind = data.draw(st.sampled_from(["normal", "failed", "invalid"]))
             cluster.exit(data.draw(st.sampled_from(running)), kind)
         elif action == "exit_other":  # a stopped trial ends, or a paused one is killed
-            others = [t for t in cluster.trials.values() if t.status in (STOPPING, PAUSED)]
+            others = [t for t in cluster.trials.values() if t.status in (STOPPING, PAUSED, CLOSING)]
             cluster.exit(data.draw(st.sampled_from(others)), data.draw(st.sampled_from(["normal", "failed"])))
         elif action == "duplicate":
             cluster.duplicate(data.draw(st.integers(0, 1000)))

@@ -24,7 +24,9 @@ from chalicelib.domain.searchers.base import (
     TrialExited,
     ValidationReported,
 )
+from chalicelib.domain.searchers.bohb import BOHBSearcher
 from chalicelib.domain.searchers.grid import GridSearcher
+from chalicelib.domain.searchers.hyperband import HyperbandSearcher
 from chalicelib.domain.searchers.random import RandomSearcher
 from chalicelib.domain.searchers.single import SingleSearcher
 from chalicelib.domain.searchers.tpe import TPESearcher
@@ -32,10 +34,12 @@ from chalicelib.errors import BadRequestError
 
 __all__ = [
     "AdaptiveASHASearcher",
+    "BOHBSearcher",
     "ContinueTrial",
     "CreateTrial",
     "Event",
     "GridSearcher",
+    "HyperbandSearcher",
     "Operation",
     "PauseTrial",
     "RandomSearcher",
@@ -60,6 +64,8 @@ SEARCHERS: dict[str, Any] = {
     "random": RandomSearcher,
     "adaptive_asha": AdaptiveASHASearcher,
     "tpe": TPESearcher,
+    "hyperband": HyperbandSearcher,
+    "bohb": BOHBSearcher,
 }
 
 
