@@ -1,10 +1,12 @@
 """NNI's tuner, advisor and assessor translated into a Stratus searcher (see `chalicelib.config.nni`):
-TPE -> `tpe`, Random -> `random`, GridSearch and BatchTuner -> `grid`, every other tuner -> `tpe`
-with a warning; `classArgs` -> the metric's direction and the seed; an assessor -> a warning.
+TPE -> `tpe`, Random -> `random`, GridSearch and BatchTuner -> `grid`, Hyperband -> `hyperband`, BOHB ->
+`bohb`, every other tuner -> `tpe` with a warning; `classArgs` -> the metric's direction and the seed
+(and Hyperband's and BOHB's own arguments, `_bracket_settings`); an assessor -> a warning.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,8 +26,25 @@ _TUNERS: dict[str, str] = {
     "gridsearch": "grid",
     "batchtuner": "grid",
     "batch": "grid",
+    "hyperband": "hyperband",
+    "bohb": "bohb",
 }
-_EARLY_STOPPING_TUNERS = frozenset({"hyperband", "bohb", "pbt", "pbttuner"})
+_EARLY_STOPPING_TUNERS = frozenset({"pbt", "pbttuner"})
+# NNI's classArgs of Hyperband and BOHB with their defaults (NNI's), read by `_bracket_settings`.
+_BRACKET_ARGS: dict[str, dict[str, Any]] = {
+    "hyperband": {"R": 60, "eta": 3, "exec_mode": "parallelism"},
+    "bohb": {
+        "min_budget": 1,
+        "max_budget": 3,
+        "eta": 3,
+        "min_points_in_model": None,
+        "top_n_percent": 15,
+        "num_samples": 64,
+        "random_fraction": 1 / 3,
+        "bandwidth_factor": 3.0,
+        "min_bandwidth": 0.001,
+    },
+}
 _ASSESSORS_WITH_ASHA_HINT = frozenset({"medianstop", "curvefitting"})
 
 
@@ -69,6 +88,7 @@ class TunerTranslator(NniReader):
             self.warn(dotted(path, key), f"ignored ({why})")
         smaller_is_better, seed = self._class_args(path, section.get("classArgs"), searcher)
         out: dict[str, Any] = {"name": searcher, "metric": METRIC, "smaller_is_better": smaller_is_better}
+        out.update(self._bracket_settings(path, section.get("classArgs"), searcher))
         max_trials = self._max_trials(searcher)
         if max_trials is not None:
             out["max_trials"] = max_trials
@@ -156,7 +176,7 @@ class TunerTranslator(NniReader):
             self.problem(dotted(where, "optimize_mode"), "must be maximize or minimize")
         seed: int | None = None
         for key, value in args.items():
-            if key == "optimize_mode" or value is None:
+            if key == "optimize_mode" or value is None or key in _BRACKET_ARGS.get(searcher, {}):
                 continue
             if key == "seed" and is_int(value) and 0 <= value <= MAX_SEED:
                 seed = int(value)
@@ -168,6 +188,61 @@ class TunerTranslator(NniReader):
             )
             self.warn(dotted(where, str(key)), f"ignored ({why})")
         return smaller_is_better, seed
+
+    def _bracket_settings(self, path: str, args: Any, searcher: str) -> dict[str, Any]:
+        """Hyperband's `R` / BOHB's `max_budget` -> `max_length` (in the unit of NNI's `TRIAL_BUDGET`,
+        which the trial reads from its parameters), `eta` -> `divisor`, BOHB's `min_budget` ->
+        `max_rungs`, BOHB's model arguments as they are."""
+        if searcher not in _BRACKET_ARGS:
+            return {}
+        where = dotted(path, "classArgs")
+        given = args if isinstance(args, Mapping) else {}
+        values = {
+            k: (default if given.get(k) is None else given[k])
+            for k, default in _BRACKET_ARGS[searcher].items()
+        }
+        for key, value in values.items():
+            if key == "exec_mode":
+                if value not in ("serial", "parallelism"):
+                    self.problem(dotted(where, key), "must be serial or parallelism")
+                elif value == "serial":
+                    self.warn(
+                        dotted(where, key),
+                        "serial: Stratus runs brackets side by side within trialConcurrency, as parallelism",
+                    )
+            elif value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                self.problem(dotted(where, key), f"must be a number, got {value!r}")
+                return {}
+        top = "R" if searcher == "hyperband" else "max_budget"
+        if not is_int(values[top]) or values[top] < 1:
+            self.problem(dotted(where, top), "must be a whole number of budget units (1 or more)")
+            return {}
+        if values["eta"] < 2:
+            self.problem(dotted(where, "eta"), "must be at least 2")
+            return {}
+        out: dict[str, Any] = {"max_length": {"batches": int(values[top])}, "divisor": float(values["eta"])}
+        if searcher == "bohb":
+            low = values["min_budget"]
+            if not 0 < low <= values[top]:
+                self.problem(
+                    dotted(where, "min_budget"), f"must be above 0 and at most max_budget ({values[top]})"
+                )
+                return {}
+            out["max_rungs"] = (
+                int(math.floor(math.log(values[top] / low) / math.log(values["eta"]) + 1e-9)) + 1
+            )
+            for key in ("top_n_percent", "num_samples", "min_points_in_model"):
+                if values[key] is not None:
+                    out[key] = int(values[key])
+            for key in ("random_fraction", "bandwidth_factor", "min_bandwidth"):
+                out[key] = float(values[key])
+        if self.raw.get(self.names.max_trials) is not None:
+            self.warn(
+                self.names.max_trials,
+                f"counts configurations: with {searcher}, a configuration promoted to a larger budget goes on "
+                "as the same trial (NNI starts a new trial for it)",
+            )
+        return out
 
     def assessor(self) -> str | None:
         assessor = self.raw.get("assessor")

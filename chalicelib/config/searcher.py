@@ -7,6 +7,16 @@ plus `tpe` (Stratus' own, shaped like `random`) for later work. Every searcher r
 favour of the training loop deciding its own length; when it is set, Stratus passes it to the trial.
 `adaptive_asha` needs its rung unit: either the legacy `max_length`, or Determined's newer
 `time_metric` + `max_time` (rungs measured in a reported metric such as `batches`) - exactly one form.
+
+`hyperband` and `bohb` (Stratus' own, after NNI's advisors of those names) need `max_length`, Hyperband's
+`R`: the brackets of Li et al. (2018) with `divisor` as `eta` (default 3, at least 2); `iterations`
+Hyperband iterations (each runs every bracket once), or brackets in order until `max_trials`
+configurations (iterations repeating as needed), or one iteration when neither is set; `max_rungs` caps
+the rungs of a bracket (NNI's BOHB `min_budget`); `max_concurrent_trials` caps the running trials across
+brackets. Promoted trials continue from their checkpoint. `bohb` adds Falkner et al.'s model settings
+(hpbandster's and NNI's defaults): `top_n_percent` (15), `num_samples` (64), `random_fraction` (1/3),
+`bandwidth_factor` (3), `min_bandwidth` (0.001), `min_points_in_model` (unset: the number of searched
+hyperparameters + 1). See `chalicelib/domain/searchers/hyperband.py` and `bohb.py`.
 """
 
 from __future__ import annotations
@@ -20,14 +30,16 @@ from chalicelib.config._base import PositiveLength, StrictModel, raise_problems
 __all__ = [
     "SEARCHER_NAMES",
     "AdaptiveASHASearcher",
+    "BOHBSearcher",
     "GridSearcher",
+    "HyperbandSearcher",
     "RandomSearcher",
     "SearcherConfig",
     "SingleSearcher",
     "TPESearcher",
 ]
 
-SEARCHER_NAMES: tuple[str, ...] = ("single", "grid", "random", "adaptive_asha", "tpe")
+SEARCHER_NAMES: tuple[str, ...] = ("single", "grid", "random", "adaptive_asha", "tpe", "hyperband", "bohb")
 
 DEFAULT_MAX_CONCURRENT_TRIALS = 16
 
@@ -110,6 +122,30 @@ class AdaptiveASHASearcher(_Searcher):
         return self.time_metric is not None
 
 
+class HyperbandSearcher(_Searcher):
+    """Hyperband's brackets of synchronous successive halving (Li et al. 2018; NNI's `Hyperband`)."""
+
+    name: Literal["hyperband"] = "hyperband"
+    max_length: PositiveLength
+    divisor: float = Field(default=3.0, ge=2)
+    max_trials: int | None = Field(default=None, ge=1)
+    iterations: int | None = Field(default=None, ge=1)
+    max_rungs: int | None = Field(default=None, ge=1)
+    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
+
+
+class BOHBSearcher(HyperbandSearcher):
+    """Hyperband with a TPE-style kernel density model proposing configurations (Falkner et al. 2018)."""
+
+    name: Literal["bohb"] = "bohb"  # type: ignore[assignment]
+    top_n_percent: int = Field(default=15, ge=1, le=99)
+    num_samples: int = Field(default=64, ge=1)
+    random_fraction: float = Field(default=1 / 3, ge=0, le=1)
+    bandwidth_factor: float = Field(default=3.0, gt=0)
+    min_bandwidth: float = Field(default=1e-3, gt=0)
+    min_points_in_model: int | None = Field(default=None, ge=1)
+
+
 def _searcher_name(value: Any) -> str | None:
     """The union tag of a raw (or already built) searcher: its `name`."""
     if isinstance(value, _Searcher):
@@ -125,9 +161,19 @@ SearcherConfig = Annotated[
     | Annotated[GridSearcher, Tag("grid")]
     | Annotated[RandomSearcher, Tag("random")]
     | Annotated[AdaptiveASHASearcher, Tag("adaptive_asha")]
-    | Annotated[TPESearcher, Tag("tpe")],
+    | Annotated[TPESearcher, Tag("tpe")]
+    | Annotated[HyperbandSearcher, Tag("hyperband")]
+    | Annotated[BOHBSearcher, Tag("bohb")],
     Discriminator(_searcher_name),
 ]
 """Any searcher config; `config.searcher.name` tells which."""
 
-AnySearcher = SingleSearcher | GridSearcher | RandomSearcher | AdaptiveASHASearcher | TPESearcher
+AnySearcher = (
+    SingleSearcher
+    | GridSearcher
+    | RandomSearcher
+    | AdaptiveASHASearcher
+    | TPESearcher
+    | HyperbandSearcher
+    | BOHBSearcher
+)

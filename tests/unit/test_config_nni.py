@@ -483,18 +483,8 @@ def test_an_empty_search_space_is_allowed() -> None:
         ("MetisTuner", "tpe", "the MetisTuner tuner is not available in Stratus; using the tpe searcher"),
         ("GPTuner", "tpe", "the GPTuner tuner is not available in Stratus; using the tpe searcher"),
         ("DNGOTuner", "tpe", "the DNGOTuner tuner is not available in Stratus; using the tpe searcher"),
-        (
-            "Hyperband",
-            "tpe",
-            "the Hyperband tuner is not available in Stratus; using the tpe searcher; for early "
-            "stopping, use Stratus' adaptive_asha searcher",
-        ),
-        (
-            "BOHB",
-            "tpe",
-            "the BOHB tuner is not available in Stratus; using the tpe searcher; for early stopping, "
-            "use Stratus' adaptive_asha searcher",
-        ),
+        ("Hyperband", "hyperband", None),
+        ("BOHB", "bohb", None),
         ("PBTTuner", "tpe", None),
         ("MyOwnTuner", "tpe", "the MyOwnTuner tuner is not available in Stratus; using the tpe searcher"),
     ],
@@ -522,10 +512,36 @@ def test_v1_tuner_and_advisor_names() -> None:
     raw["advisor"] = {"builtinAdvisorName": "BOHB", "classArgs": {"optimize_mode": "maximize"}}
     translation = translate(raw)
 
-    assert translation.config["searcher"]["name"] == "tpe"
+    assert translation.config["searcher"]["name"] == "bohb"
     assert translation.config["data"]["nni"]["tuner"] == "BOHB"
     assert "tuner: ignored (the advisor is used instead, as NNI does)" in translation.warnings
-    assert any(w.startswith("advisor.builtinAdvisorName: the BOHB tuner") for w in translation.warnings)
+    assert not warnings_about(translation, "advisor.builtinAdvisorName")
+
+
+def test_hyperband_and_bohb_class_args_become_their_searchers_settings() -> None:
+    hyperband = translate(
+        v2(advisor={"name": "Hyperband", "classArgs": {"R": 100, "eta": 3, "optimize_mode": "maximize"}})
+    )
+    assert hyperband.config["searcher"] == {
+        "name": "hyperband",
+        "metric": "default",
+        "smaller_is_better": False,
+        "max_length": {"batches": 100},
+        "divisor": 3.0,
+        **{k: hyperband.config["searcher"][k] for k in ("max_trials", "max_concurrent_trials")},
+    }
+    assert not warnings_about(hyperband, "advisor.classArgs")
+    args = {"min_budget": 3, "max_budget": 27, "eta": 3, "top_n_percent": 20, "random_fraction": 0.2}
+    bohb = translate(v2(advisor={"name": "BOHB", "classArgs": {**args, "optimize_mode": "minimize"}}))
+    searcher = bohb.config["searcher"]
+    assert searcher["max_length"] == {"batches": 27} and searcher["max_rungs"] == 3  # budgets 3, 9, 27
+    assert (searcher["top_n_percent"], searcher["random_fraction"], searcher["num_samples"]) == (20, 0.2, 64)
+    defaults = translate(v2(advisor={"name": "BOHB", "classArgs": {"optimize_mode": "minimize"}}))
+    assert defaults.config["searcher"]["max_length"] == {"batches": 3}  # NNI's max_budget default
+    serial = translate(v2(advisor={"name": "Hyperband", "classArgs": {"exec_mode": "serial"}}))
+    assert warnings_about(serial, "advisor.classArgs.exec_mode")
+    assert "advisor.classArgs.eta" in problems(v2(advisor={"name": "Hyperband", "classArgs": {"eta": 1}}))
+    assert "advisor.classArgs.R" in problems(v2(advisor={"name": "Hyperband", "classArgs": {"R": "big"}}))
 
 
 def test_custom_and_missing_tuners() -> None:

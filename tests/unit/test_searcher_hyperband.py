@@ -204,3 +204,22 @@ def test_duplicates_change_nothing_and_a_restored_searcher_carries_on_identicall
             event = searchers.ValidationReported(f"w-{step}", trial_id, 1, 0.1 * step)
             assert restored.on_event(event) == original.searcher.on_event(event)
         assert restored.snapshot() == original.searcher.snapshot()
+
+
+def test_a_determined_style_config_section_builds_the_searcher() -> None:
+    from chalicelib.config import parse_experiment_config
+    from chalicelib.services.searching import search_spec
+
+    raw = {
+        "name": "hb",
+        "entrypoint": "python3 train.py",
+        "searcher": {"name": "bohb", "metric": "loss", "max_length": {"batches": 27}, "max_trials": 30},
+        "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
+    }
+    built = search_spec(parse_experiment_config(raw).config)
+    assert built.max_length == 27 and built.settings["divisor"] == 3.0
+    searcher = searchers.new_searcher(built)
+    assert isinstance(searcher, searchers.BOHBSearcher)
+    assert [b.num_trials for b in searcher.brackets] == [27, 3]  # 27 + 12 + ... cut at 30
+    with pytest.raises(Exception, match="searcher.max_length: required"):
+        parse_experiment_config({**raw, "searcher": {"name": "hyperband", "metric": "loss"}})
