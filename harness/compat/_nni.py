@@ -8,6 +8,17 @@
 | `get_trial_id()`, `get_experiment_id()` | the ids as strings (`"STANDALONE"` off the platform) |
 | `get_sequence_id()` | the trial id (0 off the platform): Stratus numbers trials per deployment, not per experiment |
 
+With the `hyperband` or `bohb` searcher (NNI's Hyperband and BOHB advisors), the trial sees its budget as
+NNI passes it: `get_next_parameter()` adds `TRIAL_BUDGET`, the length of the searcher's current operation
+(the rung's budget, in the unit of the advisor's `R` / `max_budget`). The script trains for that budget
+and reports its final result, which is the result at `TRIAL_BUDGET` (reported as a validation at
+`steps_completed = TRIAL_BUDGET`); its intermediate results are reported as training metrics (their
+count says nothing about the budget, so they are not searcher results). When the process ends, the
+searcher's answer is fetched: paused or stopped, it exits; promoted at once to a larger budget, the
+script is started again in the same process (`os.execv`) and reads the new `TRIAL_BUDGET`. A promoted
+NNI trial thus trains again from scratch, as NNI runs it (NNI scripts keep no checkpoints); a paused one
+that is promoted later starts again the same way in its next run.
+
 The harness context is opened on the first call and closed when the process exits. SIGTERM keeps its
 default action (NNI scripts do not poll for preemption); a preemption asked through the heartbeat makes
 the next report exit with code 0. Off the platform, reports are printed; with `STRATUS_LOCAL_CONFIG`
@@ -18,9 +29,10 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import harness.core
@@ -31,17 +43,29 @@ log = logging.getLogger("harness.nni")
 GROUP_SEPARATOR = "/"
 DEFAULT_METRIC = "default"
 STANDALONE = "STANDALONE"
+BUDGET_KEY = "TRIAL_BUDGET"
+BUDGET_SEARCHERS = ("hyperband", "bohb")  # NNI's advisors that pass TRIAL_BUDGET
+
+
+def run_script_again() -> None:
+    """Replace this process with a new run of the same command line (same interpreter and options)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 class NniTrial:
     """The process's NNI state: one harness context, the report count and the current operation."""
 
-    def __init__(self) -> None:
+    def __init__(self, restart: Callable[[], None] = run_script_again) -> None:
         self._lock = threading.RLock()
         self._core: Context | None = None
         self._reports = 0
         self._op: SearcherOperation | None = None
         self._params: dict[str, Any] | None = None
+        self._budget: int | None = None  # TRIAL_BUDGET, with the hyperband and bohb searchers
+        self._budget_done = False  # the final result at that budget is reported
+        self._restart = restart
 
     # ---- the API -------------------------------------------------------------------------------
 
@@ -59,6 +83,11 @@ class NniTrial:
                 self._params = flatten_hparams(
                     info.trial.hparams, space if isinstance(space, Mapping) else None
                 )
+                if self._budget is None and _passes_budget(info.config) and self._has_dialogue(core):
+                    self._budget = self._operation(core).length
+                    atexit.register(self._after_budget)  # runs before `close` (registered earlier)
+                if self._budget is not None:
+                    self._params[BUDGET_KEY] = self._budget
             return dict(self._params)
 
     def get_current_parameter(self, tag: str | None = None) -> Any:
@@ -68,6 +97,12 @@ class NniTrial:
 
     def report_intermediate_result(self, metric: Any) -> None:
         with self._lock:
+            if self._budget is not None:  # a point on the way to TRIAL_BUDGET: not a searcher result
+                core = self._context()
+                self._reports += 1
+                core.train.report_training_metrics(steps_completed=self._reports, metrics=as_metrics(metric))
+                self._exit_if_preempted(core)
+                return
             core, metrics = self._report_validation(metric)
             self._exit_if_preempted(core)
             if not self._has_dialogue(core):
@@ -80,6 +115,9 @@ class NniTrial:
 
     def report_final_result(self, metric: Any) -> None:
         with self._lock:
+            if self._budget is not None:
+                self._report_at_budget(metric)
+                return
             core, metrics = self._report_validation(metric)
             if not self._has_dialogue(core):
                 return
@@ -106,6 +144,34 @@ class NniTrial:
                 self._core = None
 
     # ---- inside --------------------------------------------------------------------------------
+
+    def _report_at_budget(self, metric: Any) -> None:
+        """The final result of a TRIAL_BUDGET run: the searcher result at that budget."""
+        if self._budget_done:
+            raise RuntimeError(
+                "nni.report_final_result() was already called for this TRIAL_BUDGET; call it once."
+            )
+        metrics = as_metrics(metric)
+        core = self._context()
+        budget = int(self._budget or 0)
+        core.train.report_validation_metrics(steps_completed=budget, metrics=metrics)
+        self._operation(core).report_completed(metrics[DEFAULT_METRIC])
+        self._op = None
+        self._budget_done = True
+
+    def _after_budget(self) -> None:
+        """At exit, after a final result at TRIAL_BUDGET: ask the searcher what comes next. Paused or
+        stopped: the process ends. Promoted to a larger budget: the script runs again from the start."""
+        with self._lock:
+            if not self._budget_done or self._core is None:
+                return
+            op = self._core.searcher.next_operation()
+            if op is None or op.length is None or op.length <= int(self._budget or 0):
+                return
+            log.info("promoted to %s=%d; starting the trial script again", BUDGET_KEY, op.length)
+            print(f"[nni] promoted to {BUDGET_KEY}={op.length}; running the trial script again", flush=True)
+            self.close()
+        self._restart()
 
     def _report_validation(self, metric: Any) -> tuple[Context, dict[str, Any]]:
         """Report `metric` as the next validation (`steps_completed` = results reported so far); the
@@ -144,6 +210,12 @@ class NniTrial:
         print(f"[nni] {why}; exiting", flush=True)
         self.close()
         sys.exit(0)
+
+
+def _passes_budget(config: Mapping[str, Any]) -> bool:
+    """Whether the experiment's searcher gives NNI trials a TRIAL_BUDGET (hyperband and bohb)."""
+    searcher = config.get("searcher")
+    return isinstance(searcher, Mapping) and searcher.get("name") in BUDGET_SEARCHERS
 
 
 def as_metrics(metric: Any) -> dict[str, Any]:

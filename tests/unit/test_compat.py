@@ -389,6 +389,36 @@ def test_nni_example_runs_on_the_platform(compat: None, monkeypatch: pytest.Monk
     assert plane.completed == [{"length": example.EPOCHS + 1, "metric": validations[-1][1]["default"]}]
 
 
+def test_nni_hyperband_trials_see_their_budget_and_run_again_when_promoted(
+    monkeypatch: pytest.MonkeyPatch, plane_kit
+) -> None:
+    plane_kit.platform_env({"lr": 0.01})
+    config = {"searcher": {"name": "hyperband", "metric": "default"}}
+    plane = plane_kit.SearcherPlane([3, 9], config=config)
+    use_plane(monkeypatch, plane)
+    restarts: list[int] = []
+
+    def run(budget: int) -> None:
+        nni = NniTrial(restart=lambda: restarts.append(budget))
+        try:
+            params = nni.get_next_parameter()
+            assert params == {"lr": 0.01, "TRIAL_BUDGET": budget}
+            for epoch in range(params["TRIAL_BUDGET"]):  # NNI's mnist-advisor: a result per budget unit
+                nni.report_intermediate_result(epoch / 10)
+            nni.report_final_result(budget / 10)
+            nni._after_budget()  # what the process does as it exits
+        finally:
+            nni.close()
+
+    run(3)  # rung 1: budget 3, then promoted at once to 9: the script runs again
+    assert restarts == [3]
+    run(9)  # budget 9, the last: stopped, the process ends
+    assert restarts == [3]
+    assert plane.completed == [{"length": 3, "metric": 0.3}, {"length": 9, "metric": 0.9}]
+    assert [s for s, _ in plane.metric_posts("validation")] == [3, 9]  # the final results, at their budgets
+    assert len(plane.metric_posts("training")) == 12  # intermediate results: not searcher results
+
+
 def test_flatten_hparams_and_merge_parameter() -> None:
     hparams = {"a": 1, "g": {"b": 2, "h": {"c": 3}}, "cat": {"k": "v"}}
     space = {"a": {"type": "int"}, "g": {"b": {"type": "int"}, "h": {"c": 3}}, "cat": {"type": "categorical"}}
