@@ -216,3 +216,60 @@ def test_a_consumer_that_loses_the_race_for_the_searcher_changes_nothing_and_the
     assert ports.trials.get(first).searcher_pending is True  # not answered: nothing was carried out
     searching.handle_event(raced, event)  # delivered again: the winner's snapshot is the base now
     assert ports.trials.get(first).searcher_pending is False
+
+
+HYPERBAND = {
+    "name": "hyperband",
+    "entrypoint": "python3 train.py",
+    # R = 9, eta = 3, cut at 4 configurations: one bracket of rungs 4 -> 1 -> 1 at lengths 1, 3, 9
+    "searcher": {"name": "hyperband", "metric": "loss", "max_trials": 4, "max_length": {"batches": 9}},
+    "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
+}
+
+
+def _validate(ports, experiment_id, trial_id, length, metric):
+    """What `trial_reports.report_searcher_result` does for a run: record the length, send the event."""
+    ports.trials.record_searcher_length(trial_id, length)
+    event = messages.ValidationReported(
+        event_id=f"validation-{trial_id}-{length}",
+        experiment_id=experiment_id,
+        trial_id=trial_id,
+        length=length,
+        metric=metric,
+    )
+    searching.handle_event(ports, event)
+
+
+def test_hyperband_pauses_a_rung_then_continues_the_best_from_its_checkpoint_and_closes_the_rest(ports, flow):
+    experiment = flow.submit(HYPERBAND)
+    trial_ids = flow.trial_ids(experiment.id)
+    assert len(trial_ids) == 4 and {ports.trials.get(t).target_length for t in trial_ids} == {1}
+    metrics = dict(zip(trial_ids, [0.4, 0.1, 0.3, 0.2], strict=True))
+    for trial_id in trial_ids[:3]:
+        _validate(ports, experiment.id, trial_id, 1, metrics[trial_id])
+        assert ports.trials.get(trial_id).searcher_action == "pause"  # waits for the whole rung
+        _pause(ports, trial_id)
+        searching.handle_event(
+            ports, messages.TrialPaused(f"paused-{trial_id}", trial_id, experiment.id, "PAUSED")
+        )
+        assert ports.trials.get(trial_id).state == "PAUSED"
+    _validate(ports, experiment.id, trial_ids[3], 1, metrics[trial_ids[3]])  # the rung decides
+    best = trial_ids[1]
+    assert ports.trials.get(best).target_length == 3 and ports.trials.get(best).generation == 1
+    assert flow.execution(best, generation=1)["trial_id"] == best  # resumed from its checkpoint
+    ports.trials.transition(best, "QUEUED")  # the new execution's Enqueue
+    for state in ("PULLING", "RUNNING"):
+        assert ports.trials.transition(best, state)
+    assert [ports.trials.get(t).state for t in (trial_ids[0], trial_ids[2])] == ["COMPLETED"] * 2
+    assert ports.trials.get(trial_ids[3]).searcher_action == "stop"  # still running: told to stop
+    assert flow.deliver_events() == 2  # the closed trials' exits reach the searcher
+    flow.end_trial(trial_ids[3], "COMPLETED")
+    _validate(ports, experiment.id, best, 3, 0.05)  # rung 1 holds one trial: it goes on at once
+    assert (ports.trials.get(best).searcher_action, ports.trials.get(best).target_length) == ("train", 9)
+    _validate(ports, experiment.id, best, 9, 0.01)
+    assert ports.trials.get(best).searcher_action == "stop"
+    flow.end_trial(best, "COMPLETED")
+    ended = ports.experiments.get(experiment.id)
+    assert ended.state == "COMPLETED" and ended.progress == 1
+    assert ports.trials.get(best).early_stopped is False
+    assert ports.trials.get(trial_ids[0]).early_stopped is True
