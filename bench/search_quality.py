@@ -1,8 +1,12 @@
-"""Search quality: adaptive ASHA vs random search vs TPE on synthetic multi-fidelity functions, on a
-simulated cluster. Run from the repository root:
+"""Search quality: adaptive ASHA, Hyperband and BOHB vs random search vs TPE on synthetic multi-fidelity
+functions, on a simulated cluster, side by side with the peers' own implementations (Optuna's BOHB,
+Ray Tune's ASHA and HyperBand; `bench/sim/peers.py`). Run from the repository root:
 
     .venv/bin/python bench/search_quality.py            # print the results
     .venv/bin/python bench/search_quality.py --write    # also write bench/results/search_quality.md
+    # Ray Tune's schedulers run in their own venv, one run per line of a JSON-lines file:
+    /tmp/raybench/bin/python bench/sim/ray_peer.py --scheduler asha --function branin --seed 1 >> ray.jsonl
+    .venv/bin/python bench/search_quality.py --ray-results ray.jsonl --write
 
 Each run builds the real searcher with `new_searcher(SearchSpec(space, settings, max_length, seed))`
 and drives it through its pure interface with the discrete-event simulator of `bench/sim/` (workers,
@@ -41,16 +45,23 @@ from bench.sim.functions import (  # noqa: E402
     fidelity_correlation,
     low_fidelity_optimum_regret,
 )
+from bench.sim.peers import optuna_bohb  # noqa: E402
 from bench.sim.simulator import RunResult, Simulator  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "search_quality.md"
-ARMS = ("random", "tpe", "asha", "asha_stop")
+ARMS = ("random", "tpe", "asha", "asha_stop", "hyperband", "bohb")
 ARM_LABELS = {
     "random": "random",
     "tpe": "tpe",
     "asha": "adaptive_asha (promotions)",
     "asha_stop": "adaptive_asha (stop_once)",
+    "hyperband": "hyperband",
+    "bohb": "bohb",
+    "optuna_bohb": "peer: Optuna TPESampler + HyperbandPruner",
+    "ray_asha": "peer: Ray Tune ASHAScheduler",
+    "ray_hyperband": "peer: Ray Tune HyperBandScheduler",
 }
+PEERS = ("optuna_bohb", "ray_asha", "ray_hyperband")  # run outside the simulator (bench/sim/peers.py)
 INF = float("inf")
 DYNAMODB_ITEM_LIMIT = 400 * 1024  # bytes: DynamoDB's 400 KB for a whole item (names and values)
 
@@ -68,6 +79,15 @@ def settings_for(arm: str, args: argparse.Namespace) -> dict[str, Any]:
     if arm in ("random", "tpe"):
         # One trial per max_length of budget, plus those still running when it runs out: the budget binds.
         return {"name": arm, "max_trials": math.ceil(args.budget) + args.workers, **common}
+    if arm in ("hyperband", "bohb"):
+        # The same rung lengths as adaptive_asha's (divisor, max_rungs); iterations repeat until the budget.
+        return {
+            "name": arm,
+            "max_trials": args.asha_max_trials or 64 * math.ceil(args.budget),
+            "divisor": args.divisor,
+            "max_rungs": args.max_rungs,
+            **common,
+        }
     return {
         "name": "adaptive_asha",
         "max_trials": args.asha_max_trials or 64 * math.ceil(args.budget),
@@ -87,6 +107,17 @@ def rung_lengths(args: argparse.Namespace) -> tuple[int, ...]:
 def one_run(task: tuple[str, str, int, argparse.Namespace]) -> tuple[str, str, int, dict[str, Any], float]:
     function, arm, seed, args = task
     start = time.perf_counter()
+    if arm == "optuna_bohb":
+        peer = optuna_bohb(
+            function,
+            seed,
+            max_length=args.max_length,
+            budget=args.budget,
+            divisor=args.divisor,
+            max_rungs=args.max_rungs,
+            workers=args.workers,
+        )
+        return function, arm, seed, peer.to_json(), time.perf_counter() - start
     sim = Simulator(
         FUNCTIONS[function],
         settings_for(arm, args),
@@ -159,24 +190,32 @@ def tables(
     for function in functions:
         all_targets[function] = goal = targets(results, function)
         for arm in arms:
-            runs = results[(function, arm)]
+            runs = results.get((function, arm))
+            if not runs:
+                continue
             finals = [r.final_regret for r in runs]
             use = [r.compute / (args.workers * r.time) for r in runs if r.time > 0]
             per_event = sum(r.searcher_seconds for r in runs) / max(sum(r.searcher_calls for r in runs), 1)
+            platform = (
+                "| – | – | – "  # a peer: not on the simulated cluster, nor a Stratus searcher
+                if arm in PEERS
+                else f"| {sum(use) / len(use):.0%} "
+                f"| {per_event * 1e3:.2f}, {max(r.searcher_max_call for r in runs) * 1e3:.0f} "
+                f"| {max(r.snapshot_bytes for r in runs) / 1024:.0f} "
+            )
             budget_rows.append(
                 f"| {function} | {ARM_LABELS[arm]} | {summary(finals, '.3g')} "
                 f"| {summary([r.time for r in runs], '.2f')} "
                 f"| {summary([r.trials for r in runs], '.0f')} "
                 f"| {summary([r.full_length_reports for r in runs], '.0f')} "
                 f"| {summary([r.trajectory[0].compute if r.trajectory else INF for r in runs], '.1f')} "
-                f"| {summary([r.runs_started for r in runs], '.0f')} "
-                f"| {sum(use) / len(use):.0%} "
-                f"| {per_event * 1e3:.2f}, {max(r.searcher_max_call for r in runs) * 1e3:.0f} "
-                f"| {max(r.snapshot_bytes for r in runs) / 1024:.0f} |"
+                f"| {summary([r.runs_started for r in runs], '.0f')} " + platform + "|"
             )
         for name, value in goal.items():
             for arm in arms:
-                runs = results[(function, arm)]
+                runs = results.get((function, arm))
+                if not runs:
+                    continue
                 hits = [r.first_reaching(value) for r in runs]
                 compute = [h.compute if h else INF for h in hits]
                 sim_time = [h.time if h else INF for h in hits]
@@ -201,7 +240,9 @@ def reading(
         parts = []
         base = quantile([r.final_regret for r in results[(function, "random")]], 0.5)
         for arm in arms:
-            runs = results[(function, arm)]
+            runs = results.get((function, arm))
+            if not runs:
+                continue
             med = quantile([r.final_regret for r in runs], 0.5)
             hits = [r.first_reaching(goals[function]["T50"]) for r in runs]
             med_compute = quantile([h.compute if h else INF for h in hits], 0.5)
@@ -228,7 +269,7 @@ def reading(
     if {"hartmann6", "hartmann6_bias2"} <= set(functions):
         compare = []
         for arm in arms:
-            if arm in ("random", "tpe"):
+            if arm in ("random", "tpe") or not results.get(("hartmann6_bias2", arm)):
                 continue
             meds = []
             for function in ("hartmann6", "hartmann6_bias2"):
@@ -245,7 +286,11 @@ def reading(
         )
         if bounds is not None:
             trap = bounds[1]
-            best = min(quantile([r.final_regret for r in results[("hartmann6_bias2", a)]], 0.5) for a in arms)
+            best = min(
+                quantile([r.final_regret for r in results[("hartmann6_bias2", a)]], 0.5)
+                for a in arms
+                if results.get(("hartmann6_bias2", a))
+            )
             lines.append(
                 f"- hartmann6_bias2's optimum at the lowest rung lies in another basin, {trap:.3g} worse at full "
                 f"fidelity, against a best median final regret of {best:.3g} here. The benchmark does not test "
@@ -258,6 +303,8 @@ def platform_notes(results: dict[tuple[str, str], list[RunResult]], arms: Sequen
     """What the runs say about the searchers as code the control plane runs on every event."""
     lines = []
     for arm in arms:
+        if arm in PEERS:
+            continue
         runs = [r for (_, a), rs in results.items() if a == arm for r in rs]
         calls = sum(r.searcher_calls for r in runs)
         mean = sum(r.searcher_seconds for r in runs) / max(calls, 1)
@@ -279,12 +326,62 @@ def platform_notes(results: dict[tuple[str, str], list[RunResult]], arms: Sequen
     return lines
 
 
+def _optuna_version() -> str:
+    import optuna
+
+    return str(optuna.__version__)
+
+
+def versus_peers(
+    results: dict[tuple[str, str], list[RunResult]],
+    functions: Sequence[str],
+    arms: Sequence[str],
+    goals: dict[str, dict[str, float]],
+) -> list[str]:
+    """Per function and target: Stratus' best searcher against the best peer, on the seeds both ran."""
+    lines = []
+    for function in functions:
+        for name, value in goals[function].items():
+            scores: dict[str, tuple[float, float, int, int]] = {}
+            for arm in arms:
+                runs = results.get((function, arm))
+                if not runs:
+                    continue
+                hits = [r.first_reaching(value) for r in runs]
+                scores[arm] = (
+                    quantile([h.compute if h else INF for h in hits], 0.5),
+                    quantile([r.final_regret for r in runs], 0.5),
+                    sum(1 for h in hits if h),
+                    len(runs),
+                )
+            ours = {a: v for a, v in scores.items() if a not in PEERS and a not in ("random", "tpe")}
+            peers = {a: v for a, v in scores.items() if a in PEERS}
+            if not ours or not peers:
+                continue
+            best_ours = min(ours, key=lambda a: (ours[a][0], ours[a][1]))
+            best_peer = min(peers, key=lambda a: (peers[a][0], peers[a][1]))
+            mine, theirs = ours[best_ours][0], peers[best_peer][0]
+            verdict = "no more" if mine <= theirs else "MORE"
+            show = lambda v: "> budget" if math.isinf(v) else f"{v:.1f}"  # noqa: E731
+            lines.append(
+                f"- **{function}, {name} = {value:.3g}**: Stratus' best, {ARM_LABELS[best_ours]}, median compute "
+                f"{show(mine)} ({ours[best_ours][2]}/{ours[best_ours][3]} seeds reached it, median final regret "
+                f"{ours[best_ours][1]:.3g}); the best peer, {ARM_LABELS[best_peer]}, {show(theirs)} "
+                f"({peers[best_peer][2]}/{peers[best_peer][3]}, {peers[best_peer][1]:.3g}): {verdict} compute."
+            )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--functions", nargs="+", default=list(FUNCTIONS), choices=list(FUNCTIONS))
     parser.add_argument("--searchers", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--peers", nargs="*", default=["optuna_bohb"], choices=["optuna_bohb"])
+    parser.add_argument(
+        "--ray-results", type=Path, help="JSON lines of bench/sim/ray_peer.py runs to add (Ray's own venv)"
+    )
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--budget", type=float, default=64.0, help="compute budget, in max_length units")
     parser.add_argument("--workers", type=int, default=4)
@@ -305,16 +402,28 @@ def main() -> None:
     args = parser.parse_args()
     if "random" not in args.searchers:
         parser.error("random is needed: the targets are taken from its final regret")
-    arms = [a for a in ARMS if a in args.searchers]
+    arms = [a for a in ARMS if a in args.searchers] + list(args.peers)
     seeds = list(range(1, args.seeds + 1))
+    ray_runs = (
+        [json.loads(line) for line in args.ray_results.read_text().splitlines()] if args.ray_results else []
+    )
+    ray_runs = [r for r in ray_runs if r["function"] in args.functions]
+    arms += [a for a in ("ray_asha", "ray_hyperband") if any(r["searcher"] == a for r in ray_runs)]
 
     started = time.time()
     load_before = os.getloadavg()[0]
     check = check_against_package(args.max_length)
     print(f"functions: {check}", flush=True)
-    tasks = [(f, arm, seed, args) for f in args.functions for arm in arms for seed in seeds]
+    tasks = [
+        (f, arm, seed, args)
+        for f in args.functions
+        for arm in arms
+        if not arm.startswith("ray_")
+        for seed in seeds
+    ]
     # Longest first (ASHA and TPE), so the pool does not end on one slow run.
-    tasks.sort(key=lambda t: {"asha": 0, "asha_stop": 1, "tpe": 2, "random": 3}[t[1]])
+    order = {"bohb": 0, "asha": 1, "asha_stop": 2, "hyperband": 3, "tpe": 4, "random": 5}
+    tasks.sort(key=lambda t: order.get(t[1], 0))
     raw: dict[tuple[str, str, int], dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(one_run, task) for task in tasks]
@@ -329,6 +438,8 @@ def main() -> None:
                 flush=True,
             )
     runtime = time.time() - started
+    for run in ray_runs:
+        raw[(run["function"], run["searcher"], int(run["seed"]))] = run
     results: dict[tuple[str, str], list[RunResult]] = {}
     for (function, arm, _seed), data in sorted(raw.items()):
         results.setdefault((function, arm), []).append(from_json(dict(data)))
@@ -344,6 +455,7 @@ def main() -> None:
     budget_table, target_table, goals = tables(results, args.functions, arms, args)
     facts = reading(results, args.functions, arms, goals, args)
     notes = platform_notes(results, arms)
+    against = versus_peers(results, args.functions, arms, goals)
     correlations = fidelity_table(args)
     print()
     print(budget_table)
@@ -353,6 +465,8 @@ def main() -> None:
     print("\n".join(facts))
     print()
     print("\n".join(notes))
+    print()
+    print("\n".join(against))
     if problems:
         print("\nruns that did not end on the budget, or warned:\n" + "\n".join(problems))
     print(f"\n{len(tasks)} runs in {runtime:.0f} s with {args.jobs} processes")
@@ -367,6 +481,8 @@ def main() -> None:
             target_table,
             facts,
             notes,
+            against,
+            ray_runs,
             problems,
             runtime,
             load_before,
@@ -410,16 +526,26 @@ def write(
     target_table: str,
     facts: Sequence[str],
     notes: Sequence[str],
+    against: Sequence[str],
+    ray_runs: Sequence[dict[str, Any]],
     problems: Sequence[str],
     runtime: float,
     load_before: float,
 ) -> None:
     command = ".venv/bin/python bench/search_quality.py " + " ".join(sys.argv[1:])
     asha = settings_for("asha", args)
-    text = f"""# Search quality: adaptive ASHA vs random vs TPE (simulated cluster)
+    ours = [a for a in arms if not a.startswith("ray_")]
+    ray_note = (
+        f", plus {len(ray_runs)} Ray Tune runs read from `--ray-results` "
+        f"({', '.join(sorted({r['function'] for r in ray_runs}))}, seeds "
+        f"{', '.join(str(x) for x in sorted({int(r['seed']) for r in ray_runs}))})"
+        if ray_runs
+        else ""
+    )
+    text = f"""# Search quality: adaptive ASHA, Hyperband, BOHB vs random vs TPE, and the peers' own implementations
 
 Machine: {describe()}. Date: {date.today().isoformat()}. Command: `{command.strip()}`
-({len(list(arms)) * len(args.functions) * len(seeds)} runs in {runtime:.0f} s with {args.jobs} processes; 1-minute
+({len(ours) * len(args.functions) * len(seeds)} runs in {runtime:.0f} s with {args.jobs} processes{ray_note}; 1-minute
 load average {load_before:.1f} before the run, so host timings below include other work on the machine).
 
 ## What ran
@@ -443,6 +569,21 @@ load average {load_before:.1f} before the run, so host timings below include oth
   pause and resume); "stop_once" trains every trial towards `max_length` and reports at the rung lengths
   {", ".join(str(x) for x in rung_lengths(args))}, where the searcher stops the trials outside a rung's top
   1/{args.divisor:g}.
+- `hyperband` and `bohb`: the same rung lengths (`divisor: {args.divisor:g}`, `max_rungs: {args.max_rungs}`, so
+  brackets s = {args.max_rungs - 1}..0 of Li et al.), `max_concurrent_trials: {args.workers}`, `max_trials` as
+  adaptive_asha's (iterations repeat until the budget ends the run); synchronous halving, promoted trials
+  continue from where they paused. `bohb` with Falkner et al.'s defaults (top_n_percent 15, num_samples 64,
+  random_fraction 1/3, bandwidth_factor 3, min_bandwidth 0.001).
+- Peers, on the same functions, noise (drawn from the same seed, trial number and length), budget and
+  scoring (`bench/sim/peers.py`): Optuna {_optuna_version()}'s `TPESampler(seed)` with
+  `HyperbandPruner(min_resource={rung_lengths(args)[0]}, max_resource={args.max_length}, reduction_factor={args.divisor:g})`
+  (trials one after another, reporting at each rung length); and, where listed, Ray Tune's `ASHAScheduler`
+  (grace_period {rung_lengths(args)[0]}, reduction_factor {args.divisor:g}, max_t {args.max_length}) and `HyperBandScheduler`
+  (reduction_factor {args.divisor:g}, max_t {args.max_length}), random configurations from Ray's seeded
+  `BasicVariantGenerator`, 4 trials at a time, reporting at lengths 1 and the rung lengths, HyperBand's paused
+  trials resuming from a checkpoint of their length (`bench/sim/ray_peer.py`, run in a separate venv). The
+  peers do not run on the simulated clock: their "simulated time" is compute / {args.workers} (perfect
+  parallelism), and the platform columns do not apply ("–").
 - Functions (`bench/sim/functions.py`): the multi-fidelity Branin and Hartmann functions of
   `mfhpo-benchmark-api` (Kandasamy et al. 2017), re-implemented so that nothing is downloaded or installed;
   {check}. Hyperparameters are `double`s over each function's domain; the metric is the value at
@@ -482,6 +623,15 @@ around each event); "snapshot KiB" is the JSON size of `snapshot()` at the end o
 ## Reading
 
 {chr(10).join(facts)}
+
+## Against the peers
+
+Compute to each target (median over the seeds; "> budget" when fewer than half reached it), Stratus' best
+multi-fidelity searcher (adaptive_asha, hyperband or bohb) against the best peer, as issue 9 asks ("our
+best searcher should need no more compute than the best peer"). Ray's rows cover only the functions and
+seeds listed above, where fewer seeds ran.
+
+{chr(10).join(against)}
 
 For the control plane (each event is handled by restoring the searcher from its snapshot, calling
 `on_event` and saving the snapshot again):
