@@ -209,3 +209,47 @@ def test_an_invalid_hp_trial_is_replaced_by_the_random_searcher(stack):
     runs.started(p, "agent", spec["run_id"], 2)
     runs.exited(p, "agent", spec["run_id"], 0, "exited with code 0")
     stack.pump_until(lambda: p.experiments.get(experiment.id).state == "COMPLETED")
+
+
+HYPERBAND = {
+    **CONFIG,
+    "name": "hyperband",
+    # R = 3, eta = 3, cut at 2 configurations: one bracket, both trials to 1, the better one on to 3.
+    "searcher": {"name": "hyperband", "metric": "loss", "max_trials": 2, "max_length": {"batches": 3}},
+}
+
+
+def test_hyperband_resumes_the_better_trial_from_its_checkpoint_and_closes_the_other(stack):
+    p = stack.ports
+    experiment = stack.submit_experiment(HYPERBAND)
+    runs.heartbeat(p, "agent", "default", 2, [])
+    stack.pump_until(lambda: len([r for r in p.runs.for_agent("agent") if r.state == "LAUNCHING"]) == 2)
+    specs = _launched(stack, "agent")
+    first, second = sorted(specs)
+    run_a, run_b = p.runs.get(specs[first]["run_id"]), p.runs.get(specs[second]["run_id"])
+    for run in (run_a, run_b):
+        runs.started(p, "agent", run.run_id, 1)
+        assert trial_reports.searcher_state(p, run) == {"action": "train", "length": 1, "unit": "batches"}
+
+    # A reaches rung 0 first: paused until the rung is complete; it checkpoints and exits.
+    uuid = _checkpoint(stack, run_a, 1)
+    trial_reports.report_metrics(p, run_a, "validation", 1, {"loss": 0.1})
+    stack.pump_until(lambda: trial_reports.searcher_state(p, run_a)["action"] == "stop")
+    runs.exited(p, "agent", run_a.run_id, 0, "exited with code 0")
+    stack.pump_until(lambda: p.trials.get(first).state == "PAUSED")
+
+    # B completes the rung and loses: B is stopped, A continues to 3 from its checkpoint in a new run.
+    trial_reports.report_metrics(p, run_b, "validation", 1, {"loss": 0.5})
+    stack.pump_until(lambda: trial_reports.searcher_state(p, run_b)["action"] == "stop")
+    runs.exited(p, "agent", run_b.run_id, 0, "exited with code 0")
+    stack.pump_until(lambda: any(r.run_id == f"{first}.2" for r in p.runs.for_agent("agent")))
+    resumed = _launched(stack, "agent")[first]
+    assert resumed["environment"]["STRATUS_LATEST_CHECKPOINT"] == uuid
+    run_a2 = p.runs.get(resumed["run_id"])
+    runs.started(p, "agent", run_a2.run_id, 2)
+    assert trial_reports.searcher_state(p, run_a2) == {"action": "train", "length": 3, "unit": "batches"}
+    trial_reports.report_metrics(p, run_a2, "validation", 3, {"loss": 0.05})
+    stack.pump_until(lambda: trial_reports.searcher_state(p, run_a2)["action"] == "stop")
+    runs.exited(p, "agent", run_a2.run_id, 0, "exited with code 0")
+    stack.pump_until(lambda: p.experiments.get(experiment.id).state == "COMPLETED", timeout=60)
+    assert p.trials.get(second).early_stopped is True and p.trials.get(first).early_stopped is False
