@@ -398,6 +398,7 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", type=Path, help="also dump every run's result here")
+    parser.add_argument("--reuse", type=Path, help="take the runs found in an earlier --json dump")
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args()
     if "random" not in args.searchers:
@@ -425,6 +426,15 @@ def main() -> None:
     order = {"bohb": 0, "asha": 1, "asha_stop": 2, "hyperband": 3, "tpe": 4, "random": 5}
     tasks.sort(key=lambda t: order.get(t[1], 0))
     raw: dict[tuple[str, str, int], dict[str, Any]] = {}
+    reused: dict[str, Any] = {}
+    if args.reuse:  # the runs of an earlier `--json` dump, with its runtime and load in "_meta"
+        dump = json.loads(args.reuse.read_text())
+        reused = dump.pop("_meta", {})
+        for key, data in dump.items():
+            function, arm, seed = key.split("/")
+            if (function, arm, int(seed), args) in tasks:
+                raw[(function, arm, int(seed))] = data
+        tasks = [t for t in tasks if (t[0], t[1], t[2]) not in raw]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(one_run, task) for task in tasks]
         for done, future in enumerate(as_completed(futures), 1):
@@ -437,7 +447,8 @@ def main() -> None:
                 f"{time.time() - started:.0f} s elapsed)",
                 flush=True,
             )
-    runtime = time.time() - started
+    runtime = time.time() - started + float(reused.get("runtime", 0.0))
+    load_before = float(reused.get("load_before", load_before))
     for run in ray_runs:
         raw[(run["function"], run["searcher"], int(run["seed"]))] = run
     results: dict[tuple[str, str], list[RunResult]] = {}
@@ -450,7 +461,9 @@ def main() -> None:
         if r.end != "budget" or r.warnings
     ]
     if args.json:
-        args.json.write_text(json.dumps({f"{k[0]}/{k[1]}/{k[2]}": v for k, v in sorted(raw.items())}))
+        dump = {f"{k[0]}/{k[1]}/{k[2]}": v for k, v in sorted(raw.items()) if not k[1].startswith("ray_")}
+        dump["_meta"] = {"runtime": runtime, "load_before": load_before}
+        args.json.write_text(json.dumps(dump))
 
     budget_table, target_table, goals = tables(results, args.functions, arms, args)
     facts = reading(results, args.functions, arms, goals, args)

@@ -10,7 +10,7 @@ It prints one JSON line, a `RunResult` (see `bench/sim/peers.py`, which runs it)
 Each trial draws its configuration with Ray's `BasicVariantGenerator` (seeded), "trains" by jumping
 to the next report length (1 and the rung lengths `max_length / divisor**k`), reports the function's
 value there plus the simulator's noise, and checkpoints its length, so a trial that HyperBand pauses
-resumes where it was. The budget is counted by a `Stopper` in the driver from the lengths the trials
+resumes where it was. Ray runs `workers` trials at a time (one CPU each, `workers` CPUs). The budget is counted by a `Stopper` in the driver from the lengths the trials
 reported (a trial resumed from its checkpoint is charged only what it trains on): it stops the whole
 run once the budget is spent, and keeps the incumbent among results at `max_length`.
 """
@@ -127,9 +127,10 @@ def main() -> None:
             metric="loss",
             mode="min",
             scheduler=scheduler,
-            search_alg=BasicVariantGenerator(random_state=seed, max_concurrent=args.workers),
+            # Concurrency comes from the CPUs (one per trial, `workers` of them): a searcher-side limit
+            # would count HyperBand's paused trials and starve its brackets, which then never halve.
+            search_alg=BasicVariantGenerator(random_state=seed),
             num_samples=100_000,
-            max_concurrent_trials=args.workers,
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(stop=budget, verbose=0, storage_path=storage, log_to_file=False),
