@@ -668,8 +668,17 @@ What this shows and does not show:
   metric (winner's curse): regrets below the noise level are partly luck, for every searcher alike.
 - TPE here is Optuna's `TPESampler` with default settings over full-length trials only (no fidelity);
   on 2–6 smooth dimensions it has a model-based advantage that need not carry over to real search spaces.
-- At the same seed, `random` and `adaptive_asha` draw the same hyperparameters for the same request number
-  (common random numbers); TPE's start-up samples come from Optuna's own seeded sampler.
+- At the same seed, `random`, `adaptive_asha` and `hyperband` draw the same hyperparameters for the same
+  request number (common random numbers); TPE's start-up samples come from Optuna's own seeded sampler,
+  BOHB's random ones from its own seeded stream.
+- `hyperband` and `bohb` run the same brackets on the same schedule whatever the metrics, so their first
+  result at `max_length` comes at the same compute in every seed ("compute at the first one"), and that
+  first configuration has already won every halving of its bracket: compute to a target is where synchronous
+  brackets look best. The final regret says where each search ends with the whole budget.
+- The peers count compute the same way, but do not run on the simulated clock (Optuna's trials ran one
+  after another; Ray's under its own scheduler), so their time columns are compute / workers, an ideal.
+  Ray Tune takes minutes per run on this machine, so it ran on fewer functions and seeds than the others
+  (see the header); its rows and comparisons rest on those alone.
 """
     if problems:
         text += (
