@@ -341,6 +341,20 @@ def versus_peers(
     """Per function and target: Stratus' best searcher against the best peer, on the seeds both ran."""
     lines = []
     for function in functions:
+        finals = {
+            arm: quantile([r.final_regret for r in results[(function, arm)]], 0.5)
+            for arm in arms
+            if results.get((function, arm)) and arm not in ("random", "tpe")
+        }
+        mine_final = {a: v for a, v in finals.items() if a not in PEERS}
+        peer_final = {a: v for a, v in finals.items() if a in PEERS}
+        if mine_final and peer_final:
+            a, b = min(mine_final, key=mine_final.__getitem__), min(peer_final, key=peer_final.__getitem__)
+            lines.append(
+                f"- **{function}, final regret** (median): Stratus' best, {ARM_LABELS[a]}, {mine_final[a]:.3g}; "
+                f"the best peer, {ARM_LABELS[b]}, {peer_final[b]:.3g}: "
+                + ("no worse." if mine_final[a] <= peer_final[b] else "WORSE.")
+            )
         for name, value in goals[function].items():
             scores: dict[str, tuple[float, float, int, int]] = {}
             for arm in arms:
