@@ -18,7 +18,7 @@ from chalicelib.domain import keys, searchers
 from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
-from chalicelib.services import retention
+from chalicelib.services import retention, stopping
 from chalicelib.services.ports import Ports
 from contract import messages
 
@@ -64,6 +64,9 @@ def start(ports: Ports, experiment: Experiment) -> None:
 def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
     experiment = ports.experiments.get(message.experiment_id)
     if experiment is None or experiment.searcher is None or experiment.state.terminal:
+        return
+    if experiment.state == ExperimentState.STOPPING_CANCELED:
+        stopping.on_trial_event(ports, experiment)  # canceled: the searcher creates nothing more
         return
     if experiment.state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
         _end_experiment_once_trials_stopped(ports, experiment, message)
