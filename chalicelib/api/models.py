@@ -110,6 +110,10 @@ class ExperimentOnly(BaseModel):
     experiment: Experiment
 
 
+class TrialOnly(BaseModel):
+    trial: Trial
+
+
 class TrialDetail(BaseModel):
     trial: Trial
     checkpoints: list[Checkpoint]

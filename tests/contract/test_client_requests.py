@@ -148,6 +148,9 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         cli.list_experiments(limit=10, offset=5)
         cli.get_experiment(1)
         cli.activate_experiment(1)
+        cli.cancel_experiment(1)
+        cli.kill_experiment(1)
+        cli.kill_trial(2)
         cli.get_trial(2)
         cli.trial_metrics(2, "validation")
         cli.trial_logs(2, limit=100, next_token="t", tail=5, rank=0)
@@ -161,6 +164,9 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "GET /experiments",
             "GET /experiments/{experiment_id}",
             "POST /experiments/{experiment_id}/activate",
+            "POST /experiments/{experiment_id}/cancel",
+            "POST /experiments/{experiment_id}/kill",
+            "POST /trials/{trial_id}/kill",
             "GET /trials/{trial_id}",
             "GET /trials/{trial_id}/metrics",
             "GET /trials/{trial_id}/logs",
