@@ -73,6 +73,7 @@ class Trial(BaseModel):
     latest_validation: dict[str, Any] | None
     latest_checkpoint: Checkpoint | None
     exit: TrialExit | None
+    warm_start_trial_id: int | None = None  # the trial whose checkpoint it started from (PBT)
 
 
 class Experiment(BaseModel):
