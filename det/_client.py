@@ -99,6 +99,13 @@ class ApiClient:
         )
         return list(answer.get("metrics", []))
 
+    def trial_metric_groups(self, trial_id: int) -> list[str]:
+        """The groups the trial reported metrics under (training, validation, then custom ones by name)."""
+        answer = self._request(
+            "GET", f"/trials/{trial_id}/metric-groups", not_found=_trial_not_found(trial_id)
+        )
+        return [str(g) for g in answer.get("groups", [])]
+
     def trial_logs(
         self,
         trial_id: int,

@@ -10,7 +10,7 @@ from typing import Any
 from det._client import ApiClient
 from det._render import Cell, field, format_percent, records_table, time_field
 from det._runtime import Runtime
-from det._trial import TRIAL_CELLS, fetch_metrics, workloads_table
+from det._trial import TRIAL_CELLS, custom_group_tables, fetch_metrics, workloads_table
 from det.errors import UsageError
 
 Json = dict[str, Any]
@@ -113,6 +113,8 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
     if args.metrics:
         rt.say("\nWorkloads:")
         rt.say(workloads_table([(t["id"], t["metrics"], t["checkpoints"]) for t in trials]))
+        if groups := custom_group_tables([(t["id"], t["metrics"]) for t in trials]):
+            rt.say("\n" + groups)
     return 0
 
 

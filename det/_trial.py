@@ -55,6 +55,8 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
     if metrics is not None:
         rt.say("\nWorkloads:")
         rt.say(workloads_table([(trial["id"], metrics, checkpoints)]))
+        if groups := custom_group_tables([(trial["id"], metrics)]):
+            rt.say("\n" + groups)
     return 0
 
 
@@ -116,8 +118,15 @@ def _from_nni(client: ApiClient, trial: Json) -> bool:
     return isinstance(data, dict) and data.get("nni") is not None
 
 
+BUILT_IN_GROUPS = ("training", "validation")
+
+
 def fetch_metrics(client: ApiClient, trial_id: int) -> Json:
-    return {group: client.trial_metrics(trial_id, group) for group in ("training", "validation")}
+    """The trial's metrics by group: training and validation always, then each custom group it reported
+    (Determined's `report_metrics(group=...)`), by name."""
+    groups = [*BUILT_IN_GROUPS]
+    groups += [g for g in client.trial_metric_groups(trial_id) if g not in BUILT_IN_GROUPS]
+    return {group: client.trial_metrics(trial_id, group) for group in groups}
 
 
 # Every column a trials table shows, by header: `det trial describe` and `det experiment describe`
@@ -215,6 +224,32 @@ def workloads_table(trials: Sequence[tuple[int, Json, Sequence[Json]]]) -> str:
                 + [_metric(v, n) for n in v_names]
             )
     return table(headers, rows)
+
+
+def custom_group_tables(trials: Sequence[tuple[int, Json]]) -> str:
+    """A table per custom metric group (any group but training and validation), titled with the group's
+    name: one row per trial and `steps_completed`, a column per metric. "" when there is none.
+
+    `trials` holds (trial id, {group: [Metric]}), as `fetch_metrics` gives them.
+    """
+    groups = sorted({g for _, metrics in trials for g in metrics if g not in BUILT_IN_GROUPS})
+    sections = []
+    for group in groups:
+        reports = [(trial_id, m) for trial_id, metrics in trials for m in metrics.get(group) or []]
+        names = sorted({n for _, m in reports for n in m.get("metrics") or {}})
+        rows = [
+            [trial_id, m.get("steps_completed"), format_time(m.get("report_time"))]
+            + [_group_metric(m, n) for n in names]
+            for trial_id, m in sorted(reports, key=lambda r: (r[0], r[1].get("steps_completed") or 0))
+        ]
+        headers = ["Trial ID", "# of Batches", "Report Time"] + [f"Metric: {n}" for n in names]
+        sections.append(f"Metric group: {group}\n" + table(headers, rows))
+    return "\n\n".join(sections)
+
+
+def _group_metric(record: Json, name: str) -> Any:
+    value = (record.get("metrics") or {}).get(name)
+    return value if value is None or isinstance(value, int | float | str) else format_json(value)
 
 
 def _scalar_names(metrics: Sequence[Json]) -> set[str]:

@@ -126,6 +126,10 @@ class MetricList(BaseModel):
     metrics: list[Metric]
 
 
+class MetricGroupList(BaseModel):
+    groups: list[str]  # the groups a trial reported metrics under: training, validation, then by name
+
+
 class LogLine(BaseModel):
     timestamp: int
     message: str
@@ -227,7 +231,10 @@ class TrialInfo(BaseModel):
 
 
 class MetricReport(_Body):
-    group: Literal["training", "validation"]
+    group: str = Field(
+        description="'training', 'validation' (the searcher reads its metric here) or a custom group: "
+        "any non-empty name without '.'"
+    )
     steps_completed: int = Field(ge=0)
     metrics: dict[str, Any]
 

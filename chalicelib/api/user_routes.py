@@ -13,9 +13,10 @@ from chalicelib.api.openapi import VERSION, document
 from chalicelib.api.routing import query_int, query_str, route
 from chalicelib.domain import keys
 from chalicelib.domain.records import Trial
-from chalicelib.errors import BadRequestError, NotFoundError
-from chalicelib.services import experiments
+from chalicelib.errors import NotFoundError
+from chalicelib.services import experiments, trial_reports
 from chalicelib.wiring import ports
+from contract.metric_groups import VALIDATION
 
 bp = Blueprint(__name__)
 
@@ -105,13 +106,18 @@ def describe_trial(user: UserPrincipal, trial_id: int) -> models.TrialDetail:
 
 @route(bp, "/trials/{trial_id}/metrics", "GET", response=models.MetricList, auth="iam")
 def trial_metrics(user: UserPrincipal, trial_id: int) -> models.MetricList:
-    """A trial's training or validation metrics, by steps completed."""
+    """A trial's metrics of one group (`?group=`, validation unless given), by steps completed."""
     record = _trial(trial_id)
-    group = query_str(bp, "group") or "validation"
-    if group not in ("training", "validation"):
-        raise BadRequestError(f"group={group!r} must be 'training' or 'validation'")
+    group = trial_reports.metric_group(query_str(bp, "group") or VALIDATION)
     reports = ports().metrics.list(record.id, group)
     return models.MetricList(metrics=[views.metric(r) for r in reports])
+
+
+@route(bp, "/trials/{trial_id}/metric-groups", "GET", response=models.MetricGroupList, auth="iam")
+def trial_metric_groups(user: UserPrincipal, trial_id: int) -> models.MetricGroupList:
+    """The groups a trial reported metrics under: training, validation, then custom groups by name."""
+    record = _trial(trial_id)
+    return models.MetricGroupList(groups=ports().metrics.groups(record.id))
 
 
 @route(bp, "/trials/{trial_id}/logs", "GET", response=models.LogPage, auth="iam")

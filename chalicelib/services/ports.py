@@ -10,6 +10,7 @@ renders them as the API's shapes. Where runs execute is the compute backend's bu
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -123,6 +124,7 @@ class CheckpointStore(Protocol):
 class MetricStore(Protocol):
     def put(self, trial_id: int, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> bool: ...
     def list(self, trial_id: int, group: str) -> list[MetricReport]: ...
+    def groups(self, trial_id: int) -> builtins.list[str]: ...
 
 
 class Ids(Protocol):

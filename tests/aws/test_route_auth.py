@@ -74,6 +74,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ): USER_READ,  # no body; activating an active one is a no-op
     ("GET", "/trials/{trial_id}"): USER_READ,
     ("GET", "/trials/{trial_id}/metrics"): USER_READ,
+    ("GET", "/trials/{trial_id}/metric-groups"): USER_READ,
     ("GET", "/trials/{trial_id}/logs"): USER_READ,
     ("POST", "/agents/{agent_id}/heartbeat"): AGENT_BODY,
     ("POST", "/agents/{agent_id}/runs/{run_id}/started"): AGENT_BODY,

@@ -118,6 +118,27 @@ def test_agents_report_capacity_changes_and_expire(ports):
     assert agents.alive("other", timeout_s=60) == []
 
 
+def test_metric_groups_of_any_name_round_trip(ports):
+    """Custom groups (Determined's `report_metrics(group=...)`) hold any character but '.': each keeps its
+    own reports, whatever its name looks like to a key (a '#', a prefix of another name, 2,000 bytes)."""
+    odd = ["inf%er en/ce", "a", "a#000000000001", "a#", "grou%p_c", "ü 🎯", "long" * 500, "validation "]
+    for steps, group in enumerate(odd, start=1):
+        assert ports.metrics.put(1, group, steps, {f"z{group}/me.t r%i]\\c_0": steps})
+        assert not ports.metrics.put(1, group, steps, {"other": 0})  # a duplicate report
+        assert ports.metrics.put(1, group, 100 + steps, {"m0": 0.5})
+    assert ports.metrics.put(1, "validation", 3, {"loss": 0.2})
+    assert ports.metrics.put(2, "a", 1, {"m0": 1.0})  # another trial's
+    assert ports.metrics.groups(1) == ["validation", *sorted(odd)]
+    assert ports.metrics.groups(2) == ["a"] and ports.metrics.groups(3) == []
+    for steps, group in enumerate(odd, start=1):
+        rows = ports.metrics.list(1, group)
+        assert [(r.group, r.steps_completed, r.metrics) for r in rows] == [
+            (group, steps, {f"z{group}/me.t r%i]\\c_0": steps}),
+            (group, 100 + steps, {"m0": 0.5}),
+        ]
+    assert [r.metrics for r in ports.metrics.list(1, "validation")] == [{"loss": 0.2}]
+
+
 def test_metrics_checkpoints_and_ids(ports):
     p = ports
     assert p.metrics.put(1, "training", 200, {"loss": 0.5})

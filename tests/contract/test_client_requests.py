@@ -150,6 +150,7 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         cli.activate_experiment(1)
         cli.get_trial(2)
         cli.trial_metrics(2, "validation")
+        cli.trial_metric_groups(2)
         cli.trial_logs(2, limit=100, next_token="t", tail=5, rank=0)
         cli.request_context_upload("ab" * 32, 1024)
         cli.upload({"url": "https://s3.test/contexts/x?sig=1", "headers": {}}, b"data")
@@ -163,6 +164,7 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "POST /experiments/{experiment_id}/activate",
             "GET /trials/{trial_id}",
             "GET /trials/{trial_id}/metrics",
+            "GET /trials/{trial_id}/metric-groups",
             "GET /trials/{trial_id}/logs",
             "POST /contexts",
             "GET /health",
@@ -235,6 +237,7 @@ def test_every_request_of_the_trials_core_api_is_in_the_document(on_platform: No
         assert plane.heartbeat.wait(WAIT_S)
         ctx.train.report_training_metrics(steps_completed=5, metrics={"loss": 0.5})
         ctx.train.report_validation_metrics(steps_completed=10, metrics={"accuracy": 0.9})
+        ctx.train.report_metrics(group="inf%er en/ce", steps_completed=10, metrics={"z/me.t r%i]\\c_0": 1.0})
         for op in ctx.searcher.operations():
             op.report_progress(5)
             op.report_completed(0.9)

@@ -176,6 +176,7 @@ class FakeApi:
             (r"POST /contexts", self._contexts),
             (r"GET /trials/(\d+)", self._get_trial),
             (r"GET /trials/(\d+)/metrics", self._metrics),
+            (r"GET /trials/(\d+)/metric-groups", self._metric_groups),
             (r"GET /trials/(\d+)/logs", self._logs),
             (r"GET /health", lambda *_: httpx.Response(200, json={"status": "ok", "version": "0.1.0"})),
         ]
@@ -225,6 +226,11 @@ class FakeApi:
 
     def _metrics(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
         return httpx.Response(200, json={"metrics": self.metrics.get((tid, params["group"]), [])})
+
+    def _metric_groups(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        groups = {group for trial, group in self.metrics if trial == tid}
+        built_in = [g for g in ("training", "validation") if g in groups]
+        return httpx.Response(200, json={"groups": built_in + sorted(groups - set(built_in))})
 
     def _logs(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
         if tid not in self.trials:

@@ -281,6 +281,53 @@ def test_trial_describe_metrics_and_json(api, table_rows) -> None:
     assert [m["steps_completed"] for m in raw["metrics"]["training"]] == [100, 200]
 
 
+def _seed_custom_groups(api) -> None:
+    for group, steps in (("inf%er en/ce", (3, 9)), ("group_b", (2,))):
+        api.metrics[(5, group)] = [
+            {
+                "group": group,
+                "steps_completed": s,
+                "metrics": {f"z{group}/me.t r%i]\\c_0": s * 1.5, "m0": s},
+                "report_time": "2024-05-01T12:20:00+00:00",
+            }
+            for s in steps
+        ]
+
+
+def test_trial_describe_metrics_lists_each_custom_group_by_name(api, table_rows) -> None:
+    _seed(api)
+    _seed_custom_groups(api)
+
+    table = api.run("t", "describe", "5", "--metrics")
+    raw = json.loads(api.run("t", "describe", "5", "--metrics", "--json").out)
+
+    assert table.out.index("Metric group: group_b") < table.out.index("Metric group: inf%er en/ce")
+    rows = table_rows(table.out, "Metric group: inf%er en/ce")
+    assert rows[0] == [
+        "Trial ID",
+        "# of Batches",
+        "Report Time",
+        "Metric: m0",
+        "Metric: zinf%er en/ce/me.t r%i]\\c_0",
+    ]
+    assert [(r[0], r[1], r[3], r[4]) for r in rows[1:]] == [("5", "3", "3", "4.5"), ("5", "9", "9", "13.5")]
+    assert (
+        table_rows(table.out, "Workloads:")[0][4] == "Training Metric: loss"
+    )  # the built-in groups as before
+    assert list(raw["metrics"]) == ["training", "validation", "group_b", "inf%er en/ce"]
+    asked = [p["group"] for m, path, p, _ in api.requests if path.endswith("/trials/5/metrics")]
+    assert "inf%er en/ce" in asked
+
+
+def test_experiment_describe_metrics_lists_custom_groups(api, table_rows) -> None:
+    _seed(api)
+    _seed_custom_groups(api)
+
+    result = api.run("e", "describe", "1", "--metrics")
+
+    assert table_rows(result.out, "Metric group: group_b")[1][:2] == ["5", "2"]
+
+
 def test_trial_unknown_id_names_it(api) -> None:
     for argv in (("t", "describe", "99"), ("t", "logs", "99")):
         result = api.run(*argv)
