@@ -4,7 +4,7 @@ a guard fails any unit test that starts a process or opens a socket (such a test
 tests/integration).
 
 - the CLI's fake API for tests/unit/test_cli*.py: the `api` fixture (a FakeApi; `api.run(*argv)` runs the
-  CLI against it), with `fake_pack` and `table_rows`;
+  CLI against it), with `fake_pack` (and `table_rows` from tests/conftest.py);
 - the trial's fake control plane for tests/unit/test_harness_*.py and tests/unit/test_compat.py: the
   `plane_kit` fixture (FakePlane, SearcherPlane, Waits, the run they serve, `platform_env`).
 
@@ -303,25 +303,6 @@ def project_config(tmp_path: Path) -> Callable[[str, str], Path]:
 def _fake_pack() -> Callable[[Path, Sequence[Path]], Packed]:
     """What the CLI's packer gives for a folder in these tests (to compute the sha256 the CLI sends)."""
     return fake_pack
-
-
-@pytest.fixture(name="table_rows")
-def _table_rows() -> Callable[..., list[list[str]]]:
-    return table_rows
-
-
-def table_rows(text: str, title: str | None = None) -> list[list[str]]:
-    """Cells of the presto table after `title` (or the first one), header first."""
-    lines = text.splitlines()
-    start = lines.index(title) + 1 if title else 0
-    rows = []
-    for line in lines[start:]:
-        if not line.strip():
-            break
-        if set(line) <= {"-", "+"}:
-            continue
-        rows.append([c.strip() for c in line.split("|")])
-    return rows
 
 
 # ---- the trial's fake control plane ---------------------------------------------------------------------
