@@ -80,7 +80,7 @@ class AdaptiveASHASearcher(_Searcher):
     divisor: float = Field(default=4.0, gt=1)
     max_rungs: int = Field(default=5, ge=1)
     mode: Literal["aggressive", "standard", "conservative"] = "standard"
-    bracket_rungs: list[int] | None = None
+    bracket_rungs: list[Annotated[int, Field(ge=1)]] | None = None
     stop_once: bool = False
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 

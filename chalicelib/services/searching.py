@@ -28,22 +28,20 @@ class StaleSearcherError(ConflictError):
 
 
 def time_metric(config: cfg.ExperimentConfig) -> str | None:
-    """The metric an adaptive_asha searcher measures lengths in (`time_metric` + `max_time`), or None
-    when lengths are batches."""
-    return config.searcher.time_metric if isinstance(config.searcher, cfg.AdaptiveASHASearcher) else None
+    """What the trial measures the searcher's lengths in when it is not batches (adaptive_asha's
+    `time_metric`, or `records` / `epochs` that do not convert into batches), or None for batches."""
+    length = config.searcher_length()
+    return length.unit if length is not None and length.unit != "batches" else None
 
 
 def search_spec(config: cfg.ExperimentConfig) -> searchers.SearchSpec:
     """The searcher's inputs from an experiment's config."""
     searcher = config.searcher
-    if isinstance(searcher, cfg.AdaptiveASHASearcher) and searcher.uses_time_metric:
-        max_length = searcher.max_time
-    else:
-        max_length = config.searcher_max_length_batches()
+    length = config.searcher_length()
     return searchers.SearchSpec(
         space=config.model_dump(mode="json", include={"hyperparameters"})["hyperparameters"],
         settings=searcher.model_dump(mode="json"),
-        max_length=int(max_length) if max_length is not None else None,
+        max_length=length.value if length is not None else None,
         seed=config.reproducibility.experiment_seed or 0,
     )
 
