@@ -19,12 +19,10 @@ from contract.nni import DETERMINED_SECTIONS, TRAINING_SERVICE_SECTIONS
 PASS_THROUGH = frozenset(ExperimentConfig.model_fields) - DETERMINED_SECTIONS - {"debug"}
 
 _COMPUTE = "Stratus runs trials on its own compute backends; resources.resource_pool picks one"
-_NO_EXPERIMENT_LIMIT = "Stratus has no experiment time limit; the experiment ends after {trials} trials"
 _LOGS = "trial logs go to CloudWatch and checkpoints to S3"
 
 # NNI field -> why it has no equivalent. `{trials}` is the version's max-trials field.
 IGNORED_V2: dict[str, str] = {
-    "maxExperimentDuration": _NO_EXPERIMENT_LIMIT,
     "maxTrialDuration": "Stratus has no per-trial time limit; let the trial script stop itself",
     "trainingService": _COMPUTE,
     "nniManagerIp": "trials talk to the Stratus API, there is no NNI manager",
@@ -39,7 +37,6 @@ IGNORED_V2: dict[str, str] = {
 }
 IGNORED_V1: dict[str, str] = {
     "authorName": "the submitting user is recorded as the experiment's owner",
-    "maxExecDuration": _NO_EXPERIMENT_LIMIT,
     "maxTrialDuration": IGNORED_V2["maxTrialDuration"],
     "trainingServicePlatform": _COMPUTE,
     "nniManagerIp": IGNORED_V2["nniManagerIp"],
@@ -63,6 +60,7 @@ class VersionNames:
     code_dir: tuple[str, ...]
     gpus: tuple[str, ...]
     max_trials: str
+    max_duration: str
     space_file: str
     tuner_name: str
     assessor_name: str
@@ -75,6 +73,7 @@ V1_NAMES = VersionNames(
     code_dir=("trial", "codeDir"),
     gpus=("trial", "gpuNum"),
     max_trials="maxTrialNum",
+    max_duration="maxExecDuration",
     space_file="searchSpacePath",
     tuner_name="builtinTunerName",
     assessor_name="builtinAssessorName",
@@ -86,6 +85,7 @@ V2_NAMES = VersionNames(
     code_dir=("trialCodeDirectory",),
     gpus=("trialGpuNumber",),
     max_trials="maxTrialNumber",
+    max_duration="maxExperimentDuration",
     space_file="searchSpaceFile",
     tuner_name="name",
     assessor_name="name",
@@ -95,11 +95,13 @@ V2_NAMES = VersionNames(
 
 # Fields translated (or used by the CLI), per version: never warned about.
 MAPPED_V1 = frozenset(
-    {"experimentName", "trialConcurrency", "maxTrialNum", "searchSpacePath", "searchSpace", "trial"}
+    {"experimentName", "trialConcurrency", "maxTrialNum", "maxExecDuration", "searchSpacePath"}
+    | {"searchSpace", "trial"}
     | {"tuner", "assessor", "advisor"}
 )
 MAPPED_V2 = frozenset(
-    {"experimentName", "trialConcurrency", "maxTrialNumber", "searchSpaceFile", "searchSpace"}
+    {"experimentName", "trialConcurrency", "maxTrialNumber", "maxExperimentDuration", "searchSpaceFile"}
+    | {"searchSpace"}
     | {"trialCommand", "trialCodeDirectory", "trialGpuNumber", "tuner", "assessor", "advisor"}
 )
 V1_TRIAL_MAPPED = frozenset({"command", "codeDir", "gpuNum", "image"})

@@ -42,6 +42,8 @@ an equivalent have none, is `_nni_versions.py`):
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +69,23 @@ class NniTranslation:
 
     config: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$", re.IGNORECASE)
+_SECONDS_PER = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def nni_duration_seconds(value: Any) -> int | None:
+    """Seconds of an NNI duration (`90`, `"30m"`, `"1.5h"`, `"2d"`), or None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value) if value > 0 and math.isfinite(value) else None
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if match is None:
+        return None
+    seconds = int(float(match.group(1)) * _SECONDS_PER[match.group(2).lower()])
+    return seconds if seconds > 0 else None
 
 
 def translate_nni(raw: Mapping[str, Any], search_space: Mapping[str, Any] | None = None) -> NniTranslation:
@@ -111,6 +130,9 @@ class _Translator(NniReader):
         if image is not None:
             config["environment"] = {"image": image}
         record: dict[str, Any] = {"version": self.version, "tuner": tuner_label}
+        duration = self._max_duration()
+        if duration is not None:
+            record["max_experiment_duration_s"] = duration
         assessor = self.tuner.assessor()
         if assessor is not None:
             record["assessor"] = assessor
@@ -129,6 +151,25 @@ class _Translator(NniReader):
         elif not isinstance(command, str) or not command.strip():
             self.problem(path, "must be a non-empty command string")
         return command
+
+    def _max_duration(self) -> int | None:
+        """NNI's experiment time limit in seconds (`maxExperimentDuration`, v1 `maxExecDuration`):
+        checked and recorded in `data.nni`; Stratus does not stop the experiment at that time."""
+        key = self.names.max_duration
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        seconds = nni_duration_seconds(value)
+        if seconds is None:
+            self.problem(key, 'must be a duration like "30m", "2h" or "1d" (or a number of seconds)')
+            return None
+        self.warn(
+            key,
+            f"recorded as data.nni.max_experiment_duration_s ({seconds}); Stratus does not stop the "
+            "experiment at that time: stop it with `det experiment cancel` (or set "
+            f"{self.names.max_trials})",
+        )
+        return seconds
 
     def _slots(self) -> int:
         path = dotted(*self.names.gpus)

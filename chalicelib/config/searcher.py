@@ -54,20 +54,38 @@ class GridSearcher(_Searcher):
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
-class RandomSearcher(_Searcher):
+class _TrialBudget(_Searcher):
+    """`max_trials` trials, or with `until_stopped: true` (Stratus extension, what an NNI config
+    without `maxTrialNumber` becomes) new trials until the experiment is stopped, keeping
+    `max_concurrent_trials` (then at least 1) running; `max_concurrent_trials` 0 means unlimited."""
+
+    max_trials: int | None = Field(default=None, ge=1)
+    until_stopped: bool = False
+    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
+
+    @model_validator(mode="after")
+    def _bounded_or_until_stopped(self) -> _TrialBudget:
+        if self.until_stopped and self.max_trials is not None:
+            message = "set either max_trials or until_stopped: true, not both"
+            raise_problems(self.name, [(("until_stopped",), message, True)])
+        if not self.until_stopped and self.max_trials is None:
+            raise_problems(self.name, [(("max_trials",), "required", None)])
+        if self.until_stopped and self.max_concurrent_trials == 0:
+            message = "must be at least 1 with until_stopped: true (the number of trials kept running)"
+            raise_problems(self.name, [(("max_concurrent_trials",), message, 0)])
+        return self
+
+
+class RandomSearcher(_TrialBudget):
     """`max_trials` random samples; `max_concurrent_trials` 0 means unlimited."""
 
     name: Literal["random"] = "random"
-    max_trials: int = Field(ge=1)
-    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
-class TPESearcher(_Searcher):
+class TPESearcher(_TrialBudget):
     """Tree-structured Parzen estimator (Stratus extension; same fields as `random`)."""
 
     name: Literal["tpe"] = "tpe"
-    max_trials: int = Field(ge=1)
-    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
 class AdaptiveASHASearcher(_Searcher):
