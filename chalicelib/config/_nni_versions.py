@@ -12,7 +12,7 @@ from typing import Any
 from chalicelib.config.errors import ConfigProblem
 from chalicelib.config.nni_space import TranslationNotes
 from chalicelib.config.schema import ExperimentConfig
-from contract.nni import DETERMINED_SECTIONS, TRAINING_SERVICE_SECTIONS
+from contract.nni import DETERMINED_SECTIONS, TRAINING_SERVICE_SECTIONS, V2_FIELDS, nni_field_key
 
 # Stratus sections an NNI config may carry through (see `chalicelib.config.nni`).
 # (`debug` is NNI's too, where it means the NNI manager's debug mode: warned about, not kept.)
@@ -48,6 +48,7 @@ IGNORED_V1: dict[str, str] = {
     "multiThread": "the searcher has no dispatcher threads",
     "versionCheck": "there is no NNI trial keeper whose version could be checked",
 }
+V2_SPELLINGS = {nni_field_key(name): name for name in V2_FIELDS}
 for _section in TRAINING_SERVICE_SECTIONS:
     IGNORED_V1[_section] = "training-service settings; " + _COMPUTE
 
@@ -142,7 +143,10 @@ class NniReader(TranslationNotes):
             if not isinstance(key, str):
                 self.warn(str(key), f"ignored (not a field of NNI's v{self.version} config)")
                 continue
-            if key in ignored:
+            twin = V2_SPELLINGS.get(nni_field_key(key)) if self.version == 2 else None
+            if twin is not None and twin != key:
+                self.problem(key, f"is {twin}, given twice (NNI ignores case and underscores); keep one")
+            elif key in ignored:
                 self.warn(key, f"ignored ({ignored[key].format(trials=trials)})")
             else:
                 self.warn(key, f"ignored (not a field of NNI's v{self.version} config)")

@@ -52,7 +52,7 @@ from chalicelib.config._nni_tuner import TunerTranslator
 from chalicelib.config._nni_versions import PASS_THROUGH, NniReader, dotted
 from chalicelib.config.errors import ConfigInvalidError, ConfigProblem
 from chalicelib.config.nni_space import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS, SpaceTranslator, is_int
-from contract.nni import nni_config_version
+from contract.nni import canonical_nni_keys, nni_config_version
 
 __all__ = [
     "GRID_COUNT",
@@ -92,11 +92,18 @@ def translate_nni(raw: Mapping[str, Any], search_space: Mapping[str, Any] | None
     """The Stratus config for an NNI config, with warnings; ConfigInvalidError lists every problem.
 
     `search_space` is NNI's search space (the API passes `raw["searchSpace"]`, which the CLI fills
-    from the search-space file); None means the config gives none.
+    from the search-space file); None means the config's own `searchSpace` (`search_space`), if any.
+    A v2 config's field names may be written in any case, with or without underscores, as NNI allows
+    (`trial_command`, `tuner.class_args`).
     """
     if not isinstance(raw, Mapping):
         raise ConfigInvalidError([ConfigProblem("<config>", "an NNI config must be a mapping")])
-    return _Translator(raw, nni_config_version(raw)).translate(search_space)
+    version = nni_config_version(raw)
+    if version == 2:
+        raw = canonical_nni_keys(raw)  # NNI v2 ignores case and underscores in its field names
+    if search_space is None:
+        search_space = raw.get("searchSpace")
+    return _Translator(raw, version).translate(search_space)
 
 
 class _Translator(NniReader):

@@ -947,3 +947,46 @@ def test_a_malformed_experiment_duration_is_refused(value: Any) -> None:
     assert problems(v2(maxExperimentDuration=value)) == {
         "maxExperimentDuration": 'must be a duration like "30m", "2h" or "1d" (or a number of seconds)'
     }
+
+
+# --- v2 field names in any case, with or without underscores (as NNI reads them) -----------------
+
+
+SNAKE_CASE = """\
+experiment_name: snake
+search_space:
+  hidden_units:
+    _type: choice
+    _value: [32, 64]
+trial_command: python3 fit.py
+trial_code_directory: .
+trial_concurrency: 3
+max_trial_number: 6
+TrialGpuNumber: 0
+tuner:
+  name: Random
+  class_args:
+    optimize_mode: maximize
+training_service:
+  platform: local
+"""
+
+
+def test_v2_field_names_are_read_ignoring_case_and_underscores() -> None:
+    raw = load(SNAKE_CASE)
+    assert is_nni_config(raw) and nni_config_version(raw) == 2
+
+    translation = translate_nni(raw)  # the search space comes from the config's own search_space
+
+    config = parse_experiment_config(translation.config).config
+    assert config.name == "snake" and config.entrypoint == "python3 fit.py"
+    assert config.searcher.name == "random" and config.searcher.smaller_is_better is False
+    assert (config.searcher.max_trials, config.searcher.max_concurrent_trials) == (6, 3)
+    assert list(config.hyperparameters) == ["hidden_units"]  # the search space's own names are kept
+    assert [w.split(":")[0] for w in translation.warnings] == ["trialGpuNumber", "trainingService"]
+
+
+def test_a_v2_field_given_in_two_spellings_is_a_problem() -> None:
+    assert problems(v2(trial_command="python3 other.py")) == {
+        "trial_command": "is trialCommand, given twice (NNI ignores case and underscores); keep one"
+    }
