@@ -105,7 +105,7 @@ MAPPED_V2 = frozenset(
     | {"searchSpace"}
     | {"trialCommand", "trialCodeDirectory", "trialGpuNumber", "tuner", "assessor", "advisor"}
 )
-V1_TRIAL_MAPPED = frozenset({"command", "codeDir", "gpuNum", "image"})
+V1_TRIAL_MAPPED = frozenset({"command", "codeDir", "gpuNum", "image", "master", "worker", "ps", "taskRoles"})
 
 
 def dotted(*parts: str) -> str:

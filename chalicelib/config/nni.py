@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.config._nni_roles import RoleTranslator
 from chalicelib.config._nni_tuner import TunerTranslator
 from chalicelib.config._nni_versions import PASS_THROUGH, NniReader, dotted
 from chalicelib.config.errors import ConfigInvalidError, ConfigProblem
@@ -114,6 +115,7 @@ class _Translator(NniReader):
         super().__init__(raw, version, [], [])
         self.tuner = TunerTranslator(raw, version, self.warnings, self.problems)
         self.space = SpaceTranslator(self.warnings, self.problems)
+        self.roles = RoleTranslator(raw, version, self.warnings, self.problems)
 
     def translate(self, search_space: Mapping[str, Any] | None) -> NniTranslation:
         config: dict[str, Any] = {}
@@ -123,17 +125,23 @@ class _Translator(NniReader):
                 config["name"] = name
             else:
                 self.problem("experimentName", "must be a non-empty string")
-        config["entrypoint"] = self._entrypoint()
+        by_role = self.get(self.names.command) is None and self.roles.section() is not None
+        role_trial = self.roles.trial() if by_role else None
+        config["entrypoint"] = (
+            role_trial.entrypoint if role_trial else None if by_role else self._entrypoint()
+        )
         config["hyperparameters"] = self._search_space(search_space)
         searcher, tuner_label, seed = self.tuner.searcher()
         if searcher.get("name") == "grid":
             self.space.grid_counts(config["hyperparameters"])
         config["searcher"] = searcher
-        config["resources"] = {"slots_per_trial": self._slots()}
+        config["resources"] = {"slots_per_trial": role_trial.slots if role_trial else self._slots()}
         config["max_restarts"] = 0
         if seed is not None:
             config["reproducibility"] = {"experiment_seed": seed}
         image = self.get(("trial", "image")) if self.version == 1 else None
+        if role_trial is not None and role_trial.image is not None:
+            image = role_trial.image
         if image is not None:
             config["environment"] = {"image": image}
         record: dict[str, Any] = {"version": self.version, "tuner": tuner_label}
@@ -153,7 +161,15 @@ class _Translator(NniReader):
     def _entrypoint(self) -> Any:
         path = dotted(*self.names.command)
         command = self.get(self.names.command)
-        if command is None:
+        template = self.get(("frameworkcontrollerConfig", "configPath")) if self.version == 1 else None
+        if command is None and template is not None:
+            self.problem(
+                path,
+                f"required: this config's task roles are in the FrameworkController template {template} "
+                "(frameworkcontrollerConfig.configPath), which Stratus does not read; give trial.taskRoles "
+                "or trial.command",
+            )
+        elif command is None:
             self.problem(path, "required: the command that runs one trial, e.g. python3 mnist.py")
         elif not isinstance(command, str) or not command.strip():
             self.problem(path, "must be a non-empty command string")
