@@ -130,7 +130,16 @@ class _Translator(NniReader):
         config["entrypoint"] = (
             role_trial.entrypoint if role_trial else None if by_role else self._entrypoint()
         )
+        before = len(self.problems)
         config["hyperparameters"] = self._search_space(search_space)
+        custom = self._custom_algorithm()
+        if custom is not None and len(self.problems) > before:
+            path, class_name = custom
+            message = (
+                f"the custom {path.split('.')[0]} {class_name} cannot run on Stratus, so its search space "
+                "must be NNI's standard one ({_type, _value} entries), searched by Stratus' tpe searcher"
+            )
+            self.problems.insert(before, ConfigProblem(path, message))  # the cause first
         searcher, tuner_label, seed = self.tuner.searcher()
         if searcher.get("name") == "grid":
             self.space.grid_counts(config["hyperparameters"])
@@ -229,6 +238,18 @@ class _Translator(NniReader):
                 config[key] = merged
             else:
                 config[key] = value
+
+    def _custom_algorithm(self) -> tuple[str, str] | None:
+        """(path of its className, className) of a custom tuner or advisor (no built-in name), or None."""
+        for section in ("advisor", "tuner"):
+            node = self.raw.get(section)
+            if isinstance(node, Mapping):
+                name = node.get(self.names.tuner_name)
+                class_name = node.get("className")
+                if name is None and isinstance(class_name, str):
+                    return f"{section}.className", class_name
+                return None
+        return None
 
     def _search_space(self, space: Mapping[str, Any] | None) -> dict[str, Any]:
         file_key = self.names.space_file

@@ -990,3 +990,22 @@ def test_a_v2_field_given_in_two_spellings_is_a_problem() -> None:
     assert problems(v2(trial_command="python3 other.py")) == {
         "trial_command": "is trialCommand, given twice (NNI ignores case and underscores); keep one"
     }
+
+
+def test_a_custom_tuner_with_a_search_space_of_its_own_is_refused_naming_the_tuner_first() -> None:
+    raw = v2(
+        tuner={
+            "className": "ShapeTuner",
+            "codeDirectory": "tuners",
+            "classArgs": {"optimize_mode": "maximize"},
+        },
+        searchSpace={"tile": {"_type": "factor", "_value": [64, 2]}},
+    )
+
+    found = problems(raw)
+
+    assert list(found) == ["tuner.className", "searchSpace.tile._type"]
+    assert found["tuner.className"] == (
+        "the custom tuner ShapeTuner cannot run on Stratus, so its search space must be NNI's standard one "
+        "({_type, _value} entries), searched by Stratus' tpe searcher"
+    )
