@@ -186,7 +186,8 @@ class _Translator(NniReader):
 
     def _max_duration(self) -> int | None:
         """NNI's experiment time limit in seconds (`maxExperimentDuration`, v1 `maxExecDuration`):
-        checked and recorded in `data.nni`; Stratus does not stop the experiment at that time."""
+        checked and recorded in `data.nni`, where `ExperimentConfig.past_time_limit` reads it: the searching
+        service ends the experiment at the first trial event after it."""
         key = self.names.max_duration
         value = self.raw.get(key)
         if value is None:
@@ -197,9 +198,8 @@ class _Translator(NniReader):
             return None
         self.warn(
             key,
-            f"recorded as data.nni.max_experiment_duration_s ({seconds}); Stratus does not stop the "
-            "experiment at that time: stop it with `det experiment cancel` (or set "
-            f"{self.names.max_trials})",
+            f"the experiment's time limit, {seconds} s (data.nni.max_experiment_duration_s): once it has "
+            "passed, the next trial event creates no more trials and stops the running ones",
         )
         return seconds
 

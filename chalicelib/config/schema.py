@@ -19,6 +19,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue, Tag, model_validator
@@ -196,6 +197,25 @@ class ExperimentConfig(StrictModel):
         if batches is not None:
             return SearcherLength(batches, "batches")
         return SearcherLength(length.value, length.unit)
+
+    @property
+    def time_limit_s(self) -> int | None:
+        """The experiment's time limit in seconds: NNI's `maxExperimentDuration` (v1 `maxExecDuration`),
+        which the NNI import records as `data.nni.max_experiment_duration_s`; None without one."""
+        nni = self.data.get("nni")
+        limit = nni.get("max_experiment_duration_s") if isinstance(nni, dict) else None
+        return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+    def past_time_limit(self, start_time: str | None, now: float) -> bool:
+        """True once `time_limit_s` has passed since `start_time` (ISO 8601), at `now` (epoch seconds)."""
+        limit = self.time_limit_s
+        if limit is None or not start_time:
+            return False
+        try:
+            started = datetime.fromisoformat(start_time).timestamp()
+        except ValueError:
+            return False
+        return now >= started + limit
 
     def with_service_defaults(self, *, experiment_id: int, experiment_seed: int) -> ExperimentConfig:
         """A copy with the values the service fills at submission: the name and the seed.

@@ -63,6 +63,9 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
         _end_experiment_once_trials_stopped(ports, experiment, message)
         return
     spec = search_spec(experiment.parsed_config)  # parsed once per event
+    if experiment.parsed_config.past_time_limit(experiment.start_time, ports.clock.now()):
+        _on_searcher_shutdown(ports, experiment, spec, failure=False)  # NNI's maxExperimentDuration: no more
+        return
     searcher = searchers.restore_searcher(experiment.searcher, spec)
     trial_id = message.trial_id
     if isinstance(message, messages.TrialPaused):

@@ -172,9 +172,8 @@ def test_v2_example_with_a_search_space_file() -> None:
         "data": {"nni": {"version": 2, "tuner": "TPE", "max_experiment_duration_s": 86400}},
     }
     assert translation.warnings == [
-        "maxExperimentDuration: recorded as data.nni.max_experiment_duration_s (86400); Stratus does "
-        "not stop the experiment at that time: stop it with `det experiment cancel` (or set "
-        "maxTrialNumber)",
+        "maxExperimentDuration: the experiment's time limit, 86400 s (data.nni.max_experiment_duration_s): "
+        "once it has passed, the next trial event creates no more trials and stops the running ones",
         "trainingService: ignored (Stratus runs trials on its own compute backends; "
         "resources.resource_pool picks one)",
     ]
@@ -226,8 +225,8 @@ def test_v1_example_with_assessor() -> None:
     assert translation.warnings == [
         "trial.gpuNum: 0 GPUs: each trial gets 1 slot (resources.slots_per_trial: 1), a CPU slot on "
         "a CPU resource pool; on a GPU pool that slot is a GPU",
-        "maxExecDuration: recorded as data.nni.max_experiment_duration_s (3600); Stratus does not stop "
-        "the experiment at that time: stop it with `det experiment cancel` (or set maxTrialNum)",
+        "maxExecDuration: the experiment's time limit, 3600 s (data.nni.max_experiment_duration_s): "
+        "once it has passed, the next trial event creates no more trials and stops the running ones",
         "assessor: ignored (Stratus has no assessor, so the Medianstop assessor stops no trial early; "
         "for early stopping, use Stratus' adaptive_asha searcher instead)",
         "authorName: ignored (the submitting user is recorded as the experiment's owner)",
