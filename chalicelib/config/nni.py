@@ -22,10 +22,17 @@ an equivalent have none, is `_nni_versions.py`):
   `searcher.metric` is `default` (what `nni.report_final_result(x)` reports);
   `classArgs.optimize_mode: maximize` -> `smaller_is_better: false` (minimize, and unset with a
   warning, -> true); `classArgs.seed` -> `reproducibility.experiment_seed`.
-- `maxTrialNum` / `maxTrialNumber` -> `searcher.max_trials` (required, except with GridSearch);
-  `trialConcurrency` -> `searcher.max_concurrent_trials` (unset: Stratus' default, with a warning).
+- `maxTrialNum` / `maxTrialNumber` -> `searcher.max_trials` (ignored with GridSearch); unset, the
+  random and tpe searchers run `until_stopped` (as NNI: trials keep coming until the experiment is
+  stopped or its time limit passes); `trialConcurrency` -> `searcher.max_concurrent_trials` (unset:
+  Stratus' default, with a warning).
+- `maxExperimentDuration` / `maxExecDuration` (`"2h"`, `"30m"`, seconds) -> the experiment's time
+  limit, `data.nni.max_experiment_duration_s` (`ExperimentConfig.past_time_limit`).
 - `trial.gpuNum` / `trialGpuNumber` -> `resources.slots_per_trial` (0 -> 1, with a note: the slot is
-  then a CPU slot); `trial.image` (v1) -> `environment.image`.
+  then a CPU slot); `trial.image` (v1) -> `environment.image`. Kubeflow / FrameworkController
+  roles (`trial.worker`, `trial.taskRoles`, ...) are `_nni_roles.py`'s.
+- v2 field names are read ignoring case and underscores, as NNI does (`trial_command`,
+  `tuner.class_args`: `contract.nni.canonical_nni_keys`).
 - `max_restarts: 0` (NNI does not retry failed trials), and `data.nni` records the origin:
   `{"version": 1 or 2, "tuner": <NNI's tuner name>}` (plus `"assessor"` when one was set).
 - An assessor (Medianstop, Curvefitting, ...) -> warning: Stratus stops no trial early; its

@@ -7,6 +7,11 @@ plus `tpe` (Stratus' own, shaped like `random`) for later work. Every searcher r
 favour of the training loop deciding its own length; when it is set, Stratus passes it to the trial.
 `adaptive_asha` needs its rung unit: either the legacy `max_length`, or Determined's newer
 `time_metric` + `max_time` (rungs measured in a reported metric such as `batches`) - exactly one form.
+A `max_length` in records or epochs that the config cannot turn into batches is measured by the trial
+in its own unit, as in Determined (`ExperimentConfig.searcher_length`).
+
+`random` and `tpe` take `until_stopped: true` in place of `max_trials` (Stratus extension, what an NNI
+config without `maxTrialNumber` becomes): trials keep coming until the experiment is stopped.
 """
 
 from __future__ import annotations
