@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from contract.nni import is_nni_config
+from contract.nni import canonical_nni_keys, is_nni_config, nni_config_version
 from det.errors import ConfigFileError, UsageError
 
 
@@ -25,6 +25,8 @@ def load_config(path: Path, overrides: Iterable[str] = ()) -> dict[str, Any]:
     """The config in `path` (an NNI config with its search space inlined) with `overrides` applied."""
     config = read_config_file(path)
     if is_nni_config(config):
+        if nni_config_version(config) == 2:
+            config = canonical_nni_keys(config)  # `search_space_file` is `searchSpaceFile`, as in NNI
         inline_nni_search_space(config, path)
     for override in overrides:
         keys, value = parse_override(override)

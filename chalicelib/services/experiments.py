@@ -40,6 +40,12 @@ def validate(raw_config: Mapping[str, Any]) -> cfg.ParsedConfig:
         new_searcher(searching.search_spec(parsed.config))
     except SearcherNotSupportedError as error:
         raise cfg.ConfigInvalidError([cfg.ConfigProblem("searcher.name", str(error))]) from error
+    except (ValueError, ArithmeticError) as error:
+        # A config the schema let through but the searcher cannot plan: the user's to fix, never a 500.
+        problem = cfg.ConfigProblem(
+            "searcher", f"the {parsed.config.searcher.name} searcher cannot run it: {error}"
+        )
+        raise cfg.ConfigInvalidError([problem]) from error
     return parsed
 
 

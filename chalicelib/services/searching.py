@@ -28,22 +28,20 @@ class StaleSearcherError(ConflictError):
 
 
 def time_metric(config: cfg.ExperimentConfig) -> str | None:
-    """The metric an adaptive_asha searcher measures lengths in (`time_metric` + `max_time`), or None
-    when lengths are batches."""
-    return config.searcher.time_metric if isinstance(config.searcher, cfg.AdaptiveASHASearcher) else None
+    """What the trial measures the searcher's lengths in when it is not batches (adaptive_asha's
+    `time_metric`, or `records` / `epochs` that do not convert into batches), or None for batches."""
+    length = config.searcher_length()
+    return length.unit if length is not None and length.unit != "batches" else None
 
 
 def search_spec(config: cfg.ExperimentConfig) -> searchers.SearchSpec:
     """The searcher's inputs from an experiment's config."""
     searcher = config.searcher
-    if isinstance(searcher, cfg.AdaptiveASHASearcher) and searcher.uses_time_metric:
-        max_length = searcher.max_time
-    else:
-        max_length = config.searcher_max_length_batches()
+    length = config.searcher_length()
     return searchers.SearchSpec(
         space=config.model_dump(mode="json", include={"hyperparameters"})["hyperparameters"],
         settings=searcher.model_dump(mode="json"),
-        max_length=int(max_length) if max_length is not None else None,
+        max_length=length.value if length is not None else None,
         seed=config.reproducibility.experiment_seed or 0,
     )
 
@@ -65,6 +63,9 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
         _end_experiment_once_trials_stopped(ports, experiment, message)
         return
     spec = search_spec(experiment.parsed_config)  # parsed once per event
+    if experiment.parsed_config.past_time_limit(experiment.start_time, ports.clock.now()):
+        _on_searcher_shutdown(ports, experiment, spec, failure=False)  # NNI's maxExperimentDuration: no more
+        return
     searcher = searchers.restore_searcher(experiment.searcher, spec)
     trial_id = message.trial_id
     if isinstance(message, messages.TrialPaused):
