@@ -66,7 +66,8 @@ def read_log_pages(
         if following is not None:
             token = str(following)
         moved = following is not None and token != sent
-        skipped = 0 if lines else skipped + 1
+        # A page the rank or level filter emptied still read lines (`lines_read`): not an empty page.
+        skipped = 0 if lines or page.get("lines_read") else skipped + 1
         if moved and skipped < MAX_EMPTY_PAGES:
             # More may be ready now. CloudWatch may also answer an empty page with a new cursor
             # in the middle of a stream (and a rank or level filter empties pages): caught up only once

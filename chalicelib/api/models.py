@@ -139,6 +139,8 @@ class LogPage(BaseModel):
     logs: list[LogLine]
     next_token: str | None
     trial_state: str
+    #: The lines the page covered before the rank and level filters (a filtered page may be empty).
+    lines_read: int = 0
 
 
 class Health(BaseModel):

@@ -146,6 +146,7 @@ def trial_logs(user: UserPrincipal, trial_id: int) -> models.LogPage:
         raise BadRequestError(f"level={level!r} must be one of {', '.join(LEVELS)}")
     token = query_str(bp, "next_token")
     lines, next_token = ports().logs.get(record.id, limit, token, tail)
+    lines_read = len(lines)
     if rank is not None:
         lines = [line for line in lines if line.rank == rank]
     if level is not None:
@@ -154,6 +155,7 @@ def trial_logs(user: UserPrincipal, trial_id: int) -> models.LogPage:
         logs=[views.log_line(line) for line in lines],
         next_token=next_token,
         trial_state=str(record.state),
+        lines_read=lines_read,
     )
 
 

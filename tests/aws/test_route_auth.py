@@ -360,4 +360,6 @@ def test_a_log_level_keeps_the_lines_of_that_level_or_higher(api: Api):
 
     assert read("WARNING") == ["WARNING:root:slow", "[rank=1] ERROR: [1] x: bad"]
     assert read("info") == messages  # a line without a level is INFO, as in Determined
+    errors = api.http.get(f"/trials/{api.trial_id}/logs", params={"level": "CRITICAL"}).json()
+    assert errors["logs"] == [] and errors["lines_read"] >= len(messages)  # read, then filtered
     assert api.http.get(f"/trials/{api.trial_id}/logs", params={"level": "LOUD"}).status_code == 400

@@ -251,8 +251,6 @@ class FakeApi:
         if tid not in self.trials:
             return api_error(404, "NotFound", f"no trial with id {tid}")
         lines = self.logs.get(tid, [])
-        if "level" in params:  # the API's filter
-            lines = [line for line in lines if at_or_above(line["message"], params["level"])]
         if "next_token" in params:
             start = int(params["next_token"])
         elif "tail" in params:
@@ -260,10 +258,11 @@ class FakeApi:
         else:
             start = 0
         end = min(len(lines), start + int(params.get("limit", 1000)))
-        return httpx.Response(
-            200,
-            json={"logs": lines[start:end], "next_token": str(end), "trial_state": self.trials[tid]["state"]},
-        )
+        page = lines[start:end]
+        if "level" in params:  # the API's filter, on the page it read
+            page = [line for line in page if at_or_above(line["message"], params["level"])]
+        answer = {"logs": page, "next_token": str(end), "trial_state": self.trials[tid]["state"]}
+        return httpx.Response(200, json=answer | {"lines_read": end - start})
 
     # helpers for tests
     def log(self, tid: int, *messages: str) -> None:

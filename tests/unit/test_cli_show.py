@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from det._logs import MAX_EMPTY_PAGES
+
 # --- experiment list / describe ----------------------------------------------------------------
 
 
@@ -375,6 +377,22 @@ def test_trial_logs_read_past_empty_pages_while_the_cursor_moves(api) -> None:
 
     assert api.run("t", "logs", "5").out == "a\nb\n"
     assert api.sleeps == 0
+
+
+def test_trial_logs_read_on_past_any_number_of_pages_a_filter_emptied(api) -> None:
+    """`--level ERROR` over a long log: pages the API read and filtered to nothing are not the end."""
+    api.trials[5] = api.trial(5, 1, state="COMPLETED")
+    last = 3 * MAX_EMPTY_PAGES
+
+    def filtered(params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        at = int(params.get("next_token", "0"))
+        logs = [{"timestamp": 0, "message": "ERROR: at last", "rank": None}] if at == last else []
+        answer = {"logs": logs, "next_token": str(min(at + 1, last + 1)), "trial_state": "COMPLETED"}
+        return httpx.Response(200, json=answer | {"lines_read": 1000 if at <= last else 0})
+
+    api._logs = filtered  # type: ignore[method-assign]
+
+    assert api.run("t", "logs", "5", "--level", "ERROR").out == "ERROR: at last\n"
 
 
 def test_trial_logs_tail_holds_even_if_the_api_sends_more(api) -> None:
