@@ -479,6 +479,11 @@ def test_list_and_describe_print_csv_with_the_same_columns(api) -> None:
         "Trial ID,Experiment ID,State,Started,Ended,H-Params,Restarts,# of Batches,Best Validation,"
         "Latest Checkpoint"
     )
+    workloads = api.run("e", "describe", "1", "--metrics", "--csv").out.split("\n\nWorkloads:\n")[1]
+    assert workloads.splitlines()[0].startswith(
+        "Trial ID,# of Batches,State,Report Time,Training Metric: loss,"
+    )
+    assert workloads.splitlines()[1].startswith("5,100,COMPLETED,")
     # The H-Params JSON stays one quoted cell over several lines, as the csv module writes it.
     assert '"{\n    ""lr"": 0.1,\n    ""layers"": 2\n}",1,200,0.0312,200' in trials
 
