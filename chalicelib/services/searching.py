@@ -118,7 +118,9 @@ def _save_and_apply(
             _stop_trial(ports, op.trial_id, spec)
         elif isinstance(op, searchers.Shutdown):
             _on_searcher_shutdown(ports, experiment, spec, failure=op.failure)
-    ports.experiments.record_progress(experiment.id, round(searcher.progress(), 4))
+    if not any(isinstance(op, searchers.Shutdown) for op in ops):
+        # A searcher that shut down counts itself done: the experiment's end records what was done.
+        ports.experiments.record_progress(experiment.id, round(searcher.progress(), 4))
 
 
 def _save(ports: Ports, experiment_id: int, searcher: searchers.Searcher, version: int) -> int:
@@ -270,4 +272,15 @@ def _end_experiment(ports: Ports, experiment: Experiment, *, failure: bool) -> N
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
     # Retention first: if it fails, the event comes again while the experiment has not ended.
     retention.apply(ports, experiment, trials)
+    ports.experiments.record_progress(experiment.id, _final_progress(target, trials))
     ports.experiments.transition(experiment.id, target, end_time=ports.clock.now_iso())
+
+
+def _final_progress(state: ExperimentState, trials: list[Trial]) -> float:
+    """All of it for an experiment that COMPLETED; else the work its trials did (an ERROR experiment
+    whose trial trained nothing is at 0%, not at 100% for having ended)."""
+    if state == ExperimentState.COMPLETED:
+        return 1.0
+    if not trials:
+        return 0.0
+    return round(sum(t.work_done for t in trials) / len(trials), 4)

@@ -44,6 +44,24 @@ def test_experiment_list_is_newest_first_with_paging(ports):
     assert [e.id for e in ports.experiments.list(limit=2, offset=1)] == [4, 3]
 
 
+def test_only_an_ended_experiment_is_archived_and_the_list_filters_on_it(ports):
+    for i in range(1, 5):
+        _experiment(ports, i)
+    exps = ports.experiments
+    assert exps.set_archived(2, True) is None  # ACTIVE: the condition refuses it
+    exps.transition(2, "ERROR", end_time="t")
+    exps.transition(3, "COMPLETED", end_time="t")
+    assert exps.set_archived(2, True).archived is True
+    assert exps.set_archived(3, True).archived is True
+    assert exps.set_archived(99, True) is None
+    assert exps.set_archived(3, False).archived is False
+    assert exps.get(2).archived and not exps.get(1).archived
+    assert [e.id for e in exps.list(limit=10, offset=0, archived=False)] == [4, 3, 1]
+    assert [e.id for e in exps.list(limit=10, offset=0, archived=True)] == [2]
+    assert [e.id for e in exps.list(limit=2, offset=1, archived=False)] == [3, 1]
+    assert [e.id for e in exps.list(limit=10, offset=0)] == [4, 3, 2, 1]
+
+
 def test_trials_index_by_experiment_and_keep_the_best_validation(ports):
     trials = ports.trials
     for trial_id, exp in ((1, 1), (2, 1), (3, 2)):

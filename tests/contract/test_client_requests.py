@@ -145,13 +145,19 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
     with CliClient(API, transport=httpx.MockTransport(answer)) as cli:
         cli.create_experiment({"name": "x"}, context_sha256="ab" * 32, validate_only=False, activate=True)
         cli.create_experiment({"name": "x"}, context_sha256=None, validate_only=True, activate=False)
+        cli.create_experiment(
+            {"name": "x"}, context_sha256=None, validate_only=False, activate=True, archived=True
+        )
         cli.list_experiments(limit=10, offset=5)
+        cli.list_experiments(archived=False)
         cli.get_experiment(1)
         cli.activate_experiment(1)
+        cli.archive_experiment(1)
+        cli.unarchive_experiment(1)
         cli.get_trial(2)
         cli.trial_metrics(2, "validation")
         cli.trial_metric_groups(2)
-        cli.trial_logs(2, limit=100, next_token="t", tail=5, rank=0)
+        cli.trial_logs(2, limit=100, next_token="t", tail=5, rank=0, level="WARNING")
         cli.request_context_upload("ab" * 32, 1024)
         cli.upload({"url": "https://s3.test/contexts/x?sig=1", "headers": {}}, b"data")
         cli.health()
@@ -162,6 +168,8 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "GET /experiments",
             "GET /experiments/{experiment_id}",
             "POST /experiments/{experiment_id}/activate",
+            "POST /experiments/{experiment_id}/archive",
+            "POST /experiments/{experiment_id}/unarchive",
             "GET /trials/{trial_id}",
             "GET /trials/{trial_id}/metrics",
             "GET /trials/{trial_id}/metric-groups",
