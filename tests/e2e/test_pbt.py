@@ -94,7 +94,7 @@ def test_pbt_replaces_the_worst_trial_by_one_starting_from_the_best_ones_checkpo
     assert start_x == pytest.approx(5 * parent["hparams"]["lr"])
 
 
-# Trains "forever" (far past any length the test waits for), checkpointing when told to stop.
+# Trains until told to stop, then checkpoints; its experiment runs trials until stopped (no max_trials).
 FOREVER_TRAIN = """
 import json
 import time
@@ -120,7 +120,7 @@ name: cancel-e2e
 entrypoint: python3 train.py
 hyperparameters:
   x: {type: double, minval: 0, maxval: 1}
-searcher: {name: random, metric: loss, max_trials: 1000, max_concurrent_trials: 2}
+searcher: {name: random, metric: loss, until_stopped: true, max_concurrent_trials: 2}
 max_restarts: 0
 """
 
