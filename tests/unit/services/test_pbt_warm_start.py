@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chalicelib.domain.states import TrialState
-from chalicelib.services import searching
+from chalicelib.services import experiments, searching
 from contract import messages
 from contract.env import HPARAMS, LATEST_CHECKPOINT
 
@@ -99,3 +99,16 @@ def test_a_redelivered_pause_creates_no_second_child(ports, flow):
     again = messages.TrialPaused(f"paused-{worst}.1", worst, experiment.id, "PAUSED")
     searching.handle_event(ports, again)
     assert len(flow.trial_ids(experiment.id)) == 3
+
+
+def test_a_round_in_epochs_is_converted_to_batches_when_it_can_be():
+    config = {
+        **PBT,
+        "records_per_epoch": 6000,
+        "hyperparameters": {**PBT["hyperparameters"], "global_batch_size": 64},
+        "searcher": {**PBT["searcher"], "length_per_round": {"epochs": 1}},
+    }
+    parsed = experiments.validate(config).config
+    assert searching.search_spec(parsed).max_length == 6000 // 64
+    unconverted = {**config, "records_per_epoch": 0}  # the trial measures its epochs itself
+    assert searching.search_spec(experiments.validate(unconverted).config).max_length == 1
