@@ -37,6 +37,8 @@ class CreateExperimentRequest(_Body):
     context_sha256: str | None = None
     validate_only: bool = False
     activate: bool = True
+    #: Created archived (hidden from `det experiment list`), as Determined creates a test-mode experiment.
+    archived: bool = False
 
 
 class Checkpoint(BaseModel):
@@ -73,6 +75,7 @@ class Trial(BaseModel):
     latest_validation: dict[str, Any] | None
     latest_checkpoint: Checkpoint | None
     exit: TrialExit | None
+    warm_start_trial_id: int | None = None  # the trial whose checkpoint it started from (PBT)
 
 
 class Experiment(BaseModel):
@@ -85,6 +88,7 @@ class Experiment(BaseModel):
     searcher_type: str
     resource_pool: str
     owner: str
+    archived: bool
     start_time: str | None
     end_time: str | None
     num_trials: int
@@ -110,6 +114,10 @@ class ExperimentOnly(BaseModel):
     experiment: Experiment
 
 
+class TrialOnly(BaseModel):
+    trial: Trial
+
+
 class TrialDetail(BaseModel):
     trial: Trial
     checkpoints: list[Checkpoint]
@@ -126,6 +134,10 @@ class MetricList(BaseModel):
     metrics: list[Metric]
 
 
+class MetricGroupList(BaseModel):
+    groups: list[str]  # the groups a trial reported metrics under: training, validation, then by name
+
+
 class LogLine(BaseModel):
     timestamp: int
     message: str
@@ -136,6 +148,8 @@ class LogPage(BaseModel):
     logs: list[LogLine]
     next_token: str | None
     trial_state: str
+    #: The lines the page covered before the rank and level filters (a filtered page may be empty).
+    lines_read: int = 0
 
 
 class Health(BaseModel):
@@ -227,7 +241,10 @@ class TrialInfo(BaseModel):
 
 
 class MetricReport(_Body):
-    group: Literal["training", "validation"]
+    group: str = Field(
+        description="'training', 'validation' (the searcher reads its metric here) or a custom group: "
+        "any non-empty name without '.'"
+    )
     steps_completed: int = Field(ge=0)
     metrics: dict[str, Any]
 

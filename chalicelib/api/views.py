@@ -19,6 +19,7 @@ def experiment(record: Experiment) -> models.Experiment:
         searcher_type=record.searcher_type,
         resource_pool=record.resource_pool,
         owner=record.owner,
+        archived=record.archived,
         start_time=record.start_time,
         end_time=record.end_time,
         num_trials=record.num_trials,
@@ -68,6 +69,7 @@ def trial(ports: Ports, record: Trial) -> models.Trial:
         latest_validation=record.latest_validation,
         latest_checkpoint=latest,
         exit=exit_,
+        warm_start_trial_id=record.warm_start_trial_id,
     )
 
 

@@ -37,6 +37,7 @@ from chalicelib.config.schema import (
     ImageMap,
     ReproducibilityConfig,
     ResourcesConfig,
+    SearcherLength,
     entrypoint_argv,
 )
 from chalicelib.config.searcher import (
@@ -46,6 +47,7 @@ from chalicelib.config.searcher import (
     BOHBSearcher,
     GridSearcher,
     HyperbandSearcher,
+    PBTSearcher,
     RandomSearcher,
     SingleSearcher,
     TPESearcher,
@@ -83,7 +85,9 @@ __all__ = [
     "RandomSearcher",
     "ReproducibilityConfig",
     "ResourcesConfig",
+    "SearcherLength",
     "SingleSearcher",
+    "PBTSearcher",
     "TPESearcher",
     "entrypoint_argv",
     "flatten_hyperparameters",

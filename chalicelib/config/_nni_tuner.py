@@ -45,7 +45,17 @@ _BRACKET_ARGS: dict[str, dict[str, Any]] = {
         "min_bandwidth": 0.001,
     },
 }
+# Searchers that can run without a number of trials (NNI's default: no maxTrialNumber).
+UNTIL_STOPPED_SEARCHERS = frozenset({"random", "tpe"})
 _ASSESSORS_WITH_ASHA_HINT = frozenset({"medianstop", "curvefitting"})
+_PBT_TUNERS = frozenset({"pbt", "pbttuner"})
+# NNI's PBT hands each trial checkpoint folders as parameters (load_checkpoint_dir, save_checkpoint_dir);
+# Stratus' pbt searcher warm-starts trials from platform checkpoints (info.latest_checkpoint) instead.
+_PBT_HINT = (
+    " (NNI's PBT passes checkpoint folders as the load_checkpoint_dir and save_checkpoint_dir "
+    "parameters, which Stratus does not provide); for population based training, write a "
+    "Determined-style config with `searcher: {name: pbt, ...}` and restore info.latest_checkpoint"
+)
 
 
 class TunerTranslator(NniReader):
@@ -92,6 +102,8 @@ class TunerTranslator(NniReader):
         max_trials = self._max_trials(searcher)
         if max_trials is not None:
             out["max_trials"] = max_trials
+        elif searcher in UNTIL_STOPPED_SEARCHERS and self.raw.get(self.names.max_trials) is None:
+            out["until_stopped"] = True
         concurrency = self._concurrency()
         if concurrency is not None:
             out["max_concurrent_trials"] = concurrency
@@ -104,10 +116,14 @@ class TunerTranslator(NniReader):
             if value is not None:
                 self.warn(key, "ignored with GridSearch: the grid searcher runs every grid point once")
             return None
+        if value is None and searcher not in UNTIL_STOPPED_SEARCHERS:
+            self.problem(key, f"required by Stratus' {searcher} searcher: the number of trials to run")
+            return None
         if value is None:
-            self.problem(
+            self.warn(
                 key,
-                "required: Stratus has no experiment time limit, so it needs the number of trials to run",
+                "not set: as in NNI, trials are created (trialConcurrency at a time) until the experiment "
+                "is stopped with `det experiment cancel` or `det experiment kill`",
             )
             return None
         if not is_int(value) or value < 1:
@@ -145,6 +161,8 @@ class TunerTranslator(NniReader):
                 if key in _EARLY_STOPPING_TUNERS
                 else ""
             )
+            if key in _PBT_TUNERS:
+                hint = _PBT_HINT
             self.warn(where, f"the {name} tuner is not available in Stratus; using the tpe searcher{hint}")
             return "tpe"
         if key in ("batchtuner", "batch"):

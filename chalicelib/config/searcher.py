@@ -8,6 +8,12 @@ favour of the training loop deciding its own length; when it is set, Stratus pas
 `adaptive_asha` needs its rung unit: either the legacy `max_length`, or Determined's newer
 `time_metric` + `max_time` (rungs measured in a reported metric such as `batches`) - exactly one form.
 
+A `max_length` in records or epochs that the config cannot turn into batches is measured by the trial
+in its own unit, as in Determined (`ExperimentConfig.searcher_length`).
+
+`random` and `tpe` take `until_stopped: true` in place of `max_trials` (Stratus extension, what an NNI
+config without `maxTrialNumber` becomes): trials keep coming until the experiment is stopped.
+
 `hyperband` and `bohb` (Stratus' own, after NNI's advisors of those names) need `max_length`, Hyperband's
 `R`: the brackets of Li et al. (2018) with `divisor` as `eta` (default 3, at least 2); `iterations`
 Hyperband iterations (each runs every bracket once), or brackets in order until `max_trials`
@@ -33,13 +39,23 @@ __all__ = [
     "BOHBSearcher",
     "GridSearcher",
     "HyperbandSearcher",
+    "PBTSearcher",
     "RandomSearcher",
     "SearcherConfig",
     "SingleSearcher",
     "TPESearcher",
 ]
 
-SEARCHER_NAMES: tuple[str, ...] = ("single", "grid", "random", "adaptive_asha", "tpe", "hyperband", "bohb")
+SEARCHER_NAMES: tuple[str, ...] = (
+    "single",
+    "grid",
+    "random",
+    "adaptive_asha",
+    "tpe",
+    "pbt",
+    "hyperband",
+    "bohb",
+)
 
 DEFAULT_MAX_CONCURRENT_TRIALS = 16
 
@@ -66,20 +82,38 @@ class GridSearcher(_Searcher):
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
-class RandomSearcher(_Searcher):
+class _TrialBudget(_Searcher):
+    """`max_trials` trials, or with `until_stopped: true` (Stratus extension, what an NNI config
+    without `maxTrialNumber` becomes) new trials until the experiment is stopped, keeping
+    `max_concurrent_trials` (then at least 1) running; `max_concurrent_trials` 0 means unlimited."""
+
+    max_trials: int | None = Field(default=None, ge=1)
+    until_stopped: bool = False
+    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
+
+    @model_validator(mode="after")
+    def _bounded_or_until_stopped(self) -> _TrialBudget:
+        if self.until_stopped and self.max_trials is not None:
+            message = "set either max_trials or until_stopped: true, not both"
+            raise_problems(self.name, [(("until_stopped",), message, True)])
+        if not self.until_stopped and self.max_trials is None:
+            raise_problems(self.name, [(("max_trials",), "required", None)])
+        if self.until_stopped and self.max_concurrent_trials == 0:
+            message = "must be at least 1 with until_stopped: true (the number of trials kept running)"
+            raise_problems(self.name, [(("max_concurrent_trials",), message, 0)])
+        return self
+
+
+class RandomSearcher(_TrialBudget):
     """`max_trials` random samples; `max_concurrent_trials` 0 means unlimited."""
 
     name: Literal["random"] = "random"
-    max_trials: int = Field(ge=1)
-    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
-class TPESearcher(_Searcher):
+class TPESearcher(_TrialBudget):
     """Tree-structured Parzen estimator (Stratus extension; same fields as `random`)."""
 
     name: Literal["tpe"] = "tpe"
-    max_trials: int = Field(ge=1)
-    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
 class AdaptiveASHASearcher(_Searcher):
@@ -92,7 +126,7 @@ class AdaptiveASHASearcher(_Searcher):
     divisor: float = Field(default=4.0, gt=1)
     max_rungs: int = Field(default=5, ge=1)
     mode: Literal["aggressive", "standard", "conservative"] = "standard"
-    bracket_rungs: list[int] | None = None
+    bracket_rungs: list[Annotated[int, Field(ge=1)]] | None = None
     stop_once: bool = False
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
@@ -120,6 +154,33 @@ class AdaptiveASHASearcher(_Searcher):
     def uses_time_metric(self) -> bool:
         """True for the `time_metric` + `max_time` form, False for `max_length`."""
         return self.time_metric is not None
+
+
+class PBTReplaceFunction(StrictModel):
+    """Which trials a PBT round replaces: the worst `truncate_fraction` of the population."""
+
+    truncate_fraction: float = Field(ge=0.0, le=0.5)
+
+
+class PBTExploreFunction(StrictModel):
+    """How a replacement's hyperparameters are drawn from its parent's: each one resampled from the
+    space with `resample_probability`, else multiplied by `1 + perturb_factor` or `1 - perturb_factor`."""
+
+    resample_probability: float = Field(ge=0.0, le=1.0)
+    perturb_factor: float = Field(ge=0.0, le=1.0)
+
+
+class PBTSearcher(_Searcher):
+    """Population based training (Determined's `pbt`): `population_size` trials train `length_per_round`
+    per round; after each round but the last, the worst are replaced by trials that start from the
+    checkpoints of the best, with explored hyperparameters."""
+
+    name: Literal["pbt"] = "pbt"
+    population_size: int = Field(ge=1)
+    num_rounds: int = Field(ge=1)
+    length_per_round: PositiveLength
+    replace_function: PBTReplaceFunction
+    explore_function: PBTExploreFunction
 
 
 class HyperbandSearcher(_Searcher):
@@ -162,6 +223,7 @@ SearcherConfig = Annotated[
     | Annotated[RandomSearcher, Tag("random")]
     | Annotated[AdaptiveASHASearcher, Tag("adaptive_asha")]
     | Annotated[TPESearcher, Tag("tpe")]
+    | Annotated[PBTSearcher, Tag("pbt")]
     | Annotated[HyperbandSearcher, Tag("hyperband")]
     | Annotated[BOHBSearcher, Tag("bohb")],
     Discriminator(_searcher_name),
@@ -176,4 +238,5 @@ AnySearcher = (
     | TPESearcher
     | HyperbandSearcher
     | BOHBSearcher
+    | PBTSearcher
 )

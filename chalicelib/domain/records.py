@@ -41,7 +41,10 @@ class Experiment(StoredRecord):
     name: str = ""
     description: str = ""
     labels: list[str] = field(default_factory=list)
+    #: Who created it, as a label (never used to authorize): `chalicelib.api.auth.UserPrincipal.owner`.
     owner: str = ""
+    #: Hidden from `det experiment list` unless `--all` (a test-mode experiment is created archived).
+    archived: bool = False
     #: The validated config as submitted, defaults filled in (JSON); `parsed_config` is its typed form.
     config: dict[str, Any] = field(default_factory=dict)
     context_sha256: str | None = None
@@ -103,6 +106,9 @@ class Trial(StoredRecord):
     latest_validation_steps: int | None = None
     latest_checkpoint: str | None = None
     latest_checkpoint_steps: int | None = None
+    #: The trial a searcher (PBT) started this one from, and that trial's checkpoint it starts with.
+    warm_start_trial_id: int | None = None
+    warm_start_checkpoint: str | None = None
     version: int = 0
 
     def __post_init__(self) -> None:
@@ -111,6 +117,18 @@ class Trial(StoredRecord):
     @property
     def restarts(self) -> int:
         return max(0, self.attempts - 1 - self.generation)
+
+    @property
+    def work_done(self) -> float:
+        """The share of its work the trial did, 0 to 1: all of it once COMPLETED, else the progress it
+        reported, else the batches it trained over its target (0 without a target)."""
+        if self.state == TrialState.COMPLETED:
+            return 1.0
+        if self.progress is not None:
+            return min(max(self.progress, 0.0), 1.0)
+        if self.target_length:
+            return min(self.total_batches / self.target_length, 1.0)
+        return 0.0
 
     @property
     def told_to_stop(self) -> bool:

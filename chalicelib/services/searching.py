@@ -18,7 +18,7 @@ from chalicelib.domain import keys, searchers
 from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
-from chalicelib.services import retention
+from chalicelib.services import retention, stopping
 from chalicelib.services.ports import Ports
 from contract import messages
 
@@ -28,22 +28,20 @@ class StaleSearcherError(ConflictError):
 
 
 def time_metric(config: cfg.ExperimentConfig) -> str | None:
-    """The metric an adaptive_asha searcher measures lengths in (`time_metric` + `max_time`), or None
-    when lengths are batches."""
-    return config.searcher.time_metric if isinstance(config.searcher, cfg.AdaptiveASHASearcher) else None
+    """What the trial measures the searcher's lengths in when it is not batches (adaptive_asha's
+    `time_metric`, or `records` / `epochs` that do not convert into batches), or None for batches."""
+    length = config.searcher_length()
+    return length.unit if length is not None and length.unit != "batches" else None
 
 
 def search_spec(config: cfg.ExperimentConfig) -> searchers.SearchSpec:
     """The searcher's inputs from an experiment's config."""
     searcher = config.searcher
-    if isinstance(searcher, cfg.AdaptiveASHASearcher) and searcher.uses_time_metric:
-        max_length = searcher.max_time
-    else:
-        max_length = config.searcher_max_length_batches()
+    length = config.searcher_length()
     return searchers.SearchSpec(
         space=config.model_dump(mode="json", include={"hyperparameters"})["hyperparameters"],
         settings=searcher.model_dump(mode="json"),
-        max_length=int(max_length) if max_length is not None else None,
+        max_length=length.value if length is not None else None,
         seed=config.reproducibility.experiment_seed or 0,
     )
 
@@ -61,14 +59,21 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
     experiment = ports.experiments.get(message.experiment_id)
     if experiment is None or experiment.searcher is None or experiment.state.terminal:
         return
+    if experiment.state == ExperimentState.STOPPING_CANCELED:
+        stopping.on_trial_event(ports, experiment)  # canceled: the searcher creates nothing more
+        return
     if experiment.state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
         _end_experiment_once_trials_stopped(ports, experiment, message)
         return
     spec = search_spec(experiment.parsed_config)  # parsed once per event
+    if experiment.parsed_config.past_time_limit(experiment.start_time, ports.clock.now()):
+        _on_searcher_shutdown(ports, experiment, spec, failure=False)  # NNI's maxExperimentDuration: no more
+        return
     searcher = searchers.restore_searcher(experiment.searcher, spec)
     trial_id = message.trial_id
     if isinstance(message, messages.TrialPaused):
         _carry_out_decision_on_paused_trial(ports, experiment, trial_id)
+        _tell_pause(ports, experiment, spec, searcher, message)
         return
     if isinstance(message, messages.TrialExited):
         trial = ports.trials.get(trial_id)
@@ -94,6 +99,23 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
         ports.trials.clear_searcher_pending(trial_id)
 
 
+def _tell_pause(
+    ports: Ports,
+    experiment: Experiment,
+    spec: searchers.SearchSpec,
+    searcher: searchers.Searcher,
+    message: messages.TrialPaused,
+) -> None:
+    """Tell a searcher that observes pauses (PBT) that the trial's pause checkpoint is stored."""
+    if not isinstance(searcher, searchers.PauseObserver):
+        return
+    trial = ports.trials.get(message.trial_id)
+    if trial is None or trial.state != TrialState.PAUSED:
+        return  # the pause was not recorded (the trial was canceled meanwhile)
+    ops = searcher.on_trial_paused(searchers.TrialPaused(message.event_id, message.trial_id))
+    _save_and_apply(ports, experiment, spec, searcher, ops, version=experiment.searcher_version)
+
+
 def _save_and_apply(
     ports: Ports,
     experiment: Experiment,
@@ -117,7 +139,9 @@ def _save_and_apply(
             _stop_trial(ports, op.trial_id, spec)
         elif isinstance(op, searchers.Shutdown):
             _on_searcher_shutdown(ports, experiment, spec, failure=op.failure)
-    ports.experiments.record_progress(experiment.id, round(searcher.progress(), 4))
+    if not any(isinstance(op, searchers.Shutdown) for op in ops):
+        # A searcher that shut down counts itself done: the experiment's end records what was done.
+        ports.experiments.record_progress(experiment.id, round(searcher.progress(), 4))
 
 
 def _save(ports: Ports, experiment_id: int, searcher: searchers.Searcher, version: int) -> int:
@@ -130,6 +154,7 @@ def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTria
     # Claimed once per request id, so a redelivered event finds the trial it already created.
     trial_id = ports.ids.claim(f"trial-request:{experiment.id}:{op.request_id}", "trial")
     seed = experiment.parsed_config.reproducibility.experiment_seed or 0
+    warm_start = _warm_start_checkpoint(ports, op)
     ports.trials.create(
         Trial(
             id=trial_id,
@@ -140,11 +165,23 @@ def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTria
             start_time=ports.clock.now_iso(),
             trial_seed=(seed + trial_id) % 2**31,
             target_length=op.length,
+            warm_start_trial_id=op.warm_start_trial_id,
+            # The trial starts from it (its launch spec's latest_checkpoint) until it stores its own.
+            latest_checkpoint=warm_start,
+            warm_start_checkpoint=warm_start,
         )
     )
     ports.experiments.record_trial_count(experiment.id, len(ports.trials.for_experiment(experiment.id)))
     _start_run(ports, experiment, trial_id, generation=0)
     return trial_id
+
+
+def _warm_start_checkpoint(ports: Ports, op: searchers.CreateTrial) -> str | None:
+    """The latest checkpoint of the trial a new one starts from (None: it starts from scratch)."""
+    if op.warm_start_trial_id is None:
+        return None
+    parent = ports.trials.get(op.warm_start_trial_id)
+    return parent.latest_checkpoint if parent is not None else None
 
 
 def _start_run(ports: Ports, experiment: Experiment, trial_id: int, generation: int) -> None:
@@ -269,4 +306,15 @@ def _end_experiment(ports: Ports, experiment: Experiment, *, failure: bool) -> N
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
     # Retention first: if it fails, the event comes again while the experiment has not ended.
     retention.apply(ports, experiment, trials)
+    ports.experiments.record_progress(experiment.id, _final_progress(target, trials))
     ports.experiments.transition(experiment.id, target, end_time=ports.clock.now_iso())
+
+
+def _final_progress(state: ExperimentState, trials: list[Trial]) -> float:
+    """All of it for an experiment that COMPLETED; else the work its trials did (an ERROR experiment
+    whose trial trained nothing is at 0%, not at 100% for having ended)."""
+    if state == ExperimentState.COMPLETED:
+        return 1.0
+    if not trials:
+        return 0.0
+    return round(sum(t.work_done for t in trials) / len(trials), 4)

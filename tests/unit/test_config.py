@@ -382,6 +382,19 @@ ERROR_CASES: list[tuple[dict[str, Any], str]] = [
         f'searcher.name: unknown searcher "smac"; expected one of {KNOWN_SEARCHERS}',
     ),
     (
+        with_changes(
+            searcher={
+                "name": "pbt",
+                "metric": "m",
+                "population_size": 2,
+                "num_rounds": 2,
+                "replace_function": {"truncate_fraction": 0.5},
+                "explore_function": {"resample_probability": 0.2, "perturb_factor": 0.2},
+            }
+        ),
+        "searcher.length_per_round: required",
+    ),
+    (
         with_changes(searcher={"name": 7, "metric": "m"}),
         f"searcher.name: must be one of {KNOWN_SEARCHERS}, got 7",
     ),

@@ -108,7 +108,7 @@ def test_iterations_repeat_the_brackets_and_max_trials_cuts_the_last() -> None:
 def test_a_divisor_below_2_or_no_max_length_is_refused() -> None:
     with pytest.raises(ValueError, match="divisor >= 2"):
         plan(spec(9, divisor=1.5))
-    with pytest.raises(ValueError, match="needs max_length"):
+    with pytest.raises(ValueError, match="need searcher.max_length"):
         plan(searchers.SearchSpec(SPACE, {"name": "hyperband"}, None, 0))
 
 

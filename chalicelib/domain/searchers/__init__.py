@@ -15,18 +15,22 @@ from chalicelib.domain.searchers.base import (
     CreateTrial,
     Event,
     Operation,
+    PauseObserver,
     PauseTrial,
     Searcher,
+    SearcherSettingsError,
     SearchSpec,
     Shutdown,
     StopTrial,
     TrialCreated,
     TrialExited,
+    TrialPaused,
     ValidationReported,
 )
 from chalicelib.domain.searchers.bohb import BOHBSearcher
 from chalicelib.domain.searchers.grid import GridSearcher
 from chalicelib.domain.searchers.hyperband import HyperbandSearcher
+from chalicelib.domain.searchers.pbt import PBTSearcher
 from chalicelib.domain.searchers.random import RandomSearcher
 from chalicelib.domain.searchers.single import SingleSearcher
 from chalicelib.domain.searchers.tpe import TPESearcher
@@ -41,18 +45,22 @@ __all__ = [
     "GridSearcher",
     "HyperbandSearcher",
     "Operation",
+    "PBTSearcher",
+    "PauseObserver",
     "PauseTrial",
     "RandomSearcher",
     "SEARCHERS",
     "SearchSpec",
     "Searcher",
     "SearcherNotSupportedError",
+    "SearcherSettingsError",
     "Shutdown",
     "SingleSearcher",
     "StopTrial",
     "TPESearcher",
     "TrialCreated",
     "TrialExited",
+    "TrialPaused",
     "ValidationReported",
     "new_searcher",
     "restore_searcher",
@@ -66,6 +74,7 @@ SEARCHERS: dict[str, Any] = {
     "tpe": TPESearcher,
     "hyperband": HyperbandSearcher,
     "bohb": BOHBSearcher,
+    "pbt": PBTSearcher,
 }
 
 
@@ -79,7 +88,10 @@ def new_searcher(spec: SearchSpec) -> Searcher:
         raise SearcherNotSupportedError(
             f"searcher {name!r} is accepted in configs but cannot run yet; use one of {', '.join(sorted(SEARCHERS))}"
         )
-    searcher: Searcher = SEARCHERS[name](spec=spec)
+    try:
+        searcher: Searcher = SEARCHERS[name](spec=spec)
+    except SearcherSettingsError as error:  # settings it cannot run with (pbt without a round length)
+        raise SearcherNotSupportedError(str(error)) from error
     return searcher
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.domain.searchers.base import SearchSpec
+from chalicelib.domain.searchers.base import SearcherSettingsError, SearchSpec
 
 EPSILON = 1e-9  # floors and ceilings of products of floats that should be whole numbers
 DEFAULT_DIVISOR = 3.0  # Li et al.'s and NNI's eta
@@ -49,7 +49,7 @@ class HyperbandBracket:
 def divisor(settings: Mapping[str, Any]) -> float:
     value = float(settings.get("divisor") or DEFAULT_DIVISOR)
     if value < 2:
-        raise ValueError(f"hyperband needs divisor >= 2, got {value}")
+        raise SearcherSettingsError(f"hyperband needs divisor >= 2, got {value}; set searcher.divisor: 3")
     return value
 
 
@@ -83,7 +83,9 @@ def bracket(s: int, n: int, eta: float, max_length: int) -> HyperbandBracket:
 def plan(spec: SearchSpec) -> list[HyperbandBracket]:
     """Every bracket of the search, in the order they start."""
     if spec.max_length is None or spec.max_length < 1:
-        raise ValueError("hyperband needs max_length (the maximum length R a trial trains to)")
+        raise SearcherSettingsError(
+            "hyperband and bohb need searcher.max_length (the maximum length R a trial trains to)"
+        )
     settings = spec.settings
     eta = divisor(settings)
     rungs = settings.get("max_rungs")
