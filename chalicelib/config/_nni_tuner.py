@@ -1,6 +1,7 @@
 """NNI's tuner, advisor and assessor translated into a Stratus searcher (see `chalicelib.config.nni`):
-TPE -> `tpe`, Random -> `random`, GridSearch and BatchTuner -> `grid`, every other tuner -> `tpe`
-with a warning; `classArgs` -> the metric's direction and the seed; an assessor -> a warning.
+TPE -> `tpe`, Random -> `random`, GridSearch and BatchTuner -> `grid`, PBTTuner -> `pbt` (its own
+`classArgs` by `_nni_pbt.py`), every other tuner -> `tpe` with a warning; `classArgs` -> the metric's
+direction and the seed; an assessor -> a warning.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from chalicelib.config._nni_pbt import PBT_ARGS, PbtTranslator
 from chalicelib.config._nni_versions import NniReader, dotted
 from chalicelib.config.nni_space import is_int
 from chalicelib.config.schema import MAX_SEED
@@ -24,19 +26,13 @@ _TUNERS: dict[str, str] = {
     "gridsearch": "grid",
     "batchtuner": "grid",
     "batch": "grid",
+    "pbt": "pbt",
+    "pbttuner": "pbt",
 }
 # Searchers that can run without a number of trials (NNI's default: no maxTrialNumber).
 UNTIL_STOPPED_SEARCHERS = frozenset({"random", "tpe"})
-_EARLY_STOPPING_TUNERS = frozenset({"hyperband", "bohb", "pbt", "pbttuner"})
+_EARLY_STOPPING_TUNERS = frozenset({"hyperband", "bohb"})
 _ASSESSORS_WITH_ASHA_HINT = frozenset({"medianstop", "curvefitting"})
-_PBT_TUNERS = frozenset({"pbt", "pbttuner"})
-# NNI's PBT hands each trial checkpoint folders as parameters (load_checkpoint_dir, save_checkpoint_dir);
-# Stratus' pbt searcher warm-starts trials from platform checkpoints (info.latest_checkpoint) instead.
-_PBT_HINT = (
-    " (NNI's PBT passes checkpoint folders as the load_checkpoint_dir and save_checkpoint_dir "
-    "parameters, which Stratus does not provide); for population based training, write a "
-    "Determined-style config with `searcher: {name: pbt, ...}` and restore info.latest_checkpoint"
-)
 
 
 class TunerTranslator(NniReader):
@@ -79,6 +75,10 @@ class TunerTranslator(NniReader):
             self.warn(dotted(path, key), f"ignored ({why})")
         smaller_is_better, seed = self._class_args(path, section.get("classArgs"), searcher)
         out: dict[str, Any] = {"name": searcher, "metric": METRIC, "smaller_is_better": smaller_is_better}
+        if searcher == "pbt":  # rounds of a population instead of a number of trials
+            args = section.get("classArgs")
+            pbt = PbtTranslator(self.raw, self.version, self.warnings, self.problems)
+            return out | pbt.settings(path, name_key, args if isinstance(args, Mapping) else {}), label, seed
         max_trials = self._max_trials(searcher)
         if max_trials is not None:
             out["max_trials"] = max_trials
@@ -141,8 +141,6 @@ class TunerTranslator(NniReader):
                 if key in _EARLY_STOPPING_TUNERS
                 else ""
             )
-            if key in _PBT_TUNERS:
-                hint = _PBT_HINT
             self.warn(where, f"the {name} tuner is not available in Stratus; using the tpe searcher{hint}")
             return "tpe"
         if key in ("batchtuner", "batch"):
@@ -174,7 +172,7 @@ class TunerTranslator(NniReader):
             self.problem(dotted(where, "optimize_mode"), "must be maximize or minimize")
         seed: int | None = None
         for key, value in args.items():
-            if key == "optimize_mode" or value is None:
+            if key == "optimize_mode" or value is None or (searcher == "pbt" and key in PBT_ARGS):
                 continue
             if key == "seed" and is_int(value) and 0 <= value <= MAX_SEED:
                 seed = int(value)
