@@ -8,6 +8,11 @@
 | `get_trial_id()`, `get_experiment_id()` | the ids as strings (`"STANDALONE"` off the platform) |
 | `get_sequence_id()` | the trial id (0 off the platform): Stratus numbers trials per deployment, not per experiment |
 
+With the `pbt` searcher (NNI's PBTTuner), `get_next_parameter()` adds NNI's `load_checkpoint_dir` and
+`save_checkpoint_dir`, intermediate results are not searcher results, and the round ends when the script
+exits after its final result: what it saved is uploaded as the trial's checkpoint, then the round is
+completed (`_nni_pbt.py`).
+
 The harness context is opened on the first call and closed when the process exits. SIGTERM keeps its
 default action (NNI scripts do not poll for preemption); a preemption asked through the heartbeat makes
 the next report exit with code 0. Off the platform, reports are printed; with `STRATUS_LOCAL_CONFIG`
@@ -24,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import harness.core
+from harness.compat._nni_pbt import PbtRound, runs_pbt
 from harness.core import Context, LocalSearcherContext, SearcherOperation
 
 log = logging.getLogger("harness.nni")
@@ -42,6 +48,7 @@ class NniTrial:
         self._reports = 0
         self._op: SearcherOperation | None = None
         self._params: dict[str, Any] | None = None
+        self._pbt: PbtRound | None = None  # with the pbt searcher: this run's round
 
     # ---- the API -------------------------------------------------------------------------------
 
@@ -59,6 +66,10 @@ class NniTrial:
                 self._params = flatten_hparams(
                     info.trial.hparams, space if isinstance(space, Mapping) else None
                 )
+                if self._pbt is None and runs_pbt(info.config):
+                    self._start_pbt_round(core)
+                if self._pbt is not None:
+                    self._params.update(self._pbt.folders())
             return dict(self._params)
 
     def get_current_parameter(self, tag: str | None = None) -> Any:
@@ -70,7 +81,7 @@ class NniTrial:
         with self._lock:
             core, metrics = self._report_validation(metric)
             self._exit_if_preempted(core)
-            if not self._has_dialogue(core):
+            if not self._has_dialogue(core) or self._pbt is not None:
                 return
             op = self._operation(core)
             if op.length is not None and self._reports >= op.length:
@@ -81,6 +92,9 @@ class NniTrial:
     def report_final_result(self, metric: Any) -> None:
         with self._lock:
             core, metrics = self._report_validation(metric)
+            if self._pbt is not None:  # the round ends at exit, once the script has saved its model
+                self._pbt.final_metric = metrics[DEFAULT_METRIC]
+                return
             if not self._has_dialogue(core):
                 return
             op = self._operation(core)
@@ -106,6 +120,27 @@ class NniTrial:
                 self._core = None
 
     # ---- inside --------------------------------------------------------------------------------
+
+    def _start_pbt_round(self, core: Context) -> None:
+        """NNI's PBT folders for this run's round; its end is registered to run at exit, before `close`
+        (registered earlier). The caller holds the lock."""
+        op = self._operation(core) if self._has_dialogue(core) else None
+        self._pbt = PbtRound.start(core, op)
+        self._reports = self._pbt.results_before
+        atexit.register(self.end_pbt_round)
+
+    def end_pbt_round(self) -> None:
+        """End this run's PBT round (see `_nni_pbt.py`): registered to run at exit, as NNI trial code
+        saves its model after its final result; once."""
+        with self._lock:
+            pbt, self._pbt = self._pbt, None
+            if pbt is None:
+                return
+            try:
+                if self._core is not None:
+                    pbt.end(self._reports)
+            finally:
+                pbt.remove()
 
     def _report_validation(self, metric: Any) -> tuple[Context, dict[str, Any]]:
         """Report `metric` as the next validation (`steps_completed` = results reported so far); the
