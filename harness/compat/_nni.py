@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import harness.core
-from harness.compat._nni_pbt import PbtRound, runs_pbt
+from harness.compat._nni_pbt import PbtRound, at_main_thread_exit, runs_pbt
 from harness.core import Context, LocalSearcherContext, SearcherOperation
 
 log = logging.getLogger("harness.nni")
@@ -122,12 +122,12 @@ class NniTrial:
     # ---- inside --------------------------------------------------------------------------------
 
     def _start_pbt_round(self, core: Context) -> None:
-        """NNI's PBT folders for this run's round; its end is registered to run at exit, before `close`
-        (registered earlier). The caller holds the lock."""
+        """NNI's PBT folders for this run's round; its end is registered to run when the script ends,
+        before `close` (an `atexit` handler). The caller holds the lock."""
         op = self._operation(core) if self._has_dialogue(core) else None
         self._pbt = PbtRound.start(core, op)
         self._reports = self._pbt.results_before
-        atexit.register(self.end_pbt_round)
+        at_main_thread_exit(self.end_pbt_round)
 
     def end_pbt_round(self) -> None:
         """End this run's PBT round (see `_nni_pbt.py`): registered to run at exit, as NNI trial code
@@ -139,6 +139,8 @@ class NniTrial:
             try:
                 if self._core is not None:
                     pbt.end(self._reports)
+            except Exception:  # the round is not completed: the searcher replaces a member that exits
+                log.exception("the PBT round could not be ended (its checkpoint or its result was not sent)")
             finally:
                 pbt.remove()
 

@@ -22,11 +22,13 @@ it). Here, with the experiment's searcher `pbt`:
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,14 @@ def runs_pbt(config: Mapping[str, Any]) -> bool:
     """Whether the experiment's searcher is pbt (NNI's PBTTuner, or a Stratus config)."""
     searcher = config.get("searcher")
     return isinstance(searcher, Mapping) and searcher.get("name") == PBT_SEARCHER
+
+
+def at_main_thread_exit(func: Callable[[], None]) -> None:
+    """Run `func` when the main thread ends, before `concurrent.futures` stops taking work: the checkpoint
+    upload uses a thread pool, which refuses new work by the time `atexit` handlers run. `threading`'s
+    own exit hook (what `concurrent.futures` registers with) has no public name; `atexit` where absent."""
+    register = getattr(threading, "_register_atexit", None)
+    (register if callable(register) else atexit.register)(func)
 
 
 class PbtRound:
