@@ -114,15 +114,21 @@ class ClusterInfo:
 
     @property
     def container_addrs(self) -> list[str]:
-        """Every node's address, chief first (Determined's `info.container_addrs`)."""
-        if len(self.node_addrs) != self.num_nodes:
+        """Every node's address, chief first (Determined's `info.container_addrs`). On several nodes
+        without `STRATUS_NODE_ADDRS` the first call finds them at the rendezvous (`harness._peers`)."""
+        if len(self.node_addrs) == self.num_nodes:
+            return list(self.node_addrs)
+        exported = names.read_list(os.environ, names.NODE_ADDRS)
+        if len(exported) == self.num_nodes:
+            return list(exported)
+        if not self.master_url:
             raise HarnessError(
-                f"this trial runs on {self.num_nodes} nodes and their addresses are not known to this "
-                f"process (node {self.node_rank}); run it under a launcher that finds them at the "
-                f"rendezvous (python3 -m launchers.torch_distributed), or set {names.NODE_ADDRS} to the "
-                "addresses, comma-separated, chief first."
+                f"this trial runs on {self.num_nodes} nodes and their addresses are not known; set "
+                f"{names.NODE_ADDRS} to the addresses, comma-separated, chief first."
             )
-        return list(self.node_addrs)
+        from harness._peers import resolve_node_addrs
+
+        return list(resolve_node_addrs())
 
     @property
     def container_rank(self) -> int:

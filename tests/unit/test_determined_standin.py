@@ -6,6 +6,7 @@ processes) are in tests/integration/test_collectives.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -111,14 +112,23 @@ def test_multi_node_trial_lists_every_node_chief_first(
     plane_kit.platform_env(
         {}, STRATUS_SLOTS="8", STRATUS_NUM_NODES="2", STRATUS_NODE_RANK="1", STRATUS_NODE_ADDR="10.0.0.2"
     )
+    monkeypatch.setenv("STRATUS_NODE_ADDRS", "10.0.0.1,10.0.0.2")  # a static setup
     info = load_cluster_info()
     assert info is not None and (info.container_rank, info.slot_ids) == (1, [0, 1, 2, 3])
-    with pytest.raises(HarnessError, match="runs on 2 nodes and their addresses are not known") as raised:
-        _ = info.container_addrs
-    assert "STRATUS_NODE_ADDRS" in str(raised.value)
-    monkeypatch.setenv("STRATUS_NODE_ADDRS", "10.0.0.1,10.0.0.2")
+    assert info.container_addrs == ["10.0.0.1", "10.0.0.2"]
+    # what an earlier rendezvous of this process exported is used by the info read before it
+    monkeypatch.delenv("STRATUS_NODE_ADDRS")
     info = load_cluster_info()
-    assert info is not None and info.container_addrs == ["10.0.0.1", "10.0.0.2"]
+    assert info is not None and info.node_addrs == ()
+    monkeypatch.setenv("STRATUS_NODE_ADDRS", "10.0.0.1,10.0.0.2")
+    assert info.container_addrs == ["10.0.0.1", "10.0.0.2"]
+    # without a control plane to meet at, the addresses must be given
+    monkeypatch.delenv("STRATUS_NODE_ADDRS")
+    detached = dataclasses.replace(info, master_url="")
+    with pytest.raises(
+        HarnessError, match="runs on 2 nodes and their addresses are not known.*STRATUS_NODE_ADDRS"
+    ):
+        _ = detached.container_addrs
 
 
 # --- the agent gives each run on one node its own port --------------------------------------------------
