@@ -71,7 +71,7 @@ def unsupported(module: str, hints: dict[str, str] | None = None) -> Callable[[s
         raise UnsupportedApiError(
             f"{module}.{name} is not implemented by Stratus's determined stand-in"
             + (f": {hint}" if hint else "")
-            + f". It covers {SUPPORTED}; see the compatibility table in the README.",
+            + f". It covers {SUPPORTED}.",
             name=f"{module}.{name}",
         )
 
@@ -88,8 +88,7 @@ class MissingModules(importlib.abc.MetaPathFinder):
         if not fullname.startswith("determined."):
             return None
         raise ModuleNotFoundError(
-            f"{fullname} is not implemented by Stratus's determined stand-in. It covers {SUPPORTED}; "
-            "see the compatibility table in the README.",
+            f"{fullname} is not implemented by Stratus's determined stand-in. It covers {SUPPORTED}.",
             name=fullname,
         )
 

@@ -224,7 +224,16 @@ def test_unimplemented_api_is_refused_by_name(compat: None) -> None:
         from determined.pytorch import deepspeed  # noqa: F401
     # what it has imports as usual, submodules included
     from determined import launch, pytorch
-    from determined.launch import wrap_rank  # noqa: F401
+    from determined.launch import deepspeed, horovod, torch_distributed, wrap_rank
+
+    import launchers.deepspeed
+    import launchers.horovod
+    import launchers.torch_distributed
+    import launchers.wrap_rank
+
+    assert torch_distributed.main is launchers.torch_distributed.main
+    assert (deepspeed.main, horovod.main) == (launchers.deepspeed.main, launchers.horovod.main)
+    assert wrap_rank.main is launchers.wrap_rank.main
 
     assert pytorch.PyTorchTrial is harness.pytorch.PyTorchTrial and launch.__name__ == "determined.launch"
     assert not hasattr(det, "__wrapped__")
