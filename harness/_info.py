@@ -84,6 +84,11 @@ class ClusterInfo:
         return self.run_id == LOCAL_RUN_ID and not self.master_url
 
     @property
+    def _trial_info(self) -> TrialInfo:
+        """Determined's private name for `trial`, which its own core_v2 examples read."""
+        return self.trial
+
+    @property
     def cluster_id(self) -> str:
         return CLUSTER_ID
 

@@ -254,6 +254,7 @@ def test_core_v2_wraps_the_trials_core_context(
     core_v2.init(config=core_v2.Config(name="ignored on the platform"), unmanaged=True)
     assert isinstance(core_v2.train, harness.core.PlatformTrainContext)
     assert core_v2.info.trial.hparams == {"increment_by": 2} and core_v2.distributed.size == 1
+    assert core_v2.info._trial_info is core_v2.info.trial  # Determined's examples read the private name
     core_v2.train.report_training_metrics(steps_completed=5, metrics={"x": 10})
     with core_v2.checkpoint.store_path({"steps_completed": 5}) as (path, _):
         (path / "state").write_text("10")
