@@ -43,13 +43,15 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
     info = det.get_cluster_info()
     if sys.argv[1] == "launcher":
+        slots = len(info.slot_ids)
+        ranks = [(info.container_rank * slots + local, local) for local in range(slots)]
         procs = [
-            subprocess.Popen(["python3", "-m", "determined.launch.wrap_rank", str(r), "--",
-                              "python3", __file__, "worker", str(r)])
-            for r in range(len(info.slot_ids))
+            subprocess.Popen(["python3", "-m", "determined.launch.wrap_rank", str(rank), "--",
+                              "python3", __file__, "worker", str(rank), str(local)])
+            for rank, local in ranks
         ]
         sys.exit(max(p.wait() for p in procs))
-    worker(info, int(sys.argv[2]), int(sys.argv[2]))
+    worker(info, int(sys.argv[2]), int(sys.argv[3]))
 """
 
 CORE_V2 = """
@@ -121,6 +123,21 @@ def test_wrapped_workers_allgather_across_8_slots(det_8_slots: Any, tmp_path: Pa
         logs = det_8_slots("trial", "logs", str(trial["id"]), "--rank", str(rank)).out.splitlines()
         assert any(f"rank {rank} sees total 720" in line for line in logs)
         assert all(line.startswith(f"[rank={rank}] ") for line in logs)
+
+
+def test_wrapped_workers_on_two_nodes_find_the_chief_through_the_rendezvous(
+    two_agent_pool: Any, det_runner: Any, tmp_path: Path
+) -> None:
+    with two_agent_pool(tmp_path / "stack") as stack:
+        det = det_runner(stack["api_url"])
+        (tmp_path / "ctx").mkdir()
+        cfg = config("allgather-2-nodes", "python3 allgather.py launcher", slots=2)
+        result, trial = det.follow_experiment(tmp_path / "ctx", cfg, {"allgather.py": ALLGATHER}, timeout=300)
+        assert result.code == 0, result.out + result.err
+        # (0+1) + (1+1) = 3 per step, 20 steps
+        assert trial["state"] == "COMPLETED" and trial["latest_validation"]["total"] == 60
+        logs = det("trial", "logs", str(trial["id"])).out
+        assert "rank 1 sees total 60" in logs and "ready on 2 nodes" in logs
 
 
 def test_core_v2_script_reports_through_the_trial(det: Any, tmp_path: Path) -> None:
