@@ -4,6 +4,7 @@
     ├── InvalidEnvironmentError  a trial variable is missing or malformed
     ├── InvalidLaunchSpecError   a launch spec an agent cannot run
     ├── InvalidMessageError      a queue message of an unknown type or shape
+    ├── InvalidMetricGroupError  a metric group name that Determined refuses (empty, or with a '.')
     └── HttpCallError            a call over HTTP failed (contract.http): refused with a status >= 300
         └── NoAnswerError        ... or never answered (refused connection, reset, timeout): status 0
 
@@ -30,6 +31,10 @@ class InvalidLaunchSpecError(ContractError):
 
 
 class InvalidMessageError(ContractError):
+    pass
+
+
+class InvalidMetricGroupError(ContractError):
     pass
 
 

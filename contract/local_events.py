@@ -5,6 +5,7 @@ One JSON object a line, appended: ``{"type": ..., "steps_completed": int, ...}``
 extra keys:
 
 - ``training`` / ``validation``: ``metrics`` (the reported metrics, as JSON values);
+- ``metrics``: ``group`` (a custom metric group, `contract.metric_groups`), ``metrics``;
 - ``checkpoint``: ``uuid``, ``path`` (the local folder), ``metadata``;
 - ``searcher_completed``: ``length``, ``unit``, ``metric`` (``steps_completed`` is the operation's length);
 - ``invalid_hp``: ``message`` (``steps_completed`` is 0).
@@ -24,6 +25,7 @@ from typing import Any
 class LocalEventType(StrEnum):
     TRAINING = "training"
     VALIDATION = "validation"
+    METRICS = "metrics"
     CHECKPOINT = "checkpoint"
     SEARCHER_COMPLETED = "searcher_completed"
     INVALID_HP = "invalid_hp"

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from contract.errors import ErrorBody
+from contract.owner import USER_HEADER, clean_user_name
 from det.errors import ApiError, ConnectionFailedError, NotFoundError
 
 # API Gateway gives up on a request after 29 s; the local stack answers well within that.
@@ -27,16 +28,19 @@ Json = dict[str, Any]
 
 
 class ApiClient:
-    """A thin client of the user-facing routes. `transport` lets tests answer in memory."""
+    """A thin client of the user-facing routes. `transport` lets tests answer in memory; `user` (the OS
+    user) goes in `contract.owner.USER_HEADER`, the owner label of what it creates."""
 
-    def __init__(self, master_url: str, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, master_url: str, transport: httpx.BaseTransport | None = None, user: str | None = None
+    ) -> None:
         self.master_url = master_url.rstrip("/")
         self._transport = transport
+        headers = {"Accept": "application/json"}
+        if (name := clean_user_name(user)) is not None:
+            headers[USER_HEADER] = name
         self._http = httpx.Client(
-            base_url=self.master_url,
-            transport=transport,
-            timeout=API_TIMEOUT,
-            headers={"Accept": "application/json"},
+            base_url=self.master_url, transport=transport, timeout=API_TIMEOUT, headers=headers
         )
 
     def close(self) -> None:
@@ -57,17 +61,25 @@ class ApiClient:
         context_sha256: str | None,
         validate_only: bool,
         activate: bool,
+        archived: bool = False,
     ) -> Json:
-        body = {
+        body: Json = {
             "config": dict(config),
             "context_sha256": context_sha256,
             "validate_only": validate_only,
             "activate": activate,
         }
+        if archived:
+            body["archived"] = True
         return self._request("POST", "/experiments", json=body)
 
-    def list_experiments(self, *, limit: int | None = None, offset: int | None = None) -> list[Json]:
+    def list_experiments(
+        self, *, limit: int | None = None, offset: int | None = None, archived: bool | None = None
+    ) -> list[Json]:
+        """`archived` False: only the unarchived experiments, True: only the archived ones, None: all."""
         params = _params(limit=limit, offset=offset)
+        if archived is not None:
+            params["archived"] = "true" if archived else "false"
         answer = self._request("GET", "/experiments", params=params)
         return list(answer.get("experiments", []))
 
@@ -85,6 +97,19 @@ class ApiClient:
             not_found=f"experiment {experiment_id} does not exist; `det experiment list` shows the ids",
         )
 
+    def archive_experiment(self, experiment_id: int) -> Json:
+        return self._experiment_action(experiment_id, "archive")
+
+    def unarchive_experiment(self, experiment_id: int) -> Json:
+        return self._experiment_action(experiment_id, "unarchive")
+
+    def _experiment_action(self, experiment_id: int, action: str) -> Json:
+        return self._request(
+            "POST",
+            f"/experiments/{experiment_id}/{action}",
+            not_found=f"experiment {experiment_id} does not exist; `det experiment list --all` shows the ids",
+        )
+
     # --- trials ------------------------------------------------------------------------------
 
     def get_trial(self, trial_id: int) -> Json:
@@ -99,6 +124,13 @@ class ApiClient:
         )
         return list(answer.get("metrics", []))
 
+    def trial_metric_groups(self, trial_id: int) -> list[str]:
+        """The groups the trial reported metrics under (training, validation, then custom ones by name)."""
+        answer = self._request(
+            "GET", f"/trials/{trial_id}/metric-groups", not_found=_trial_not_found(trial_id)
+        )
+        return [str(g) for g in answer.get("groups", [])]
+
     def trial_logs(
         self,
         trial_id: int,
@@ -107,8 +139,9 @@ class ApiClient:
         next_token: str | None = None,
         tail: int | None = None,
         rank: int | None = None,
+        level: str | None = None,
     ) -> Json:
-        params = _params(limit=limit, next_token=next_token, tail=tail, rank=rank)
+        params = _params(limit=limit, next_token=next_token, tail=tail, rank=rank, level=level)
         return self._request(
             "GET", f"/trials/{trial_id}/logs", params=params, not_found=_trial_not_found(trial_id)
         )

@@ -5,7 +5,9 @@ mapping. The API validates the rest (`POST /experiments` with `validate_only`).
 
 NNI experiment configs (v1 and v2) are sent as they are (the API translates them), except that
 their search-space file (`searchSpacePath` / `searchSpaceFile`, relative to the config file) is read
-here and sent inline as `searchSpace`: the API cannot read the user's files.
+here and sent inline as `searchSpace`: the API cannot read the user's files; and that one without an
+`experimentName` gets the name of the config file's folder (`name_nni_experiment`), as NNI's examples
+are named by their folders, rather than the API's default ``Experiment N``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from contract.nni import is_nni_config
+from contract.nni import canonical_nni_keys, is_nni_config, nni_config_version
 from det.errors import ConfigFileError, UsageError
 
 
@@ -25,7 +27,10 @@ def load_config(path: Path, overrides: Iterable[str] = ()) -> dict[str, Any]:
     """The config in `path` (an NNI config with its search space inlined) with `overrides` applied."""
     config = read_config_file(path)
     if is_nni_config(config):
+        if nni_config_version(config) == 2:
+            config = canonical_nni_keys(config)  # `search_space_file` is `searchSpaceFile`, as in NNI
         inline_nni_search_space(config, path)
+        name_nni_experiment(config, path)
     for override in overrides:
         keys, value = parse_override(override)
         set_nested(config, keys, value)
@@ -76,6 +81,22 @@ def inline_nni_search_space(config: dict[str, Any], config_path: Path) -> None:
         config["searchSpace"] = read_search_space(space_path, key, config_path)
         del config[key]
         return
+
+
+def name_nni_experiment(config: dict[str, Any], config_path: Path) -> None:
+    """Name an NNI config that has no `experimentName` (in any of the spellings NNI accepts:
+    `experiment_name`, ...) after the config file's folder: `mnist-pytorch` for
+    ``examples/trials/mnist-pytorch/config.yml``."""
+    if any(isinstance(key, str) and _nni_key(key) == "experimentname" for key in config):
+        return
+    folder = config_path.resolve().parent.name
+    if folder:
+        config["experimentName"] = folder
+
+
+def _nni_key(key: str) -> str:
+    """A key as NNI compares them: case and underscores ignored."""
+    return key.replace("_", "").lower()
 
 
 def read_search_space(path: Path, key: str, config_path: Path) -> dict[str, Any]:

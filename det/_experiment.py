@@ -1,4 +1,8 @@
-"""`det experiment list` and `det experiment describe`."""
+"""`det experiment list`, `describe`, `archive` and `unarchive`.
+
+Columns as Determined's CLI names them (`Started` / `Ended`); `--csv` writes the same columns as CSV. The
+list hides archived experiments unless `--all` (the API filters, so `--limit` counts what is shown).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 from det._client import ApiClient
 from det._render import Cell, field, format_percent, records_table, time_field
 from det._runtime import Runtime
-from det._trial import TRIAL_CELLS, fetch_metrics, workloads_table
+from det._trial import TRIAL_CELLS, custom_group_tables, fetch_metrics, workloads_table
 from det.errors import UsageError
 
 Json = dict[str, Any]
@@ -26,8 +30,8 @@ _EXPERIMENT_CELLS: dict[str, Cell] = {
     "Parent ID": field("parent_id"),
     "State": field("state"),
     "Progress": lambda e: format_percent(e.get("progress")),
-    "Start Time": time_field("start_time"),
-    "End Time": time_field("end_time"),
+    "Started": time_field("start_time"),
+    "Ended": time_field("end_time"),
     "Description": field("description"),
     "Archived": lambda e: bool(e.get("archived", False)),
     "Resource Pool": field("resource_pool"),
@@ -41,8 +45,8 @@ _LIST_HEADERS = (
     "Parent ID",
     "State",
     "Progress",
-    "Start Time",
-    "End Time",
+    "Started",
+    "Ended",
     "Resource Pool",
 )
 # `det experiment describe`: the experiments, then their trials.
@@ -50,8 +54,8 @@ _DESCRIBE_HEADERS = (
     "Experiment ID",
     "State",
     "Progress",
-    "Start Time",
-    "End Time",
+    "Started",
+    "Ended",
     "Name",
     "Description",
     "Archived",
@@ -76,19 +80,37 @@ def list_experiments(args: argparse.Namespace, rt: Runtime) -> int:
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit} must be at least 1")
     with rt.client() as client:
-        experiments = _fetch_all(client, limit=args.limit, offset=args.offset or 0)
+        experiments = _fetch_all(
+            client, limit=args.limit, offset=args.offset or 0, archived=None if args.all else False
+        )
     if args.json:
         rt.say(json.dumps({"experiments": experiments}, indent=4))
         return 0
     # The API answers newest first; like `det`, show them by id so the newest end up at the bottom.
     experiments.sort(key=lambda e: int(e["id"]))
-    rt.say(experiments_table(experiments, show_archived=args.all))
+    rt.say(experiments_table(experiments, show_archived=args.all, as_csv=args.csv))
     return 0
 
 
-def experiments_table(experiments: Sequence[Json], *, show_archived: bool = False) -> str:
+def experiments_table(
+    experiments: Sequence[Json], *, show_archived: bool = False, as_csv: bool = False
+) -> str:
     headers = (*_LIST_HEADERS, "Archived") if show_archived else _LIST_HEADERS
-    return records_table(_EXPERIMENT_CELLS, headers, experiments)
+    return records_table(_EXPERIMENT_CELLS, headers, experiments, as_csv=as_csv)
+
+
+def archive(args: argparse.Namespace, rt: Runtime) -> int:
+    with rt.client() as client:
+        client.archive_experiment(args.experiment_id)
+    rt.say(f"Archived experiment {args.experiment_id}")
+    return 0
+
+
+def unarchive(args: argparse.Namespace, rt: Runtime) -> int:
+    with rt.client() as client:
+        client.unarchive_experiment(args.experiment_id)
+    rt.say(f"Unarchived experiment {args.experiment_id}")
+    return 0
 
 
 def describe(args: argparse.Namespace, rt: Runtime) -> int:
@@ -107,21 +129,24 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
     experiments = [a["experiment"] for a in answers]
     trials = [t for a in answers for t in sorted(a.get("trials") or [], key=lambda t: int(t["id"]))]
     rt.say("Experiment:")
-    rt.say(experiment_table(experiments))
+    rt.say(experiment_table(experiments, as_csv=args.csv))
     rt.say("\nTrials:")
-    rt.say(trials_table(trials))
+    rt.say(trials_table(trials, as_csv=args.csv))
     if args.metrics:
         rt.say("\nWorkloads:")
-        rt.say(workloads_table([(t["id"], t["metrics"], t["checkpoints"]) for t in trials]))
+        workloads = [(t["id"], t["metrics"], t["checkpoints"]) for t in trials]
+        rt.say(workloads_table(workloads, as_csv=args.csv))
+        if groups := custom_group_tables([(t["id"], t["metrics"]) for t in trials]):
+            rt.say("\n" + groups)
     return 0
 
 
-def experiment_table(experiments: Sequence[Json]) -> str:
-    return records_table(_EXPERIMENT_CELLS, _DESCRIBE_HEADERS, experiments)
+def experiment_table(experiments: Sequence[Json], *, as_csv: bool = False) -> str:
+    return records_table(_EXPERIMENT_CELLS, _DESCRIBE_HEADERS, experiments, as_csv=as_csv)
 
 
-def trials_table(trials: Sequence[Json]) -> str:
-    return records_table(TRIAL_CELLS, _TRIALS_HEADERS, trials)
+def trials_table(trials: Sequence[Json], *, as_csv: bool = False) -> str:
+    return records_table(TRIAL_CELLS, _TRIALS_HEADERS, trials, as_csv=as_csv)
 
 
 def parse_ids(text: str) -> list[int]:
@@ -138,12 +163,12 @@ def parse_ids(text: str) -> list[int]:
     return ids
 
 
-def _fetch_all(client: ApiClient, *, limit: int | None, offset: int) -> list[Json]:
+def _fetch_all(client: ApiClient, *, limit: int | None, offset: int, archived: bool | None) -> list[Json]:
     """Page through `GET /experiments` until `limit` experiments or the end."""
     found: list[Json] = []
     while limit is None or len(found) < limit:
         size = LIST_PAGE_SIZE if limit is None else min(LIST_PAGE_SIZE, limit - len(found))
-        page = client.list_experiments(limit=size, offset=offset + len(found))
+        page = client.list_experiments(limit=size, offset=offset + len(found), archived=archived)
         found.extend(page)
         if len(page) != size:
             break  # the last page (or an API that ignores paging)

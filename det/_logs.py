@@ -33,6 +33,7 @@ def read_log_pages(
     head: int | None = None,
     tail: int | None = None,
     rank: int | None = None,
+    level: str | None = None,
     sleep: Callable[[float], None],
     on_idle: Callable[[str], None] | None = None,
 ) -> Iterator[list[LogLine]]:
@@ -46,7 +47,7 @@ def read_log_pages(
         sent = token
         limit = PAGE_SIZE if head is None else min(PAGE_SIZE, head - seen)
         page = client.trial_logs(
-            trial_id, limit=limit, next_token=sent, tail=tail if first else None, rank=rank
+            trial_id, limit=limit, next_token=sent, tail=tail if first else None, rank=rank, level=level
         )
         lines: list[LogLine] = list(page.get("logs") or [])
         if first and tail is not None:
@@ -65,10 +66,11 @@ def read_log_pages(
         if following is not None:
             token = str(following)
         moved = following is not None and token != sent
-        skipped = 0 if lines else skipped + 1
+        # A page the rank or level filter emptied still read lines (`lines_read`): not an empty page.
+        skipped = 0 if lines or page.get("lines_read") else skipped + 1
         if moved and skipped < MAX_EMPTY_PAGES:
             # More may be ready now. CloudWatch may also answer an empty page with a new cursor
-            # in the middle of a stream (and a rank filter empties pages): caught up only once
+            # in the middle of a stream (and a rank or level filter empties pages): caught up only once
             # the cursor stops moving. A cursor that does not move is never re-read at once.
             continue
         skipped = 0

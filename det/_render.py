@@ -5,10 +5,16 @@ columns, a dashed rule under the headers with `+` at the joints, every column at
 wider than its header, numbers aligned right (floats on their decimal point), the rest left, and
 cells of several lines (the H-Params JSON) spread over several lines. `table` draws the same thing;
 `records_table` draws one row per API record, given its headers and how to read the cell under each.
+
+With ``--csv`` (Determined's flag) the same headers and cells are written as CSV instead (`csv_table`):
+a header row, then one row per record, values as the table shows them (a blank for none), a cell of
+several lines quoted as the csv module does; lines end with ``\n``.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -54,9 +60,21 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
-def records_table(cells: Mapping[str, Cell], headers: Sequence[str], records: Iterable[Record]) -> str:
+def csv_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """`table`'s headers and cells as CSV (without a last line end, like `table`)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(headers)
+    writer.writerows([format_value(value) for value in row] for row in rows)
+    return out.getvalue().removesuffix("\n")
+
+
+def records_table(
+    cells: Mapping[str, Cell], headers: Sequence[str], records: Iterable[Record], *, as_csv: bool = False
+) -> str:
     """One row per record: under each of `headers`, what `cells[header]` reads from the record."""
-    return table(headers, [[cells[header](r) for header in headers] for r in records])
+    rows = [[cells[header](r) for header in headers] for r in records]
+    return csv_table(headers, rows) if as_csv else table(headers, rows)
 
 
 def field(key: str) -> Cell:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,7 +51,20 @@ class Runtime:
     err: TextIO = field(default_factory=lambda: sys.stderr)
 
     def client(self) -> ApiClient:
-        return ApiClient(self.master, transport=self.transport)
+        return ApiClient(self.master, transport=self.transport, user=self.user_name())
+
+    def user_name(self) -> str | None:
+        """The OS user running the CLI, as `getpass.getuser` finds it (the environment first): the API
+        records it as the owner of the experiments this user creates (a label, never a credential)."""
+        for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+            if self.environ.get(name):
+                return self.environ[name]
+        try:
+            import pwd  # POSIX only
+
+            return pwd.getpwuid(os.getuid()).pw_name
+        except (ImportError, KeyError, OSError):
+            return None
 
     def err_is_tty(self) -> bool:
         return _isatty(self.err)

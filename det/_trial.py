@@ -12,6 +12,7 @@ from det._logs import format_line, read_log_pages
 from det._render import (
     Cell,
     Record,
+    csv_table,
     field,
     format_json,
     format_metrics,
@@ -42,19 +43,21 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
 
     trial: Json = answer["trial"]
     checkpoints: list[Json] = list(answer.get("checkpoints") or [])
-    rt.say(trial_table([trial], nni=nni))
+    rt.say(trial_table([trial], nni=nni, as_csv=args.csv))
     failed_rank = (trial.get("exit") or {}).get("failed_rank")
     if failed_rank is not None:
         rt.say(
             f"\nFailed first: rank {failed_rank} (its lines: det trial logs {trial['id']} --rank {failed_rank})"
         )
     rt.say("\nCheckpoints:")
-    rt.say(checkpoints_table(checkpoints))
+    rt.say(checkpoints_table(checkpoints, as_csv=args.csv))
     rt.say("")
     rt.say(validation_summary(trial))
     if metrics is not None:
         rt.say("\nWorkloads:")
-        rt.say(workloads_table([(trial["id"], metrics, checkpoints)]))
+        rt.say(workloads_table([(trial["id"], metrics, checkpoints)], as_csv=args.csv))
+        if groups := custom_group_tables([(trial["id"], metrics)]):
+            rt.say("\n" + groups)
     return 0
 
 
@@ -73,6 +76,7 @@ def logs(args: argparse.Namespace, rt: Runtime) -> int:
             head=args.head,
             tail=args.tail,
             rank=args.rank_id,
+            level=args.level,
             sleep=rt.sleep,
         ):
             rt.out.write("".join(format_line(line, timestamps=args.timestamps) + "\n" for line in page))
@@ -116,8 +120,15 @@ def _from_nni(client: ApiClient, trial: Json) -> bool:
     return isinstance(data, dict) and data.get("nni") is not None
 
 
+BUILT_IN_GROUPS = ("training", "validation")
+
+
 def fetch_metrics(client: ApiClient, trial_id: int) -> Json:
-    return {group: client.trial_metrics(trial_id, group) for group in ("training", "validation")}
+    """The trial's metrics by group: training and validation always, then each custom group it reported
+    (Determined's `report_metrics(group=...)`), by name."""
+    groups = [*BUILT_IN_GROUPS]
+    groups += [g for g in client.trial_metric_groups(trial_id) if g not in BUILT_IN_GROUPS]
+    return {group: client.trial_metrics(trial_id, group) for group in groups}
 
 
 # Every column a trials table shows, by header: `det trial describe` and `det experiment describe`
@@ -158,17 +169,17 @@ _CHECKPOINT_CELLS: dict[str, Cell] = {
 }
 
 
-def trial_table(trials: Sequence[Json], *, nni: bool = False) -> str:
+def trial_table(trials: Sequence[Json], *, nni: bool = False, as_csv: bool = False) -> str:
     """The trials' table; `nni` adds an "NNI Status" column after "State"."""
     headers = list(_DESCRIBE_HEADERS)
     if nni:
         headers.insert(headers.index("State") + 1, "NNI Status")
-    return records_table(TRIAL_CELLS, headers, trials)
+    return records_table(TRIAL_CELLS, headers, trials, as_csv=as_csv)
 
 
-def checkpoints_table(checkpoints: Sequence[Json]) -> str:
+def checkpoints_table(checkpoints: Sequence[Json], *, as_csv: bool = False) -> str:
     ordered = sorted(checkpoints, key=lambda c: (c.get("steps_completed") or 0, str(c.get("uuid"))))
-    return records_table(_CHECKPOINT_CELLS, list(_CHECKPOINT_CELLS), ordered)
+    return records_table(_CHECKPOINT_CELLS, list(_CHECKPOINT_CELLS), ordered, as_csv=as_csv)
 
 
 def validation_summary(trial: Json) -> str:
@@ -182,7 +193,7 @@ def validation_summary(trial: Json) -> str:
     )
 
 
-def workloads_table(trials: Sequence[tuple[int, Json, Sequence[Json]]]) -> str:
+def workloads_table(trials: Sequence[tuple[int, Json, Sequence[Json]]], *, as_csv: bool = False) -> str:
     """One row per trial and `steps_completed`, like Determined's "Workloads:" section.
 
     `trials` holds (trial id, {"training": [Metric], "validation": [Metric]}, [Checkpoint]).
@@ -214,7 +225,33 @@ def workloads_table(trials: Sequence[tuple[int, Json, Sequence[Json]]]) -> str:
                 ]
                 + [_metric(v, n) for n in v_names]
             )
-    return table(headers, rows)
+    return csv_table(headers, rows) if as_csv else table(headers, rows)
+
+
+def custom_group_tables(trials: Sequence[tuple[int, Json]]) -> str:
+    """A table per custom metric group (any group but training and validation), titled with the group's
+    name: one row per trial and `steps_completed`, a column per metric. "" when there is none.
+
+    `trials` holds (trial id, {group: [Metric]}), as `fetch_metrics` gives them.
+    """
+    groups = sorted({g for _, metrics in trials for g in metrics if g not in BUILT_IN_GROUPS})
+    sections = []
+    for group in groups:
+        reports = [(trial_id, m) for trial_id, metrics in trials for m in metrics.get(group) or []]
+        names = sorted({n for _, m in reports for n in m.get("metrics") or {}})
+        rows = [
+            [trial_id, m.get("steps_completed"), format_time(m.get("report_time"))]
+            + [_group_metric(m, n) for n in names]
+            for trial_id, m in sorted(reports, key=lambda r: (r[0], r[1].get("steps_completed") or 0))
+        ]
+        headers = ["Trial ID", "# of Batches", "Report Time"] + [f"Metric: {n}" for n in names]
+        sections.append(f"Metric group: {group}\n" + table(headers, rows))
+    return "\n\n".join(sections)
+
+
+def _group_metric(record: Json, name: str) -> Any:
+    value = (record.get("metrics") or {}).get(name)
+    return value if value is None or isinstance(value, int | float | str) else format_json(value)
 
 
 def _scalar_names(metrics: Sequence[Json]) -> set[str]:

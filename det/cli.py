@@ -1,6 +1,6 @@
 """The `det` command line (also installed as `stratus`), shaped like Determined's.
 
-    det [-m MASTER] experiment|e  create | list|ls | describe | activate
+    det [-m MASTER] experiment|e  create | list|ls | describe | activate | archive | unarchive
     det [-m MASTER] trial|t       describe | logs
     det deploy local              up | status | down
 
@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TextIO
 
+from contract.log_levels import LEVELS
 from det import _deploy, _experiment, _submit, _trial
 from det._runtime import DEFAULT_MASTER, Runtime
 from det.errors import ApiError, DetError
@@ -91,7 +92,7 @@ def _add_experiment(commands: argparse._SubParsersAction[argparse.ArgumentParser
     sub = experiment.add_subparsers(title="experiment commands", metavar="COMMAND")
     # `det e` alone lists, as in Determined.
     experiment.set_defaults(
-        command=_experiment.list_experiments, all=False, limit=None, offset=None, json=False
+        command=_experiment.list_experiments, all=False, limit=None, offset=None, json=False, csv=False
     )
 
     create = sub.add_parser("create", help="create an experiment")
@@ -141,11 +142,15 @@ def _add_experiment(commands: argparse._SubParsersAction[argparse.ArgumentParser
 
     listing = sub.add_parser("list", aliases=["ls"], help="list experiments")
     listing.add_argument(
-        "-a", "--all", action="store_true", help="show all experiments, with an Archived column"
+        "-a",
+        "--all",
+        action="store_true",
+        help="show all experiments, the archived ones too, with an Archived column",
     )
     listing.add_argument("--limit", type=int, metavar="N", help="show at most the N newest experiments")
     listing.add_argument("--offset", type=int, metavar="N", help="skip the N newest experiments")
     listing.add_argument("--json", action="store_true", help="print the API's JSON")
+    listing.add_argument("--csv", action="store_true", help="print as CSV")
     listing.set_defaults(command=_experiment.list_experiments)
 
     describe = sub.add_parser("describe", help="describe experiments")
@@ -154,11 +159,23 @@ def _add_experiment(commands: argparse._SubParsersAction[argparse.ArgumentParser
     )
     describe.add_argument("--metrics", action="store_true", help="show the metrics of every workload")
     describe.add_argument("--json", action="store_true", help="print the API's JSON")
+    describe.add_argument("--csv", action="store_true", help="print the tables as CSV")
     describe.set_defaults(command=_experiment.describe)
 
     activate = sub.add_parser("activate", help="activate (unpause) an experiment")
     activate.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
     activate.set_defaults(command=_submit.activate)
+    _add_archiving(sub)
+
+
+def _add_archiving(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`det experiment archive|unarchive ID`: hide an ended experiment from `det experiment list`."""
+    archive = sub.add_parser("archive", help="archive an experiment that has ended")
+    archive.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    archive.set_defaults(command=_experiment.archive)
+    unarchive = sub.add_parser("unarchive", help="unarchive an experiment")
+    unarchive.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    unarchive.set_defaults(command=_experiment.unarchive)
 
 
 def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -170,6 +187,7 @@ def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     describe.add_argument("trial_id", type=int, metavar="ID", help="trial id")
     describe.add_argument("--metrics", action="store_true", help="show the metrics of every workload")
     describe.add_argument("--json", action="store_true", help="print the API's JSON")
+    describe.add_argument("--csv", action="store_true", help="print the tables as CSV")
     describe.set_defaults(command=_trial.describe)
 
     logs = sub.add_parser("logs", help="print a trial's logs")
@@ -185,6 +203,14 @@ def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     logs.add_argument(
         "--rank", "--rank-id", dest="rank_id", type=int, metavar="RANK", help="only the lines of this rank"
+    )
+    logs.add_argument(
+        "--level",
+        type=str.upper,
+        choices=LEVELS,
+        metavar="LEVEL",
+        help=f"only the lines of this level or higher ({', '.join(LEVELS)}; a line that names no level "
+        "is INFO)",
     )
     logs.set_defaults(command=_trial.logs)
 

@@ -23,6 +23,28 @@ import pytest
 
 from harness.compat import compat_path
 
+# ---- the CLI's tables (det/_render.py), for the unit and the e2e tests ------------------------------------
+
+
+def table_rows(text: str, title: str | None = None) -> list[list[str]]:
+    """Cells of the presto table after the line `title` (or the first table), header first."""
+    lines = text.splitlines()
+    start = lines.index(title) + 1 if title else 0
+    rows = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        if set(line) <= {"-", "+"}:
+            continue
+        rows.append([c.strip() for c in line.split("|")])
+    return rows
+
+
+@pytest.fixture(name="table_rows")
+def _table_rows() -> Callable[..., list[list[str]]]:
+    return table_rows
+
+
 # ---- a context folder to pack (det/_context.py) --------------------------------------------------------
 
 

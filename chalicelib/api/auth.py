@@ -29,10 +29,12 @@ from chalicelib.errors import ForbiddenError
 from chalicelib.services import tokens
 from chalicelib.settings import get_settings
 from chalicelib.wiring import ports
+from contract.owner import USER_HEADER, clean_user_name
 
 AuthKind = Literal["none", "iam", "agent", "run"]
 
 MAX_AGENT_ID = 128
+DEFAULT_OWNER = "user"
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,19 @@ class Anonymous:
 
 @dataclass(frozen=True)
 class UserPrincipal:
-    """A user. `arn` is the IAM identity API Gateway verified (None on the local stack, which is open)."""
+    """A user. `arn` is the IAM identity API Gateway verified (None on the local stack, which is open);
+    `claimed_name` the user name the CLI sent (`contract.owner.USER_HEADER`), a label only."""
 
     arn: str | None
+    claimed_name: str | None = None
+
+    @property
+    def owner(self) -> str:
+        """The experiment owner to record: the verified identity's name when there is one (the header is
+        then ignored), else the name the CLI claims, else "user"."""
+        if self.arn:
+            return owner_from_arn(self.arn)
+        return self.claimed_name or DEFAULT_OWNER
 
 
 @dataclass(frozen=True)
@@ -85,9 +97,9 @@ PRINCIPALS: dict[AuthKind, type[Principal]] = {
 }
 
 
-def verify(kind: AuthKind, request: Request) -> str | None:
+def verify(kind: AuthKind, request: Request) -> str | UserPrincipal | None:
     """Check the request's credential itself (401 when missing or wrong). Returns what `scope` needs:
-    the run id of a run token, the caller's ARN for a user, else None."""
+    the run id of a run token, the user (the caller's ARN and claimed name), else None."""
     if kind == "agent":
         tokens.check_agent_token(get_settings().agent_token, _authorization(request))
         return None
@@ -98,11 +110,22 @@ def verify(kind: AuthKind, request: Request) -> str | None:
         # stack has no authorizer and lets every user in, as Chalice's local server does.
         identity: Any = (request.context or {}).get("identity") or {}
         arn = identity.get("userArn")
-        return str(arn) if arn else None
+        return UserPrincipal(str(arn) if arn else None, clean_user_name(request.headers.get(USER_HEADER)))
     return None
 
 
-def scope(kind: AuthKind, credential: str | None, path: Mapping[str, Any]) -> Principal:
+def owner_from_arn(arn: str) -> str:
+    """The name an IAM identity goes by: `alice` for ``arn:aws:iam::1:user/team/alice``, the session
+    (``alice@example.com``) for ``arn:aws:sts::1:assumed-role/Admin/alice@example.com``, ``root`` for the
+    account's root; the ARN itself when it has no such part."""
+    resource = arn.split(":", 5)[-1]
+    kind, _, path = resource.partition("/")
+    if kind == "root" or not path:
+        return kind or arn
+    return path.rsplit("/", 1)[-1] if kind in ("user", "assumed-role", "federated-user") else arn
+
+
+def scope(kind: AuthKind, credential: str | UserPrincipal | None, path: Mapping[str, Any]) -> Principal:
     """The principal of a verified credential, once the path's ids are parsed (403 when the credential
     may not reach what the path names)."""
     if kind == "agent":
@@ -111,11 +134,12 @@ def scope(kind: AuthKind, credential: str | None, path: Mapping[str, Any]) -> Pr
             raise ForbiddenError(f"agent id {agent_id!r} must be 1 to {MAX_AGENT_ID} characters")
         return AgentPrincipal(agent_id)
     if kind == "run":
-        assert credential is not None  # verify returned the token's run id
+        assert isinstance(credential, str)  # verify returned the token's run id
         trial_id = path.get("trial_id")
         return RunPrincipal(tokens.live_run(ports(), credential, trial_id))
     if kind == "iam":
-        return UserPrincipal(credential)
+        assert isinstance(credential, UserPrincipal)  # verify read the user
+        return credential
     return Anonymous()
 
 

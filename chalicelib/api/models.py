@@ -37,6 +37,8 @@ class CreateExperimentRequest(_Body):
     context_sha256: str | None = None
     validate_only: bool = False
     activate: bool = True
+    #: Created archived (hidden from `det experiment list`), as Determined creates a test-mode experiment.
+    archived: bool = False
 
 
 class Checkpoint(BaseModel):
@@ -85,6 +87,7 @@ class Experiment(BaseModel):
     searcher_type: str
     resource_pool: str
     owner: str
+    archived: bool
     start_time: str | None
     end_time: str | None
     num_trials: int
@@ -126,6 +129,10 @@ class MetricList(BaseModel):
     metrics: list[Metric]
 
 
+class MetricGroupList(BaseModel):
+    groups: list[str]  # the groups a trial reported metrics under: training, validation, then by name
+
+
 class LogLine(BaseModel):
     timestamp: int
     message: str
@@ -136,6 +143,8 @@ class LogPage(BaseModel):
     logs: list[LogLine]
     next_token: str | None
     trial_state: str
+    #: The lines the page covered before the rank and level filters (a filtered page may be empty).
+    lines_read: int = 0
 
 
 class Health(BaseModel):
@@ -227,7 +236,10 @@ class TrialInfo(BaseModel):
 
 
 class MetricReport(_Body):
-    group: Literal["training", "validation"]
+    group: str = Field(
+        description="'training', 'validation' (the searcher reads its metric here) or a custom group: "
+        "any non-empty name without '.'"
+    )
     steps_completed: int = Field(ge=0)
     metrics: dict[str, Any]
 

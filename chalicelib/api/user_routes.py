@@ -14,8 +14,10 @@ from chalicelib.api.routing import query_int, query_str, route
 from chalicelib.domain import keys
 from chalicelib.domain.records import Trial
 from chalicelib.errors import BadRequestError, NotFoundError
-from chalicelib.services import experiments
+from chalicelib.services import experiments, trial_reports
 from chalicelib.wiring import ports
+from contract.log_levels import LEVELS, at_or_above
+from contract.metric_groups import VALIDATION
 
 bp = Blueprint(__name__)
 
@@ -63,7 +65,13 @@ def create_experiment(
 ) -> models.CreateExperimentResponse:
     """Validate a config and, unless validate_only, create and start the experiment."""
     result = experiments.create(
-        ports(), body.config, body.context_sha256, validate_only=body.validate_only, activate=body.activate
+        ports(),
+        body.config,
+        body.context_sha256,
+        validate_only=body.validate_only,
+        activate=body.activate,
+        owner=user.owner,
+        archived=body.archived,
     )
     experiment = views.experiment(result.experiment) if result.experiment else None
     return models.CreateExperimentResponse(experiment=experiment, warnings=result.warnings)
@@ -71,10 +79,10 @@ def create_experiment(
 
 @route(bp, "/experiments", "GET", response=models.ExperimentList, auth="iam")
 def list_experiments(user: UserPrincipal) -> models.ExperimentList:
-    """Experiments, newest first."""
+    """Experiments, newest first; archived=false hides the archived ones, archived=true shows only them."""
     limit = query_int(bp, "limit", 100, minimum=1, maximum=1000) or 100
     offset = query_int(bp, "offset", 0) or 0
-    records = ports().experiments.list(limit, offset)
+    records = experiments.list_experiments(ports(), limit, offset, archived=_query_bool("archived"))
     return models.ExperimentList(experiments=[views.experiment(r) for r in records])
 
 
@@ -94,6 +102,18 @@ def activate_experiment(user: UserPrincipal, experiment_id: int) -> models.Exper
     return models.ExperimentOnly(experiment=views.experiment(record))
 
 
+@route(bp, "/experiments/{experiment_id}/archive", "POST", response=models.ExperimentOnly, auth="iam")
+def archive_experiment(user: UserPrincipal, experiment_id: int) -> models.ExperimentOnly:
+    """Archive an experiment that has ended: `det experiment list` hides it unless --all."""
+    return models.ExperimentOnly(experiment=views.experiment(experiments.archive(ports(), experiment_id)))
+
+
+@route(bp, "/experiments/{experiment_id}/unarchive", "POST", response=models.ExperimentOnly, auth="iam")
+def unarchive_experiment(user: UserPrincipal, experiment_id: int) -> models.ExperimentOnly:
+    """Unarchive an archived experiment."""
+    return models.ExperimentOnly(experiment=views.experiment(experiments.unarchive(ports(), experiment_id)))
+
+
 @route(bp, "/trials/{trial_id}", "GET", response=models.TrialDetail, auth="iam")
 def describe_trial(user: UserPrincipal, trial_id: int) -> models.TrialDetail:
     """One trial with its checkpoints."""
@@ -105,31 +125,53 @@ def describe_trial(user: UserPrincipal, trial_id: int) -> models.TrialDetail:
 
 @route(bp, "/trials/{trial_id}/metrics", "GET", response=models.MetricList, auth="iam")
 def trial_metrics(user: UserPrincipal, trial_id: int) -> models.MetricList:
-    """A trial's training or validation metrics, by steps completed."""
+    """A trial's metrics of one group (`?group=`, validation unless given), by steps completed."""
     record = _trial(trial_id)
-    group = query_str(bp, "group") or "validation"
-    if group not in ("training", "validation"):
-        raise BadRequestError(f"group={group!r} must be 'training' or 'validation'")
+    group = trial_reports.metric_group(query_str(bp, "group") or VALIDATION)
     reports = ports().metrics.list(record.id, group)
     return models.MetricList(metrics=[views.metric(r) for r in reports])
 
 
+@route(bp, "/trials/{trial_id}/metric-groups", "GET", response=models.MetricGroupList, auth="iam")
+def trial_metric_groups(user: UserPrincipal, trial_id: int) -> models.MetricGroupList:
+    """The groups a trial reported metrics under: training, validation, then custom groups by name."""
+    record = _trial(trial_id)
+    return models.MetricGroupList(groups=ports().metrics.groups(record.id))
+
+
 @route(bp, "/trials/{trial_id}/logs", "GET", response=models.LogPage, auth="iam")
 def trial_logs(user: UserPrincipal, trial_id: int) -> models.LogPage:
-    """A page of a trial's logs; pass next_token back to follow."""
+    """A page of a trial's logs; pass next_token back to follow. rank and level (the lines of that level
+    or higher, `contract.log_levels`) filter the page, so a filtered page may be empty mid-stream."""
     record = _trial(trial_id)
     limit = query_int(bp, "limit", 1000, minimum=1, maximum=10_000) or 1000
     tail = query_int(bp, "tail", None, minimum=1, maximum=10_000)
     rank = query_int(bp, "rank", None, minimum=0, maximum=100_000)
+    level = (query_str(bp, "level") or "").upper() or None
+    if level is not None and level not in LEVELS:
+        raise BadRequestError(f"level={level!r} must be one of {', '.join(LEVELS)}")
     token = query_str(bp, "next_token")
     lines, next_token = ports().logs.get(record.id, limit, token, tail)
+    lines_read = len(lines)
     if rank is not None:
         lines = [line for line in lines if line.rank == rank]
+    if level is not None:
+        lines = [line for line in lines if at_or_above(line.message, level)]
     return models.LogPage(
         logs=[views.log_line(line) for line in lines],
         next_token=next_token,
         trial_state=str(record.state),
+        lines_read=lines_read,
     )
+
+
+def _query_bool(name: str) -> bool | None:
+    value = query_str(bp, name)
+    if value is None:
+        return None
+    if value.lower() not in ("true", "false"):
+        raise BadRequestError(f"query parameter {name}={value!r} must be true or false")
+    return value.lower() == "true"
 
 
 def _trial(trial_id: int) -> Trial:

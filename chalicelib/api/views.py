@@ -19,6 +19,7 @@ def experiment(record: Experiment) -> models.Experiment:
         searcher_type=record.searcher_type,
         resource_pool=record.resource_pool,
         owner=record.owner,
+        archived=record.archived,
         start_time=record.start_time,
         end_time=record.end_time,
         num_trials=record.num_trials,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import dynamo
+from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint, MetricReport
 
 
@@ -62,7 +64,7 @@ class DynamoMetrics:
             self._table.put_item(
                 Item={
                     "trial_id": trial_id,
-                    "key": f"{group}#{steps_completed:012d}",
+                    "key": keys.metric_report_key(group, steps_completed),
                     "group": group,
                     "steps_completed": steps_completed,
                     "metrics": json.dumps(metrics, sort_keys=True),
@@ -78,17 +80,29 @@ class DynamoMetrics:
         return True
 
     def list(self, trial_id: int, group: str) -> list[MetricReport]:
+        """The reports of one group, by steps completed."""
         items = dynamo.query_all(
             self._table,
             KeyConditionExpression="trial_id = :t AND begins_with(#k, :g)",
             ExpressionAttributeNames={"#k": "key"},
-            ExpressionAttributeValues={":t": trial_id, ":g": f"{group}#"},
+            ExpressionAttributeValues={":t": trial_id, ":g": keys.metric_group_prefix(group)},
         )
         out = []
         for item in items:
             item["metrics"] = json.loads(item["metrics"])
             out.append(MetricReport.from_item(item))
         return out
+
+    def groups(self, trial_id: int) -> builtins.list[str]:
+        """The groups the trial reported metrics under: the built-in ones first, then by name."""
+        items = dynamo.query_all(
+            self._table,
+            KeyConditionExpression="trial_id = :t",
+            ProjectionExpression="#g",
+            ExpressionAttributeNames={"#g": "group"},
+            ExpressionAttributeValues={":t": trial_id},
+        )
+        return keys.ordered_metric_groups({str(item["group"]) for item in items})
 
 
 class DynamoIds:

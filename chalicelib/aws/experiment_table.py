@@ -32,10 +32,17 @@ class DynamoExperiments(ExperimentUpdates):
         item = self._table.get_item(Key={"id": experiment_id}, ConsistentRead=True).get("Item")
         return _decode(dynamo.plain(item)) if item else None
 
-    def list(self, limit: int, offset: int) -> list[Experiment]:
+    def list(self, limit: int, offset: int, *, archived: bool | None = None) -> list[Experiment]:
         # A scan is fine for the number of experiments one account runs; a GSI by owner comes with users.
         items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {}
+        if archived is not None:
+            # Items written before `archived` existed have no attribute: they are not archived.
+            kwargs["FilterExpression"] = (
+                "#archived = :yes" if archived else "attribute_not_exists(#archived) OR #archived = :no"
+            )
+            kwargs["ExpressionAttributeNames"] = {"#archived": "archived"}
+            kwargs["ExpressionAttributeValues"] = {":yes": True} if archived else {":no": False}
         while True:
             page = self._table.scan(**kwargs)
             items.extend(dynamo.plain(i) for i in page.get("Items", []))
@@ -52,6 +59,19 @@ class DynamoExperiments(ExperimentUpdates):
         sets = {"end_time": end_time} if end_time is not None else {}
         record = dynamo.transition(
             self._table, {"id": experiment_id}, str(target), [str(s) for s in sources], sets
+        )
+        return _decode(record) if record else None
+
+    def set_archived(self, experiment_id: int, archived: bool) -> Experiment | None:
+        terminal = [str(s) for s in ExperimentState if s.terminal]
+        values = {f":t{i}": state for i, state in enumerate(terminal)}
+        record = dynamo.conditional_update(
+            self._table,
+            {"id": experiment_id},
+            "SET #archived = :archived",
+            f"#state IN ({', '.join(values)})",
+            {"#archived": "archived", "#state": "state"},
+            {":archived": archived, **values},
         )
         return _decode(record) if record else None
 

@@ -37,6 +37,7 @@ from chalicelib.config.schema import (
     ImageMap,
     ReproducibilityConfig,
     ResourcesConfig,
+    SearcherLength,
     entrypoint_argv,
 )
 from chalicelib.config.searcher import (
@@ -79,6 +80,7 @@ __all__ = [
     "RandomSearcher",
     "ReproducibilityConfig",
     "ResourcesConfig",
+    "SearcherLength",
     "SingleSearcher",
     "TPESearcher",
     "entrypoint_argv",

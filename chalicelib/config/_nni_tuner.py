@@ -25,6 +25,8 @@ _TUNERS: dict[str, str] = {
     "batchtuner": "grid",
     "batch": "grid",
 }
+# Searchers that can run without a number of trials (NNI's default: no maxTrialNumber).
+UNTIL_STOPPED_SEARCHERS = frozenset({"random", "tpe"})
 _EARLY_STOPPING_TUNERS = frozenset({"hyperband", "bohb", "pbt", "pbttuner"})
 _ASSESSORS_WITH_ASHA_HINT = frozenset({"medianstop", "curvefitting"})
 
@@ -72,6 +74,8 @@ class TunerTranslator(NniReader):
         max_trials = self._max_trials(searcher)
         if max_trials is not None:
             out["max_trials"] = max_trials
+        elif searcher in UNTIL_STOPPED_SEARCHERS and self.raw.get(self.names.max_trials) is None:
+            out["until_stopped"] = True
         concurrency = self._concurrency()
         if concurrency is not None:
             out["max_concurrent_trials"] = concurrency
@@ -84,10 +88,14 @@ class TunerTranslator(NniReader):
             if value is not None:
                 self.warn(key, "ignored with GridSearch: the grid searcher runs every grid point once")
             return None
+        if value is None and searcher not in UNTIL_STOPPED_SEARCHERS:
+            self.problem(key, f"required by Stratus' {searcher} searcher: the number of trials to run")
+            return None
         if value is None:
-            self.problem(
+            self.warn(
                 key,
-                "required: Stratus has no experiment time limit, so it needs the number of trials to run",
+                "not set: as in NNI, trials are created (trialConcurrency at a time) until the experiment "
+                "is stopped with `det experiment cancel` or `det experiment kill`",
             )
             return None
         if not is_int(value) or value < 1:

@@ -12,19 +12,17 @@ from typing import Any
 from chalicelib.config.errors import ConfigProblem
 from chalicelib.config.nni_space import TranslationNotes
 from chalicelib.config.schema import ExperimentConfig
-from contract.nni import DETERMINED_SECTIONS, TRAINING_SERVICE_SECTIONS
+from contract.nni import DETERMINED_SECTIONS, TRAINING_SERVICE_SECTIONS, V2_FIELDS, nni_field_key
 
 # Stratus sections an NNI config may carry through (see `chalicelib.config.nni`).
 # (`debug` is NNI's too, where it means the NNI manager's debug mode: warned about, not kept.)
 PASS_THROUGH = frozenset(ExperimentConfig.model_fields) - DETERMINED_SECTIONS - {"debug"}
 
 _COMPUTE = "Stratus runs trials on its own compute backends; resources.resource_pool picks one"
-_NO_EXPERIMENT_LIMIT = "Stratus has no experiment time limit; the experiment ends after {trials} trials"
 _LOGS = "trial logs go to CloudWatch and checkpoints to S3"
 
 # NNI field -> why it has no equivalent. `{trials}` is the version's max-trials field.
 IGNORED_V2: dict[str, str] = {
-    "maxExperimentDuration": _NO_EXPERIMENT_LIMIT,
     "maxTrialDuration": "Stratus has no per-trial time limit; let the trial script stop itself",
     "trainingService": _COMPUTE,
     "nniManagerIp": "trials talk to the Stratus API, there is no NNI manager",
@@ -39,7 +37,6 @@ IGNORED_V2: dict[str, str] = {
 }
 IGNORED_V1: dict[str, str] = {
     "authorName": "the submitting user is recorded as the experiment's owner",
-    "maxExecDuration": _NO_EXPERIMENT_LIMIT,
     "maxTrialDuration": IGNORED_V2["maxTrialDuration"],
     "trainingServicePlatform": _COMPUTE,
     "nniManagerIp": IGNORED_V2["nniManagerIp"],
@@ -51,6 +48,7 @@ IGNORED_V1: dict[str, str] = {
     "multiThread": "the searcher has no dispatcher threads",
     "versionCheck": "there is no NNI trial keeper whose version could be checked",
 }
+V2_SPELLINGS = {nni_field_key(name): name for name in V2_FIELDS}
 for _section in TRAINING_SERVICE_SECTIONS:
     IGNORED_V1[_section] = "training-service settings; " + _COMPUTE
 
@@ -63,6 +61,7 @@ class VersionNames:
     code_dir: tuple[str, ...]
     gpus: tuple[str, ...]
     max_trials: str
+    max_duration: str
     space_file: str
     tuner_name: str
     assessor_name: str
@@ -75,6 +74,7 @@ V1_NAMES = VersionNames(
     code_dir=("trial", "codeDir"),
     gpus=("trial", "gpuNum"),
     max_trials="maxTrialNum",
+    max_duration="maxExecDuration",
     space_file="searchSpacePath",
     tuner_name="builtinTunerName",
     assessor_name="builtinAssessorName",
@@ -86,6 +86,7 @@ V2_NAMES = VersionNames(
     code_dir=("trialCodeDirectory",),
     gpus=("trialGpuNumber",),
     max_trials="maxTrialNumber",
+    max_duration="maxExperimentDuration",
     space_file="searchSpaceFile",
     tuner_name="name",
     assessor_name="name",
@@ -95,14 +96,16 @@ V2_NAMES = VersionNames(
 
 # Fields translated (or used by the CLI), per version: never warned about.
 MAPPED_V1 = frozenset(
-    {"experimentName", "trialConcurrency", "maxTrialNum", "searchSpacePath", "searchSpace", "trial"}
+    {"experimentName", "trialConcurrency", "maxTrialNum", "maxExecDuration", "searchSpacePath"}
+    | {"searchSpace", "trial"}
     | {"tuner", "assessor", "advisor"}
 )
 MAPPED_V2 = frozenset(
-    {"experimentName", "trialConcurrency", "maxTrialNumber", "searchSpaceFile", "searchSpace"}
+    {"experimentName", "trialConcurrency", "maxTrialNumber", "maxExperimentDuration", "searchSpaceFile"}
+    | {"searchSpace"}
     | {"trialCommand", "trialCodeDirectory", "trialGpuNumber", "tuner", "assessor", "advisor"}
 )
-V1_TRIAL_MAPPED = frozenset({"command", "codeDir", "gpuNum", "image"})
+V1_TRIAL_MAPPED = frozenset({"command", "codeDir", "gpuNum", "image", "master", "worker", "ps", "taskRoles"})
 
 
 def dotted(*parts: str) -> str:
@@ -140,7 +143,10 @@ class NniReader(TranslationNotes):
             if not isinstance(key, str):
                 self.warn(str(key), f"ignored (not a field of NNI's v{self.version} config)")
                 continue
-            if key in ignored:
+            twin = V2_SPELLINGS.get(nni_field_key(key)) if self.version == 2 else None
+            if twin is not None and twin != key:
+                self.problem(key, f"is {twin}, given twice (NNI ignores case and underscores); keep one")
+            elif key in ignored:
                 self.warn(key, f"ignored ({ignored[key].format(trials=trials)})")
             else:
                 self.warn(key, f"ignored (not a field of NNI's v{self.version} config)")

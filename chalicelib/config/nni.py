@@ -22,10 +22,17 @@ an equivalent have none, is `_nni_versions.py`):
   `searcher.metric` is `default` (what `nni.report_final_result(x)` reports);
   `classArgs.optimize_mode: maximize` -> `smaller_is_better: false` (minimize, and unset with a
   warning, -> true); `classArgs.seed` -> `reproducibility.experiment_seed`.
-- `maxTrialNum` / `maxTrialNumber` -> `searcher.max_trials` (required, except with GridSearch);
-  `trialConcurrency` -> `searcher.max_concurrent_trials` (unset: Stratus' default, with a warning).
+- `maxTrialNum` / `maxTrialNumber` -> `searcher.max_trials` (ignored with GridSearch); unset, the
+  random and tpe searchers run `until_stopped` (as NNI: trials keep coming until the experiment is
+  stopped or its time limit passes); `trialConcurrency` -> `searcher.max_concurrent_trials` (unset:
+  Stratus' default, with a warning).
+- `maxExperimentDuration` / `maxExecDuration` (`"2h"`, `"30m"`, seconds) -> the experiment's time
+  limit, `data.nni.max_experiment_duration_s` (`ExperimentConfig.past_time_limit`).
 - `trial.gpuNum` / `trialGpuNumber` -> `resources.slots_per_trial` (0 -> 1, with a note: the slot is
-  then a CPU slot); `trial.image` (v1) -> `environment.image`.
+  then a CPU slot); `trial.image` (v1) -> `environment.image`. Kubeflow / FrameworkController
+  roles (`trial.worker`, `trial.taskRoles`, ...) are `_nni_roles.py`'s.
+- v2 field names are read ignoring case and underscores, as NNI does (`trial_command`,
+  `tuner.class_args`: `contract.nni.canonical_nni_keys`).
 - `max_restarts: 0` (NNI does not retry failed trials), and `data.nni` records the origin:
   `{"version": 1 or 2, "tuner": <NNI's tuner name>}` (plus `"assessor"` when one was set).
 - An assessor (Medianstop, Curvefitting, ...) -> warning: Stratus stops no trial early; its
@@ -42,15 +49,18 @@ an equivalent have none, is `_nni_versions.py`):
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.config._nni_roles import RoleTranslator
 from chalicelib.config._nni_tuner import TunerTranslator
 from chalicelib.config._nni_versions import PASS_THROUGH, NniReader, dotted
 from chalicelib.config.errors import ConfigInvalidError, ConfigProblem
 from chalicelib.config.nni_space import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS, SpaceTranslator, is_int
-from contract.nni import nni_config_version
+from contract.nni import canonical_nni_keys, nni_config_version
 
 __all__ = [
     "GRID_COUNT",
@@ -69,15 +79,39 @@ class NniTranslation:
     warnings: list[str] = field(default_factory=list)
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$", re.IGNORECASE)
+_SECONDS_PER = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def nni_duration_seconds(value: Any) -> int | None:
+    """Seconds of an NNI duration (`90`, `"30m"`, `"1.5h"`, `"2d"`), or None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value) if value > 0 and math.isfinite(value) else None
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if match is None:
+        return None
+    seconds = int(float(match.group(1)) * _SECONDS_PER[match.group(2).lower()])
+    return seconds if seconds > 0 else None
+
+
 def translate_nni(raw: Mapping[str, Any], search_space: Mapping[str, Any] | None = None) -> NniTranslation:
     """The Stratus config for an NNI config, with warnings; ConfigInvalidError lists every problem.
 
     `search_space` is NNI's search space (the API passes `raw["searchSpace"]`, which the CLI fills
-    from the search-space file); None means the config gives none.
+    from the search-space file); None means the config's own `searchSpace` (`search_space`), if any.
+    A v2 config's field names may be written in any case, with or without underscores, as NNI allows
+    (`trial_command`, `tuner.class_args`).
     """
     if not isinstance(raw, Mapping):
         raise ConfigInvalidError([ConfigProblem("<config>", "an NNI config must be a mapping")])
-    return _Translator(raw, nni_config_version(raw)).translate(search_space)
+    version = nni_config_version(raw)
+    if version == 2:
+        raw = canonical_nni_keys(raw)  # NNI v2 ignores case and underscores in its field names
+    if search_space is None:
+        search_space = raw.get("searchSpace")
+    return _Translator(raw, version).translate(search_space)
 
 
 class _Translator(NniReader):
@@ -88,6 +122,7 @@ class _Translator(NniReader):
         super().__init__(raw, version, [], [])
         self.tuner = TunerTranslator(raw, version, self.warnings, self.problems)
         self.space = SpaceTranslator(self.warnings, self.problems)
+        self.roles = RoleTranslator(raw, version, self.warnings, self.problems)
 
     def translate(self, search_space: Mapping[str, Any] | None) -> NniTranslation:
         config: dict[str, Any] = {}
@@ -97,20 +132,38 @@ class _Translator(NniReader):
                 config["name"] = name
             else:
                 self.problem("experimentName", "must be a non-empty string")
-        config["entrypoint"] = self._entrypoint()
+        by_role = self.get(self.names.command) is None and self.roles.section() is not None
+        role_trial = self.roles.trial() if by_role else None
+        config["entrypoint"] = (
+            role_trial.entrypoint if role_trial else None if by_role else self._entrypoint()
+        )
+        before = len(self.problems)
         config["hyperparameters"] = self._search_space(search_space)
+        custom = self._custom_algorithm()
+        if custom is not None and len(self.problems) > before:
+            path, class_name = custom
+            message = (
+                f"the custom {path.split('.')[0]} {class_name} cannot run on Stratus, so its search space "
+                "must be NNI's standard one ({_type, _value} entries), searched by Stratus' tpe searcher"
+            )
+            self.problems.insert(before, ConfigProblem(path, message))  # the cause first
         searcher, tuner_label, seed = self.tuner.searcher()
         if searcher.get("name") == "grid":
             self.space.grid_counts(config["hyperparameters"])
         config["searcher"] = searcher
-        config["resources"] = {"slots_per_trial": self._slots()}
+        config["resources"] = {"slots_per_trial": role_trial.slots if role_trial else self._slots()}
         config["max_restarts"] = 0
         if seed is not None:
             config["reproducibility"] = {"experiment_seed": seed}
         image = self.get(("trial", "image")) if self.version == 1 else None
+        if role_trial is not None and role_trial.image is not None:
+            image = role_trial.image
         if image is not None:
             config["environment"] = {"image": image}
         record: dict[str, Any] = {"version": self.version, "tuner": tuner_label}
+        duration = self._max_duration()
+        if duration is not None:
+            record["max_experiment_duration_s"] = duration
         assessor = self.tuner.assessor()
         if assessor is not None:
             record["assessor"] = assessor
@@ -124,11 +177,38 @@ class _Translator(NniReader):
     def _entrypoint(self) -> Any:
         path = dotted(*self.names.command)
         command = self.get(self.names.command)
-        if command is None:
+        template = self.get(("frameworkcontrollerConfig", "configPath")) if self.version == 1 else None
+        if command is None and template is not None:
+            self.problem(
+                path,
+                f"required: this config's task roles are in the FrameworkController template {template} "
+                "(frameworkcontrollerConfig.configPath), which Stratus does not read; give trial.taskRoles "
+                "or trial.command",
+            )
+        elif command is None:
             self.problem(path, "required: the command that runs one trial, e.g. python3 mnist.py")
         elif not isinstance(command, str) or not command.strip():
             self.problem(path, "must be a non-empty command string")
         return command
+
+    def _max_duration(self) -> int | None:
+        """NNI's experiment time limit in seconds (`maxExperimentDuration`, v1 `maxExecDuration`):
+        checked and recorded in `data.nni`, where `ExperimentConfig.past_time_limit` reads it: the searching
+        service ends the experiment at the first trial event after it."""
+        key = self.names.max_duration
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        seconds = nni_duration_seconds(value)
+        if seconds is None:
+            self.problem(key, 'must be a duration like "30m", "2h" or "1d" (or a number of seconds)')
+            return None
+        self.warn(
+            key,
+            f"the experiment's time limit, {seconds} s (data.nni.max_experiment_duration_s): once it has "
+            "passed, the next trial event creates no more trials and stops the running ones",
+        )
+        return seconds
 
     def _slots(self) -> int:
         path = dotted(*self.names.gpus)
@@ -165,6 +245,18 @@ class _Translator(NniReader):
                 config[key] = merged
             else:
                 config[key] = value
+
+    def _custom_algorithm(self) -> tuple[str, str] | None:
+        """(path of its className, className) of a custom tuner or advisor (no built-in name), or None."""
+        for section in ("advisor", "tuner"):
+            node = self.raw.get(section)
+            if isinstance(node, Mapping):
+                name = node.get(self.names.tuner_name)
+                class_name = node.get("className")
+                if name is None and isinstance(class_name, str):
+                    return f"{section}.className", class_name
+                return None
+        return None
 
     def _search_space(self, space: Mapping[str, Any] | None) -> dict[str, Any]:
         file_key = self.names.space_file

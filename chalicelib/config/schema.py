@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Discriminator, Field, JsonValue, Tag, model_validator
+from pydantic import Field, JsonValue, Tag, model_validator
 
-from chalicelib.config._base import (
-    Length,
-    StrictModel,
-    custom_error,
-    raise_problems,
-)
+from chalicelib.config._base import Length, StrictModel, raise_problems
 from chalicelib.config.hyperparameters import (
     ConstHP,
     HPGroup,
@@ -37,9 +34,22 @@ from chalicelib.config.hyperparameters import (
     flatten_hyperparameters,
     leaf_locations,
 )
-from chalicelib.config.searcher import GridSearcher, SearcherConfig
+from chalicelib.config.searcher import AdaptiveASHASearcher, GridSearcher, SearcherConfig
+from chalicelib.config.sections import (
+    MAX_SEED,
+    CheckpointStorageConfig,
+    EnvironmentConfig,
+    EnvironmentVariablesMap,
+    ImageMap,
+    NonEmptyStr,
+    ReproducibilityConfig,
+    ResourcesConfig,
+    one_of,
+    value_kind,
+)
 
 __all__ = [
+    "MAX_SEED",
     "CheckpointStorageConfig",
     "EnvironmentConfig",
     "EnvironmentVariablesMap",
@@ -47,186 +57,23 @@ __all__ = [
     "ImageMap",
     "ReproducibilityConfig",
     "ResourcesConfig",
+    "SearcherLength",
     "entrypoint_argv",
 ]
 
-MAX_SEED = 2**31 - 1
 
+@dataclass(frozen=True)
+class SearcherLength:
+    """A searcher's length budget per trial: `value` in `unit` (batches, records, epochs, or the name of
+    adaptive_asha's `time_metric`)."""
 
-def _between(low: int, high: int) -> AfterValidator:
-    def check(value: int) -> int:
-        if not low <= value <= high:
-            raise custom_error(f"must be between {low} and {high}, got {value}")
-        return value
-
-    return AfterValidator(check)
-
-
-def _one_of(classify: Callable[[Any], str | None], message: str) -> Discriminator:
-    """A discriminator picking a union member by the input's type; `message` when none fits."""
-    return Discriminator(classify, custom_error_type="stratus_type", custom_error_message=message)
-
-
-def _kind(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict | StrictModel):
-        return "map"
-    return None
-
-
-NonEmptyStr = Annotated[str, Field(min_length=1)]
-
-_SHM_SIZE = re.compile(r"^([0-9]*[.])?[0-9]+ ?(([kmgtpKMGTP]([iI]?[bB])?)|[bB])?$")
-
-
-def _check_shm_size(value: str) -> str:
-    if not _SHM_SIZE.match(value):
-        raise custom_error(f'must be a memory size like "4G" or "512Mi", got "{value}"')
-    return value
-
-
-ShmSize = Annotated[
-    Annotated[int, Field(ge=0), Tag("int")] | Annotated[str, AfterValidator(_check_shm_size), Tag("str")],
-    _one_of(_kind, 'must be a number of bytes or a memory size like "4G"'),
-]
-
-
-class ResourcesConfig(StrictModel):
-    ignored_fields = {
-        "devices": "trials see the devices of the machine they run on",
-        "agent_label": "removed from Determined in 0.20",
-        "native_parallel": "removed from Determined",
-    }
-
-    slots_per_trial: int = Field(default=1, ge=0)
-    resource_pool: NonEmptyStr = "default"
-    priority: Annotated[int, _between(1, 99)] = 42
-    weight: float = Field(default=1.0, gt=0)
-    max_slots: int | None = Field(default=None, ge=1)
-    shm_size: ShmSize | None = None
-    is_single_node: bool = False
-    devices: list[JsonValue] = []
-    agent_label: str | None = None
-    native_parallel: bool = False
-
-
-class CheckpointStorageConfig(StrictModel):
-    """Where checkpoints go: always S3. `bucket` None means the platform's bucket."""
-
-    ignored_fields = {"endpoint_url": "checkpoints go to the platform's S3 endpoint"}
-
-    type: Literal["s3"] = "s3"
-    bucket: NonEmptyStr | None = None
-    prefix: str | None = None
-    endpoint_url: str | None = None
-    save_experiment_best: int = Field(default=0, ge=0)
-    save_trial_best: int = Field(default=1, ge=0)
-    save_trial_latest: int = Field(default=1, ge=0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _s3_only(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            kind = data.get("type")
-            if isinstance(kind, str) and kind != "s3":
-                message = f'Stratus stores checkpoints in S3; type "{kind}" is not supported (use "s3")'
-                raise_problems("checkpoint_storage", [(("type",), message, kind)])
-        return data
-
-
-class ImageMap(StrictModel):
-    """Per-device images; `gpu` is Determined's older name for `cuda`."""
-
-    cpu: NonEmptyStr | None = None
-    cuda: NonEmptyStr | None = None
-    gpu: NonEmptyStr | None = None
-    rocm: NonEmptyStr | None = None
-
-
-def _check_env_var(value: str) -> str:
-    name, sep, _ = value.partition("=")
-    if not sep or not name:
-        raise custom_error(f'must look like NAME=value, got "{value}"')
-    return value
-
-
-EnvVar = Annotated[str, AfterValidator(_check_env_var)]
-
-
-class EnvironmentVariablesMap(StrictModel):
-    cpu: list[EnvVar] = []
-    cuda: list[EnvVar] = []
-    gpu: list[EnvVar] = []
-    rocm: list[EnvVar] = []
-
-
-Image = Annotated[
-    Annotated[NonEmptyStr, Tag("str")] | Annotated[ImageMap, Tag("map")],
-    _one_of(_kind, "must be an image name or a mapping with cpu, cuda, rocm"),
-]
-EnvironmentVariables = Annotated[
-    Annotated[list[EnvVar], Tag("list")] | Annotated[EnvironmentVariablesMap, Tag("map")],
-    _one_of(_kind, "must be a list of NAME=value strings or a mapping with cpu, cuda, rocm lists"),
-]
-
-
-class EnvironmentConfig(StrictModel):
-    ignored_fields = {
-        "force_pull_image": "images are pulled by the compute backend",
-        "ports": "trials expose no ports",
-        "pod_spec": "Stratus does not run on Kubernetes",
-        "add_capabilities": "containers run with the backend's capabilities",
-        "drop_capabilities": "containers run with the backend's capabilities",
-        "proxy_ports": "trials expose no ports",
-    }
-
-    image: Image | None = None
-    environment_variables: EnvironmentVariables = []
-    force_pull_image: bool = False
-    ports: dict[str, int] = {}
-    pod_spec: dict[str, JsonValue] | None = None
-    add_capabilities: list[str] = []
-    drop_capabilities: list[str] = []
-    proxy_ports: list[dict[str, JsonValue]] = []
-
-    def image_for(self, *, gpu: bool) -> str | None:
-        """The image for a trial on GPUs (`gpu=True`) or CPUs, or None for the backend's default."""
-        if self.image is None or isinstance(self.image, str):
-            return self.image
-        return (self.image.cuda or self.image.gpu) if gpu else self.image.cpu
-
-    def variables_for(self, *, gpu: bool) -> dict[str, str]:
-        """The configured environment variables as a mapping (later entries win)."""
-        entries: list[str]
-        if isinstance(self.environment_variables, list):
-            entries = self.environment_variables
-        elif gpu:
-            entries = [*self.environment_variables.gpu, *self.environment_variables.cuda]
-        else:
-            entries = self.environment_variables.cpu
-        variables: dict[str, str] = {}
-        for entry in entries:
-            name, _, value = entry.partition("=")
-            variables[name] = value
-        return variables
-
-
-class ReproducibilityConfig(StrictModel):
-    """`experiment_seed` None means: filled by the service at submission."""
-
-    experiment_seed: Annotated[int, _between(0, MAX_SEED)] | None = None
+    value: int
+    unit: str
 
 
 Entrypoint = Annotated[
     Annotated[NonEmptyStr, Tag("str")] | Annotated[list[NonEmptyStr], Field(min_length=1), Tag("list")],
-    _one_of(_kind, "must be a command string or a list of strings"),
+    one_of(value_kind, "must be a command string or a list of strings"),
 ]
 
 _CLUSTER_ONLY = "only meaningful on a Determined cluster"
@@ -327,6 +174,48 @@ class ExperimentConfig(StrictModel):
             records_per_epoch=records_per_epoch or self.records_per_epoch or None,
             global_batch_size=global_batch_size or self.global_batch_size,
         )
+
+    def searcher_length(self) -> SearcherLength | None:
+        """The searcher's length budget per trial and the unit the trial measures it in, or None.
+
+        - adaptive_asha's `time_metric` + `max_time`: `max_time` in that metric;
+        - `max_length` that converts into batches (see `searcher_max_length_batches`): batches;
+        - `max_length` in records or epochs that does not convert (no `records_per_epoch`, or no
+          constant `global_batch_size`): the value in its own unit, measured by the trial, as in
+          Determined (its trials get the searcher's lengths in the configured unit; PyTorchTrial counts
+          epochs by its training data loader);
+        - no `max_length`: None (the trial decides).
+        """
+        searcher = self.searcher
+        if isinstance(searcher, AdaptiveASHASearcher) and searcher.time_metric is not None:
+            assert searcher.max_time is not None  # validated together
+            return SearcherLength(searcher.max_time, searcher.time_metric)
+        length = searcher.max_length
+        if length is None:
+            return None
+        batches = self.searcher_max_length_batches()
+        if batches is not None:
+            return SearcherLength(batches, "batches")
+        return SearcherLength(length.value, length.unit)
+
+    @property
+    def time_limit_s(self) -> int | None:
+        """The experiment's time limit in seconds: NNI's `maxExperimentDuration` (v1 `maxExecDuration`),
+        which the NNI import records as `data.nni.max_experiment_duration_s`; None without one."""
+        nni = self.data.get("nni")
+        limit = nni.get("max_experiment_duration_s") if isinstance(nni, dict) else None
+        return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+    def past_time_limit(self, start_time: str | None, now: float) -> bool:
+        """True once `time_limit_s` has passed since `start_time` (ISO 8601), at `now` (epoch seconds)."""
+        limit = self.time_limit_s
+        if limit is None or not start_time:
+            return False
+        try:
+            started = datetime.fromisoformat(start_time).timestamp()
+        except ValueError:
+            return False
+        return now >= started + limit
 
     def with_service_defaults(self, *, experiment_id: int, experiment_seed: int) -> ExperimentConfig:
         """A copy with the values the service fills at submission: the name and the seed.

@@ -7,6 +7,11 @@ plus `tpe` (Stratus' own, shaped like `random`) for later work. Every searcher r
 favour of the training loop deciding its own length; when it is set, Stratus passes it to the trial.
 `adaptive_asha` needs its rung unit: either the legacy `max_length`, or Determined's newer
 `time_metric` + `max_time` (rungs measured in a reported metric such as `batches`) - exactly one form.
+A `max_length` in records or epochs that the config cannot turn into batches is measured by the trial
+in its own unit, as in Determined (`ExperimentConfig.searcher_length`).
+
+`random` and `tpe` take `until_stopped: true` in place of `max_trials` (Stratus extension, what an NNI
+config without `maxTrialNumber` becomes): trials keep coming until the experiment is stopped.
 """
 
 from __future__ import annotations
@@ -54,20 +59,38 @@ class GridSearcher(_Searcher):
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
-class RandomSearcher(_Searcher):
+class _TrialBudget(_Searcher):
+    """`max_trials` trials, or with `until_stopped: true` (Stratus extension, what an NNI config
+    without `maxTrialNumber` becomes) new trials until the experiment is stopped, keeping
+    `max_concurrent_trials` (then at least 1) running; `max_concurrent_trials` 0 means unlimited."""
+
+    max_trials: int | None = Field(default=None, ge=1)
+    until_stopped: bool = False
+    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
+
+    @model_validator(mode="after")
+    def _bounded_or_until_stopped(self) -> _TrialBudget:
+        if self.until_stopped and self.max_trials is not None:
+            message = "set either max_trials or until_stopped: true, not both"
+            raise_problems(self.name, [(("until_stopped",), message, True)])
+        if not self.until_stopped and self.max_trials is None:
+            raise_problems(self.name, [(("max_trials",), "required", None)])
+        if self.until_stopped and self.max_concurrent_trials == 0:
+            message = "must be at least 1 with until_stopped: true (the number of trials kept running)"
+            raise_problems(self.name, [(("max_concurrent_trials",), message, 0)])
+        return self
+
+
+class RandomSearcher(_TrialBudget):
     """`max_trials` random samples; `max_concurrent_trials` 0 means unlimited."""
 
     name: Literal["random"] = "random"
-    max_trials: int = Field(ge=1)
-    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
-class TPESearcher(_Searcher):
+class TPESearcher(_TrialBudget):
     """Tree-structured Parzen estimator (Stratus extension; same fields as `random`)."""
 
     name: Literal["tpe"] = "tpe"
-    max_trials: int = Field(ge=1)
-    max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
 class AdaptiveASHASearcher(_Searcher):
@@ -80,7 +103,7 @@ class AdaptiveASHASearcher(_Searcher):
     divisor: float = Field(default=4.0, gt=1)
     max_rungs: int = Field(default=5, ge=1)
     mode: Literal["aggressive", "standard", "conservative"] = "standard"
-    bracket_rungs: list[int] | None = None
+    bracket_rungs: list[Annotated[int, Field(ge=1)]] | None = None
     stop_once: bool = False
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 

@@ -1,11 +1,16 @@
-"""Names and keys shared by every part of the control plane: S3 keys, run ids, execution names.
+"""Names and keys shared by every part of the control plane: S3 keys, run ids, execution names, the
+keys of metric reports.
 
 The S3 layout is a contract with the CLI and the harness (docs/contracts.md §3).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterable
+
+from contract.metric_groups import BUILT_IN_GROUPS
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -70,3 +75,27 @@ def execution_name(trial_id: int, generation: int) -> str:
 
 def log_stream(trial_id: int) -> str:
     return f"trial-{trial_id}"
+
+
+def metric_group_prefix(group: str) -> str:
+    """What the key of every report of `group` begins with, within its trial, and no other group's.
+
+    The built-in groups keep `<group>#` (their keys since the start); a custom group's name may hold any
+    character (`#`, `%`, `/`, spaces) at any length, so its prefix is `custom#<sha256 of the name>#`:
+    fixed length, and never the prefix of another group's keys.
+    """
+    if group in BUILT_IN_GROUPS:
+        return f"{group}#"
+    return f"custom#{hashlib.sha256(group.encode('utf-8')).hexdigest()}#"
+
+
+def metric_report_key(group: str, steps_completed: int) -> str:
+    """The key of one metric report within its trial (one report per group and steps completed); the
+    zero-padded steps sort a group's reports in order."""
+    return f"{metric_group_prefix(group)}{steps_completed:012d}"
+
+
+def ordered_metric_groups(groups: Iterable[str]) -> list[str]:
+    """Metric groups as they are listed: the built-in ones first (training, validation), then by name."""
+    unique = set(groups)
+    return [g for g in BUILT_IN_GROUPS if g in unique] + sorted(unique - set(BUILT_IN_GROUPS))

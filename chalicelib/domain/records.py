@@ -41,7 +41,10 @@ class Experiment(StoredRecord):
     name: str = ""
     description: str = ""
     labels: list[str] = field(default_factory=list)
+    #: Who created it, as a label (never used to authorize): `chalicelib.api.auth.UserPrincipal.owner`.
     owner: str = ""
+    #: Hidden from `det experiment list` unless `--all` (a test-mode experiment is created archived).
+    archived: bool = False
     #: The validated config as submitted, defaults filled in (JSON); `parsed_config` is its typed form.
     config: dict[str, Any] = field(default_factory=dict)
     context_sha256: str | None = None
@@ -111,6 +114,18 @@ class Trial(StoredRecord):
     @property
     def restarts(self) -> int:
         return max(0, self.attempts - 1 - self.generation)
+
+    @property
+    def work_done(self) -> float:
+        """The share of its work the trial did, 0 to 1: all of it once COMPLETED, else the progress it
+        reported, else the batches it trained over its target (0 without a target)."""
+        if self.state == TrialState.COMPLETED:
+            return 1.0
+        if self.progress is not None:
+            return min(max(self.progress, 0.0), 1.0)
+        if self.target_length:
+            return min(self.total_batches / self.target_length, 1.0)
+        return 0.0
 
     @property
     def told_to_stop(self) -> bool:

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import builtins
 import copy
 import json
 from collections.abc import Mapping
 from typing import Any
 
+from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint, MetricReport
 from chalicelib.memory._items import Record, as_json, stored
 from chalicelib.services.ports import Clock
@@ -50,7 +52,7 @@ class MemoryMetrics:
 
     def put(self, trial_id: int, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> bool:
         """Store one report; False when that (group, steps_completed) was already reported."""
-        key = (trial_id, f"{group}#{steps_completed:012d}")
+        key = (trial_id, keys.metric_report_key(group, steps_completed))
         if key in self.items:
             return False
         self.items[key] = {
@@ -64,11 +66,19 @@ class MemoryMetrics:
         return True
 
     def list(self, trial_id: int, group: str) -> list[MetricReport]:
+        """The reports of one group, by steps completed."""
+        prefix = keys.metric_group_prefix(group)
         rows = []
         for (trial, key), item in sorted(self.items.items()):
-            if trial == trial_id and key.startswith(f"{group}#"):
+            if trial == trial_id and key.startswith(prefix):
                 rows.append(MetricReport.from_item({**item, "metrics": json.loads(item["metrics"])}))
         return rows
+
+    def groups(self, trial_id: int) -> builtins.list[str]:
+        """The groups the trial reported metrics under: the built-in ones first, then by name."""
+        return keys.ordered_metric_groups(
+            str(item["group"]) for (trial, _), item in self.items.items() if trial == trial_id
+        )
 
 
 class MemoryIds:

@@ -39,8 +39,12 @@ class MemoryExperiments(ExperimentUpdates):
         item = self.items.get(experiment_id)
         return _experiment(item) if item is not None else None
 
-    def list(self, limit: int, offset: int) -> list[Experiment]:
-        newest_first = sorted(self.items, reverse=True)
+    def list(self, limit: int, offset: int, *, archived: bool | None = None) -> list[Experiment]:
+        newest_first = [
+            i
+            for i in sorted(self.items, reverse=True)
+            if archived is None or bool(self.items[i].get("archived", False)) == archived
+        ]
         return [_experiment(self.items[i]) for i in newest_first[offset : offset + limit]]
 
     def transition(
@@ -49,6 +53,13 @@ class MemoryExperiments(ExperimentUpdates):
         sets = {"end_time": end_time} if end_time is not None else {}
         item = transition(self.items, experiment_id, EXPERIMENT_TRANSITIONS, target, sets)
         return _experiment(item) if item is not None else None
+
+    def set_archived(self, experiment_id: int, archived: bool) -> Experiment | None:
+        item = self.items.get(experiment_id)
+        if item is None or not ExperimentState(item["state"]).terminal:
+            return None  # DynamoDB's condition: the experiment has ended
+        item["archived"] = archived
+        return _experiment(item)
 
     def save_searcher(self, experiment_id: int, snapshot: Mapping[str, Any], expected_version: int) -> bool:
         item = self.items.get(experiment_id)

@@ -1,4 +1,5 @@
-"""Use cases on experiments: create (validate, record, start the searcher), activate, read."""
+"""Use cases on experiments: create (validate, record, start the searcher), activate, read, list,
+archive and unarchive."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ def validate(raw_config: Mapping[str, Any]) -> cfg.ParsedConfig:
         new_searcher(searching.search_spec(parsed.config))
     except SearcherNotSupportedError as error:
         raise cfg.ConfigInvalidError([cfg.ConfigProblem("searcher.name", str(error))]) from error
+    except (ValueError, ArithmeticError) as error:
+        # A config the schema let through but the searcher cannot plan: the user's to fix, never a 500.
+        problem = cfg.ConfigProblem(
+            "searcher", f"the {parsed.config.searcher.name} searcher cannot run it: {error}"
+        )
+        raise cfg.ConfigInvalidError([problem]) from error
     return parsed
 
 
@@ -51,6 +58,7 @@ def create(
     validate_only: bool = False,
     activate: bool = True,
     owner: str = "user",
+    archived: bool = False,
 ) -> CreateResult:
     parsed = validate(raw_config)
     warnings = list(parsed.warnings)
@@ -76,6 +84,7 @@ def create(
         description=config.description or "",
         labels=list(config.labels),
         owner=owner,
+        archived=archived,
         config=config.model_dump(mode="json"),
         context_sha256=context_sha256,
         searcher_type=config.searcher.name,
@@ -103,3 +112,38 @@ def get(ports: Ports, experiment_id: int) -> Experiment:
     if experiment is None:
         raise NotFoundError(f"experiment {experiment_id} not found; `det experiment list` shows the ids")
     return experiment
+
+
+def list_experiments(
+    ports: Ports, limit: int, offset: int, *, archived: bool | None = None
+) -> list[Experiment]:
+    """Newest first; `archived` False hides the archived ones (`det experiment list` without `--all`)."""
+    return ports.experiments.list(limit, offset, archived=archived)
+
+
+def archive(ports: Ports, experiment_id: int) -> Experiment:
+    """Hide an experiment that has ended from `det experiment list` (Determined refuses an active one)."""
+    return _set_archived(ports, experiment_id, archived=True)
+
+
+def unarchive(ports: Ports, experiment_id: int) -> Experiment:
+    return _set_archived(ports, experiment_id, archived=False)
+
+
+def _set_archived(ports: Ports, experiment_id: int, *, archived: bool) -> Experiment:
+    experiment = get(ports, experiment_id)
+    verb = "archived" if archived else "unarchived"
+    if not experiment.state.terminal:
+        raise ConflictError(
+            f"experiment {experiment_id} is {experiment.state}; only an experiment that has ended "
+            f"(COMPLETED, CANCELED or ERROR) can be {verb}: wait for it to end, or cancel it first"
+        )
+    if experiment.archived == archived:
+        undo = f"det experiment {'unarchive' if archived else 'archive'} {experiment_id}"
+        raise ConflictError(f"experiment {experiment_id} is already {verb}; `{undo}` undoes it")
+    updated = ports.experiments.set_archived(experiment_id, archived)
+    if updated is None:  # gone meanwhile (an ended experiment does not move again)
+        raise NotFoundError(
+            f"experiment {experiment_id} not found; `det experiment list --all` shows the ids"
+        )
+    return updated

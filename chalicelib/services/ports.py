@@ -10,6 +10,7 @@ renders them as the API's shapes. Where runs execute is the compute backend's bu
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,10 +32,17 @@ class Host:
 class ExperimentStore(Protocol):
     def create(self, experiment: Experiment) -> None: ...
     def get(self, experiment_id: int) -> Experiment | None: ...
-    def list(self, limit: int, offset: int) -> list[Experiment]: ...
+    def list(self, limit: int, offset: int, *, archived: bool | None = None) -> list[Experiment]:
+        """Newest first; only the archived (True) or the unarchived (False) ones, or all (None)."""
+        ...
+
     def transition(
         self, experiment_id: int, target: ExperimentState, *, end_time: str | None = None
     ) -> Experiment | None: ...
+    def set_archived(self, experiment_id: int, archived: bool) -> Experiment | None:
+        """Archive or unarchive an experiment that has ended; None when it has not (or does not exist)."""
+        ...
+
     def save_searcher(
         self, experiment_id: int, snapshot: Mapping[str, Any], expected_version: int
     ) -> bool: ...
@@ -123,6 +131,7 @@ class CheckpointStore(Protocol):
 class MetricStore(Protocol):
     def put(self, trial_id: int, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> bool: ...
     def list(self, trial_id: int, group: str) -> list[MetricReport]: ...
+    def groups(self, trial_id: int) -> builtins.list[str]: ...
 
 
 class Ids(Protocol):

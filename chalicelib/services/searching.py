@@ -28,22 +28,20 @@ class StaleSearcherError(ConflictError):
 
 
 def time_metric(config: cfg.ExperimentConfig) -> str | None:
-    """The metric an adaptive_asha searcher measures lengths in (`time_metric` + `max_time`), or None
-    when lengths are batches."""
-    return config.searcher.time_metric if isinstance(config.searcher, cfg.AdaptiveASHASearcher) else None
+    """What the trial measures the searcher's lengths in when it is not batches (adaptive_asha's
+    `time_metric`, or `records` / `epochs` that do not convert into batches), or None for batches."""
+    length = config.searcher_length()
+    return length.unit if length is not None and length.unit != "batches" else None
 
 
 def search_spec(config: cfg.ExperimentConfig) -> searchers.SearchSpec:
     """The searcher's inputs from an experiment's config."""
     searcher = config.searcher
-    if isinstance(searcher, cfg.AdaptiveASHASearcher) and searcher.uses_time_metric:
-        max_length = searcher.max_time
-    else:
-        max_length = config.searcher_max_length_batches()
+    length = config.searcher_length()
     return searchers.SearchSpec(
         space=config.model_dump(mode="json", include={"hyperparameters"})["hyperparameters"],
         settings=searcher.model_dump(mode="json"),
-        max_length=int(max_length) if max_length is not None else None,
+        max_length=length.value if length is not None else None,
         seed=config.reproducibility.experiment_seed or 0,
     )
 
@@ -65,6 +63,9 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
         _end_experiment_once_trials_stopped(ports, experiment, message)
         return
     spec = search_spec(experiment.parsed_config)  # parsed once per event
+    if experiment.parsed_config.past_time_limit(experiment.start_time, ports.clock.now()):
+        _on_searcher_shutdown(ports, experiment, spec, failure=False)  # NNI's maxExperimentDuration: no more
+        return
     searcher = searchers.restore_searcher(experiment.searcher, spec)
     trial_id = message.trial_id
     if isinstance(message, messages.TrialPaused):
@@ -117,7 +118,9 @@ def _save_and_apply(
             _stop_trial(ports, op.trial_id, spec)
         elif isinstance(op, searchers.Shutdown):
             _on_searcher_shutdown(ports, experiment, spec, failure=op.failure)
-    ports.experiments.record_progress(experiment.id, round(searcher.progress(), 4))
+    if not any(isinstance(op, searchers.Shutdown) for op in ops):
+        # A searcher that shut down counts itself done: the experiment's end records what was done.
+        ports.experiments.record_progress(experiment.id, round(searcher.progress(), 4))
 
 
 def _save(ports: Ports, experiment_id: int, searcher: searchers.Searcher, version: int) -> int:
@@ -269,4 +272,15 @@ def _end_experiment(ports: Ports, experiment: Experiment, *, failure: bool) -> N
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
     # Retention first: if it fails, the event comes again while the experiment has not ended.
     retention.apply(ports, experiment, trials)
+    ports.experiments.record_progress(experiment.id, _final_progress(target, trials))
     ports.experiments.transition(experiment.id, target, end_time=ports.clock.now_iso())
+
+
+def _final_progress(state: ExperimentState, trials: list[Trial]) -> float:
+    """All of it for an experiment that COMPLETED; else the work its trials did (an ERROR experiment
+    whose trial trained nothing is at 0%, not at 100% for having ended)."""
+    if state == ExperimentState.COMPLETED:
+        return 1.0
+    if not trials:
+        return 0.0
+    return round(sum(t.work_done for t in trials) / len(trials), 4)

@@ -16,8 +16,9 @@ from chalicelib.services.ports import Ports
 from chalicelib.services.searching import time_metric
 from contract import messages
 from contract.actions import SearcherAction
+from contract.errors import InvalidMetricGroupError
+from contract.metric_groups import TRAINING, VALIDATION, check_metric_group
 
-METRIC_GROUPS = ("training", "validation")
 MAX_CHECKPOINT_FILES = 10_000
 
 
@@ -38,14 +39,17 @@ def trial_info(ports: Ports, run: Run) -> dict[str, Any]:
 def report_metrics(
     ports: Ports, run: Run, group: str, steps_completed: int, metrics: Mapping[str, Any]
 ) -> None:
-    if group not in METRIC_GROUPS:
-        raise BadRequestError(f"metric group {group!r} is not one of {', '.join(METRIC_GROUPS)}")
+    """Store a report of `group` (Determined's generic metrics): `training` raises the trial's totals,
+    `validation` also tells the searcher its metric; a custom group is only stored."""
+    metric_group(group)
     if steps_completed < 0:
         raise BadRequestError(f"steps_completed must be ≥ 0, got {steps_completed}")
     trial_id = run.trial_id
     ports.metrics.put(trial_id, group, steps_completed, metrics)  # a repeated report is a no-op
-    if group == "training":
+    if group == TRAINING:
         ports.trials.record_training(trial_id, steps_completed)
+        return
+    if group != VALIDATION:
         return
     config = experiments.get(ports, run.experiment_id).parsed_config
     value = metrics.get(config.searcher.metric)
@@ -62,6 +66,15 @@ def report_metrics(
         if not isinstance(length, int | float) or not math.isfinite(float(length)):
             return  # no position in the searcher's units: not a searcher result
     report_searcher_result(ports, run, int(length), searcher_value)
+
+
+def metric_group(group: str) -> str:
+    """`group` when Determined accepts it as a metric group (`contract.metric_groups`); BadRequestError
+    (HTTP 400) naming it otherwise."""
+    try:
+        return check_metric_group(group)
+    except InvalidMetricGroupError as error:
+        raise BadRequestError(str(error)) from error
 
 
 def report_searcher_result(ports: Ports, run: Run, length: int, metric: float) -> None:

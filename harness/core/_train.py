@@ -14,15 +14,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from contract.metric_groups import TRAINING, VALIDATION, check_metric_group
 from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
-from harness.core._events import LocalEvents
+from harness.core._events import LocalEvents, LocalEventType
 from harness.core._tensorboard import tensorboard_path
 
 log = logging.getLogger("harness.train")
-
-TRAINING = "training"
-VALIDATION = "validation"
 
 
 class EarlyExitReason(enum.Enum):
@@ -56,10 +54,14 @@ class TrainContext(abc.ABC):
         self._report(VALIDATION, steps_completed, metrics)
 
     def report_metrics(self, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> None:
-        """Report metrics of `group` (`training` or `validation`; Determined's generic call)."""
-        if group not in (TRAINING, VALIDATION):
-            raise ValueError(f"metric group {group!r} is not supported; use 'training' or 'validation'.")
-        self._report(group, steps_completed, metrics)
+        """Report metrics of `group` (Determined's generic call; chief only, a no-op elsewhere).
+
+        `training` and `validation` are the built-in groups (the same as `report_training_metrics` and
+        `report_validation_metrics`); any other name is a custom group, such as `inference`. A group is
+        a non-empty name without `.` (Determined's rule); `contract.errors.InvalidMetricGroupError` (a
+        ValueError) otherwise.
+        """
+        self._report(check_metric_group(group), steps_completed, metrics)
 
     def report_early_exit(self, reason: EarlyExitReason | str) -> None:
         """Determined's early exit: `INVALID_HP` tells the searcher (as `harness.InvalidHP` does); any
@@ -117,22 +119,30 @@ class PlatformTrainContext(TrainContext):
 
 
 class LocalTrainContext(TrainContext):
-    """Off the platform: prints metrics and keeps them in `training_metrics` / `validation_metrics`
-    (and appends them to the `STRATUS_LOCAL_EVENTS` file when one is given)."""
+    """Off the platform: prints metrics and keeps them by group in `metrics_by_group` (the built-in
+    groups also in `training_metrics` / `validation_metrics`), and appends them to the
+    `STRATUS_LOCAL_EVENTS` file when one is given."""
 
     def __init__(self, distributed: DistributedContext, *, events: LocalEvents | None = None) -> None:
         super().__init__(distributed)
         self._events = events or LocalEvents(None)
         self.training_metrics: list[dict[str, Any]] = []
         self.validation_metrics: list[dict[str, Any]] = []
+        self.metrics_by_group: dict[str, list[dict[str, Any]]] = {
+            TRAINING: self.training_metrics,
+            VALIDATION: self.validation_metrics,
+        }
         self.progress: float | None = None
 
     def _send_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
-        kept = self.training_metrics if group == TRAINING else self.validation_metrics
+        kept = self.metrics_by_group.setdefault(group, [])
         kept.append({"steps_completed": steps_completed, "metrics": metrics})
         shown = " ".join(f"{k}={_show(v)}" for k, v in metrics.items())
         print(f"[{group}] steps_completed={steps_completed} {shown}", flush=True)
-        self._events.emit(group, steps_completed, metrics=metrics)
+        if group in (TRAINING, VALIDATION):
+            self._events.emit(group, steps_completed, metrics=metrics)
+        else:
+            self._events.emit(LocalEventType.METRICS, steps_completed, group=group, metrics=metrics)
 
     def _send_progress(self, progress: float) -> None:
         self.progress = progress

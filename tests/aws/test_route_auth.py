@@ -58,6 +58,7 @@ CONFIG = {
 OPEN = (200, 200, 200, 200, 200, 200)
 USER_READ = (200, 200, 200, 200, 200, 200)
 USER_BODY = (400, 400, 400, 400, 400, 400)
+USER_CONFLICT = (409, 409, 409, 409, 409, 409)
 AGENT_BODY = (401, 401, 401, 400, 401, 401)
 RUN_READ = (401, 401, 401, 401, 200, 403)
 RUN_BODY = (401, 401, 401, 401, 400, 403)
@@ -72,8 +73,12 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
         "POST",
         "/experiments/{experiment_id}/activate",
     ): USER_READ,  # no body; activating an active one is a no-op
+    # No body; the experiment is active, and only one that has ended can be (un)archived (409).
+    ("POST", "/experiments/{experiment_id}/archive"): USER_CONFLICT,
+    ("POST", "/experiments/{experiment_id}/unarchive"): USER_CONFLICT,
     ("GET", "/trials/{trial_id}"): USER_READ,
     ("GET", "/trials/{trial_id}/metrics"): USER_READ,
+    ("GET", "/trials/{trial_id}/metric-groups"): USER_READ,
     ("GET", "/trials/{trial_id}/logs"): USER_READ,
     ("POST", "/agents/{agent_id}/heartbeat"): AGENT_BODY,
     ("POST", "/agents/{agent_id}/runs/{run_id}/started"): AGENT_BODY,
@@ -316,3 +321,46 @@ def test_the_credential_is_checked_before_the_path_and_the_body(api: Api):
 def test_an_agent_id_over_128_characters_is_refused(api: Api):
     answer = api.call("POST", f"/agents/{'a' * 129}/heartbeat", "agent", b"not json")
     assert (answer.status_code, answer.json()["error"]) == (403, "Forbidden")
+
+
+def test_the_owner_is_the_user_the_cli_names_a_label_not_a_credential(api: Api):
+    named = api.http.post(
+        "/experiments",
+        json={"config": {**CONFIG, "name": "owned"}, "activate": False},
+        headers={"X-Stratus-User": "carol"},
+    )
+    unnamed = api.http.post("/experiments", json={"config": CONFIG, "activate": False, "archived": True})
+    assert named.status_code == unnamed.status_code == 200, (named.text, unnamed.text)
+    assert named.json()["experiment"]["owner"] == "carol"
+    assert (unnamed.json()["experiment"]["owner"], unnamed.json()["experiment"]["archived"]) == ("user", True)
+    listed = {
+        e["id"] for e in api.http.get("/experiments", params={"archived": "false"}).json()["experiments"]
+    }
+    assert named.json()["experiment"]["id"] in listed
+    assert unnamed.json()["experiment"]["id"] not in listed
+    paused = named.json()["experiment"]["id"]
+    refused = api.http.post(f"/experiments/{paused}/archive")
+    assert refused.status_code == 409
+    assert refused.json()["message"].startswith(f"experiment {paused} is PAUSED; only an experiment that has")
+    assert api.http.get("/experiments", params={"archived": "maybe"}).status_code == 400
+
+
+def test_a_log_level_keeps_the_lines_of_that_level_or_higher(api: Api):
+    agent = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+    messages = ["INFO: [1] root: loading", "plain print", "WARNING:root:slow", "[rank=1] ERROR: [1] x: bad"]
+    now = int(time.time() * 1000)  # CloudWatch drops events older than 14 days
+    lines = [{"timestamp": now + i, "message": m, "rank": None} for i, m in enumerate(messages)]
+    answer = api.http.post(
+        f"/trials/{api.trial_id}/logs", json={"run_id": api.run_id, "lines": lines}, headers=agent
+    )
+    assert answer.status_code == 200, answer.text
+
+    def read(level: str) -> list[str]:
+        page = api.http.get(f"/trials/{api.trial_id}/logs", params={"level": level, "limit": 1000}).json()
+        return [line["message"] for line in page["logs"] if line["message"] in messages]
+
+    assert read("WARNING") == ["WARNING:root:slow", "[rank=1] ERROR: [1] x: bad"]
+    assert read("info") == messages  # a line without a level is INFO, as in Determined
+    errors = api.http.get(f"/trials/{api.trial_id}/logs", params={"level": "CRITICAL"}).json()
+    assert errors["logs"] == [] and errors["lines_read"] >= len(messages)  # read, then filtered
+    assert api.http.get(f"/trials/{api.trial_id}/logs", params={"level": "LOUD"}).status_code == 400

@@ -44,6 +44,24 @@ def test_experiment_list_is_newest_first_with_paging(ports):
     assert [e.id for e in ports.experiments.list(limit=2, offset=1)] == [4, 3]
 
 
+def test_only_an_ended_experiment_is_archived_and_the_list_filters_on_it(ports):
+    for i in range(1, 5):
+        _experiment(ports, i)
+    exps = ports.experiments
+    assert exps.set_archived(2, True) is None  # ACTIVE: the condition refuses it
+    exps.transition(2, "ERROR", end_time="t")
+    exps.transition(3, "COMPLETED", end_time="t")
+    assert exps.set_archived(2, True).archived is True
+    assert exps.set_archived(3, True).archived is True
+    assert exps.set_archived(99, True) is None
+    assert exps.set_archived(3, False).archived is False
+    assert exps.get(2).archived and not exps.get(1).archived
+    assert [e.id for e in exps.list(limit=10, offset=0, archived=False)] == [4, 3, 1]
+    assert [e.id for e in exps.list(limit=10, offset=0, archived=True)] == [2]
+    assert [e.id for e in exps.list(limit=2, offset=1, archived=False)] == [3, 1]
+    assert [e.id for e in exps.list(limit=10, offset=0)] == [4, 3, 2, 1]
+
+
 def test_trials_index_by_experiment_and_keep_the_best_validation(ports):
     trials = ports.trials
     for trial_id, exp in ((1, 1), (2, 1), (3, 2)):
@@ -116,6 +134,27 @@ def test_agents_report_capacity_changes_and_expire(ports):
     assert [a.host_id for a in agents.alive("default", timeout_s=60)] == ["a"]
     assert agents.alive("default", timeout_s=-1) == []
     assert agents.alive("other", timeout_s=60) == []
+
+
+def test_metric_groups_of_any_name_round_trip(ports):
+    """Custom groups (Determined's `report_metrics(group=...)`) hold any character but '.': each keeps its
+    own reports, whatever its name looks like to a key (a '#', a prefix of another name, 2,000 bytes)."""
+    odd = ["inf%er en/ce", "a", "a#000000000001", "a#", "grou%p_c", "ü 🎯", "long" * 500, "validation "]
+    for steps, group in enumerate(odd, start=1):
+        assert ports.metrics.put(1, group, steps, {f"z{group}/me.t r%i]\\c_0": steps})
+        assert not ports.metrics.put(1, group, steps, {"other": 0})  # a duplicate report
+        assert ports.metrics.put(1, group, 100 + steps, {"m0": 0.5})
+    assert ports.metrics.put(1, "validation", 3, {"loss": 0.2})
+    assert ports.metrics.put(2, "a", 1, {"m0": 1.0})  # another trial's
+    assert ports.metrics.groups(1) == ["validation", *sorted(odd)]
+    assert ports.metrics.groups(2) == ["a"] and ports.metrics.groups(3) == []
+    for steps, group in enumerate(odd, start=1):
+        rows = ports.metrics.list(1, group)
+        assert [(r.group, r.steps_completed, r.metrics) for r in rows] == [
+            (group, steps, {f"z{group}/me.t r%i]\\c_0": steps}),
+            (group, 100 + steps, {"m0": 0.5}),
+        ]
+    assert [r.metrics for r in ports.metrics.list(1, "validation")] == [{"loss": 0.2}]
 
 
 def test_metrics_checkpoints_and_ids(ports):

@@ -145,12 +145,19 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
     with CliClient(API, transport=httpx.MockTransport(answer)) as cli:
         cli.create_experiment({"name": "x"}, context_sha256="ab" * 32, validate_only=False, activate=True)
         cli.create_experiment({"name": "x"}, context_sha256=None, validate_only=True, activate=False)
+        cli.create_experiment(
+            {"name": "x"}, context_sha256=None, validate_only=False, activate=True, archived=True
+        )
         cli.list_experiments(limit=10, offset=5)
+        cli.list_experiments(archived=False)
         cli.get_experiment(1)
         cli.activate_experiment(1)
+        cli.archive_experiment(1)
+        cli.unarchive_experiment(1)
         cli.get_trial(2)
         cli.trial_metrics(2, "validation")
-        cli.trial_logs(2, limit=100, next_token="t", tail=5, rank=0)
+        cli.trial_metric_groups(2)
+        cli.trial_logs(2, limit=100, next_token="t", tail=5, rank=0, level="WARNING")
         cli.request_context_upload("ab" * 32, 1024)
         cli.upload({"url": "https://s3.test/contexts/x?sig=1", "headers": {}}, b"data")
         cli.health()
@@ -161,8 +168,11 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "GET /experiments",
             "GET /experiments/{experiment_id}",
             "POST /experiments/{experiment_id}/activate",
+            "POST /experiments/{experiment_id}/archive",
+            "POST /experiments/{experiment_id}/unarchive",
             "GET /trials/{trial_id}",
             "GET /trials/{trial_id}/metrics",
+            "GET /trials/{trial_id}/metric-groups",
             "GET /trials/{trial_id}/logs",
             "POST /contexts",
             "GET /health",
@@ -235,6 +245,7 @@ def test_every_request_of_the_trials_core_api_is_in_the_document(on_platform: No
         assert plane.heartbeat.wait(WAIT_S)
         ctx.train.report_training_metrics(steps_completed=5, metrics={"loss": 0.5})
         ctx.train.report_validation_metrics(steps_completed=10, metrics={"accuracy": 0.9})
+        ctx.train.report_metrics(group="inf%er en/ce", steps_completed=10, metrics={"z/me.t r%i]\\c_0": 1.0})
         for op in ctx.searcher.operations():
             op.report_progress(5)
             op.report_completed(0.9)

@@ -127,10 +127,10 @@ def test_local_test_mode_passes(tmp_path: Path) -> None:
     ("entrypoint", "out_end", "err_end"),
     [
         pytest.param(
-            "python3 train.py training validation",
-            "reported validation\nLocal test failed at checkpointing: the script saved no checkpoint\n",
-            ["[✗] checkpointing"],
-            id="without_a_checkpoint",
+            "python3 train.py training checkpoint",
+            "reported checkpoint\nLocal test failed at validation: the script reported no validation metric\n",
+            ["[✓] checkpointing", "[✗] validation"],
+            id="without_a_validation",
         ),
         pytest.param(
             "python3 train.py training exit=3",
@@ -148,6 +148,20 @@ def test_local_test_mode_fails(tmp_path: Path, entrypoint: str, out_end: str, er
     assert result.code == 1
     assert result.out.endswith(out_end)
     assert result.err.splitlines()[-len(err_end) :] == err_end
+
+
+def test_local_test_mode_passes_without_a_checkpoint_with_a_warning(tmp_path: Path) -> None:
+    config, ctx = _local_project(tmp_path, "python3 train.py training validation")
+
+    result = run_local(config, ctx)
+
+    assert result.code == 0, result.out + result.err
+    assert result.out.endswith("reported validation\nLocal test passed\n")
+    assert result.err.splitlines()[-2:] == [
+        "[✗] checkpointing",
+        "Warning: the script saved no checkpoint, so checkpointing was not tested: a paused or preempted "
+        "trial of this code starts over from its first batch (Determined's test mode passes such code too)",
+    ]
 
 
 def test_local_training_counts_after_a_validation_and_a_clean_exit(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ a guard fails any unit test that starts a process or opens a socket (such a test
 tests/integration).
 
 - the CLI's fake API for tests/unit/test_cli*.py: the `api` fixture (a FakeApi; `api.run(*argv)` runs the
-  CLI against it), with `fake_pack` and `table_rows`;
+  CLI against it), with `fake_pack` (and `table_rows` from tests/conftest.py);
 - the trial's fake control plane for tests/unit/test_harness_*.py and tests/unit/test_compat.py: the
   `plane_kit` fixture (FakePlane, SearcherPlane, Waits, the run they serve, `platform_env`).
 
@@ -30,6 +30,7 @@ import pytest
 
 from contract.env import TrialEnv
 from contract.http import InMemoryTransport, Request, Response
+from contract.log_levels import at_or_above
 from det import cli
 from det._runtime import Runtime
 
@@ -84,6 +85,7 @@ def experiment(eid: int, **fields: Any) -> dict[str, Any]:
         "searcher_type": "single",
         "resource_pool": "default",
         "owner": "alice",
+        "archived": False,
         "start_time": "2024-05-01T12:00:00+00:00",
         "end_time": None,
         "num_trials": 0,
@@ -129,6 +131,7 @@ class FakeApi:
         self.logs: dict[int, list[dict[str, Any]]] = {}
         self.contexts: dict[str, bytes] = {}
         self.put_headers: dict[str, str] = {}
+        self.headers: dict[str, str] = {}  # of the latest API request
         self.refuse_config: dict[str, Any] | None = None
         self.create_warnings = ["slots: one is plenty"]
         self.packed: list[Path] = []
@@ -161,10 +164,11 @@ class FakeApi:
             return httpx.Response(200)
         body = json.loads(request.content) if request.content else None
         self.requests.append((method, path, params, body))
+        self.headers = dict(request.headers)
         for pattern, handler in self._routes():
             match = re.fullmatch(pattern, f"{method} {path}")
             if match:
-                return handler(params, body, *(int(g) for g in match.groups()))
+                return handler(params, body, *(int(g) if g.isdigit() else g for g in match.groups()))
         return api_error(404, "NotFound", f"no route {method} {path}")
 
     def _routes(self) -> list[tuple[str, Callable[..., httpx.Response]]]:
@@ -173,9 +177,11 @@ class FakeApi:
             (r"GET /experiments", self._list),
             (r"GET /experiments/(\d+)", self._get_experiment),
             (r"POST /experiments/(\d+)/activate", self._activate),
+            (r"POST /experiments/(\d+)/(archive|unarchive)", self._archive),
             (r"POST /contexts", self._contexts),
             (r"GET /trials/(\d+)", self._get_trial),
             (r"GET /trials/(\d+)/metrics", self._metrics),
+            (r"GET /trials/(\d+)/metric-groups", self._metric_groups),
             (r"GET /trials/(\d+)/logs", self._logs),
             (r"GET /health", lambda *_: httpx.Response(200, json={"status": "ok", "version": "0.1.0"})),
         ]
@@ -187,13 +193,21 @@ class FakeApi:
             return httpx.Response(200, json={"experiment": None, "warnings": []})
         eid = len(self.experiments) + 1
         state = "ACTIVE" if body["activate"] else "PAUSED"
-        self.experiments[eid] = experiment(eid, state=state, context_sha256=body["context_sha256"])
+        self.experiments[eid] = experiment(
+            eid,
+            state=state,
+            context_sha256=body["context_sha256"],
+            owner=self.headers.get("x-stratus-user", "user"),
+            archived=body.get("archived", False),
+        )
         return httpx.Response(
             200, json={"experiment": self.experiments[eid], "warnings": self.create_warnings}
         )
 
     def _list(self, params: dict[str, str], body: Any) -> httpx.Response:
         newest_first = sorted(self.experiments.values(), key=lambda e: -e["id"])
+        if "archived" in params:
+            newest_first = [e for e in newest_first if e["archived"] == (params["archived"] == "true")]
         offset = int(params.get("offset", 0))
         limit = int(params.get("limit", 1000))
         return httpx.Response(200, json={"experiments": newest_first[offset : offset + limit]})
@@ -206,6 +220,14 @@ class FakeApi:
 
     def _activate(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
         self.experiments[eid]["state"] = "ACTIVE"
+        return httpx.Response(200, json={"experiment": self.experiments[eid]})
+
+    def _archive(self, params: dict[str, str], body: Any, eid: int, action: str) -> httpx.Response:
+        if eid not in self.experiments:
+            return api_error(404, "NotFound", f"no experiment with id {eid}")
+        if self.experiments[eid]["state"] not in ("COMPLETED", "CANCELED", "ERROR"):
+            return api_error(409, "Conflict", f"experiment {eid} has not ended; wait for it to end")
+        self.experiments[eid]["archived"] = action == "archive"
         return httpx.Response(200, json={"experiment": self.experiments[eid]})
 
     def _contexts(self, params: dict[str, str], body: dict[str, Any]) -> httpx.Response:
@@ -226,6 +248,11 @@ class FakeApi:
     def _metrics(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
         return httpx.Response(200, json={"metrics": self.metrics.get((tid, params["group"]), [])})
 
+    def _metric_groups(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        groups = {group for trial, group in self.metrics if trial == tid}
+        built_in = [g for g in ("training", "validation") if g in groups]
+        return httpx.Response(200, json={"groups": built_in + sorted(groups - set(built_in))})
+
     def _logs(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
         if tid not in self.trials:
             return api_error(404, "NotFound", f"no trial with id {tid}")
@@ -237,10 +264,11 @@ class FakeApi:
         else:
             start = 0
         end = min(len(lines), start + int(params.get("limit", 1000)))
-        return httpx.Response(
-            200,
-            json={"logs": lines[start:end], "next_token": str(end), "trial_state": self.trials[tid]["state"]},
-        )
+        page = lines[start:end]
+        if "level" in params:  # the API's filter, on the page it read
+            page = [line for line in page if at_or_above(line["message"], params["level"])]
+        answer = {"logs": page, "next_token": str(end), "trial_state": self.trials[tid]["state"]}
+        return httpx.Response(200, json=answer | {"lines_read": end - start})
 
     # helpers for tests
     def log(self, tid: int, *messages: str) -> None:
@@ -297,25 +325,6 @@ def project_config(tmp_path: Path) -> Callable[[str, str], Path]:
 def _fake_pack() -> Callable[[Path, Sequence[Path]], Packed]:
     """What the CLI's packer gives for a folder in these tests (to compute the sha256 the CLI sends)."""
     return fake_pack
-
-
-@pytest.fixture(name="table_rows")
-def _table_rows() -> Callable[..., list[list[str]]]:
-    return table_rows
-
-
-def table_rows(text: str, title: str | None = None) -> list[list[str]]:
-    """Cells of the presto table after `title` (or the first one), header first."""
-    lines = text.splitlines()
-    start = lines.index(title) + 1 if title else 0
-    rows = []
-    for line in lines[start:]:
-        if not line.strip():
-            break
-        if set(line) <= {"-", "+"}:
-            continue
-        rows.append([c.strip() for c in line.split("|")])
-    return rows
 
 
 # ---- the trial's fake control plane ---------------------------------------------------------------------

@@ -341,3 +341,30 @@ def test_every_stratus_trial_state_has_an_nni_status() -> None:
     assert sorted(NNI_STATUSES) == sorted(states)
     assert nni_status({"state": "SOMETHING_NEW"}) == "UNKNOWN"
     assert nni_status({"state": "RUNNING", "early_stopped": True}) == "EARLY_STOPPED"
+
+
+# --- the experiment's name ------------------------------------------------------------------------------
+
+
+def test_an_unnamed_nni_config_is_named_after_its_folder(api, tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "mnist-pytorch"
+    folder.mkdir()
+    (folder / "config.yml").write_text("trialCommand: python3 mnist.py\nsearchSpace: {}\n")
+    (folder / "snake.yml").write_text("trial_command: python3 mnist.py\nexperiment_name: mine\n")
+    monkeypatch.chdir(folder)
+
+    result = api.run("e", "create", "config.yml")  # a relative path: the folder is still found
+
+    assert result.code == 0, result.err
+    assert api.bodies("POST", "/experiments")[-1]["config"]["experimentName"] == "mnist-pytorch"
+    snake = {k.replace("_", "").lower(): v for k, v in load_config(folder / "snake.yml").items()}
+    assert snake["experimentname"] == "mine"  # NNI ignores case and underscores: the name is kept
+
+
+def test_a_named_nni_config_keeps_its_name_and_a_determined_config_gets_none(
+    project: Path, tmp_path: Path
+) -> None:
+    assert load_config(project)["experimentName"] == "MNIST"
+    path = tmp_path / "const.yaml"
+    path.write_text("entrypoint: python3 train.py\nsearcher: {name: single, metric: loss}\n")
+    assert "experimentName" not in load_config(path) and "name" not in load_config(path)

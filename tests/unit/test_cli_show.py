@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from det._logs import MAX_EMPTY_PAGES
+
 # --- experiment list / describe ----------------------------------------------------------------
 
 
@@ -92,8 +94,8 @@ def test_list_renders_determined_columns_oldest_first(api, table_rows) -> None:
         "Parent ID",
         "State",
         "Progress",
-        "Start Time",
-        "End Time",
+        "Started",
+        "Ended",
         "Resource Pool",
     ]
     assert [r[:6] + r[8:] for r in rows[1:]] == [
@@ -134,8 +136,8 @@ def test_describe_prints_experiment_and_trials(api, table_rows) -> None:
         "Experiment ID",
         "State",
         "Progress",
-        "Start Time",
-        "End Time",
+        "Started",
+        "Ended",
         "Name",
         "Description",
         "Archived",
@@ -281,6 +283,53 @@ def test_trial_describe_metrics_and_json(api, table_rows) -> None:
     assert [m["steps_completed"] for m in raw["metrics"]["training"]] == [100, 200]
 
 
+def _seed_custom_groups(api) -> None:
+    for group, steps in (("inf%er en/ce", (3, 9)), ("group_b", (2,))):
+        api.metrics[(5, group)] = [
+            {
+                "group": group,
+                "steps_completed": s,
+                "metrics": {f"z{group}/me.t r%i]\\c_0": s * 1.5, "m0": s},
+                "report_time": "2024-05-01T12:20:00+00:00",
+            }
+            for s in steps
+        ]
+
+
+def test_trial_describe_metrics_lists_each_custom_group_by_name(api, table_rows) -> None:
+    _seed(api)
+    _seed_custom_groups(api)
+
+    table = api.run("t", "describe", "5", "--metrics")
+    raw = json.loads(api.run("t", "describe", "5", "--metrics", "--json").out)
+
+    assert table.out.index("Metric group: group_b") < table.out.index("Metric group: inf%er en/ce")
+    rows = table_rows(table.out, "Metric group: inf%er en/ce")
+    assert rows[0] == [
+        "Trial ID",
+        "# of Batches",
+        "Report Time",
+        "Metric: m0",
+        "Metric: zinf%er en/ce/me.t r%i]\\c_0",
+    ]
+    assert [(r[0], r[1], r[3], r[4]) for r in rows[1:]] == [("5", "3", "3", "4.5"), ("5", "9", "9", "13.5")]
+    assert (
+        table_rows(table.out, "Workloads:")[0][4] == "Training Metric: loss"
+    )  # the built-in groups as before
+    assert list(raw["metrics"]) == ["training", "validation", "group_b", "inf%er en/ce"]
+    asked = [p["group"] for m, path, p, _ in api.requests if path.endswith("/trials/5/metrics")]
+    assert "inf%er en/ce" in asked
+
+
+def test_experiment_describe_metrics_lists_custom_groups(api, table_rows) -> None:
+    _seed(api)
+    _seed_custom_groups(api)
+
+    result = api.run("e", "describe", "1", "--metrics")
+
+    assert table_rows(result.out, "Metric group: group_b")[1][:2] == ["5", "2"]
+
+
 def test_trial_unknown_id_names_it(api) -> None:
     for argv in (("t", "describe", "99"), ("t", "logs", "99")):
         result = api.run(*argv)
@@ -377,6 +426,22 @@ def test_trial_logs_read_past_empty_pages_while_the_cursor_moves(api) -> None:
     assert api.sleeps == 0
 
 
+def test_trial_logs_read_on_past_any_number_of_pages_a_filter_emptied(api) -> None:
+    """`--level ERROR` over a long log: pages the API read and filtered to nothing are not the end."""
+    api.trials[5] = api.trial(5, 1, state="COMPLETED")
+    last = 3 * MAX_EMPTY_PAGES
+
+    def filtered(params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        at = int(params.get("next_token", "0"))
+        logs = [{"timestamp": 0, "message": "ERROR: at last", "rank": None}] if at == last else []
+        answer = {"logs": logs, "next_token": str(min(at + 1, last + 1)), "trial_state": "COMPLETED"}
+        return httpx.Response(200, json=answer | {"lines_read": 1000 if at <= last else 0})
+
+    api._logs = filtered  # type: ignore[method-assign]
+
+    assert api.run("t", "logs", "5", "--level", "ERROR").out == "ERROR: at last\n"
+
+
 def test_trial_logs_tail_holds_even_if_the_api_sends_more(api) -> None:
     api.trials[5] = api.trial(5, 1, state="COMPLETED")
     api.log(5, "one", "two", "three")
@@ -397,3 +462,109 @@ def test_trial_logs_never_rereads_a_cursor_that_did_not_move(api) -> None:
     )
 
     assert api.run("t", "logs", "5").out == "again\nagain\n"  # the first read, one re-read: then stop
+
+
+# --- archived experiments, --csv, the owner, log levels ---------------------------------------------
+
+
+def test_list_hides_archived_experiments_unless_all(api, table_rows) -> None:
+    _seed(api)
+    api.experiments[3] = api.experiment(3, name="mnist (test mode)", state="COMPLETED", archived=True)
+
+    shown = api.run("e", "list")
+    everything = api.run("e", "list", "--all")
+
+    assert [r[0] for r in table_rows(shown.out)[1:]] == ["1", "2"]
+    assert api.requests[0][2] == {"limit": "100", "offset": "0", "archived": "false"}
+    assert [(r[0], r[-1]) for r in table_rows(everything.out)[1:]] == [
+        ("1", "False"),
+        ("2", "False"),
+        ("3", "True"),
+    ]
+
+
+def test_archive_and_unarchive_an_ended_experiment(api) -> None:
+    _seed(api)
+
+    archived = api.run("e", "archive", "1")
+    unarchived = api.run("experiment", "unarchive", "1")
+    active = api.run("e", "archive", "2")
+    unknown = api.run("e", "archive", "9")
+
+    assert (archived.code, archived.out) == (0, "Archived experiment 1\n")
+    assert (unarchived.code, unarchived.out) == (0, "Unarchived experiment 1\n")
+    assert api.calls("POST") == [
+        "POST /experiments/1/archive",
+        "POST /experiments/1/unarchive",
+        "POST /experiments/2/archive",
+        "POST /experiments/9/archive",
+    ]
+    assert (active.code, active.err) == (1, "Error: experiment 2 has not ended; wait for it to end\n")
+    assert unknown.err == ("Error: experiment 9 does not exist; `det experiment list --all` shows the ids\n")
+
+
+def test_list_and_describe_print_csv_with_the_same_columns(api) -> None:
+    _seed(api)
+
+    listed = api.run("e", "list", "--csv")
+    described = api.run("e", "describe", "1", "--csv")
+
+    header, *rows = listed.out.splitlines()
+    assert header == "ID,Owner,Name,Parent ID,State,Progress,Started,Ended,Resource Pool"
+    assert [r.split(",")[:6] + r.split(",")[8:] for r in rows] == [
+        ["1", "alice", "mnist", "", "COMPLETED", "100.0%", "default"],
+        ["2", "bob", "cifar", "", "ACTIVE", "25.0%", "default"],
+    ]
+    assert rows[1].split(",")[7] == ""  # no end: a blank
+    experiment, trials = described.out.split("\n\nTrials:\n")
+    assert experiment.splitlines()[:2] == [
+        "Experiment:",
+        "Experiment ID,State,Progress,Started,Ended,Name,Description,Archived,Resource Pool,Labels",
+    ]
+    assert experiment.splitlines()[2].endswith(',mnist,baseline,False,default,"a, b"')
+    assert trials.splitlines()[0] == (
+        "Trial ID,Experiment ID,State,Started,Ended,H-Params,Restarts,# of Batches,Best Validation,"
+        "Latest Checkpoint"
+    )
+    workloads = api.run("e", "describe", "1", "--metrics", "--csv").out.split("\n\nWorkloads:\n")[1]
+    assert workloads.splitlines()[0].startswith(
+        "Trial ID,# of Batches,State,Report Time,Training Metric: loss,"
+    )
+    assert workloads.splitlines()[1].startswith("5,100,COMPLETED,")
+    # The H-Params JSON stays one quoted cell over several lines, as the csv module writes it.
+    assert '"{\n    ""lr"": 0.1,\n    ""layers"": 2\n}",1,200,0.0312,200' in trials
+
+
+def test_trial_describe_prints_csv(api) -> None:
+    _seed(api)
+
+    result = api.run("t", "describe", "5", "--csv")
+
+    assert result.code == 0
+    assert result.out.splitlines()[0] == (
+        "Trial ID,Experiment ID,State,H-Params,Started,Ended,Restarts,# of Batches,Exit"
+    )
+    assert "\nCheckpoints:\nUUID,Steps,State,Report Time,URI\nc-100,100,DELETED," in result.out
+
+
+def test_create_names_the_os_user_as_the_owner(api, tmp_path) -> None:
+    config = tmp_path / "const.yaml"
+    config.write_text("entrypoint: python3 train.py\nsearcher: {name: single, metric: loss}\n")
+
+    api.run("e", "create", str(config), environ={"USER": "carol"})
+    api.run("e", "list", environ={"LOGNAME": "dave", "USER": "carol"})  # getpass's order
+
+    assert api.experiments[1]["owner"] == "carol"
+    assert api.headers["x-stratus-user"] == "dave"
+
+
+def test_trial_logs_level_keeps_that_level_and_higher(api, capsys) -> None:
+    _seed(api)
+    api.log(5, "INFO: [7] root: loading", "a print", "WARNING:root:slow batch", "[rank=1] ERROR: [7] x: bad")
+
+    warnings = api.run("t", "logs", "5", "--level", "warning")
+    wrong = api.run("t", "logs", "5", "--level", "LOUD")
+
+    assert warnings.out == "WARNING:root:slow batch\n[rank=1] ERROR: [7] x: bad\n"
+    assert {r[2].get("level") for r in api.requests} == {"WARNING"}  # the API filters
+    assert wrong.code == 2 and "invalid choice: 'LOUD'" in capsys.readouterr().err  # argparse's

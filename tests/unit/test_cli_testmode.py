@@ -219,15 +219,35 @@ def test_remote_test_mode_passes(api, config_file: Path, fake_pack) -> None:
     )
 
 
-def test_remote_test_mode_fails_without_a_checkpoint_and_prints_the_log(api, config_file: Path) -> None:
+def test_remote_test_mode_passes_without_a_checkpoint_with_a_warning(api, config_file: Path) -> None:
+    _script_test_trial(api, checkpoint=False)  # a Core API script that saves none: Determined passes it
+
+    result = api.run("e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+
+    assert result.code == 0, result.err
+    assert result.out == "Created test experiment 1\nTest experiment 1 passed\n"
+    assert result.err.splitlines()[-5:] == [
+        "[✓] scheduling",
+        "[✓] training",
+        "[✓] validation",
+        "[✗] checkpointing",
+        "Warning: trial 7 saved no checkpoint, so checkpointing was not tested: a paused or preempted "
+        "trial of this code starts over from its first batch (Determined's test mode passes such code too)",
+    ]
+    assert "GET /trials/7/logs" not in api.calls()
+
+
+def test_remote_test_mode_without_a_validation_still_fails_and_prints_the_log(api, config_file: Path) -> None:
     _script_test_trial(api, checkpoint=False)
+    validate = api.events[4]
+    api.events[4] = lambda: (validate(), api.metrics.pop((7, "validation")))
 
     result = api.run("e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
 
     assert result.code == 1
     assert result.out == (
         "Created test experiment 1\n"
-        "Test experiment 1 failed at checkpointing: trial 7 reported no checkpoint "
+        "Test experiment 1 failed at validation: trial 7 reported no validation metric "
         "(experiment COMPLETED, trial COMPLETED, exit code 0: exited with code 0)\n"
         "Log of trial 7:\n"
         "loading data\n"
@@ -235,12 +255,18 @@ def test_remote_test_mode_fails_without_a_checkpoint_and_prints_the_log(api, con
         "validated: validation_loss=2.2\n"
         "done\n"
     )
-    assert result.err.splitlines()[-4:] == [
-        "[✓] scheduling",
-        "[✓] training",
-        "[✓] validation",
-        "[✗] checkpointing",
-    ]
+    assert "saved no checkpoint" not in result.err  # it failed: no warning on top
+
+
+def test_the_test_experiment_is_created_archived_as_in_determined(api, config_file: Path) -> None:
+    _script_test_trial(api)
+
+    api.run("e", "create", "-t", str(config_file), str(config_file.parent / "ctx"))
+
+    original, validate_test, submit = api.bodies("POST", "/experiments")
+    assert submit["archived"] is True
+    assert "archived" not in original and "archived" not in validate_test
+    assert api.experiments[1]["archived"] is True
 
 
 def test_remote_training_counts_without_a_training_metric(api, config_file: Path) -> None:

@@ -62,6 +62,76 @@ def test_length_to_batches(
     )
 
 
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, None),  # no max_length: the trial decides
+        ({"searcher": {"name": "single", "metric": "m", "max_length": 300}}, (300, "batches")),
+        (  # converts: batches
+            {
+                "searcher": {"name": "single", "metric": "m", "max_length": {"epochs": 2}},
+                "records_per_epoch": 1000,
+                "hyperparameters": {"global_batch_size": 100},
+            },
+            (20, "batches"),
+        ),
+        (  # no records_per_epoch: the trial measures epochs, as in Determined
+            {
+                "searcher": {
+                    "name": "adaptive_asha",
+                    "metric": "m",
+                    "max_trials": 4,
+                    "max_length": {"epochs": 9},
+                },
+                "hyperparameters": {"global_batch_size": 100},
+            },
+            (9, "epochs"),
+        ),
+        (  # no constant global_batch_size: records measured by the trial
+            {
+                "searcher": {
+                    "name": "adaptive_asha",
+                    "metric": "m",
+                    "max_trials": 4,
+                    "max_length": {"records": 5000},
+                }
+            },
+            (5000, "records"),
+        ),
+        (
+            {
+                "searcher": {
+                    "name": "adaptive_asha",
+                    "metric": "m",
+                    "max_trials": 4,
+                    "time_metric": "samples",
+                    "max_time": 64,
+                }
+            },
+            (64, "samples"),
+        ),
+    ],
+)
+def test_searcher_length_is_batches_where_it_converts_else_the_unit_the_trial_measures(
+    changes: dict[str, Any], expected: tuple[int, str] | None
+) -> None:
+    length = config_of(**changes).searcher_length()
+
+    assert (None if length is None else (length.value, length.unit)) == expected
+
+
+def test_resources_slots_is_accepted_with_a_warning() -> None:
+    parsed = parse_experiment_config(
+        {"entrypoint": "x", "searcher": {"name": "single", "metric": "m"}, "resources": {"slots": 4}}
+    )
+
+    assert parsed.config.resources.slots == 4 and parsed.config.resources.slots_per_trial == 1
+    assert parsed.warnings == [
+        "resources.slots: ignored by Stratus (Determined sizes commands and notebooks with it; a trial gets "
+        "slots_per_trial)"
+    ]
+
+
 def test_searcher_max_length_batches() -> None:
     searcher = {"name": "single", "metric": "m", "max_length": {"epochs": 2}}
     config = config_of(searcher=searcher, records_per_epoch=1000, hyperparameters={"global_batch_size": 100})

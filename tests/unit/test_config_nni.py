@@ -169,11 +169,11 @@ def test_v2_example_with_a_search_space_file() -> None:
         },
         "resources": {"slots_per_trial": 1},
         "max_restarts": 0,
-        "data": {"nni": {"version": 2, "tuner": "TPE"}},
+        "data": {"nni": {"version": 2, "tuner": "TPE", "max_experiment_duration_s": 86400}},
     }
     assert translation.warnings == [
-        "maxExperimentDuration: ignored (Stratus has no experiment time limit; the experiment ends "
-        "after maxTrialNumber trials)",
+        "maxExperimentDuration: the experiment's time limit, 86400 s (data.nni.max_experiment_duration_s): "
+        "once it has passed, the next trial event creates no more trials and stops the running ones",
         "trainingService: ignored (Stratus runs trials on its own compute backends; "
         "resources.resource_pool picks one)",
     ]
@@ -219,15 +219,17 @@ def test_v1_example_with_assessor() -> None:
         "max_concurrent_trials": 1,
     }
     assert config["resources"] == {"slots_per_trial": 1}
-    assert config["data"] == {"nni": {"version": 1, "tuner": "TPE", "assessor": "Medianstop"}}
+    assert config["data"] == {
+        "nni": {"version": 1, "tuner": "TPE", "max_experiment_duration_s": 3600, "assessor": "Medianstop"}
+    }
     assert translation.warnings == [
         "trial.gpuNum: 0 GPUs: each trial gets 1 slot (resources.slots_per_trial: 1), a CPU slot on "
         "a CPU resource pool; on a GPU pool that slot is a GPU",
+        "maxExecDuration: the experiment's time limit, 3600 s (data.nni.max_experiment_duration_s): "
+        "once it has passed, the next trial event creates no more trials and stops the running ones",
         "assessor: ignored (Stratus has no assessor, so the Medianstop assessor stops no trial early; "
         "for early stopping, use Stratus' adaptive_asha searcher instead)",
         "authorName: ignored (the submitting user is recorded as the experiment's owner)",
-        "maxExecDuration: ignored (Stratus has no experiment time limit; the experiment ends after "
-        "maxTrialNum trials)",
         "trainingServicePlatform: ignored (Stratus runs trials on its own compute backends; "
         "resources.resource_pool picks one)",
         "useAnnotation: ignored (Stratus cannot read NNI annotations; give the search space in "
@@ -629,11 +631,22 @@ def test_batch_tuner_runs_as_a_grid() -> None:
 # --- trials, concurrency, resources ---------------------------------------------------------------
 
 
-def test_max_trials_is_required_and_checked() -> None:
-    assert problems(v2(maxTrialNumber=None)) == {
-        "maxTrialNumber": "required: Stratus has no experiment time limit, so it needs the number of "
-        "trials to run"
-    }
+def test_without_max_trials_tpe_and_random_run_until_stopped() -> None:
+    for tuner in ("TPE", "Random"):
+        translation = translate(v2(maxTrialNumber=None, tuner={"name": tuner}))
+        searcher = translation.config["searcher"]
+        assert searcher["until_stopped"] is True and "max_trials" not in searcher
+        assert searcher["max_concurrent_trials"] == 2  # trialConcurrency
+        assert warnings_about(translation, "maxTrialNumber") == [
+            "maxTrialNumber: not set: as in NNI, trials are created (trialConcurrency at a time) until "
+            "the experiment is stopped with `det experiment cancel` or `det experiment kill`"
+        ]
+        parsed = parse_experiment_config(translation.config).config
+        assert isinstance(parsed.searcher, cfg.RandomSearcher | cfg.TPESearcher)
+        assert parsed.searcher.until_stopped and parsed.searcher.max_trials is None
+
+
+def test_max_trials_is_checked() -> None:
     assert problems(v2(maxTrialNumber=0)) == {
         "maxTrialNumber": "must be a whole number of trials (1 or more)"
     }
@@ -674,7 +687,7 @@ def test_command_is_required() -> None:
 
 
 def test_problems_are_reported_together() -> None:
-    found = problems(v2(trialCommand=None, maxTrialNumber=None, searchSpace={"x": {"_type": "uniform"}}))
+    found = problems(v2(trialCommand=None, maxTrialNumber=0, searchSpace={"x": {"_type": "uniform"}}))
 
     assert set(found) == {"trialCommand", "maxTrialNumber", "searchSpace.x._value"}
 
@@ -698,7 +711,6 @@ def test_v1_trial_image_becomes_the_environment_image_and_other_trial_keys_warn(
 
 
 V2_IGNORED = {
-    "maxExperimentDuration": "1h",
     "maxTrialDuration": "30m",
     "trainingService": {"platform": "remote", "machineList": [{"host": "1.2.3.4", "user": "a"}]},
     "nniManagerIp": "10.0.0.1",
@@ -712,7 +724,6 @@ V2_IGNORED = {
 }
 V1_IGNORED = {
     "authorName": "alice",
-    "maxExecDuration": "1h",
     "maxTrialDuration": "30m",
     "trainingServicePlatform": "local",
     "nniManagerIp": "10.0.0.1",
@@ -888,7 +899,7 @@ def test_validate_translates_nni_configs_and_appends_the_warnings() -> None:
 
     assert isinstance(parsed, cfg.ParsedConfig)
     assert parsed.config.searcher.name == "tpe"
-    assert parsed.config.data["nni"] == {"version": 2, "tuner": "TPE"}
+    assert parsed.config.data["nni"] == {"version": 2, "tuner": "TPE", "max_experiment_duration_s": 86400}
     assert parsed.warnings[0].startswith("checkpoint_storage.access_key: ignored and not stored")
     assert [w.split(":")[0] for w in parsed.warnings[1:]] == ["maxExperimentDuration", "trainingService"]
 
@@ -913,3 +924,87 @@ def test_validate_leaves_determined_configs_alone() -> None:
     parsed = experiments.validate(load(DETERMINED_CONFIGS[0]))
 
     assert parsed.config.name == "mnist" and parsed.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("1h", 3600), ("30m", 1800), ("1.5h", 5400), ("2d", 172800), (90, 90), ("45s", 45)]
+)
+def test_the_experiment_duration_is_checked_and_recorded(value: Any, seconds: int) -> None:
+    v2_translation = translate(v2(maxExperimentDuration=value))
+    raw = load(V1)
+    raw["searchSpace"] = SEARCH_SPACE
+    raw["maxExecDuration"] = value
+    v1_translation = translate(raw)
+
+    for translation, key in ((v2_translation, "maxExperimentDuration"), (v1_translation, "maxExecDuration")):
+        assert translation.config["data"]["nni"]["max_experiment_duration_s"] == seconds
+        assert len(warnings_about(translation, key)) == 1
+
+
+@pytest.mark.parametrize("value", ["soon", "-1h", 0, True, "1w", [1]])
+def test_a_malformed_experiment_duration_is_refused(value: Any) -> None:
+    assert problems(v2(maxExperimentDuration=value)) == {
+        "maxExperimentDuration": 'must be a duration like "30m", "2h" or "1d" (or a number of seconds)'
+    }
+
+
+# --- v2 field names in any case, with or without underscores (as NNI reads them) -----------------
+
+
+SNAKE_CASE = """\
+experiment_name: snake
+search_space:
+  hidden_units:
+    _type: choice
+    _value: [32, 64]
+trial_command: python3 fit.py
+trial_code_directory: .
+trial_concurrency: 3
+max_trial_number: 6
+TrialGpuNumber: 0
+tuner:
+  name: Random
+  class_args:
+    optimize_mode: maximize
+training_service:
+  platform: local
+"""
+
+
+def test_v2_field_names_are_read_ignoring_case_and_underscores() -> None:
+    raw = load(SNAKE_CASE)
+    assert is_nni_config(raw) and nni_config_version(raw) == 2
+
+    translation = translate_nni(raw)  # the search space comes from the config's own search_space
+
+    config = parse_experiment_config(translation.config).config
+    assert config.name == "snake" and config.entrypoint == "python3 fit.py"
+    assert config.searcher.name == "random" and config.searcher.smaller_is_better is False
+    assert (config.searcher.max_trials, config.searcher.max_concurrent_trials) == (6, 3)
+    assert list(config.hyperparameters) == ["hidden_units"]  # the search space's own names are kept
+    assert [w.split(":")[0] for w in translation.warnings] == ["trialGpuNumber", "trainingService"]
+
+
+def test_a_v2_field_given_in_two_spellings_is_a_problem() -> None:
+    assert problems(v2(trial_command="python3 other.py")) == {
+        "trial_command": "is trialCommand, given twice (NNI ignores case and underscores); keep one"
+    }
+
+
+def test_a_custom_tuner_with_a_search_space_of_its_own_is_refused_naming_the_tuner_first() -> None:
+    raw = v2(
+        tuner={
+            "className": "ShapeTuner",
+            "codeDirectory": "tuners",
+            "classArgs": {"optimize_mode": "maximize"},
+        },
+        searchSpace={"tile": {"_type": "factor", "_value": [64, 2]}},
+    )
+
+    found = problems(raw)
+
+    assert list(found) == ["tuner.className", "searchSpace.tile._type"]
+    assert found["tuner.className"] == (
+        "the custom tuner ShapeTuner cannot run on Stratus, so its search space must be NNI's standard one "
+        "({_type, _value} entries), searched by Stratus' tpe searcher"
+    )

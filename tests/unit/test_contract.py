@@ -12,11 +12,16 @@ import pytest
 
 import contract
 from contract import env as trial_env
-from contract import local_events, messages
+from contract import local_events, messages, metric_groups
 from contract.actions import SearcherAction
 from contract.entrypoint import is_legacy_trial_class, legacy_trial_argv
 from contract.env import TrialEnv
-from contract.errors import InvalidEnvironmentError, InvalidLaunchSpecError, InvalidMessageError
+from contract.errors import (
+    InvalidEnvironmentError,
+    InvalidLaunchSpecError,
+    InvalidMessageError,
+    InvalidMetricGroupError,
+)
 from contract.launch import LaunchSpec
 from contract.nni import is_nni_config, nni_config_version
 
@@ -336,3 +341,16 @@ def test_local_events_are_one_line_each_of_a_known_type() -> None:
     assert json.loads(line) == {"type": "checkpoint", "steps_completed": 5, "uuid": "u"}
     with pytest.raises(ValueError, match="unknown local event type 'trainig'"):
         local_events.encode("trainig", 1)
+
+
+def test_a_metric_group_is_any_non_empty_name_without_a_dot() -> None:
+    for group in ("training", "validation", "group_b", "grou%p_c", "infer ence", "inf%er en/ce", "#", "ü"):
+        assert metric_groups.check_metric_group(group) == group
+    for group, message in {
+        "a.b": "metric group 'a.b' contains '.'.*use another character, e.g. 'a_b'",
+        ".": "contains '.'",
+        "": "the metric group is empty",
+        None: "metric group None is a NoneType",
+    }.items():
+        with pytest.raises(InvalidMetricGroupError, match=message):
+            metric_groups.check_metric_group(group)

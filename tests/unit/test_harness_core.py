@@ -129,6 +129,36 @@ def test_metrics_and_progress_reach_the_api(ctx: harness.Context, plane, plane_k
     ]
 
 
+def test_custom_metric_groups_reach_the_api_under_their_names(ctx: harness.Context, plane, plane_kit) -> None:
+    odd = {"zinf%er en/ce/me.t r%i]\\c_0": 1.5, "m0": 2}
+    ctx.train.report_metrics(group="inf%er en/ce", steps_completed=3, metrics=odd)
+    ctx.train.report_metrics(group="validation", steps_completed=4, metrics={"loss": 0.25})
+    for group, message in {"a.b": "'a.b' contains '.'.*'a_b'", "": "is empty", 3: "3 is a int"}.items():
+        with pytest.raises(ValueError, match=message):
+            ctx.train.report_metrics(group=group, steps_completed=5, metrics={})  # type: ignore[arg-type]
+    path = f"/v1/trials/{plane_kit.trial}/metrics"
+    assert plane.api_calls()[1:] == [
+        ("POST", path, {"group": "inf%er en/ce", "steps_completed": 3, "metrics": odd}),
+        ("POST", path, {"group": "validation", "steps_completed": 4, "metrics": {"loss": 0.25}}),
+    ]
+
+
+def test_local_custom_groups_are_kept_and_logged(tmp_path: Path) -> None:
+    train = core.LocalTrainContext(core.DistributedContext(), events=core.LocalEvents(tmp_path / "e.jsonl"))
+    train.report_metrics("group_b", 2, {"m0": 1.0})
+    train.report_metrics("training", 1, {"loss": 0.5})
+    assert train.metrics_by_group == {
+        "training": [{"steps_completed": 1, "metrics": {"loss": 0.5}}],
+        "validation": [],
+        "group_b": [{"steps_completed": 2, "metrics": {"m0": 1.0}}],
+    }
+    assert train.training_metrics == train.metrics_by_group["training"]
+    assert core.read_events(tmp_path / "e.jsonl") == [
+        {"type": "metrics", "group": "group_b", "steps_completed": 2, "metrics": {"m0": 1.0}},
+        {"type": "training", "steps_completed": 1, "metrics": {"loss": 0.5}},
+    ]
+
+
 def test_metric_values_become_json() -> None:
     torch = pytest.importorskip("torch")
     cleaned = clean_metrics({"loss": torch.tensor(0.5), "nan": math.nan, "inf": -math.inf, "n": 3})

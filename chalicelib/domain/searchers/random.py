@@ -61,8 +61,11 @@ class PoolSearcher(SearcherBase):
 
     # ---- what subclasses define ---------------------------------------------------------------------
 
-    def budget(self) -> int:
-        """How many trials the search runs (replacements of invalid_hp trials not counted)."""
+    def budget(self) -> int | None:
+        """How many trials the search runs (replacements of invalid_hp trials not counted); None with
+        `until_stopped`: trials are created until the experiment is stopped."""
+        if self.spec.settings.get("until_stopped") is True:
+            return None
         return max(1, settings_int(self.spec.settings, "max_trials", 1))
 
     def propose(self, index: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -115,7 +118,8 @@ class PoolSearcher(SearcherBase):
                 done += 1.0
             elif max_length:
                 done += min(request.length / max_length, 1.0)
-        return min(done / self.budget(), 1.0)
+        budget = self.budget()
+        return 0.0 if budget is None else min(done / budget, 1.0)  # no end known: no progress to show
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -141,8 +145,10 @@ class PoolSearcher(SearcherBase):
 
     def _fill(self) -> list[Operation]:
         ops: list[Operation] = []
-        limit = self.max_concurrent()
-        while self._counted() < self.budget():
+        limit, budget = self.max_concurrent(), self.budget()
+        if budget is None and limit <= 0:
+            limit = DEFAULT_MAX_CONCURRENT_TRIALS  # an endless search always bounds its running trials
+        while budget is None or self._counted() < budget:
             active = sum(1 for r in self.requests if not r.exited)
             if limit > 0 and active >= limit:
                 break

@@ -1,4 +1,5 @@
-"""Creating, validating and activating experiments, on the in-memory twin."""
+"""Creating, validating, activating, listing and archiving experiments, and the progress an ended one
+shows, on the in-memory twin."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from chalicelib.domain import keys
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.memory import EPOCH_2026
 from chalicelib.services import experiments
+
+RANDOM = {
+    "name": "random",
+    "entrypoint": "python3 train.py",
+    "searcher": {"name": "random", "metric": "loss", "max_trials": 2, "max_length": {"batches": 20}},
+    "hyperparameters": {"x": {"type": "int", "minval": 1, "maxval": 9}},
+}
 
 
 def test_validate_fills_defaults_and_names_every_problem(flow):
@@ -85,3 +93,58 @@ def test_an_ended_experiment_cannot_be_activated(ports, flow):
 def test_an_unknown_experiment_is_not_found(ports):
     with pytest.raises(NotFoundError, match="experiment 7 not found"):
         experiments.get(ports, 7)
+
+
+def test_create_records_the_owner_and_whether_it_is_archived(ports, flow):
+    ports.blobs.put(keys.context_key(flow.SHA))
+    plain = experiments.create(ports, flow.SINGLE, flow.SHA, owner="alice").experiment
+    test = experiments.create(ports, flow.SINGLE, flow.SHA, owner="bob", archived=True).experiment
+    assert (plain.owner, plain.archived) == ("alice", False)
+    assert (test.owner, test.archived) == ("bob", True)
+    assert [e.id for e in experiments.list_experiments(ports, 10, 0, archived=False)] == [plain.id]
+    assert [e.id for e in experiments.list_experiments(ports, 10, 0)] == [test.id, plain.id]
+
+
+def test_only_an_experiment_that_has_ended_is_archived_as_in_determined(ports, flow):
+    experiment = flow.submit()
+    with pytest.raises(ConflictError, match=r"experiment 1 is ACTIVE; only an experiment that has ended"):
+        experiments.archive(ports, experiment.id)
+    assert ports.experiments.transition(experiment.id, "ERROR")
+    assert experiments.archive(ports, experiment.id).archived is True
+    with pytest.raises(ConflictError, match=r"already archived; `det experiment unarchive 1` undoes it"):
+        experiments.archive(ports, experiment.id)
+    assert experiments.unarchive(ports, experiment.id).archived is False
+    with pytest.raises(ConflictError, match="already unarchived"):
+        experiments.unarchive(ports, experiment.id)
+    with pytest.raises(NotFoundError, match="experiment 9 not found"):
+        experiments.archive(ports, 9)
+
+
+def test_an_experiment_that_errors_before_any_batch_is_at_0_percent_not_100(ports, flow):
+    experiment = flow.submit()
+    (trial_id,) = flow.trial_ids(experiment.id)
+    flow.end_trial(trial_id, "ERROR")
+    ended = ports.experiments.get(experiment.id)
+    assert (ended.state, ended.progress) == ("ERROR", 0.0)
+
+
+def test_an_experiment_that_errors_keeps_the_work_its_trials_did(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, second = flow.trial_ids(experiment.id)
+    ports.trials.record_training(first, 10)  # 10 of its 20 batches
+    ports.trials.record_progress(second, 0.3)  # what the trial itself reported wins over batches
+    ports.trials.record_training(second, 19)
+    flow.end_trial(first, "ERROR")
+    assert ports.experiments.get(experiment.id).state == "ACTIVE"
+    flow.end_trial(second, "ERROR")
+    ended = ports.experiments.get(experiment.id)
+    assert (ended.state, ended.progress) == ("ERROR", 0.4)  # (0.5 + 0.3) / 2
+
+
+def test_an_experiment_that_completes_is_at_100_percent(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, second = flow.trial_ids(experiment.id)
+    flow.end_trial(first, "ERROR")
+    flow.end_trial(second, "COMPLETED")
+    ended = ports.experiments.get(experiment.id)
+    assert (ended.state, ended.progress) == ("COMPLETED", 1.0)

@@ -61,10 +61,37 @@ def test_metrics_are_stored_once_and_raise_the_trials_totals(ports, run):
     trial_reports.report_metrics(ports, run, "training", 5, {"loss": 0.1})  # a repeated report
     assert [r.metrics for r in ports.metrics.list(trial_id, "training")] == [{"loss": 0.9}]
     assert ports.trials.get(trial_id).total_batches == 5
-    with pytest.raises(BadRequestError, match="metric group 'testing'"):
-        trial_reports.report_metrics(ports, run, "testing", 5, {})
+    with pytest.raises(BadRequestError, match=r"metric group 'test\.ing' contains '\.'.*'test_ing'"):
+        trial_reports.report_metrics(ports, run, "test.ing", 5, {})
+    with pytest.raises(BadRequestError, match="the metric group is empty"):
+        trial_reports.report_metrics(ports, run, "", 5, {})
     with pytest.raises(BadRequestError, match="steps_completed must be ≥ 0, got -1"):
         trial_reports.report_metrics(ports, run, "training", -1, {})
+
+
+# Determined's generic metrics: any group name without '.', however odd (11_generic_metrics's shape).
+ODD_GROUPS = ["group_b", "grou%p_c", "infer ence", "inf%er en/ce", "a#000000000001", "validation "]
+
+
+def test_custom_groups_are_stored_by_name_and_reach_neither_totals_nor_searcher(ports, run):
+    trial_id = run.trial_id
+    for steps, group in enumerate(ODD_GROUPS, start=1):
+        trial_reports.report_metrics(
+            ports, run, group, steps, {f"z{group}/me.t r%i]\\c_0": steps, "loss": 0.1}
+        )
+    trial_reports.report_metrics(ports, run, "group_b", 1, {"loss": 9.0})  # a repeated report: kept once
+    trial_reports.report_metrics(ports, run, "training", 7, {"loss": 0.5})
+    assert ports.metrics.groups(trial_id) == ["training", *sorted(ODD_GROUPS)]
+    for steps, group in enumerate(ODD_GROUPS, start=1):
+        (report,) = ports.metrics.list(trial_id, group)
+        assert (report.group, report.steps_completed) == (group, steps)
+        assert report.metrics == {f"z{group}/me.t r%i]\\c_0": steps, "loss": 0.1}
+    trial = ports.trials.get(trial_id)
+    assert trial.total_batches == 7  # the training report only
+    assert trial.latest_validation is None and trial.searcher_length is None
+    assert ports.metrics.list(trial_id, "validation") == []  # "validation " is a group of its own
+    assert ports.metrics.list(trial_id, "a") == []  # no group's reports are listed under another's
+    assert ports.queues.take_events() == []  # the searcher sees the validation group only
 
 
 def test_a_validation_is_a_searcher_result_at_its_length(ports, run):

@@ -1,0 +1,202 @@
+"""The sections of an experiment config other than the searcher and hyperparameters: `resources`,
+`checkpoint_storage`, `environment`, `reproducibility`, and the small validated types they share with
+`schema.py` (see its docstring for where Stratus differs from Determined).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Discriminator, Field, JsonValue, Tag, model_validator
+
+from chalicelib.config._base import StrictModel, custom_error, raise_problems
+
+__all__ = [
+    "MAX_SEED",
+    "CheckpointStorageConfig",
+    "EnvironmentConfig",
+    "EnvironmentVariablesMap",
+    "ImageMap",
+    "NonEmptyStr",
+    "ReproducibilityConfig",
+    "ResourcesConfig",
+    "one_of",
+    "value_kind",
+]
+
+MAX_SEED = 2**31 - 1
+
+
+def _between(low: int, high: int) -> AfterValidator:
+    def check(value: int) -> int:
+        if not low <= value <= high:
+            raise custom_error(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return AfterValidator(check)
+
+
+def one_of(classify: Callable[[Any], str | None], message: str) -> Discriminator:
+    """A discriminator picking a union member by the input's type; `message` when none fits."""
+    return Discriminator(classify, custom_error_type="stratus_type", custom_error_message=message)
+
+
+def value_kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict | StrictModel):
+        return "map"
+    return None
+
+
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+_SHM_SIZE = re.compile(r"^([0-9]*[.])?[0-9]+ ?(([kmgtpKMGTP]([iI]?[bB])?)|[bB])?$")
+
+
+def _check_shm_size(value: str) -> str:
+    if not _SHM_SIZE.match(value):
+        raise custom_error(f'must be a memory size like "4G" or "512Mi", got "{value}"')
+    return value
+
+
+ShmSize = Annotated[
+    Annotated[int, Field(ge=0), Tag("int")] | Annotated[str, AfterValidator(_check_shm_size), Tag("str")],
+    one_of(value_kind, 'must be a number of bytes or a memory size like "4G"'),
+]
+
+
+class ResourcesConfig(StrictModel):
+    ignored_fields = {
+        "devices": "trials see the devices of the machine they run on",
+        "agent_label": "removed from Determined in 0.20",
+        "native_parallel": "removed from Determined",
+        "slots": "Determined sizes commands and notebooks with it; a trial gets slots_per_trial",
+    }
+
+    slots_per_trial: int = Field(default=1, ge=0)
+    resource_pool: NonEmptyStr = "default"
+    priority: Annotated[int, _between(1, 99)] = 42
+    weight: float = Field(default=1.0, gt=0)
+    max_slots: int | None = Field(default=None, ge=1)
+    shm_size: ShmSize | None = None
+    is_single_node: bool = False
+    devices: list[JsonValue] = []
+    agent_label: str | None = None
+    native_parallel: bool = False
+    slots: int | None = None
+
+
+class CheckpointStorageConfig(StrictModel):
+    """Where checkpoints go: always S3. `bucket` None means the platform's bucket."""
+
+    ignored_fields = {"endpoint_url": "checkpoints go to the platform's S3 endpoint"}
+
+    type: Literal["s3"] = "s3"
+    bucket: NonEmptyStr | None = None
+    prefix: str | None = None
+    endpoint_url: str | None = None
+    save_experiment_best: int = Field(default=0, ge=0)
+    save_trial_best: int = Field(default=1, ge=0)
+    save_trial_latest: int = Field(default=1, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _s3_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            kind = data.get("type")
+            if isinstance(kind, str) and kind != "s3":
+                message = f'Stratus stores checkpoints in S3; type "{kind}" is not supported (use "s3")'
+                raise_problems("checkpoint_storage", [(("type",), message, kind)])
+        return data
+
+
+class ImageMap(StrictModel):
+    """Per-device images; `gpu` is Determined's older name for `cuda`."""
+
+    cpu: NonEmptyStr | None = None
+    cuda: NonEmptyStr | None = None
+    gpu: NonEmptyStr | None = None
+    rocm: NonEmptyStr | None = None
+
+
+def _check_env_var(value: str) -> str:
+    name, sep, _ = value.partition("=")
+    if not sep or not name:
+        raise custom_error(f'must look like NAME=value, got "{value}"')
+    return value
+
+
+EnvVar = Annotated[str, AfterValidator(_check_env_var)]
+
+
+class EnvironmentVariablesMap(StrictModel):
+    cpu: list[EnvVar] = []
+    cuda: list[EnvVar] = []
+    gpu: list[EnvVar] = []
+    rocm: list[EnvVar] = []
+
+
+Image = Annotated[
+    Annotated[NonEmptyStr, Tag("str")] | Annotated[ImageMap, Tag("map")],
+    one_of(value_kind, "must be an image name or a mapping with cpu, cuda, rocm"),
+]
+EnvironmentVariables = Annotated[
+    Annotated[list[EnvVar], Tag("list")] | Annotated[EnvironmentVariablesMap, Tag("map")],
+    one_of(value_kind, "must be a list of NAME=value strings or a mapping with cpu, cuda, rocm lists"),
+]
+
+
+class EnvironmentConfig(StrictModel):
+    ignored_fields = {
+        "force_pull_image": "images are pulled by the compute backend",
+        "ports": "trials expose no ports",
+        "pod_spec": "Stratus does not run on Kubernetes",
+        "add_capabilities": "containers run with the backend's capabilities",
+        "drop_capabilities": "containers run with the backend's capabilities",
+        "proxy_ports": "trials expose no ports",
+    }
+
+    image: Image | None = None
+    environment_variables: EnvironmentVariables = []
+    force_pull_image: bool = False
+    ports: dict[str, int] = {}
+    pod_spec: dict[str, JsonValue] | None = None
+    add_capabilities: list[str] = []
+    drop_capabilities: list[str] = []
+    proxy_ports: list[dict[str, JsonValue]] = []
+
+    def image_for(self, *, gpu: bool) -> str | None:
+        """The image for a trial on GPUs (`gpu=True`) or CPUs, or None for the backend's default."""
+        if self.image is None or isinstance(self.image, str):
+            return self.image
+        return (self.image.cuda or self.image.gpu) if gpu else self.image.cpu
+
+    def variables_for(self, *, gpu: bool) -> dict[str, str]:
+        """The configured environment variables as a mapping (later entries win)."""
+        entries: list[str]
+        if isinstance(self.environment_variables, list):
+            entries = self.environment_variables
+        elif gpu:
+            entries = [*self.environment_variables.gpu, *self.environment_variables.cuda]
+        else:
+            entries = self.environment_variables.cpu
+        variables: dict[str, str] = {}
+        for entry in entries:
+            name, _, value = entry.partition("=")
+            variables[name] = value
+        return variables
+
+
+class ReproducibilityConfig(StrictModel):
+    """`experiment_seed` None means: filled by the service at submission."""
+
+    experiment_seed: Annotated[int, _between(0, MAX_SEED)] | None = None
