@@ -8,6 +8,7 @@ One Standard execution drives one trial from the queue to its end:
        │           scheduler queue)   launch queue, answered       └─≠0─► CanRestart? ─► Errored ─► NotifyErrored
        └──────── restart ◄──────────  by the agent's exit)                    │
                                                                               └─ attempts left: back to Enqueue
+    Exited? ─canceled (the user canceled or killed the trial)─► Cancel ─► NotifyCanceled
 
 Waiting is done with `sqs:sendMessage.waitForTaskToken`, never with polling loops (an execution's
 history is capped at 25,000 events). State writes use the DynamoDB integration directly, with
@@ -91,6 +92,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
     complete = _set_trial_state(res.trials_table, TrialState.COMPLETED, ", end_time = :t", ended)
     errored = _set_trial_state(res.trials_table, TrialState.ERROR, ", end_time = :t", ended)
     paused = _set_trial_state(res.trials_table, TrialState.PAUSED)
+    canceled = _set_trial_state(res.trials_table, TrialState.CANCELED, ", end_time = :t", ended)
     condition_failed = ["DynamoDB.ConditionalCheckFailedException"]
     return {
         "Comment": "Stratus trial run: queue, launch, wait for exit, complete, restart or fail.",
@@ -180,6 +182,14 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
             "Exited": {
                 "Type": "Choice",
                 "Choices": [
+                    # The trial was canceled or killed while it ran: it ends CANCELED, whatever the exit.
+                    {
+                        "And": [
+                            {"Variable": "$.exit.canceled", "IsPresent": True},
+                            {"Variable": "$.exit.canceled", "BooleanEquals": True},
+                        ],
+                        "Next": "Cancel",
+                    },
                     # A clean exit the control plane asked for (the searcher paused the trial): it may
                     # be resumed later by a new execution, from its latest checkpoint.
                     {
@@ -247,6 +257,18 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                 "Error": "TrialErrored",
                 "Cause": "the trial exited non-zero and has no restarts left",
             },
+            "Cancel": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::dynamodb:updateItem",
+                "Parameters": canceled,
+                "ResultPath": None,
+                "Next": "NotifyCanceled",
+                "Catch": [
+                    {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyCanceled"}
+                ],
+            },
+            "NotifyCanceled": _notify(res.events_queue_url, TrialState.CANCELED, "Canceled"),
+            "Canceled": {"Type": "Succeed"},
             "Abandoned": {"Type": "Succeed"},
         },
     }

@@ -97,6 +97,19 @@ class ApiClient:
             not_found=f"experiment {experiment_id} does not exist; `det experiment list` shows the ids",
         )
 
+    def cancel_experiment(self, experiment_id: int) -> Json:
+        return self._stop(f"/experiments/{experiment_id}/cancel", f"experiment {experiment_id}")
+
+    def kill_experiment(self, experiment_id: int) -> Json:
+        return self._stop(f"/experiments/{experiment_id}/kill", f"experiment {experiment_id}")
+
+    def kill_trial(self, trial_id: int) -> Json:
+        return self._stop(f"/trials/{trial_id}/kill", f"trial {trial_id}")
+
+    def _stop(self, path: str, what: str) -> Json:
+        lister = "`det experiment list`" if what.startswith("experiment") else "`det experiment describe`"
+        return self._request("POST", path, not_found=f"{what} does not exist; {lister} shows the ids")
+
     def archive_experiment(self, experiment_id: int) -> Json:
         return self._experiment_action(experiment_id, "archive")
 

@@ -1,7 +1,8 @@
 """The `det` command line (also installed as `stratus`), shaped like Determined's.
 
     det [-m MASTER] experiment|e  create | list|ls | describe | activate | archive | unarchive
-    det [-m MASTER] trial|t       describe | logs
+                                  | cancel | kill
+    det [-m MASTER] trial|t       describe | logs | kill
     det deploy local              up | status | down
 
 Every `DetError` ends the command with one line `Error: <message>` on stderr (plus one indented
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from contract.log_levels import LEVELS
-from det import _deploy, _experiment, _submit, _trial
+from det import _deploy, _experiment, _stop, _submit, _trial
 from det._runtime import DEFAULT_MASTER, Runtime
 from det.errors import ApiError, DetError
 
@@ -177,6 +178,8 @@ def _add_archiving(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     unarchive.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
     unarchive.set_defaults(command=_experiment.unarchive)
 
+    _add_stop_verbs(sub)
+
 
 def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     trial = commands.add_parser("trial", aliases=["t"], help="manage trials")
@@ -213,6 +216,21 @@ def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "is INFO)",
     )
     logs.set_defaults(command=_trial.logs)
+
+    kill = sub.add_parser("kill", help="kill a trial (no checkpoint); its experiment goes on")
+    kill.add_argument("trial_id", type=int, metavar="ID", help="trial id")
+    kill.set_defaults(command=_stop.kill_trial)
+
+
+def _add_stop_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cancel = sub.add_parser(
+        "cancel", help="cancel an experiment: no new trials; running ones checkpoint and stop"
+    )
+    cancel.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    cancel.set_defaults(command=_stop.cancel_experiment)
+    kill = sub.add_parser("kill", help="kill an experiment: no new trials; running ones are killed")
+    kill.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    kill.set_defaults(command=_stop.kill_experiment)
 
 
 def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -75,6 +75,7 @@ class Trial(BaseModel):
     latest_validation: dict[str, Any] | None
     latest_checkpoint: Checkpoint | None
     exit: TrialExit | None
+    warm_start_trial_id: int | None = None  # the trial whose checkpoint it started from (PBT)
 
 
 class Experiment(BaseModel):
@@ -111,6 +112,10 @@ class ExperimentDetail(BaseModel):
 
 class ExperimentOnly(BaseModel):
     experiment: Experiment
+
+
+class TrialOnly(BaseModel):
+    trial: Trial
 
 
 class TrialDetail(BaseModel):

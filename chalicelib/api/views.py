@@ -69,6 +69,7 @@ def trial(ports: Ports, record: Trial) -> models.Trial:
         latest_validation=record.latest_validation,
         latest_checkpoint=latest,
         exit=exit_,
+        warm_start_trial_id=record.warm_start_trial_id,
     )
 
 

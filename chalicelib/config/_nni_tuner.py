@@ -29,6 +29,14 @@ _TUNERS: dict[str, str] = {
 UNTIL_STOPPED_SEARCHERS = frozenset({"random", "tpe"})
 _EARLY_STOPPING_TUNERS = frozenset({"hyperband", "bohb", "pbt", "pbttuner"})
 _ASSESSORS_WITH_ASHA_HINT = frozenset({"medianstop", "curvefitting"})
+_PBT_TUNERS = frozenset({"pbt", "pbttuner"})
+# NNI's PBT hands each trial checkpoint folders as parameters (load_checkpoint_dir, save_checkpoint_dir);
+# Stratus' pbt searcher warm-starts trials from platform checkpoints (info.latest_checkpoint) instead.
+_PBT_HINT = (
+    " (NNI's PBT passes checkpoint folders as the load_checkpoint_dir and save_checkpoint_dir "
+    "parameters, which Stratus does not provide); for population based training, write a "
+    "Determined-style config with `searcher: {name: pbt, ...}` and restore info.latest_checkpoint"
+)
 
 
 class TunerTranslator(NniReader):
@@ -133,6 +141,8 @@ class TunerTranslator(NniReader):
                 if key in _EARLY_STOPPING_TUNERS
                 else ""
             )
+            if key in _PBT_TUNERS:
+                hint = _PBT_HINT
             self.warn(where, f"the {name} tuner is not available in Stratus; using the tpe searcher{hint}")
             return "tpe"
         if key in ("batchtuner", "batch"):

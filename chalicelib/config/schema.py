@@ -34,7 +34,7 @@ from chalicelib.config.hyperparameters import (
     flatten_hyperparameters,
     leaf_locations,
 )
-from chalicelib.config.searcher import AdaptiveASHASearcher, GridSearcher, SearcherConfig
+from chalicelib.config.searcher import AdaptiveASHASearcher, GridSearcher, PBTSearcher, SearcherConfig
 from chalicelib.config.sections import (
     MAX_SEED,
     CheckpointStorageConfig,
@@ -185,11 +185,19 @@ class ExperimentConfig(StrictModel):
           Determined (its trials get the searcher's lengths in the configured unit; PyTorchTrial counts
           epochs by its training data loader);
         - no `max_length`: None (the trial decides).
+
+        pbt's length is one round's, `length_per_round`, by the same rules as `max_length`.
         """
         searcher = self.searcher
         if isinstance(searcher, AdaptiveASHASearcher) and searcher.time_metric is not None:
             assert searcher.max_time is not None  # validated together
             return SearcherLength(searcher.max_time, searcher.time_metric)
+        if isinstance(searcher, PBTSearcher):
+            per_round = searcher.length_per_round
+            batches = per_round.to_batches(
+                records_per_epoch=self.records_per_epoch or None, global_batch_size=self.global_batch_size
+            )
+            return SearcherLength(batches or per_round.value, "batches" if batches else per_round.unit)
         length = searcher.max_length
         if length is None:
             return None

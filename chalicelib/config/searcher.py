@@ -26,13 +26,14 @@ __all__ = [
     "SEARCHER_NAMES",
     "AdaptiveASHASearcher",
     "GridSearcher",
+    "PBTSearcher",
     "RandomSearcher",
     "SearcherConfig",
     "SingleSearcher",
     "TPESearcher",
 ]
 
-SEARCHER_NAMES: tuple[str, ...] = ("single", "grid", "random", "adaptive_asha", "tpe")
+SEARCHER_NAMES: tuple[str, ...] = ("single", "grid", "random", "adaptive_asha", "tpe", "pbt")
 
 DEFAULT_MAX_CONCURRENT_TRIALS = 16
 
@@ -133,6 +134,33 @@ class AdaptiveASHASearcher(_Searcher):
         return self.time_metric is not None
 
 
+class PBTReplaceFunction(StrictModel):
+    """Which trials a PBT round replaces: the worst `truncate_fraction` of the population."""
+
+    truncate_fraction: float = Field(ge=0.0, le=0.5)
+
+
+class PBTExploreFunction(StrictModel):
+    """How a replacement's hyperparameters are drawn from its parent's: each one resampled from the
+    space with `resample_probability`, else multiplied by `1 + perturb_factor` or `1 - perturb_factor`."""
+
+    resample_probability: float = Field(ge=0.0, le=1.0)
+    perturb_factor: float = Field(ge=0.0, le=1.0)
+
+
+class PBTSearcher(_Searcher):
+    """Population based training (Determined's `pbt`): `population_size` trials train `length_per_round`
+    per round; after each round but the last, the worst are replaced by trials that start from the
+    checkpoints of the best, with explored hyperparameters."""
+
+    name: Literal["pbt"] = "pbt"
+    population_size: int = Field(ge=1)
+    num_rounds: int = Field(ge=1)
+    length_per_round: PositiveLength
+    replace_function: PBTReplaceFunction
+    explore_function: PBTExploreFunction
+
+
 def _searcher_name(value: Any) -> str | None:
     """The union tag of a raw (or already built) searcher: its `name`."""
     if isinstance(value, _Searcher):
@@ -148,9 +176,12 @@ SearcherConfig = Annotated[
     | Annotated[GridSearcher, Tag("grid")]
     | Annotated[RandomSearcher, Tag("random")]
     | Annotated[AdaptiveASHASearcher, Tag("adaptive_asha")]
-    | Annotated[TPESearcher, Tag("tpe")],
+    | Annotated[TPESearcher, Tag("tpe")]
+    | Annotated[PBTSearcher, Tag("pbt")],
     Discriminator(_searcher_name),
 ]
 """Any searcher config; `config.searcher.name` tells which."""
 
-AnySearcher = SingleSearcher | GridSearcher | RandomSearcher | AdaptiveASHASearcher | TPESearcher
+AnySearcher = (
+    SingleSearcher | GridSearcher | RandomSearcher | AdaptiveASHASearcher | TPESearcher | PBTSearcher
+)

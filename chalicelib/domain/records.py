@@ -106,6 +106,9 @@ class Trial(StoredRecord):
     latest_validation_steps: int | None = None
     latest_checkpoint: str | None = None
     latest_checkpoint_steps: int | None = None
+    #: The trial a searcher (PBT) started this one from, and that trial's checkpoint it starts with.
+    warm_start_trial_id: int | None = None
+    warm_start_checkpoint: str | None = None
     version: int = 0
 
     def __post_init__(self) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from chalicelib import config as cfg
 from chalicelib.domain import keys
-from chalicelib.domain.records import LogLine
+from chalicelib.domain.records import LogLine, Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
@@ -38,14 +38,19 @@ def handle_launch(ports: Ports, message: messages.Launch) -> None:
     run = ports.runs.get(run_id)
     if run is None:
         raise NotFoundError(f"run {run_id} not found")
+    trial = ports.trials.get(run.trial_id)
+    if run.state == RunState.ASSIGNED and _canceled(trial):
+        # Its trial was canceled while the run waited for its launch: it never starts.
+        ports.runs.exit(run_id, -1, "canceled before it was launched")
+        run = ports.runs.get(run_id) or run
     if run.state == RunState.ASSIGNED:
         ports.compute.launch(run_id, message.token)
         ports.trials.transition(run.trial_id, TrialState.PULLING)
     elif run.state == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
         exit_code = run.exit_code if run.exit_code is not None else -1
-        output = {"exit_code": exit_code, "reason": run.reason or "", "paused": False}
-        ports.workflows.succeed(message.token, output)
+        output: dict[str, Any] = {"exit_code": exit_code, "reason": run.reason or "", "paused": False}
+        ports.workflows.succeed(message.token, output | _canceled_flag(trial))
     # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
 
 
@@ -130,14 +135,23 @@ def agents_lost(ports: Ports, run: Run, agents: Sequence[str], timeout_s: float)
     the workflow then restarts the trial elsewhere or fails it. False if the run had ended already."""
     names = ", ".join(agents)
     reason = f"lost agent {names}: no heartbeat for {timeout_s:.0f} s; the run's processes are presumed gone"
-    if ports.runs.exit(run.run_id, AGENT_LOST_EXIT_CODE, reason) is None:
+    if not end_run(ports, run, AGENT_LOST_EXIT_CODE, reason):
         return False
     log.warning("run %s: %s", run.run_id, reason)
+    return True
+
+
+def end_run(ports: Ports, run: Run, exit_code: int, reason: str) -> bool:
+    """End a launched run from the control plane (its agents lost, or the user killed it): recorded
+    EXITED, so its agents kill what is left of it at their next heartbeat, and its exit answered. False
+    if the run had ended already."""
+    if ports.runs.exit(run.run_id, exit_code, reason) is None:
+        return False
     ports.compute.stop(run.run_id)
     for rank in range(len(run.nodes)):
-        ports.runs.exit(keys.node_id(run.run_id, rank), AGENT_LOST_EXIT_CODE, reason)
+        ports.runs.exit(keys.node_id(run.run_id, rank), exit_code, reason)
         ports.compute.stop(keys.node_id(run.run_id, rank))
-    _report_run_exit(ports, run, AGENT_LOST_EXIT_CODE, reason, None)
+    _report_run_exit(ports, run, exit_code, reason, None)
     return True
 
 
@@ -152,9 +166,18 @@ def _report_run_exit(ports: Ports, run: Run, exit_code: int, reason: str, failed
         failed_rank = trial.failed_rank  # a clean exit keeps the rank an earlier run failed on
     ports.trials.record_exit(run.trial_id, exit_code, reason, failed_rank)
     if run.launch_token:
-        ports.workflows.succeed(
-            run.launch_token, {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
-        )
+        output: dict[str, Any] = {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
+        ports.workflows.succeed(run.launch_token, output | _canceled_flag(trial))
+
+
+def _canceled(trial: Trial | None) -> bool:
+    """The trial was canceled or killed: its run's exit ends it CANCELED (the workflow's Cancel)."""
+    return trial is not None and trial.state in (TrialState.STOPPING_CANCELED, TrialState.CANCELED)
+
+
+def _canceled_flag(trial: Trial | None) -> dict[str, Any]:
+    """`canceled: true` in a run's exit for a canceled trial (absent otherwise)."""
+    return {"canceled": True} if _canceled(trial) else {}
 
 
 def rendezvous(

@@ -18,7 +18,7 @@ from chalicelib.domain import keys, searchers
 from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
-from chalicelib.services import retention
+from chalicelib.services import retention, stopping
 from chalicelib.services.ports import Ports
 from contract import messages
 
@@ -59,6 +59,9 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
     experiment = ports.experiments.get(message.experiment_id)
     if experiment is None or experiment.searcher is None or experiment.state.terminal:
         return
+    if experiment.state == ExperimentState.STOPPING_CANCELED:
+        stopping.on_trial_event(ports, experiment)  # canceled: the searcher creates nothing more
+        return
     if experiment.state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
         _end_experiment_once_trials_stopped(ports, experiment, message)
         return
@@ -70,6 +73,7 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
     trial_id = message.trial_id
     if isinstance(message, messages.TrialPaused):
         _carry_out_decision_on_paused_trial(ports, experiment, trial_id)
+        _tell_pause(ports, experiment, spec, searcher, message)
         return
     if isinstance(message, messages.TrialExited):
         trial = ports.trials.get(trial_id)
@@ -93,6 +97,23 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
     if isinstance(event, searchers.ValidationReported):
         # Answered (possibly with nothing: the target stands, or the trial is done).
         ports.trials.clear_searcher_pending(trial_id)
+
+
+def _tell_pause(
+    ports: Ports,
+    experiment: Experiment,
+    spec: searchers.SearchSpec,
+    searcher: searchers.Searcher,
+    message: messages.TrialPaused,
+) -> None:
+    """Tell a searcher that observes pauses (PBT) that the trial's pause checkpoint is stored."""
+    if not isinstance(searcher, searchers.PauseObserver):
+        return
+    trial = ports.trials.get(message.trial_id)
+    if trial is None or trial.state != TrialState.PAUSED:
+        return  # the pause was not recorded (the trial was canceled meanwhile)
+    ops = searcher.on_trial_paused(searchers.TrialPaused(message.event_id, message.trial_id))
+    _save_and_apply(ports, experiment, spec, searcher, ops, version=experiment.searcher_version)
 
 
 def _save_and_apply(
@@ -133,6 +154,7 @@ def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTria
     # Claimed once per request id, so a redelivered event finds the trial it already created.
     trial_id = ports.ids.claim(f"trial-request:{experiment.id}:{op.request_id}", "trial")
     seed = experiment.parsed_config.reproducibility.experiment_seed or 0
+    warm_start = _warm_start_checkpoint(ports, op)
     ports.trials.create(
         Trial(
             id=trial_id,
@@ -143,11 +165,23 @@ def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTria
             start_time=ports.clock.now_iso(),
             trial_seed=(seed + trial_id) % 2**31,
             target_length=op.length,
+            warm_start_trial_id=op.warm_start_trial_id,
+            # The trial starts from it (its launch spec's latest_checkpoint) until it stores its own.
+            latest_checkpoint=warm_start,
+            warm_start_checkpoint=warm_start,
         )
     )
     ports.experiments.record_trial_count(experiment.id, len(ports.trials.for_experiment(experiment.id)))
     _start_run(ports, experiment, trial_id, generation=0)
     return trial_id
+
+
+def _warm_start_checkpoint(ports: Ports, op: searchers.CreateTrial) -> str | None:
+    """The latest checkpoint of the trial a new one starts from (None: it starts from scratch)."""
+    if op.warm_start_trial_id is None:
+        return None
+    parent = ports.trials.get(op.warm_start_trial_id)
+    return parent.latest_checkpoint if parent is not None else None
 
 
 def _start_run(ports: Ports, experiment: Experiment, trial_id: int, generation: int) -> None:

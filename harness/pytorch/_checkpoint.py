@@ -31,6 +31,7 @@ class TrainerProgress:
     batches: int = 0
     validated_at: int = -1
     last_validation: dict[str, Any] = field(default_factory=dict)
+    trial_id: int | None = None  # the trial that wrote the checkpoint (None: an older checkpoint)
 
 
 def save_checkpoint(
@@ -86,10 +87,12 @@ def restore_checkpoint(
     context._optimizer_steps = int(trainer.get("optimizer_steps", 0))
     if "rng_state" in state:
         _set_rng_state(state["rng_state"])
+    writer = trainer.get("trial_id")
     return TrainerProgress(
         batches=int(trainer.get("batches_trained", 0)),
         validated_at=int(trainer.get("validated_at", -1)),
         last_validation=dict(trainer.get("last_validation") or {}),
+        trial_id=int(writer) if writer is not None else None,
     )
 
 
@@ -108,8 +111,14 @@ def _state(
             "validated_at": progress.validated_at,
             "last_validation": progress.last_validation,
             "optimizer_steps": context._optimizer_steps,
+            "trial_id": _trial_id(context),
         },
     }
+
+
+def _trial_id(context: PyTorchTrialContext) -> int | None:
+    info = context.core.info
+    return info.trial.trial_id if info is not None else None
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:

@@ -6,7 +6,8 @@
 What `fit()` does:
 
 1. restores the latest checkpoint if there is one (the trial's, or `fit(latest_checkpoint=...)`):
-   models, optimizers, LR schedulers, scalers, callbacks, the batch count and every RNG state;
+   models, optimizers, LR schedulers, scalers, callbacks, the batch count and every RNG state (a
+   checkpoint another trial wrote, a warm start such as PBT's, restores all but the batch count);
 2. follows `core.searcher.operations()`: for each operation it trains up to the operation's length (in
    batches; records and epochs are converted), validates there, and reports the searcher metric with
    `op.report_completed()`;
@@ -291,6 +292,12 @@ class _TrainLoop:
 
     def _restore(self, storage_id: str) -> None:
         restored = restore_checkpoint(self.ctx, self.callbacks, storage_id)
+        info = self.core.info
+        if restored.trial_id is not None and info is not None and restored.trial_id != info.trial.trial_id:
+            # Another trial's checkpoint (a warm start, e.g. PBT's): its weights, but this trial's
+            # batches count from 0, as Determined's do.
+            log.info("warm-started from checkpoint %s of trial %d", storage_id, restored.trial_id)
+            return
         self.batches, self.validated_at = restored.batches, restored.validated_at
         self.last_validation = restored.last_validation
         self.checkpointed_at = self.batches

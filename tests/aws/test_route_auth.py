@@ -73,6 +73,10 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
         "POST",
         "/experiments/{experiment_id}/activate",
     ): USER_READ,  # no body; activating an active one is a no-op
+    # On an experiment of their own (`Api.concrete`); no body; a repeat is a no-op.
+    ("POST", "/experiments/{experiment_id}/cancel"): USER_READ,
+    ("POST", "/experiments/{experiment_id}/kill"): USER_READ,
+    ("POST", "/trials/{trial_id}/kill"): USER_READ,
     # No body; the experiment is active, and only one that has ended can be (un)archived (409).
     ("POST", "/experiments/{experiment_id}/archive"): USER_CONFLICT,
     ("POST", "/experiments/{experiment_id}/unarchive"): USER_CONFLICT,
@@ -113,6 +117,7 @@ class Api:
     checkpoint: str
     tokens: dict[str, str]  # credential → Authorization header value (absent: no header)
     dead_run: tuple[int, str]  # a trial whose run has exited, and that run's token
+    doomed: tuple[int, int]  # an experiment and its trial for the cancel and kill routes to end
     http: httpx.Client  # one kept-alive connection: the local server runs each connection in a thread,
     # and the control plane builds its boto3 clients once per thread
 
@@ -126,9 +131,10 @@ class Api:
         return self.http.request(method, url, content=body, headers=headers)
 
     def concrete(self, path: str) -> str:
+        stops = path.endswith(("/cancel", "/kill"))  # not on the records the other rows need alive
         return path.format(
-            trial_id=self.trial_id,
-            experiment_id=self.experiment_id,
+            trial_id=self.doomed[1] if stops else self.trial_id,
+            experiment_id=self.doomed[0] if stops else self.experiment_id,
             agent_id="table-agent",
             run_id=self.run_id,
             uuid=self.checkpoint,
@@ -192,6 +198,10 @@ def _records(http: httpx.Client, url: str, env: dict[str, str], moto_url: str) -
         return f"Bearer {spec['environment']['STRATUS_RUN_TOKEN']}"
 
     checkpoint = _store_checkpoint(http, this["trial_id"], {"Authorization": bearer(this)})
+    answer = http.post("/experiments", json={"config": {**CONFIG, "name": "doomed"}})
+    assert answer.status_code == 200, answer.text
+    doomed = answer.json()["experiment"]["id"]
+    (doomed_trial,) = http.get(f"/experiments/{doomed}").json()["trials"]
     return Api(
         url=url,
         trial_id=this["trial_id"],
@@ -205,6 +215,7 @@ def _records(http: httpx.Client, url: str, env: dict[str, str], moto_url: str) -
             "other_run": bearer(other),
         },
         dead_run=(ended["trial_id"], bearer(ended)),
+        doomed=(doomed, doomed_trial["id"]),
         http=http,
     )
 

@@ -152,6 +152,9 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         cli.list_experiments(archived=False)
         cli.get_experiment(1)
         cli.activate_experiment(1)
+        cli.cancel_experiment(1)
+        cli.kill_experiment(1)
+        cli.kill_trial(2)
         cli.archive_experiment(1)
         cli.unarchive_experiment(1)
         cli.get_trial(2)
@@ -168,6 +171,9 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "GET /experiments",
             "GET /experiments/{experiment_id}",
             "POST /experiments/{experiment_id}/activate",
+            "POST /experiments/{experiment_id}/cancel",
+            "POST /experiments/{experiment_id}/kill",
+            "POST /trials/{trial_id}/kill",
             "POST /experiments/{experiment_id}/archive",
             "POST /experiments/{experiment_id}/unarchive",
             "GET /trials/{trial_id}",

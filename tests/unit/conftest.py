@@ -177,6 +177,9 @@ class FakeApi:
             (r"GET /experiments", self._list),
             (r"GET /experiments/(\d+)", self._get_experiment),
             (r"POST /experiments/(\d+)/activate", self._activate),
+            (r"POST /experiments/(\d+)/cancel", self._stop_experiment),
+            (r"POST /experiments/(\d+)/kill", self._stop_experiment),
+            (r"POST /trials/(\d+)/kill", self._kill_trial),
             (r"POST /experiments/(\d+)/(archive|unarchive)", self._archive),
             (r"POST /contexts", self._contexts),
             (r"GET /trials/(\d+)", self._get_trial),
@@ -221,6 +224,16 @@ class FakeApi:
     def _activate(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
         self.experiments[eid]["state"] = "ACTIVE"
         return httpx.Response(200, json={"experiment": self.experiments[eid]})
+
+    def _stop_experiment(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
+        if eid not in self.experiments:
+            return api_error(404, "NotFound", f"experiment {eid} not found")
+        self.experiments[eid]["state"] = "STOPPING_CANCELED"
+        return httpx.Response(200, json={"experiment": self.experiments[eid]})
+
+    def _kill_trial(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
+        self.trials[tid]["state"] = "STOPPING_CANCELED"
+        return httpx.Response(200, json={"trial": self.trials[tid]})
 
     def _archive(self, params: dict[str, str], body: Any, eid: int, action: str) -> httpx.Response:
         if eid not in self.experiments:

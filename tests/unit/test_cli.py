@@ -252,6 +252,32 @@ def test_experiment_activate(api) -> None:
     assert api.experiments[3]["state"] == "ACTIVE"
 
 
+def test_experiment_cancel_and_kill(api) -> None:
+    api.experiments[3] = api.experiment(3)
+
+    canceled = api.run("e", "cancel", "3")
+    killed = api.run("experiment", "kill", "3")
+
+    assert (canceled.code, canceled.out) == (0, "Canceled experiment 3 (STOPPING_CANCELED)\n")
+    assert (killed.code, killed.out) == (0, "Killed experiment 3 (STOPPING_CANCELED)\n")
+    assert api.calls("POST") == ["POST /experiments/3/cancel", "POST /experiments/3/kill"]
+
+
+def test_trial_kill(api) -> None:
+    api.trials[5] = api.trial(5, 3)
+
+    result = api.run("t", "kill", "5")
+
+    assert (result.code, result.out) == (0, "Killed trial 5 (STOPPING_CANCELED)\n")
+
+
+def test_cancel_of_an_unknown_experiment_names_it(api) -> None:
+    result = api.run("e", "cancel", "9")
+
+    assert result.code != 0
+    assert "experiment 9" in result.err
+
+
 # --- errors and the master URL -----------------------------------------------------------------
 
 

@@ -372,15 +372,24 @@ ERROR_CASES: list[tuple[dict[str, Any], str]] = [
     (
         with_changes(searcher={"name": "adaptive", "metric": "m"}),
         'searcher.name: unknown searcher "adaptive"; expected one of single, grid, random, adaptive_asha, '
-        'tpe; did you mean "adaptive_asha"?',
+        'tpe, pbt; did you mean "adaptive_asha"?',
     ),
     (
-        with_changes(searcher={"name": "pbt", "metric": "m"}),
-        'searcher.name: unknown searcher "pbt"; expected one of single, grid, random, adaptive_asha, tpe',
+        with_changes(
+            searcher={
+                "name": "pbt",
+                "metric": "m",
+                "population_size": 2,
+                "num_rounds": 2,
+                "replace_function": {"truncate_fraction": 0.5},
+                "explore_function": {"resample_probability": 0.2, "perturb_factor": 0.2},
+            }
+        ),
+        "searcher.length_per_round: required",
     ),
     (
         with_changes(searcher={"name": 7, "metric": "m"}),
-        "searcher.name: must be one of single, grid, random, adaptive_asha, tpe, got 7",
+        "searcher.name: must be one of single, grid, random, adaptive_asha, tpe, pbt, got 7",
     ),
     (
         with_changes(searcher={"name": "adaptive_asha", "metric": "m", "max_trials": 4}),

@@ -515,6 +515,13 @@ def test_tuner_mapping(tuner: str, searcher: str, warning: str | None) -> None:
         assert tuner_warnings == []
 
 
+def test_pbt_tuner_says_why_and_points_to_the_pbt_searcher() -> None:
+    translation = translate(v2(tuner={"name": "PBTTuner", "classArgs": {"optimize_mode": "maximize"}}))
+
+    (warning,) = warnings_about(translation, "tuner.name")
+    assert "load_checkpoint_dir" in warning and "searcher: {name: pbt" in warning
+
+
 def test_v1_tuner_and_advisor_names() -> None:
     raw = load(V1)
     raw["searchSpace"] = SEARCH_SPACE

@@ -305,6 +305,35 @@ def test_a_preempted_then_resumed_trial_matches_an_uninterrupted_one(
     assert done["trainer_state"]["batches_trained"] == 30
 
 
+def test_another_trials_checkpoint_gives_its_weights_but_not_its_batch_count(
+    monkeypatch: pytest.MonkeyPatch, on_platform: None, plane_kit
+) -> None:
+    plane = plane_kit.SearcherPlane([30], config=PLATFORM_CONFIG)
+    run_platform(plane, PreemptedAt)
+    body = plane.checkpoint_reports()[-1]
+    state = final_state(plane)
+    assert state["trainer_state"]["trial_id"] == plane.trial_id
+    # As if another trial (a PBT parent) had written it: this trial is warm-started from it.
+    state["trainer_state"]["trial_id"] = plane.trial_id + 1
+    key = f"bucket/checkpoints/{plane.experiment_id}/{plane.trial_id}/{body['uuid']}/state_dict.pth"
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    plane.s3[key] = buffer.getvalue()
+
+    class RecordsItsStart(Regression):
+        def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
+            if not self.seen:
+                self.start = {k: v.clone() for k, v in self.model.state_dict().items()}
+            return super().train_batch(batch, epoch_idx, batch_idx)
+
+    monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", body["uuid"])
+    second = run_platform(plane, RecordsItsStart)
+    assert second.seen[0] == (0, 0)  # its own batches count from 0 (Determined's warm start)
+    assert final_state(plane)["trainer_state"]["batches_trained"] == 30
+    parent = state["models_state_dict"][0]
+    assert all(torch.equal(second.start[k], parent[k]) for k in parent)  # from the parent's weights
+
+
 def test_a_stop_request_checkpoints_and_returns(on_platform: None, plane_kit) -> None:
     class StopsEarly(Regression):
         def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:

@@ -15,16 +15,20 @@ from chalicelib.domain.searchers.base import (
     CreateTrial,
     Event,
     Operation,
+    PauseObserver,
     PauseTrial,
     Searcher,
+    SearcherSettingsError,
     SearchSpec,
     Shutdown,
     StopTrial,
     TrialCreated,
     TrialExited,
+    TrialPaused,
     ValidationReported,
 )
 from chalicelib.domain.searchers.grid import GridSearcher
+from chalicelib.domain.searchers.pbt import PBTSearcher
 from chalicelib.domain.searchers.random import RandomSearcher
 from chalicelib.domain.searchers.single import SingleSearcher
 from chalicelib.domain.searchers.tpe import TPESearcher
@@ -37,18 +41,22 @@ __all__ = [
     "Event",
     "GridSearcher",
     "Operation",
+    "PBTSearcher",
+    "PauseObserver",
     "PauseTrial",
     "RandomSearcher",
     "SEARCHERS",
     "SearchSpec",
     "Searcher",
     "SearcherNotSupportedError",
+    "SearcherSettingsError",
     "Shutdown",
     "SingleSearcher",
     "StopTrial",
     "TPESearcher",
     "TrialCreated",
     "TrialExited",
+    "TrialPaused",
     "ValidationReported",
     "new_searcher",
     "restore_searcher",
@@ -60,6 +68,7 @@ SEARCHERS: dict[str, Any] = {
     "random": RandomSearcher,
     "adaptive_asha": AdaptiveASHASearcher,
     "tpe": TPESearcher,
+    "pbt": PBTSearcher,
 }
 
 
@@ -73,7 +82,10 @@ def new_searcher(spec: SearchSpec) -> Searcher:
         raise SearcherNotSupportedError(
             f"searcher {name!r} is accepted in configs but cannot run yet; use one of {', '.join(sorted(SEARCHERS))}"
         )
-    searcher: Searcher = SEARCHERS[name](spec=spec)
+    try:
+        searcher: Searcher = SEARCHERS[name](spec=spec)
+    except SearcherSettingsError as error:  # settings it cannot run with (pbt without a round length)
+        raise SearcherNotSupportedError(str(error)) from error
     return searcher
 
 

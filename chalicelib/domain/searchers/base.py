@@ -14,6 +14,11 @@ Lengths are in searcher units: batches, or the values of `time_metric` for adapt
 - `StopTrial(trial)`: checkpoint and exit for good (early stopping, or the target was the last one);
 - nothing: the trial's target stands (it has not reached it yet).
 
+A `CreateTrial` may name a `warm_start_trial_id`: the new trial starts from that trial's latest
+checkpoint (its weights; it counts its own batches from 0, as Determined's warm start does). A searcher
+that is a `PauseObserver` is also told when a trial has finished pausing (`on_trial_paused`: its
+checkpoint is stored); the others never see that event.
+
 A trial that reaches its last target and gets no operation is treated as stopped by the service.
 """
 
@@ -22,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, runtime_checkable
 
 
 class TrialRecord:
@@ -39,6 +44,11 @@ class TrialRecord:
 
 
 DEFAULT_MAX_CONCURRENT_TRIALS = 16
+
+
+class SearcherSettingsError(ValueError):
+    """The searcher settings are valid config but the searcher cannot run with them; the message says
+    the fix (the API answers it as a config problem)."""
 
 
 def settings_int(settings: Mapping[str, Any], key: str, default: int) -> int:
@@ -73,6 +83,7 @@ class CreateTrial:
     request_id: str  # stable id chosen by the searcher, so creating twice is detectable
     hparams: dict[str, Any]
     length: int | None = None  # the first target; None lets the trial decide (single without max_length)
+    warm_start_trial_id: int | None = None  # start from this trial's latest checkpoint (PBT)
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,14 @@ class TrialExited:
     trial_id: int
     failed: bool
     invalid_hp: bool = False  # the trial raised InvalidHP: Determined replaces it with a new one
+
+
+@dataclass(frozen=True)
+class TrialPaused:
+    """A trial the searcher paused has checkpointed and exited (only for searchers that observe pauses)."""
+
+    event_id: str
+    trial_id: int
 
 
 Event = TrialCreated | ValidationReported | TrialExited
@@ -197,3 +216,10 @@ class Searcher(Protocol):
     def progress(self) -> float: ...
 
     def snapshot(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class PauseObserver(Protocol):
+    """A searcher that acts once a paused trial's checkpoint is stored (PBT: a round ends then)."""
+
+    def on_trial_paused(self, event: TrialPaused) -> list[Operation]: ...

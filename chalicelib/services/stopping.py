@@ -1,0 +1,149 @@
+"""Cancel and kill, as Determined does them: `det experiment cancel | kill ID`, `det trial kill ID`.
+
+Cancel: the searcher creates nothing more; a trial waiting in the queue (or paused) ends CANCELED at
+once, its slot request dropped; a running trial is told to stop (`should_preempt()` turns true, the
+searcher says stop): it checkpoints and exits. The experiment waits in STOPPING_CANCELED and ends
+CANCELED once every trial has ended.
+
+Kill: the same, except that a running trial's run is ended here (its agents kill its processes at their
+next heartbeat: SIGTERM, then SIGKILL after the grace) and no checkpoint is taken.
+
+A run's exit ends a STOPPING_CANCELED trial CANCELED (`runs._report_run_exit` tells the workflow, whose
+Cancel writes it), whatever its exit code; the trial's exit event then reaches `on_trial_event`.
+Everything here is idempotent: a repeated cancel or kill finds each trial as far as the first took it.
+A kill after a cancel kills the trials still stopping.
+"""
+
+from __future__ import annotations
+
+from chalicelib.domain import keys
+from chalicelib.domain.records import Experiment, Trial
+from chalicelib.domain.run_records import Run
+from chalicelib.domain.states import ExperimentState, RunState, TrialState
+from chalicelib.errors import ConflictError, NotFoundError
+from chalicelib.services import retention, runs
+from chalicelib.services.ports import Ports
+from contract import messages
+
+#: The exit code recorded for a run the user killed (as a process killed by SIGKILL reports it).
+KILLED_EXIT_CODE = -9
+
+_STOPPABLE = (ExperimentState.ACTIVE, ExperimentState.PAUSED, ExperimentState.STOPPING_CANCELED)
+
+
+def cancel_experiment(ports: Ports, experiment_id: int) -> Experiment:
+    return _stop_experiment(ports, experiment_id, kill=False)
+
+
+def kill_experiment(ports: Ports, experiment_id: int) -> Experiment:
+    return _stop_experiment(ports, experiment_id, kill=True)
+
+
+def kill_trial(ports: Ports, trial_id: int) -> Trial:
+    """Kill one trial; its experiment goes on (the searcher learns of the trial's end as of any exit)."""
+    trial = _trial(ports, trial_id)
+    if trial.state == TrialState.CANCELED:
+        return trial
+    if trial.state.terminal:
+        raise ConflictError(
+            f"trial {trial_id} is {trial.state}: it has ended already; there is nothing to kill"
+        )
+    if _stop_trial(ports, trial, kill=True):
+        # Ended here, with no run to report it: the searcher is told as of any trial that exits.
+        ports.queues.to_events(
+            messages.TrialExited(
+                event_id=f"killed-{trial_id}",
+                trial_id=trial_id,
+                experiment_id=trial.experiment_id,
+                state=str(TrialState.CANCELED),
+            ).to_body()
+        )
+    return _trial(ports, trial_id)
+
+
+def on_trial_event(ports: Ports, experiment: Experiment) -> None:
+    """A trial event of an experiment in STOPPING_CANCELED: end it once every trial has ended.
+
+    A stopping trial whose run has exited ends CANCELED here too: its exit may have been reported just
+    before the cancel (so without the flag that makes the workflow cancel it)."""
+    for trial in ports.trials.for_experiment(experiment.id):
+        if trial.state == TrialState.STOPPING_CANCELED:
+            run = _latest_run(ports, trial)
+            if run is None or run.state == RunState.EXITED:
+                ports.trials.transition(trial.id, TrialState.CANCELED, end_time=ports.clock.now_iso())
+    trials = ports.trials.for_experiment(experiment.id)
+    if all(t.state.terminal for t in trials):
+        retention.apply(ports, experiment, trials)
+        ports.experiments.transition(experiment.id, ExperimentState.CANCELED, end_time=ports.clock.now_iso())
+
+
+def _stop_experiment(ports: Ports, experiment_id: int, *, kill: bool) -> Experiment:
+    experiment = ports.experiments.get(experiment_id)
+    if experiment is None:
+        raise NotFoundError(f"experiment {experiment_id} not found; `det experiment list` shows the ids")
+    verb = "kill" if kill else "cancel"
+    if experiment.state == ExperimentState.CANCELED:
+        return experiment  # done already: a repeated request
+    if experiment.state not in _STOPPABLE:
+        raise ConflictError(
+            f"experiment {experiment_id} is {experiment.state}: it has ended or is finishing by itself; "
+            f"there is nothing to {verb}"
+        )
+    moving = experiment.state != ExperimentState.STOPPING_CANCELED
+    if moving and ports.experiments.transition(experiment_id, ExperimentState.STOPPING_CANCELED) is None:
+        raise ConflictError(
+            f"experiment {experiment_id} changed state meanwhile; run `det experiment {verb}` again"
+        )
+    for trial in ports.trials.for_experiment(experiment_id):
+        _stop_trial(ports, trial, kill=kill)
+    stopping = ports.experiments.get(experiment_id)
+    assert stopping is not None
+    on_trial_event(ports, stopping)  # every trial may have ended already (queued, paused, none at all)
+    ended = ports.experiments.get(experiment_id)
+    assert ended is not None
+    return ended
+
+
+def _stop_trial(ports: Ports, trial: Trial, *, kill: bool) -> bool:
+    """Stop one trial; True when it ended here (no run of it was launched)."""
+    if trial.state.terminal:
+        return False
+    run = _latest_run(ports, trial)
+    launched = run is not None and run.state in (RunState.LAUNCHING, RunState.RUNNING)
+    if not launched and trial.state in (TrialState.QUEUED, TrialState.PAUSED):
+        ended = ports.trials.transition(trial.id, TrialState.CANCELED, end_time=ports.clock.now_iso())
+        if run is not None:
+            _drop_queued_run(ports, run)
+        return ended is not None
+    ports.trials.transition(trial.id, TrialState.STOPPING_CANCELED)
+    if not kill:
+        ports.trials.set_searcher_action(trial.id, "stop")  # should_preempt() turns true
+    elif run is not None and launched:
+        runs.end_run(ports, run, KILLED_EXIT_CODE, "killed by the user (det experiment|trial kill)")
+    return False
+
+
+def _latest_run(ports: Ports, trial: Trial) -> Run | None:
+    """The trial's current run (the workflow names its runs after the trial's attempts)."""
+    return ports.runs.get(keys.run_id(trial.id, trial.attempts)) if trial.attempts > 0 else None
+
+
+def _drop_queued_run(ports: Ports, run: Run) -> None:
+    """A run waiting for slots (or for its launch) never starts: it is ended, and a pending one's slot
+    request answered with no agent, so its workflow goes on to find the run ended (and the trial
+    canceled) instead of waiting."""
+    if run.state not in (RunState.PENDING, RunState.ASSIGNED):
+        return
+    if ports.runs.exit(run.run_id, -1, "canceled while it waited for slots") is None:
+        return
+    if run.state == RunState.PENDING and run.slot_token:
+        ports.workflows.succeed(run.slot_token, {"agent_id": "", "num_nodes": 0})
+
+
+def _trial(ports: Ports, trial_id: int) -> Trial:
+    trial = ports.trials.get(trial_id)
+    if trial is None:
+        raise NotFoundError(
+            f"trial {trial_id} not found; `det experiment describe` lists an experiment's trials"
+        )
+    return trial

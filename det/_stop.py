@@ -1,0 +1,38 @@
+"""`det experiment cancel | kill ID` and `det trial kill ID`: stop work (Determined's verbs).
+
+Cancel lets running trials checkpoint and exit; kill ends them without a checkpoint. Either way the
+experiment creates no more trials and ends CANCELED once every trial has ended; the command returns at
+once (`det experiment describe ID` shows the progress)."""
+
+from __future__ import annotations
+
+import argparse
+
+from det._runtime import Runtime
+
+
+def cancel_experiment(args: argparse.Namespace, rt: Runtime) -> int:
+    with rt.client() as client:
+        answer = client.cancel_experiment(args.experiment_id)
+    rt.say(f"Canceled experiment {args.experiment_id} ({_state(answer, 'experiment')})")
+    return 0
+
+
+def kill_experiment(args: argparse.Namespace, rt: Runtime) -> int:
+    with rt.client() as client:
+        answer = client.kill_experiment(args.experiment_id)
+    rt.say(f"Killed experiment {args.experiment_id} ({_state(answer, 'experiment')})")
+    return 0
+
+
+def kill_trial(args: argparse.Namespace, rt: Runtime) -> int:
+    with rt.client() as client:
+        answer = client.kill_trial(args.trial_id)
+    rt.say(f"Killed trial {args.trial_id} ({_state(answer, 'trial')})")
+    return 0
+
+
+def _state(answer: object, kind: str) -> str:
+    record = answer.get(kind) if isinstance(answer, dict) else None
+    state = record.get("state") if isinstance(record, dict) else None
+    return str(state or "state unknown")
