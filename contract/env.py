@@ -8,8 +8,9 @@ Who sets what:
   ``STRATUS_HPARAMS`` (JSON, keys sorted), ``STRATUS_LATEST_CHECKPOINT`` (empty: none),
   ``STRATUS_TRIAL_SEED``, ``STRATUS_SLOTS`` (the trial's total), and for one node of a multi-node run
   ``STRATUS_NUM_NODES`` and ``STRATUS_NODE_RANK``;
-- the agent: ``STRATUS_NODE_ADDR`` (its address as other nodes reach it) and ``STRATUS_LAUNCHER_REPORT``
-  (where a launcher writes its outcome);
+- the agent: ``STRATUS_NODE_ADDR`` (its address as other nodes reach it), ``STRATUS_LAUNCHER_REPORT``
+  (where a launcher writes its outcome) and, for a run on one node, ``STRATUS_COLLECTIVE_PORT`` (a free
+  port for the chief's socket collectives, so two trials on one host do not collide);
 - by hand, for the launchers only: a static multi-node setup (``STRATUS_CHIEF_ADDR``,
   ``STRATUS_CHIEF_PORT``, ``STRATUS_NODE_ADDRS``) and the waits (``STRATUS_KILL_GRACE_S``,
   ``STRATUS_RENDEZVOUS_TIMEOUT_S``); AWS Batch's multi-node variables stand in for the node count and rank;
@@ -49,6 +50,7 @@ NODE_RANK = "STRATUS_NODE_RANK"
 # Set by the agent.
 NODE_ADDR = "STRATUS_NODE_ADDR"
 LAUNCHER_REPORT = "STRATUS_LAUNCHER_REPORT"
+COLLECTIVE_PORT = "STRATUS_COLLECTIVE_PORT"
 
 # Read by the launchers only; set by hand (a static multi-node setup, the waits).
 CHIEF_ADDR = "STRATUS_CHIEF_ADDR"

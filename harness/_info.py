@@ -34,6 +34,9 @@ from contract.errors import InvalidEnvironmentError
 from harness.errors import HarnessError
 
 LOCAL_RUN_ID = "local"
+LOCAL_ADDR = "127.0.0.1"
+#: Determined's documented default port for the chief's collectives (`INTER_TRAIN_PROCESS_COMM_PORT_1`).
+DEFAULT_COLLECTIVE_PORT = 12360
 CLUSTER_ID = "stratus"
 
 
@@ -60,6 +63,12 @@ class ClusterInfo:
     slots: int = 1
     config: dict[str, Any] = field(default_factory=dict)
     run_token: str = field(default="", repr=False)
+    #: The trial's nodes (one per agent of a multi-node run) and this process's node among them.
+    num_nodes: int = 1
+    node_rank: int = 0
+    #: Every node's address, chief first, when known (one node: its own; several: a static setup's
+    #: `STRATUS_NODE_ADDRS`).
+    node_addrs: tuple[str, ...] = (LOCAL_ADDR,)
 
     def with_remote(self, answer: Mapping[str, Any]) -> ClusterInfo:
         """This info completed with the `GET /trials/{id}/info` answer (only `config` is new)."""
@@ -73,6 +82,11 @@ class ClusterInfo:
     def is_local(self) -> bool:
         """True for the info of the local test mode (`STRATUS_LOCAL_CONFIG`), False on the platform."""
         return self.run_id == LOCAL_RUN_ID and not self.master_url
+
+    @property
+    def _trial_info(self) -> TrialInfo:
+        """Determined's private name for `trial`, which its own core_v2 examples read."""
+        return self.trial
 
     @property
     def cluster_id(self) -> str:
@@ -100,15 +114,31 @@ class ClusterInfo:
 
     @property
     def slot_ids(self) -> list[int]:
-        return list(range(self.slots))
+        """This node's slots (Determined's per-container slot ids: `len()` is the slots per node)."""
+        return list(range(max(self.slots // max(self.num_nodes, 1), 1)))
 
     @property
     def container_addrs(self) -> list[str]:
-        return []
+        """Every node's address, chief first (Determined's `info.container_addrs`). On several nodes
+        without `STRATUS_NODE_ADDRS` the first call finds them at the rendezvous (`harness._peers`)."""
+        if len(self.node_addrs) == self.num_nodes:
+            return list(self.node_addrs)
+        exported = names.read_list(os.environ, names.NODE_ADDRS)
+        if len(exported) == self.num_nodes:
+            return list(exported)
+        if not self.master_url:
+            raise HarnessError(
+                f"this trial runs on {self.num_nodes} nodes and their addresses are not known; set "
+                f"{names.NODE_ADDRS} to the addresses, comma-separated, chief first."
+            )
+        from harness._peers import resolve_node_addrs
+
+        return list(resolve_node_addrs())
 
     @property
     def container_rank(self) -> int:
-        return 0
+        """This node's index among the trial's nodes (the chief's is 0)."""
+        return self.node_rank
 
     @property
     def gpu_uuids(self) -> list[str]:
@@ -147,6 +177,11 @@ def load_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo |
         hparams=env.hparams,
         trial_seed=env.trial_seed,
     )
+    num_nodes = env.num_nodes or 1
+    if num_nodes > 1:
+        node_addrs = names.read_list(os.environ if environ is None else environ, names.NODE_ADDRS)
+    else:
+        node_addrs = (env.node_addr or LOCAL_ADDR,)
     return ClusterInfo(
         trial=trial,
         run_id=env.run_id,
@@ -154,6 +189,9 @@ def load_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo |
         master_url=env.master.rstrip("/"),
         slots=env.slots,
         run_token=env.run_token,
+        num_nodes=num_nodes,
+        node_rank=env.node_rank or 0,
+        node_addrs=node_addrs,
     )
 
 
@@ -235,6 +273,16 @@ def load_rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
     cross_rank = _int(env, "GROUP_RANK", default=rank // max(local_size, 1))
     cross_size = max(size // max(local_size, 1), 1)
     return RankInfo(rank, size, local_rank, local_size, cross_rank, cross_size)
+
+
+def load_collective_port(environ: Mapping[str, str] | None = None) -> int:
+    """The port of the chief's socket collectives: `STRATUS_COLLECTIVE_PORT` (the agent's free port for
+    the run), else Determined's default, `DEFAULT_COLLECTIVE_PORT`."""
+    env = os.environ if environ is None else environ
+    try:
+        return names.read_int(env, names.COLLECTIVE_PORT, DEFAULT_COLLECTIVE_PORT)
+    except InvalidEnvironmentError as e:
+        raise HarnessError(str(e)) from e
 
 
 def _int(env: Mapping[str, str], name: str, *, default: int | None = None) -> int:

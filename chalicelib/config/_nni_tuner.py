@@ -1,7 +1,8 @@
 """NNI's tuner, advisor and assessor translated into a Stratus searcher (see `chalicelib.config.nni`):
-TPE -> `tpe`, Random -> `random`, GridSearch and BatchTuner -> `grid`, Hyperband -> `hyperband`, BOHB ->
-`bohb`, every other tuner -> `tpe` with a warning; `classArgs` -> the metric's direction and the seed
-(and Hyperband's and BOHB's own arguments, `_bracket_settings`); an assessor -> a warning.
+TPE -> `tpe`, Random -> `random`, GridSearch and BatchTuner -> `grid`, PBTTuner -> `pbt` (its own
+`classArgs` by `_nni_pbt.py`), Hyperband -> `hyperband`, BOHB -> `bohb` (their own arguments by
+`_bracket_settings`), every other tuner -> `tpe` with a warning; `classArgs` -> the metric's direction
+and the seed; an assessor -> a warning.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from chalicelib.config._nni_pbt import PBT_ARGS, PbtTranslator
 from chalicelib.config._nni_versions import NniReader, dotted
 from chalicelib.config.nni_space import is_int
 from chalicelib.config.schema import MAX_SEED
@@ -28,8 +30,9 @@ _TUNERS: dict[str, str] = {
     "batch": "grid",
     "hyperband": "hyperband",
     "bohb": "bohb",
+    "pbt": "pbt",
+    "pbttuner": "pbt",
 }
-_EARLY_STOPPING_TUNERS = frozenset({"pbt", "pbttuner"})
 # NNI's classArgs of Hyperband and BOHB with their defaults (NNI's), read by `_bracket_settings`.
 _BRACKET_ARGS: dict[str, dict[str, Any]] = {
     "hyperband": {"R": 60, "eta": 3, "exec_mode": "parallelism"},
@@ -48,14 +51,6 @@ _BRACKET_ARGS: dict[str, dict[str, Any]] = {
 # Searchers that can run without a number of trials (NNI's default: no maxTrialNumber).
 UNTIL_STOPPED_SEARCHERS = frozenset({"random", "tpe"})
 _ASSESSORS_WITH_ASHA_HINT = frozenset({"medianstop", "curvefitting"})
-_PBT_TUNERS = frozenset({"pbt", "pbttuner"})
-# NNI's PBT hands each trial checkpoint folders as parameters (load_checkpoint_dir, save_checkpoint_dir);
-# Stratus' pbt searcher warm-starts trials from platform checkpoints (info.latest_checkpoint) instead.
-_PBT_HINT = (
-    " (NNI's PBT passes checkpoint folders as the load_checkpoint_dir and save_checkpoint_dir "
-    "parameters, which Stratus does not provide); for population based training, write a "
-    "Determined-style config with `searcher: {name: pbt, ...}` and restore info.latest_checkpoint"
-)
 
 
 class TunerTranslator(NniReader):
@@ -99,6 +94,10 @@ class TunerTranslator(NniReader):
         smaller_is_better, seed = self._class_args(path, section.get("classArgs"), searcher)
         out: dict[str, Any] = {"name": searcher, "metric": METRIC, "smaller_is_better": smaller_is_better}
         out.update(self._bracket_settings(path, section.get("classArgs"), searcher))
+        if searcher == "pbt":  # rounds of a population instead of a number of trials
+            args = section.get("classArgs")
+            pbt = PbtTranslator(self.raw, self.version, self.warnings, self.problems)
+            return out | pbt.settings(path, name_key, args if isinstance(args, Mapping) else {}), label, seed
         max_trials = self._max_trials(searcher)
         if max_trials is not None:
             out["max_trials"] = max_trials
@@ -156,14 +155,7 @@ class TunerTranslator(NniReader):
         where = dotted(path, name_key)
         searcher = _TUNERS.get(key)
         if searcher is None:
-            hint = (
-                "; for early stopping, use Stratus' adaptive_asha searcher"
-                if key in _EARLY_STOPPING_TUNERS
-                else ""
-            )
-            if key in _PBT_TUNERS:
-                hint = _PBT_HINT
-            self.warn(where, f"the {name} tuner is not available in Stratus; using the tpe searcher{hint}")
+            self.warn(where, f"the {name} tuner is not available in Stratus; using the tpe searcher")
             return "tpe"
         if key in ("batchtuner", "batch"):
             self.warn(
@@ -194,7 +186,12 @@ class TunerTranslator(NniReader):
             self.problem(dotted(where, "optimize_mode"), "must be maximize or minimize")
         seed: int | None = None
         for key, value in args.items():
-            if key == "optimize_mode" or value is None or key in _BRACKET_ARGS.get(searcher, {}):
+            if (
+                key == "optimize_mode"
+                or value is None
+                or key in _BRACKET_ARGS.get(searcher, {})
+                or (searcher == "pbt" and key in PBT_ARGS)
+            ):
                 continue
             if key == "seed" and is_int(value) and 0 <= value <= MAX_SEED:
                 seed = int(value)

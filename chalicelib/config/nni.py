@@ -16,10 +16,11 @@ an equivalent have none, is `_nni_versions.py`):
   of NNI types).
 - tuner (`tuner.builtinTunerName` / `tuner.name`, or the advisor; by `_nni_tuner.py`) ->
   `searcher.name`: TPE -> `tpe`, Random -> `random`, GridSearch -> `grid` (int axes of at most `GRID_INT_LIMIT` values in full,
-  other axes `GRID_COUNT` evenly spaced values, with a warning), BatchTuner -> `grid` (warning);
+  other axes `GRID_COUNT` evenly spaced values, with a warning), BatchTuner -> `grid` (warning),
+  PBTTuner -> `pbt` (rounds from `maxTrialNumber`, by `_nni_pbt.py`);
   Hyperband -> `hyperband`, BOHB -> `bohb` (`R` / `max_budget` -> `max_length`, `eta` -> `divisor`,
   BOHB's `min_budget` -> `max_rungs`, its model arguments as they are; the trial reads its budget as
-  `TRIAL_BUDGET`); every other tuner (Anneal, Evolution, SMAC, Metis, GP, PBT, DNGO, custom
+  `TRIAL_BUDGET`); every other tuner (Anneal, Evolution, SMAC, Metis, GP, DNGO, custom
   tuners, ...) -> `tpe` with a warning naming it; no tuner -> `random` (warning).
   `searcher.metric` is `default` (what `nni.report_final_result(x)` reports);
   `classArgs.optimize_mode: maximize` -> `smaller_is_better: false` (minimize, and unset with a

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
@@ -94,10 +95,13 @@ def build_environment(
     base: Mapping[str, str] | None = None,
     probe: Probe = missing_packages,
     run_dir: Path | None = None,
+    collective_port: int | None = None,
 ) -> dict[str, str]:
     """The agent's environment minus secrets, ``PATH`` led by this interpreter's bin dir, the trial's;
     ``PYTHONPATH`` ends with the compatibility folders of the packages the trial's Python lacks
-    (`harness.trial_process.trial_environment`)."""
+    (`harness.trial_process.trial_environment`). ``collective_port`` (a free port of this machine)
+    becomes ``STRATUS_COLLECTIVE_PORT`` for a run on one node (on several, the chief's own agent alone
+    would know it)."""
     # The spec's environment holds every variable of contracts.md §2 (`contract.env.TrialEnv`); the ids
     # from the spec's own fields are fallbacks, and the node's address and the report path are the agent's.
     variables = spec.identity_env(default_master=settings.api_url)
@@ -105,12 +109,22 @@ def build_environment(
         variables[trial_env.NODE_ADDR] = settings.address
     if run_dir is not None:
         variables[trial_env.LAUNCHER_REPORT] = str(run_dir / LAUNCHER_REPORT)
+    if collective_port is not None and spec.environment.get(trial_env.NUM_NODES, "").strip() in ("", "1"):
+        variables[trial_env.COLLECTIVE_PORT] = str(collective_port)
     variables.update(spec.environment)
     if gpus is not None:
         variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     variables.pop(TOKEN_ENV, None)
     base = os.environ if base is None else base
     return trial_environment(base, variables, drop=SECRET_ENV_NAMES.__contains__, probe=probe)
+
+
+def free_port() -> int:
+    """A TCP port free on every interface of this machine now (the run's chief binds it later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 class Run:
@@ -237,7 +251,9 @@ class Run:
             return 1, f"context download failed: {e}"
         except _Cancelled:
             return 128 + signal.SIGTERM, "killed before the process started"
-        env = build_environment(self.spec, self._settings, self.gpus, run_dir=self.run_dir)
+        env = build_environment(
+            self.spec, self._settings, self.gpus, run_dir=self.run_dir, collective_port=free_port()
+        )
         script = build_script(self.spec.entrypoint, self._marker, who="[agent] ")
         with self._lock:
             if self._kill_requested.is_set():

@@ -19,6 +19,11 @@ script is started again in the same process (`os.execv`) and reads the new `TRIA
 NNI trial thus trains again from scratch, as NNI runs it (NNI scripts keep no checkpoints); a paused one
 that is promoted later starts again the same way in its next run.
 
+With the `pbt` searcher (NNI's PBTTuner), `get_next_parameter()` adds NNI's `load_checkpoint_dir` and
+`save_checkpoint_dir`, intermediate results are not searcher results, and the round ends when the script
+exits after its final result: what it saved is uploaded as the trial's checkpoint, then the round is
+completed (`_nni_pbt.py`).
+
 The harness context is opened on the first call and closed when the process exits. SIGTERM keeps its
 default action (NNI scripts do not poll for preemption); a preemption asked through the heartbeat makes
 the next report exit with code 0. Off the platform, reports are printed; with `STRATUS_LOCAL_CONFIG`
@@ -36,6 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import harness.core
+from harness.compat._nni_pbt import PbtRound, at_main_thread_exit, runs_pbt
 from harness.core import Context, LocalSearcherContext, SearcherOperation
 
 log = logging.getLogger("harness.nni")
@@ -66,6 +72,7 @@ class NniTrial:
         self._budget: int | None = None  # TRIAL_BUDGET, with the hyperband and bohb searchers
         self._budget_done = False  # the final result at that budget is reported
         self._restart = restart
+        self._pbt: PbtRound | None = None  # with the pbt searcher: this run's round
 
     # ---- the API -------------------------------------------------------------------------------
 
@@ -88,6 +95,10 @@ class NniTrial:
                     atexit.register(self._after_budget)  # runs before `close` (registered earlier)
                 if self._budget is not None:
                     self._params[BUDGET_KEY] = self._budget
+                if self._pbt is None and runs_pbt(info.config):
+                    self._start_pbt_round(core)
+                if self._pbt is not None:
+                    self._params.update(self._pbt.folders())
             return dict(self._params)
 
     def get_current_parameter(self, tag: str | None = None) -> Any:
@@ -105,7 +116,7 @@ class NniTrial:
                 return
             core, metrics = self._report_validation(metric)
             self._exit_if_preempted(core)
-            if not self._has_dialogue(core):
+            if not self._has_dialogue(core) or self._pbt is not None:
                 return
             op = self._operation(core)
             if op.length is not None and self._reports >= op.length:
@@ -119,6 +130,9 @@ class NniTrial:
                 self._report_at_budget(metric)
                 return
             core, metrics = self._report_validation(metric)
+            if self._pbt is not None:  # the round ends at exit, once the script has saved its model
+                self._pbt.final_metric = metrics[DEFAULT_METRIC]
+                return
             if not self._has_dialogue(core):
                 return
             op = self._operation(core)
@@ -172,6 +186,29 @@ class NniTrial:
             print(f"[nni] promoted to {BUDGET_KEY}={op.length}; running the trial script again", flush=True)
             self.close()
         self._restart()
+
+    def _start_pbt_round(self, core: Context) -> None:
+        """NNI's PBT folders for this run's round; its end is registered to run when the script ends,
+        before `close` (an `atexit` handler). The caller holds the lock."""
+        op = self._operation(core) if self._has_dialogue(core) else None
+        self._pbt = PbtRound.start(core, op)
+        self._reports = self._pbt.results_before
+        at_main_thread_exit(self.end_pbt_round)
+
+    def end_pbt_round(self) -> None:
+        """End this run's PBT round (see `_nni_pbt.py`): registered to run at exit, as NNI trial code
+        saves its model after its final result; once."""
+        with self._lock:
+            pbt, self._pbt = self._pbt, None
+            if pbt is None:
+                return
+            try:
+                if self._core is not None:
+                    pbt.end(self._reports)
+            except Exception:  # the round is not completed: the searcher replaces a member that exits
+                log.exception("the PBT round could not be ended (its checkpoint or its result was not sent)")
+            finally:
+                pbt.remove()
 
     def _report_validation(self, metric: Any) -> tuple[Context, dict[str, Any]]:
         """Report `metric` as the next validation (`steps_completed` = results reported so far); the

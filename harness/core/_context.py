@@ -24,6 +24,7 @@ from harness._info import (
     load_local_config,
     local_events_path,
 )
+from harness.core._alert import alert
 from harness.core._checkpoint import CheckpointContext, LocalCheckpointContext, PlatformCheckpointContext
 from harness.core._distributed import DistributedContext
 from harness.core._events import LocalEvents
@@ -72,6 +73,12 @@ class Context:
         self._api = api
         self._closed = False
         train._on_invalid_hp = self.searcher.report_invalid_hp
+
+    def alert(
+        self, title: str | None = None, description: str | None = None, level: str | None = "info"
+    ) -> None:
+        """Determined's workload alert: one line of the trial's output here (`harness.core._alert`)."""
+        alert(title, description, level)
 
     def close(self) -> None:
         """Stop the heartbeat thread, restore the SIGTERM handler, close connections. Idempotent."""

@@ -2,17 +2,28 @@
 
 Only the chief (rank 0) talks to the control plane for the trial: it reports metrics and progress and
 uploads checkpoints; on other ranks those calls are no-ops. Every rank may restore checkpoints.
+
+Collectives (`broadcast`, `allgather`, `gather`, `any_rank`) go through an initialised
+`torch.distributed` process group when there is one, else through the chief's sockets when the context
+was given ``chief_ip`` (`harness.core._collective`, Determined's framework-free way). With several ranks
+and neither, `broadcast`/`allgather`/`gather` raise `CollectiveError` rather than answer with this
+rank's object alone.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness._info import RankInfo, load_rank_info
+from harness._info import RankInfo, load_collective_port, load_rank_info
+from harness.core._collective import CollectiveError, SocketCollectives
 
 
 class DistributedContext:
-    """Ranks of this process; the default is a single process, rank 0 of 1."""
+    """Ranks of this process; the default is a single process, rank 0 of 1.
+
+    ``chief_ip`` (the chief's address as this rank reaches it) turns on the socket collectives, with the
+    chief listening on ``port`` (default: `harness._info.load_collective_port()`).
+    """
 
     def __init__(
         self,
@@ -23,6 +34,8 @@ class DistributedContext:
         local_size: int | None = None,
         cross_rank: int | None = None,
         cross_size: int | None = None,
+        chief_ip: str | None = None,
+        port: int | None = None,
     ) -> None:
         if size < 1 or not 0 <= rank < size:
             raise ValueError(
@@ -34,6 +47,15 @@ class DistributedContext:
         self.local_size = size if local_size is None else local_size
         self.cross_rank = rank // max(self.local_size, 1) if cross_rank is None else cross_rank
         self.cross_size = max(size // max(self.local_size, 1), 1) if cross_size is None else cross_size
+        self._sockets: SocketCollectives | None = None
+        if chief_ip is not None and size > 1:
+            self._sockets = SocketCollectives(
+                rank=rank,
+                size=size,
+                chief_ip=chief_ip,
+                port=load_collective_port() if port is None else port,
+                bind_all=self.cross_size > 1,
+            )
 
     @classmethod
     def from_env(cls) -> DistributedContext:
@@ -99,32 +121,50 @@ class DistributedContext:
         return bool(dist.is_available() and dist.is_initialized())
 
     def broadcast(self, obj: Any) -> Any:
-        """The chief's `obj` on every rank (a collective with a process group; identity without one)."""
-        if not self.has_process_group:
+        """The chief's `obj` on every rank (a collective: every rank calls it at the same step)."""
+        if self.size == 1:
             return obj
-        import torch.distributed as dist
+        if self.has_process_group:
+            import torch.distributed as dist
 
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
+            box = [obj]
+            dist.broadcast_object_list(box, src=0)
+            return box[0]
+        return self._require_sockets("broadcast").broadcast(obj)
 
     def allgather(self, obj: Any) -> list[Any]:
-        """Every rank's `obj`, in rank order (a collective with a process group; `[obj]` without one)."""
-        if not self.has_process_group:
+        """Every rank's `obj`, in rank order, on every rank (a collective)."""
+        if self.size == 1:
             return [obj]
-        import torch.distributed as dist
+        if self.has_process_group:
+            import torch.distributed as dist
 
-        out: list[Any] = [None] * self.size
-        dist.all_gather_object(out, obj)
-        return out
+            out: list[Any] = [None] * self.size
+            dist.all_gather_object(out, obj)
+            return out
+        return self._require_sockets("allgather").allgather(obj)
 
     def gather(self, obj: Any) -> list[Any] | None:
-        """Every rank's `obj` on the chief (None on other ranks)."""
+        """Every rank's `obj` on the chief (None on other ranks); a collective."""
+        if self.size > 1 and not self.has_process_group:
+            return self._require_sockets("gather").gather(obj)
         gathered = self.allgather(obj)
         return gathered if self.is_chief else None
 
     def close(self) -> None:
-        """Determined's call at the end of `core.init()`; nothing to release here."""
+        """Close the socket collectives' connections, if any (Determined's call at the end of training)."""
+        if self._sockets is not None:
+            self._sockets.close()
+
+    def _require_sockets(self, what: str) -> SocketCollectives:
+        if self._sockets is None:
+            raise CollectiveError(
+                f"{what}() across {self.size} ranks needs a way to talk to them, and this rank has none: "
+                "initialise a torch.distributed process group (launchers.torch_distributed does it for "
+                "PyTorchTrial), or build the context with chief_ip= (Determined's "
+                "DistributedContext(..., chief_ip=...))."
+            )
+        return self._sockets
 
     @property
     def is_chief(self) -> bool:
@@ -137,12 +177,14 @@ class DistributedContext:
     def any_rank(self, flag: bool) -> bool:
         """True on every rank when `flag` is true on any rank.
 
-        With several processes and an initialised `torch.distributed` process group this is a collective
-        (an all-reduce): every rank must call it at the same step. Without a process group each rank
-        only knows its own flag.
+        With several processes and an initialised `torch.distributed` process group, or the socket
+        collectives (``chief_ip``), this is a collective: every rank must call it at the same step.
+        Without either, each rank only knows its own flag.
         """
         if self.size == 1:
             return flag
+        if self._sockets is not None and not self.has_process_group:
+            return any(self._sockets.allgather(bool(flag)))
         try:
             import torch
             import torch.distributed as dist

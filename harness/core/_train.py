@@ -11,12 +11,14 @@ import enum
 import logging
 import math
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from contract.metric_groups import TRAINING, VALIDATION, check_metric_group
 from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
 from harness.core._events import LocalEvents, LocalEventType
+from harness.core._tensorboard import tensorboard_path
 
 log = logging.getLogger("harness.train")
 
@@ -74,6 +76,10 @@ class TrainContext(abc.ABC):
     def set_status(self, status: str) -> None:
         """Determined's free-text status line: logged here."""
         log.info("status: %s", status)
+
+    def get_tensorboard_path(self) -> Path:
+        """Determined's TensorBoard folder: a local one, never uploaded (`harness.core._tensorboard`)."""
+        return tensorboard_path(self._dist.rank)
 
     def report_progress(self, progress: float) -> None:
         """Report how far the trial is, from 0.0 to 1.0 (chief only; a no-op elsewhere)."""

@@ -487,7 +487,6 @@ def test_an_empty_search_space_is_allowed() -> None:
         ("DNGOTuner", "tpe", "the DNGOTuner tuner is not available in Stratus; using the tpe searcher"),
         ("Hyperband", "hyperband", None),
         ("BOHB", "bohb", None),
-        ("PBTTuner", "tpe", None),
         ("MyOwnTuner", "tpe", "the MyOwnTuner tuner is not available in Stratus; using the tpe searcher"),
     ],
 )
@@ -505,11 +504,87 @@ def test_tuner_mapping(tuner: str, searcher: str, warning: str | None) -> None:
         assert tuner_warnings == []
 
 
-def test_pbt_tuner_says_why_and_points_to_the_pbt_searcher() -> None:
-    translation = translate(v2(tuner={"name": "PBTTuner", "classArgs": {"optimize_mode": "maximize"}}))
+def pbt(max_trials: int | None = 4, **class_args: Any) -> dict[str, Any]:
+    """A v2 config with PBTTuner (`class_args` added to optimize_mode: maximize)."""
+    return v2(
+        maxTrialNumber=max_trials,
+        tuner={"name": "PBTTuner", "classArgs": {"optimize_mode": "maximize", **class_args}},
+    )
 
-    (warning,) = warnings_about(translation, "tuner.name")
-    assert "load_checkpoint_dir" in warning and "searcher: {name: pbt" in warning
+
+def test_pbt_tuner_runs_as_the_pbt_searcher_with_nnis_defaults() -> None:
+    translation = translate(
+        v2(maxTrialNumber=100, tuner={"name": "PBTTuner", "classArgs": {"optimize_mode": "maximize"}})
+    )
+
+    assert translation.config["searcher"] == {
+        "name": "pbt",
+        "metric": "default",
+        "smaller_is_better": False,
+        "population_size": 10,  # NNI's defaults
+        "num_rounds": 10,  # maxTrialNumber / population_size: each NNI step uses population_size trials
+        "length_per_round": {"epochs": 1},  # one run of the trial command, completed by the nni stand-in
+        "replace_function": {"truncate_fraction": 0.2},
+        "explore_function": {"resample_probability": 0.25, "perturb_factor": 0.2},
+    }
+    assert translation.config["data"]["nni"]["tuner"] == "PBTTuner"
+    (said,) = warnings_about(translation, "tuner.name")
+    assert "10 rounds of 10 members" in said and "same trial" in said
+    assert "not used with PBTTuner" in warnings_about(translation, "trialConcurrency")[0]
+    assert warnings_about(translation, "tuner.classArgs") == []
+
+
+def test_pbt_class_args_map_to_the_searchers_settings() -> None:
+    translation = translate(
+        pbt(
+            max_trials=7,
+            population_size=2,
+            factors=0.3,  # the spelling of NNI's classArgs validator
+            resample_probability=0.5,
+            fraction=0.2,
+            all_checkpoint_dir="/nfs/ckpt",
+        )
+    )
+
+    searcher = translation.config["searcher"]
+    assert (searcher["population_size"], searcher["num_rounds"]) == (2, 3)
+    assert searcher["explore_function"] == {"resample_probability": 0.5, "perturb_factor": 0.3}
+    # NNI replaces ceil(0.2 * 2) = 1 member a step; so does the searcher (int(fraction * 2) = 1).
+    assert int(searcher["replace_function"]["truncate_fraction"] * 2) == 1
+    assert (
+        "ignored (checkpoints live in the platform's storage"
+        in warnings_about(translation, "tuner.classArgs.all_checkpoint_dir")[0]
+    )
+    (partial,) = warnings_about(translation, "maxTrialNumber")
+    assert "7 is not a whole number of rounds of 2" in partial and "3 rounds" in partial
+    assert (
+        translate(pbt(max_trials=20, factor=0.1, factors=0.9)).config["searcher"]["explore_function"][
+            "perturb_factor"
+        ]
+        == 0.1
+    )
+
+
+@pytest.mark.parametrize(
+    ("population", "fraction", "replaced"), [(10, 0.2, 2), (3, 0.2, 1), (49, 0.02, 1), (7, 0.5, 3)]
+)
+def test_pbt_replaces_as_many_members_as_nni(population: int, fraction: float, replaced: int) -> None:
+    searcher = translate(pbt(max_trials=population, population_size=population, fraction=fraction)).config[
+        "searcher"
+    ]
+    assert int(searcher["replace_function"]["truncate_fraction"] * population) == replaced
+
+
+def test_pbt_without_a_number_of_rounds_is_refused() -> None:
+    assert problems(pbt(max_trials=None)) == {
+        "maxTrialNumber": "required with PBTTuner: Stratus' pbt searcher runs a set number of rounds of "
+        "population_size trials; set maxTrialNumber to population_size (10) times the number of rounds"
+    }
+    assert "must be at least population_size (10)" in problems(pbt(max_trials=8))["maxTrialNumber"]
+    assert problems(pbt(max_trials=20, factor=1.5)) == {
+        "tuner.classArgs.factor": "must be a number between 0 and 1, got 1.5"
+    }
+    assert "population_size" in " ".join(problems(pbt(population_size=0)))
 
 
 def test_v1_tuner_and_advisor_names() -> None:

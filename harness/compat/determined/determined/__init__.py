@@ -2,16 +2,23 @@
 
 It is on the trial's PYTHONPATH only when the real `determined` package is not installed. It covers
 `det.get_cluster_info()`, `det.core` (the Core API), `det.pytorch` (PyTorchTrial, Trainer),
-`det.InvalidHP` and `det.LOG_FORMAT`.
+`det.experimental.core_v2`, `det.launch` (the launchers), `det.common.util`'s metric group names,
+`det.InvalidHP` and `det.LOG_FORMAT`. Anything else of Determined's API raises
+`UnsupportedApiError` (an ImportError) naming it; a missing `determined.*` module, ModuleNotFoundError
+with the same sentence.
 """
 
 from harness import InvalidHP
 from harness._info import ClusterInfo, TrialInfo
-from harness.compat._determined import LOG_FORMAT
+from harness.compat._determined import LOG_FORMAT, install_missing_modules_finder, unsupported
 from harness.core import get_cluster_info
 
-from . import core
+install_missing_modules_finder()
+
+from . import core  # noqa: E402
 
 __version__ = "0.0.0+stratus"
 
 __all__ = ["LOG_FORMAT", "ClusterInfo", "InvalidHP", "TrialInfo", "__version__", "core", "get_cluster_info"]
+
+__getattr__ = unsupported("determined")

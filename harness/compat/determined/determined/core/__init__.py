@@ -1,6 +1,6 @@
 """Determined's Core API (`det.core`), served by `harness.core`."""
 
-from harness.compat._determined import DistributedContext, PreemptMode, TensorboardMode, init
+from harness.compat._determined import DistributedContext, PreemptMode, TensorboardMode, init, unsupported
 from harness.core import (
     CheckpointContext,
     Context,
@@ -28,3 +28,5 @@ __all__ = [
     "Unit",
     "init",
 ]
+
+__getattr__ = unsupported("determined.core")

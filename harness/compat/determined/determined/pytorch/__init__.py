@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from harness.compat._determined import unsupported
 from harness.pytorch import (
     Batch,
     DataLoader,
@@ -34,3 +35,8 @@ __all__ = [
     "init",
     "to_device",
 ]
+
+__getattr__ = unsupported(
+    "determined.pytorch",
+    {"deepspeed": "run DeepSpeed through python3 -m determined.launch.deepspeed with a Core API script"},
+)

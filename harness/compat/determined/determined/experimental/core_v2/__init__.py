@@ -1,0 +1,34 @@
+"""Determined's singleton Core API (`core_v2.init()`, `core_v2.train`, ...), served by
+`harness.compat._core_v2` (see there what runs off the platform)."""
+
+from typing import Any
+
+from harness.compat import _core_v2
+from harness.compat._core_v2 import (
+    Config,
+    DefaultConfig,
+    UnmanagedConfig,
+    close,
+    init,
+    init_context,
+)
+from harness.compat._determined import DistributedContext, PreemptMode, TensorboardMode
+
+__all__ = [
+    "Config",
+    "DefaultConfig",
+    "DistributedContext",
+    "PreemptMode",
+    "TensorboardMode",
+    "UnmanagedConfig",
+    "close",
+    "init",
+    "init_context",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # `core_v2.train`, `.checkpoint`, ... follow the context init() made (None before it and after close()).
+    if name in _core_v2.SINGLETONS:
+        return _core_v2.singleton(name)
+    return _core_v2.missing(name)
