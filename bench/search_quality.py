@@ -338,7 +338,8 @@ def versus_peers(
     arms: Sequence[str],
     goals: dict[str, dict[str, float]],
 ) -> list[str]:
-    """Per function and target: Stratus' best searcher against the best peer, on the seeds both ran."""
+    """Per function: final regret, and compute to each target, of Stratus' best searcher against the best
+    peer (medians over the seeds each ran)."""
     lines = []
     for function in functions:
         finals = {

@@ -135,7 +135,12 @@ def main() -> None:
         ),
         run_config=tune.RunConfig(stop=budget, verbose=0, storage_path=storage, log_to_file=False),
     )
-    grid = tuner.fit()
+    warnings: list[str] = []
+    try:
+        trials = len(tuner.fit())
+    except RuntimeError as error:  # Ray 2.60 cannot list trials that never started once the run stops
+        trials = len(budget.reached)
+        warnings.append(f"Ray's result grid failed ({error}); trials counts those that reported")
     print(
         json.dumps(
             {
@@ -146,11 +151,12 @@ def main() -> None:
                 "end": "budget" if budget.done else "shutdown",
                 "compute": budget.compute,
                 "time": budget.compute / args.workers,
-                "trials": len(grid),
+                "trials": trials,
                 "full_length_reports": budget.full,
                 "reports": budget.reports,
-                "runs_started": len(grid),
+                "runs_started": trials,
                 "trajectory": budget.trajectory,
+                "warnings": warnings,
             }
         )
     )
