@@ -49,7 +49,7 @@ from bench.sim.peers import optuna_bohb  # noqa: E402
 from bench.sim.simulator import RunResult, Simulator  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "search_quality.md"
-ARMS = ("random", "tpe", "asha", "asha_stop", "hyperband", "bohb")
+ARMS = ("random", "tpe", "asha", "asha_stop", "hyperband", "bohb", "pbt")
 ARM_LABELS = {
     "random": "random",
     "tpe": "tpe",
@@ -57,6 +57,7 @@ ARM_LABELS = {
     "asha_stop": "adaptive_asha (stop_once)",
     "hyperband": "hyperband",
     "bohb": "bohb",
+    "pbt": "pbt",
     "optuna_bohb": "peer: Optuna TPESampler + HyperbandPruner",
     "ray_asha": "peer: Ray Tune ASHAScheduler",
     "ray_hyperband": "peer: Ray Tune HyperBandScheduler",
@@ -79,6 +80,16 @@ def settings_for(arm: str, args: argparse.Namespace) -> dict[str, Any]:
     if arm in ("random", "tpe"):
         # One trial per max_length of budget, plus those still running when it runs out: the budget binds.
         return {"name": arm, "max_trials": math.ceil(args.budget) + args.workers, **common}
+    if arm == "pbt":
+        # Population x rounds x length_per_round within the budget; Determined's/NNI's replace and explore.
+        return {
+            "name": "pbt",
+            "population_size": args.pbt_population,
+            "num_rounds": args.pbt_rounds,
+            "replace_function": {"truncate_fraction": args.pbt_truncate},
+            "explore_function": {"resample_probability": 0.25, "perturb_factor": 0.2},
+            **common,
+        }
     if arm in ("hyperband", "bohb"):
         # The same rung lengths as adaptive_asha's (divisor, max_rungs); iterations repeat until the budget.
         return {
@@ -127,6 +138,7 @@ def one_run(task: tuple[str, str, int, argparse.Namespace]) -> tuple[str, str, i
         budget=args.budget,
         report_lengths=rung_lengths(args) if arm == "asha_stop" else (),
         start_overhead=args.start_overhead,
+        searcher_max_length=args.pbt_length if arm == "pbt" else None,
     )
     result = sim.run()
     return function, arm, seed, result.to_json(), time.perf_counter() - start
@@ -387,6 +399,69 @@ def versus_peers(
     return lines
 
 
+SEQUENTIAL_ARMS = ("asha", "asha_stop", "hyperband", "bohb")
+
+
+def sequential_runs(
+    args: argparse.Namespace, functions: Sequence[str], seeds: Sequence[int]
+) -> dict[tuple[str, str], list[RunResult]]:
+    """Stratus' multi-fidelity searchers with one worker (and `max_concurrent_trials: 1`), as the peers'
+    trials in effect ran; the runs are kept in (and taken from) the `--sequential` JSON file."""
+    one = argparse.Namespace(**{**vars(args), "workers": 1})
+    path: Path = args.sequential
+    dump: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    tasks = [
+        (f, arm, seed, one)
+        for f in functions
+        for arm in SEQUENTIAL_ARMS
+        for seed in seeds
+        if f"{f}/{arm}/{seed}" not in dump
+    ]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for function, arm, seed, data, spent in pool.map(one_run, tasks):
+            dump[f"{function}/{arm}/{seed}"] = data
+            print(f"one worker: {function:16s} {arm:10s} seed {seed:2d} ({spent:.1f} s)", flush=True)
+    path.write_text(json.dumps(dump))
+    results: dict[tuple[str, str], list[RunResult]] = {}
+    for key, data in sorted(dump.items()):
+        function, arm, seed = key.split("/")
+        if function in functions and arm in SEQUENTIAL_ARMS and int(seed) in seeds:
+            results.setdefault((function, arm), []).append(from_json(dict(data)))
+    return results
+
+
+def sequential_section(
+    sequential: dict[tuple[str, str], list[RunResult]],
+    results: dict[tuple[str, str], list[RunResult]],
+    functions: Sequence[str],
+    goals: dict[str, dict[str, float]],
+    args: argparse.Namespace,
+) -> list[str]:
+    """Compute to each target with one worker, beside the peers' rows, and the verdicts on those."""
+    rows = [
+        "| function | target | searcher | reached | compute to target, median [IQR] "
+        "| compute at the first result at max_length |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    arms = [*SEQUENTIAL_ARMS, *PEERS]
+    merged = {**{k: v for k, v in results.items() if k[1] in PEERS}, **sequential}
+    for function in functions:
+        for name, value in goals[function].items():
+            for arm in arms:
+                runs = merged.get((function, arm))
+                if not runs:
+                    continue
+                hits = [r.first_reaching(value) for r in runs]
+                label = ARM_LABELS[arm] + ("" if arm in PEERS else ", one worker")
+                first = [r.trajectory[0].compute if r.trajectory else INF for r in runs]
+                rows.append(
+                    f"| {function} | {name} = {value:.3g} | {label} | {sum(1 for h in hits if h)}/{len(runs)} "
+                    f"| {summary([h.compute if h else INF for h in hits], '.1f', f'> {args.budget:g}')} "
+                    f"| {summary(first, '.1f')} |"
+                )
+    return [*rows, "", *versus_peers(merged, functions, arms, goals)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -411,9 +486,19 @@ def main() -> None:
         default=0.01,
         help="simulated time a worker spends starting or resuming a run, in max_length units of training",
     )
+    parser.add_argument("--pbt-population", type=int, default=16)
+    parser.add_argument("--pbt-rounds", type=int, default=15)
+    parser.add_argument("--pbt-length", type=int, default=256, help="pbt's length_per_round")
+    parser.add_argument("--pbt-truncate", type=float, default=0.25, help="pbt's truncate_fraction")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", type=Path, help="also dump every run's result here")
     parser.add_argument("--reuse", type=Path, help="take the runs found in an earlier --json dump")
+    parser.add_argument(
+        "--sequential",
+        type=Path,
+        help="also run Stratus' multi-fidelity searchers with one worker on the functions Ray ran, kept in "
+        "(and reused from) this JSON file",
+    )
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args()
     if "random" not in args.searchers:
@@ -438,7 +523,7 @@ def main() -> None:
         for seed in seeds
     ]
     # Longest first (ASHA and TPE), so the pool does not end on one slow run.
-    order = {"bohb": 0, "asha": 1, "asha_stop": 2, "hyperband": 3, "tpe": 4, "random": 5}
+    order = {"bohb": 0, "asha": 1, "asha_stop": 2, "hyperband": 3, "tpe": 4, "pbt": 5, "random": 6}
     tasks.sort(key=lambda t: order.get(t[1], 0))
     raw: dict[tuple[str, str, int], dict[str, Any]] = {}
     reused: dict[str, Any] = {}
@@ -473,7 +558,8 @@ def main() -> None:
         f"{r.function}/{r.searcher}/seed {r.seed}: {r.end}{'; ' + r.warnings[0] if r.warnings else ''}"
         for runs in results.values()
         for r in runs
-        if r.end != "budget" or r.warnings
+        # pbt ends by design after its last round, within the budget (see "What ran")
+        if (r.end != "budget" and not (r.searcher == "pbt" and r.end == "shutdown")) or r.warnings
     ]
     if args.json:
         dump = {f"{k[0]}/{k[1]}/{k[2]}": v for k, v in sorted(raw.items()) if not k[1].startswith("ray_")}
@@ -485,6 +571,12 @@ def main() -> None:
     notes = platform_notes(results, arms)
     against = versus_peers(results, args.functions, arms, goals)
     correlations = fidelity_table(args)
+    ray_functions = [f for f in args.functions if any(r["function"] == f for r in ray_runs)]
+    one_worker = (
+        sequential_section(sequential_runs(args, ray_functions, seeds), results, ray_functions, goals, args)
+        if args.sequential and ray_functions
+        else []
+    )
     print()
     print(budget_table)
     print()
@@ -495,6 +587,8 @@ def main() -> None:
     print("\n".join(notes))
     print()
     print("\n".join(against))
+    print()
+    print("\n".join(one_worker))
     if problems:
         print("\nruns that did not end on the budget, or warned:\n" + "\n".join(problems))
     print(f"\n{len(tasks)} runs in {runtime:.0f} s with {args.jobs} processes")
@@ -510,6 +604,7 @@ def main() -> None:
             facts,
             notes,
             against,
+            one_worker,
             ray_runs,
             problems,
             runtime,
@@ -555,6 +650,7 @@ def write(
     facts: Sequence[str],
     notes: Sequence[str],
     against: Sequence[str],
+    one_worker: Sequence[str],
     ray_runs: Sequence[dict[str, Any]],
     problems: Sequence[str],
     runtime: float,

@@ -13,6 +13,16 @@ interface (`initial_operations`, `on_event`) and mirrors what the service does w
   target, `PauseTrial` frees the worker (the trial keeps its length and no event is sent, as in the
   service), `StopTrial` or no answer ends it (`TrialExited`, delivered after the answer's operations);
 - `ContinueTrial` on a paused trial queues it again; it resumes from the length it had reached;
+- a searcher that observes pauses (`PauseObserver`: PBT) is told `TrialPaused` once a trial it paused
+  has stopped training (at once here: the checkpoint is taken as the worker is freed); the others never
+  see that event, as in the service;
+- a `CreateTrial` with `warm_start_trial_id` starts from that trial's weights: it counts its own length
+  from 0 (as Determined's warm start does, and as the searcher sees it), but its *effective* training
+  length, the fidelity its metric is taken at, continues from the parent's effective length when it was
+  created: `z = min(parent's effective length + own length, max_length) / max_length`. That is a
+  simplification of weights carried across a change of hyperparameters: the new hyperparameters are
+  scored as if they had been trained for the whole lineage's length (training beyond `max_length` stays
+  at `z = 1`);
 - `PauseTrial`/`StopTrial` on a trial that is training act at once (the trial is preempted where it is;
   the length trained so far counts as compute); `StopTrial` on a paused trial closes it with
   `TrialExited`, as the service's `_close_paused` does;
@@ -22,7 +32,7 @@ interface (`initial_operations`, `on_event`) and mirrors what the service does w
 
 Metrics come from a multi-fidelity function at `z = length / max_length`, plus Gaussian observation
 noise drawn from (seed, trial, length). Searchers see only the metric; the simulator keeps the
-incumbent (the best *reported* metric among reports at `max_length`) and records its noiseless
+incumbent (the best *reported* metric among reports at an effective length of `max_length`) and records its noiseless
 full-fidelity regret each time the incumbent changes, with the compute and simulated time at that
 moment.
 """
@@ -57,6 +67,7 @@ class SimTrial:
     runs: int = 0  # runs started (a resume is a new run)
     worker: int | None = None
     next_at: int = 0  # the length of the report scheduled for the current segment
+    inherited: float = 0.0  # effective length of the warm-start parent's lineage when it was created
 
 
 @dataclass
@@ -112,10 +123,19 @@ class Simulator:
         budget: float,
         report_lengths: tuple[int, ...] = (),
         start_overhead: float = 0.0,
+        searcher_max_length: int | None = None,
     ) -> None:
+        """`max_length` is the length of a full-fidelity result; `searcher_max_length` (default the same)
+        is the searcher's own `SearchSpec.max_length`, e.g. PBT's `length_per_round`."""
         self.f = function
-        self.spec = searchers.SearchSpec(function.space(), settings, max_length, seed)
+        self.spec = searchers.SearchSpec(
+            function.space(),
+            settings,
+            max_length if searcher_max_length is None else searcher_max_length,
+            seed,
+        )
         self.searcher = searchers.new_searcher(self.spec)
+        self.observes_pauses = isinstance(self.searcher, searchers.PauseObserver)
         self.max_length = max_length
         self.seed = seed
         self.workers = workers
@@ -131,7 +151,9 @@ class Simulator:
         self.holding: dict[int, SimTrial] = {}  # trials holding a worker
         self.heap: list[tuple[float, int, str, int, int]] = []
         self.seq = 0
-        self.events: deque[searchers.Event] = deque()  # searcher events waiting to be delivered
+        self.events: deque[searchers.Event | searchers.TrialPaused] = (
+            deque()
+        )  # searcher events waiting to be delivered
         self.shut_down = False
         self.best_metric: float | None = None
         self.result = RunResult(
@@ -254,9 +276,10 @@ class Simulator:
         trial.length = float(length)
         trial.since, trial.since_length = self.now, trial.length
         noise = random.Random(f"noise:{self.seed}:{trial.trial_id}:{length}").gauss(0.0, self.f.noise_std)
-        metric = self.f.value(trial.x, length / self.max_length) + noise
+        effective = min(trial.inherited + length, self.max_length)
+        metric = self.f.value(trial.x, effective / self.max_length) + noise
         self.result.reports += 1
-        if length >= self.max_length:
+        if effective >= self.max_length:
             self.result.full_length_reports += 1
             if self.best_metric is None or metric < self.best_metric:
                 self.best_metric = metric
@@ -283,7 +306,12 @@ class Simulator:
 
     def _deliver(self) -> None:
         while self.events and not self.shut_down:
-            self._apply(self._call(self.searcher.on_event, self.events.popleft()))
+            event = self.events.popleft()
+            if isinstance(event, searchers.TrialPaused):
+                observer: Any = self.searcher  # a PauseObserver (checked when the run began)
+                self._apply(self._call(observer.on_trial_paused, event))
+            else:
+                self._apply(self._call(self.searcher.on_event, event))
 
     def _apply(self, ops: list[searchers.Operation]) -> None:
         for op in ops:
@@ -309,6 +337,10 @@ class Simulator:
                     continue
                 self._free(trial)
                 trial.state = PAUSED
+                if self.observes_pauses:
+                    self.events.append(
+                        searchers.TrialPaused(f"paused-{trial.trial_id}.{trial.runs}", trial.trial_id)
+                    )
             elif isinstance(op, searchers.StopTrial):
                 trial = self.trials.get(op.trial_id)
                 if trial is None or trial.state == EXITED:
@@ -327,6 +359,10 @@ class Simulator:
             return  # created once per request id
         trial_id = len(self.trials) + 1
         trial = SimTrial(trial_id, op.request_id, self.f.point(op.hparams), op.length)
+        parent = self.trials.get(op.warm_start_trial_id) if op.warm_start_trial_id is not None else None
+        if parent is not None:  # its lineage's training carries over (see the module's docstring)
+            self._sync_length(parent)
+            trial.inherited = parent.inherited + parent.length
         self.trials[trial_id] = trial
         self.by_request[op.request_id] = trial_id
         self.queue.append(trial_id)
