@@ -349,9 +349,11 @@ def versus_peers(
     functions: Sequence[str],
     arms: Sequence[str],
     goals: dict[str, dict[str, float]],
+    workers: int = 1,
 ) -> list[str]:
     """Per function: final regret, and compute to each target, of Stratus' best searcher against the best
-    peer (medians over the seeds each ran)."""
+    peer (medians over the seeds each ran). With `workers` > 1, a peer's figure below `workers` is marked:
+    that many workers training at one pace have no result at `max_length` before that much compute."""
     lines = []
     for function in functions:
         finals = {
@@ -389,12 +391,19 @@ def versus_peers(
             best_peer = min(peers, key=lambda a: (peers[a][0], peers[a][1]))
             mine, theirs = ours[best_ours][0], peers[best_peer][0]
             verdict = "no more" if mine <= theirs else "MORE"
-            show = lambda v: "> budget" if math.isinf(v) else f"{v:.1f}"  # noqa: E731
+            digits = 2 if mine != theirs and f"{mine:.1f}" == f"{theirs:.1f}" else 1
+            show = lambda v, d=digits: "> budget" if math.isinf(v) else f"{v:.{d}f}"  # noqa: E731
+            below = (
+                f" (the peer's {show(theirs)} is below {workers}: {workers} workers training at one pace "
+                "cannot give a first result at max_length that early, see the one-worker comparison below)"
+                if workers > 1 and mine > theirs and theirs < workers
+                else ""
+            )
             lines.append(
                 f"- **{function}, {name} = {value:.3g}**: Stratus' best, {ARM_LABELS[best_ours]}, median compute "
                 f"{show(mine)} ({ours[best_ours][2]}/{ours[best_ours][3]} seeds reached it, median final regret "
                 f"{ours[best_ours][1]:.3g}); the best peer, {ARM_LABELS[best_peer]}, {show(theirs)} "
-                f"({peers[best_peer][2]}/{peers[best_peer][3]}, {peers[best_peer][1]:.3g}): {verdict} compute."
+                f"({peers[best_peer][2]}/{peers[best_peer][3]}, {peers[best_peer][1]:.3g}): {verdict} compute{below}."
             )
     return lines
 
@@ -569,13 +578,12 @@ def main() -> None:
     budget_table, target_table, goals = tables(results, args.functions, arms, args)
     facts = reading(results, args.functions, arms, goals, args)
     notes = platform_notes(results, arms)
-    against = versus_peers(results, args.functions, arms, goals)
+    against = versus_peers(results, args.functions, arms, goals, args.workers)
     correlations = fidelity_table(args)
     ray_functions = [f for f in args.functions if any(r["function"] == f for r in ray_runs)]
+    one_worker_runs = sequential_runs(args, ray_functions, seeds) if args.sequential and ray_functions else {}
     one_worker = (
-        sequential_section(sequential_runs(args, ray_functions, seeds), results, ray_functions, goals, args)
-        if args.sequential and ray_functions
-        else []
+        sequential_section(one_worker_runs, results, ray_functions, goals, args) if one_worker_runs else []
     )
     print()
     print(budget_table)
@@ -605,6 +613,7 @@ def main() -> None:
             notes,
             against,
             one_worker,
+            sum(len(v) for v in one_worker_runs.values()),
             ray_runs,
             problems,
             runtime,
@@ -651,6 +660,7 @@ def write(
     notes: Sequence[str],
     against: Sequence[str],
     one_worker: Sequence[str],
+    sequential_count: int,
     ray_runs: Sequence[dict[str, Any]],
     problems: Sequence[str],
     runtime: float,
@@ -659,14 +669,48 @@ def write(
     command = ".venv/bin/python bench/search_quality.py " + " ".join(sys.argv[1:])
     asha = settings_for("asha", args)
     ours = [a for a in arms if not a.startswith("ray_")]
+    ray_groups: dict[tuple[str, str], list[int]] = {}
+    for r in ray_runs:
+        ray_groups.setdefault((r["searcher"], r["function"]), []).append(int(r["seed"]))
     ray_note = (
-        f", plus {len(ray_runs)} Ray Tune runs read from `--ray-results` "
-        f"({', '.join(sorted({r['function'] for r in ray_runs}))}, seeds "
-        f"{', '.join(str(x) for x in sorted({int(r['seed']) for r in ray_runs}))})"
+        f", plus {len(ray_runs)} Ray Tune runs read from `--ray-results`: "
+        + "; ".join(
+            f"{ARM_LABELS[arm].removeprefix('peer: Ray Tune ')} on {function}, seeds "
+            + ", ".join(str(x) for x in sorted(seeds_run))
+            for (arm, function), seeds_run in sorted(ray_groups.items())
+        )
+        + (f"; and {sequential_count} one-worker runs kept in `--sequential`" if sequential_count else "")
         if ray_runs
         else ""
     )
-    text = f"""# Search quality: adaptive ASHA, Hyperband, BOHB vs random vs TPE, and the peers' own implementations
+    pbt = settings_for("pbt", args)
+    pbt_compute = args.pbt_population * args.pbt_rounds * args.pbt_length / args.max_length
+    ray_first = [r["trajectory"][0][0] for r in ray_runs if r["searcher"] == "ray_asha" and r["trajectory"]]
+    ray_first_text = (
+        f"{min(ray_first):.1f} to {max(ray_first):.1f} ({len(ray_first)} runs)" if ray_first else "n/a"
+    )
+    one_worker_text = (
+        f"""
+### Like for like: Stratus' searchers with one worker
+
+The peers do not train on the simulated clock. The benchmark's trainable reports each length at once, so
+Ray Tune's `ASHAScheduler` (whose cutoff for a rung that holds no result yet is none: the first trial to
+reach a rung always continues) takes its first trial through every rung before the trials beside it have
+trained much: its first result at `max_length` came at compute {ray_first_text} in the runs above.
+Four workers training at one pace cannot do that: when the first trial has trained one `max_length`, the
+other three have trained as long (Stratus' `adaptive_asha (stop_once)`, the same stopping rule, has its
+first at 4.0 with four workers). Optuna's trials ran one after another. So the peers' compute to a target
+is, in effect, that of one worker, which sees every result before it spends more. For a like-for-like
+reading, Stratus' multi-fidelity searchers also ran with one worker (`max_concurrent_trials: 1`,
+the same budget, seeds and targets as above; `--sequential`), on the functions Ray ran. The verdicts
+after the table set those one-worker runs against the peers' runs:
+
+{chr(10).join(one_worker)}
+"""
+        if one_worker
+        else ""
+    )
+    text = f"""# Search quality: adaptive ASHA, Hyperband, BOHB, PBT vs random vs TPE, and the peers' own implementations
 
 Machine: {describe()}. Date: {date.today().isoformat()}. Command: `{command.strip()}`
 ({len(ours) * len(args.functions) * len(seeds)} runs in {runtime:.0f} s with {args.jobs} processes{ray_note}; 1-minute
@@ -698,6 +742,18 @@ load average {load_before:.1f} before the run, so host timings below include oth
   adaptive_asha's (iterations repeat until the budget ends the run); synchronous halving, promoted trials
   continue from where they paused. `bohb` with Falkner et al.'s defaults (top_n_percent 15, num_samples 64,
   random_fraction 1/3, bandwidth_factor 3, min_bandwidth 0.001).
+- `pbt`: `population_size: {args.pbt_population}`, `num_rounds: {args.pbt_rounds}`, `length_per_round:
+  {args.pbt_length}`, `truncate_fraction: {pbt["replace_function"]["truncate_fraction"]:g}`, `resample_probability: 0.25`,
+  `perturb_factor: 0.2` (NNI's `PBTTuner` defaults for the explore step), so {pbt_compute:g} `max_length`
+  units of training in all: the most whole rounds of {args.pbt_population} members that end strictly
+  within the budget (a run cut at the budget would lose the last round's results), so pbt ends with its
+  `Shutdown`, not on the budget. Members pause at the end of each round; the simulator tells the searcher
+  (`TrialPaused`, as the service does for a `PauseObserver`); a replacement starts from its parent's
+  weights (`warm_start_trial_id`) and is scored at its lineage's effective length: the new
+  hyperparameters' value at `z = min(parent's effective length + own length, max_length) / max_length`,
+  a simplification of weights carried across a change of hyperparameters (a member is at full fidelity
+  from its lineage's {math.ceil(args.max_length / args.pbt_length)}th round on, and trains on at z = 1).
+  No peer PBT ran (see the end).
 - Peers, on the same functions, noise (drawn from the same seed, trial number and length), budget and
   scoring (`bench/sim/peers.py`): Optuna {_optuna_version()}'s `TPESampler(seed)` with
   `HyperbandPruner(min_resource={rung_lengths(args)[0]}, max_resource={args.max_length}, reduction_factor={args.divisor:g})`
@@ -751,12 +807,12 @@ around each event); "snapshot KiB" is the JSON size of `snapshot()` at the end o
 ## Against the peers
 
 Compute to each target (median over the seeds; "> budget" when fewer than half reached it), Stratus' best
-multi-fidelity searcher (adaptive_asha, hyperband or bohb) against the best peer, as issue 9 asks ("our
+multi-fidelity searcher (adaptive_asha, hyperband, bohb or pbt) against the best peer, as issue 9 asks ("our
 best searcher should need no more compute than the best peer"). Ray's rows cover only the functions and
 seeds listed above, where fewer seeds ran.
 
 {chr(10).join(against)}
-
+{one_worker_text}
 For the control plane (each event is handled by restoring the searcher from its snapshot, calling
 `on_event` and saving the snapshot again):
 
@@ -782,6 +838,13 @@ What this shows and does not show:
 - At the same seed, `random`, `adaptive_asha` and `hyperband` draw the same hyperparameters for the same
   request number (common random numbers); TPE's start-up samples come from Optuna's own seeded sampler,
   BOHB's random ones from its own seeded stream.
+- `pbt` is not made for this benchmark: a configuration's value here does not depend on the
+  hyperparameters it had earlier in training (no schedules to discover, the strength PBT is used for), a
+  round only perturbs the survivors by ±20 % or resamples them, and each member reports its noisy metric
+  again every round at full fidelity ({args.pbt_rounds - math.ceil(args.max_length / args.pbt_length) + 1} rounds of {args.pbt_population}), so the incumbent, the best *reported* metric,
+  is picked from many noisy draws of similar configurations (the winner's curse at its strongest). Its
+  first result at `max_length` comes only after {math.ceil(args.max_length / args.pbt_length)} rounds. The
+  line checks that PBT runs end to end through pauses and warm starts; it is not a case for PBT.
 - `hyperband` and `bohb` run the same brackets on the same schedule whatever the metrics, so their first
   result at `max_length` comes at the same compute in every seed ("compute at the first one"), and that
   first configuration has already won every halving of its bracket: compute to a target is where synchronous
@@ -789,7 +852,9 @@ What this shows and does not show:
 - The peers count compute the same way, but do not run on the simulated clock (Optuna's trials ran one
   after another; Ray's under its own scheduler), so their time columns are compute / workers, an ideal.
   Ray Tune takes minutes per run on this machine, so it ran on fewer functions and seeds than the others
-  (see the header); its rows and comparisons rest on those alone.
+  (see the header); its rows and comparisons rest on those alone. For the same reason no peer PBT
+  (Ray Tune's `PopulationBasedTraining`) ran: each Ray run took several minutes here (an `ASHAScheduler`
+  run over 5 minutes with the machine shared), beyond the time this benchmark was given.
 """
     if problems:
         text += (
