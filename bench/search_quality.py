@@ -393,12 +393,15 @@ def versus_peers(
             verdict = "no more" if mine <= theirs else "MORE"
             digits = 2 if mine != theirs and f"{mine:.1f}" == f"{theirs:.1f}" else 1
             show = lambda v, d=digits: "> budget" if math.isinf(v) else f"{v:.{d}f}"  # noqa: E731
-            below = (
-                f" (the peer's {show(theirs)} is below {workers}: {workers} workers training at one pace "
-                "cannot give a first result at max_length that early, see the one-worker comparison below)"
-                if workers > 1 and mine > theirs and theirs < workers
-                else ""
-            )
+            below = ""
+            if workers > 1 and mine > theirs:
+                below = " (the peer's trials ran, in effect, one after another: see the one-worker comparison below"
+                if theirs < workers:
+                    below += (
+                        f"; {workers} workers training at one pace have no result at max_length before compute "
+                        f"{workers}"
+                    )
+                below += ")"
             lines.append(
                 f"- **{function}, {name} = {value:.3g}**: Stratus' best, {ARM_LABELS[best_ours]}, median compute "
                 f"{show(mine)} ({ours[best_ours][2]}/{ours[best_ours][3]} seeds reached it, median final regret "
