@@ -61,8 +61,10 @@ ARM_LABELS = {
     "optuna_bohb": "peer: Optuna TPESampler + HyperbandPruner",
     "ray_asha": "peer: Ray Tune ASHAScheduler",
     "ray_hyperband": "peer: Ray Tune HyperBandScheduler",
+    "ray_pbt": "peer: Ray Tune PopulationBasedTraining",
 }
-PEERS = ("optuna_bohb", "ray_asha", "ray_hyperband")  # run outside the simulator (bench/sim/peers.py)
+PEERS = ("optuna_bohb", "ray_asha", "ray_hyperband", "ray_pbt")
+RAY_ARMS = ("ray_asha", "ray_hyperband", "ray_pbt")  # run outside the simulator (bench/sim/peers.py)
 INF = float("inf")
 DYNAMODB_ITEM_LIMIT = 400 * 1024  # bytes: DynamoDB's 400 KB for a whole item (names and values)
 
@@ -474,6 +476,32 @@ def sequential_section(
     return [*rows, "", *versus_peers(merged, functions, arms, goals)]
 
 
+def pbt_against_ray(
+    results: dict[tuple[str, str], list[RunResult]],
+    functions: Sequence[str],
+    goals: dict[str, dict[str, float]],
+) -> list[str]:
+    """pbt against Ray Tune's PopulationBasedTraining with the same population, rounds and budget."""
+    lines = []
+    for function in functions:
+        ours, theirs = results.get((function, "pbt")), results.get((function, "ray_pbt"))
+        if not ours or not theirs:
+            continue
+        parts = []
+        for label, runs in (("pbt", ours), ("Ray's", theirs)):
+            finals = [r.final_regret for r in runs]
+            reach = [
+                f"{name} {quantile([h.compute if (h := r.first_reaching(v)) else INF for r in runs], 0.5):.1f}"
+                for name, v in goals[function].items()
+            ]
+            parts.append(
+                f"{label} ({len(runs)} seeds) final regret {summary(finals, '.3g')}, median compute to "
+                + ", ".join(reach).replace("inf", "> budget")
+            )
+        lines.append(f"- **{function}**, PBT against PBT: " + "; ".join(parts) + ".")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -521,7 +549,7 @@ def main() -> None:
         [json.loads(line) for line in args.ray_results.read_text().splitlines()] if args.ray_results else []
     )
     ray_runs = [r for r in ray_runs if r["function"] in args.functions]
-    arms += [a for a in ("ray_asha", "ray_hyperband") if any(r["searcher"] == a for r in ray_runs)]
+    arms += [a for a in RAY_ARMS if any(r["searcher"] == a for r in ray_runs)]
 
     started = time.time()
     load_before = os.getloadavg()[0]
@@ -571,7 +599,8 @@ def main() -> None:
         for runs in results.values()
         for r in runs
         # pbt ends by design after its last round, within the budget (see "What ran")
-        if (r.end != "budget" and not (r.searcher == "pbt" and r.end == "shutdown")) or r.warnings
+        if (r.end != "budget" and not (r.searcher in ("pbt", "ray_pbt") and r.end == "shutdown"))
+        or r.warnings
     ]
     if args.json:
         dump = {f"{k[0]}/{k[1]}/{k[2]}": v for k, v in sorted(raw.items()) if not k[1].startswith("ray_")}
@@ -582,6 +611,7 @@ def main() -> None:
     facts = reading(results, args.functions, arms, goals, args)
     notes = platform_notes(results, arms)
     against = versus_peers(results, args.functions, arms, goals, args.workers)
+    against += pbt_against_ray(results, args.functions, goals)
     correlations = fidelity_table(args)
     ray_functions = [f for f in args.functions if any(r["function"] == f for r in ray_runs)]
     one_worker_runs = sequential_runs(args, ray_functions, seeds) if args.sequential and ray_functions else {}
@@ -756,7 +786,10 @@ load average {load_before:.1f} before the run, so host timings below include oth
   hyperparameters' value at `z = min(parent's effective length + own length, max_length) / max_length`,
   a simplification of weights carried across a change of hyperparameters (a member is at full fidelity
   from its lineage's {math.ceil(args.max_length / args.pbt_length)}th round on, and trains on at z = 1).
-  No peer PBT ran (see the end).
+  Where listed, Ray Tune's `PopulationBasedTraining` ran with the same population, rounds, length per
+  round and explore settings (`synch=True`, `quantile_fraction` = truncate_fraction, factors 1.2/0.8;
+  `bench/sim/ray_peer.py --scheduler pbt`): its exploiting trials resume from the donor's checkpoint, so
+  their length continues from the donor's, the same model.
 - Peers, on the same functions, noise (drawn from the same seed, trial number and length), budget and
   scoring (`bench/sim/peers.py`): Optuna {_optuna_version()}'s `TPESampler(seed)` with
   `HyperbandPruner(min_resource={rung_lengths(args)[0]}, max_resource={args.max_length}, reduction_factor={args.divisor:g})`
@@ -855,9 +888,9 @@ What this shows and does not show:
 - The peers count compute the same way, but do not run on the simulated clock (Optuna's trials ran one
   after another; Ray's under its own scheduler), so their time columns are compute / workers, an ideal.
   Ray Tune takes minutes per run on this machine, so it ran on fewer functions and seeds than the others
-  (see the header); its rows and comparisons rest on those alone. For the same reason no peer PBT
-  (Ray Tune's `PopulationBasedTraining`) ran: each Ray run took several minutes here (an `ASHAScheduler`
-  run over 5 minutes with the machine shared), beyond the time this benchmark was given.
+  (see the header; an `ASHAScheduler` run, with its thousands of trials, took 6 to 7 minutes here with
+  the machine shared); its rows and comparisons rest on those alone. Ray's trial order depends on its
+  processes' timing, so a Ray run is not exactly reproducible.
 """
     if problems:
         text += (

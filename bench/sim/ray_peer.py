@@ -1,4 +1,4 @@
-"""One Ray Tune run (`ASHAScheduler` or `HyperBandScheduler`) on a `bench/sim/functions.py` function,
+"""One Ray Tune run (`ASHAScheduler`, `HyperBandScheduler` or `PopulationBasedTraining`) on a `bench/sim/functions.py` function,
 scored like `bench/sim/simulator.py`. Run it with the interpreter of a virtual environment that has
 `ray[tune]` (Ray is not a dependency of the project), e.g.
 
@@ -13,6 +13,14 @@ value there plus the simulator's noise, and checkpoints its length, so a trial t
 resumes where it was. Ray runs `workers` trials at a time (one CPU each, `workers` CPUs). The budget is counted by a `Stopper` in the driver from the lengths the trials
 reported (a trial resumed from its checkpoint is charged only what it trains on): it stops the whole
 run once the budget is spent, and keeps the incumbent among results at `max_length`.
+
+`--scheduler pbt`: Ray's `PopulationBasedTraining` with the settings of `search_quality.py`'s `pbt` line
+(`--population` trials, a perturbation every `--length-per-round`, `synch=True` like Determined's
+rounds, `quantile_fraction` = truncate_fraction, `resample_probability` 0.25, factors 1.2 and 0.8), each
+trial stopped at `--rounds` x `--length-per-round`. A trial that exploits another resumes from that
+trial's checkpoint, so its length (the fidelity its metric is taken at, capped at `max_length`) continues
+from the donor's, as the simulator models Stratus' warm-started trials; the budget counts only what a
+trial trains itself. Perturbed values are clipped to the function's domain in the trainable.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from bench.sim.functions import FUNCTIONS  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--scheduler", choices=["asha", "hyperband"], required=True)
+    parser.add_argument("--scheduler", choices=["asha", "hyperband", "pbt"], required=True)
     parser.add_argument("--function", required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--max-length", type=int, default=1024)
@@ -42,13 +50,17 @@ def main() -> None:
     parser.add_argument("--divisor", type=float, default=4.0)
     parser.add_argument("--max-rungs", type=int, default=5)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--population", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--length-per-round", type=int, default=256)
+    parser.add_argument("--truncate", type=float, default=0.25)
     args = parser.parse_args()
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 
     import ray
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler
+    from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     f = FUNCTIONS[args.function]
@@ -56,10 +68,14 @@ def main() -> None:
     lowest = max(int(max_length / args.divisor ** (args.max_rungs - 1)), 1)
     lengths = sorted({1, *(max(int(max_length / args.divisor**k), 1) for k in range(args.max_rungs + 2))})
     seed = args.seed
-    pauses = args.scheduler == "hyperband"  # HyperBand pauses trials and resumes them from a checkpoint
+    pbt = args.scheduler == "pbt"
+    if pbt:  # a report at the end of every round
+        lengths = [args.length_per_round * k for k in range(1, args.rounds + 1)]
+    # HyperBand pauses trials and PBT clones them: both resume from a checkpoint of their length
+    pauses = args.scheduler in ("hyperband", "pbt")
 
     def trainable(config: dict[str, Any]) -> None:
-        x = tuple(float(config[f"x{i}"]) for i in range(f.dim))
+        x = tuple(min(max(float(config[f"x{i}"]), lo), hi) for i, (lo, hi) in enumerate(f.bounds))
         number = int(tune.get_context().get_trial_id().rsplit("_", 1)[-1]) + 1
         reached = 0
         checkpoint = tune.get_checkpoint()
@@ -70,7 +86,14 @@ def main() -> None:
             if length <= reached:
                 continue
             noise = random.Random(f"noise:{seed}:{number}:{length}").gauss(0.0, f.noise_std)
-            metrics = {"loss": f.value(x, length / max_length) + noise, "step": length, "x": list(x)}
+            z = min(length, max_length) / max_length
+            metrics = {
+                "loss": f.value(x, z) + noise,
+                "step": length,
+                "x": list(x),
+                "trained": length - reached,
+            }
+            reached = length
             if not pauses:  # ASHA only stops trials: no checkpoint needed
                 tune.report(metrics)
                 continue
@@ -92,7 +115,7 @@ def main() -> None:
             if self.done:
                 return True
             step = int(result["step"])
-            more = max(step - self.reached.get(trial_id, 0), 0) / max_length
+            more = int(result["trained"]) / max_length  # not what a clone took from its donor
             if self.compute + more > args.budget + 1e-9:
                 self.compute, self.done = args.budget, True  # the budget ran out during this stretch
                 return True
@@ -111,8 +134,19 @@ def main() -> None:
         def stop_all(self) -> bool:
             return self.done
 
-    if args.scheduler == "asha":
-        scheduler: Any = ASHAScheduler(
+    if pbt:
+        random.seed(seed)  # PBT's exploit and explore draw from the module's generator
+        scheduler: Any = PopulationBasedTraining(
+            time_attr="step",
+            perturbation_interval=args.length_per_round,
+            hyperparam_mutations={f"x{i}": tune.uniform(lo, hi) for i, (lo, hi) in enumerate(f.bounds)},
+            quantile_fraction=args.truncate,
+            resample_probability=0.25,
+            perturbation_factors=(1.2, 0.8),
+            synch=True,
+        )
+    elif args.scheduler == "asha":
+        scheduler = ASHAScheduler(
             time_attr="step", max_t=max_length, grace_period=lowest, reduction_factor=args.divisor
         )
     else:
@@ -130,7 +164,7 @@ def main() -> None:
             # Concurrency comes from the CPUs (one per trial, `workers` of them): a searcher-side limit
             # would count HyperBand's paused trials and starve its brackets, which then never halve.
             search_alg=BasicVariantGenerator(random_state=seed),
-            num_samples=100_000,
+            num_samples=args.population if pbt else 100_000,
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(stop=budget, verbose=0, storage_path=storage, log_to_file=False),
