@@ -8,6 +8,9 @@ budget 4. So the 10 trials run with the budgets [1], [1], [1, 2], [1, 2, 4], [2]
 [4]. The result grows with the trial's sequence number (maximized), so at every rung the trial that
 reports last is the best: with one trial at a time its promotion finds the slot free, and the script
 runs again in the same process (`os.execv`) with the larger `TRIAL_BUDGET`.
+
+Without `maxTrialNumber` (`until_stopped`), NNI's Hyperband repeats its iterations until the experiment
+is stopped: so does Stratus, until `det experiment cancel`.
 """
 
 from __future__ import annotations
@@ -52,6 +55,22 @@ trainingService:
 
 SEARCH_SPACE = {"lr": {"_type": "uniform", "_value": [0.1, 0.5]}}
 
+NNI_ENDLESS_HYPERBAND_CONFIG = """
+experimentName: nni-hyperband-until-stopped-e2e
+searchSpaceFile: search_space.json
+trialCommand: python3 trial.py
+trialGpuNumber: 0
+trialConcurrency: 1
+tuner:
+  name: Hyperband
+  classArgs:
+    optimize_mode: maximize
+    R: 2
+    eta: 2
+trainingService:
+  platform: local
+"""
+
 # Each bracket's chains of budgets, as Li et al.'s formulas give them for R = 4, eta = 2.
 EXPECTED_BUDGETS = [[1], [1], [1, 2], [1, 2, 4], [2], [2], [2, 4], [4], [4], [4]]
 
@@ -94,3 +113,37 @@ def test_nni_hyperband_runs_the_brackets_and_a_promoted_trial_runs_again_with_it
     for trial_id, larger in promoted_in_place.items():
         for budget in larger:
             assert budget in budgets[trial_id][1:]
+
+
+def test_nni_hyperband_without_max_trial_number_repeats_its_iterations_until_canceled(
+    det, tmp_path: Path, wait_for
+):
+    (tmp_path / "trial.py").write_text(NNI_HYPERBAND_TRIAL)
+    (tmp_path / "search_space.json").write_text(json.dumps(SEARCH_SPACE))
+    (tmp_path / "config.yml").write_text(NNI_ENDLESS_HYPERBAND_CONFIG)
+    created = det("experiment", "create", str(tmp_path / "config.yml"), str(tmp_path))
+    assert created.code == 0, created.out + created.err
+    experiment_id = det.created_experiment_id(created.out)
+
+    # R = 2, eta = 2: bracket s = 1 starts 2 configurations at budget 1 and keeps 1 for budget 2, bracket
+    # s = 0 runs 2 at budget 2: 4 configurations an iteration. One trial at a time, so once a 7th trial
+    # exists the second iteration's bracket s = 1 (trials 5 and 6) has run.
+    def second_iteration_bracket_run() -> dict | None:
+        described = det.describe_experiment(experiment_id)
+        return described if len(described["trials"]) >= 7 else None
+
+    wait_for(second_iteration_bracket_run, 300, "the second Hyperband iteration's first bracket")
+    canceled = det("experiment", "cancel", str(experiment_id))
+    assert canceled.code == 0, canceled.err
+
+    def ended() -> dict | None:
+        described = det.describe_experiment(experiment_id)
+        return described if described["experiment"]["state"] == "CANCELED" else None
+
+    described = wait_for(ended, 180, f"experiment {experiment_id} CANCELED")
+    trials = sorted(described["trials"], key=lambda t: t["id"])
+    budgets = {t["id"]: budgets_run(det("trial", "logs", str(t["id"])).out) for t in trials[:6]}
+    print("budgets by trial:", budgets)
+    first_iteration = [budgets[t["id"]] for t in trials[:4]]
+    assert sorted(first_iteration) == [[1], [1, 2], [2], [2]]
+    assert sorted(budgets[t["id"]] for t in trials[4:6]) == [[1], [1, 2]]  # bracket s = 1 again
