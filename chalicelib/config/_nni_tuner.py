@@ -49,7 +49,7 @@ _BRACKET_ARGS: dict[str, dict[str, Any]] = {
     },
 }
 # Searchers that can run without a number of trials (NNI's default: no maxTrialNumber).
-UNTIL_STOPPED_SEARCHERS = frozenset({"random", "tpe"})
+UNTIL_STOPPED_SEARCHERS = frozenset({"random", "tpe", "hyperband", "bohb"})
 _ASSESSORS_WITH_ASHA_HINT = frozenset({"medianstop", "curvefitting"})
 
 

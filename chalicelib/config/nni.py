@@ -26,8 +26,8 @@ an equivalent have none, is `_nni_versions.py`):
   `classArgs.optimize_mode: maximize` -> `smaller_is_better: false` (minimize, and unset with a
   warning, -> true); `classArgs.seed` -> `reproducibility.experiment_seed`.
 - `maxTrialNum` / `maxTrialNumber` -> `searcher.max_trials` (ignored with GridSearch); unset, the
-  random and tpe searchers run `until_stopped` (as NNI: trials keep coming until the experiment is
-  stopped or its time limit passes); `trialConcurrency` -> `searcher.max_concurrent_trials` (unset:
+  random, tpe, hyperband and bohb searchers run `until_stopped` (as NNI: trials keep coming, Hyperband's
+  iterations repeat, until the experiment is stopped or its time limit passes); `trialConcurrency` -> `searcher.max_concurrent_trials` (unset:
   Stratus' default, with a warning).
 - `maxExperimentDuration` / `maxExecDuration` (`"2h"`, `"30m"`, seconds) -> the experiment's time
   limit, `data.nni.max_experiment_duration_s` (`ExperimentConfig.past_time_limit`).

@@ -19,7 +19,9 @@ config without `maxTrialNumber` becomes): trials keep coming until the experimen
 Hyperband iterations (each runs every bracket once), or brackets in order until `max_trials`
 configurations (iterations repeating as needed), or one iteration when neither is set; `max_rungs` caps
 the rungs of a bracket (NNI's BOHB `min_budget`); `max_concurrent_trials` caps the running trials across
-brackets. Promoted trials continue from their checkpoint. `bohb` adds Falkner et al.'s model settings
+brackets. Promoted trials continue from their checkpoint. With `until_stopped: true` in place of
+`max_trials` and `iterations` (an NNI config without `maxTrialNumber`), iterations repeat until the
+experiment is stopped, `max_concurrent_trials` (then at least 1) at a time. `bohb` adds Falkner et al.'s model settings
 (hpbandster's and NNI's defaults): `top_n_percent` (15), `num_samples` (64), `random_fraction` (1/3),
 `bandwidth_factor` (3), `min_bandwidth` (0.001), `min_points_in_model` (unset: the number of searched
 hyperparameters + 1). See `chalicelib/domain/searchers/hyperband.py` and `bohb.py`.
@@ -192,7 +194,21 @@ class HyperbandSearcher(_Searcher):
     max_trials: int | None = Field(default=None, ge=1)
     iterations: int | None = Field(default=None, ge=1)
     max_rungs: int | None = Field(default=None, ge=1)
+    until_stopped: bool = False
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
+
+    @model_validator(mode="after")
+    def _until_stopped_alone(self) -> HyperbandSearcher:
+        if not self.until_stopped:
+            return self
+        for key in ("max_trials", "iterations"):
+            if getattr(self, key) is not None:
+                message = f"set either {key} or until_stopped: true, not both"
+                raise_problems(self.name, [(("until_stopped",), message, True)])
+        if self.max_concurrent_trials == 0:
+            message = "must be at least 1 with until_stopped: true (the number of trials kept running)"
+            raise_problems(self.name, [(("max_concurrent_trials",), message, 0)])
+        return self
 
 
 class BOHBSearcher(HyperbandSearcher):

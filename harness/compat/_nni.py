@@ -17,7 +17,9 @@ count says nothing about the budget, so they are not searcher results). When the
 searcher's answer is fetched: paused or stopped, it exits; promoted at once to a larger budget, the
 script is started again in the same process (`os.execv`) and reads the new `TRIAL_BUDGET`. A promoted
 NNI trial thus trains again from scratch, as NNI runs it (NNI scripts keep no checkpoints); a paused one
-that is promoted later starts again the same way in its next run.
+that is promoted later starts again the same way in its next run. Its intermediate results are numbered
+from 1 again (epochs trained from scratch): those at epochs an earlier run of the trial reported are
+already stored (a repeated step is a no-op), so the trial's curve keeps the first value of each epoch.
 
 With the `pbt` searcher (NNI's PBTTuner), `get_next_parameter()` adds NNI's `load_checkpoint_dir` and
 `save_checkpoint_dir`, intermediate results are not searcher results, and the round ends when the script

@@ -8,12 +8,17 @@ of every bracket is an observation at that rung's length (a trial that exited ea
 
 Each request keeps its vector in the snapshot, and a proposal draws from `random.Random` seeded by the
 experiment seed and the request number, so a restored searcher proposes exactly what the original would.
+
+With `until_stopped`, a finished bracket is forgotten (see `hyperband.py`): its results move first to
+`archive`, by rung length, where only the latest `ARCHIVED_PER_LENGTH` of each length are kept (the
+model then sees a sliding window of the past results, so the snapshot stays bounded).
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.domain.searchers.bohb_model import (
@@ -24,13 +29,16 @@ from chalicelib.domain.searchers.bohb_model import (
     propose_vector,
     to_params,
 )
-from chalicelib.domain.searchers.hyperband import HyperbandSearcher
+from chalicelib.domain.searchers.hyperband import HyperbandSearcher, HyperbandTrial
 from chalicelib.domain.searchers.tpe import to_hparams
+
+ARCHIVED_PER_LENGTH = 100  # results of forgotten brackets kept per rung length (until_stopped)
 
 
 @dataclass
 class BOHBSearcher(HyperbandSearcher):
     name: str = "bohb"
+    archive: dict[int, list[list[float]]] = field(default_factory=dict)  # length -> [*vector, metric]
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -50,12 +58,38 @@ class BOHBSearcher(HyperbandSearcher):
 
     def observations(self) -> dict[int, list[tuple[Vector, float]]]:
         """Every rung result so far by rung length: (the configuration's vector, its metric)."""
-        out: dict[int, list[tuple[Vector, float]]] = {}
-        for b, bracket in enumerate(self.rungs):
+        out: dict[int, list[tuple[Vector, float]]] = {
+            length: [(row[:-1], row[-1]) for row in rows] for length, rows in self.archive.items()
+        }
+        for b, bracket in self.rungs.items():
             for r, entries in enumerate(bracket):
-                length = self.brackets[b].targets[r]
+                length = self.bracket(b).targets[r]
                 for metric, _, request_id in entries:
                     vector = self.requests[str(request_id)].extra.get("vector")
                     if vector is not None:
                         out.setdefault(length, []).append(([float(x) for x in vector], float(metric)))
         return out
+
+    def _forget(self, index: int, members: list[HyperbandTrial]) -> None:
+        """Keep the forgotten bracket's results in `archive` (the latest `ARCHIVED_PER_LENGTH` per length)."""
+        for r, entries in enumerate(self.rungs[index]):
+            length = self.bracket(index).targets[r]
+            rows = self.archive.setdefault(length, [])
+            for metric, _, request_id in entries:
+                vector = self.requests[str(request_id)].extra.get("vector")
+                if vector is not None:
+                    rows.append([*(float(x) for x in vector), float(metric)])
+            del rows[:-ARCHIVED_PER_LENGTH]
+        super()._forget(index, members)
+
+    def snapshot(self) -> dict[str, Any]:
+        archive = {str(length): [list(row) for row in rows] for length, rows in self.archive.items()}
+        return {**super().snapshot(), "archive": archive}
+
+    @classmethod
+    def _restored_fields(cls, snapshot: Mapping[str, Any]) -> dict[str, Any]:
+        archive = {
+            int(length): [[float(x) for x in row] for row in rows]
+            for length, rows in snapshot.get("archive", {}).items()
+        }
+        return {**super()._restored_fields(snapshot), "archive": archive}

@@ -18,6 +18,15 @@ Brackets run side by side: new trials fill the brackets in order, promotions wai
 first, and `max_concurrent_trials` (0: no limit) caps the running trials across brackets. The search
 shuts down once every bracket has finished and no trial runs.
 
+With `until_stopped` (an NNI config without `maxTrialNumber`: NNI's Hyperband repeats its iterations)
+the plan is one iteration, repeated: when no open bracket has a trial to create, the next bracket (of
+the next iteration after the last) opens, `max_concurrent_trials` (its default when 0) trials at a time,
+and the search never shuts down by itself: the experiment's cancel, kill or time limit ends it. Its
+snapshot stays bounded: a finished bracket (every rung decided, every trial gone) is forgotten, its
+trials with it (`_forget`; BOHB first keeps its results, see `bohb.py`), and only the latest
+`SEEN_EVENTS_KEPT` event ids are remembered (a duplicate older than that changes nothing anyway: an
+event for a trial already past it, or gone, is ignored).
+
 `propose(index)` chooses the configuration of the `index`-th request: here at random, as in Hyperband
 (the same draw as `random` and `adaptive_asha` for the same seed and request number); BOHB overrides it.
 """
@@ -26,7 +35,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Self
 
 from chalicelib.domain import hparams as hp
@@ -47,7 +56,7 @@ from chalicelib.domain.searchers.base import (
     ValidationReported,
     settings_int,
 )
-from chalicelib.domain.searchers.hyperband_plan import divisor, keep, plan, planned_results
+from chalicelib.domain.searchers.hyperband_plan import HyperbandBracket, divisor, keep, plan, planned_results
 
 WORST = sys.float_info.max  # the result of a trial that exited before reporting (JSON-safe)
 RUNNING, PAUSED, PROMOTED, STOPPING, CLOSING, EXITED = (
@@ -59,6 +68,7 @@ RUNNING, PAUSED, PROMOTED, STOPPING, CLOSING, EXITED = (
     "exited",
 )
 ACTIVE = (RUNNING, STOPPING)  # what holds a slot
+SEEN_EVENTS_KEPT = 512  # with until_stopped: the event ids remembered for duplicates
 
 
 @dataclass
@@ -86,21 +96,32 @@ class HyperbandSearcher(SearcherBase):
     name: str = "hyperband"
     next_index: int = 0
     requests: dict[str, HyperbandTrial] = field(default_factory=dict)
-    rungs: list[list[list[Entry]]] = field(default_factory=list)  # bracket -> rung -> entries
-    decided: list[int] = field(default_factory=list)  # bracket -> rungs decided so far
+    rungs: dict[int, list[list[Entry]]] = field(default_factory=dict)  # open bracket -> rung -> entries
+    decided: dict[int, int] = field(default_factory=dict)  # open bracket -> rungs decided so far
     waiting: list[str] = field(default_factory=list)  # promoted request ids waiting for a slot
+    next_bracket: int = 0  # the number of brackets opened so far
 
     def __post_init__(self) -> None:
-        self.brackets = plan(self.spec)
-        self.eta = divisor(self.spec.settings)
-        self.max_concurrent = settings_int(
-            self.spec.settings, "max_concurrent_trials", DEFAULT_MAX_CONCURRENT_TRIALS
-        )
-        if not self.rungs:
-            self.rungs = [[[] for _ in b.targets] for b in self.brackets]
-            self.decided = [0] * len(self.brackets)
-        if [len(r) for r in self.rungs] != [b.num_rungs for b in self.brackets]:
+        settings = self.spec.settings
+        self.until_stopped = settings.get("until_stopped") is True
+        # until_stopped: one iteration, repeated (`bracket`).
+        endless = {**settings, "max_trials": None, "iterations": None}
+        self.brackets = plan(replace(self.spec, settings=endless) if self.until_stopped else self.spec)
+        self.eta = divisor(settings)
+        self.max_concurrent = settings_int(settings, "max_concurrent_trials", DEFAULT_MAX_CONCURRENT_TRIALS)
+        if self.until_stopped and self.max_concurrent <= 0:
+            self.max_concurrent = DEFAULT_MAX_CONCURRENT_TRIALS  # an endless search bounds its trials
+        if not self.until_stopped and self.next_bracket == 0:  # every bracket is open from the start
+            for _ in self.brackets:
+                self._open_bracket()
+        if any(len(r) != self.bracket(b).num_rungs for b, r in self.rungs.items()) or (
+            not self.until_stopped and self.next_bracket != len(self.brackets)
+        ):
             raise ValueError(f"the {self.name} snapshot does not match its config's brackets")
+
+    def bracket(self, index: int) -> HyperbandBracket:
+        """The plan of the `index`-th bracket (with until_stopped, the iterations repeat)."""
+        return self.brackets[index % len(self.brackets)] if self.until_stopped else self.brackets[index]
 
     # ---- what BOHB changes --------------------------------------------------------------------------
 
@@ -118,6 +139,8 @@ class HyperbandSearcher(SearcherBase):
     def on_event(self, event: Event) -> list[Operation]:
         if not self._first_time(event.event_id):
             return []
+        if self.until_stopped:
+            del self.seen_events[:-SEEN_EVENTS_KEPT]
         if isinstance(event, TrialCreated):
             self._record_created(self.requests.get(event.request_id), event)
             return []
@@ -131,7 +154,7 @@ class HyperbandSearcher(SearcherBase):
             if trial.status != RUNNING:
                 return []
             trial.length = max(trial.length, event.length)
-            if trial.length < self.brackets[trial.bracket].targets[trial.rung]:
+            if trial.length < self.bracket(trial.bracket).targets[trial.rung]:
                 return []  # short of its target: the target stands
             metric = event.metric if self.spec.smaller_is_better else -event.metric
             ops = self._reached(trial, metric)
@@ -141,13 +164,16 @@ class HyperbandSearcher(SearcherBase):
         # A trial promoted as it paused (a slot was free) just trains on: drop the pause.
         continued = {op.trial_id for op in ops if isinstance(op, ContinueTrial)}
         ops = [op for op in ops if not (isinstance(op, PauseTrial) and op.trial_id in continued)]
+        self._forget_finished_brackets()
         return ops + self._maybe_shutdown()
 
     def progress(self) -> float:
-        """Rung results collected over those the plan collects."""
+        """Rung results collected over those the plan collects (until_stopped: no end known, 0)."""
         if self.shut_down:
             return 1.0
-        done = sum(len(rung) for bracket in self.rungs for rung in bracket)
+        if self.until_stopped:
+            return 0.0
+        done = sum(len(rung) for bracket in self.rungs.values() for rung in bracket)
         return min(done / planned_results(self.brackets), 1.0)
 
     def snapshot(self) -> dict[str, Any]:
@@ -155,26 +181,36 @@ class HyperbandSearcher(SearcherBase):
             **self._snapshot_bookkeeping(),
             "next_index": self.next_index,
             "requests": [t.to_json() for t in self.requests.values()],
-            "rungs": [[[list(e) for e in rung] for rung in bracket] for bracket in self.rungs],
-            "decided": list(self.decided),
+            "open_brackets": list(self.rungs),
+            "rungs": [[[list(e) for e in rung] for rung in bracket] for bracket in self.rungs.values()],
+            "decided": [self.decided[b] for b in self.rungs],
             "waiting": list(self.waiting),
+            "next_bracket": self.next_bracket,
         }
 
     @classmethod
     def restore(cls, snapshot: Mapping[str, Any], spec: SearchSpec) -> Self:
+        return cls(spec=spec, **cls._restored_fields(snapshot))
+
+    @classmethod
+    def _restored_fields(cls, snapshot: Mapping[str, Any]) -> dict[str, Any]:
+        """The constructor arguments read back from `snapshot` (one written before `open_brackets`
+        existed has every bracket of its plan open)."""
         requests = [HyperbandTrial.from_json(t) for t in snapshot.get("requests", [])]
-        return cls(
-            spec=spec,
+        rungs = snapshot.get("rungs", [])
+        opened = [int(b) for b in snapshot.get("open_brackets", range(len(rungs)))]
+        return {
             **cls._restore_bookkeeping(snapshot),
-            next_index=int(snapshot.get("next_index", 0)),
-            requests={t.request_id: t for t in requests},
-            rungs=[
-                [[[float(e[0]), int(e[1]), str(e[2])] for e in rung] for rung in bracket]
-                for bracket in snapshot.get("rungs", [])
-            ],
-            decided=[int(d) for d in snapshot.get("decided", [])],
-            waiting=[str(r) for r in snapshot.get("waiting", [])],
-        )
+            "next_index": int(snapshot.get("next_index", 0)),
+            "requests": {t.request_id: t for t in requests},
+            "rungs": {
+                b: [[[float(e[0]), int(e[1]), str(e[2])] for e in rung] for rung in bracket]
+                for b, bracket in zip(opened, rungs, strict=True)
+            },
+            "decided": {b: int(d) for b, d in zip(opened, snapshot.get("decided", []), strict=True)},
+            "waiting": [str(r) for r in snapshot.get("waiting", [])],
+            "next_bracket": int(snapshot.get("next_bracket", len(opened))),
+        }
 
     # ---- rungs --------------------------------------------------------------------------------------
 
@@ -182,7 +218,7 @@ class HyperbandSearcher(SearcherBase):
         """`trial` reported at (or past) its rung's target: record it, pause or stop it, maybe decide."""
         trial.metric = metric
         self._enter(trial, metric)
-        if trial.rung == self.brackets[trial.bracket].num_rungs - 1:
+        if trial.rung == self.bracket(trial.bracket).num_rungs - 1:
             trial.status = STOPPING
             return [StopTrial(_tid(trial))]
         trial.status = PAUSED
@@ -198,13 +234,13 @@ class HyperbandSearcher(SearcherBase):
     def _rung_size(self, bracket: int, rung: int) -> int:
         """How many results rung `rung` of `bracket` waits for."""
         if rung == 0:
-            return self.brackets[bracket].num_trials
+            return self.bracket(bracket).num_trials
         return keep(len(self.rungs[bracket][rung - 1]), self.eta)
 
     def _decide(self, bracket: int) -> list[Operation]:
         """Decide every rung of `bracket` that has all its results: promote the best, stop the rest."""
         ops: list[Operation] = []
-        last = self.brackets[bracket].num_rungs - 1
+        last = self.bracket(bracket).num_rungs - 1
         while self.decided[bracket] < last:
             rung = self.decided[bracket]
             entries = self.rungs[bracket][rung]
@@ -224,12 +260,12 @@ class HyperbandSearcher(SearcherBase):
 
     def _promote(self, trial: HyperbandTrial, rung: int) -> list[Operation]:
         trial.rung = rung
-        target = self.brackets[trial.bracket].targets[rung]
+        target = self.bracket(trial.bracket).targets[rung]
         if trial.status == EXITED:  # as if it had run and reported the worst result
             self._enter(trial, WORST)
         elif trial.length >= target:  # it already trained that far: its latest result counts there
             self._enter(trial, WORST if trial.metric is None else trial.metric)
-            if rung == self.brackets[trial.bracket].num_rungs - 1:
+            if rung == self.bracket(trial.bracket).num_rungs - 1:
                 trial.status = CLOSING
                 return [StopTrial(_tid(trial))]
         else:
@@ -251,7 +287,7 @@ class HyperbandSearcher(SearcherBase):
             trial.replaced = True  # no result anywhere: `_fill` replaces it
             return []
         self._enter(trial, WORST)
-        if trial.rung == self.brackets[trial.bracket].num_rungs - 1:
+        if trial.rung == self.bracket(trial.bracket).num_rungs - 1:
             return []
         return self._decide(trial.bracket)
 
@@ -259,7 +295,7 @@ class HyperbandSearcher(SearcherBase):
         """Continue waiting promotions, then create new trials, while slots are free."""
         ops: list[Operation] = []
         active = sum(1 for t in self.requests.values() if t.status in ACTIVE)
-        counted = [0] * len(self.brackets)
+        counted = dict.fromkeys(self.rungs, 0)
         for t in self.requests.values():
             if not t.replaced:
                 counted[t.bracket] += 1
@@ -267,11 +303,14 @@ class HyperbandSearcher(SearcherBase):
             if self.waiting:
                 trial = self.requests[self.waiting.pop(0)]
                 trial.status = RUNNING
-                ops.append(ContinueTrial(_tid(trial), self.brackets[trial.bracket].targets[trial.rung]))
+                ops.append(ContinueTrial(_tid(trial), self.bracket(trial.bracket).targets[trial.rung]))
             else:
-                bracket = next((i for i, b in enumerate(self.brackets) if counted[i] < b.num_trials), None)
-                if bracket is None:
+                bracket = next((b for b in self.rungs if counted[b] < self.bracket(b).num_trials), None)
+                if bracket is None and not self.until_stopped:
                     break
+                if bracket is None:  # the next bracket (of the next iteration after the last)
+                    bracket = self._open_bracket()
+                    counted[bracket] = 0
                 counted[bracket] += 1
                 ops.append(self._create(bracket))
             active += 1
@@ -283,10 +322,41 @@ class HyperbandSearcher(SearcherBase):
         request_id = f"{self.name}-{index}"
         hparams, extra = self.propose(index, bracket)
         self.requests[request_id] = HyperbandTrial(request_id, bracket, index, extra=extra)
-        return CreateTrial(request_id, hparams, self.brackets[bracket].targets[0])
+        return CreateTrial(request_id, hparams, self.bracket(bracket).targets[0])
+
+    def _open_bracket(self) -> int:
+        index = self.next_bracket
+        self.next_bracket += 1
+        self.rungs[index] = [[] for _ in self.bracket(index).targets]
+        self.decided[index] = 0
+        return index
+
+    def _forget_finished_brackets(self) -> None:
+        """With until_stopped: forget every bracket whose rungs are all decided and whose trials are all
+        gone (exited, or closed by the service); the snapshot keeps only what is still going on."""
+        if not self.until_stopped:
+            return
+        for index in list(self.rungs):
+            last = self.bracket(index).num_rungs - 1
+            members = [t for t in self.requests.values() if t.bracket == index]
+            if (
+                self.decided[index] == last
+                and len(self.rungs[index][last]) >= self._rung_size(index, last)
+                and all(t.status in (EXITED, CLOSING) for t in members)
+            ):
+                self._forget(index, members)
+
+    def _forget(self, index: int, members: list[HyperbandTrial]) -> None:
+        """Drop finished bracket `index` and its trials (a later event for one of them is ignored)."""
+        for trial in members:
+            del self.requests[trial.request_id]
+            self.trials.pop(trial.request_id, None)
+            if trial.trial_id is not None:
+                self.exited.pop(trial.trial_id, None)
+        del self.rungs[index], self.decided[index]
 
     def _maybe_shutdown(self) -> list[Operation]:
-        if self.shut_down or self.waiting:
+        if self.shut_down or self.waiting or self.until_stopped:
             return []
         if any(t.status in (RUNNING, STOPPING, PAUSED) for t in self.requests.values()):
             return []
