@@ -789,7 +789,9 @@ load average {load_before:.1f} before the run, so host timings below include oth
   Where listed, Ray Tune's `PopulationBasedTraining` ran with the same population, rounds, length per
   round and explore settings (`synch=True`, `quantile_fraction` = truncate_fraction, factors 1.2/0.8;
   `bench/sim/ray_peer.py --scheduler pbt`): its exploiting trials resume from the donor's checkpoint, so
-  their length continues from the donor's, the same model.
+  their length continues from the donor's, the same model. Ray's runs spent the whole budget of
+  {args.budget:g}, 256 reports where {args.pbt_population} x {args.pbt_rounds} rounds make 240 (a trial
+  trains some stretch again after an exploit; not looked into further), against pbt's {pbt_compute:g}.
 - Peers, on the same functions, noise (drawn from the same seed, trial number and length), budget and
   scoring (`bench/sim/peers.py`): Optuna {_optuna_version()}'s `TPESampler(seed)` with
   `HyperbandPruner(min_resource={rung_lengths(args)[0]}, max_resource={args.max_length}, reduction_factor={args.divisor:g})`
