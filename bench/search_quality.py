@@ -717,6 +717,7 @@ def write(
         else ""
     )
     pbt = settings_for("pbt", args)
+    ray_pbt_reports = sorted({int(r["reports"]) for r in ray_runs if r["searcher"] == "ray_pbt"})
     pbt_compute = args.pbt_population * args.pbt_rounds * args.pbt_length / args.max_length
     ray_first = [r["trajectory"][0][0] for r in ray_runs if r["searcher"] == "ray_asha" and r["trajectory"]]
     ray_first_text = (
@@ -790,7 +791,7 @@ load average {load_before:.1f} before the run, so host timings below include oth
   round and explore settings (`synch=True`, `quantile_fraction` = truncate_fraction, factors 1.2/0.8;
   `bench/sim/ray_peer.py --scheduler pbt`): its exploiting trials resume from the donor's checkpoint, so
   their length continues from the donor's, the same model. Ray's runs spent the whole budget of
-  {args.budget:g}, 256 reports where {args.pbt_population} x {args.pbt_rounds} rounds make 240 (a trial
+  {args.budget:g}, {"/".join(str(n) for n in ray_pbt_reports)} reports where {args.pbt_population} x {args.pbt_rounds} rounds make {args.pbt_population * args.pbt_rounds} (a trial
   trains some stretch again after an exploit; not looked into further), against pbt's {pbt_compute:g}.
 - Peers, on the same functions, noise (drawn from the same seed, trial number and length), budget and
   scoring (`bench/sim/peers.py`): Optuna {_optuna_version()}'s `TPESampler(seed)` with
