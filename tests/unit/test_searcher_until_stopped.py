@@ -238,3 +238,30 @@ def test_a_snapshot_from_before_trials_were_forgotten_restores_to_the_same_state
     assert search.twin.snapshot() == snapshot and search.twin.initial_operations() == []
     for _ in range(10):  # and it goes on as the uninterrupted one does
         search.finish_oldest()
+
+
+@pytest.mark.parametrize("smaller_is_better", [True, False])
+def test_the_tpe_window_keeps_the_latest_results_and_the_best_ones(smaller_is_better: bool) -> None:
+    base = until_stopped_spec("tpe", 1)
+    spec = searchers.SearchSpec(
+        base.space, {**base.settings, "smaller_is_better": smaller_is_better}, base.max_length, base.seed
+    )
+    searcher = searchers.new_searcher(spec)
+    searcher.initial_operations()
+    # A window already full: results 0..274, worse and worse when smaller is better (better otherwise).
+    snapshot = json.loads(json.dumps(searcher.snapshot()))
+    snapshot["history"] = [
+        [i, 1 + i / 1000, i / HISTORY_LATEST - 1] for i in range(HISTORY_LATEST + HISTORY_BEST)
+    ]
+    snapshot["requests"][0].update(request_id="tpe-275", index=275)
+    snapshot["next_index"] = 276
+    searcher = searchers.restore_searcher(snapshot, spec)
+    searcher.on_event(searchers.TrialCreated("c", "tpe-275", 1))
+    searcher.on_event(searchers.ValidationReported("v", 1, 10, 1.5 if smaller_is_better else 0.5))
+    assert len(searcher.on_event(searchers.TrialExited("e", 1, failed=False))) == 1
+    kept = [row[0] for row in searcher.snapshot()["history"]]
+    best = list(range(HISTORY_BEST))  # the smallest metrics
+    if smaller_is_better:  # the best 25 and the latest 250: request 25 is dropped
+        assert kept == best + list(range(HISTORY_BEST + 1, 276))
+    else:  # the best (largest) are among the latest 250: the 26 earliest are dropped
+        assert kept == list(range(HISTORY_BEST + 1, 276))

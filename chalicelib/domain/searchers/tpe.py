@@ -132,7 +132,8 @@ class TPESearcher(PoolSearcher):
         return to_hparams(self.spec.space, params), {"params": params}
 
     def study(self, index: int | None = None) -> optuna.Study:
-        """An in-memory study holding every request so far, its sampler seeded for request `index`."""
+        """An in-memory study holding every request so far (until_stopped: the `history` window and the
+        running requests), its sampler seeded for request `index`."""
         import optuna
         from optuna.study import StudyDirection
 
