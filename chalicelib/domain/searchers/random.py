@@ -6,13 +6,15 @@ Subclasses say what the budget is, how the `index`-th trial's hyperparameters ar
 a trial that exits with `invalid_hp` is replaced (random and TPE: yes, without using the budget, as
 in Determined; grid: no, the point counts as done).
 
-With `until_stopped` (no budget: trials are created until cancel, kill or maxExperimentDuration) the
-snapshot stays bounded: an exited trial is forgotten at once (`_forget`; TPE first keeps its result,
-see `tpe.py`), as nothing more can come from it, and only the latest `SEEN_EVENTS_KEPT` event ids are
-remembered. A duplicate older than that changes nothing anyway: a creation is only noted once, an event
-for a forgotten trial is ignored, and a validation never takes a trial back to a shorter length (the
-service only reports positions that advance, so a legitimate one is never dropped). `next_index` numbers
-the requests, forgotten ones included. A bounded search keeps every request, as before.
+Only the latest `SEEN_EVENTS_KEPT` event ids are remembered (validations add one each, so a long
+search would outgrow its snapshot otherwise). A duplicate older than that changes nothing anyway: a
+creation is only noted once, an event for an exited (or forgotten) trial is ignored, and a validation
+never takes a trial back to a shorter length (the service only reports positions that advance, so a
+legitimate one is never dropped). With `until_stopped` (no budget: trials are created until cancel,
+kill or maxExperimentDuration) an exited trial is also forgotten at once (`_forget`; TPE first keeps
+its result, see `tpe.py`), as nothing more can come from it; `next_index` numbers the requests,
+forgotten ones included. A bounded search keeps every request, as before (its progress, budget and
+outcome are counted from them).
 
 `RandomSearcher` samples each trial with `random.Random` seeded from the experiment seed and the
 request number, so a replayed or restored search proposes the same hyperparameters.
@@ -41,7 +43,7 @@ from chalicelib.domain.searchers.base import (
 
 _P = TypeVar("_P", bound="PoolSearcher")
 
-SEEN_EVENTS_KEPT = 512  # with until_stopped: the event ids remembered for duplicates (as hyperband's)
+SEEN_EVENTS_KEPT = 512  # the event ids remembered for duplicates (as hyperband's until_stopped)
 
 
 @dataclass
@@ -100,8 +102,7 @@ class PoolSearcher(SearcherBase):
     def on_event(self, event: Event) -> list[Operation]:
         if not self._first_time(event.event_id):
             return []
-        if self.until_stopped:
-            del self.seen_events[:-SEEN_EVENTS_KEPT]
+        del self.seen_events[:-SEEN_EVENTS_KEPT]
         if isinstance(event, TrialCreated):
             self._record_created(self._by_request(event.request_id), event)
             return []
@@ -161,11 +162,12 @@ class PoolSearcher(SearcherBase):
         return searcher
 
     def _restored(self, snapshot: Mapping[str, Any]) -> None:
-        """Read back what a subclass adds to the snapshot (TPE: its history) and, with until_stopped,
-        bring a snapshot written before trials were forgotten down to what a new one holds."""
+        """Read back what a subclass adds to the snapshot (TPE: its history), and bring one written
+        before event ids were windowed (and, with until_stopped, trials forgotten) down to what a new
+        one holds."""
+        del self.seen_events[:-SEEN_EVENTS_KEPT]
         if not self.until_stopped:
             return
-        del self.seen_events[:-SEEN_EVENTS_KEPT]
         for request in [r for r in self.requests if r.exited]:
             self._forget(request)
 
