@@ -96,8 +96,9 @@ class Agent:
         return 0
 
     def running_ids(self) -> list[str]:
+        """The runs whose process is still running (a run reporting its exit is no longer one)."""
         with self._lock:
-            return list(self._runs)
+            return [run_id for run_id, run in self._runs.items() if run.exit_code is None]
 
     def get_run(self, run_id: str) -> Run | None:
         with self._lock:

@@ -86,3 +86,26 @@ def test_events_for_unknown_trials_are_ignored() -> None:
     assert {k: v for k, v in searcher.snapshot().items() if k != "seen_events"} == {
         k: v for k, v in before.items() if k != "seen_events"
     }
+
+
+def test_a_bounded_search_remembers_the_latest_event_ids_and_ignores_older_repeats() -> None:
+    searcher = searchers.new_searcher(spec(max_trials=3, max_concurrent_trials=1))
+    assert [op.request_id for op in creates(searcher.initial_operations())] == ["random-0"]
+    searcher.on_event(searchers.TrialCreated("c1", "random-0", 1))
+    for length in range(1, 601):  # a long trial: one event id a validation
+        searcher.on_event(searchers.ValidationReported(f"validation-1-{length}", 1, length, 1.0 / length))
+    assert len(searcher.snapshot()["seen_events"]) == 512
+    before = searcher.snapshot()
+    # A late repeat of a forgotten id: the creation is noted already, the position is behind.
+    assert searcher.on_event(searchers.TrialCreated("c1", "random-0", 1)) == []
+    assert searcher.on_event(searchers.ValidationReported("validation-1-3", 1, 3, 1 / 3)) == []
+    after = searcher.snapshot()
+    assert {k: v for k, v in after.items() if k != "seen_events"} == {
+        k: v for k, v in before.items() if k != "seen_events"
+    }
+    assert after["requests"][0]["metric"] == 1 / 600 and after["requests"][0]["length"] == 600
+    ops = searcher.on_event(searchers.TrialExited("e1", 1, failed=False))
+    assert [op.request_id for op in creates(ops)] == ["random-1"]
+    assert searcher.on_event(searchers.TrialExited("e1", 1, failed=False)) == []  # a repeat: nothing
+    restored = searchers.restore_searcher(json.loads(json.dumps(searcher.snapshot())), spec(3, 1))
+    assert restored.snapshot() == searcher.snapshot()

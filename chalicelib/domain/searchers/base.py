@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Self, runtime_checkable
 
+from chalicelib.errors import BadRequestError
+
 
 class TrialRecord:
     """JSON for a searcher's per-trial dataclass in its snapshot; keys a dataclass no longer has (an older
@@ -46,7 +48,7 @@ class TrialRecord:
 DEFAULT_MAX_CONCURRENT_TRIALS = 16
 
 
-class SearcherSettingsError(ValueError):
+class SearcherSettingsError(BadRequestError, ValueError):
     """The searcher settings are valid config but the searcher cannot run with them; the message says
     the fix (the API answers it as a config problem)."""
 

@@ -6,6 +6,16 @@ Subclasses say what the budget is, how the `index`-th trial's hyperparameters ar
 a trial that exits with `invalid_hp` is replaced (random and TPE: yes, without using the budget, as
 in Determined; grid: no, the point counts as done).
 
+Only the latest `SEEN_EVENTS_KEPT` event ids are remembered (validations add one each, so a long
+search would outgrow its snapshot otherwise). A duplicate older than that changes nothing anyway: a
+creation is only noted once, an event for an exited (or forgotten) trial is ignored, and a validation
+never takes a trial back to a shorter length (the service only reports positions that advance, so a
+legitimate one is never dropped). With `until_stopped` (no budget: trials are created until cancel,
+kill or maxExperimentDuration) an exited trial is also forgotten at once (`_forget`; TPE first keeps
+its result, see `tpe.py`), as nothing more can come from it; `next_index` numbers the requests,
+forgotten ones included. A bounded search keeps every request, as before (its progress, budget and
+outcome are counted from them).
+
 `RandomSearcher` samples each trial with `random.Random` seeded from the experiment seed and the
 request number, so a replayed or restored search proposes the same hyperparameters.
 """
@@ -33,6 +43,8 @@ from chalicelib.domain.searchers.base import (
 
 _P = TypeVar("_P", bound="PoolSearcher")
 
+SEEN_EVENTS_KEPT = 512  # the event ids remembered for duplicates (as hyperband's until_stopped)
+
 
 @dataclass
 class PoolTrial(TrialRecord):
@@ -55,7 +67,8 @@ class PoolSearcher(SearcherBase):
 
     spec: SearchSpec = field(default_factory=lambda: SearchSpec({}, {"name": "random"}, None, 0))
     name: str = "pool"
-    requests: list[PoolTrial] = field(default_factory=list)
+    requests: list[PoolTrial] = field(default_factory=list)  # until_stopped: only the trials not exited
+    next_index: int = 0  # the number of the next request (every request made so far)
 
     replaces_invalid: ClassVar[bool] = True
 
@@ -72,19 +85,24 @@ class PoolSearcher(SearcherBase):
         """The hyperparameters of the `index`-th request, and extra data to keep with it."""
         raise NotImplementedError
 
+    @property
+    def until_stopped(self) -> bool:
+        return self.budget() is None
+
     # ---- the searcher interface ---------------------------------------------------------------------
 
     def max_concurrent(self) -> int:
         return settings_int(self.spec.settings, "max_concurrent_trials", DEFAULT_MAX_CONCURRENT_TRIALS)
 
     def initial_operations(self) -> list[Operation]:
-        if self.requests or self.shut_down:
+        if self.next_index or self.shut_down:
             return []  # already started: a replayed start creates nothing
         return self._fill()
 
     def on_event(self, event: Event) -> list[Operation]:
         if not self._first_time(event.event_id):
             return []
+        del self.seen_events[:-SEEN_EVENTS_KEPT]
         if isinstance(event, TrialCreated):
             self._record_created(self._by_request(event.request_id), event)
             return []
@@ -92,11 +110,14 @@ class PoolSearcher(SearcherBase):
         if request is None or request.exited:
             return []
         if isinstance(event, ValidationReported):
-            request.length = max(request.length, event.length)
-            request.metric = event.metric
+            if event.length >= request.length:  # a late duplicate of an earlier position changes nothing
+                request.length = event.length
+                request.metric = event.metric
             return []  # the target stands; at max_length the trial ends by itself
         request.exited = True
         self._record_exit(request, event)
+        if self.until_stopped:
+            self._forget(request)
         if self.shut_down:
             return []
         ops = self._fill()
@@ -124,16 +145,31 @@ class PoolSearcher(SearcherBase):
     def snapshot(self) -> dict[str, Any]:
         return {
             **self._snapshot_bookkeeping(),
+            "next_index": self.next_index,
             "requests": [r.to_json() for r in self.requests],
         }
 
     @classmethod
     def restore(cls: type[_P], snapshot: Mapping[str, Any], spec: SearchSpec) -> _P:
-        return cls(
+        requests = [PoolTrial.from_json(r) for r in snapshot.get("requests", [])]
+        searcher = cls(
             spec=spec,
             **cls._restore_bookkeeping(snapshot),
-            requests=[PoolTrial.from_json(r) for r in snapshot.get("requests", [])],
+            requests=requests,
+            next_index=int(snapshot.get("next_index", len(requests))),  # older snapshots kept every request
         )
+        searcher._restored(snapshot)
+        return searcher
+
+    def _restored(self, snapshot: Mapping[str, Any]) -> None:
+        """Read back what a subclass adds to the snapshot (TPE: its history), and bring one written
+        before event ids were windowed (and, with until_stopped, trials forgotten) down to what a new
+        one holds."""
+        del self.seen_events[:-SEEN_EVENTS_KEPT]
+        if not self.until_stopped:
+            return
+        for request in [r for r in self.requests if r.exited]:
+            self._forget(request)
 
     # ---- internals ----------------------------------------------------------------------------------
 
@@ -142,6 +178,13 @@ class PoolSearcher(SearcherBase):
         if not self.replaces_invalid:
             return len(self.requests)
         return sum(1 for r in self.requests if not r.invalid_hp)
+
+    def _forget(self, request: PoolTrial) -> None:
+        """Drop exited `request` (until_stopped): a later event for its trial is ignored."""
+        self.requests.remove(request)
+        self.trials.pop(request.request_id, None)
+        if request.trial_id is not None:
+            self.exited.pop(request.trial_id, None)
 
     def _fill(self) -> list[Operation]:
         ops: list[Operation] = []
@@ -152,10 +195,11 @@ class PoolSearcher(SearcherBase):
             active = sum(1 for r in self.requests if not r.exited)
             if limit > 0 and active >= limit:
                 break
-            index = len(self.requests)
+            index = self.next_index
             params, extra = self.propose(index)
             request = PoolTrial(request_id=f"{self.name}-{index}", index=index, extra=extra)
             self.requests.append(request)
+            self.next_index += 1
             ops.append(CreateTrial(request.request_id, params, self.spec.max_length))
         return ops
 

@@ -14,13 +14,22 @@ The state is plain JSON: each request keeps the Optuna params it was given, and 
 metric. Every ask rebuilds the study from that record (`create_trial` + `add_trial`, in request order)
 with a `TPESampler` seeded from the experiment seed and the request number, so a searcher restored from
 a snapshot proposes exactly what the original would have.
+
+With `until_stopped` an exited trial is forgotten (see `random.py`): a completed one first moves to
+`history` as a row `[request number, metric, *params in sorted key order]` (a failed or invalid_hp one
+carries nothing TPE uses: Optuna's TPE only models complete trials). `history` is a sliding window: the
+latest `HISTORY_LATEST` results plus the best `HISTORY_BEST` ever seen. Optuna's TPE splits the results
+into the best `min(ceil(n / 10), 25)` ("good") and the rest, so with the best 25 always kept and at
+least 250 results in the window, the "good" density is exactly what the whole run would give, and the
+"bad" density (and the weights, which favour the latest 25 anyway) comes from the recent past. The
+study holds the rows and the running requests in request order, as a bounded search's does.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain import hparams as hp
@@ -32,6 +41,8 @@ if TYPE_CHECKING:  # optuna is imported on first use: it adds ~0.3 s to every co
     from optuna.trial import FrozenTrial
 
 _TUNABLE = ("int", "double", "log", "categorical")
+HISTORY_LATEST = 250  # until_stopped: the latest completed results the model keeps ...
+HISTORY_BEST = 25  # ... and the best ones, whenever they came (Optuna's TPE's largest "good" set)
 
 
 def distributions(space: Mapping[str, Any]) -> dict[str, BaseDistribution]:
@@ -104,6 +115,7 @@ def _sampler_seed(seed: int, index: int) -> int:
 @dataclass
 class TPESearcher(PoolSearcher):
     name: str = "tpe"
+    history: list[list[Any]] = field(default_factory=list)  # until_stopped: [index, metric, *params]
 
     def __post_init__(self) -> None:
         self._distributions: dict[str, BaseDistribution] | None = None
@@ -120,7 +132,8 @@ class TPESearcher(PoolSearcher):
         return to_hparams(self.spec.space, params), {"params": params}
 
     def study(self, index: int | None = None) -> optuna.Study:
-        """An in-memory study holding every request so far, its sampler seeded for request `index`."""
+        """An in-memory study holding every request so far (until_stopped: the `history` window and the
+        running requests), its sampler seeded for request `index`."""
         import optuna
         from optuna.study import StudyDirection
 
@@ -129,9 +142,49 @@ class TPESearcher(PoolSearcher):
         direction = StudyDirection.MINIMIZE if self.spec.smaller_is_better else StudyDirection.MAXIMIZE
         sampler = optuna.samplers.TPESampler(seed=_sampler_seed(self.spec.seed, index))
         study = optuna.create_study(direction=direction, sampler=sampler)
-        for request in self.requests:
-            study.add_trial(self._frozen(request))
+        trials = [(row[0], self._frozen_row(row)) for row in self.history]
+        trials += [(request.index, self._frozen(request)) for request in self.requests]
+        for _, trial in sorted(trials, key=lambda pair: int(pair[0])):
+            study.add_trial(trial)
         return study
+
+    def columns(self) -> list[str]:
+        """The params' keys, in the order of a history row's values."""
+        return sorted(self.distributions())
+
+    def snapshot(self) -> dict[str, Any]:
+        if not self.until_stopped:
+            return super().snapshot()
+        return {**super().snapshot(), "history": [list(row) for row in self.history]}
+
+    def _restored(self, snapshot: Mapping[str, Any]) -> None:
+        self.history = [list(row) for row in snapshot.get("history", [])]
+        super()._restored(snapshot)
+
+    def _forget(self, request: PoolTrial) -> None:
+        """Keep a completed trial's result in `history` (the sliding window) before it is forgotten."""
+        params = request.extra.get("params") or {}
+        if request.metric is not None and not request.invalid_hp and set(params) == set(self.columns()):
+            self.history.append([request.index, request.metric, *(params[key] for key in self.columns())])
+            self._trim_history()
+        super()._forget(request)
+
+    def _trim_history(self) -> None:
+        if len(self.history) <= HISTORY_LATEST + HISTORY_BEST:
+            return
+        sign = 1.0 if self.spec.smaller_is_better else -1.0
+        ranked = sorted(range(len(self.history)), key=lambda i: (sign * float(self.history[i][1]), i))
+        keep = set(ranked[:HISTORY_BEST]) | set(range(len(self.history) - HISTORY_LATEST, len(self.history)))
+        self.history = [row for i, row in enumerate(self.history) if i in keep]
+
+    def _frozen_row(self, row: list[Any]) -> FrozenTrial:
+        from optuna.trial import TrialState, create_trial
+
+        params = dict(zip(self.columns(), row[2:], strict=True))
+        distributions = {key: self.distributions()[key] for key in params}
+        return create_trial(
+            state=TrialState.COMPLETE, value=float(row[1]), params=params, distributions=distributions
+        )
 
     def _frozen(self, request: PoolTrial) -> FrozenTrial:
         from optuna.trial import TrialState, create_trial
