@@ -186,7 +186,8 @@ def test_an_nni_experiment_and_its_trial_code_run_unchanged(det):
     # No CONTEXT argument: NNI's codeDir is the context, as in `nnictl create --config config.yml`.
     result = det("experiment", "create", "examples/nni_digits/config.yml", "-f", timeout=300)
     assert result.code == 0, result.out + result.err
-    assert "maxExecDuration: ignored" in result.err  # a warning per field with no equivalent
+    assert "trainingServicePlatform: ignored" in result.err  # a warning per field with no equivalent
+    assert "maxExecDuration: the experiment's time limit, 3600 s" in result.err  # kept, and said so
     described = det.describe_experiment(det.created_experiment_id(result.out))
     assert described["experiment"]["state"] == "COMPLETED"
     assert described["experiment"]["searcher_type"] == "tpe"
