@@ -1,6 +1,7 @@
 """`random` and `tpe` with `until_stopped` (an NNI config without `maxTrialNumber`): under any
 interleaving of creations, validations, exits (normal, failed, invalid_hp) and restores, the searcher
-keeps exactly `max_concurrent_trials` trials running (its default when 0), never shuts down by itself,
+keeps exactly `max_concurrent_trials` trials running (its default when 0), never shuts down by itself
+but after `FAILED_IN_A_ROW_LIMIT` (or twice the concurrency) failures in a row,
 shows no progress (no end is known) and answers identically after a restore. Over thousands of trials
 the snapshot stays flat: exited trials are forgotten, event ids are windowed, and TPE keeps a sliding
 window of results (the latest and the best); a snapshot written before that restores to the same state.
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from chalicelib.domain import searchers
 from chalicelib.domain.searchers.base import DEFAULT_MAX_CONCURRENT_TRIALS
-from chalicelib.domain.searchers.random import SEEN_EVENTS_KEPT
+from chalicelib.domain.searchers.random import FAILED_IN_A_ROW_LIMIT, SEEN_EVENTS_KEPT
 from chalicelib.domain.searchers.tpe import HISTORY_BEST, HISTORY_LATEST
 
 MAX_SNAPSHOT_BYTES = 100_000  # a DynamoDB item holds 400 KB
@@ -60,6 +61,7 @@ def test_an_endless_search_keeps_its_concurrency_and_never_shuts_down(
     searcher = searchers.new_searcher(spec)
     running: list[int] = []
     created = 0
+    failures = 0  # in a row
 
     def carry_out(ops: list[searchers.Operation]) -> None:
         nonlocal created
@@ -88,12 +90,53 @@ def test_an_endless_search_keeps_its_concurrency_and_never_shuts_down(
             event = searchers.TrialExited(
                 f"ev-{event_number}", trial_id, failed=kind == 1, invalid_hp=kind == 2
             )
-            carry_out(searcher.on_event(event))
+            failures = failures + 1 if kind == 1 else failures if kind == 2 else 0
+            ops = searcher.on_event(event)
+            if failures >= max(FAILED_IN_A_ROW_LIMIT, 2 * limit):
+                # the one way it ends by itself: too many failures in a row
+                assert ops == [searchers.Shutdown(failure=True)] and searcher.shut_down
+                return
+            carry_out(ops)
         else:
             searcher = restored(searcher, spec)
         assert len(running) == limit
         assert searcher.progress() == 0.0
         assert not searcher.shut_down
+
+
+@pytest.mark.parametrize("name", ["random", "tpe"])
+def test_an_endless_search_gives_up_after_failures_in_a_row_but_not_after_scattered_ones(name: str) -> None:
+    spec = until_stopped_spec(name, concurrency=2)
+    searcher = searchers.new_searcher(spec)
+    running: list[int] = []
+
+    def create(ops: list[searchers.Operation]) -> None:
+        for op in ops:
+            assert isinstance(op, searchers.CreateTrial)
+            trial_id = 1 + searcher.snapshot()["next_index"] * 10 + len(running)
+            searcher.on_event(searchers.TrialCreated(f"c-{op.request_id}", op.request_id, trial_id))
+            running.append(trial_id)
+
+    create(searcher.initial_operations())
+    # 30 trials where every third succeeds: scattered failures never stop it
+    for n in range(30):
+        trial_id = running.pop(0)
+        if n % 3 == 2:
+            searcher.on_event(searchers.ValidationReported(f"v-{n}", trial_id, 10, 0.5))
+        create(searcher.on_event(searchers.TrialExited(f"x-{n}", trial_id, failed=n % 3 != 2)))
+        assert not searcher.shut_down
+    # then FAILED_IN_A_ROW_LIMIT failures in a row (above twice the concurrency, 4) end it as a failure
+    for n in range(FAILED_IN_A_ROW_LIMIT):
+        trial_id = running.pop(0)
+        ops = searcher.on_event(searchers.TrialExited(f"f-{n}", trial_id, failed=True))
+        if n < FAILED_IN_A_ROW_LIMIT - 1:
+            create(ops)
+            assert not searcher.shut_down
+        else:
+            assert ops == [searchers.Shutdown(failure=True)]
+    restored_searcher = restored(searcher, spec)
+    assert restored_searcher.shut_down
+    assert restored_searcher.on_event(searchers.TrialExited("late", running[0], failed=False)) == []
 
 
 # ---- a bounded snapshot over thousands of trials ---------------------------------------------------

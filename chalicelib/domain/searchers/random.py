@@ -14,7 +14,10 @@ legitimate one is never dropped). With `until_stopped` (no budget: trials are cr
 kill or maxExperimentDuration) an exited trial is also forgotten at once (`_forget`; TPE first keeps
 its result, see `tpe.py`), as nothing more can come from it; `next_index` numbers the requests,
 forgotten ones included. A bounded search keeps every request, as before (its progress, budget and
-outcome are counted from them).
+outcome are counted from them). An endless search gives up (a failed shutdown: the experiment ends in
+ERROR, its running trials told to stop) once `failed_in_a_row` trials in a row have failed, at least
+`FAILED_IN_A_ROW_LIMIT` and twice the concurrency: broken code or data would otherwise burn compute until
+someone noticed, where a bounded search would have ended by itself.
 
 `RandomSearcher` samples each trial with `random.Random` seeded from the experiment seed and the
 request number, so a replayed or restored search proposes the same hyperparameters.
@@ -44,6 +47,7 @@ from chalicelib.domain.searchers.base import (
 _P = TypeVar("_P", bound="PoolSearcher")
 
 SEEN_EVENTS_KEPT = 512  # the event ids remembered for duplicates (as hyperband's until_stopped)
+FAILED_IN_A_ROW_LIMIT = 10  # an endless search gives up after this many failures in a row (or 2x concurrency)
 
 
 @dataclass
@@ -69,6 +73,7 @@ class PoolSearcher(SearcherBase):
     name: str = "pool"
     requests: list[PoolTrial] = field(default_factory=list)  # until_stopped: only the trials not exited
     next_index: int = 0  # the number of the next request (every request made so far)
+    failed_in_a_row: int = 0  # until_stopped: trials that failed since the last one that did not
 
     replaces_invalid: ClassVar[bool] = True
 
@@ -120,6 +125,9 @@ class PoolSearcher(SearcherBase):
             self._forget(request)
         if self.shut_down:
             return []
+        if self.until_stopped and self._gives_up(request):
+            self.shut_down = True
+            return [Shutdown(failure=True)]
         ops = self._fill()
         if not ops and all(r.exited for r in self.requests):
             self.shut_down = True
@@ -146,6 +154,7 @@ class PoolSearcher(SearcherBase):
         return {
             **self._snapshot_bookkeeping(),
             "next_index": self.next_index,
+            "failed_in_a_row": self.failed_in_a_row,
             "requests": [r.to_json() for r in self.requests],
         }
 
@@ -157,6 +166,7 @@ class PoolSearcher(SearcherBase):
             **cls._restore_bookkeeping(snapshot),
             requests=requests,
             next_index=int(snapshot.get("next_index", len(requests))),  # older snapshots kept every request
+            failed_in_a_row=int(snapshot.get("failed_in_a_row", 0)),
         )
         searcher._restored(snapshot)
         return searcher
@@ -178,6 +188,15 @@ class PoolSearcher(SearcherBase):
         if not self.replaces_invalid:
             return len(self.requests)
         return sum(1 for r in self.requests if not r.invalid_hp)
+
+    def _gives_up(self, request: PoolTrial) -> bool:
+        """Count `request`'s exit in the failures in a row; True once an endless search should stop."""
+        if request.failed:
+            self.failed_in_a_row += 1
+        elif not request.invalid_hp:
+            self.failed_in_a_row = 0
+        limit = max(FAILED_IN_A_ROW_LIMIT, 2 * max(self.max_concurrent(), 1))
+        return self.failed_in_a_row >= limit
 
     def _forget(self, request: PoolTrial) -> None:
         """Drop exited `request` (until_stopped): a later event for its trial is ignored."""
