@@ -83,6 +83,11 @@ class ApiClient:
         answer = self._request("GET", "/experiments", params=params)
         return list(answer.get("experiments", []))
 
+    def list_jobs(self, resource_pool: str | None = None) -> list[Json]:
+        """A pool's job queue in scheduling order (the default pool unless given)."""
+        answer = self._request("GET", "/jobs", params=_params(resource_pool=resource_pool))
+        return list(answer.get("jobs", []))
+
     def get_experiment(self, experiment_id: int) -> Json:
         return self._request(
             "GET",

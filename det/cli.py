@@ -3,6 +3,7 @@
     det [-m MASTER] experiment|e  create | list|ls | describe | activate | archive | unarchive
                                   | cancel | kill
     det [-m MASTER] trial|t       describe | logs | kill
+    det [-m MASTER] job|j         list|ls
     det deploy local              up | status | down
 
 Every `DetError` ends the command with one line `Error: <message>` on stderr (plus one indented
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from contract.log_levels import LEVELS
-from det import _deploy, _experiment, _stop, _submit, _trial
+from det import _deploy, _experiment, _job, _stop, _submit, _trial
 from det._runtime import DEFAULT_MASTER, Runtime
 from det.errors import ApiError, DetError
 
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     _add_experiment(commands)
     _add_trial(commands)
+    _job.add_parser(commands)
     _add_deploy(commands)
     return parser
 

@@ -105,6 +105,26 @@ class ExperimentList(BaseModel):
     experiments: list[Experiment]
 
 
+class Job(BaseModel):
+    """One experiment's demand in a pool's queue (`det job list`), in scheduling order."""
+
+    position: int
+    id: str
+    type: str
+    name: str
+    priority: int
+    submitted: str
+    slots_acquired: int
+    slots_needed: int
+    status: Literal["QUEUED", "SCHEDULED"]
+    user: str
+    resource_pool: str
+
+
+class JobList(BaseModel):
+    jobs: list[Job]
+
+
 class ExperimentDetail(BaseModel):
     experiment: Experiment
     trials: list[Trial]

@@ -14,7 +14,7 @@ from chalicelib.api.routing import query_int, query_str, route
 from chalicelib.domain import keys
 from chalicelib.domain.records import Trial
 from chalicelib.errors import BadRequestError, NotFoundError
-from chalicelib.services import experiments, trial_reports
+from chalicelib.services import experiments, jobs, trial_reports
 from chalicelib.wiring import ports
 from contract.log_levels import LEVELS, at_or_above
 from contract.metric_groups import VALIDATION
@@ -112,6 +112,13 @@ def archive_experiment(user: UserPrincipal, experiment_id: int) -> models.Experi
 def unarchive_experiment(user: UserPrincipal, experiment_id: int) -> models.ExperimentOnly:
     """Unarchive an archived experiment."""
     return models.ExperimentOnly(experiment=views.experiment(experiments.unarchive(ports(), experiment_id)))
+
+
+@route(bp, "/jobs", "GET", response=models.JobList, auth="iam")
+def list_jobs(user: UserPrincipal) -> models.JobList:
+    """A resource pool's job queue (`?resource_pool=`, default unless given), in scheduling order."""
+    pool = query_str(bp, "resource_pool") or "default"
+    return models.JobList(jobs=[views.job(j) for j in jobs.list_jobs(ports(), pool)])
 
 
 @route(bp, "/trials/{trial_id}", "GET", response=models.TrialDetail, auth="iam")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chalicelib.api import models
 from chalicelib.domain import keys
+from chalicelib.domain.jobs import Job
 from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricReport, Trial
 from chalicelib.services.ports import Ports
 
@@ -84,3 +85,19 @@ def metric(report: MetricReport) -> models.Metric:
 
 def log_line(line: LogLine) -> models.LogLine:
     return models.LogLine(timestamp=line.timestamp, message=line.message, rank=line.rank)
+
+
+def job(record: Job) -> models.Job:
+    return models.Job(
+        position=record.position,
+        id=record.job_id,
+        type=record.type,
+        name=record.name,
+        priority=record.priority,
+        submitted=record.submitted,
+        slots_acquired=record.slots_acquired,
+        slots_needed=record.slots_needed,
+        status=record.status,
+        user=record.user,
+        resource_pool=record.pool,
+    )

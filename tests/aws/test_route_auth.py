@@ -68,6 +68,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/contexts"): USER_BODY,
     ("POST", "/experiments"): USER_BODY,
     ("GET", "/experiments"): USER_READ,
+    ("GET", "/jobs"): USER_READ,
     ("GET", "/experiments/{experiment_id}"): USER_READ,
     (
         "POST",

@@ -150,6 +150,8 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         )
         cli.list_experiments(limit=10, offset=5)
         cli.list_experiments(archived=False)
+        cli.list_jobs()
+        cli.list_jobs(resource_pool="gpu")
         cli.get_experiment(1)
         cli.activate_experiment(1)
         cli.cancel_experiment(1)
@@ -180,6 +182,7 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "GET /trials/{trial_id}/metrics",
             "GET /trials/{trial_id}/metric-groups",
             "GET /trials/{trial_id}/logs",
+            "GET /jobs",
             "POST /contexts",
             "GET /health",
         },

@@ -129,6 +129,7 @@ class FakeApi:
         self.checkpoints: dict[int, list[dict[str, Any]]] = {}
         self.metrics: dict[tuple[int, str], list[dict[str, Any]]] = {}
         self.logs: dict[int, list[dict[str, Any]]] = {}
+        self.jobs: list[dict[str, Any]] = []  # in scheduling order, each with its resource_pool
         self.contexts: dict[str, bytes] = {}
         self.put_headers: dict[str, str] = {}
         self.headers: dict[str, str] = {}  # of the latest API request
@@ -186,8 +187,13 @@ class FakeApi:
             (r"GET /trials/(\d+)/metrics", self._metrics),
             (r"GET /trials/(\d+)/metric-groups", self._metric_groups),
             (r"GET /trials/(\d+)/logs", self._logs),
+            (r"GET /jobs", self._jobs),
             (r"GET /health", lambda *_: httpx.Response(200, json={"status": "ok", "version": "0.1.0"})),
         ]
+
+    def _jobs(self, params: dict[str, str], body: Any) -> httpx.Response:
+        pool = params.get("resource_pool", "default")
+        return httpx.Response(200, json={"jobs": [j for j in self.jobs if j["resource_pool"] == pool]})
 
     def _create(self, params: dict[str, str], body: dict[str, Any]) -> httpx.Response:
         if self.refuse_config is not None:
