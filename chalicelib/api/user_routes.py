@@ -12,9 +12,8 @@ from chalicelib.api.auth import Anonymous, UserPrincipal
 from chalicelib.api.openapi import VERSION, document
 from chalicelib.api.routing import query_int, query_str, route
 from chalicelib.domain import keys
-from chalicelib.domain.records import Trial
-from chalicelib.errors import BadRequestError, NotFoundError
-from chalicelib.services import experiments, jobs, trial_reports
+from chalicelib.errors import BadRequestError
+from chalicelib.services import experiments, jobs, runs, trial_reports
 from chalicelib.wiring import ports
 from contract.log_levels import LEVELS, at_or_above
 from contract.metric_groups import VALIDATION
@@ -125,7 +124,7 @@ def list_jobs(user: UserPrincipal) -> models.JobList:
 def describe_trial(user: UserPrincipal, trial_id: int) -> models.TrialDetail:
     """One trial with its checkpoints."""
     p = ports()
-    record = _trial(trial_id)
+    record = runs.get_trial(ports(), trial_id)
     checkpoints = [views.checkpoint(p, c) for c in p.checkpoints.for_trial(record.id)]
     return models.TrialDetail(trial=views.trial(p, record), checkpoints=checkpoints)
 
@@ -133,7 +132,7 @@ def describe_trial(user: UserPrincipal, trial_id: int) -> models.TrialDetail:
 @route(bp, "/trials/{trial_id}/metrics", "GET", response=models.MetricList, auth="iam")
 def trial_metrics(user: UserPrincipal, trial_id: int) -> models.MetricList:
     """A trial's metrics of one group (`?group=`, validation unless given), by steps completed."""
-    record = _trial(trial_id)
+    record = runs.get_trial(ports(), trial_id)
     group = trial_reports.metric_group(query_str(bp, "group") or VALIDATION)
     reports = ports().metrics.list(record.id, group)
     return models.MetricList(metrics=[views.metric(r) for r in reports])
@@ -142,7 +141,7 @@ def trial_metrics(user: UserPrincipal, trial_id: int) -> models.MetricList:
 @route(bp, "/trials/{trial_id}/metric-groups", "GET", response=models.MetricGroupList, auth="iam")
 def trial_metric_groups(user: UserPrincipal, trial_id: int) -> models.MetricGroupList:
     """The groups a trial reported metrics under: training, validation, then custom groups by name."""
-    record = _trial(trial_id)
+    record = runs.get_trial(ports(), trial_id)
     return models.MetricGroupList(groups=ports().metrics.groups(record.id))
 
 
@@ -150,7 +149,7 @@ def trial_metric_groups(user: UserPrincipal, trial_id: int) -> models.MetricGrou
 def trial_logs(user: UserPrincipal, trial_id: int) -> models.LogPage:
     """A page of a trial's logs; pass next_token back to follow. rank and level (the lines of that level
     or higher, `contract.log_levels`) filter the page, so a filtered page may be empty mid-stream."""
-    record = _trial(trial_id)
+    record = runs.get_trial(ports(), trial_id)
     limit = query_int(bp, "limit", 1000, minimum=1, maximum=10_000) or 1000
     tail = query_int(bp, "tail", None, minimum=1, maximum=10_000)
     rank = query_int(bp, "rank", None, minimum=0, maximum=100_000)
@@ -179,12 +178,3 @@ def _query_bool(name: str) -> bool | None:
     if value.lower() not in ("true", "false"):
         raise BadRequestError(f"query parameter {name}={value!r} must be true or false")
     return value.lower() == "true"
-
-
-def _trial(trial_id: int) -> Trial:
-    record = ports().trials.get(trial_id)
-    if record is None:
-        raise NotFoundError(
-            f"trial {trial_id} not found; `det experiment describe` lists an experiment's trials"
-        )
-    return record

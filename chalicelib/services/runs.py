@@ -33,6 +33,16 @@ log = logging.getLogger(__name__)
 AGENT_LOST_EXIT_CODE = -1
 
 
+def get_trial(ports: Ports, trial_id: int) -> Trial:
+    """The trial, or a 404 that says where the ids are."""
+    trial = ports.trials.get(trial_id)
+    if trial is None:
+        raise NotFoundError(
+            f"trial {trial_id} not found; `det experiment describe` lists an experiment's trials"
+        )
+    return trial
+
+
 def handle_launch(ports: Ports, message: messages.Launch) -> None:
     run_id = message.run_id
     run = ports.runs.get(run_id)

@@ -41,7 +41,7 @@ def kill_experiment(ports: Ports, experiment_id: int) -> Experiment:
 
 def kill_trial(ports: Ports, trial_id: int) -> Trial:
     """Kill one trial; its experiment goes on (the searcher learns of the trial's end as of any exit)."""
-    trial = _trial(ports, trial_id)
+    trial = runs.get_trial(ports, trial_id)
     if trial.state == TrialState.CANCELED:
         return trial
     if trial.state.terminal:
@@ -58,7 +58,7 @@ def kill_trial(ports: Ports, trial_id: int) -> Trial:
                 state=str(TrialState.CANCELED),
             ).to_body()
         )
-    return _trial(ports, trial_id)
+    return runs.get_trial(ports, trial_id)
 
 
 def on_trial_event(ports: Ports, experiment: Experiment) -> None:
@@ -138,12 +138,3 @@ def _drop_queued_run(ports: Ports, run: Run) -> None:
         return
     if run.state == RunState.PENDING and run.slot_token:
         ports.workflows.succeed(run.slot_token, {"agent_id": "", "num_nodes": 0})
-
-
-def _trial(ports: Ports, trial_id: int) -> Trial:
-    trial = ports.trials.get(trial_id)
-    if trial is None:
-        raise NotFoundError(
-            f"trial {trial_id} not found; `det experiment describe` lists an experiment's trials"
-        )
-    return trial

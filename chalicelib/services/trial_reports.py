@@ -11,7 +11,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint, Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import experiments
+from chalicelib.services import experiments, runs
 from chalicelib.services.ports import Ports
 from chalicelib.services.searching import time_metric
 from contract import messages
@@ -23,7 +23,7 @@ MAX_CHECKPOINT_FILES = 10_000
 
 
 def trial_info(ports: Ports, run: Run) -> dict[str, Any]:
-    trial = _trial(ports, run.trial_id)
+    trial = runs.get_trial(ports, run.trial_id)
     experiment = experiments.get(ports, run.experiment_id)
     return {
         "trial_id": trial.id,
@@ -104,7 +104,7 @@ def report_searcher_result(ports: Ports, run: Run, length: int, metric: float) -
 
 def searcher_state(ports: Ports, run: Run) -> dict[str, Any]:
     """The trial's side of the searcher dialogue (docs/contracts.md)."""
-    trial = _trial(ports, run.trial_id)
+    trial = runs.get_trial(ports, run.trial_id)
     unit = time_metric(experiments.get(ports, run.experiment_id).parsed_config) or "batches"
     target = trial.target_length
     if trial.told_to_stop:
@@ -132,7 +132,7 @@ def report_progress(ports: Ports, run: Run, progress: float) -> None:
 
 
 def heartbeat(ports: Ports, run: Run) -> dict[str, Any]:
-    trial = _trial(ports, run.trial_id)
+    trial = runs.get_trial(ports, run.trial_id)
     if trial.told_to_stop:
         _note_pausing(ports, run, trial)
     return {"preempt": run.preempt or trial.told_to_stop}
@@ -212,12 +212,3 @@ def checkpoint_downloads(ports: Ports, run: Run, uuid: str) -> dict[str, Any]:
         for p in files
     }
     return {"checkpoint": checkpoint, "urls": urls}
-
-
-def _trial(ports: Ports, trial_id: int) -> Trial:
-    trial = ports.trials.get(trial_id)
-    if trial is None:
-        raise NotFoundError(
-            f"trial {trial_id} not found; `det experiment describe` lists an experiment's trials"
-        )
-    return trial

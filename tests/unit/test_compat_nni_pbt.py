@@ -57,6 +57,7 @@ def nni_pbt_round(
     if model is not None:
         Path(params["save_checkpoint_dir"], "model.txt").write_text(model)
     nni.end_pbt_round()
+    nni.close()  # the script's exit: its core context (and heartbeat thread) ends with it
     return params, loaded
 
 
