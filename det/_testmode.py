@@ -56,7 +56,14 @@ Json = dict[str, Any]
 
 # Trial states that mean the trial got its slots and was started.
 _STARTED_STATES = frozenset(
-    {"RUNNING", "STOPPING_COMPLETED", "STOPPING_ERROR", "STOPPING_CANCELED", "COMPLETED"}
+    {
+        "RUNNING",
+        "STOPPING_COMPLETED",
+        "STOPPING_ERROR",
+        "STOPPING_CANCELED",
+        "STOPPING_KILLED",
+        "COMPLETED",
+    }
 )
 
 

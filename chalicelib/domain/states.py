@@ -19,12 +19,16 @@ class ExperimentState(StrEnum):
     STOPPING_COMPLETED = "STOPPING_COMPLETED"
     STOPPING_ERROR = "STOPPING_ERROR"
     STOPPING_CANCELED = "STOPPING_CANCELED"
+    STOPPING_KILLED = "STOPPING_KILLED"
     COMPLETED = "COMPLETED"
     ERROR = "ERROR"
     CANCELED = "CANCELED"
+    #: `det experiment delete`: its checkpoints, logs and records are being removed (it then disappears).
+    DELETING = "DELETING"
 
     @property
     def terminal(self) -> bool:
+        """Ended: COMPLETED, ERROR or CANCELED (an experiment being deleted is neither running nor ended)."""
         return self in _EXPERIMENT_TERMINAL
 
 
@@ -36,6 +40,7 @@ class TrialState(StrEnum):
     STOPPING_COMPLETED = "STOPPING_COMPLETED"
     STOPPING_ERROR = "STOPPING_ERROR"
     STOPPING_CANCELED = "STOPPING_CANCELED"
+    STOPPING_KILLED = "STOPPING_KILLED"
     COMPLETED = "COMPLETED"
     ERROR = "ERROR"
     CANCELED = "CANCELED"
@@ -67,22 +72,36 @@ T = TrialState
 R = RunState
 
 EXPERIMENT_TRANSITIONS: dict[ExperimentState, frozenset[ExperimentState]] = {
-    E.PAUSED: frozenset({E.ACTIVE, E.STOPPING_CANCELED, E.CANCELED}),
+    E.PAUSED: frozenset({E.ACTIVE, E.STOPPING_CANCELED, E.STOPPING_KILLED, E.CANCELED}),
     E.ACTIVE: frozenset(
-        {E.PAUSED, E.STOPPING_COMPLETED, E.STOPPING_ERROR, E.STOPPING_CANCELED, E.COMPLETED, E.ERROR}
+        {
+            E.PAUSED,
+            E.STOPPING_COMPLETED,
+            E.STOPPING_ERROR,
+            E.STOPPING_CANCELED,
+            E.STOPPING_KILLED,
+            E.COMPLETED,
+            E.ERROR,
+        }
     ),
     E.STOPPING_COMPLETED: frozenset({E.COMPLETED, E.ERROR}),
     E.STOPPING_ERROR: frozenset({E.ERROR}),
-    E.STOPPING_CANCELED: frozenset({E.CANCELED}),
-    E.COMPLETED: frozenset(),
-    E.ERROR: frozenset(),
-    E.CANCELED: frozenset(),
+    # A kill after a cancel kills the trials still stopping.
+    E.STOPPING_CANCELED: frozenset({E.CANCELED, E.STOPPING_KILLED}),
+    E.STOPPING_KILLED: frozenset({E.CANCELED}),
+    # Only an experiment that has ended can be deleted; DELETING ends with its records removed.
+    E.COMPLETED: frozenset({E.DELETING}),
+    E.ERROR: frozenset({E.DELETING}),
+    E.CANCELED: frozenset({E.DELETING}),
+    E.DELETING: frozenset(),
 }
 
 TRIAL_TRANSITIONS: dict[TrialState, frozenset[TrialState]] = {
     # QUEUED -> QUEUED: a restart re-enters the queue (the attempt counter moves on).
     T.QUEUED: frozenset({T.QUEUED, T.PULLING, T.PAUSED, T.STOPPING_CANCELED, T.CANCELED, T.ERROR}),
-    T.PULLING: frozenset({T.RUNNING, T.QUEUED, T.PAUSED, T.STOPPING_CANCELED, T.COMPLETED, T.ERROR}),
+    T.PULLING: frozenset(
+        {T.RUNNING, T.QUEUED, T.PAUSED, T.STOPPING_CANCELED, T.STOPPING_KILLED, T.COMPLETED, T.ERROR}
+    ),
     T.RUNNING: frozenset(
         {
             T.QUEUED,
@@ -90,6 +109,7 @@ TRIAL_TRANSITIONS: dict[TrialState, frozenset[TrialState]] = {
             T.STOPPING_COMPLETED,
             T.STOPPING_ERROR,
             T.STOPPING_CANCELED,
+            T.STOPPING_KILLED,
             T.COMPLETED,
             T.ERROR,
         }
@@ -98,7 +118,8 @@ TRIAL_TRANSITIONS: dict[TrialState, frozenset[TrialState]] = {
     T.PAUSED: frozenset({T.QUEUED, T.STOPPING_CANCELED, T.CANCELED, T.COMPLETED}),
     T.STOPPING_COMPLETED: frozenset({T.COMPLETED, T.ERROR}),
     T.STOPPING_ERROR: frozenset({T.ERROR}),
-    T.STOPPING_CANCELED: frozenset({T.CANCELED, T.ERROR}),
+    T.STOPPING_CANCELED: frozenset({T.CANCELED, T.STOPPING_KILLED, T.ERROR}),
+    T.STOPPING_KILLED: frozenset({T.CANCELED, T.ERROR}),
     T.COMPLETED: frozenset(),
     T.ERROR: frozenset(),
     T.CANCELED: frozenset(),

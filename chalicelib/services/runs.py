@@ -182,7 +182,11 @@ def _report_run_exit(ports: Ports, run: Run, exit_code: int, reason: str, failed
 
 def _canceled(trial: Trial | None) -> bool:
     """The trial was canceled or killed: its run's exit ends it CANCELED (the workflow's Cancel)."""
-    return trial is not None and trial.state in (TrialState.STOPPING_CANCELED, TrialState.CANCELED)
+    return trial is not None and trial.state in (
+        TrialState.STOPPING_CANCELED,
+        TrialState.STOPPING_KILLED,
+        TrialState.CANCELED,
+    )
 
 
 def _canceled_flag(trial: Trial | None) -> dict[str, Any]:

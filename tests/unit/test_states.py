@@ -24,7 +24,18 @@ TABLES = [
 def test_every_state_has_a_row_and_terminal_states_are_dead_ends(table, enum):
     assert set(table) == set(enum)
     for state in enum:
-        assert (not table[state]) == state.terminal, state
+        if state is ExperimentState.DELETING:
+            assert not table[state] and not state.terminal  # a dead end, but not an end: it goes away
+            continue
+        # An ended experiment may still be deleted; nothing else leaves an ended state.
+        leaves = {ExperimentState.DELETING} if enum is ExperimentState else set()
+        assert (not (table[state] - leaves)) == state.terminal, state
+
+
+def test_only_an_ended_experiment_can_be_deleted():
+    assert set(allowed_sources(EXPERIMENT_TRANSITIONS, ExperimentState.DELETING)) == {
+        s for s in ExperimentState if s.terminal
+    }
 
 
 @pytest.mark.parametrize(("table", "enum"), TABLES)
