@@ -62,7 +62,9 @@ def run_started(agent: AgentPrincipal, body: models.RunStarted, agent_id: str, r
 )
 def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run_id: str) -> models.Empty:
     """A run's process ended; the trial's workflow moves on."""
-    runs.exited(ports(), agent_id, run_id, body.exit_code, body.reason, body.failed_rank)
+    runs.exited(
+        ports(), agent_id, run_id, body.exit_code, body.reason, body.failed_rank, requeue=body.requeue
+    )
     return models.Empty()
 
 

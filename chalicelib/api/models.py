@@ -220,6 +220,9 @@ class RunExited(_Body):
     exit_code: int
     reason: str = Field(default="", max_length=4000)
     failed_rank: int | None = Field(default=None, ge=0)  # from the launcher's report, if there is one
+    #: The agent stopped the run for its own reasons (it is stopping: a scale-in, a spot reclaim): the
+    #: trial goes back to the queue and resumes from its checkpoint, whatever the exit code.
+    requeue: bool = False
 
 
 class LogBatch(_Body):

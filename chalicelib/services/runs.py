@@ -53,14 +53,18 @@ def handle_launch(ports: Ports, message: messages.Launch) -> None:
         # Its trial was canceled while the run waited for its launch: it never starts.
         ports.runs.exit(run_id, -1, "canceled before it was launched")
         run = ports.runs.get(run_id) or run
+    elif run.state == RunState.ASSIGNED and (run.pausing or run.requeue):
+        # Paused or preempted while it waited for its launch: it gives its slots back unstarted.
+        ports.runs.exit(run_id, 0, "stopped before it was launched")
+        run = ports.runs.get(run_id) or run
     if run.state == RunState.ASSIGNED:
         ports.compute.launch(run_id, message.token)
         ports.trials.transition(run.trial_id, TrialState.PULLING)
     elif run.state == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
         exit_code = run.exit_code if run.exit_code is not None else -1
-        output: dict[str, Any] = {"exit_code": exit_code, "reason": run.reason or "", "paused": False}
-        ports.workflows.succeed(message.token, output | _canceled_flag(trial))
+        output = exit_output(run, trial, exit_code, run.reason or "")
+        ports.workflows.succeed(message.token, output)
     # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
 
 
@@ -104,20 +108,35 @@ def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:
 
 
 def exited(
-    ports: Ports, agent_id: str, run_id: str, exit_code: int, reason: str, failed_rank: int | None = None
+    ports: Ports,
+    agent_id: str,
+    run_id: str,
+    exit_code: int,
+    reason: str,
+    failed_rank: int | None = None,
+    *,
+    requeue: bool = False,
 ) -> None:
+    """A run's process ended. ``requeue``: the agent stopped it for its own reasons (it is stopping: a
+    scale-in, a spot reclaim), so its trial goes back to the queue whatever the exit code, and resumes
+    from its latest checkpoint; it is neither completed nor counted as a restart."""
     held = _held_by(ports, agent_id, run_id)
     if held.state == RunState.EXITED:
         return  # a retried report
     if ports.runs.exit(run_id, exit_code, reason) is None:
         return
+    if requeue:
+        ports.runs.tell_to_stop(held.run_id, pause=False)
+        reason = f"requeued: {reason}"
     if isinstance(held, Node):
-        _node_exited(ports, held, exit_code, reason, failed_rank)
+        _node_exited(ports, held, exit_code, reason, failed_rank, requeue=requeue)
     else:
-        _report_run_exit(ports, held, exit_code, reason, failed_rank)
+        _report_run_exit(ports, held, exit_code, reason, failed_rank, requeue=requeue)
 
 
-def _node_exited(ports: Ports, node: Node, exit_code: int, reason: str, failed_rank: int | None) -> None:
+def _node_exited(
+    ports: Ports, node: Node, exit_code: int, reason: str, failed_rank: int | None, *, requeue: bool
+) -> None:
     """One node of a multi-node run ended: the first failure ends the run (the other nodes are told to
     stop at their agents' next heartbeat); a clean exit ends it once every node has exited cleanly."""
     run = ports.runs.record_node_exit(node.run_id, node.node_rank, exit_code)
@@ -137,7 +156,7 @@ def _node_exited(ports: Ports, node: Node, exit_code: int, reason: str, failed_r
             node_id = keys.node_id(run.run_id, other)
             ports.runs.exit(node_id, -1, f"stopped: node {node.node_rank} ended the run")
             ports.compute.stop(node_id)
-    _report_run_exit(ports, run, exit_code, reason, failed_rank)
+    _report_run_exit(ports, run, exit_code, reason, failed_rank, requeue=requeue)
 
 
 def agents_lost(ports: Ports, run: Run, agents: Sequence[str], timeout_s: float) -> bool:
@@ -165,19 +184,41 @@ def end_run(ports: Ports, run: Run, exit_code: int, reason: str) -> bool:
     return True
 
 
-def _report_run_exit(ports: Ports, run: Run, exit_code: int, reason: str, failed_rank: int | None) -> None:
+def _report_run_exit(
+    ports: Ports,
+    run: Run,
+    exit_code: int,
+    reason: str,
+    failed_rank: int | None,
+    *,
+    requeue: bool = False,
+) -> None:
     """The run has exited: record it on the trial and answer the workflow's launch token."""
     trial = ports.trials.get(run.trial_id)
-    # Paused only if this process was told to pause (a promotion may have come since: see trial_paused).
-    paused = exit_code == 0 and run.pausing
     if trial is not None and trial.invalid_hp and exit_code == 0:
         reason = trial.exit_reason or reason
     if exit_code == 0 and trial is not None:
         failed_rank = trial.failed_rank  # a clean exit keeps the rank an earlier run failed on
     ports.trials.record_exit(run.trial_id, exit_code, reason, failed_rank)
     if run.launch_token:
-        output: dict[str, Any] = {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
-        ports.workflows.succeed(run.launch_token, output | _canceled_flag(trial))
+        output = exit_output(run, trial, exit_code, reason, requeue=requeue)
+        ports.workflows.succeed(run.launch_token, output)
+
+
+def exit_output(
+    run: Run, trial: Trial | None, exit_code: int, reason: str, *, requeue: bool = False
+) -> dict[str, Any]:
+    """The answer to a run's launch token, which the workflow's `Exited?` choice reads: `canceled` (the
+    user canceled or killed the trial: it ends CANCELED), else `paused` (a clean exit of a run told to
+    pause, by the searcher or the user: the trial waits PAUSED), else `requeue` (a clean exit of a run
+    preempted to make room, or any exit of a run its agent stopped: the trial goes back to the queue)."""
+    paused = exit_code == 0 and run.pausing
+    output: dict[str, Any] = {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
+    if _canceled(trial):
+        output["canceled"] = True
+    elif not paused and (requeue or (exit_code == 0 and run.requeue)):
+        output["requeue"] = True
+    return output
 
 
 def _canceled(trial: Trial | None) -> bool:
@@ -187,11 +228,6 @@ def _canceled(trial: Trial | None) -> bool:
         TrialState.STOPPING_KILLED,
         TrialState.CANCELED,
     )
-
-
-def _canceled_flag(trial: Trial | None) -> dict[str, Any]:
-    """`canceled: true` in a run's exit for a canceled trial (absent otherwise)."""
-    return {"canceled": True} if _canceled(trial) else {}
 
 
 def rendezvous(
