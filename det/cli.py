@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from contract.log_levels import LEVELS
-from det import _deploy, _experiment, _job, _stop, _submit, _trial
+from det import _cluster, _deploy, _experiment, _job, _stop, _submit, _trial
 from det._runtime import DEFAULT_MASTER, Runtime
 from det.errors import ApiError, DetError
 
@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_experiment(commands)
     _add_trial(commands)
     _job.add_parser(commands)
+    _cluster.add_parsers(commands)
     _add_deploy(commands)
     return parser
 
