@@ -4,6 +4,8 @@ and a `det job update` that changes what the next scheduling pass grants, throug
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chalicelib.domain.records import Experiment
@@ -86,3 +88,63 @@ def test_a_raised_priority_is_granted_first_by_the_next_pass(stack):
     (granted,) = p.runs.allocated("default")
     assert granted.experiment_id == second.id and granted.priority == 10
     assert [r.experiment_id for r in p.runs.pending("default")] == [first.id]
+
+
+@pytest.mark.filterwarnings("ignore:IAMAuthorizer is not a supported in local mode")
+def test_the_routes_update_jobs_and_list_the_cluster(stack):
+    from chalice.test import Client
+
+    import app
+
+    p = stack.ports
+    first = stack.submit_experiment(name="first")
+    second = stack.submit_experiment(name="second")
+    stack.pump_until(lambda: len(jobs.list_jobs(p, "default")) == 2)
+    runs.heartbeat(p, "agent-1", "default", 1, [])
+    stack.pump_until(lambda: p.runs.allocated("default"))
+    headers = {"Content-Type": "application/json"}
+
+    with Client(app.app) as client:
+        moved = client.http.request(
+            "PATCH", f"/jobs/{second.id}", body=json.dumps({"ahead_of": str(first.id)}), headers=headers
+        )
+        unknown = client.http.request("PATCH", "/jobs/999", body=json.dumps({"priority": 1}), headers=headers)
+        batch = client.http.post(
+            "/job-queue",
+            body=json.dumps(
+                {"updates": [{"job_id": str(first.id), "priority": 3}, {"job_id": "1", "weight": 2}]}
+            ),
+            headers=headers,
+        )
+        pools = client.http.get("/resource-pools").json_body["resource_pools"]
+        agents = client.http.get("/agents").json_body["agents"]
+        slots = client.http.get("/slots").json_body["slots"]
+
+    assert moved.status_code == 200, moved.body
+    assert moved.json_body["jobs"][0]["id"] == str(second.id) and moved.json_body["notes"] == []
+    assert (unknown.status_code, unknown.json_body["message"]) == (
+        404,
+        "job '999' not found; `det job list` shows the job ids",
+    )
+    assert batch.status_code == 400 and "use --priority instead of --weight 2" in batch.json_body["message"]
+    assert p.experiments.get(first.id).priority is None  # the batch wrote nothing
+    ((pool,),) = [pools]
+    assert (pool["name"], pool["scheduler_type"], pool["preemption"], pool["default_priority"]) == (
+        "default",
+        "priority",
+        True,
+        42,
+    )
+    assert (pool["num_agents"], pool["slots_available"], pool["slots_used"], pool["queued_jobs"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
+    assert [(a["id"], a["slots_used"], a["alive"]) for a in agents] == [("agent-1", 1, True)]
+    ((slot,),) = [slots]
+    assert (slot["agent_id"], slot["slot_id"], slot["run_id"]) == (
+        "agent-1",
+        0,
+        p.runs.allocated("default")[0].run_id,
+    )
