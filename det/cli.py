@@ -261,6 +261,19 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="local agents, each a node of this machine: a trial larger than one agent runs on several "
         "(default: 1)",
     )
+    up.add_argument(
+        "--pool",
+        action="append",
+        metavar="NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]",
+        help="start a resource pool with its own agents (repeatable; slots and agents default to --slots "
+        "and --agents); the pool 'default' always exists",
+    )
+    up.add_argument(
+        "--cluster-config",
+        metavar="FILE",
+        help="resource pools in the shape of Determined's master config (`resource_pools:` with pool_name, "
+        "scheduler {type, preemption, default_priority}, plus agents and slots_per_agent)",
+    )
     up.add_argument("--port", type=int, default=8080, metavar="P", help="port of the API (default: 8080)")
     up.add_argument(
         "--detach",
