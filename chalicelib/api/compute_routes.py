@@ -44,7 +44,9 @@ def agent_heartbeat(
     agent: AgentPrincipal, body: models.AgentHeartbeat, agent_id: str
 ) -> models.AgentInstructions:
     """An agent's capacity and running runs in; runs to launch and to kill out."""
-    instructions = runs.heartbeat(ports(), agent_id, body.pool, body.slots, body.running)
+    instructions = runs.heartbeat(
+        ports(), agent_id, body.pool, body.slots, body.running, stopping=body.stopping
+    )
     return models.AgentInstructions.model_validate(instructions)
 
 

@@ -194,6 +194,9 @@ class AgentHeartbeat(_Body):
     pool: str = Field(min_length=1, max_length=64)
     slots: int = Field(ge=0, le=1024)
     running: list[str] = []
+    #: The agent is stopping (its last beat): it is granted nothing more, and the runs assigned to it that
+    #: it has not started go back to the queue at once (those it runs it stops, reporting `requeue`).
+    stopping: bool = False
 
 
 class LaunchSpec(BaseModel):

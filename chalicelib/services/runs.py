@@ -68,7 +68,17 @@ def handle_launch(ports: Ports, message: messages.Launch) -> None:
     # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
 
 
-def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Sequence[str]) -> dict[str, Any]:
+def heartbeat(
+    ports: Ports,
+    agent_id: str,
+    pool: str,
+    slots: int,
+    running: Sequence[str],
+    *,
+    stopping: bool = False,
+) -> dict[str, Any]:
+    if stopping:
+        return _agent_stopping(ports, agent_id, pool, running)
     if ports.agents.heartbeat(agent_id, pool, slots):
         ports.queues.to_scheduler(
             pool,
@@ -86,6 +96,25 @@ def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Seque
         if run_id not in live:
             kill.append(run_id)  # the control plane no longer expects it (ended, or canceled)
     return {"launch": launches, "kill": kill}
+
+
+def _agent_stopping(ports: Ports, agent_id: str, pool: str, running: Sequence[str]) -> dict[str, Any]:
+    """An agent's last beat: no slots from now on (so nothing more is granted on it), and what it holds
+    but has not started goes back to the queue now rather than after the agent timeout."""
+    ports.agents.heartbeat(agent_id, pool, 0)
+    ports.queues.to_scheduler(
+        pool, messages.CapacityChanged(pool).to_body(), dedup_id=f"capacity-{agent_id}-stopping"
+    )
+    for held in ports.runs.for_agent(agent_id):
+        if held.held_id in running or held.state not in (RunState.ASSIGNED, RunState.LAUNCHING):
+            continue
+        run = ports.runs.get(held.run_id) if isinstance(held, Node) else held
+        if run is None:
+            continue
+        ports.runs.tell_to_stop(run.run_id, pause=False)  # an ASSIGNED run: its launch ends it unstarted
+        if run.state == RunState.LAUNCHING:
+            end_run(ports, run, 0, f"agent {agent_id} stopped before starting it", requeue=True)
+    return {"launch": [], "kill": []}
 
 
 def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:
@@ -163,6 +192,13 @@ def agents_lost(ports: Ports, run: Run, agents: Sequence[str], timeout_s: float)
     """End a run held by agents that stopped heartbeating (their processes are presumed gone with them);
     the workflow then restarts the trial elsewhere or fails it. False if the run had ended already."""
     names = ", ".join(agents)
+    if run.state != RunState.RUNNING:
+        # Its process never started: not the trial's failure; it goes back to the queue.
+        reason = f"lost agent {names} before the run started: no heartbeat for {timeout_s:.0f} s"
+        if not end_run(ports, run, AGENT_LOST_EXIT_CODE, reason, requeue=True):
+            return False
+        log.warning("run %s: %s", run.run_id, reason)
+        return True
     reason = f"lost agent {names}: no heartbeat for {timeout_s:.0f} s; the run's processes are presumed gone"
     if not end_run(ports, run, AGENT_LOST_EXIT_CODE, reason):
         return False
@@ -170,17 +206,17 @@ def agents_lost(ports: Ports, run: Run, agents: Sequence[str], timeout_s: float)
     return True
 
 
-def end_run(ports: Ports, run: Run, exit_code: int, reason: str) -> bool:
+def end_run(ports: Ports, run: Run, exit_code: int, reason: str, *, requeue: bool = False) -> bool:
     """End a launched run from the control plane (its agents lost, or the user killed it): recorded
-    EXITED, so its agents kill what is left of it at their next heartbeat, and its exit answered. False
-    if the run had ended already."""
+    EXITED, so its agents kill what is left of it at their next heartbeat, and its exit answered (with
+    ``requeue``, its trial goes back to the queue). False if the run had ended already."""
     if ports.runs.exit(run.run_id, exit_code, reason) is None:
         return False
     ports.compute.stop(run.run_id)
     for rank in range(len(run.nodes)):
         ports.runs.exit(keys.node_id(run.run_id, rank), exit_code, reason)
         ports.compute.stop(keys.node_id(run.run_id, rank))
-    _report_run_exit(ports, run, exit_code, reason, None)
+    _report_run_exit(ports, run, exit_code, reason, None, requeue=requeue)
     return True
 
 

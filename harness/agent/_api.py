@@ -80,10 +80,14 @@ class AgentApi:
         except HttpCallError as e:
             raise ApiCallError(str(e), status=e.status, code=e.code) from e
 
-    def heartbeat(self, pool: str, slots: int, running: Sequence[str]) -> HeartbeatAnswer:
-        data = self._post(
-            f"/agents/{self._agent}/heartbeat", {"pool": pool, "slots": slots, "running": list(running)}
-        )
+    def heartbeat(
+        self, pool: str, slots: int, running: Sequence[str], *, stopping: bool = False
+    ) -> HeartbeatAnswer:
+        """One beat; ``stopping``: the last one (the agent takes nothing more; see docs/contracts.md)."""
+        body: dict[str, Any] = {"pool": pool, "slots": slots, "running": list(running)}
+        if stopping:
+            body["stopping"] = True
+        data = self._post(f"/agents/{self._agent}/heartbeat", body)
         launch = data.get("launch") or []
         kill = data.get("kill") or []
         return HeartbeatAnswer(

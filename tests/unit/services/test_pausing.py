@@ -168,3 +168,34 @@ def test_an_agent_that_stops_requeues_its_runs_whatever_their_exit_code(ports, f
     answer = flow.exit_answer(first_run)
     assert answer["requeue"] is True and answer["exit_code"] == 143
     assert ports.trials.get(first).exit_reason.startswith("requeued:")
+
+
+def test_an_agents_last_beat_grants_it_nothing_and_requeues_what_it_has_not_started(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, second = flow.trial_ids(experiment.id)
+    flow.place(first)  # launched on agent-1, whose process has not started yet
+    first_run = keys.run_id(first, 1)
+
+    answer = runs.heartbeat(ports, "agent-1", "default", 1, [], stopping=True)
+
+    assert answer == {"launch": [], "kill": []}
+    assert ports.runs.get(first_run).state == RunState.EXITED
+    assert flow.exit_answer(first_run)["requeue"] is True
+    second_run = flow.request_slots(second)
+    assert ports.runs.get(second_run).state == RunState.PENDING  # the stopping agent offers no slots
+
+
+def test_a_lost_agent_requeues_a_run_it_never_started_and_restarts_one_it_ran(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, second = flow.trial_ids(experiment.id)
+    flow.place(first)
+    runs.heartbeat(ports, "agent-2", "default", 1, [])
+    flow.launch(flow.request_slots(second))
+    started_run, unstarted_run = keys.run_id(second, 1), keys.run_id(first, 1)
+    runs.started(ports, "agent-2", started_run, pid=7)
+
+    assert runs.agents_lost(ports, ports.runs.get(unstarted_run), ["agent-1"], 30)
+    assert runs.agents_lost(ports, ports.runs.get(started_run), ["agent-2"], 30)
+
+    assert flow.exit_answer(unstarted_run)["requeue"] is True
+    assert "requeue" not in flow.exit_answer(started_run)  # its process may have taken the machine down
