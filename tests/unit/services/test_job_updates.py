@@ -4,12 +4,14 @@ scheduling pass, `det job list` and requests made later."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.states import ExperimentState, RunState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
-from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
+from chalicelib.memory import MemoryExperiments, MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import jobs, runs, scheduler
 from chalicelib.services.job_updates import JobUpdate, update_jobs
 from contract import messages
@@ -243,3 +245,37 @@ def test_a_new_trial_of_a_moved_job_starts_its_workflow_in_the_new_pool(ports, f
     flow.end_trial(first, "COMPLETED")
     second = [t for t in flow.trial_ids(experiment.id) if t != first][0]
     assert (flow.execution(second)["pool"], flow.execution(second)["priority"]) == ("compute", 9)
+
+
+class _RacingExperiments(MemoryExperiments):
+    """Another writer (a pause, the searcher) moves the experiment between an update's read and its
+    conditional write, `races` times."""
+
+    def __init__(self, races: int) -> None:
+        super().__init__()
+        self.races = races
+
+    def update_job(self, experiment_id, fields, expected_version):
+        if self.races:
+            self.races -= 1
+            self.items[experiment_id]["version"] += 1
+        return super().update_job(experiment_id, fields, expected_version)
+
+
+@pytest.mark.parametrize("races", [1, 2])
+def test_an_update_that_lost_a_race_is_planned_again(flow, races):
+    ports = dataclasses.replace(flow.ports, experiments=_RacingExperiments(races))
+    raced = type(flow)(ports)  # the same driver, over the racing store
+    job, run_id = _queued(raced)
+    update_jobs(ports, [JobUpdate(str(job), priority=12)])
+    assert ports.experiments.get(job).priority == 12 and ports.runs.get(run_id).priority == 12
+    assert ports.experiments.get(job).version == races + 1
+
+
+def test_an_update_that_keeps_losing_races_asks_for_a_retry(flow):
+    ports = dataclasses.replace(flow.ports, experiments=_RacingExperiments(races=10))
+    job, run_id = _queued(type(flow)(ports))
+    assert _refused(ports, ConflictError, JobUpdate(str(job), priority=12)) == (
+        f"the jobs {job} kept changing while being updated; retry"
+    )
+    assert ports.runs.get(run_id).priority == 42
