@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
+from chalicelib.errors import StratusError
+
 SchedulerKind = Literal["priority", "fair_share"]
 SCHEDULER_KINDS: tuple[SchedulerKind, ...] = ("priority", "fair_share")
 
@@ -48,8 +50,9 @@ class PoolSpec:
 DEFAULT_POOLS: tuple[PoolSpec, ...] = (PoolSpec(name=DEFAULT_POOL),)
 
 
-class PoolConfigError(ValueError):
-    """A pools setting that cannot be read (the message names the value and the fix)."""
+class PoolConfigError(StratusError):
+    """A pools setting that cannot be read (the message names the value and the fix): the deployment's
+    to fix, so a 500 if it ever reached a request (the settings refuse it first)."""
 
 
 def pools_from_json(text: str) -> tuple[PoolSpec, ...]:
@@ -85,7 +88,9 @@ def pool_from_dict(item: Any) -> PoolSpec:
         raise PoolConfigError(
             f"pool {spec.name!r} has scheduler {spec.scheduler!r}; use one of {', '.join(SCHEDULER_KINDS)}"
         )
-    if not 1 <= spec.default_priority <= 99:
+    if not isinstance(spec.preemption, bool):
+        raise PoolConfigError(f"pool {spec.name!r} has preemption {spec.preemption!r}; use true or false")
+    if not isinstance(spec.default_priority, int) or not 1 <= spec.default_priority <= 99:
         raise PoolConfigError(f"pool {spec.name!r} has default_priority {spec.default_priority}; use 1 to 99")
     for name in ("slots_per_agent", "max_agents"):
         value = getattr(spec, name)

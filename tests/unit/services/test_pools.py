@@ -48,6 +48,7 @@ def test_pools_come_from_json_and_default_to_one_priority_pool_with_preemption()
         ('[{"name": "a", "scheduler": "fifo"}]', "use one of priority, fair_share"),
         ('[{"name": "a", "slots": 2}]', "unknown fields ['slots']"),
         ('[{"name": "a", "default_priority": 0}]', "use 1 to 99"),
+        ('[{"name": "a", "preemption": "yes"}]', "use true or false"),
         ('[{"name": "a", "max_agents": 0}]', "use a positive integer"),
         ('[{"scheduler": "priority"}]', "needs a non-empty string 'name'"),
     ],
