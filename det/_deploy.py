@@ -252,6 +252,7 @@ def status(args: argparse.Namespace, rt: Runtime, *, alive: Alive = pid_alive) -
         ("API", state.api_url),
         ("moto", state.moto_url),
         ("slots", state.slots),
+        *([("pools", describe_pools(state.pools))] if len(state.pools) > 1 else []),
         ("started", _format_started(state.started_at)),
         ("health", _health(rt, state.api_url)),
         ("log", directory / LOG_FILE),

@@ -303,3 +303,19 @@ def test_up_refuses_a_cluster_config_that_is_not_a_file(tmp_path: Path) -> None:
     )
     assert code == 1
     assert f"--cluster-config {tmp_path / 'nope.yaml'} is not a file" in streams.err.getvalue()
+
+
+def test_status_lists_the_pools_of_a_stack_with_several(tmp_path: Path) -> None:
+    pools = [
+        {"name": "default", "scheduler": "priority", "preemption": True, "agents": 1, "slots": 2},
+        {"name": "cpu", "scheduler": "priority", "preemption": False, "agents": 3, "slots": 1},
+    ]
+    write_state(tmp_path / "local", 55, pools=pools)
+    streams = Streams()
+
+    _deploy.status(argparse.Namespace(), runtime(tmp_path, streams), alive=lambda pid: pid == 55)
+
+    assert (
+        "  pools:   default (1 agent of 2 slots, priority, preemption); "
+        "cpu (3 agents of 1 slot, priority, no preemption)"
+    ) in streams.out.getvalue().splitlines()
