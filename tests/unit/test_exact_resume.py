@@ -1,0 +1,191 @@
+"""Exact resume (issue 10): a PyTorchTrial preempted and resumed, once or twice, in the middle of an epoch
+or at its end, ends with the weights, buffers, optimizer and LR scheduler states, RNG states and every
+reported metric of the same trial run uninterrupted, bit for bit (CPU).
+
+The trial (tests/data/exact_resume/model_def.py) has dropout, batch norm, Adam and SGD with momentum, an
+LR scheduler per batch and one per epoch, augmentation noise from random, numpy and torch in every
+batch, and shuffled training data from four kinds of loader: torch's DataLoader (its sampler seeded from
+torch's RNG each epoch), torch's DataLoader with its own generator, ours, and ours with a sampler of the
+user's. It runs against the in-memory control plane of tests/unit/conftest.py (SearcherPlane)."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")
+
+from harness.pytorch import Trainer, init  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "exact_resume"
+LENGTH = 40  # batches: 5 epochs of 8
+CONFIG = {
+    "searcher": {"name": "single", "metric": "val_loss", "max_length": {"batches": LENGTH}},
+    "scheduling_unit": 3,  # chunks end at 3, 6, 9, ... and at every validation (every epoch)
+    "min_validation_period": {"batches": 8},
+}
+
+
+@pytest.fixture(autouse=True)
+def clean_env(no_trial_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def model_def() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("exact_resume_model_def", DATA / "model_def.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def train(
+    plane_kit, model_def: ModuleType, loader: str, preempt_at: list[int]
+) -> tuple[Any, list[list[int]]]:
+    """Run the trial against a new SearcherPlane until its searcher is done, resuming each time from the
+    latest checkpoint through STRATUS_LATEST_CHECKPOINT; the plane and the batches of each run."""
+    plane = plane_kit.SearcherPlane([LENGTH], config=CONFIG)
+    plane_kit.platform_env({"global_batch_size": 8, "loader": loader, "preempt_at": preempt_at}, seed=7)
+    runs: list[list[int]] = []
+    while not plane.completed:
+        assert len(runs) <= len(preempt_at), f"the trial did not finish after {len(runs)} runs"
+        reports = plane.checkpoint_reports()
+        if reports:
+            plane_kit.monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", reports[-1]["uuid"])
+        with init(**plane.init_options()) as context:
+            trial = model_def.ResumeTrial(context)
+            Trainer(trial, context).fit()
+        runs.append(trial.trained)
+    return plane, runs
+
+
+def final_state(plane) -> dict[str, Any]:
+    body = plane.checkpoint_reports()[-1]
+    key = f"bucket/checkpoints/{plane.experiment_id}/{plane.trial_id}/{body['uuid']}/state_dict.pth"
+    state: dict[str, Any] = torch.load(io.BytesIO(plane.s3[key]), weights_only=False)
+    return state
+
+
+def assert_identical(got: Any, want: Any, where: str) -> None:
+    """`got` equals `want` exactly, tensors and arrays bit for bit, walking dicts, lists and tuples."""
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor) and got.dtype == want.dtype, where
+        assert torch.equal(got, want), f"{where} differs"
+    elif isinstance(want, np.ndarray):
+        assert isinstance(got, np.ndarray) and np.array_equal(got, want), f"{where} differs"
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and list(got) == list(want), f"{where}: keys {list(got)} != {list(want)}"
+        for key in want:
+            assert_identical(got[key], want[key], f"{where}[{key!r}]")
+    elif isinstance(want, list | tuple):
+        assert type(got) is type(want) and len(got) == len(want), f"{where}: {got!r} != {want!r}"
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_identical(g, w, f"{where}[{i}]")
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+def assert_same_training(interrupted, straight) -> None:
+    for group in ("training", "validation"):
+        assert interrupted.metric_posts(group) == straight.metric_posts(group), f"{group} metrics differ"
+    assert interrupted.completed == straight.completed
+    done, expected = final_state(interrupted), final_state(straight)
+    assert done["trainer_state"]["batches_trained"] == LENGTH
+    for part in ("models_state_dict", "optimizers_state_dict", "lr_schedulers_state_dict", "rng_state"):
+        assert_identical(done[part], expected[part], part)
+
+
+LOADERS = ["torch", "torch_generator", "harness", "harness_sampler"]
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+@pytest.mark.parametrize(
+    ("preempt_at", "stops"),
+    [
+        pytest.param([10], [12], id="mid-epoch"),  # stops after batch 12 of 40: 4 into epoch 1
+        pytest.param([22], [24], id="epoch-end"),  # stops after batch 24: the end of epoch 2
+        pytest.param([4, 28], [6, 30], id="twice"),
+    ],
+)
+def test_a_preempted_and_resumed_trial_is_bitwise_the_uninterrupted_one(
+    plane_kit, model_def: ModuleType, loader: str, preempt_at: list[int], stops: list[int]
+) -> None:
+    straight, straight_runs = train(plane_kit, model_def, loader, [])
+    assert straight_runs == [list(range(LENGTH))]
+
+    interrupted, runs = train(plane_kit, model_def, loader, preempt_at)
+    bounds = [0, *stops, LENGTH]
+    assert runs == [list(range(a, b)) for a, b in zip(bounds, bounds[1:], strict=False)]
+    assert [c["steps_completed"] for c in interrupted.checkpoint_reports()] == [*stops, LENGTH]
+    assert_same_training(interrupted, straight)
+
+
+def test_the_comparison_notices_a_resume_that_loses_the_rng_states(plane_kit, model_def: ModuleType) -> None:
+    """The check above is not vacuous: the same resume from a checkpoint stripped of its RNG states
+    reports other metrics."""
+    straight, _ = train(plane_kit, model_def, "harness", [])
+    plane = plane_kit.SearcherPlane([LENGTH], config=CONFIG)
+    plane_kit.platform_env({"global_batch_size": 8, "loader": "harness", "preempt_at": [10]}, seed=7)
+    with init(**plane.init_options()) as context:
+        Trainer(model_def.ResumeTrial(context), context).fit()
+    body = plane.checkpoint_reports()[-1]
+    state = final_state(plane)
+    del state["rng_state"]
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    plane.s3[f"bucket/checkpoints/{plane.experiment_id}/{plane.trial_id}/{body['uuid']}/state_dict.pth"] = (
+        buffer.getvalue()
+    )
+    plane_kit.monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", body["uuid"])
+    with init(**plane.init_options()) as context:
+        Trainer(model_def.ResumeTrial(context), context).fit()
+    assert plane.completed and plane.metric_posts("training")[:4] == straight.metric_posts("training")[:4]
+    assert plane.metric_posts("training")[4:] != straight.metric_posts("training")[4:]
+
+
+class CountedReads(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """0..n-1, counting reads and drawing from torch's RNG on each (as a random transform would)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.reads = n, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        self.reads += 1
+        return torch.tensor(float(i)) + torch.rand(()) / 1000
+
+
+@pytest.mark.parametrize(("skip", "read_again"), [(11, 3), (12, 0), (13, 1)])
+def test_a_plain_loader_is_read_again_from_its_epochs_start_only(skip: int, read_again: int) -> None:
+    """A shuffled torch loader of 4 batches an epoch, resumed at batch `skip`: the batches and the RNG
+    states that follow are the uninterrupted stream's, and only this epoch's trained batches are read
+    again (none at an epoch's end)."""
+    from harness.pytorch._plain_loader import PlainLoaderStream
+    from harness.pytorch._rng import rng_state, set_rng_state
+
+    torch.manual_seed(3)
+    data = CountedReads(16)
+    loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=True)
+    straight = PlainLoaderStream(loader, 0)
+    for _ in range(skip):
+        next(straight)
+    position, at_checkpoint = straight.position(), rng_state()
+    expected = [next(straight) for _ in range(9)]
+    after = torch.rand(())
+
+    set_rng_state(at_checkpoint)
+    data.reads = 0
+    resumed = PlainLoaderStream(loader, skip, position)
+    got = [next(resumed) for _ in range(9)]
+    assert all(torch.equal(g, e) for g, e in zip(got, expected, strict=True))
+    assert torch.equal(torch.rand(()), after)
+    assert data.reads == 4 * (read_again + 9)
