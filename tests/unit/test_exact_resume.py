@@ -189,3 +189,101 @@ def test_a_plain_loader_is_read_again_from_its_epochs_start_only(skip: int, read
     assert all(torch.equal(g, e) for g, e in zip(got, expected, strict=True))
     assert torch.equal(torch.rand(()), after)
     assert data.reads == 4 * (read_again + 9)
+
+
+# ---- a Core API script (Determined's `det.core`), written as a careful user would -------------------------
+
+CORE_CONFIG = {"searcher": {"name": "single", "metric": "val_loss", "max_length": {"batches": LENGTH}}}
+
+
+@pytest.fixture
+def core_train(compat: None) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("exact_resume_core_train", DATA / "core_train.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def train_core(plane_kit, core_train: ModuleType, preempt_at: list[int]) -> tuple[Any, list[list[int]]]:
+    """Like `train`, for the Core API script (preempted by SIGTERM at each batch of `preempt_at`)."""
+    import harness
+
+    plane = plane_kit.SearcherPlane([LENGTH], config=CORE_CONFIG)
+    plane_kit.platform_env({}, seed=11)
+    runs: list[list[int]] = []
+    while not plane.completed:
+        assert len(runs) <= len(preempt_at), f"the script did not finish after {len(runs)} runs"
+        reports = plane.checkpoint_reports()
+        if reports:
+            plane_kit.monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", reports[-1]["uuid"])
+        with harness.core.init(**plane.init_options()) as core_context:
+            runs.append(core_train.main(core_context, frozenset(preempt_at)))
+    return plane, runs
+
+
+def core_final_state(plane) -> dict[str, Any]:
+    body = plane.checkpoint_reports()[-1]
+    key = f"bucket/checkpoints/{plane.experiment_id}/{plane.trial_id}/{body['uuid']}/state.pt"
+    state: dict[str, Any] = torch.load(io.BytesIO(plane.s3[key]), weights_only=False)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("preempt_at", "stops"),
+    [
+        pytest.param([10], [12], id="mid-epoch"),
+        pytest.param([22], [24], id="epoch-end"),
+        pytest.param([4, 28], [6, 30], id="twice"),
+    ],
+)
+def test_a_core_api_script_that_saves_its_rng_states_resumes_bitwise(
+    plane_kit, core_train: ModuleType, preempt_at: list[int], stops: list[int]
+) -> None:
+    straight, straight_runs = train_core(plane_kit, core_train, [])
+    assert straight_runs == [list(range(LENGTH))]
+
+    interrupted, runs = train_core(plane_kit, core_train, preempt_at)
+    bounds = [0, *stops, LENGTH]
+    assert runs == [list(range(a, b)) for a, b in zip(bounds, bounds[1:], strict=False)]
+    for group in ("training", "validation"):
+        assert interrupted.metric_posts(group) == straight.metric_posts(group), f"{group} metrics differ"
+    assert interrupted.completed == straight.completed
+    assert_identical(core_final_state(interrupted), core_final_state(straight), "state.pt")
+
+
+def test_the_core_api_example_resumes_bitwise(compat: None, plane_kit) -> None:
+    """examples/determined_core/train.py preempted by the heartbeat's answer at its first report (batch
+    25) and resumed ends as the uninterrupted run: same reports, same weights, optimizer and RNG states."""
+    import harness
+
+    spec = importlib.util.spec_from_file_location(
+        "exact_resume_example_core", DATA.parents[2] / "examples" / "determined_core" / "train.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    hparams = {"learning_rate": 0.01, "hidden_size": 32, "batch_size": 16}
+    config = {"searcher": {"name": "single", "metric": "validation_accuracy"}}
+
+    plane_kit.platform_env(hparams)
+    straight = plane_kit.SearcherPlane([100], config=config)
+    with harness.core.init(**straight.init_options()) as core_context:
+        example.main(core_context)
+
+    plane_kit.platform_env(hparams)
+    interrupted = plane_kit.SearcherPlane([100], config=config)
+    interrupted.preempt = True
+    with harness.core.init(**interrupted.init_options(heartbeat_interval_s=0.01)) as core_context:
+        assert interrupted.wait_heartbeats(2)  # the first answer has latched preemption
+        example.main(core_context)
+    assert [c["steps_completed"] for c in interrupted.checkpoint_reports()] == [25]
+    interrupted.preempt = False
+    plane_kit.monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", interrupted.checkpoint_reports()[0]["uuid"])
+    with harness.core.init(**interrupted.init_options()) as core_context:
+        example.main(core_context)
+
+    for group in ("training", "validation"):
+        assert interrupted.metric_posts(group) == straight.metric_posts(group), f"{group} metrics differ"
+    assert interrupted.completed == straight.completed
+    assert_identical(core_final_state(interrupted), core_final_state(straight), "state.pt")

@@ -16,7 +16,6 @@ answer does) or "sigterm" (a real SIGTERM to this process, what an agent's stop 
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 from typing import Any
@@ -109,7 +108,7 @@ class ResumeTrial(PyTorchTrial):
     def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
         if batch_idx in self.preempt_at:
             if self.preempt_with == "sigterm":
-                os.kill(os.getpid(), signal.SIGTERM)
+                signal.raise_signal(signal.SIGTERM)
             else:
                 self.context.core.preempt.latch(f"asked at batch {batch_idx}")
         x, y, index = batch
