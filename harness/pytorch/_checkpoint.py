@@ -2,7 +2,8 @@
 
 A checkpoint holds the state of every model, optimizer, LR scheduler, scaler and callback, every RNG
 state (random, numpy, torch, CUDA) and the trainer's own progress (with a plain torch loader, where its
-epoch started and the RNG states then: harness/pytorch/_plain_loader.py); its metadata carries
+epoch started and the RNG states then: harness/pytorch/_plain_loader.py; stopped between two optimizer
+steps of an `aggregation_frequency` > 1, the gradients accumulated so far); its metadata carries
 `steps_completed` (batches trained). Only the chief writes the file; every rank learns its storage id.
 """
 
@@ -87,6 +88,8 @@ def restore_checkpoint(
             callback.load_state_dict(state["callbacks"][name])
     trainer = state.get("trainer_state", {})
     context._optimizer_steps = int(trainer.get("optimizer_steps", 0))
+    if trainer.get("gradients"):
+        _restore_gradients(context, trainer["gradients"])
     if "rng_state" in state:
         set_rng_state(state["rng_state"])
     writer = trainer.get("trial_id")
@@ -116,8 +119,27 @@ def _state(
             "optimizer_steps": context._optimizer_steps,
             "trial_id": _trial_id(context),
             "data_position": progress.data_position,
+            "gradients": _pending_gradients(context, progress.batches),
         },
     }
+
+
+def _pending_gradients(context: PyTorchTrialContext, batches: int) -> list[dict[str, Any]] | None:
+    """The gradients accumulated towards the next optimizer step (`aggregation_frequency` > 1, stopped
+    between two steps), per model and parameter name; None when every step is done."""
+    if context._aggregation_frequency <= 1 or batches % context._aggregation_frequency == 0:
+        return None
+    return [
+        {name: p.grad for name, p in _unwrap(model).named_parameters() if p.grad is not None}
+        for model in context.models
+    ]
+
+
+def _restore_gradients(context: PyTorchTrialContext, gradients: list[dict[str, Any]]) -> None:
+    for model, saved in zip(context.models, gradients, strict=False):
+        for name, parameter in _unwrap(model).named_parameters():
+            if name in saved:
+                parameter.grad = saved[name].to(parameter.device).clone()
 
 
 def _trial_id(context: PyTorchTrialContext) -> int | None:

@@ -47,11 +47,11 @@ def model_def() -> ModuleType:
 
 
 def train(
-    plane_kit, model_def: ModuleType, loader: str, preempt_at: list[int]
+    plane_kit, model_def: ModuleType, loader: str, preempt_at: list[int], config: dict[str, Any] = CONFIG
 ) -> tuple[Any, list[list[int]]]:
     """Run the trial against a new SearcherPlane until its searcher is done, resuming each time from the
     latest checkpoint through STRATUS_LATEST_CHECKPOINT; the plane and the batches of each run."""
-    plane = plane_kit.SearcherPlane([LENGTH], config=CONFIG)
+    plane = plane_kit.SearcherPlane([LENGTH], config=config)
     plane_kit.platform_env({"global_batch_size": 8, "loader": loader, "preempt_at": preempt_at}, seed=7)
     runs: list[list[int]] = []
     while not plane.completed:
@@ -124,6 +124,21 @@ def test_a_preempted_and_resumed_trial_is_bitwise_the_uninterrupted_one(
     bounds = [0, *stops, LENGTH]
     assert runs == [list(range(a, b)) for a, b in zip(bounds, bounds[1:], strict=False)]
     assert [c["steps_completed"] for c in interrupted.checkpoint_reports()] == [*stops, LENGTH]
+    assert_same_training(interrupted, straight)
+
+
+@pytest.mark.filterwarnings(
+    "ignore:Detected call of `lr_scheduler.step\\(\\)` before"
+)  # per batch, by design
+def test_a_trial_preempted_between_two_optimizer_steps_keeps_its_accumulated_gradients(
+    plane_kit, model_def: ModuleType
+) -> None:
+    """With `aggregation_frequency: 2` the optimizers step after every second batch; a trial stopped
+    after batch 3 (an odd count) resumes with the gradients of its third batch still to be applied."""
+    config = {**CONFIG, "optimizations": {"aggregation_frequency": 2}}
+    straight, _ = train(plane_kit, model_def, "harness", [], config)
+    interrupted, runs = train(plane_kit, model_def, "harness", [2], config)
+    assert [len(r) for r in runs] == [3, LENGTH - 3]
     assert_same_training(interrupted, straight)
 
 
