@@ -24,7 +24,9 @@ Periods come from `fit()` arguments (`Batch(n)`, `Epoch(n)`) or else from the co
 checkpoint holds `state_dict.pth`; its metadata carries `steps_completed` (batches trained).
 Chunk ends depend only on the batch count, and batch *n* of the data depends only on (seed, n) (or, for
 a plain torch loader, is read again under the RNG states of its epoch's start: _plain_loader.py), so a
-trial preempted and resumed ends with exactly the weights and metrics of an uninterrupted one.
+trial preempted and resumed ends with exactly the weights and metrics of an uninterrupted one. RNGs the
+trial keeps itself (a `numpy.random.Generator`, a `torch.Generator` outside the loader) are not seen by the
+trainer: keep their state in a callback's `state_dict()`.
 """
 
 from __future__ import annotations

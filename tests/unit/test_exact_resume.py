@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
-from harness.pytorch import Trainer, init  # noqa: E402
+from harness.pytorch import PyTorchCallback, Trainer, init  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "exact_resume"
 LENGTH = 40  # batches: 5 epochs of 8
@@ -47,7 +47,12 @@ def model_def() -> ModuleType:
 
 
 def train(
-    plane_kit, model_def: ModuleType, loader: str, preempt_at: list[int], config: dict[str, Any] = CONFIG
+    plane_kit,
+    model_def: ModuleType,
+    loader: str,
+    preempt_at: list[int],
+    config: dict[str, Any] = CONFIG,
+    trial_class: Any = None,
 ) -> tuple[Any, list[list[int]]]:
     """Run the trial against a new SearcherPlane until its searcher is done, resuming each time from the
     latest checkpoint through STRATUS_LATEST_CHECKPOINT; the plane and the batches of each run."""
@@ -60,7 +65,7 @@ def train(
         if reports:
             plane_kit.monkeypatch.setenv("STRATUS_LATEST_CHECKPOINT", reports[-1]["uuid"])
         with init(**plane.init_options()) as context:
-            trial = model_def.ResumeTrial(context)
+            trial = (trial_class or model_def.ResumeTrial)(context)
             Trainer(trial, context).fit()
         runs.append(trial.trained)
     return plane, runs
@@ -139,6 +144,39 @@ def test_a_trial_preempted_between_two_optimizer_steps_keeps_its_accumulated_gra
     straight, _ = train(plane_kit, model_def, "harness", [], config)
     interrupted, runs = train(plane_kit, model_def, "harness", [2], config)
     assert [len(r) for r in runs] == [3, LENGTH - 3]
+    assert_same_training(interrupted, straight)
+
+
+def test_an_rng_the_trial_keeps_itself_resumes_through_a_callbacks_state(
+    plane_kit, model_def: ModuleType
+) -> None:
+    """The trainer does not see a numpy Generator of the trial's own; kept in a callback's state_dict(),
+    as the trainer's docstring advises, it resumes exactly too."""
+
+    class OwnGenerator(model_def.ResumeTrial):  # type: ignore[misc, name-defined]
+        def __init__(self, context: Any) -> None:
+            super().__init__(context)
+            self.rng = np.random.default_rng(context.get_trial_seed())
+
+        def build_callbacks(self) -> dict[str, PyTorchCallback]:
+            trial = self
+
+            class KeepsTheGenerator(PyTorchCallback):
+                def state_dict(self) -> dict[str, Any]:
+                    return {"bit_generator": trial.rng.bit_generator.state}
+
+                def load_state_dict(self, state: dict[str, Any]) -> None:
+                    trial.rng.bit_generator.state = state["bit_generator"]
+
+            return {"own_generator": KeepsTheGenerator()}
+
+        def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
+            metrics = super().train_batch(batch, epoch_idx, batch_idx)
+            return {**metrics, "own_draw": float(self.rng.standard_normal())}
+
+    straight, _ = train(plane_kit, model_def, "torch", [], trial_class=OwnGenerator)
+    interrupted, _ = train(plane_kit, model_def, "torch", [10], trial_class=OwnGenerator)
+    assert "own_draw" in straight.metric_posts("training")[0][1]
     assert_same_training(interrupted, straight)
 
 
