@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -217,31 +218,73 @@ class CountedReads(torch.utils.data.Dataset):  # type: ignore[type-arg]
         return torch.tensor(float(i)) + torch.rand(()) / 1000
 
 
-@pytest.mark.parametrize(("skip", "read_again"), [(11, 3), (12, 0), (13, 1)])
-def test_a_plain_loader_is_read_again_from_its_epochs_start_only(skip: int, read_again: int) -> None:
-    """A shuffled torch loader of 4 batches an epoch, resumed at batch `skip`: the batches and the RNG
-    states that follow are the uninterrupted stream's, and only this epoch's trained batches are read
-    again (none at an epoch's end)."""
+class CountedStream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """n records with no length: their order (and noise) is drawn from torch's RNG at each epoch's start."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.reads = n, 0
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in torch.randperm(self.n).tolist():
+            self.reads += 1
+            yield torch.tensor(float(i)) + torch.rand(()) / 1000
+
+
+def trained(stream: Any, batches: int) -> list[Any]:
+    """`batches` batches of `stream`, each followed by a draw from torch's RNG (as dropout would)."""
+    return [(next(stream), torch.rand(())) for _ in range(batches)]
+
+
+def assert_same_batches(got: list[Any], want: list[Any]) -> None:
+    assert len(got) == len(want)
+    for (batch, draw), (want_batch, want_draw) in zip(got, want, strict=True):
+        assert torch.equal(batch, want_batch) and torch.equal(draw, want_draw)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "shuffle", "skip", "read_again"),
+    [
+        pytest.param(CountedReads, True, 11, 3, id="mid-epoch"),
+        pytest.param(CountedReads, True, 12, 0, id="epoch-end"),
+        pytest.param(CountedReads, True, 13, 1, id="next-epoch"),
+        pytest.param(CountedStream, False, 11, 3, id="iterable-mid-epoch"),
+        pytest.param(CountedStream, False, 12, 4, id="iterable-epoch-end"),  # no length: read again
+    ],
+)
+def test_a_plain_loader_is_read_again_from_its_epochs_start_only(
+    dataset: Any, shuffle: bool, skip: int, read_again: int
+) -> None:
+    """A torch loader of 4 batches an epoch, resumed at batch `skip`: the batches and the RNG draws that
+    follow are the uninterrupted stream's, and only this epoch's trained batches are read again (none at
+    an epoch's end when the loader has a length)."""
     from harness.pytorch._plain_loader import PlainLoaderStream
     from harness.pytorch._rng import rng_state, set_rng_state
 
     torch.manual_seed(3)
-    data = CountedReads(16)
-    loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=True)
+    data = dataset(16)
+    loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=shuffle)
     straight = PlainLoaderStream(loader, 0)
-    for _ in range(skip):
-        next(straight)
+    trained(straight, skip)
     position, at_checkpoint = straight.position(), rng_state()
-    expected = [next(straight) for _ in range(9)]
-    after = torch.rand(())
+    expected = trained(straight, 9)
 
     set_rng_state(at_checkpoint)
     data.reads = 0
-    resumed = PlainLoaderStream(loader, skip, position)
-    got = [next(resumed) for _ in range(9)]
-    assert all(torch.equal(g, e) for g, e in zip(got, expected, strict=True))
-    assert torch.equal(torch.rand(()), after)
+    assert_same_batches(trained(PlainLoaderStream(loader, skip, position), 9), expected)
     assert data.reads == 4 * (read_again + 9)
+
+
+def test_a_checkpoint_without_the_loaders_position_reads_from_the_first_epoch() -> None:
+    """A checkpoint written before positions were noted: the stream reads every batch since the first
+    (exact for a loader whose order does not depend on the RNGs)."""
+    from harness.pytorch._plain_loader import PlainLoaderStream
+
+    data = CountedReads(16)
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    data.reads = 0
+    resumed = PlainLoaderStream(loader, 10, None)
+    assert next(resumed).round().tolist() == [8.0, 9.0, 10.0, 11.0]  # batch 10: the third of epoch 2
+    assert data.reads == 4 * 11
 
 
 # ---- a Core API script (Determined's `det.core`), written as a careful user would -------------------------
