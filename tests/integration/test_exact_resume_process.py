@@ -239,16 +239,18 @@ def context_folder(tmp_path: Path, name: str) -> Path:
     return work
 
 
+@pytest.mark.parametrize("loader", ["torch", "torch_workers"])
 def test_a_pytorch_trial_sigtermed_twice_in_real_processes_resumes_bitwise(
-    serve: Any, tmp_path: Path, wait_s: float
+    serve: Any, tmp_path: Path, wait_s: float, loader: str
 ) -> None:
+    """A shuffled torch DataLoader, read in the trial's process or by two worker processes."""
     config = {
         "searcher": {"name": "single", "metric": "val_loss", "max_length": {"batches": LENGTH}},
         "scheduling_unit": 3,
         "min_validation_period": {"batches": 8},
     }
     entrypoint = ["python3", "-m", "harness.exec.run_trial", "model_def:ResumeTrial"]
-    hparams = {"global_batch_size": 8, "loader": "torch", "preempt_with": "sigterm"}
+    hparams = {"global_batch_size": 8, "loader": loader, "preempt_with": "sigterm"}
     straight = serve(LENGTH, config, {**hparams, "preempt_at": []})
     run_to_the_end(straight, entrypoint, context_folder(tmp_path, "straight"), wait_s, runs=1)
 

@@ -3,10 +3,11 @@ tests/integration/test_exact_resume_process.py run it; it is data, not a test mo
 
 - dropout and batch norm (parameters, buffers, torch's RNG), two optimizers (Adam, SGD with Nesterov
   momentum), an LR scheduler stepped every batch and one stepped every epoch;
-- training data from the loader named by the `loader` hyperparameter (see `build_training_data_loader`),
-  shuffled, with a last partial batch, read through a dataset that draws noise from torch's RNG; every batch also draws augmentation noise from `random`,
-  `numpy.random` and torch, and reports what it drew and which records it saw, so that any difference
-  in data order or RNG state shows in the training metrics;
+- training data from the loader named by the `loader` hyperparameter (one of `LOADERS`, see
+  `build_training_data_loader`), shuffled, with a last partial batch, read through a dataset that draws
+  noise from torch's RNG; every batch also draws augmentation noise from `random`, `numpy.random` and
+  torch, and reports what it drew and which records it saw, so that any difference in data order or RNG
+  state shows in the training metrics;
 - validation through a plain torch DataLoader (whose iterator draws a seed from torch's RNG).
 
 `preempt_at` (hyperparameter): the batch indices at which the trial asks to be preempted (the trainer
@@ -30,7 +31,7 @@ from harness.pytorch import DataLoader, LRScheduler, PyTorchTrial, PyTorchTrialC
 
 FEATURES, CLASSES = 6, 3
 TRAIN_RECORDS = 60  # with batches of 8: 8 batches an epoch, the last one of 4 records
-LOADERS = ("torch", "torch_generator", "harness", "harness_sampler")
+LOADERS = ("torch", "torch_generator", "torch_workers", "harness", "harness_sampler")
 
 
 class Jittered(Dataset[tuple[torch.Tensor, ...]]):
@@ -95,6 +96,10 @@ class ResumeTrial(PyTorchTrial):
             generator = torch.Generator().manual_seed(self.context.get_trial_seed())
             return torch.utils.data.DataLoader(
                 self.train_set, batch_size=size, shuffle=True, generator=generator
+            )
+        if kind == "torch_workers":  # two worker processes, seeded at each epoch's start
+            return torch.utils.data.DataLoader(
+                self.train_set, batch_size=size, shuffle=True, num_workers=2, multiprocessing_context="fork"
             )
         if kind == "harness":
             return DataLoader(self.train_set, batch_size=size, shuffle=True)
