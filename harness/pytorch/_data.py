@@ -9,7 +9,9 @@ real loader with a batch sampler whose batch *n* is a function of (trial seed, *
 - with several ranks, rank *r* of *R* gets batches r, r+R, r+2R, ... of every epoch (for training each
   epoch is trimmed to a multiple of R so that ranks stay in step; validation keeps every batch);
 - a resumed trial skips the batches it already trained, so it sees exactly the batches an uninterrupted
-  trial would have seen.
+  trial would have seen; with `num_workers` > 0 a worker reads batch *n* under RNGs seeded from
+  (seed, rank, n), so what the dataset draws as it reads does not depend on the worker either
+  (harness/pytorch/_workers.py).
 
 The loader is also given its own seeded `torch.Generator`, so iterating it never draws from torch's
 global RNG (which the checkpoint saves and restores). A plain `torch.utils.data.DataLoader` is accepted
@@ -26,6 +28,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from harness.pytorch._workers import SeededBatch, SeededPerBatch, batch_seed
 
 if TYPE_CHECKING:
     import torch
@@ -96,8 +100,10 @@ class DataLoader:
             seed=seed, repeat=repeat, skip=skip, num_replicas=num_replicas, rank=rank
         )
         generator = self.generator or torch.Generator().manual_seed(seed)
+        # With workers, each batch is read under RNGs seeded from its number (_workers.py).
+        dataset: Any = SeededPerBatch(self.dataset) if self._loader_kwargs["num_workers"] else self.dataset
         return torch.utils.data.DataLoader(
-            self.dataset, batch_sampler=sampler, generator=generator, **self._loader_kwargs
+            dataset, batch_sampler=sampler, generator=generator, **self._loader_kwargs
         )
 
     def _batch_sampler(
@@ -163,16 +169,18 @@ class EpochBatchSampler:
         return len(self.epoch_batches(0))
 
     def __iter__(self) -> Iterator[list[int]]:
+        """This rank's batches from number `skip` on, each a `SeededBatch` (see _workers.py)."""
         if not self.repeat:
-            yield from self.epoch_batches(0)[self.skip :]
+            for number, batch in enumerate(self.epoch_batches(0)[self.skip :], start=self.skip):
+                yield SeededBatch(batch, batch_seed(self.seed, self.rank, number))
             return
         per_epoch = len(self)
         if per_epoch == 0:
             raise ValueError("the training data gives no batch on this rank; use a smaller batch size.")
         epoch, within = divmod(self.skip, per_epoch)
         while True:
-            batches = self.epoch_batches(epoch)
-            yield from batches[within:]
+            for i, batch in enumerate(self.epoch_batches(epoch)[within:], start=within):
+                yield SeededBatch(batch, batch_seed(self.seed, self.rank, epoch * per_epoch + i))
             epoch, within = epoch + 1, 0
 
     def _all_batches(self, epoch: int) -> list[list[int]]:

@@ -239,7 +239,7 @@ def context_folder(tmp_path: Path, name: str) -> Path:
     return work
 
 
-@pytest.mark.parametrize("loader", ["torch", "torch_workers"])
+@pytest.mark.parametrize("loader", ["torch", "torch_workers", "harness_workers"])
 def test_a_pytorch_trial_sigtermed_twice_in_real_processes_resumes_bitwise(
     serve: Any, tmp_path: Path, wait_s: float, loader: str
 ) -> None:

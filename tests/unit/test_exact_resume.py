@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -272,6 +273,30 @@ def test_a_plain_loader_is_read_again_from_its_epochs_start_only(
     data.reads = 0
     assert_same_batches(trained(PlainLoaderStream(loader, skip, position), 9), expected)
     assert data.reads == 4 * (read_again + 9)
+
+
+def test_our_loaders_batches_carry_seeds_of_their_number_for_the_workers() -> None:
+    """A worker reads batch n of `harness.pytorch.DataLoader` under RNGs seeded from (seed, rank, n) (the
+    worker processes themselves run in tests/integration/test_exact_resume_process.py)."""
+    from harness.pytorch import DataLoader
+    from harness.pytorch._workers import SeededPerBatch
+
+    loader = DataLoader(CountedReads(16), batch_size=4, shuffle=True, num_workers=2)
+
+    def seeds(skip: int, rank: int = 0) -> list[tuple[list[int], int]]:
+        sampler = loader._batch_sampler(seed=7, repeat=True, skip=skip, num_replicas=2, rank=rank)
+        return [(list(b), b.seed) for b in itertools.islice(iter(sampler), 6)]  # type: ignore[attr-defined]
+
+    assert seeds(3) == seeds(0)[3:] + seeds(6)[:3]  # from batch 3 on: the same batches and seeds
+    assert len({s for _, s in seeds(0) + seeds(0, rank=1)}) == 12  # a seed per batch and rank
+    assert isinstance(loader.get_data_loader(seed=7).dataset, SeededPerBatch)
+    data = CountedReads(16)
+    torch.manual_seed(0)
+    in_process = SeededPerBatch(data).__getitems__(seeds(0)[0][0])
+    torch.manual_seed(0)
+    assert all(
+        torch.equal(a, data[i]) for a, i in zip(in_process, seeds(0)[0][0], strict=True)
+    )  # not reseeded
 
 
 def test_a_checkpoint_without_the_loaders_position_reads_from_the_first_epoch() -> None:

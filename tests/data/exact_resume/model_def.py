@@ -31,7 +31,7 @@ from harness.pytorch import DataLoader, LRScheduler, PyTorchTrial, PyTorchTrialC
 
 FEATURES, CLASSES = 6, 3
 TRAIN_RECORDS = 60  # with batches of 8: 8 batches an epoch, the last one of 4 records
-LOADERS = ("torch", "torch_generator", "torch_workers", "harness", "harness_sampler")
+LOADERS = ("torch", "torch_generator", "torch_workers", "harness", "harness_sampler", "harness_workers")
 
 
 class Jittered(Dataset[tuple[torch.Tensor, ...]]):
@@ -105,6 +105,10 @@ class ResumeTrial(PyTorchTrial):
             return DataLoader(self.train_set, batch_size=size, shuffle=True)
         if kind == "harness_sampler":  # a sampler of the user's, drawing from torch's global RNG
             return DataLoader(self.train_set, batch_size=size, sampler=RandomSampler(self.train_set))
+        if kind == "harness_workers":
+            return DataLoader(
+                self.train_set, batch_size=size, shuffle=True, num_workers=2, multiprocessing_context="fork"
+            )
         raise ValueError(f"loader {kind!r} is not one of {', '.join(LOADERS)}")
 
     def build_validation_data_loader(self) -> Any:
