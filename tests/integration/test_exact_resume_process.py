@@ -239,11 +239,13 @@ def context_folder(tmp_path: Path, name: str) -> Path:
     return work
 
 
-@pytest.mark.parametrize("loader", ["torch", "torch_workers", "harness_workers"])
+# Loaders whose workers are processes; the same trial in process, with more loaders, is in the unit tests.
+@pytest.mark.parametrize("loader", ["torch_workers", "harness_workers"])
 def test_a_pytorch_trial_sigtermed_twice_in_real_processes_resumes_bitwise(
     serve: Any, tmp_path: Path, wait_s: float, loader: str
 ) -> None:
-    """A shuffled torch DataLoader, read in the trial's process or by two worker processes."""
+    """A shuffled DataLoader, torch's or ours, read by two worker processes from a dataset that draws
+    noise from torch's RNG as it reads."""
     config = {
         "searcher": {"name": "single", "metric": "val_loss", "max_length": {"batches": LENGTH}},
         "scheduling_unit": 3,
