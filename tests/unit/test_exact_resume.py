@@ -1,12 +1,17 @@
-"""Exact resume (issue 10): a PyTorchTrial preempted and resumed, once or twice, in the middle of an epoch
-or at its end, ends with the weights, buffers, optimizer and LR scheduler states, RNG states and every
-reported metric of the same trial run uninterrupted, bit for bit (CPU).
+"""Exact resume (issue 10): a trial preempted and resumed, once or twice, in the middle of an epoch or at
+its end, ends with the weights, buffers, optimizer and LR scheduler states, RNG states and every reported
+metric of the same trial run uninterrupted, bit for bit (CPU).
 
-The trial (tests/data/exact_resume/model_def.py) has dropout, batch norm, Adam and SGD with momentum, an
-LR scheduler per batch and one per epoch, augmentation noise from random, numpy and torch in every
-batch, and shuffled training data from four kinds of loader: torch's DataLoader (its sampler seeded from
-torch's RNG each epoch), torch's DataLoader with its own generator, ours, and ours with a sampler of the
-user's. It runs against the in-memory control plane of tests/unit/conftest.py (SearcherPlane)."""
+The PyTorchTrial (tests/data/exact_resume/model_def.py) has dropout, batch norm, Adam and SGD with
+momentum, an LR scheduler per batch and one per epoch, noise from random, numpy and torch in every batch
+and in the dataset's reads, and shuffled training data from four kinds of loader in process: torch's
+DataLoader (its sampler seeded from torch's RNG each epoch), torch's with its own generator, ours, and
+ours with a sampler of the user's; also stopped between two optimizer steps, and with an RNG of its own
+kept by a callback. The Core API script (tests/data/exact_resume/core_train.py) and
+examples/determined_core save what they need themselves. All run against the in-memory control plane of
+tests/unit/conftest.py (SearcherPlane); the loader that resumes a plain torch DataLoader
+(PlainLoaderStream) is also tested alone. Real processes: tests/integration/test_exact_resume_process.py.
+"""
 
 from __future__ import annotations
 
