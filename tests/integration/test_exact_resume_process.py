@@ -22,8 +22,8 @@ import pytest
 
 from contract.env import TrialEnv
 from contract.launch import LaunchSpec
-from harness.agent._run import build_environment
 from harness.agent._settings import Settings
+from harness.agent._spawn import build_environment
 from harness.trial_process import build_script
 
 torch = pytest.importorskip("torch")
