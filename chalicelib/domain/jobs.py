@@ -3,8 +3,10 @@
 A job is one experiment's demand in a pool (Determined: one job per experiment), identified by the
 experiment's id. Its slots acquired are those its assigned, launching and running runs hold; its slots
 needed are those of its pending and held runs together. A job with slots acquired is SCHEDULED, one
-that only waits is QUEUED. Jobs are listed in the scheduler's order (`scheduling.queue_order`'s key at
-the job's level): priority (the runs' `resources.priority`: lower first, default 42), then the experiment's submission time, then its id.
+that only waits is QUEUED. Jobs are listed in the scheduler's order (`scheduling.queue_key` at the job's
+level): priority (the runs' `resources.priority`: lower first, default 42), then the job's queue position
+(the experiment's submission time in epoch seconds unless `det job update --ahead-of/--behind-of` moved
+it), then its id as a string, as the scheduler compares them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Literal
 
 from chalicelib.domain.records import Experiment
 from chalicelib.domain.run_records import Run
+from chalicelib.domain.scheduling import submission_position
 from chalicelib.domain.states import RunState
 
 EXPERIMENT_JOB = "EXPERIMENT"
@@ -40,8 +43,12 @@ class Job:
         return "SCHEDULED" if self.slots_acquired else "QUEUED"
 
 
-def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> list[Job]:
-    """The jobs of the given pool's live runs (exited runs are ignored), in scheduling order."""
+def job_queue(
+    runs: Iterable[Run], experiments: Mapping[int, Experiment], positions: Mapping[int, float] | None = None
+) -> list[Job]:
+    """The jobs of the given pool's live runs (exited runs are ignored), in scheduling order.
+    ``positions``: experiment id -> queue position, for jobs moved by `det job update`; the others use
+    their submission time."""
     acquired: dict[int, int] = {}
     needed: dict[int, int] = {}
     pools: dict[int, str] = {}
@@ -65,7 +72,11 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
     def priority(key: int) -> int:
         return priorities[key]  # the scheduler's: the runs carry the config's resources.priority
 
-    order = sorted(needed, key=lambda key: (priority(key), submitted(key), key))
+    def queue_position(key: int) -> float:
+        moved = (positions or {}).get(key)
+        return moved if moved is not None else submission_position(submitted(key))
+
+    order = sorted(needed, key=lambda key: (priority(key), queue_position(key), str(key)))
     jobs = []
     for position, key in enumerate(order, start=1):
         experiment = experiments.get(key)
