@@ -23,11 +23,13 @@ class PassPlan:
 
     ``assignments``: runs to launch now. ``preempt``: run ids of holdings to stop through the pause path
     (checkpoint, exit, requeue) so that a waiting request fits; their slots are reserved for it.
-    ``blocked``: run id -> why it waits (every request neither assigned nor dropped). ``shares``: the
-    fair-share scheduler's slots per job (empty for the priority scheduler)."""
+    ``preempted_for``: victim run id -> the request it makes room for. ``blocked``: run id -> why it waits
+    (every request not assigned). ``shares``: the fair-share scheduler's slots per job (empty for the
+    priority scheduler)."""
 
     assignments: list[Assignment] = field(default_factory=list)
     preempt: list[str] = field(default_factory=list)
+    preempted_for: dict[str, str] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
 
@@ -145,7 +147,9 @@ class PassState:
 
     def commit_preemption(self, request: SlotRequest, choice: VictimChoice) -> None:
         claim_for(choice, request.slots, self.capacity, self.victims)
-        self.plan.preempt.extend(v.run_id for v in choice.victims)
+        for victim in choice.victims:
+            self.plan.preempt.append(victim.run_id)
+            self.plan.preempted_for[victim.run_id] = request.run_id
         runs = ", ".join(v.run_id for v in choice.victims)
         self.plan.blocked[request.run_id] = (
             f"preempting {runs} to make room; it starts once they checkpoint and exit"
