@@ -27,6 +27,7 @@ class PassCapacity:
         self.free = {a.agent_id: a.free for a in agents}
         #: Slots of stopping runs, not yet claimed by a waiting request.
         self.freeing: dict[str, int] = {}
+        self.freeing_total = 0
         self.sizes = sorted({a.slots for a in agents if a.slots > 0})
         self.count_by_size: dict[int, int] = {}
         self.idle_count: dict[int, int] = {}
@@ -48,6 +49,8 @@ class PassCapacity:
         self.largest = self.sizes[-1] if self.sizes else 0
         #: Agent sizes a blocked request ahead could use (see the module docstring).
         self.protected: set[int] = set()
+        #: Every agent size is protected: only requests allowed to ignore protection can be placed.
+        self.all_protected = not self.sizes
         #: Counts changes, so that messages computed from the free slots can be cached between them.
         self.version = 0
 
@@ -66,7 +69,9 @@ class PassCapacity:
         return [d for d in self.sizes if slots % d == 0]
 
     def protect_for(self, slots: int) -> None:
-        self.protected.update(self.usable_sizes(slots))
+        if not self.all_protected:
+            self.protected.update(self.usable_sizes(slots))
+            self.all_protected = len(self.protected) == len(self.sizes)
 
     # -- placing now ---------------------------------------------------------------------------------
 
@@ -144,6 +149,7 @@ class PassCapacity:
     def add_freeing(self, agent: str, slots: int) -> None:
         if agent in self.size and slots > 0:
             self.freeing[agent] = self.freeing.get(agent, 0) + slots
+            self.freeing_total += slots
 
     def claim(self, agent: str, slots: int) -> None:
         """Reserve ``slots`` on ``agent`` for a request that waits: free slots first, then slots being
@@ -152,10 +158,13 @@ class PassCapacity:
         self.take(agent, from_free)
         rest = slots - from_free
         if rest > 0:
-            self.freeing[agent] = max(0, self.freeing.get(agent, 0) - rest)
+            before = self.freeing.get(agent, 0)
+            self.freeing[agent] = max(0, before - rest)
+            self.freeing_total -= before - self.freeing[agent]
 
     def claim_whole(self, agent: str) -> None:
         self.take(agent, self.free[agent])
+        self.freeing_total -= self.freeing.get(agent, 0)
         self.freeing[agent] = 0
 
     def soon_free(self, agent: str) -> int:

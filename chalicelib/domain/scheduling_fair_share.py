@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
-from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, queue_key, queue_order
+from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, queue_order
 from chalicelib.domain.scheduling_pass import PassPlan, PassState, PoolShape
 
 _EPSILON = 1e-9
@@ -63,16 +63,23 @@ def fair_share_pass(
     state = PassState(agents, holdings, shape)
     blocked = state.plan.blocked
     pending: dict[str, list[SlotRequest]] = {}
+    never_fits: dict[int, str | None] = {}
     for request in queue_order(requests):
-        never = state.never_fits(request.slots)
+        slots = request.slots
+        if slots not in never_fits:
+            never_fits[slots] = state.never_fits(slots)
+        never = never_fits[slots]
         if never is not None:
             blocked[request.run_id] = never
             continue
         job = request.job_id
-        pending.setdefault(job, []).append(request)
-        weight.setdefault(job, max(request.weight, _EPSILON))
-        key = queue_key(request)
-        rank[job] = min(rank.get(job, (1, job)), (0, *key[1:3]))
+        queue = pending.get(job)
+        if queue is None:
+            # Jobs in the order of their queue position (all of a job's requests share it).
+            pending[job] = queue = []
+            weight.setdefault(job, max(request.weight, _EPSILON))
+            rank[job] = (0, request.queue_position, job)
+        queue.append(request)
     demand = {job: held.get(job, 0) + sum(r.slots for r in pending.get(job, [])) for job in weight}
     shares = water_fill(state.capacity.total_slots, demand, weight)
     state.plan.shares = shares

@@ -3,7 +3,7 @@ waiting for slots being freed, preempting, and the user-facing reason a request 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from chalicelib.domain.scheduling import AgentCapacity, Assignment, Holding, SlotRequest
@@ -68,6 +68,8 @@ class PassState:
         holdings: Sequence[Holding],
         shape: PoolShape,
         worthiness: Callable[[Holding], tuple[object, ...]] = lambda holding: (),
+        *,
+        monotone_victims: bool = False,
     ) -> None:
         self.capacity = PassCapacity(agents)
         self.holdings = holdings
@@ -77,15 +79,21 @@ class PassState:
             if holding.stopping:
                 for agent, held in holding.placements.items():
                     self.capacity.add_freeing(agent, held)
-        self.victims = VictimIndex(holdings, worthiness)
+        self._worthiness = worthiness
+        self._monotone_victims = monotone_victims
+        self._victims: VictimIndex | None = None
         self._never: dict[int, str | None] = {}
         self._waits: dict[tuple[int, int], str] = {}
+        self._fits: dict[tuple[int, int], bool] = {}
+        self._behind: dict[tuple[int, str], str] = {}
 
     # -- placing -------------------------------------------------------------------------------------
 
     def place(self, request: SlotRequest, avoid: Collection[int] = ()) -> Assignment | None:
         capacity = self.capacity
         slots = request.slots
+        if capacity.total_free < slots:
+            return None
         if slots <= 0:
             if not capacity.free:
                 return None
@@ -123,24 +131,44 @@ class PassState:
         )
         return True
 
+    @property
+    def victims(self) -> VictimIndex:
+        """The candidate victims, indexed on first use (a pass that preempts nobody never needs them)."""
+        if self._victims is None:
+            self._victims = VictimIndex(self.holdings, self._worthiness, monotone=self._monotone_victims)
+        return self._victims
+
     def rank_victims(self, worthiness: Callable[[Holding], tuple[object, ...]]) -> None:
         """Order the candidate victims anew (best victim: the greatest ``worthiness``)."""
-        self.victims = VictimIndex(self.holdings, worthiness)
+        self._worthiness = worthiness
+        self._victims = None
 
     def choose_victims(
-        self, request: SlotRequest, eligible: Callable[[Holding], bool], avoid: Collection[int] = ()
+        self,
+        request: SlotRequest,
+        eligible: Callable[[Holding], bool],
+        avoid: Collection[int] = (),
+        table_key: Hashable | None = None,
     ) -> VictimChoice | None:
         if request.slots <= self.capacity.largest:
-            return victims_on_one_agent(request.slots, self.capacity, self.victims, eligible, avoid)
+            return victims_on_one_agent(
+                request.slots, self.capacity, self.victims, eligible, avoid, table_key
+            )
         return victims_on_whole_agents(
-            request.slots, self.capacity, self.holdings, self.victims, eligible, avoid
+            request.slots, self.capacity, self.holdings, self.victims, eligible, avoid, table_key
         )
 
     def preempt_for(
-        self, request: SlotRequest, eligible: Callable[[Holding], bool], avoid: Collection[int] = ()
+        self,
+        request: SlotRequest,
+        eligible: Callable[[Holding], bool],
+        avoid: Collection[int] = (),
+        table_key: Hashable | None = None,
     ) -> VictimChoice | None:
-        """Choose victims among ``eligible`` holdings for ``request``; reserve the slots they free."""
-        choice = self.choose_victims(request, eligible, avoid)
+        """Choose victims among ``eligible`` holdings for ``request``; reserve the slots they free.
+        ``table_key``: equal for requests of equal size, eligibility and ``avoid`` (see
+        `victims_on_one_agent`)."""
+        choice = self.choose_victims(request, eligible, avoid, table_key)
         if choice is not None:
             self.commit_preemption(request, choice)
         return choice
@@ -205,11 +233,30 @@ class PassState:
             f"{slots // size} idle agents of {size}"
         )
 
+    def fits_ignoring_protection(self, slots: int) -> bool:
+        key = (slots, self.capacity.version)
+        if key not in self._fits:
+            capacity = self.capacity
+            if slots <= capacity.largest:
+                fits = capacity.best_fit(slots) is not None
+            else:
+                fits = capacity.idle_nodes(slots) is not None
+            if len(self._fits) > 256:
+                self._fits.clear()
+            self._fits[key] = fits
+        return self._fits[key]
+
     def behind_reason(self, slots: int, head: SlotRequest) -> str:
-        return (
+        key = (slots, head.run_id)
+        reason = self._behind.get(key)
+        if reason is not None:
+            return reason
+        reason = (
             f"needs {_slots(slots)} and waits behind run {head.run_id} (priority {head.priority}, "
             f"{_slots(head.slots)}), which goes first"
         )
+        self._behind[key] = reason
+        return reason
 
 
 def _slots(n: int) -> str:

@@ -28,12 +28,11 @@ holdings, agents) -> PassPlan` (runs to start, runs to preempt, why the others w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from chalicelib.domain.pools import PoolSpec, SchedulerKind
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, queue_order
-from chalicelib.domain.scheduling_capacity import PassCapacity
 from chalicelib.domain.scheduling_fair_share import fair_share_pass
 from chalicelib.domain.scheduling_pass import PassPlan, PassState, PoolShape, shape_refusal
 
@@ -96,32 +95,66 @@ def _priority_pass(
     holdings: Sequence[Holding],
     agents: Sequence[AgentCapacity],
 ) -> PassPlan:
-    state = PassState(agents, holdings, policy.shape, _priority_worthiness)
+    state = PassState(agents, holdings, policy.shape, _priority_worthiness, monotone_victims=True)
     capacity = state.capacity
     blocked = state.plan.blocked
     heads: list[SlotRequest] = []
+    failed = _Failures(capacity.largest)
     order = queue_order(requests)
     for i, request in enumerate(order):
         if capacity.total_free == 0 and not _may_preempt(policy, state, request):
-            _all_wait(state, order[i:], heads)
+            _all_wait(state, order[i:])
             break
         never = state.never_fits(request.slots)
         if never is not None:
             blocked[request.run_id] = never
             continue
         bypass = policy.preemption and bool(heads) and request.priority > heads[-1].priority
+        if not bypass and capacity.all_protected:
+            blocked[request.run_id] = _reason(state, request, heads)  # nothing is left for it
+            continue
         avoid: set[int] | tuple[()] = () if bypass else capacity.protected
         if state.place(request, avoid) is not None:
             continue
-        if policy.preemption:
+        if policy.preemption and not failed.known(request.slots, avoid):
             if state.wait_for_freeing(request, avoid):
                 continue
-            if state.preempt_for(request, _lower_than(request.priority), avoid) is not None:
+            table_key = (request.slots, request.priority, frozenset(avoid))
+            if state.preempt_for(request, _lower_than(request.priority), avoid, table_key) is not None:
                 continue
-        blocked[request.run_id] = _reason(state, request, heads, avoid)
+            failed.add(request.slots, avoid)
+        blocked[request.run_id] = _reason(state, request, heads)
         capacity.protect_for(request.slots)
         heads.append(request)
     return state.plan
+
+
+class _Failures:
+    """Requests that could neither wait for freeing slots nor preempt. Within a pass the slots that
+    could come free only shrink, the requests that follow have no higher priority (fewer victims), and
+    the protected sizes only grow: so a later request that is no smaller (on one agent), or of the same
+    size (on several), fails too, unless it may ignore protection and the failed one could not."""
+
+    def __init__(self, largest: int) -> None:
+        self.largest = largest
+        self.one_agent: dict[bool, int] = {}  # protected? -> smallest failed slots
+        self.multi_node: dict[bool, set[int]] = {True: set(), False: set()}
+
+    def known(self, slots: int, avoid: Collection[int]) -> bool:
+        for protected in (False, True) if avoid else (False,):
+            if slots <= self.largest:
+                if slots >= self.one_agent.get(protected, slots + 1):
+                    return True
+            elif slots in self.multi_node[protected]:
+                return True
+        return False
+
+    def add(self, slots: int, avoid: Collection[int]) -> None:
+        protected = bool(avoid)
+        if slots <= self.largest:
+            self.one_agent[protected] = min(self.one_agent.get(protected, slots), slots)
+        else:
+            self.multi_node[protected].add(slots)
 
 
 def _lower_than(priority: int) -> Callable[[Holding], bool]:
@@ -134,32 +167,23 @@ def _may_preempt(policy: PoolPolicy, state: PassState, request: SlotRequest) -> 
     slots being freed. False lets the pass stop placing once the pool is full."""
     if not policy.preemption:
         return False
-    if any(state.capacity.freeing.values()):
+    if state.capacity.freeing_total > 0:
         return True
-    gone = state.victims.gone
-    for holding in state.victims.ranked:  # lowest priority first
-        if holding.run_id not in gone:
-            return holding.priority > request.priority
-    return False
+    lowest = state.victims.first()
+    return lowest is not None and lowest.priority > request.priority
 
 
-def _all_wait(state: PassState, rest: Sequence[SlotRequest], heads: list[SlotRequest]) -> None:
+def _all_wait(state: PassState, rest: Sequence[SlotRequest]) -> None:
     blocked = state.plan.blocked
     for request in rest:
         never = state.never_fits(request.slots)
         blocked[request.run_id] = never if never is not None else state.waiting_reason(request.slots)
 
 
-def _reason(
-    state: PassState, request: SlotRequest, heads: Sequence[SlotRequest], avoid: set[int] | tuple[()]
-) -> str:
+def _reason(state: PassState, request: SlotRequest, heads: Sequence[SlotRequest]) -> str:
+    """Why a request that could not be placed waits: behind the first blocked head when it would fit
+    but for that head's protection, else for lack of slots."""
     capacity = state.capacity
-    if avoid and heads and _fits_unprotected(capacity, request.slots):
+    if heads and capacity.protected and state.fits_ignoring_protection(request.slots):
         return state.behind_reason(request.slots, heads[0])
     return state.waiting_reason(request.slots)
-
-
-def _fits_unprotected(capacity: PassCapacity, slots: int) -> bool:
-    if slots <= capacity.largest:
-        return capacity.best_fit(slots) is not None
-    return capacity.idle_nodes(slots) is not None
