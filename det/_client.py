@@ -102,6 +102,9 @@ class ApiClient:
             not_found=f"experiment {experiment_id} does not exist; `det experiment list` shows the ids",
         )
 
+    def pause_experiment(self, experiment_id: int) -> Json:
+        return self._stop(f"/experiments/{experiment_id}/pause", f"experiment {experiment_id}")
+
     def cancel_experiment(self, experiment_id: int) -> Json:
         return self._stop(f"/experiments/{experiment_id}/cancel", f"experiment {experiment_id}")
 

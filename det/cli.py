@@ -225,6 +225,11 @@ def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _add_stop_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pause = sub.add_parser(
+        "pause", help="pause an experiment: running trials checkpoint, stop and free their slots"
+    )
+    pause.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    pause.set_defaults(command=_stop.pause_experiment)
     cancel = sub.add_parser(
         "cancel", help="cancel an experiment: no new trials; running ones checkpoint and stop"
     )

@@ -123,6 +123,10 @@ class DynamoRuns(RunMoves):
     def mark_pausing(self, run_id: str) -> None:
         dynamo.update_fields(self._table, {"run_id": run_id}, {"pausing": True}, pk="run_id")
 
+    def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
+        flag = "pausing" if pause else "requeue"
+        dynamo.update_fields(self._table, {"run_id": run_id}, {"preempt": True, flag: True}, pk="run_id")
+
 
 def _live_condition() -> tuple[str, dict[str, Any]]:
     return "#state IN (:launching, :running)", {

@@ -87,6 +87,9 @@ class Trial(StoredRecord):
     #: Runs that entered the queue (the workflow counts them); resumes after a pause are generations.
     attempts: int = 0
     generation: int = 0
+    #: Restarts after a failure (the workflow counts them against `max_restarts`); a requeue after a
+    #: preemption, an agent's stop or a pause is not one.
+    restarts: int = 0
     trial_seed: int = 0
     start_time: str | None = None
     end_time: str | None = None
@@ -113,10 +116,6 @@ class Trial(StoredRecord):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", TrialState(self.state))
-
-    @property
-    def restarts(self) -> int:
-        return max(0, self.attempts - 1 - self.generation)
 
     @property
     def work_done(self) -> float:

@@ -55,7 +55,10 @@ class Run(StoredRecord):
     reason: str | None = None
     #: Told to stop for a pause: its clean exit pauses the trial.
     pausing: bool = False
+    #: Told to stop (`should_preempt()` is true for its processes): for a pause, or a requeue.
     preempt: bool = False
+    #: Told to stop to make room (preempted by the scheduler): its clean exit requeues the trial.
+    requeue: bool = False
     log_seq: int = 0
     rendezvous: dict[int, RendezvousEntry] = field(default_factory=dict)
     node_exits: dict[int, int] = field(default_factory=dict)

@@ -82,6 +82,12 @@ class MemoryRuns(RunMoves):
         if run is not None:
             run["pausing"] = True
 
+    def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
+        run = self.items.get(run_id)
+        if run is not None:
+            run["preempt"] = True
+            run["pausing" if pause else "requeue"] = True
+
 
 def _run(item: Record | None) -> Run | None:
     return Run.from_item(item) if item is not None else None

@@ -1,5 +1,5 @@
-"""Use cases on experiments: create (validate, record, start the searcher), activate, read, list,
-archive and unarchive."""
+"""Use cases on experiments: create (validate, record, start the searcher), read, list, archive and
+unarchive (pause and activate: `chalicelib.services.pausing`)."""
 
 from __future__ import annotations
 
@@ -95,16 +95,6 @@ def create(
     if activate:
         searching.start(ports, experiment.with_parsed_config(config))  # the config parsed once
     return CreateResult(experiment=ports.experiments.get(experiment_id), warnings=warnings)
-
-
-def activate(ports: Ports, experiment_id: int) -> Experiment:
-    experiment = get(ports, experiment_id)
-    if experiment.state == ExperimentState.ACTIVE:
-        return experiment
-    if ports.experiments.transition(experiment_id, ExperimentState.ACTIVE) is None:
-        raise ConflictError(f"experiment {experiment_id} is {experiment.state} and cannot be activated")
-    searching.start(ports, get(ports, experiment_id))
-    return get(ports, experiment_id)
 
 
 def get(ports: Ports, experiment_id: int) -> Experiment:

@@ -80,10 +80,14 @@ class AgentApi:
         except HttpCallError as e:
             raise ApiCallError(str(e), status=e.status, code=e.code) from e
 
-    def heartbeat(self, pool: str, slots: int, running: Sequence[str]) -> HeartbeatAnswer:
-        data = self._post(
-            f"/agents/{self._agent}/heartbeat", {"pool": pool, "slots": slots, "running": list(running)}
-        )
+    def heartbeat(
+        self, pool: str, slots: int, running: Sequence[str], *, stopping: bool = False
+    ) -> HeartbeatAnswer:
+        """One beat; ``stopping``: the last one (the agent takes nothing more; see docs/contracts.md)."""
+        body: dict[str, Any] = {"pool": pool, "slots": slots, "running": list(running)}
+        if stopping:
+            body["stopping"] = True
+        data = self._post(f"/agents/{self._agent}/heartbeat", body)
         launch = data.get("launch") or []
         kill = data.get("kill") or []
         return HeartbeatAnswer(
@@ -94,10 +98,22 @@ class AgentApi:
     def started(self, run_id: str, pid: int) -> None:
         self._post(f"/agents/{self._agent}/runs/{quote(run_id, safe='')}/started", {"pid": pid})
 
-    def exited(self, run_id: str, exit_code: int, reason: str, failed_rank: int | None = None) -> None:
+    def exited(
+        self,
+        run_id: str,
+        exit_code: int,
+        reason: str,
+        failed_rank: int | None = None,
+        *,
+        requeue: bool = False,
+    ) -> None:
+        """Report a run's exit; ``requeue``: the agent stopped it (it is stopping), so the control plane
+        puts its trial back in the queue instead of ending it."""
         body: dict[str, Any] = {"exit_code": exit_code, "reason": reason}
         if failed_rank is not None:
             body["failed_rank"] = failed_rank
+        if requeue:
+            body["requeue"] = True
         self._post(f"/agents/{self._agent}/runs/{quote(run_id, safe='')}/exit", body)
 
     def logs(self, trial_id: str, run_id: str, lines: Sequence[Mapping[str, Any]], seq: int) -> None:

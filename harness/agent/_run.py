@@ -228,13 +228,13 @@ class Run:
             self._agent_line(reason)
         finally:
             self._exited.set()
-            if self._reason_override is not None:
-                reason = self._reason_override
+            requeued = self._reason_override == REASON_AGENT_STOPPED  # the agent stops: requeue it
+            reason = self._reason_override or reason
             self.exit_code, self.reason = code, reason
             log.info("run %s ended: exit code %d, %s", self.run_id, code, reason)
             self._logs.close()  # flush the logs FIRST, then report the exit
             self.exit_reported, _ = call_with_retry(
-                lambda: self._api.exited(self.run_id, code, reason, self.failed_rank),
+                lambda: self._api.exited(self.run_id, code, reason, self.failed_rank, requeue=requeued),
                 what=f"reporting the exit of run {self.run_id}",
                 give_up=self._give_up,
                 max_backoff=self._settings.retry_max_backoff,

@@ -75,6 +75,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
         "/experiments/{experiment_id}/activate",
     ): USER_READ,  # no body; activating an active one is a no-op
     # On an experiment of their own (`Api.concrete`); no body; a repeat is a no-op.
+    ("POST", "/experiments/{experiment_id}/pause"): USER_READ,
     ("POST", "/experiments/{experiment_id}/cancel"): USER_READ,
     ("POST", "/experiments/{experiment_id}/kill"): USER_READ,
     ("POST", "/trials/{trial_id}/kill"): USER_READ,

@@ -608,7 +608,15 @@ def test_agent_stop_kills_runs_and_reports_agent_stopped(api: FakeApi, settings:
     agent.request_stop()
     t.join(20)
     assert not t.is_alive()
-    assert api.of("exit", spec["run_id"])[0]["body"] == {"exit_code": 143, "reason": "agent stopped"}
+    # Requeued, not ended: the trial resumes elsewhere from its checkpoint.
+    assert api.of("exit", spec["run_id"])[0]["body"] == {
+        "exit_code": 143,
+        "reason": "agent stopped",
+        "requeue": True,
+    }
+    last_beat = api.of("heartbeat")[-1]["body"]
+    assert last_beat["stopping"] is True and last_beat["slots"] == 0
+    assert last_beat["running"] == [spec["run_id"]]
 
 
 def test_gpus_are_assigned_from_free_devices(api: FakeApi, settings: Settings) -> None:
@@ -697,5 +705,9 @@ def test_python_m_harness_agent_stops_on_sigterm(api: FakeApi, tmp_path: Path) -
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, out.decode()
-    assert api.of("exit", spec["run_id"])[0]["body"] == {"exit_code": 143, "reason": "agent stopped"}
+    assert api.of("exit", spec["run_id"])[0]["body"] == {
+        "exit_code": 143,
+        "reason": "agent stopped",
+        "requeue": True,
+    }
     assert TOKEN.encode() not in out

@@ -178,6 +178,7 @@ class FakeApi:
             (r"GET /experiments", self._list),
             (r"GET /experiments/(\d+)", self._get_experiment),
             (r"POST /experiments/(\d+)/activate", self._activate),
+            (r"POST /experiments/(\d+)/pause", self._pause),
             (r"POST /experiments/(\d+)/cancel", self._stop_experiment),
             (r"POST /experiments/(\d+)/kill", self._stop_experiment),
             (r"POST /trials/(\d+)/kill", self._kill_trial),
@@ -231,14 +232,26 @@ class FakeApi:
         self.experiments[eid]["state"] = "ACTIVE"
         return httpx.Response(200, json={"experiment": self.experiments[eid]})
 
+    def _pause(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
+        if eid not in self.experiments:
+            return api_error(404, "NotFound", f"experiment {eid} not found")
+        if self.experiments[eid]["state"] not in ("ACTIVE", "PAUSED"):
+            state = self.experiments[eid]["state"]
+            return api_error(
+                409, "Conflict", f"experiment {eid} is {state}; only an ACTIVE one can be paused"
+            )
+        self.experiments[eid]["state"] = "PAUSED"
+        return httpx.Response(200, json={"experiment": self.experiments[eid]})
+
     def _stop_experiment(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
         if eid not in self.experiments:
             return api_error(404, "NotFound", f"experiment {eid} not found")
-        self.experiments[eid]["state"] = "STOPPING_CANCELED"
+        killed = self.calls("POST")[-1].endswith("/kill")
+        self.experiments[eid]["state"] = "STOPPING_KILLED" if killed else "STOPPING_CANCELED"
         return httpx.Response(200, json={"experiment": self.experiments[eid]})
 
     def _kill_trial(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
-        self.trials[tid]["state"] = "STOPPING_CANCELED"
+        self.trials[tid]["state"] = "STOPPING_KILLED"
         return httpx.Response(200, json={"trial": self.trials[tid]})
 
     def _archive(self, params: dict[str, str], body: Any, eid: int, action: str) -> httpx.Response:
