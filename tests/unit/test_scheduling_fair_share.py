@@ -179,3 +179,29 @@ def test_no_job_with_demand_is_starved_when_the_pool_has_room_for_one_request_ea
     ]
     plan = plan_pass(PoolPolicy("fair_share", preemption), requests, [], agents)
     assert set(per_job(plan.assignments, requests)) == {f"job{j}" for j in range(len(jobs))}
+
+
+@PROPERTY
+@given(fair_pools())
+def test_a_request_that_preempted_waits_for_its_victims_next_pass_without_preempting_more(pool):
+    agents, holdings, requests = pool
+    first = plan_pass(FAIR_PREEMPTIVE, requests, holdings, agents)
+    by_id = {r.run_id: r for r in requests}
+    stopping = set(first.preempt)
+    later = [
+        Holding(h.run_id, h.job_id, h.slots, h.priority, h.placements, started_at=h.started_at, stopping=True)
+        if h.run_id in stopping
+        else h
+        for h in holdings
+    ]
+    used = {a.agent_id: a.used for a in agents}
+    for a in first.assignments:  # the grants run
+        request = by_id[a.run_id]
+        placements = {n: request.slots // len(a.agents) for n in a.agents}
+        later.append(Holding(a.run_id, request.job_id, request.slots, 42, placements))
+        for n, k in placements.items():
+            used[n] += k
+    next_agents = [AgentCapacity(a.agent_id, a.slots, used[a.agent_id]) for a in agents]
+    waiting = [r for r in requests if r.run_id in first.blocked]
+    second = plan_pass(FAIR_PREEMPTIVE, waiting, later, next_agents)
+    assert set(first.preempted_for.values()).isdisjoint(second.preempted_for.values())

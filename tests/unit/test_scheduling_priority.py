@@ -320,3 +320,28 @@ def test_preemption_picks_the_fewest_and_most_preferable_victims_as_brute_force_
         rank = {h.run_id: i for i, h in enumerate(worth)}
         best = min(sorted(rank[r] for r in s) for s in feasible if len(s) == fewest)
         assert sorted(rank[r] for r in plan.preempt) == best
+
+
+@PROPERTY
+@given(pools(stopping=False), requests_st)
+def test_a_request_that_preempted_waits_for_its_victims_next_pass_without_preempting_more(pool, requests):
+    sizes, holdings = pool
+    first = plan_pass(PREEMPTIVE, requests, holdings, agents_for(sizes, holdings))
+    # Next pass: the grants run, the victims are stopping (not yet exited), the rest still wait.
+    by_id = {r.run_id: r for r in requests}
+    granted = [
+        hold(
+            a.run_id, {n: by_id[a.run_id].slots // len(a.agents) for n in a.agents}, by_id[a.run_id].priority
+        )
+        for a in first.assignments
+    ]
+    stopping = {*first.preempt}
+    later = [
+        Holding(h.run_id, h.job_id, h.slots, h.priority, h.placements, started_at=h.started_at, stopping=True)
+        if h.run_id in stopping
+        else h
+        for h in holdings
+    ] + granted
+    waiting = [r for r in requests if r.run_id in first.blocked]
+    second = plan_pass(PREEMPTIVE, waiting, later, agents_for(sizes, later))
+    assert set(first.preempted_for.values()).isdisjoint(second.preempted_for.values())
