@@ -154,9 +154,7 @@ class PassState:
             return victims_on_one_agent(
                 request.slots, self.capacity, self.victims, eligible, avoid, table_key
             )
-        return victims_on_whole_agents(
-            request.slots, self.capacity, self.holdings, self.victims, eligible, avoid, table_key
-        )
+        return victims_on_whole_agents(request.slots, self.capacity, self.victims, eligible, avoid, table_key)
 
     def preempt_for(
         self,

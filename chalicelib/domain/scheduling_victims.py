@@ -216,7 +216,6 @@ def _from_table(
 def victims_on_whole_agents(
     slots: int,
     capacity: PassCapacity,
-    holdings: Sequence[Holding],
     index: VictimIndex,
     eligible: Callable[[Holding], bool],
     avoid: Collection[int] = (),
@@ -225,7 +224,6 @@ def victims_on_whole_agents(
     """Victims that leave ``slots // d`` whole agents of one size ``d`` idle (or freeing). With a
     ``table_key``, each agent's cost is kept in a heap as `victims_on_one_agent` does, and the agents
     are taken cheapest first (victims shared by several agents are then counted once per agent)."""
-    del holdings  # the index has them by agent
     if table_key is not None:
         return _whole_from_table(slots, capacity, index, eligible, avoid, table_key)
     gone = index.gone
