@@ -2,9 +2,10 @@
 
 Jobs of equal priority are ordered by their queue position (a float: the submission time in epoch
 seconds unless moved). Moving a job ahead of (behind) a target puts it at the midpoint between the
-target and the job just before (after) it, so only the moved job changes. As in Determined, moving ahead
-of or behind a job of another priority takes that job's priority (the queue is ordered by priority
-first, so that is the only way to stand next to it). When two neighbouring positions are so close that
+target and the job just before (after) it, so only the moved job changes; a job already there stays
+put. As in Determined (its job queue's `FindAnchor`), moving ahead of or behind a job of another
+priority takes that job's priority (the queue is ordered by priority first, so that is the only way to
+stand next to it). When two neighbouring positions are so close that
 no float lies between them, the jobs of that priority are respaced one second apart, in order, and the
 move reports their new positions too.
 """
@@ -68,6 +69,15 @@ def _move(jobs: Sequence[QueuedJob], job_id: str, target_id: str, *, ahead: bool
         if name not in known:
             raise BadRequestError(f"job {name} is not in this pool's queue; see `det job list`")
     target = next(j for j in jobs if j.job_id == target_id)
+    moved = next(j for j in jobs if j.job_id == job_id)
+    ordered_all = [j.job_id for j in _order(jobs)]
+    neighbour = ordered_all.index(target_id) + (-1 if ahead else 1)
+    if (
+        moved.priority == target.priority
+        and 0 <= neighbour < len(ordered_all)
+        and ordered_all[neighbour] == job_id
+    ):
+        return QueueMove(job_id, moved.priority, moved.position)  # already there: nothing changes
     # The target's priority level without the moved job, in queue order.
     level = [j for j in _order(jobs) if j.priority == target.priority and j.job_id != job_id]
     at = next(i for i, j in enumerate(level) if j.job_id == target_id)
@@ -85,5 +95,5 @@ def _move(jobs: Sequence[QueuedJob], job_id: str, target_id: str, *, ahead: bool
     ordered.insert(slot, job_id)
     start = level[0].position
     positions = {name: start + i for i, name in enumerate(ordered)}
-    moved = positions.pop(job_id)
-    return QueueMove(job_id, target.priority, moved, respaced=positions)
+    position = positions.pop(job_id)
+    return QueueMove(job_id, target.priority, position, respaced=positions)

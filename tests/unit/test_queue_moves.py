@@ -76,3 +76,9 @@ def test_any_sequence_of_moves_keeps_a_strict_total_order_with_the_job_next_to_i
         assert jobs[job].priority == jobs[target].priority
         keys = [(j.priority, j.position) for j in jobs.values()]
         assert len(set(keys)) == len(keys)  # no ties left to the job id
+
+
+def test_a_job_already_next_to_its_target_stays_put():
+    jobs = [QueuedJob("1", 42, 100.0), QueuedJob("2", 42, 200.0)]
+    assert move_ahead_of(jobs, "1", "2").position == 100.0
+    assert move_behind_of(jobs, "2", "1").position == 200.0
