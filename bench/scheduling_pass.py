@@ -114,6 +114,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--write", action="store_true", help="write bench/results/scheduling_pass.md")
     args = parser.parse_args()
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "unknown"
     rows = []
     for agents in AGENTS:
         for requests in REQUESTS:
@@ -142,7 +143,8 @@ def main() -> int:
         "",
         f"Agents of {SLOTS_PER_AGENT} slots, half of them held by running runs; {JOBS} jobs; requests of "
         "1-16 slots at priorities 10/42/60 (see the script's docstring). Goal: under "
-        f"{GOAL_MS:.0f} ms at 10,000 requests.",
+        f"{GOAL_MS:.0f} ms at 10,000 requests. Load average when it started: {load} (the machine is "
+        "shared; figures move by a third from run to run).",
         "",
         "| requests | agents | holdings | " + " | ".join(names) + " |",
         "|---:|---:|---:|" + "---:|" * len(names),

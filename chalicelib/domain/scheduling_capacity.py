@@ -25,7 +25,7 @@ class PassCapacity:
     def __init__(self, agents: Sequence[AgentCapacity]) -> None:
         self.size = {a.agent_id: a.slots for a in agents}
         self.free = {a.agent_id: a.free for a in agents}
-        #: Slots of stopping runs, not yet claimed by a waiting request.
+        #: Slots of stopping runs, not yet claimed by a waiting request (agents with none are left out).
         self.freeing: dict[str, int] = {}
         self.freeing_total = 0
         self.sizes = sorted({a.slots for a in agents if a.slots > 0})
@@ -158,14 +158,14 @@ class PassCapacity:
         self.take(agent, from_free)
         rest = slots - from_free
         if rest > 0:
-            before = self.freeing.get(agent, 0)
-            self.freeing[agent] = max(0, before - rest)
-            self.freeing_total -= before - self.freeing[agent]
+            before = self.freeing.pop(agent, 0)
+            if before > rest:
+                self.freeing[agent] = before - rest
+            self.freeing_total -= min(before, rest)
 
     def claim_whole(self, agent: str) -> None:
         self.take(agent, self.free[agent])
-        self.freeing_total -= self.freeing.get(agent, 0)
-        self.freeing[agent] = 0
+        self.freeing_total -= self.freeing.pop(agent, 0)
 
     def soon_free(self, agent: str) -> int:
         return self.free[agent] + self.freeing.get(agent, 0)
@@ -173,7 +173,7 @@ class PassCapacity:
     def fit_with_freeing(self, slots: int, avoid: Collection[int] = ()) -> tuple[str, ...] | None:
         """Agents that will hold ``slots`` once the stopping runs exit (unclaimed slots only): one agent
         (fullest first) when ``slots`` fits on one, else whole agents of one size."""
-        waiting = [a for a, n in self.freeing.items() if n > 0 and self.size[a] not in avoid]
+        waiting = [a for a in self.freeing if self.size[a] not in avoid] if avoid else list(self.freeing)
         if not waiting:
             return None
         if slots <= self.largest:

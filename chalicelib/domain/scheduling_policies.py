@@ -100,18 +100,23 @@ def _priority_pass(
     blocked = state.plan.blocked
     heads: list[SlotRequest] = []
     failed = _Failures(capacity.largest)
+    settled: dict[tuple[int, int], str] = {}  # (slots, capacity version) -> why it waits
     order = queue_order(requests)
     for i, request in enumerate(order):
         if capacity.total_free == 0 and not _may_preempt(policy, state, request):
             _all_wait(state, order[i:])
             break
+        bypass = policy.preemption and bool(heads) and request.priority > heads[-1].priority
+        if not bypass and capacity.all_protected:  # nothing is left for it: only say why
+            key = (request.slots, capacity.version)
+            reason = settled.get(key)
+            if reason is None:
+                reason = settled[key] = state.never_fits(request.slots) or _reason(state, request, heads)
+            blocked[request.run_id] = reason
+            continue
         never = state.never_fits(request.slots)
         if never is not None:
             blocked[request.run_id] = never
-            continue
-        bypass = policy.preemption and bool(heads) and request.priority > heads[-1].priority
-        if not bypass and capacity.all_protected:
-            blocked[request.run_id] = _reason(state, request, heads)  # nothing is left for it
             continue
         avoid: set[int] | tuple[()] = () if bypass else capacity.protected
         if state.place(request, avoid) is not None:
