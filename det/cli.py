@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from contract.log_levels import LEVELS
-from det import _deploy, _experiment, _job, _stop, _submit, _trial
+from det import _cluster, _deploy, _experiment, _job, _stop, _submit, _trial
 from det._runtime import DEFAULT_MASTER, Runtime
 from det.errors import ApiError, DetError
 
@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_experiment(commands)
     _add_trial(commands)
     _job.add_parser(commands)
+    _cluster.add_parsers(commands)
     _add_deploy(commands)
     return parser
 
@@ -259,6 +260,19 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="N",
         help="local agents, each a node of this machine: a trial larger than one agent runs on several "
         "(default: 1)",
+    )
+    up.add_argument(
+        "--pool",
+        action="append",
+        metavar="NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]",
+        help="start a resource pool with its own agents (repeatable; slots and agents default to --slots "
+        "and --agents); the pool 'default' always exists",
+    )
+    up.add_argument(
+        "--cluster-config",
+        metavar="FILE",
+        help="resource pools in the shape of Determined's master config (`resource_pools:` with pool_name, "
+        "scheduler {type, preemption, default_priority}, plus agents and slots_per_agent)",
     )
     up.add_argument("--port", type=int, default=8080, metavar="P", help="port of the API (default: 8080)")
     up.add_argument(

@@ -213,6 +213,8 @@ class LaunchSpec(BaseModel):
 class AgentInstructions(BaseModel):
     launch: list[LaunchSpec]
     kill: list[str]
+    #: Runs asked to stop (a pause, a preemption): the agent passes it on through the run's stop file.
+    preempt: list[str] = []
 
 
 class RunStarted(_Body):

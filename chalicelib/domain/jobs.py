@@ -4,9 +4,10 @@ A job is one experiment's demand in a pool (Determined: one job per experiment),
 experiment's id. Its slots acquired are those its assigned, launching and running runs hold; its slots
 needed are those of its pending and held runs together. A job with slots acquired is SCHEDULED, one
 that only waits is QUEUED. Jobs are listed in the scheduler's order (`scheduling.queue_key` at the job's
-level): priority (the runs' `resources.priority`: lower first, default 42), then the job's queue position
-(the experiment's submission time in epoch seconds unless `det job update --ahead-of/--behind-of` moved
-it), then its id as a string, as the scheduler compares them.
+level): priority (the runs': the config's `resources.priority` unless `det job update` changed it; lower
+first, default 42), then the job's queue position (the submission time in epoch seconds unless
+`det job update --ahead-of/--behind-of` moved it), then its id compared as a string, as the scheduler
+compares job ids.
 """
 
 from __future__ import annotations
@@ -43,17 +44,14 @@ class Job:
         return "SCHEDULED" if self.slots_acquired else "QUEUED"
 
 
-def job_queue(
-    runs: Iterable[Run], experiments: Mapping[int, Experiment], positions: Mapping[int, float] | None = None
-) -> list[Job]:
-    """The jobs of the given pool's live runs (exited runs are ignored), in scheduling order.
-    ``positions``: experiment id -> queue position, for jobs moved by `det job update`; the others use
-    their submission time."""
+def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> list[Job]:
+    """The jobs of the given pool's live runs (exited runs are ignored), in scheduling order."""
     acquired: dict[int, int] = {}
     needed: dict[int, int] = {}
     pools: dict[int, str] = {}
     priorities: dict[int, int] = {}
     first_queued: dict[int, str] = {}
+    positions: dict[int, float] = {}
     for run in runs:
         if run.state is RunState.EXITED:
             continue
@@ -64,6 +62,8 @@ def job_queue(
         pools.setdefault(key, run.pool)
         priorities[key] = min(priorities.get(key, run.priority), run.priority)
         first_queued[key] = min(first_queued.get(key, run.queued_at), run.queued_at)
+        if run.queue_position is not None:
+            positions[key] = min(positions.get(key, run.queue_position), run.queue_position)
 
     def submitted(key: int) -> str:
         experiment = experiments.get(key)
@@ -73,8 +73,11 @@ def job_queue(
         return priorities[key]  # the scheduler's: the runs carry the config's resources.priority
 
     def queue_position(key: int) -> float:
-        moved = (positions or {}).get(key)
-        return moved if moved is not None else submission_position(submitted(key))
+        experiment = experiments.get(key)
+        value = experiment.queue_position if experiment is not None else None
+        value = value if value is not None else positions.get(key)
+        # A record older than positions sits at its submission time, as a new one does.
+        return value if value is not None else submission_position(submitted(key))
 
     order = sorted(needed, key=lambda key: (priority(key), queue_position(key), str(key)))
     jobs = []

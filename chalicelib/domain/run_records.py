@@ -41,6 +41,10 @@ class Run(StoredRecord):
     slots: int
     state: RunState
     priority: int
+    #: Its job's fair-share weight and position in the pool's queue (lower first among one priority;
+    #: the experiment's submission time unless `det job update` moved it), copied when it is requested.
+    weight: float = 1.0
+    queue_position: float | None = None
     #: The token of the workflow's slot request (answered by the grant).
     slot_token: str = ""
     queued_at: str = ""

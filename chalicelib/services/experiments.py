@@ -13,7 +13,7 @@ from chalicelib.domain.records import Experiment
 from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
-from chalicelib.services import searching
+from chalicelib.services import pools, searching
 from chalicelib.services.ports import Ports
 from contract.nni import is_nni_config
 
@@ -62,6 +62,7 @@ def create(
 ) -> CreateResult:
     parsed = validate(raw_config)
     warnings = list(parsed.warnings)
+    pools.check_request_fits(ports.settings, parsed.config.resources)
     if validate_only:
         return CreateResult(experiment=None, warnings=warnings)
     if context_sha256 is not None and not keys.is_sha256(context_sha256):
@@ -90,6 +91,8 @@ def create(
         searcher_type=config.searcher.name,
         resource_pool=config.resources.resource_pool,
         start_time=ports.clock.now_iso(),
+        weight=config.resources.weight,
+        queue_position=ports.clock.now(),  # FIFO among jobs of one priority until `det job update`
     )
     ports.experiments.create(experiment)
     if activate:

@@ -87,15 +87,18 @@ def heartbeat(
         )
     launches = []
     kill = []
+    preempt = []
     mine = ports.runs.for_agent(agent_id)
     live = {held.held_id for held in mine}
     for held in mine:
         if held.state == RunState.LAUNCHING and held.held_id not in running:
             launches.append(launch_spec(ports, held).to_json())
+        if isinstance(held, Run) and held.preempt and held.held_id in running:
+            preempt.append(held.held_id)  # paused or preempted: the agent tells its processes at once
     for run_id in running:
         if run_id not in live:
             kill.append(run_id)  # the control plane no longer expects it (ended, or canceled)
-    return {"launch": launches, "kill": kill}
+    return {"launch": launches, "kill": kill, "preempt": preempt}
 
 
 def _agent_stopping(ports: Ports, agent_id: str, pool: str, running: Sequence[str]) -> dict[str, Any]:
@@ -114,7 +117,7 @@ def _agent_stopping(ports: Ports, agent_id: str, pool: str, running: Sequence[st
         ports.runs.tell_to_stop(run.run_id, pause=False)  # an ASSIGNED run: its launch ends it unstarted
         if run.state == RunState.LAUNCHING:
             end_run(ports, run, 0, f"agent {agent_id} stopped before starting it", requeue=True)
-    return {"launch": [], "kill": []}
+    return {"launch": [], "kill": [], "preempt": []}
 
 
 def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:

@@ -196,9 +196,9 @@ def _start_run(ports: Ports, experiment: Experiment, trial_id: int, generation: 
         {
             "trial_id": trial_id,
             "experiment_id": experiment.id,
-            "pool": config.resources.resource_pool,
+            "pool": experiment.job_pool,  # `det job update` may have moved or reprioritized the job
             "slots": config.resources.slots_per_trial or 1,
-            "priority": config.resources.priority,
+            "priority": experiment.job_priority,
             "max_restarts": config.max_restarts,
         },
     )

@@ -120,6 +120,10 @@ class Agent:
             self.launch(raw)
         for run_id in answer.kill:
             self.kill(run_id)
+        for run_id in answer.preempt:
+            run = self.get_run(run_id)
+            if run is not None:
+                run.request_preempt()
         return True
 
     def _heartbeat_failed(self, err: ApiCallError) -> None:

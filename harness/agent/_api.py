@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -27,6 +27,7 @@ ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 class HeartbeatAnswer:
     launch: list[Any]  # raw LaunchSpec objects: each is parsed (and may be refused) on its own
     kill: list[str]
+    preempt: list[str] = field(default_factory=list)
 
 
 class AgentApi:
@@ -90,9 +91,11 @@ class AgentApi:
         data = self._post(f"/agents/{self._agent}/heartbeat", body)
         launch = data.get("launch") or []
         kill = data.get("kill") or []
+        preempt = data.get("preempt") or []
         return HeartbeatAnswer(
             launch=list(launch) if isinstance(launch, list) else [],
             kill=[str(r) for r in kill] if isinstance(kill, list) else [],
+            preempt=[str(r) for r in preempt] if isinstance(preempt, list) else [],
         )
 
     def started(self, run_id: str, pid: int) -> None:

@@ -130,6 +130,9 @@ class FakeApi:
         self.metrics: dict[tuple[int, str], list[dict[str, Any]]] = {}
         self.logs: dict[int, list[dict[str, Any]]] = {}
         self.jobs: list[dict[str, Any]] = []  # in scheduling order, each with its resource_pool
+        # `GET /resource-pools | /agents | /slots` answer these; job updates answer `job_update`.
+        self.cluster: dict[str, list[dict[str, Any]]] = {"resource-pools": [], "agents": [], "slots": []}
+        self.job_update: httpx.Response = httpx.Response(200, json={"jobs": [], "notes": []})
         self.contexts: dict[str, bytes] = {}
         self.put_headers: dict[str, str] = {}
         self.headers: dict[str, str] = {}  # of the latest API request
@@ -189,8 +192,14 @@ class FakeApi:
             (r"GET /trials/(\d+)/metric-groups", self._metric_groups),
             (r"GET /trials/(\d+)/logs", self._logs),
             (r"GET /jobs", self._jobs),
+            (r"PATCH /jobs/([^/]+)", lambda *_: self.job_update),
+            (r"POST /job-queue", lambda *_: self.job_update),
+            (r"GET /(resource-pools|agents|slots)", self._cluster),
             (r"GET /health", lambda *_: httpx.Response(200, json={"status": "ok", "version": "0.1.0"})),
         ]
+
+    def _cluster(self, params: dict[str, str], body: Any, kind: str) -> httpx.Response:
+        return httpx.Response(200, json={kind.replace("-", "_"): self.cluster[kind]})
 
     def _jobs(self, params: dict[str, str], body: Any) -> httpx.Response:
         pool = params.get("resource_pool", "default")

@@ -178,7 +178,7 @@ def test_an_agents_last_beat_grants_it_nothing_and_requeues_what_it_has_not_star
 
     answer = runs.heartbeat(ports, "agent-1", "default", 1, [], stopping=True)
 
-    assert answer == {"launch": [], "kill": []}
+    assert answer == {"launch": [], "kill": [], "preempt": []}
     assert ports.runs.get(first_run).state == RunState.EXITED
     assert flow.exit_answer(first_run)["requeue"] is True
     second_run = flow.request_slots(second)
