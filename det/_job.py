@@ -80,6 +80,11 @@ def list_jobs(args: argparse.Namespace, rt: Runtime) -> int:
         rt.say(json.dumps({"jobs": jobs}, indent=4))
         return 0
     rt.say(jobs_table(jobs, as_csv=args.csv))
+    if not args.csv:
+        # Determined's table has no column for it: why a queued job waits, under the table.
+        for job in jobs:
+            if job.get("reason") and not job.get("slots_acquired"):
+                rt.say(f"job {job['id']} waits: {job['reason']}")
     return 0
 
 

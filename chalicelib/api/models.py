@@ -119,6 +119,8 @@ class Job(BaseModel):
     status: Literal["QUEUED", "SCHEDULED"]
     user: str
     resource_pool: str
+    #: Why its first waiting trial waits, as the last scheduling pass saw it; null when nothing waits.
+    reason: str | None = None
 
 
 class JobList(BaseModel):

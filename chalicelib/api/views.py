@@ -100,4 +100,5 @@ def job(record: Job) -> models.Job:
         status=record.status,
         user=record.user,
         resource_pool=record.pool,
+        reason=record.reason,
     )

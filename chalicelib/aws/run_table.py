@@ -144,6 +144,15 @@ class DynamoRuns(RunMoves):
         )
         return Run.from_item(item) if item is not None else None
 
+    def note_wait_reason(self, run_id: str, reason: str) -> None:
+        dynamo.update_fields(
+            self._table,
+            {"run_id": run_id},
+            {"wait_reason": reason[:1000]},
+            condition="attribute_exists(#pk) AND attribute_exists(pending_pool)",  # still queued
+            pk="run_id",
+        )
+
     def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
         flag = "pausing" if pause else "requeue"
         dynamo.update_fields(self._table, {"run_id": run_id}, {"preempt": True, flag: True}, pk="run_id")

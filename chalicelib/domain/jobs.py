@@ -38,6 +38,8 @@ class Job:
     slots_needed: int
     user: str
     pool: str
+    #: Why its first waiting trial waits, as the last scheduling pass saw it (e.g. it can never fit).
+    reason: str | None = None
 
     @property
     def status(self) -> JobStatus:
@@ -52,6 +54,7 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
     priorities: dict[int, int] = {}
     first_queued: dict[int, str] = {}
     positions: dict[int, float] = {}
+    reasons: dict[int, tuple[str, str]] = {}  # the earliest waiting run's (queued_at, reason)
     for run in runs:
         if run.state is RunState.EXITED:
             continue
@@ -59,6 +62,8 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
         needed[key] = needed.get(key, 0) + run.slots
         if run.state is not RunState.PENDING:
             acquired[key] = acquired.get(key, 0) + run.slots
+        elif run.wait_reason and (key not in reasons or run.queued_at < reasons[key][0]):
+            reasons[key] = (run.queued_at, run.wait_reason)
         pools.setdefault(key, run.pool)
         priorities[key] = min(priorities.get(key, run.priority), run.priority)
         first_queued[key] = min(first_queued.get(key, run.queued_at), run.queued_at)
@@ -95,6 +100,7 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
                 slots_needed=needed[key],
                 user=experiment.owner if experiment else "",
                 pool=pools[key],
+                reason=reasons[key][1] if key in reasons else None,
             )
         )
     return jobs

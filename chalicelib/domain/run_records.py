@@ -63,6 +63,8 @@ class Run(StoredRecord):
     preempt: bool = False
     #: Told to stop to make room (preempted by the scheduler): its clean exit requeues the trial.
     requeue: bool = False
+    #: Why a pending run waits, as the last scheduling pass saw it (`det job list` shows it).
+    wait_reason: str | None = None
     log_seq: int = 0
     rendezvous: dict[int, RendezvousEntry] = field(default_factory=dict)
     node_exits: dict[int, int] = field(default_factory=dict)

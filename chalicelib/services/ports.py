@@ -132,6 +132,10 @@ class RunStore(Protocol):
         `only_pending`: a pool change, with `pool` and `pending_pool`); None when it is not."""
         ...
 
+    def note_wait_reason(self, run_id: str, reason: str) -> None:
+        """Why a pending run waits (written by a pass only when it changed)."""
+        ...
+
     def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
         """Set `preempt` (its processes' `should_preempt()` turns true) and `pausing` (pause: its clean
         exit pauses the trial) or `requeue` (preempted: its clean exit requeues it)."""

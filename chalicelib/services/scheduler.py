@@ -8,14 +8,21 @@ it reads the pool's state from DynamoDB and only grants what is still pending.
 
 Every pass first ends the runs held by agents that stopped heartbeating (a crashed machine, a killed
 agent): without that, their trials would wait forever for an exit nobody is left to report.
+
+The pass itself is `scheduling_policies.plan_pass` under the pool's configured policy (priority with
+preemption on or off, or fair share): it grants what fits, names the running runs to preempt (they are
+told to stop through the pause path: checkpoint, exit, requeue) and says why every other request waits;
+that reason is kept on the request for `det job list`.
 """
 
 from __future__ import annotations
 
 import logging
 
+from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
-from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, assign_fifo
+from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, submission_position
+from chalicelib.domain.scheduling_policies import PoolPolicy, plan_pass
 from chalicelib.domain.states import ExperimentState, RunState
 from chalicelib.services import job_updates, pausing, runs
 from chalicelib.services.ports import Ports
@@ -54,11 +61,13 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     hosts = ports.compute.hosts(pool)
     alive_ids = {host.host_id for host in hosts}
     used: dict[str, int] = {}
+    holding: list[Run] = []
     for run in ports.runs.allocated(pool):
         lost = sorted({p.agent_id for p in run.placements} - alive_ids)
         if lost:
             runs.agents_lost(ports, run, lost, timeout)
             continue
+        holding.append(run)
         for placement in run.placements:
             used[placement.agent_id] = used.get(placement.agent_id, 0) + placement.slots
     pending = ports.runs.pending(pool)
@@ -69,17 +78,23 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         AgentCapacity(agent_id=host.host_id, slots=host.slots, used=used.get(host.host_id, 0))
         for host in hosts
     ]
-    requests = [
-        SlotRequest(run_id=r.run_id, slots=r.slots, priority=r.priority, queued_at=r.queued_at)
-        for r in pending
-    ]
-    tokens = {r.run_id: r.slot_token for r in pending}
+    spec = ports.settings.pool(pool) or PoolSpec(name=pool)
+    plan = plan_pass(
+        PoolPolicy.of(spec), [_request(r) for r in pending], [_holding(r) for r in holding], agents
+    )
+    by_id = {r.run_id: r for r in [*pending, *holding]}
+    for victim in plan.preempt:
+        log.info("pool %s: preempting run %s for %s", pool, victim, plan.preempted_for.get(victim))
+        pausing.preempt_run(ports, by_id[victim])
+    for run_id, reason in plan.blocked.items():
+        if by_id[run_id].wait_reason != reason:
+            ports.runs.note_wait_reason(run_id, reason)
     granted = []
-    for assignment in assign_fifo(requests, agents):
+    for assignment in plan.assignments:
         if ports.runs.assign(assignment.run_id, assignment.agent_id, assignment.nodes) is None:
             continue  # assigned by an earlier delivery of this message
         grant = {"agent_id": assignment.agent_id, "num_nodes": len(assignment.agents)}
-        if ports.workflows.succeed(tokens[assignment.run_id], grant):
+        if ports.workflows.succeed(by_id[assignment.run_id].slot_token, grant):
             granted.append((assignment.run_id, ",".join(assignment.agents)))
         else:
             # The execution is gone (stopped or timed out): give the slots back.
@@ -88,3 +103,37 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     if granted:
         log.info("pool %s: granted %s", pool, granted)
     return granted
+
+
+def _position(run: Run) -> float:
+    """The job's queue position (moved by `det job update`), else its submission time."""
+    return run.queue_position if run.queue_position is not None else submission_position(run.queued_at)
+
+
+def _request(run: Run) -> SlotRequest:
+    return SlotRequest(
+        run_id=run.run_id,
+        slots=run.slots,
+        priority=run.priority,
+        queued_at=run.queued_at,
+        job_id=str(run.experiment_id),
+        weight=run.weight,
+        queue_position=_position(run),
+    )
+
+
+def _holding(run: Run) -> Holding:
+    placements: dict[str, int] = {}
+    for placement in run.placements:
+        placements[placement.agent_id] = placements.get(placement.agent_id, 0) + placement.slots
+    return Holding(
+        run_id=run.run_id,
+        job_id=str(run.experiment_id),
+        slots=run.slots,
+        priority=run.priority,
+        placements=placements,
+        weight=run.weight,
+        queue_position=_position(run),
+        started_at=run.assigned_at or "",
+        stopping=run.preempt or run.pausing,
+    )
