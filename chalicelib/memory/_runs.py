@@ -82,6 +82,9 @@ class MemoryRuns(RunMoves):
         if run is not None:
             run["pausing"] = True
 
+    def delete(self, run_id: str) -> None:
+        self.items.pop(run_id, None)
+
 
 def _run(item: Record | None) -> Run | None:
     return Run.from_item(item) if item is not None else None
