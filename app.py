@@ -9,7 +9,7 @@ import logging
 
 from chalice.app import Chalice
 
-from chalicelib.api import compute_routes, lifecycle_routes, stop_routes, user_routes
+from chalicelib.api import compute_routes, job_routes, lifecycle_routes, stop_routes, user_routes
 from chalicelib.handlers import events
 
 app = Chalice(app_name="stratus")
@@ -18,4 +18,5 @@ app.register_blueprint(user_routes.bp)
 app.register_blueprint(compute_routes.bp)
 app.register_blueprint(stop_routes.bp)
 app.register_blueprint(lifecycle_routes.bp)
+app.register_blueprint(job_routes.bp)
 app.register_blueprint(events.bp)

@@ -2,6 +2,7 @@
 code and HTTP status.
 
     StratusError                          500  InternalError
+    ├── PoolConfigError                   500  (chalicelib.domain.pools) a resource pools setting unread
     ├── BadRequestError                   400  a value is malformed; the message names it and the fix
     │   ├── ConfigError                        (chalicelib.config.errors) the config package's branch
     │   │   └── ConfigInvalidError        400  an experiment config with problems (listed by path)

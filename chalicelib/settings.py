@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+from chalicelib.domain.pools import DEFAULT_POOLS, PoolConfigError, PoolSpec, pools_from_json
+
 #: An agent silent for longer is presumed lost (its runs end; their trials restart elsewhere).
 DEFAULT_AGENT_TIMEOUT_S = 30.0
 #: How long a presigned S3 URL stays valid.
@@ -33,9 +35,16 @@ class Settings:
     agent_token: str
     agent_timeout_s: float
     presign_expiry_s: int
+    #: The resource pools (`STRATUS_POOLS`, JSON: a list of `PoolSpec` fields; one "default" pool,
+    #: priority scheduler with preemption, when unset).
+    pools: tuple[PoolSpec, ...] = DEFAULT_POOLS
 
     def table(self, name: str) -> str:
         return f"{self.table_prefix}{name}"
+
+    def pool(self, name: str) -> PoolSpec | None:
+        """The configured pool of that name, or None."""
+        return next((pool for pool in self.pools if pool.name == name), None)
 
 
 def _required(name: str) -> str:
@@ -64,7 +73,15 @@ def get_settings() -> Settings:
         agent_token=_required("STRATUS_AGENT_TOKEN"),
         agent_timeout_s=float(os.environ.get("STRATUS_AGENT_TIMEOUT_S", DEFAULT_AGENT_TIMEOUT_S)),
         presign_expiry_s=int(os.environ.get("STRATUS_PRESIGN_EXPIRY_S", DEFAULT_PRESIGN_EXPIRY_S)),
+        pools=_pools(),
     )
+
+
+def _pools() -> tuple[PoolSpec, ...]:
+    try:
+        return pools_from_json(os.environ.get("STRATUS_POOLS", ""))
+    except PoolConfigError as error:
+        raise RuntimeError(f"environment variable STRATUS_POOLS: {error}") from error
 
 
 def reset_settings() -> None:

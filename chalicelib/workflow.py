@@ -5,10 +5,12 @@ One Standard execution drives one trial from the queue to its end:
     Enqueue ─► RequestSlots ─► Launch ─► Release ─► Exited? ─0─► Complete ─► NotifyCompleted
                                                              ─0, paused by the searcher─► Pause
        ▲          (token to the      (token to the                 │
-       │           scheduler queue)   launch queue, answered       └─≠0─► CanRestart? ─► Errored ─► NotifyErrored
+       │           scheduler queue)   launch queue, answered       └─≠0─► CountRestart ─► Errored ─► NotifyErrored
        └──────── restart ◄──────────  by the agent's exit)                    │
-                                                                              └─ attempts left: back to Enqueue
+                                                                              └─ restarts left: back to Enqueue
     Exited? ─canceled (the user canceled or killed the trial)─► Cancel ─► NotifyCanceled
+    Exited? ─requeue (preempted by the scheduler, or its agent stopped)─► Enqueue (not a restart)
+    Exited? ─≠0─► CountRestart (restarts < max_restarts: count one, Enqueue; else Errored)
 
 Waiting is done with `sqs:sendMessage.waitForTaskToken`, never with polling loops (an execution's
 history is capped at 25,000 events). State writes use the DynamoDB integration directly, with
@@ -37,6 +39,14 @@ class WorkflowResources:
 
 
 _TRIAL_KEY = {"id": {"N.$": "States.Format('{}', $.trial_id)"}}
+
+#: SQS message attributes of a slot request: what it is for, readable without parsing its body
+#: (a consumer's filter, a trace in the console).
+_QUEUE_ATTRIBUTES = {
+    "priority": {"DataType": "Number", "StringValue.$": "States.Format('{}', $.priority)"},
+    "pool": {"DataType": "String", "StringValue.$": "$.pool"},
+    "experiment": {"DataType": "Number", "StringValue.$": "States.Format('{}', $.experiment_id)"},
+}
 
 
 def _set_trial_state(
@@ -124,6 +134,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                     "QueueUrl": res.scheduler_queue_url,
                     "MessageGroupId.$": "$.pool",
                     "MessageDeduplicationId.$": "States.Format('{}-request', $.run.run_id)",
+                    "MessageAttributes": _QUEUE_ATTRIBUTES,
                     "MessageBody": {
                         "type": MessageType.REQUEST.value,
                         "token.$": "$$.Task.Token",
@@ -170,6 +181,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                     "QueueUrl": res.scheduler_queue_url,
                     "MessageGroupId.$": "$.pool",
                     "MessageDeduplicationId.$": "States.Format('{}-release', $.run.run_id)",
+                    "MessageAttributes": {"pool": _QUEUE_ATTRIBUTES["pool"]},
                     "MessageBody": {
                         "type": MessageType.RELEASE.value,
                         "run_id.$": "$.run.run_id",
@@ -200,9 +212,18 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                         ],
                         "Next": "Pause",
                     },
+                    # Preempted to make room, or stopped by its agent (a scale-in, a spot reclaim): back
+                    # to the queue, to resume from its latest checkpoint; not a restart.
+                    {
+                        "And": [
+                            {"Variable": "$.exit.requeue", "IsPresent": True},
+                            {"Variable": "$.exit.requeue", "BooleanEquals": True},
+                        ],
+                        "Next": "Enqueue",
+                    },
                     {"Variable": "$.exit.exit_code", "NumericEquals": 0, "Next": "Complete"},
                 ],
-                "Default": "CanRestart",
+                "Default": "CountRestart",
             },
             "Pause": {
                 "Type": "Task",
@@ -218,16 +239,24 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                 res.events_queue_url, TrialState.PAUSED, "Paused", kind=MessageType.TRIAL_PAUSED
             ),
             "Paused": {"Type": "Succeed"},
-            "CanRestart": {
-                "Type": "Choice",
-                "Choices": [
-                    {
-                        "Variable": "$.run.attempt",
-                        "NumericGreaterThanPath": "$.max_restarts",
-                        "Next": "Errored",
-                    }
-                ],
-                "Default": "Enqueue",
+            # A failed run: restart if the trial has restarts left (counted on the trial, so resumes after
+            # a pause and requeues after a preemption never use them up), else the trial errors.
+            "CountRestart": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::dynamodb:updateItem",
+                "Parameters": {
+                    "TableName": res.trials_table,
+                    "Key": _TRIAL_KEY,
+                    "UpdateExpression": "ADD restarts :one",
+                    "ConditionExpression": "attribute_not_exists(restarts) OR restarts < :max",
+                    "ExpressionAttributeValues": {
+                        ":one": {"N": "1"},
+                        ":max": {"N.$": "States.Format('{}', $.max_restarts)"},
+                    },
+                },
+                "ResultPath": None,
+                "Next": "Enqueue",
+                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "Errored"}],
             },
             "Complete": {
                 "Type": "Task",

@@ -9,7 +9,8 @@ Who sets what:
   ``STRATUS_TRIAL_SEED``, ``STRATUS_SLOTS`` (the trial's total), and for one node of a multi-node run
   ``STRATUS_NUM_NODES`` and ``STRATUS_NODE_RANK``;
 - the agent: ``STRATUS_NODE_ADDR`` (its address as other nodes reach it), ``STRATUS_LAUNCHER_REPORT``
-  (where a launcher writes its outcome) and, for a run on one node, ``STRATUS_COLLECTIVE_PORT`` (a free
+  (where a launcher writes its outcome), ``STRATUS_PREEMPT_FILE`` (a file the agent creates when the
+  control plane asks the run to stop: `should_preempt()` turns true when it exists) and, for a run on one node, ``STRATUS_COLLECTIVE_PORT`` (a free
   port for the chief's socket collectives, so two trials on one host do not collide);
 - by hand, for the launchers only: a static multi-node setup (``STRATUS_CHIEF_ADDR``,
   ``STRATUS_CHIEF_PORT``, ``STRATUS_NODE_ADDRS``) and the waits (``STRATUS_KILL_GRACE_S``,
@@ -51,6 +52,7 @@ NODE_RANK = "STRATUS_NODE_RANK"
 NODE_ADDR = "STRATUS_NODE_ADDR"
 LAUNCHER_REPORT = "STRATUS_LAUNCHER_REPORT"
 COLLECTIVE_PORT = "STRATUS_COLLECTIVE_PORT"
+PREEMPT_FILE = "STRATUS_PREEMPT_FILE"
 
 # Read by the launchers only; set by hand (a static multi-node setup, the waits).
 CHIEF_ADDR = "STRATUS_CHIEF_ADDR"

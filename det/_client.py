@@ -9,7 +9,7 @@ becomes `ApiError` (`NotFoundError` for 404), a refused or timed-out connection 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -88,6 +88,28 @@ class ApiClient:
         answer = self._request("GET", "/jobs", params=_params(resource_pool=resource_pool))
         return list(answer.get("jobs", []))
 
+    def update_job(self, job_id: str, change: Mapping[str, Any]) -> Json:
+        """One change to a job (`priority`, `weight`, `resource_pool`, `ahead_of` or `behind_of`)."""
+        return self._request(
+            "PATCH",
+            f"/jobs/{job_id}",
+            json=dict(change),
+            not_found=None,  # the API names which job (the moved one or the one it moves next to)
+        )
+
+    def update_jobs(self, updates: Sequence[Mapping[str, Any]]) -> Json:
+        """Several changes, each `{"job_id": ..., <one change>}`, checked whole before any is applied."""
+        return self._request("POST", "/job-queue", json={"updates": [dict(u) for u in updates]})
+
+    def list_resource_pools(self) -> list[Json]:
+        return list(self._request("GET", "/resource-pools").get("resource_pools", []))
+
+    def list_agents(self) -> list[Json]:
+        return list(self._request("GET", "/agents").get("agents", []))
+
+    def list_slots(self) -> list[Json]:
+        return list(self._request("GET", "/slots").get("slots", []))
+
     def get_experiment(self, experiment_id: int) -> Json:
         return self._request(
             "GET",
@@ -101,6 +123,9 @@ class ApiClient:
             f"/experiments/{experiment_id}/activate",
             not_found=f"experiment {experiment_id} does not exist; `det experiment list` shows the ids",
         )
+
+    def pause_experiment(self, experiment_id: int) -> Json:
+        return self._stop(f"/experiments/{experiment_id}/pause", f"experiment {experiment_id}")
 
     def cancel_experiment(self, experiment_id: int) -> Json:
         return self._stop(f"/experiments/{experiment_id}/cancel", f"experiment {experiment_id}")

@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from rich.console import Console
 from det._client import ApiClient
 from det._render import format_time
 from det._runtime import Runtime
+from det._stack_command import describe_pools, pool_arguments, stack_command
 from det.errors import DetError, StackError
 
 STATE_FILE = "stack.json"
@@ -49,6 +49,8 @@ class StackState:
     slots: int
     started_at: Any
     agents: int = 1
+    #: The pools the stack started (name, scheduler, preemption, agents, slots), "default" first.
+    pools: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def from_json(cls, data: Any) -> StackState:
@@ -61,6 +63,7 @@ class StackState:
             slots=int(data.get("slots") or 0),
             started_at=data.get("started_at"),
             agents=int(data.get("agents") or 1),
+            pools=tuple(p for p in data.get("pools") or () if isinstance(p, dict)),
         )
 
 
@@ -167,24 +170,6 @@ def log_tail(path: Path, lines: int = 30) -> list[str]:
     return text.splitlines()[-lines:]
 
 
-def stack_command(port: int, slots: int, directory: Path, agents: int = 1) -> list[str]:
-    """`python -m infra.local_stack ...`: how `up` (and the tests' `infra.local_stack.BackgroundStack`)
-    start the stack."""
-    return [
-        sys.executable,
-        "-m",
-        "infra.local_stack",
-        "--port",
-        str(port),
-        "--slots",
-        str(slots),
-        "--agents",
-        str(agents),
-        "--state-dir",
-        str(directory),
-    ]
-
-
 def spawn_detached(command: list[str], log_path: Path) -> Process:
     with log_path.open("wb") as log:
         # A new session: the stack outlives this shell and Ctrl-C here does not reach it.
@@ -222,12 +207,15 @@ def up(
     agents = int(getattr(args, "agents", 1))
     if agents < 1:
         raise StackError(f"--agents {agents} must be at least 1")
+    pools, cluster_config = pool_arguments(args)
     if port_taken(args.port):
         raise StackError(
             f"port {args.port} on 127.0.0.1 is already in use; stop what listens there or pass --port"
         )
     directory.mkdir(parents=True, exist_ok=True)
-    command = stack_command(args.port, args.slots, directory, agents)
+    command = stack_command(
+        args.port, args.slots, directory, agents, pools=pools, cluster_config=cluster_config
+    )
     if not args.detach:
         return subprocess.call(command)
     log_path = directory / LOG_FILE
@@ -239,6 +227,8 @@ def up(
     if state.agents > 1:
         slots = f"{state.agents} agents of {slots}"
     rt.say(f"Stratus local stack is up: {state.api_url} ({slots}, pid {state.pid})")
+    if len(state.pools) > 1:
+        rt.say("  resource pools: " + describe_pools(state.pools))
     _print_hint(rt, state.api_url)
     return 0
 
@@ -262,6 +252,7 @@ def status(args: argparse.Namespace, rt: Runtime, *, alive: Alive = pid_alive) -
         ("API", state.api_url),
         ("moto", state.moto_url),
         ("slots", state.slots),
+        *([("pools", describe_pools(state.pools))] if len(state.pools) > 1 else []),
         ("started", _format_started(state.started_at)),
         ("health", _health(rt, state.api_url)),
         ("log", directory / LOG_FILE),

@@ -1,6 +1,7 @@
-"""`det experiment cancel | kill ID` and `det trial kill ID`: stop work (Determined's verbs).
+"""`det experiment pause | cancel | kill ID` and `det trial kill ID`: stop work (Determined's verbs).
 
-Cancel lets running trials checkpoint and exit; kill ends them without a checkpoint. Either way the
+Pause stops the running trials at their next checkpoint and frees their slots (`det experiment activate`
+resumes each from its checkpoint); queued trials wait unstarted. Cancel lets running trials checkpoint and exit; kill ends them without a checkpoint. Either way the
 experiment creates no more trials and ends CANCELED once every trial has ended; the command returns at
 once (`det experiment describe ID` shows the progress)."""
 
@@ -9,6 +10,16 @@ from __future__ import annotations
 import argparse
 
 from det._runtime import Runtime
+
+
+def pause_experiment(args: argparse.Namespace, rt: Runtime) -> int:
+    with rt.client() as client:
+        answer = client.pause_experiment(args.experiment_id)
+    rt.say(
+        f"Paused experiment {args.experiment_id} ({_state(answer, 'experiment')}): running trials "
+        f"checkpoint and free their slots; `det experiment activate {args.experiment_id}` resumes them"
+    )
+    return 0
 
 
 def cancel_experiment(args: argparse.Namespace, rt: Runtime) -> int:

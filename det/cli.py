@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from contract.log_levels import LEVELS
-from det import _checkpoint, _deploy, _experiment, _job, _lifecycle, _stop, _submit, _trial
+from det import _checkpoint, _cluster, _deploy, _experiment, _job, _lifecycle, _stop, _submit, _trial
 from det._runtime import DEFAULT_MASTER, Runtime
 from det.errors import ApiError, DetError
 
@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trial(commands)
     _job.add_parser(commands)
     _checkpoint.add_parser(commands)
+    _cluster.add_parsers(commands)
     _add_deploy(commands)
     return parser
 
@@ -228,6 +229,11 @@ def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _add_stop_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pause = sub.add_parser(
+        "pause", help="pause an experiment: running trials checkpoint, stop and free their slots"
+    )
+    pause.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    pause.set_defaults(command=_stop.pause_experiment)
     cancel = sub.add_parser(
         "cancel", help="cancel an experiment: no new trials; running ones checkpoint and stop"
     )
@@ -257,6 +263,19 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="N",
         help="local agents, each a node of this machine: a trial larger than one agent runs on several "
         "(default: 1)",
+    )
+    up.add_argument(
+        "--pool",
+        action="append",
+        metavar="NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]",
+        help="start a resource pool with its own agents (repeatable; slots and agents default to --slots "
+        "and --agents); the pool 'default' always exists",
+    )
+    up.add_argument(
+        "--cluster-config",
+        metavar="FILE",
+        help="resource pools in the shape of Determined's master config (`resource_pools:` with pool_name, "
+        "scheduler {type, preemption, default_priority}, plus agents and slots_per_agent)",
     )
     up.add_argument("--port", type=int, default=8080, metavar="P", help="port of the API (default: 8080)")
     up.add_argument(

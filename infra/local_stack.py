@@ -1,11 +1,13 @@
 """The embedded local stack: AWS in one process, for a laptop and for the end-to-end tests.
 
     python -m infra.local_stack --port 8080 --slots 2 --state-dir ~/.stratus/local
+        [--pool NAME[:scheduler=..][:preemption=on|off][:slots=N][:agents=N] ...] [--cluster-config FILE]
 
 starts a moto server on 127.0.0.1 (Step Functions execution on, MOTO_PORT set), creates the stack's
 resources in it (infra/resources.py), serves the Chalice app on 127.0.0.1, runs a pump per SQS queue into
-its handler (what Lambda's event source mapping does in AWS), and starts a local agent with N slots as a
-child process. Once everything is up it writes `<state-dir>/stack.json`; SIGTERM or SIGINT stops it all
+its handler (what Lambda's event source mapping does in AWS), and starts local agents with N slots as
+child processes: those of the pool "default", and those of each pool given (`infra.cluster_config`), with
+a sweep ticker per pool. Once everything is up it writes `<state-dir>/stack.json`; SIGTERM or SIGINT stops it all
 and removes that file. `det deploy local up|status|down` drive this program.
 """
 
@@ -23,9 +25,12 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from chalicelib.domain.pools import pools_to_json
+from infra.cluster_config import ClusterConfigError, LocalPool, local_pools
 
 log = logging.getLogger("stratus.local")
 
@@ -69,13 +74,24 @@ def serve_api(port: int) -> Any:
 
 class LocalStack:
     def __init__(
-        self, *, port: int, slots: int, state_dir: Path, stack: str = "stratus", agents: int = 1
+        self,
+        *,
+        port: int,
+        slots: int,
+        state_dir: Path,
+        stack: str = "stratus",
+        agents: int = 1,
+        pools: Sequence[LocalPool] | None = None,
     ) -> None:
         self.port = port or free_port()
         self.slots = slots
         self.state_dir = state_dir
         self.stack = stack
         self.agents = agents
+        # Pools given (`--pool`, `--cluster-config`) are the control plane's (`STRATUS_POOLS`); without
+        # them, its default: one pool, "default", its shape unknown.
+        self._configured_pools = bool(pools)
+        self.pools = list(pools) if pools else local_pools([], None, slots=slots, agents=agents)
         self.moto_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}"
         self.moto_url = f"http://127.0.0.1:{self.moto_port}"
@@ -115,6 +131,10 @@ class LocalStack:
                 "STRATUS_AGENT_TOKEN": self._agent_token,
             }
         )
+        if self._configured_pools:
+            os.environ["STRATUS_POOLS"] = pools_to_json(pool.spec for pool in self.pools)
+        else:
+            os.environ.pop("STRATUS_POOLS", None)  # the control plane's default: one pool, "default"
 
     def _start_moto(self) -> None:
         import httpx
@@ -172,38 +192,42 @@ class LocalStack:
             self._pumps.append(pump)
         # A third of the agent timeout: a lost agent's runs end at most ~1.3 timeouts after its last beat.
         interval = min(60.0, max(1.0, get_settings().agent_timeout_s / 3))
-        ticker = SweepTicker(sqs, self._queue_urls["scheduler"], "default", interval)
-        ticker.start()
-        self._pumps.append(ticker)
+        for pool in self.pools:
+            ticker = SweepTicker(sqs, self._queue_urls["scheduler"], pool.spec.name, interval)
+            ticker.start()
+            self._pumps.append(ticker)
 
     def _start_agents(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STRATUS_", "MOTO_"))}
         env["STRATUS_AGENT_TOKEN"] = self._agent_token
-        for i in range(self.agents):
-            agent_id = f"local-{i}"
-            work_dir = self.state_dir / "agents" / agent_id
-            work_dir.mkdir(parents=True, exist_ok=True)
-            out = (self.state_dir / f"{agent_id}.log").open("ab")
-            cmd = [
-                sys.executable,
-                "-m",
-                "harness.agent",
-                "--api",
-                self.api_url,
-                "--agent-id",
-                agent_id,
-                "--pool",
-                "default",
-                "--slots",
-                str(self.slots),
-                "--work-dir",
-                str(work_dir),
-                # Every agent is a node on this machine: multi-node trials rendezvous on the loopback.
-                "--address",
-                "127.0.0.1",
-            ]
-            self._agents.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
-            log.info("agent %s with %d slots", agent_id, self.slots)
+        for pool in self.pools:
+            for agent_id in pool.agent_ids():
+                self._start_agent(env, agent_id, pool.spec.name, pool.slots)
+
+    def _start_agent(self, env: dict[str, str], agent_id: str, pool: str, slots: int) -> None:
+        work_dir = self.state_dir / "agents" / agent_id
+        work_dir.mkdir(parents=True, exist_ok=True)
+        out = (self.state_dir / f"{agent_id}.log").open("ab")
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.agent",
+            "--api",
+            self.api_url,
+            "--agent-id",
+            agent_id,
+            "--pool",
+            pool,
+            "--slots",
+            str(slots),
+            "--work-dir",
+            str(work_dir),
+            # Every agent is a node on this machine: multi-node trials rendezvous on the loopback.
+            "--address",
+            "127.0.0.1",
+        ]
+        self._agents.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
+        log.info("agent %s of pool %s with %d slots", agent_id, pool, slots)
 
     def _write_state(self) -> None:
         state = {
@@ -212,6 +236,16 @@ class LocalStack:
             "moto_url": self.moto_url,
             "slots": self.slots,
             "agents": self.agents,
+            "pools": [
+                {
+                    "name": pool.spec.name,
+                    "scheduler": pool.spec.scheduler,
+                    "preemption": pool.spec.preemption,
+                    "agents": pool.agents,
+                    "slots": pool.slots,
+                }
+                for pool in self.pools
+            ],
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         tmp = self.state_dir / "stack.json.tmp"
@@ -251,16 +285,18 @@ class BackgroundStack:
         agents: int = 1,
         timeout: float = 120,
         env: Mapping[str, str] | None = None,
+        pools: Sequence[str] = (),
+        cluster_config: Path | None = None,
     ) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = state_dir / "stack.log"
         self._log = self.log_path.open("wb")
         # The command line `det deploy local up` starts the stack with; imported here because the
         # stack process itself (this module as __main__) needs nothing of the CLI.
-        from det._deploy import stack_command
+        from det._stack_command import stack_command
 
         self.process = subprocess.Popen(
-            stack_command(port, slots, state_dir, agents),
+            stack_command(port, slots, state_dir, agents, pools=pools, cluster_config=cluster_config),
             cwd=Path(__file__).resolve().parents[1],
             env={**os.environ, **(env or {})},
             stdout=self._log,
@@ -292,16 +328,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8080, help="API port (0 picks a free one)")
     parser.add_argument("--slots", type=int, default=2, help="slots of the local agent")
     parser.add_argument("--agents", type=int, default=1, help="number of local agents")
+    parser.add_argument(
+        "--pool",
+        action="append",
+        default=[],
+        metavar="NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]",
+        help="a resource pool and its agents (repeatable); see infra/cluster_config.py",
+    )
+    parser.add_argument(
+        "--cluster-config", type=Path, metavar="FILE", help="resource pools as in Determined's master config"
+    )
     parser.add_argument("--state-dir", type=Path, default=Path.home() / ".stratus" / "local")
     parser.add_argument("--stack", default="stratus")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        pools = local_pools(args.pool, args.cluster_config, slots=args.slots, agents=args.agents)
+    except ClusterConfigError as error:
+        parser.exit(2, f"Error: {error}\n")
+    configured = bool(args.pool) or args.cluster_config is not None
 
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     stack = LocalStack(
-        port=args.port, slots=args.slots, state_dir=args.state_dir, stack=args.stack, agents=args.agents
+        port=args.port,
+        slots=args.slots,
+        state_dir=args.state_dir,
+        stack=args.stack,
+        agents=args.agents,
+        pools=pools if configured else None,
     )
     try:
         stack.start()

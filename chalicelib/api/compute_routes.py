@@ -44,7 +44,9 @@ def agent_heartbeat(
     agent: AgentPrincipal, body: models.AgentHeartbeat, agent_id: str
 ) -> models.AgentInstructions:
     """An agent's capacity and running runs in; runs to launch and to kill out."""
-    instructions = runs.heartbeat(ports(), agent_id, body.pool, body.slots, body.running)
+    instructions = runs.heartbeat(
+        ports(), agent_id, body.pool, body.slots, body.running, stopping=body.stopping
+    )
     return models.AgentInstructions.model_validate(instructions)
 
 
@@ -62,7 +64,9 @@ def run_started(agent: AgentPrincipal, body: models.RunStarted, agent_id: str, r
 )
 def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run_id: str) -> models.Empty:
     """A run's process ended; the trial's workflow moves on."""
-    runs.exited(ports(), agent_id, run_id, body.exit_code, body.reason, body.failed_rank)
+    runs.exited(
+        ports(), agent_id, run_id, body.exit_code, body.reason, body.failed_rank, requeue=body.requeue
+    )
     return models.Empty()
 
 

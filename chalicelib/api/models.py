@@ -219,6 +219,9 @@ class AgentHeartbeat(_Body):
     pool: str = Field(min_length=1, max_length=64)
     slots: int = Field(ge=0, le=1024)
     running: list[str] = []
+    #: The agent is stopping (its last beat): it is granted nothing more, and the runs assigned to it that
+    #: it has not started go back to the queue at once (those it runs it stops, reporting `requeue`).
+    stopping: bool = False
 
 
 class LaunchSpec(BaseModel):
@@ -235,6 +238,8 @@ class LaunchSpec(BaseModel):
 class AgentInstructions(BaseModel):
     launch: list[LaunchSpec]
     kill: list[str]
+    #: Runs asked to stop (a pause, a preemption): the agent passes it on through the run's stop file.
+    preempt: list[str] = []
 
 
 class RunStarted(_Body):
@@ -245,6 +250,9 @@ class RunExited(_Body):
     exit_code: int
     reason: str = Field(default="", max_length=4000)
     failed_rank: int | None = Field(default=None, ge=0)  # from the launcher's report, if there is one
+    #: The agent stopped the run for its own reasons (it is stopping: a scale-in, a spot reclaim): the
+    #: trial goes back to the queue and resumes from its checkpoint, whatever the exit code.
+    requeue: bool = False
 
 
 class LogBatch(_Body):

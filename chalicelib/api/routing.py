@@ -64,6 +64,7 @@ PATH_PARAMETERS: dict[str, Callable[[str], Any]] = {
     "agent_id": str,
     "run_id": str,
     "uuid": str,
+    "job_id": str,  # an experiment's id; the service answers 404 for one that is not
 }
 
 

@@ -13,7 +13,7 @@ from chalicelib.api.openapi import VERSION, document
 from chalicelib.api.routing import query_int, query_str, route
 from chalicelib.domain import keys
 from chalicelib.errors import BadRequestError
-from chalicelib.services import experiments, jobs, runs, trial_reports
+from chalicelib.services import experiments, jobs, pausing, runs, trial_reports
 from chalicelib.wiring import ports
 from contract.log_levels import LEVELS, at_or_above
 from contract.metric_groups import VALIDATION
@@ -97,7 +97,7 @@ def describe_experiment(user: UserPrincipal, experiment_id: int) -> models.Exper
 @route(bp, "/experiments/{experiment_id}/activate", "POST", response=models.ExperimentOnly, auth="iam")
 def activate_experiment(user: UserPrincipal, experiment_id: int) -> models.ExperimentOnly:
     """Start (or resume) a paused experiment."""
-    record = experiments.activate(ports(), experiment_id)
+    record = pausing.activate_experiment(ports(), experiment_id)
     return models.ExperimentOnly(experiment=views.experiment(record))
 
 

@@ -76,6 +76,18 @@ def query_all(tbl: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+def scan_all(tbl: Any) -> Iterator[dict[str, Any]]:
+    """Every item of a small table (the agents), all pages read."""
+    kwargs: dict[str, Any] = {}
+    while True:
+        page = tbl.scan(**kwargs)
+        for item in page.get("Items", []):
+            yield plain(item)
+        if "LastEvaluatedKey" not in page:
+            return
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
 def query_index(tbl: Any, index: str, attribute: str, value: Any) -> Iterator[dict[str, Any]]:
     """Every item of the secondary index `index` whose key `attribute` equals `value`, all pages read.
     The attribute goes by a placeholder name, so reserved words (`pool`) need no care."""

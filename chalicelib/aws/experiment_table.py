@@ -95,6 +95,26 @@ class DynamoExperiments(ExperimentUpdates):
             raise
         return True
 
+    def update_job(
+        self, experiment_id: int, fields: Mapping[str, Any], expected_version: int
+    ) -> Experiment | None:
+        names = {"#version": "version"}
+        values: dict[str, Any] = {":expected": expected_version, ":one": 1}
+        assignments = ["#version = #version + :one"]
+        for i, (name, value) in enumerate(fields.items()):
+            names[f"#f{i}"] = name
+            values[f":v{i}"] = dynamo.to_dynamo(value)
+            assignments.append(f"#f{i} = :v{i}")
+        record = dynamo.conditional_update(
+            self._table,
+            {"id": experiment_id},
+            "SET " + ", ".join(assignments),
+            "#version = :expected",
+            names,
+            values,
+        )
+        return _decode(record) if record else None
+
     def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
         dynamo.update_fields(self._table, {"id": experiment_id}, fields)
 

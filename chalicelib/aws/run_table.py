@@ -11,6 +11,7 @@ record (`rendezvous`: node rank → address and port).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -19,7 +20,7 @@ from chalicelib.aws import dynamo
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
 from chalicelib.domain.updates import RunMove, RunMoves
-from chalicelib.services.ports import Host
+from chalicelib.services.ports import AgentRecord, Host
 
 
 def _sources(target: RunState) -> list[str]:
@@ -38,7 +39,10 @@ class DynamoRuns(RunMoves):
             "version": 0,
         }
         try:
-            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(run_id)")
+            # to_dynamo: a run carries floats (its job's weight and queue position), which boto3 refuses.
+            self._table.put_item(
+                Item=dynamo.to_dynamo(item), ConditionExpression="attribute_not_exists(run_id)"
+            )
         except ClientError as error:
             if dynamo.is_condition_failure(error):
                 return False  # a redelivered request: the first one is already queued
@@ -126,6 +130,27 @@ class DynamoRuns(RunMoves):
     def mark_pausing(self, run_id: str) -> None:
         dynamo.update_fields(self._table, {"run_id": run_id}, {"pausing": True}, pk="run_id")
 
+    def update_job(self, run_id: str, fields: Mapping[str, Any], *, only_pending: bool = False) -> Run | None:
+        states = [RunState.PENDING] if only_pending else [s for s in RunState if s is not RunState.EXITED]
+        states_in = {f":s{i}": str(state) for i, state in enumerate(states)}
+        names = {"#state": "state", "#kind": "kind"}
+        values: dict[str, Any] = dict(states_in)
+        assignments = []
+        for i, (name, value) in enumerate(fields.items()):
+            names[f"#f{i}"] = name
+            values[f":v{i}"] = dynamo.to_dynamo(value)
+            assignments.append(f"#f{i} = :v{i}")
+        # A node record has `kind`; a missing item has no `state`, so the condition fails for it too.
+        condition = f"attribute_not_exists(#kind) AND #state IN ({', '.join(states_in)})"
+        item = dynamo.conditional_update(
+            self._table, {"run_id": run_id}, "SET " + ", ".join(assignments), condition, names, values
+        )
+        return Run.from_item(item) if item is not None else None
+
+    def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
+        flag = "pausing" if pause else "requeue"
+        dynamo.update_fields(self._table, {"run_id": run_id}, {"preempt": True, flag: True}, pk="run_id")
+
 
 def _live_condition() -> tuple[str, dict[str, Any]]:
     return "#state IN (:launching, :running)", {
@@ -154,3 +179,13 @@ class DynamoAgents:
         items = dynamo.query_index(self._table, "by_pool", "pool", pool)
         horizon = dynamo.now_epoch() - timeout_s
         return [Host(str(i["agent_id"]), int(i["slots"])) for i in items if float(i["last_seen"]) >= horizon]
+
+    def every(self) -> list[AgentRecord]:
+        items = list(dynamo.scan_all(self._table))
+        return sorted(
+            (
+                AgentRecord(str(i["agent_id"]), str(i["pool"]), int(i["slots"]), float(i["last_seen"]))
+                for i in items
+            ),
+            key=lambda agent: agent.agent_id,
+        )

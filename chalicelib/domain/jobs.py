@@ -4,13 +4,17 @@ A job is one experiment's demand in a pool (Determined: one job per experiment),
 experiment's id. Its slots acquired are those its assigned, launching and running runs hold; its slots
 needed are those of its pending and held runs together. A job with slots acquired is SCHEDULED, one
 that only waits is QUEUED. Jobs are listed in the scheduler's order (`scheduling.queue_order`'s key at
-the job's level): priority (the runs' `resources.priority`: lower first, default 42), then the experiment's submission time, then its id.
+the job's level): priority (the runs': the config's `resources.priority` unless `det job update` changed
+it; lower first, default 42), then the job's queue position (the submission time in epoch seconds
+unless `det job update --ahead-of/--behind-of` moved it), then the experiment's submission time, then
+its id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from chalicelib.domain.records import Experiment
@@ -47,6 +51,7 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
     pools: dict[int, str] = {}
     priorities: dict[int, int] = {}
     first_queued: dict[int, str] = {}
+    positions: dict[int, float] = {}
     for run in runs:
         if run.state is RunState.EXITED:
             continue
@@ -57,6 +62,8 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
         pools.setdefault(key, run.pool)
         priorities[key] = min(priorities.get(key, run.priority), run.priority)
         first_queued[key] = min(first_queued.get(key, run.queued_at), run.queued_at)
+        if run.queue_position is not None:
+            positions[key] = min(positions.get(key, run.queue_position), run.queue_position)
 
     def submitted(key: int) -> str:
         experiment = experiments.get(key)
@@ -65,7 +72,14 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
     def priority(key: int) -> int:
         return priorities[key]  # the scheduler's: the runs carry the config's resources.priority
 
-    order = sorted(needed, key=lambda key: (priority(key), submitted(key), key))
+    def queue_position(key: int) -> float:
+        experiment = experiments.get(key)
+        value = experiment.queue_position if experiment is not None else None
+        value = value if value is not None else positions.get(key)
+        # A record older than positions sits at its submission time, as a new one does.
+        return value if value is not None else _epoch(submitted(key))
+
+    order = sorted(needed, key=lambda key: (priority(key), queue_position(key), submitted(key), key))
     jobs = []
     for position, key in enumerate(order, start=1):
         experiment = experiments.get(key)
@@ -84,3 +98,10 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
             )
         )
     return jobs
+
+
+def _epoch(iso: str) -> float:
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0

@@ -9,8 +9,12 @@ and how many agents it can have) refuses at submission a request that could neve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+from chalicelib.errors import StratusError
 
 SchedulerKind = Literal["priority", "fair_share"]
 SCHEDULER_KINDS: tuple[SchedulerKind, ...] = ("priority", "fair_share")
@@ -39,3 +43,78 @@ class PoolSpec:
         if self.slots_per_agent is None or self.max_agents is None:
             return None
         return self.slots_per_agent * self.max_agents
+
+
+#: The pools of a control plane configured with none: Determined's default pool, priority scheduler
+#: with preemption on (so a plain `det deploy local up` shows preemption).
+DEFAULT_POOLS: tuple[PoolSpec, ...] = (PoolSpec(name=DEFAULT_POOL),)
+
+
+class PoolConfigError(StratusError):
+    """A pools setting that cannot be read (the message names the value and the fix): the deployment's
+    to fix, so a 500 if it ever reached a request (the settings refuse it first)."""
+
+
+def pools_from_json(text: str) -> tuple[PoolSpec, ...]:
+    """Pools from their JSON form (`STRATUS_POOLS`: a list of objects with PoolSpec's fields); the
+    default pools when `text` is empty."""
+    if not text.strip():
+        return DEFAULT_POOLS
+    try:
+        raw = json.loads(text)
+    except ValueError as error:
+        raise PoolConfigError(f"the pools setting {text[:80]!r} is not JSON: {error}") from error
+    if not isinstance(raw, list) or not raw:
+        raise PoolConfigError(f"the pools setting must be a non-empty JSON list of pools, not {text[:80]!r}")
+    pools = tuple(pool_from_dict(item) for item in raw)
+    names = [pool.name for pool in pools]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise PoolConfigError(f"pool names must be unique; {', '.join(duplicates)} is configured twice")
+    return pools
+
+
+def pool_from_dict(item: Any) -> PoolSpec:
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+        raise PoolConfigError(f"each pool needs a non-empty string 'name'; got {item!r}")
+    known = {f.name for f in fields(PoolSpec)}
+    unknown = sorted(set(item) - known)
+    if unknown:
+        raise PoolConfigError(
+            f"pool {item['name']!r} has unknown fields {unknown}; the fields are {sorted(known)}"
+        )
+    spec = PoolSpec(**item)
+    if spec.scheduler not in SCHEDULER_KINDS:
+        raise PoolConfigError(
+            f"pool {spec.name!r} has scheduler {spec.scheduler!r}; use one of {', '.join(SCHEDULER_KINDS)}"
+        )
+    if not isinstance(spec.preemption, bool):
+        raise PoolConfigError(f"pool {spec.name!r} has preemption {spec.preemption!r}; use true or false")
+    if not isinstance(spec.default_priority, int) or not 1 <= spec.default_priority <= 99:
+        raise PoolConfigError(f"pool {spec.name!r} has default_priority {spec.default_priority}; use 1 to 99")
+    for name in ("slots_per_agent", "max_agents"):
+        value = getattr(spec, name)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise PoolConfigError(f"pool {spec.name!r} has {name} {value!r}; use a positive integer")
+    return spec
+
+
+def pools_to_json(pools: Iterable[PoolSpec]) -> str:
+    return json.dumps([asdict(pool) for pool in pools], sort_keys=True)
+
+
+def why_never_fits(pool: PoolSpec, slots: int) -> str | None:
+    """Why a trial of `slots` slots can never run in the pool, as far as its shape is known; None when it
+    may. One agent holds a request up to its size; a bigger one takes whole agents (as
+    `scheduling.multi_node_placement` places it), so it must be a multiple of the agents' slots, and
+    at most the pool's slots."""
+    per_agent = pool.slots_per_agent
+    if per_agent is not None and slots > per_agent and slots % per_agent:
+        return (
+            f"slots_per_trial {slots} is more than one agent of pool {pool.name!r} holds ({per_agent}) and "
+            f"not a multiple of it, so it can never be placed on whole agents"
+        )
+    most = pool.max_slots
+    if most is not None and slots > most:
+        return f"slots_per_trial {slots} is more than pool {pool.name!r} can ever offer ({most} slots)"
+    return None

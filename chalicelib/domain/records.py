@@ -58,9 +58,25 @@ class Experiment(StoredRecord):
     #: The searcher's snapshot, once it started; saved under `searcher_version`.
     searcher: dict[str, Any] | None = None
     searcher_version: int = 0
+    #: The job's place in its pool's queue (`det job update`): its priority (None: the config's
+    #: `resources.priority`), its fair-share weight, and its position among jobs of one priority
+    #: (the submission time in epoch seconds unless moved; None on records older than positions).
+    priority: int | None = None
+    weight: float = 1.0
+    queue_position: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", ExperimentState(self.state))
+
+    @property
+    def job_priority(self) -> int:
+        """The priority its runs are scheduled with: the job's own, else the config's."""
+        return self.priority if self.priority is not None else self.parsed_config.resources.priority
+
+    @property
+    def job_pool(self) -> str:
+        """The pool its runs are queued in (moved by `det job update --resource-pool`)."""
+        return self.resource_pool or self.parsed_config.resources.resource_pool
 
     @property
     def searcher_started(self) -> bool:
@@ -87,6 +103,9 @@ class Trial(StoredRecord):
     #: Runs that entered the queue (the workflow counts them); resumes after a pause are generations.
     attempts: int = 0
     generation: int = 0
+    #: Restarts after a failure (the workflow counts them against `max_restarts`); a requeue after a
+    #: preemption, an agent's stop or a pause is not one.
+    restarts: int = 0
     trial_seed: int = 0
     start_time: str | None = None
     end_time: str | None = None
@@ -113,10 +132,6 @@ class Trial(StoredRecord):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", TrialState(self.state))
-
-    @property
-    def restarts(self) -> int:
-        return max(0, self.attempts - 1 - self.generation)
 
     @property
     def work_done(self) -> float:

@@ -41,6 +41,10 @@ class Run(StoredRecord):
     slots: int
     state: RunState
     priority: int
+    #: Its job's fair-share weight and position in the pool's queue (lower first among one priority;
+    #: the experiment's submission time unless `det job update` moved it), copied when it is requested.
+    weight: float = 1.0
+    queue_position: float | None = None
     #: The token of the workflow's slot request (answered by the grant).
     slot_token: str = ""
     queued_at: str = ""
@@ -55,7 +59,10 @@ class Run(StoredRecord):
     reason: str | None = None
     #: Told to stop for a pause: its clean exit pauses the trial.
     pausing: bool = False
+    #: Told to stop (`should_preempt()` is true for its processes): for a pause, or a requeue.
     preempt: bool = False
+    #: Told to stop to make room (preempted by the scheduler): its clean exit requeues the trial.
+    requeue: bool = False
     log_seq: int = 0
     rendezvous: dict[int, RendezvousEntry] = field(default_factory=dict)
     node_exits: dict[int, int] = field(default_factory=dict)

@@ -72,7 +72,19 @@ T = TrialState
 R = RunState
 
 EXPERIMENT_TRANSITIONS: dict[ExperimentState, frozenset[ExperimentState]] = {
-    E.PAUSED: frozenset({E.ACTIVE, E.STOPPING_CANCELED, E.STOPPING_KILLED, E.CANCELED}),
+    # A paused experiment's searcher may still finish it (its last trial ended as the pause came).
+    E.PAUSED: frozenset(
+        {
+            E.ACTIVE,
+            E.STOPPING_COMPLETED,
+            E.STOPPING_ERROR,
+            E.STOPPING_CANCELED,
+            E.STOPPING_KILLED,
+            E.COMPLETED,
+            E.ERROR,
+            E.CANCELED,
+        }
+    ),
     E.ACTIVE: frozenset(
         {
             E.PAUSED,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chalicelib.domain.pools import DEFAULT_POOLS
 from chalicelib.services.clock import iso_utc
 from chalicelib.settings import DEFAULT_AGENT_TIMEOUT_S, DEFAULT_PRESIGN_EXPIRY_S, Settings
 
@@ -48,6 +49,7 @@ def memory_settings(**overrides: object) -> Settings:
         "agent_token": "memory-agent-token",
         "agent_timeout_s": DEFAULT_AGENT_TIMEOUT_S,
         "presign_expiry_s": DEFAULT_PRESIGN_EXPIRY_S,
+        "pools": DEFAULT_POOLS,
     }
     unknown = set(overrides) - set(values)
     if unknown:

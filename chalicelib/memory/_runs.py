@@ -4,13 +4,14 @@ running on an agent; a run on several nodes is launched as one node record per n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState
 from chalicelib.domain.updates import RunMove, RunMoves
 from chalicelib.memory._items import Record, read, stored, transition
-from chalicelib.services.ports import Clock, Host
+from chalicelib.services.ports import AgentRecord, Clock, Host
 
 _LIVE = (str(RunState.LAUNCHING), str(RunState.RUNNING))
 
@@ -82,6 +83,21 @@ class MemoryRuns(RunMoves):
         if run is not None:
             run["pausing"] = True
 
+    def update_job(self, run_id: str, fields: Mapping[str, Any], *, only_pending: bool = False) -> Run | None:
+        run = self.items.get(run_id)
+        if run is None or run.get("kind") == "node" or run.get("state") == str(RunState.EXITED):
+            return None
+        if only_pending and run.get("state") != str(RunState.PENDING):
+            return None
+        run.update({name: stored(value) for name, value in fields.items()})
+        return _run(read(run))
+
+    def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
+        run = self.items.get(run_id)
+        if run is not None:
+            run["preempt"] = True
+            run["pausing" if pause else "requeue"] = True
+
     def delete(self, run_id: str) -> None:
         self.items.pop(run_id, None)
 
@@ -116,4 +132,10 @@ class MemoryAgents:
             Host(agent_id, int(self.items[agent_id]["slots"]))
             for agent_id in sorted(self.items)
             if self.items[agent_id]["pool"] == pool and self.items[agent_id]["last_seen"] >= horizon
+        ]
+
+    def every(self) -> list[AgentRecord]:
+        return [
+            AgentRecord(agent_id, str(item["pool"]), int(item["slots"]), float(item["last_seen"]))
+            for agent_id, item in sorted(self.items.items())
         ]

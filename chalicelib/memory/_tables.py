@@ -72,6 +72,16 @@ class MemoryExperiments(ExperimentUpdates):
         item["searcher_version"] = expected_version + 1
         return True
 
+    def update_job(
+        self, experiment_id: int, fields: Mapping[str, Any], expected_version: int
+    ) -> Experiment | None:
+        item = self.items.get(experiment_id)
+        if item is None or int(item.get("version", 0)) != expected_version:
+            return None  # DynamoDB's condition: the record is still at the version read
+        item.update({name: stored(value) for name, value in fields.items()})
+        item["version"] = expected_version + 1
+        return _experiment(item)
+
     def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
         update_fields(self.items, experiment_id, fields)
 

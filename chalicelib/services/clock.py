@@ -14,6 +14,11 @@ def iso_utc(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def epoch_of(iso: str) -> float:
+    """The seconds since the epoch of a time the control plane wrote (`iso_utc`'s inverse)."""
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
 class SystemClock:
     def now(self) -> float:
         return time.time()

@@ -1,5 +1,5 @@
-"""Use cases on experiments: create (validate, record, start the searcher), activate, read, list,
-archive and unarchive."""
+"""Use cases on experiments: create (validate, record, start the searcher), read, list, archive and
+unarchive (pause and activate: `chalicelib.services.pausing`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from chalicelib.domain.records import Experiment
 from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
-from chalicelib.services import searching
+from chalicelib.services import pools, searching
 from chalicelib.services.ports import Ports
 from contract.nni import is_nni_config
 
@@ -62,6 +62,7 @@ def create(
 ) -> CreateResult:
     parsed = validate(raw_config)
     warnings = list(parsed.warnings)
+    pools.check_request_fits(ports.settings, parsed.config.resources)
     if validate_only:
         return CreateResult(experiment=None, warnings=warnings)
     if context_sha256 is not None and not keys.is_sha256(context_sha256):
@@ -90,21 +91,13 @@ def create(
         searcher_type=config.searcher.name,
         resource_pool=config.resources.resource_pool,
         start_time=ports.clock.now_iso(),
+        weight=config.resources.weight,
+        queue_position=ports.clock.now(),  # FIFO among jobs of one priority until `det job update`
     )
     ports.experiments.create(experiment)
     if activate:
         searching.start(ports, experiment.with_parsed_config(config))  # the config parsed once
     return CreateResult(experiment=ports.experiments.get(experiment_id), warnings=warnings)
-
-
-def activate(ports: Ports, experiment_id: int) -> Experiment:
-    experiment = get(ports, experiment_id)
-    if experiment.state == ExperimentState.ACTIVE:
-        return experiment
-    if ports.experiments.transition(experiment_id, ExperimentState.ACTIVE) is None:
-        raise ConflictError(f"experiment {experiment_id} is {experiment.state} and cannot be activated")
-    searching.start(ports, get(ports, experiment_id))
-    return get(ports, experiment_id)
 
 
 def get(ports: Ports, experiment_id: int) -> Experiment:

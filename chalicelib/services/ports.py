@@ -29,6 +29,16 @@ class Host:
     slots: int
 
 
+@dataclass(frozen=True)
+class AgentRecord:
+    """An agent as its heartbeats left it: its pool, its slots, and when it was last heard (epoch s)."""
+
+    agent_id: str
+    pool: str
+    slots: int
+    last_seen: float
+
+
 class ExperimentStore(Protocol):
     def create(self, experiment: Experiment) -> None: ...
     def get(self, experiment_id: int) -> Experiment | None: ...
@@ -46,6 +56,13 @@ class ExperimentStore(Protocol):
     def save_searcher(
         self, experiment_id: int, snapshot: Mapping[str, Any], expected_version: int
     ) -> bool: ...
+    def update_job(
+        self, experiment_id: int, fields: Mapping[str, Any], expected_version: int
+    ) -> Experiment | None:
+        """Set the job's fields (priority, weight, queue_position, resource_pool) if the record is still
+        at `expected_version` (bumping it); None when it moved meanwhile (or does not exist)."""
+        ...
+
     def record_progress(self, experiment_id: int, progress: float) -> None: ...
     def record_trial_count(self, experiment_id: int, num_trials: int) -> None: ...
     def delete(self, experiment_id: int) -> None:
@@ -116,6 +133,16 @@ class RunStore(Protocol):
     def exit(self, run_id: str, exit_code: int, reason: str) -> Run | Node | None: ...
     def record_log_batch(self, run_id: str, seq: int) -> None: ...
     def mark_pausing(self, run_id: str) -> None: ...
+    def update_job(self, run_id: str, fields: Mapping[str, Any], *, only_pending: bool = False) -> Run | None:
+        """Copy its job's changed fields onto a live run (not EXITED; only a PENDING one when
+        `only_pending`: a pool change, with `pool` and `pending_pool`); None when it is not."""
+        ...
+
+    def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
+        """Set `preempt` (its processes' `should_preempt()` turns true) and `pausing` (pause: its clean
+        exit pauses the trial) or `requeue` (preempted: its clean exit requeues it)."""
+        ...
+
     def record_node_exit(self, run_id: str, node_rank: int, exit_code: int) -> Run | None: ...
     def register_rendezvous(self, run_id: str, node_rank: int, entry: RendezvousEntry) -> Run | None: ...
     def delete(self, run_id: str) -> None:
@@ -127,6 +154,10 @@ class AgentStore(Protocol):
     def heartbeat(self, agent_id: str, pool: str, slots: int) -> bool: ...
     def alive(self, pool: str, timeout_s: float) -> list[Host]:
         """The pool's agents that heartbeated within `timeout_s`, by id."""
+        ...
+
+    def every(self) -> list[AgentRecord]:
+        """Every agent that ever heartbeated, by id, with its last heartbeat (`det agent list`)."""
         ...
 
 

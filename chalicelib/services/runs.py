@@ -53,18 +53,32 @@ def handle_launch(ports: Ports, message: messages.Launch) -> None:
         # Its trial was canceled while the run waited for its launch: it never starts.
         ports.runs.exit(run_id, -1, "canceled before it was launched")
         run = ports.runs.get(run_id) or run
+    elif run.state == RunState.ASSIGNED and (run.pausing or run.requeue):
+        # Paused or preempted while it waited for its launch: it gives its slots back unstarted.
+        ports.runs.exit(run_id, 0, "stopped before it was launched")
+        run = ports.runs.get(run_id) or run
     if run.state == RunState.ASSIGNED:
         ports.compute.launch(run_id, message.token)
         ports.trials.transition(run.trial_id, TrialState.PULLING)
     elif run.state == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
         exit_code = run.exit_code if run.exit_code is not None else -1
-        output: dict[str, Any] = {"exit_code": exit_code, "reason": run.reason or "", "paused": False}
-        ports.workflows.succeed(message.token, output | _canceled_flag(trial))
+        output = exit_output(run, trial, exit_code, run.reason or "")
+        ports.workflows.succeed(message.token, output)
     # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
 
 
-def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Sequence[str]) -> dict[str, Any]:
+def heartbeat(
+    ports: Ports,
+    agent_id: str,
+    pool: str,
+    slots: int,
+    running: Sequence[str],
+    *,
+    stopping: bool = False,
+) -> dict[str, Any]:
+    if stopping:
+        return _agent_stopping(ports, agent_id, pool, running)
     if ports.agents.heartbeat(agent_id, pool, slots):
         ports.queues.to_scheduler(
             pool,
@@ -73,15 +87,37 @@ def heartbeat(ports: Ports, agent_id: str, pool: str, slots: int, running: Seque
         )
     launches = []
     kill = []
+    preempt = []
     mine = ports.runs.for_agent(agent_id)
     live = {held.held_id for held in mine}
     for held in mine:
         if held.state == RunState.LAUNCHING and held.held_id not in running:
             launches.append(launch_spec(ports, held).to_json())
+        if isinstance(held, Run) and held.preempt and held.held_id in running:
+            preempt.append(held.held_id)  # paused or preempted: the agent tells its processes at once
     for run_id in running:
         if run_id not in live:
             kill.append(run_id)  # the control plane no longer expects it (ended, or canceled)
-    return {"launch": launches, "kill": kill}
+    return {"launch": launches, "kill": kill, "preempt": preempt}
+
+
+def _agent_stopping(ports: Ports, agent_id: str, pool: str, running: Sequence[str]) -> dict[str, Any]:
+    """An agent's last beat: no slots from now on (so nothing more is granted on it), and what it holds
+    but has not started goes back to the queue now rather than after the agent timeout."""
+    ports.agents.heartbeat(agent_id, pool, 0)
+    ports.queues.to_scheduler(
+        pool, messages.CapacityChanged(pool).to_body(), dedup_id=f"capacity-{agent_id}-stopping"
+    )
+    for held in ports.runs.for_agent(agent_id):
+        if held.held_id in running or held.state not in (RunState.ASSIGNED, RunState.LAUNCHING):
+            continue
+        run = ports.runs.get(held.run_id) if isinstance(held, Node) else held
+        if run is None:
+            continue
+        ports.runs.tell_to_stop(run.run_id, pause=False)  # an ASSIGNED run: its launch ends it unstarted
+        if run.state == RunState.LAUNCHING:
+            end_run(ports, run, 0, f"agent {agent_id} stopped before starting it", requeue=True)
+    return {"launch": [], "kill": [], "preempt": []}
 
 
 def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:
@@ -104,20 +140,35 @@ def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:
 
 
 def exited(
-    ports: Ports, agent_id: str, run_id: str, exit_code: int, reason: str, failed_rank: int | None = None
+    ports: Ports,
+    agent_id: str,
+    run_id: str,
+    exit_code: int,
+    reason: str,
+    failed_rank: int | None = None,
+    *,
+    requeue: bool = False,
 ) -> None:
+    """A run's process ended. ``requeue``: the agent stopped it for its own reasons (it is stopping: a
+    scale-in, a spot reclaim), so its trial goes back to the queue whatever the exit code, and resumes
+    from its latest checkpoint; it is neither completed nor counted as a restart."""
     held = _held_by(ports, agent_id, run_id)
     if held.state == RunState.EXITED:
         return  # a retried report
     if ports.runs.exit(run_id, exit_code, reason) is None:
         return
+    if requeue:
+        ports.runs.tell_to_stop(held.run_id, pause=False)
+        reason = f"requeued: {reason}"
     if isinstance(held, Node):
-        _node_exited(ports, held, exit_code, reason, failed_rank)
+        _node_exited(ports, held, exit_code, reason, failed_rank, requeue=requeue)
     else:
-        _report_run_exit(ports, held, exit_code, reason, failed_rank)
+        _report_run_exit(ports, held, exit_code, reason, failed_rank, requeue=requeue)
 
 
-def _node_exited(ports: Ports, node: Node, exit_code: int, reason: str, failed_rank: int | None) -> None:
+def _node_exited(
+    ports: Ports, node: Node, exit_code: int, reason: str, failed_rank: int | None, *, requeue: bool
+) -> None:
     """One node of a multi-node run ended: the first failure ends the run (the other nodes are told to
     stop at their agents' next heartbeat); a clean exit ends it once every node has exited cleanly."""
     run = ports.runs.record_node_exit(node.run_id, node.node_rank, exit_code)
@@ -137,13 +188,20 @@ def _node_exited(ports: Ports, node: Node, exit_code: int, reason: str, failed_r
             node_id = keys.node_id(run.run_id, other)
             ports.runs.exit(node_id, -1, f"stopped: node {node.node_rank} ended the run")
             ports.compute.stop(node_id)
-    _report_run_exit(ports, run, exit_code, reason, failed_rank)
+    _report_run_exit(ports, run, exit_code, reason, failed_rank, requeue=requeue)
 
 
 def agents_lost(ports: Ports, run: Run, agents: Sequence[str], timeout_s: float) -> bool:
     """End a run held by agents that stopped heartbeating (their processes are presumed gone with them);
     the workflow then restarts the trial elsewhere or fails it. False if the run had ended already."""
     names = ", ".join(agents)
+    if run.state != RunState.RUNNING:
+        # Its process never started: not the trial's failure; it goes back to the queue.
+        reason = f"lost agent {names} before the run started: no heartbeat for {timeout_s:.0f} s"
+        if not end_run(ports, run, AGENT_LOST_EXIT_CODE, reason, requeue=True):
+            return False
+        log.warning("run %s: %s", run.run_id, reason)
+        return True
     reason = f"lost agent {names}: no heartbeat for {timeout_s:.0f} s; the run's processes are presumed gone"
     if not end_run(ports, run, AGENT_LOST_EXIT_CODE, reason):
         return False
@@ -151,33 +209,55 @@ def agents_lost(ports: Ports, run: Run, agents: Sequence[str], timeout_s: float)
     return True
 
 
-def end_run(ports: Ports, run: Run, exit_code: int, reason: str) -> bool:
+def end_run(ports: Ports, run: Run, exit_code: int, reason: str, *, requeue: bool = False) -> bool:
     """End a launched run from the control plane (its agents lost, or the user killed it): recorded
-    EXITED, so its agents kill what is left of it at their next heartbeat, and its exit answered. False
-    if the run had ended already."""
+    EXITED, so its agents kill what is left of it at their next heartbeat, and its exit answered (with
+    ``requeue``, its trial goes back to the queue). False if the run had ended already."""
     if ports.runs.exit(run.run_id, exit_code, reason) is None:
         return False
     ports.compute.stop(run.run_id)
     for rank in range(len(run.nodes)):
         ports.runs.exit(keys.node_id(run.run_id, rank), exit_code, reason)
         ports.compute.stop(keys.node_id(run.run_id, rank))
-    _report_run_exit(ports, run, exit_code, reason, None)
+    _report_run_exit(ports, run, exit_code, reason, None, requeue=requeue)
     return True
 
 
-def _report_run_exit(ports: Ports, run: Run, exit_code: int, reason: str, failed_rank: int | None) -> None:
+def _report_run_exit(
+    ports: Ports,
+    run: Run,
+    exit_code: int,
+    reason: str,
+    failed_rank: int | None,
+    *,
+    requeue: bool = False,
+) -> None:
     """The run has exited: record it on the trial and answer the workflow's launch token."""
     trial = ports.trials.get(run.trial_id)
-    # Paused only if this process was told to pause (a promotion may have come since: see trial_paused).
-    paused = exit_code == 0 and run.pausing
     if trial is not None and trial.invalid_hp and exit_code == 0:
         reason = trial.exit_reason or reason
     if exit_code == 0 and trial is not None:
         failed_rank = trial.failed_rank  # a clean exit keeps the rank an earlier run failed on
     ports.trials.record_exit(run.trial_id, exit_code, reason, failed_rank)
     if run.launch_token:
-        output: dict[str, Any] = {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
-        ports.workflows.succeed(run.launch_token, output | _canceled_flag(trial))
+        output = exit_output(run, trial, exit_code, reason, requeue=requeue)
+        ports.workflows.succeed(run.launch_token, output)
+
+
+def exit_output(
+    run: Run, trial: Trial | None, exit_code: int, reason: str, *, requeue: bool = False
+) -> dict[str, Any]:
+    """The answer to a run's launch token, which the workflow's `Exited?` choice reads: `canceled` (the
+    user canceled or killed the trial: it ends CANCELED), else `paused` (a clean exit of a run told to
+    pause, by the searcher or the user: the trial waits PAUSED), else `requeue` (a clean exit of a run
+    preempted to make room, or any exit of a run its agent stopped: the trial goes back to the queue)."""
+    paused = exit_code == 0 and run.pausing
+    output: dict[str, Any] = {"exit_code": exit_code, "reason": reason[:1000], "paused": paused}
+    if _canceled(trial):
+        output["canceled"] = True
+    elif not paused and (requeue or (exit_code == 0 and run.requeue)):
+        output["requeue"] = True
+    return output
 
 
 def _canceled(trial: Trial | None) -> bool:
@@ -187,11 +267,6 @@ def _canceled(trial: Trial | None) -> bool:
         TrialState.STOPPING_KILLED,
         TrialState.CANCELED,
     )
-
-
-def _canceled_flag(trial: Trial | None) -> dict[str, Any]:
-    """`canceled: true` in a run's exit for a canceled trial (absent otherwise)."""
-    return {"canceled": True} if _canceled(trial) else {}
 
 
 def rendezvous(

@@ -16,8 +16,8 @@ import logging
 
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, assign_fifo
-from chalicelib.domain.states import RunState
-from chalicelib.services import runs
+from chalicelib.domain.states import ExperimentState, RunState
+from chalicelib.services import job_updates, pausing, runs
 from chalicelib.services.ports import Ports
 from contract import messages
 
@@ -26,19 +26,24 @@ log = logging.getLogger(__name__)
 
 def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
     if isinstance(message, messages.RequestSlots):
-        ports.runs.put_request(
-            Run(
-                run_id=message.run_id,
-                trial_id=message.trial_id,
-                experiment_id=message.experiment_id,
-                pool=message.pool,
-                slots=message.slots,
-                priority=message.priority,
-                state=RunState.PENDING,
-                slot_token=message.token,
-                queued_at=ports.clock.now_iso(),
-            )
+        experiment = ports.experiments.get(message.experiment_id)
+        request = Run(
+            run_id=message.run_id,
+            trial_id=message.trial_id,
+            experiment_id=message.experiment_id,
+            pool=message.pool,
+            slots=message.slots,
+            priority=message.priority,
+            state=RunState.PENDING,
+            slot_token=message.token,
+            queued_at=ports.clock.now_iso(),
         )
+        # The job as it is now (`det job update` may have changed it since the workflow started).
+        request = job_updates.queued_as_job(ports, request, experiment)
+        ports.runs.put_request(request)
+        if experiment is not None and experiment.state == ExperimentState.PAUSED:
+            # Its execution started just before the pause: the trial waits PAUSED, unstarted.
+            pausing.pause_request_of_paused_experiment(ports, ports.runs.get(request.run_id) or request)
     schedule_pool(ports, message.pool)
 
 

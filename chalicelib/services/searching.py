@@ -59,7 +59,7 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
     experiment = ports.experiments.get(message.experiment_id)
     if experiment is None or experiment.searcher is None or experiment.state.terminal:
         return
-    if experiment.state == ExperimentState.STOPPING_CANCELED:
+    if experiment.state in stopping.STOPPING_TO_CANCELED:
         stopping.on_trial_event(ports, experiment)  # canceled: the searcher creates nothing more
         return
     if experiment.state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
@@ -112,6 +112,8 @@ def _tell_pause(
     trial = ports.trials.get(message.trial_id)
     if trial is None or trial.state != TrialState.PAUSED:
         return  # the pause was not recorded (the trial was canceled meanwhile)
+    if trial.searcher_action != "pause":
+        return  # paused by the user (`det experiment pause`), not by the searcher: not a round's end
     ops = searcher.on_trial_paused(searchers.TrialPaused(message.event_id, message.trial_id))
     _save_and_apply(ports, experiment, spec, searcher, ops, version=experiment.searcher_version)
 
@@ -155,12 +157,14 @@ def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTria
     trial_id = ports.ids.claim(f"trial-request:{experiment.id}:{op.request_id}", "trial")
     seed = experiment.parsed_config.reproducibility.experiment_seed or 0
     warm_start = _warm_start_checkpoint(ports, op)
+    # While the experiment is paused, a new trial waits PAUSED for `det experiment activate`.
+    paused = experiment.state == ExperimentState.PAUSED
     ports.trials.create(
         Trial(
             id=trial_id,
             experiment_id=experiment.id,
             request_id=op.request_id,
-            state=TrialState.QUEUED,
+            state=TrialState.PAUSED if paused else TrialState.QUEUED,
             hparams=op.hparams,
             start_time=ports.clock.now_iso(),
             trial_seed=(seed + trial_id) % 2**31,
@@ -172,7 +176,8 @@ def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTria
         )
     )
     ports.experiments.record_trial_count(experiment.id, len(ports.trials.for_experiment(experiment.id)))
-    _start_run(ports, experiment, trial_id, generation=0)
+    if not paused:
+        _start_run(ports, experiment, trial_id, generation=0)
     return trial_id
 
 
@@ -191,9 +196,9 @@ def _start_run(ports: Ports, experiment: Experiment, trial_id: int, generation: 
         {
             "trial_id": trial_id,
             "experiment_id": experiment.id,
-            "pool": config.resources.resource_pool,
+            "pool": experiment.job_pool,  # `det job update` may have moved or reprioritized the job
             "slots": config.resources.slots_per_trial or 1,
-            "priority": config.resources.priority,
+            "priority": experiment.job_priority,
             "max_restarts": config.max_restarts,
         },
     )
@@ -207,12 +212,15 @@ def _continue_trial(ports: Ports, experiment: Experiment, op: searchers.Continue
     if trial.state == TrialState.PAUSED:
         # A promotion: resume the paused trial from its latest checkpoint in a new execution. The
         # generation moves on only if the trial is still paused, so a redelivery starts it once.
-        _resume_paused_trial(ports, experiment, trial)
+        resume_paused_trial(ports, experiment, trial)
 
 
-def _resume_paused_trial(ports: Ports, experiment: Experiment, trial: Trial) -> None:
+def resume_paused_trial(ports: Ports, experiment: Experiment, trial: Trial) -> None:
     """Start a paused trial's next execution, once per pause: a promotion and the pause's own event (or
-    its redelivery) may both get here while the trial is still PAUSED."""
+    its redelivery) may both get here while the trial is still PAUSED. While the experiment is paused the
+    trial stays PAUSED (`det experiment activate` resumes it)."""
+    if experiment.state == ExperimentState.PAUSED:
+        return
     if ports.trials.resume_paused(trial.id, trial.generation, trial.attempts):
         _start_run(ports, experiment, trial.id, trial.generation + 1)
 
@@ -237,7 +245,7 @@ def _carry_out_decision_on_paused_trial(ports: Ports, experiment: Experiment, tr
     if trial is None or trial.state != TrialState.PAUSED:
         return
     if trial.searcher_action == "train":
-        _resume_paused_trial(ports, experiment, trial)
+        resume_paused_trial(ports, experiment, trial)
     elif trial.searcher_action == "stop":
         _complete_stopped_paused_trial(ports, trial)
 

@@ -5,10 +5,11 @@ once, its slot request dropped; a running trial is told to stop (`should_preempt
 searcher says stop): it checkpoints and exits. The experiment waits in STOPPING_CANCELED and ends
 CANCELED once every trial has ended.
 
-Kill: the same, except that a running trial's run is ended here (its agents kill its processes at their
+Kill (STOPPING_KILLED): the same, except that a running trial's run is ended here (its agents kill its processes at their
 next heartbeat: SIGTERM, then SIGKILL after the grace) and no checkpoint is taken.
 
-A run's exit ends a STOPPING_CANCELED trial CANCELED (`runs._report_run_exit` tells the workflow, whose
+The experiment (and each trial) waits in STOPPING_CANCELED for a cancel, STOPPING_KILLED for a kill.
+A run's exit ends a STOPPING_CANCELED or STOPPING_KILLED trial CANCELED (`runs._report_run_exit` tells the workflow, whose
 Cancel writes it), whatever its exit code; the trial's exit event then reaches `on_trial_event`.
 Everything here is idempotent: a repeated cancel or kill finds each trial as far as the first took it.
 A kill after a cancel kills the trials still stopping.
@@ -28,7 +29,15 @@ from contract import messages
 #: The exit code recorded for a run the user killed (as a process killed by SIGKILL reports it).
 KILLED_EXIT_CODE = -9
 
-_STOPPABLE = (ExperimentState.ACTIVE, ExperimentState.PAUSED, ExperimentState.STOPPING_CANCELED)
+_STOPPABLE = (
+    ExperimentState.ACTIVE,
+    ExperimentState.PAUSED,
+    ExperimentState.STOPPING_CANCELED,
+    ExperimentState.STOPPING_KILLED,
+)
+#: The states of an experiment (and of a trial) on its way to CANCELED.
+STOPPING_TO_CANCELED = (ExperimentState.STOPPING_CANCELED, ExperimentState.STOPPING_KILLED)
+_TRIAL_STOPPING = (TrialState.STOPPING_CANCELED, TrialState.STOPPING_KILLED)
 
 
 def cancel_experiment(ports: Ports, experiment_id: int) -> Experiment:
@@ -67,7 +76,7 @@ def on_trial_event(ports: Ports, experiment: Experiment) -> None:
     A stopping trial whose run has exited ends CANCELED here too: its exit may have been reported just
     before the cancel (so without the flag that makes the workflow cancel it)."""
     for trial in ports.trials.for_experiment(experiment.id):
-        if trial.state == TrialState.STOPPING_CANCELED:
+        if trial.state in _TRIAL_STOPPING:
             run = _latest_run(ports, trial)
             if run is None or run.state == RunState.EXITED:
                 ports.trials.transition(trial.id, TrialState.CANCELED, end_time=ports.clock.now_iso())
@@ -89,8 +98,11 @@ def _stop_experiment(ports: Ports, experiment_id: int, *, kill: bool) -> Experim
             f"experiment {experiment_id} is {experiment.state}: it has ended or is finishing by itself; "
             f"there is nothing to {verb}"
         )
-    moving = experiment.state != ExperimentState.STOPPING_CANCELED
-    if moving and ports.experiments.transition(experiment_id, ExperimentState.STOPPING_CANCELED) is None:
+    target = ExperimentState.STOPPING_KILLED if kill else ExperimentState.STOPPING_CANCELED
+    if experiment.state == ExperimentState.STOPPING_KILLED:
+        target = experiment.state  # a cancel after a kill: the kill stands
+    moving = experiment.state != target
+    if moving and ports.experiments.transition(experiment_id, target) is None:
         raise ConflictError(
             f"experiment {experiment_id} changed state meanwhile; run `det experiment {verb}` again"
         )
@@ -115,7 +127,10 @@ def _stop_trial(ports: Ports, trial: Trial, *, kill: bool) -> bool:
         if run is not None:
             _drop_queued_run(ports, run)
         return ended is not None
-    ports.trials.transition(trial.id, TrialState.STOPPING_CANCELED)
+    if kill:
+        ports.trials.transition(trial.id, TrialState.STOPPING_KILLED)
+    elif trial.state != TrialState.STOPPING_KILLED:
+        ports.trials.transition(trial.id, TrialState.STOPPING_CANCELED)
     if not kill:
         ports.trials.set_searcher_action(trial.id, "stop")  # should_preempt() turns true
     elif run is not None and launched:

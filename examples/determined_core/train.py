@@ -7,6 +7,21 @@ on Stratus, and off both (`python3 train.py`).
   `validation_accuracy` goes back to the searcher with `op.report_completed()`;
 - checkpoints after each operation and when preempted (`should_preempt()`), resumes from
   `latest_checkpoint`; batch n is drawn from (seed, n) alone, so a resumed trial continues exactly;
+
+What a Core API script must save for a resumed trial to end exactly as an uninterrupted one (the Core
+API, Determined's as ours, stores the files you write and nothing else):
+- the model's state_dict (parameters and buffers, e.g. batch norm statistics), the optimizer's (Adam's
+  moments, momentum) and every LR scheduler's;
+- where it is: the batch count, and anything else the loop keeps (a running loss, the last validation);
+- the data order: make batch n a function of (seed, n), as `Digits.batch` does, or save the sampler's
+  state; a `torch.utils.data.DataLoader(shuffle=True)` without a `generator` draws each epoch's order
+  from torch's global RNG;
+- the RNG states of everything that draws (dropout, augmentation, noise): `random`, numpy's global RNG
+  and torch's (CUDA's too on GPUs), restored last, after building the model and loading the rest;
+- and checkpoint only where the loop can stop (after the metrics of a report), so that the reports of a
+  resumed trial fall on the same batches.
+This example draws nothing at random while training, but saves and restores the RNG states anyway, so
+that adding dropout or augmentation keeps the resume exact.
 - raises `det.InvalidHP` for a batch size the data cannot fill.
 """
 
@@ -70,11 +85,25 @@ def evaluate(model: nn.Module, data: Digits) -> dict[str, float]:
     return metrics
 
 
+def rng_states() -> dict[str, Any]:
+    states = {"random": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: dict[str, Any]) -> None:
+    random.setstate(states["random"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
 def save(core_context: det.core.Context, model: nn.Module, opt: torch.optim.Optimizer, batches: int) -> None:
+    state = {"model": model.state_dict(), "opt": opt.state_dict(), "batches": batches, "rng": rng_states()}
     with core_context.checkpoint.store_path({"steps_completed": batches}) as (path, storage_id):
-        torch.save(
-            {"model": model.state_dict(), "opt": opt.state_dict(), "batches": batches}, path / "state.pt"
-        )
+        torch.save(state, path / "state.pt")
     log.info("checkpoint %s at batch %d", storage_id, batches)
 
 
@@ -94,10 +123,13 @@ def main(core_context: det.core.Context) -> None:
     batches = 0
     if info is not None and info.latest_checkpoint is not None:
         with core_context.checkpoint.restore_path(info.latest_checkpoint) as path:
-            state = torch.load(pathlib.Path(path) / "state.pt", weights_only=True)
+            # Our own file, holding RNG states (tuples, numpy arrays): not weights only.
+            state = torch.load(pathlib.Path(path) / "state.pt", weights_only=False)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         batches = int(state["batches"])
+        if "rng" in state:  # last, once nothing else will draw before training resumes
+            restore_rng_states(state["rng"])
         log.info("resumed at batch %d", batches)
 
     checkpointed = batches

@@ -120,6 +120,10 @@ class Agent:
             self.launch(raw)
         for run_id in answer.kill:
             self.kill(run_id)
+        for run_id in answer.preempt:
+            run = self.get_run(run_id)
+            if run is not None:
+                run.request_preempt()
         return True
 
     def _heartbeat_failed(self, err: ApiCallError) -> None:
@@ -227,6 +231,10 @@ class Agent:
         threading.Thread(target=report, name=f"exit-{run_id}", daemon=True).start()
 
     def _shutdown(self) -> None:
+        try:  # the last beat: nothing more is granted here; what it holds unstarted is requeued now
+            self.api.heartbeat(self.settings.pool, 0, self.running_ids(), stopping=True)
+        except ApiCallError as e:
+            log.warning("could not tell the API that this agent stops (%s); its runs are requeued", e)
         with self._lock:
             runs = list(self._runs.values())
         if runs:

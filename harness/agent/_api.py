@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -27,6 +27,7 @@ ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 class HeartbeatAnswer:
     launch: list[Any]  # raw LaunchSpec objects: each is parsed (and may be refused) on its own
     kill: list[str]
+    preempt: list[str] = field(default_factory=list)
 
 
 class AgentApi:
@@ -80,24 +81,42 @@ class AgentApi:
         except HttpCallError as e:
             raise ApiCallError(str(e), status=e.status, code=e.code) from e
 
-    def heartbeat(self, pool: str, slots: int, running: Sequence[str]) -> HeartbeatAnswer:
-        data = self._post(
-            f"/agents/{self._agent}/heartbeat", {"pool": pool, "slots": slots, "running": list(running)}
-        )
+    def heartbeat(
+        self, pool: str, slots: int, running: Sequence[str], *, stopping: bool = False
+    ) -> HeartbeatAnswer:
+        """One beat; ``stopping``: the last one (the agent takes nothing more; see docs/contracts.md)."""
+        body: dict[str, Any] = {"pool": pool, "slots": slots, "running": list(running)}
+        if stopping:
+            body["stopping"] = True
+        data = self._post(f"/agents/{self._agent}/heartbeat", body)
         launch = data.get("launch") or []
         kill = data.get("kill") or []
+        preempt = data.get("preempt") or []
         return HeartbeatAnswer(
             launch=list(launch) if isinstance(launch, list) else [],
             kill=[str(r) for r in kill] if isinstance(kill, list) else [],
+            preempt=[str(r) for r in preempt] if isinstance(preempt, list) else [],
         )
 
     def started(self, run_id: str, pid: int) -> None:
         self._post(f"/agents/{self._agent}/runs/{quote(run_id, safe='')}/started", {"pid": pid})
 
-    def exited(self, run_id: str, exit_code: int, reason: str, failed_rank: int | None = None) -> None:
+    def exited(
+        self,
+        run_id: str,
+        exit_code: int,
+        reason: str,
+        failed_rank: int | None = None,
+        *,
+        requeue: bool = False,
+    ) -> None:
+        """Report a run's exit; ``requeue``: the agent stopped it (it is stopping), so the control plane
+        puts its trial back in the queue instead of ending it."""
         body: dict[str, Any] = {"exit_code": exit_code, "reason": reason}
         if failed_rank is not None:
             body["failed_rank"] = failed_rank
+        if requeue:
+            body["requeue"] = True
         self._post(f"/agents/{self._agent}/runs/{quote(run_id, safe='')}/exit", body)
 
     def logs(self, trial_id: str, run_id: str, lines: Sequence[Mapping[str, Any]], seq: int) -> None:

@@ -8,28 +8,33 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from contract import env as trial_env
 from contract.errors import HttpCallError
 from contract.http import RetryPolicy, redact
 from contract.launch import LaunchSpec
 from harness.agent._api import AgentApi, call_with_retry
 from harness.agent._logs import LineSplitter, LogShipper
-from harness.agent._settings import SECRET_ENV_NAMES, TOKEN_ENV, Settings
+from harness.agent._settings import Settings
+from harness.agent._spawn import (
+    LAUNCHER_REPORT,
+    PREEMPT_MARKER,
+    build_environment,
+    exit_status,
+    first_failed_rank,
+    free_port,
+)
 from harness.errors import ApiCallError, UnsafeArchiveError
-from harness.trial_process import HOOK, Probe, build_script, missing_packages, trial_environment
+from harness.trial_process import HOOK, build_script
 
 log = logging.getLogger("harness.agent")
 
@@ -58,73 +63,6 @@ def _failure(error: Exception, url: str) -> str:
     """A failed context download in a line, the presigned query left out."""
     status = error.status if isinstance(error, ApiCallError | HttpCallError) else 0
     return f"HTTP {status} from GET {redact(url)}" if status else str(error)
-
-
-LAUNCHER_REPORT = "launcher.json"
-
-
-def first_failed_rank(report: Path) -> tuple[int, str] | None:
-    """The rank that failed first in a distributed run, and the reason to report, from the launcher's
-    report; None without a report naming a rank."""
-    try:
-        data = json.loads(report.read_text())
-        if data.get("failed_rank") is None:
-            return None
-        rank = int(data["failed_rank"])
-        return rank, f"rank {rank} failed first with exit code {int(data['exit_code'])}"
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def exit_status(returncode: int) -> tuple[int, str]:
-    """(exit_code, reason) of a process's return code; killed by signal N gives 128+N."""
-    if returncode < 0:
-        sig = -returncode
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        return 128 + sig, f"killed by signal {name}"
-    return returncode, f"exited with code {returncode}"
-
-
-def build_environment(
-    spec: LaunchSpec,
-    settings: Settings,
-    gpus: tuple[str, ...] | None,
-    base: Mapping[str, str] | None = None,
-    probe: Probe = missing_packages,
-    run_dir: Path | None = None,
-    collective_port: int | None = None,
-) -> dict[str, str]:
-    """The agent's environment minus secrets, ``PATH`` led by this interpreter's bin dir, the trial's;
-    ``PYTHONPATH`` ends with the compatibility folders of the packages the trial's Python lacks
-    (`harness.trial_process.trial_environment`). ``collective_port`` (a free port of this machine)
-    becomes ``STRATUS_COLLECTIVE_PORT`` for a run on one node (on several, the chief's own agent alone
-    would know it)."""
-    # The spec's environment holds every variable of contracts.md §2 (`contract.env.TrialEnv`); the ids
-    # from the spec's own fields are fallbacks, and the node's address and the report path are the agent's.
-    variables = spec.identity_env(default_master=settings.api_url)
-    if settings.address:
-        variables[trial_env.NODE_ADDR] = settings.address
-    if run_dir is not None:
-        variables[trial_env.LAUNCHER_REPORT] = str(run_dir / LAUNCHER_REPORT)
-    if collective_port is not None and spec.environment.get(trial_env.NUM_NODES, "").strip() in ("", "1"):
-        variables[trial_env.COLLECTIVE_PORT] = str(collective_port)
-    variables.update(spec.environment)
-    if gpus is not None:
-        variables["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-    variables.pop(TOKEN_ENV, None)
-    base = os.environ if base is None else base
-    return trial_environment(base, variables, drop=SECRET_ENV_NAMES.__contains__, probe=probe)
-
-
-def free_port() -> int:
-    """A TCP port free on every interface of this machine now (the run's chief binds it later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Run:
@@ -199,6 +137,11 @@ class Run:
         """Wait until the exit is reported (or given up on); True if it was."""
         return self._done.wait(timeout)
 
+    def request_preempt(self) -> None:
+        """Pass on the control plane's stop request: the run's stop file (`STRATUS_PREEMPT_FILE`)."""
+        with contextlib.suppress(OSError):
+            (self.run_dir / PREEMPT_MARKER).touch()
+
     def kill(self, reason: str | None = None) -> None:
         """SIGTERM to the process group, SIGKILL after the kill grace. Idempotent; never blocks.
 
@@ -228,13 +171,13 @@ class Run:
             self._agent_line(reason)
         finally:
             self._exited.set()
-            if self._reason_override is not None:
-                reason = self._reason_override
+            requeued = self._reason_override == REASON_AGENT_STOPPED  # the agent stops: requeue it
+            reason = self._reason_override or reason
             self.exit_code, self.reason = code, reason
             log.info("run %s ended: exit code %d, %s", self.run_id, code, reason)
             self._logs.close()  # flush the logs FIRST, then report the exit
             self.exit_reported, _ = call_with_retry(
-                lambda: self._api.exited(self.run_id, code, reason, self.failed_rank),
+                lambda: self._api.exited(self.run_id, code, reason, self.failed_rank, requeue=requeued),
                 what=f"reporting the exit of run {self.run_id}",
                 give_up=self._give_up,
                 max_backoff=self._settings.retry_max_backoff,

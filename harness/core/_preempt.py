@@ -1,11 +1,13 @@
 """Knowing when to stop (Determined's `core.PreemptContext`).
 
-A trial is asked to stop (to checkpoint and exit, to be resumed later) in two ways: the control plane
-answers `{"preempt": true}` to the heartbeat, or the process gets SIGTERM (the agent stopping it, a
-Batch job being terminated, a spot instance reclaimed). Either one latches `should_preempt()` to true.
+A trial is asked to stop (to checkpoint and exit, to be resumed later) in three ways: its agent creates
+the file named by `STRATUS_PREEMPT_FILE` (the agent learns of a pause or a preemption at its own
+heartbeat, every 0.5 s locally), the control plane answers `{"preempt": true}` to the trial's heartbeat,
+or the process gets SIGTERM (the agent stopping it, a Batch job being terminated, a spot instance
+reclaimed). Any one latches `should_preempt()` to true.
 
-On the platform the chief runs a daemon thread that POSTs `/trials/{id}/heartbeat` every few seconds;
-that call is also the trial's heartbeat. Other ranks do not poll: with a `torch.distributed` process
+On the platform the chief runs a daemon thread that POSTs `/trials/{id}/heartbeat` every few seconds
+and looks for the agent's file in between; that call is also the trial's heartbeat. Other ranks do not poll: with a `torch.distributed` process
 group, `should_preempt()` is a collective that gives every rank the chief's answer (or any rank's
 SIGTERM), so all ranks stop at the same step; without one, a rank only sees its own SIGTERM.
 """
@@ -13,11 +15,14 @@ SIGTERM), so all ranks stop at the same step; without one, a rank only sees its 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
+import time
 from types import FrameType
 from typing import Any
 
+from contract import env as trial_env
 from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
 from harness.errors import HarnessError
@@ -25,6 +30,8 @@ from harness.errors import HarnessError
 log = logging.getLogger("harness.preempt")
 
 HEARTBEAT_INTERVAL_S = 5.0
+#: How often the chief's thread looks for the agent's stop file between heartbeats (a stat call).
+MARKER_POLL_S = 0.2
 
 _Handler = Any  # what signal.getsignal returns: a callable, SIG_DFL, SIG_IGN or None
 
@@ -110,6 +117,7 @@ class PlatformPreemptContext(PreemptContext):
         self._api = api
         self._trial_id = trial_id
         self._interval = heartbeat_interval_s
+        self._marker = os.environ.get(trial_env.PREEMPT_FILE) or None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if distributed.is_chief:
@@ -122,8 +130,23 @@ class PlatformPreemptContext(PreemptContext):
             self._thread.join(timeout=self._interval + 35.0)  # at most one request in flight
         super().close()
 
+    def should_preempt(self, auto_ack: bool = True) -> bool:
+        self._check_marker()  # a stat: seen at once, not at the watcher's next look
+        return super().should_preempt(auto_ack)
+
+    def _check_marker(self) -> None:
+        if self._marker is not None and not self._preempted.is_set() and os.path.exists(self._marker):
+            self._latch("its agent asked this trial to checkpoint and exit")
+
     def _watch(self) -> None:
+        next_beat = 0.0
         while not self._stop.is_set():
+            self._check_marker()
+            now = time.monotonic()
+            if now < next_beat:
+                self._stop.wait(min(MARKER_POLL_S, next_beat - now))
+                continue
+            next_beat = now + self._interval
             try:
                 answer = self._api.post(f"/trials/{self._trial_id}/heartbeat", {})
             except HarnessError as e:
@@ -133,4 +156,3 @@ class PlatformPreemptContext(PreemptContext):
             else:
                 if answer.get("preempt") is True:
                     self._latch("the control plane asked this trial to checkpoint and exit")
-            self._stop.wait(self._interval)

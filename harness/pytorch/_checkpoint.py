@@ -1,14 +1,14 @@
 """The trainer's checkpoint: what it saves (`state_dict.pth`) and how it is restored.
 
 A checkpoint holds the state of every model, optimizer, LR scheduler, scaler and callback, every RNG
-state (random, numpy, torch, CUDA) and the trainer's own progress; its metadata carries
+state (random, numpy, torch, CUDA) and the trainer's own progress (with a plain torch loader, where its
+epoch started and the RNG states then: harness/pytorch/_plain_loader.py; stopped between two optimizer
+steps of an `aggregation_frequency` > 1, the gradients accumulated so far); its metadata carries
 `steps_completed` (batches trained). Only the chief writes the file; every rank learns its storage id.
 """
 
 from __future__ import annotations
 
-import contextlib
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import CheckpointError
 from harness.pytorch._context import PyTorchTrialContext
+from harness.pytorch._rng import rng_state, set_rng_state
 from harness.pytorch._trial import PyTorchCallback
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class TrainerProgress:
     validated_at: int = -1
     last_validation: dict[str, Any] = field(default_factory=dict)
     trial_id: int | None = None  # the trial that wrote the checkpoint (None: an older checkpoint)
+    #: where a plain torch loader stands (`PlainLoaderStream.position()`); None for our DataLoader
+    data_position: dict[str, Any] | None = None
 
 
 def save_checkpoint(
@@ -85,14 +88,17 @@ def restore_checkpoint(
             callback.load_state_dict(state["callbacks"][name])
     trainer = state.get("trainer_state", {})
     context._optimizer_steps = int(trainer.get("optimizer_steps", 0))
+    if trainer.get("gradients"):
+        _restore_gradients(context, trainer["gradients"])
     if "rng_state" in state:
-        _set_rng_state(state["rng_state"])
+        set_rng_state(state["rng_state"])
     writer = trainer.get("trial_id")
     return TrainerProgress(
         batches=int(trainer.get("batches_trained", 0)),
         validated_at=int(trainer.get("validated_at", -1)),
         last_validation=dict(trainer.get("last_validation") or {}),
         trial_id=int(writer) if writer is not None else None,
+        data_position=trainer.get("data_position"),
     )
 
 
@@ -105,15 +111,35 @@ def _state(
         "lr_schedulers_state_dict": [s.state_dict() for s in context.lr_schedulers],
         "scalers_state_dict": [s.state_dict() for s in context.scalers],
         "callbacks": {name: cb.state_dict() for name, cb in callbacks.items()},
-        "rng_state": _rng_state(),
+        "rng_state": rng_state(),
         "trainer_state": {
             "batches_trained": progress.batches,
             "validated_at": progress.validated_at,
             "last_validation": progress.last_validation,
             "optimizer_steps": context._optimizer_steps,
             "trial_id": _trial_id(context),
+            "data_position": progress.data_position,
+            "gradients": _pending_gradients(context, progress.batches),
         },
     }
+
+
+def _pending_gradients(context: PyTorchTrialContext, batches: int) -> list[dict[str, Any]] | None:
+    """The gradients accumulated towards the next optimizer step (`aggregation_frequency` > 1, stopped
+    between two steps), per model and parameter name; None when every step is done."""
+    if context._aggregation_frequency <= 1 or batches % context._aggregation_frequency == 0:
+        return None
+    return [
+        {name: p.grad for name, p in _unwrap(model).named_parameters() if p.grad is not None}
+        for model in context.models
+    ]
+
+
+def _restore_gradients(context: PyTorchTrialContext, gradients: list[dict[str, Any]]) -> None:
+    for model, saved in zip(context.models, gradients, strict=False):
+        for name, parameter in _unwrap(model).named_parameters():
+            if name in saved:
+                parameter.grad = saved[name].to(parameter.device).clone()
 
 
 def _trial_id(context: PyTorchTrialContext) -> int | None:
@@ -135,33 +161,3 @@ def _load_all(what: str, targets: list[Any], states: list[Any]) -> None:
         )
     for target, state in zip(targets, states, strict=True):
         target.load_state_dict(state)
-
-
-def _rng_state() -> dict[str, Any]:
-    import torch
-
-    state: dict[str, Any] = {
-        "cpu_rng_state": torch.random.get_rng_state(),
-        "random_rng_state": random.getstate(),
-    }
-    with contextlib.suppress(ImportError):
-        import numpy as np
-
-        state["np_rng_state"] = np.random.get_state()
-    if torch.cuda.is_available():
-        state["gpu_rng_state"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: Mapping[str, Any]) -> None:
-    import torch
-
-    torch.random.set_rng_state(state["cpu_rng_state"].cpu())
-    random.setstate(state["random_rng_state"])
-    if "np_rng_state" in state:
-        with contextlib.suppress(ImportError):
-            import numpy as np
-
-            np.random.set_state(state["np_rng_state"])
-    if "gpu_rng_state" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["gpu_rng_state"]])

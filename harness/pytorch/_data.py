@@ -9,19 +9,27 @@ real loader with a batch sampler whose batch *n* is a function of (trial seed, *
 - with several ranks, rank *r* of *R* gets batches r, r+R, r+2R, ... of every epoch (for training each
   epoch is trimmed to a multiple of R so that ranks stay in step; validation keeps every batch);
 - a resumed trial skips the batches it already trained, so it sees exactly the batches an uninterrupted
-  trial would have seen.
+  trial would have seen; with `num_workers` > 0 a worker reads batch *n* under RNGs seeded from
+  (seed, rank, n), so what the dataset draws as it reads does not depend on the worker either
+  (harness/pytorch/_workers.py).
 
 The loader is also given its own seeded `torch.Generator`, so iterating it never draws from torch's
 global RNG (which the checkpoint saves and restores). A plain `torch.utils.data.DataLoader` is accepted
-too; it is iterated epoch after epoch, and resuming skips batches by drawing them.
+too; it is iterated epoch after epoch, and a resumed trial reads again the batches of the current epoch
+that it had trained, under the RNG states of the epoch's start (harness/pytorch/_plain_loader.py).
+
+A `sampler` or `batch_sampler` of the user's is iterated once per epoch (after its `set_epoch(e)`, when it
+has one) with `random`, numpy, torch and its own generator seeded from (seed, e), and those RNGs put back
+after: its order, too, depends on (seed, e) alone, and iterating it draws nothing from the trial's RNGs.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import TrialDefinitionError
+from harness.pytorch._workers import SeededBatch, SeededPerBatch, batch_seed
 
 if TYPE_CHECKING:
     import torch
@@ -92,8 +100,10 @@ class DataLoader:
             seed=seed, repeat=repeat, skip=skip, num_replicas=num_replicas, rank=rank
         )
         generator = self.generator or torch.Generator().manual_seed(seed)
+        # With workers, each batch is read under RNGs seeded from its number (_workers.py).
+        dataset: Any = SeededPerBatch(self.dataset) if self._loader_kwargs["num_workers"] else self.dataset
         return torch.utils.data.DataLoader(
-            self.dataset, batch_sampler=sampler, generator=generator, **self._loader_kwargs
+            dataset, batch_sampler=sampler, generator=generator, **self._loader_kwargs
         )
 
     def _batch_sampler(
@@ -159,32 +169,42 @@ class EpochBatchSampler:
         return len(self.epoch_batches(0))
 
     def __iter__(self) -> Iterator[list[int]]:
+        """This rank's batches from number `skip` on, each a `SeededBatch` (see _workers.py)."""
         if not self.repeat:
-            yield from self.epoch_batches(0)[self.skip :]
+            for number, batch in enumerate(self.epoch_batches(0)[self.skip :], start=self.skip):
+                yield SeededBatch(batch, batch_seed(self.seed, self.rank, number))
             return
         per_epoch = len(self)
         if per_epoch == 0:
             raise ValueError("the training data gives no batch on this rank; use a smaller batch size.")
         epoch, within = divmod(self.skip, per_epoch)
         while True:
-            batches = self.epoch_batches(epoch)
-            yield from batches[within:]
+            for i, batch in enumerate(self.epoch_batches(epoch)[within:], start=within):
+                yield SeededBatch(batch, batch_seed(self.seed, self.rank, epoch * per_epoch + i))
             epoch, within = epoch + 1, 0
 
     def _all_batches(self, epoch: int) -> list[list[int]]:
         if self.batch_sampler is not None:
             _set_epoch(self.batch_sampler, epoch)
-            return [list(b) for b in self.batch_sampler]
+            with self._seeded(epoch, self.batch_sampler):
+                return [list(b) for b in self.batch_sampler]
         order = self._order(epoch)
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         if self.drop_last and batches and len(batches[-1]) < self.batch_size:
             batches.pop()
         return batches
 
+    def _seeded(self, epoch: int, sampler: Any) -> contextlib.AbstractContextManager[None]:
+        """RNGs seeded from (seed, `epoch`) while a sampler of the user's is iterated, put back after."""
+        from harness.pytorch._rng import loader_generators, seeded_rngs
+
+        return seeded_rngs(self.seed * _SEED_STRIDE + epoch, loader_generators(sampler))
+
     def _order(self, epoch: int) -> list[int]:
         if self.sampler is not None:
             _set_epoch(self.sampler, epoch)
-            return [int(i) for i in self.sampler]
+            with self._seeded(epoch, self.sampler):
+                return [int(i) for i in self.sampler]
         if not self.shuffle:
             return list(range(self.size))
         import torch
@@ -247,25 +267,28 @@ def batches_per_epoch(data: Any, *, num_replicas: int, rank: int, seed: int) -> 
         return 0
 
 
-def training_batches(data: Any, skip: int, *, num_replicas: int, rank: int, seed: int) -> Iterator[Any]:
-    """Training batches from batch number `skip` on, epoch after epoch."""
+def training_batches(
+    data: Any,
+    skip: int,
+    *,
+    num_replicas: int,
+    rank: int,
+    seed: int,
+    position: Mapping[str, Any] | None = None,
+) -> Iterator[Any]:
+    """Training batches from batch number `skip` on, epoch after epoch. A `DataLoader` skips by batch
+    number alone; any other loader resumes from `position`, what its stream's `position()` gave when the
+    checkpoint was written (see harness/pytorch/_plain_loader.py)."""
     if isinstance(data, DataLoader):
-        yield from data.get_data_loader(
-            repeat=True, skip=skip, num_replicas=num_replicas, rank=rank, seed=seed
-        )
-        return
-    produced = 0
-    while True:
-        empty = True
-        for batch in data:
-            empty = False
-            if produced >= skip:
-                yield batch
-            produced += 1
-        if empty:
-            raise TrialDefinitionError(
-                "the training data loader gave no batch; check build_training_data_loader()."
-            )
+        return _batches_of(data, skip, num_replicas=num_replicas, rank=rank, seed=seed)
+    from harness.pytorch._plain_loader import PlainLoaderStream
+
+    return PlainLoaderStream(data, skip, position)
+
+
+def _batches_of(data: DataLoader, skip: int, *, num_replicas: int, rank: int, seed: int) -> Iterator[Any]:
+    # A generator, so that the torch loader (and its workers) starts with the first batch asked for.
+    yield from data.get_data_loader(repeat=True, skip=skip, num_replicas=num_replicas, rank=rank, seed=seed)
 
 
 def validation_loader(data: Any, *, num_replicas: int, rank: int, seed: int) -> Any:

@@ -22,14 +22,18 @@ What `fit()` does:
 Periods come from `fit()` arguments (`Batch(n)`, `Epoch(n)`) or else from the config
 (`min_validation_period`, `min_checkpoint_period`: `{batches|records|epochs: n}`, 0 = never). A
 checkpoint holds `state_dict.pth`; its metadata carries `steps_completed` (batches trained).
-Chunk ends depend only on the batch count, and batch *n* of the data depends only on (seed, n), so a
-trial preempted and resumed ends with exactly the weights and metrics of an uninterrupted one.
+Chunk ends depend only on the batch count, and batch *n* of the data depends only on (seed, n) (or, for
+a plain torch loader, is read again under the RNG states of its epoch's start: _plain_loader.py), so a
+trial preempted and resumed ends with exactly the weights and metrics of an uninterrupted one. RNGs the
+trial keeps itself (a `numpy.random.Generator`, a `torch.Generator` outside the loader) are not seen by the
+trainer: keep their state in a callback's `state_dict()`.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from harness.core import DistributedContext, LocalSearcherContext, SearcherOperation
@@ -39,6 +43,7 @@ from harness.pytorch._context import PyTorchTrialContext
 from harness.pytorch._data import batches_per_epoch, training_batches
 from harness.pytorch._lr_scheduler import LRScheduler
 from harness.pytorch._metrics import average_across_ranks, evaluate, searcher_metric, training_metrics
+from harness.pytorch._plain_loader import PlainLoaderStream
 from harness.pytorch._trial import PyTorchCallback, PyTorchTrial, Reducer, overrides, reduce_metrics
 from harness.pytorch._units import Scale, TrainUnit, length_in_batches, parse_length
 
@@ -129,6 +134,8 @@ class _TrainLoop:
         self.validated_at = -1
         self.checkpointed_at = -1
         self.last_validation: dict[str, Any] = {}
+        self.data_position: dict[str, Any] | None = None
+        self.stream: Iterator[Any] = iter(())
 
     # ---- the run -------------------------------------------------------------------------------
 
@@ -176,7 +183,12 @@ class _TrainLoop:
 
     def _follow_searcher(self, seed: int) -> None:
         self.stream = training_batches(
-            self.train_data, self.batches, num_replicas=self.dist.size, rank=self.dist.rank, seed=seed
+            self.train_data,
+            self.batches,
+            num_replicas=self.dist.size,
+            rank=self.dist.rank,
+            seed=seed,
+            position=self.data_position,
         )
         for model in self.ctx.models:
             model.train()
@@ -300,11 +312,13 @@ class _TrainLoop:
             return
         self.batches, self.validated_at = restored.batches, restored.validated_at
         self.last_validation = restored.last_validation
+        self.data_position = restored.data_position
         self.checkpointed_at = self.batches
         log.info("resumed from checkpoint %s at batch %d", storage_id, self.batches)
 
     def _progress(self) -> TrainerProgress:
-        return TrainerProgress(self.batches, self.validated_at, self.last_validation)
+        position = self.stream.position() if isinstance(self.stream, PlainLoaderStream) else None
+        return TrainerProgress(self.batches, self.validated_at, self.last_validation, data_position=position)
 
     # ---- lengths -------------------------------------------------------------------------------
 

@@ -48,7 +48,8 @@ class PyTorchTrial(abc.ABC):
 
     @abc.abstractmethod
     def build_training_data_loader(self) -> DataLoader | Any:
-        """A `harness.pytorch.DataLoader` (resumes exactly) or a `torch.utils.data.DataLoader`."""
+        """A `harness.pytorch.DataLoader` or a `torch.utils.data.DataLoader`; both resume exactly (ours
+        skips the batches already trained without reading them, torch's reads its epoch's again)."""
 
     @abc.abstractmethod
     def build_validation_data_loader(self) -> DataLoader | Any:

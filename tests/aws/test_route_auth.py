@@ -69,12 +69,18 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/experiments"): USER_BODY,
     ("GET", "/experiments"): USER_READ,
     ("GET", "/jobs"): USER_READ,
+    ("PATCH", "/jobs/{job_id}"): USER_BODY,
+    ("POST", "/job-queue"): USER_BODY,
+    ("GET", "/resource-pools"): USER_READ,
+    ("GET", "/agents"): USER_READ,
+    ("GET", "/slots"): USER_READ,
     ("GET", "/experiments/{experiment_id}"): USER_READ,
     (
         "POST",
         "/experiments/{experiment_id}/activate",
     ): USER_READ,  # no body; activating an active one is a no-op
     # On an experiment of their own (`Api.concrete`); no body; a repeat is a no-op.
+    ("POST", "/experiments/{experiment_id}/pause"): USER_READ,
     ("POST", "/experiments/{experiment_id}/cancel"): USER_READ,
     ("POST", "/experiments/{experiment_id}/kill"): USER_READ,
     ("POST", "/trials/{trial_id}/kill"): USER_READ,
@@ -143,6 +149,7 @@ class Api:
             trial_id=self.doomed[1] if stops else self.trial_id,
             experiment_id=self.doomed[0] if stops else self.experiment_id,
             agent_id="table-agent",
+            job_id=self.experiment_id,
             run_id=self.run_id,
             uuid=self.checkpoint,
         )

@@ -18,7 +18,7 @@ def _shape(path: str) -> str:
 
 
 def _documented() -> set[tuple[str, str]]:
-    pairs = re.findall(r"`(GET|POST|PUT|DELETE) (/[^`\s]*)`", CONTRACT.read_text())
+    pairs = re.findall(r"`(GET|POST|PUT|PATCH|DELETE) (/[^`\s]*)`", CONTRACT.read_text())
     return {(method, _shape(path)) for method, path in pairs}
 
 

@@ -152,6 +152,12 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         cli.list_experiments(archived=False)
         cli.list_jobs()
         cli.list_jobs(resource_pool="gpu")
+        cli.update_job("3", {"priority": 10})
+        cli.update_job("3", {"ahead_of": "2"})
+        cli.update_jobs([{"job_id": "3", "weight": 2.0}, {"job_id": "4", "resource_pool": "gpu"}])
+        cli.list_resource_pools()
+        cli.list_agents()
+        cli.list_slots()
         cli.get_experiment(1)
         cli.activate_experiment(1)
         cli.cancel_experiment(1)
@@ -193,6 +199,11 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "GET /trials/{trial_id}/metric-groups",
             "GET /trials/{trial_id}/logs",
             "GET /jobs",
+            "PATCH /jobs/{job_id}",
+            "POST /job-queue",
+            "GET /resource-pools",
+            "GET /agents",
+            "GET /slots",
             "POST /contexts",
             "GET /health",
         },

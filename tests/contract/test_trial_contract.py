@@ -24,8 +24,8 @@ from contract.actions import SearcherAction
 from contract.env import TrialEnv
 from contract.launch import LaunchSpec
 from harness._info import load_cluster_info
-from harness.agent._run import build_environment
 from harness.agent._settings import Settings as AgentSettings
+from harness.agent._spawn import build_environment
 from launchers._info import load_launch_info, rendezvous_env
 
 API_URL = "http://api.example:8000"

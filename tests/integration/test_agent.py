@@ -110,6 +110,7 @@ class FakeApi:
         self.calls: list[dict[str, Any]] = []
         self.launch: list[dict[str, Any]] = []
         self.kill: list[str] = []
+        self.preempt: list[str] = []
         self.repeat_launch = False  # answer every heartbeat with the same launches
         self.contexts: dict[str, bytes] = {}
         self.fail: dict[str, int] = {}  # path kind (or "context") -> how many more calls answer 503
@@ -157,7 +158,11 @@ class FakeApi:
                 answer: dict[str, Any] = {}
                 if kind == "heartbeat":
                     with fake.cond:
-                        answer = {"launch": list(fake.launch), "kill": list(fake.kill)}
+                        answer = {
+                            "launch": list(fake.launch),
+                            "kill": list(fake.kill),
+                            "preempt": list(fake.preempt),
+                        }
                         if not fake.repeat_launch:
                             fake.launch.clear()
                             fake.kill.clear()
@@ -574,6 +579,33 @@ def test_kill_from_the_heartbeat_answer(api: FakeApi, agent_thread: Callable[...
     assert api.wait_exit(spec["run_id"]) == {"exit_code": 143, "reason": "killed by signal SIGTERM"}
 
 
+# A trial that waits for its stop file (the path the agent gives it) and exits 0 once it appears.
+WAIT_FOR_STOP_FILE = """
+import os, sys, time
+marker = os.environ["STRATUS_PREEMPT_FILE"]
+print("ready", flush=True)
+deadline = time.monotonic() + 60
+while not os.path.exists(marker):
+    if time.monotonic() > deadline:
+        sys.exit(5)
+    time.sleep(0.05)
+print("asked to stop", flush=True)
+"""
+
+
+def test_a_preempt_in_the_heartbeat_answer_reaches_the_process_through_its_stop_file(
+    api: FakeApi, agent_thread: Callable[..., Agent]
+) -> None:
+    spec = spec_for(api, ["python3", "-c", WAIT_FOR_STOP_FILE])
+    api.launch = [spec]
+    agent_thread()
+    api.wait_log(spec["run_id"], "ready")
+    with api.cond:
+        api.preempt = [spec["run_id"], "run-unknown"]
+    assert api.wait_exit(spec["run_id"]) == {"exit_code": 0, "reason": "exited with code 0"}
+    api.wait_log(spec["run_id"], "asked to stop")
+
+
 def test_agent_keeps_trying_when_the_api_fails(api: FakeApi, agent_thread: Callable[..., Agent]) -> None:
     api.fail["heartbeat"] = 3
     spec = spec_for(api, ["true"])
@@ -608,7 +640,15 @@ def test_agent_stop_kills_runs_and_reports_agent_stopped(api: FakeApi, settings:
     agent.request_stop()
     t.join(20)
     assert not t.is_alive()
-    assert api.of("exit", spec["run_id"])[0]["body"] == {"exit_code": 143, "reason": "agent stopped"}
+    # Requeued, not ended: the trial resumes elsewhere from its checkpoint.
+    assert api.of("exit", spec["run_id"])[0]["body"] == {
+        "exit_code": 143,
+        "reason": "agent stopped",
+        "requeue": True,
+    }
+    last_beat = api.of("heartbeat")[-1]["body"]
+    assert last_beat["stopping"] is True and last_beat["slots"] == 0
+    assert last_beat["running"] == [spec["run_id"]]
 
 
 def test_gpus_are_assigned_from_free_devices(api: FakeApi, settings: Settings) -> None:
@@ -697,5 +737,9 @@ def test_python_m_harness_agent_stops_on_sigterm(api: FakeApi, tmp_path: Path) -
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, out.decode()
-    assert api.of("exit", spec["run_id"])[0]["body"] == {"exit_code": 143, "reason": "agent stopped"}
+    assert api.of("exit", spec["run_id"])[0]["body"] == {
+        "exit_code": 143,
+        "reason": "agent stopped",
+        "requeue": True,
+    }
     assert TOKEN.encode() not in out

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -56,3 +57,32 @@ def test_the_stack_finds_the_app_from_any_folder(tmp_path: Path) -> None:
     )
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip() == "stratus"
+
+
+def test_a_stack_with_two_pools_starts_agents_in_each(tmp_path: Path) -> None:
+    from det._client import ApiClient
+    from infra.local_stack import BackgroundStack
+
+    stack = BackgroundStack(tmp_path / "stack", slots=1, pools=["gpu:scheduler=fair_share:agents=2:slots=2"])
+    try:
+        assert [(p["name"], p["agents"], p["slots"]) for p in stack.state["pools"]] == [
+            ("default", 1, 1),
+            ("gpu", 2, 2),
+        ]
+        with ApiClient(stack.state["api_url"]) as client:
+            deadline = time.monotonic() + 60
+            while len(client.list_agents()) < 3:
+                assert time.monotonic() < deadline, "the agents did not all heartbeat within 60 s"
+                time.sleep(0.2)
+            agents = {a["id"]: (a["resource_pool"], a["slots"]) for a in client.list_agents()}
+            pools = {p["name"]: p for p in client.list_resource_pools()}
+    finally:
+        stack.stop()
+    assert agents == {"local-0": ("default", 1), "gpu-0": ("gpu", 2), "gpu-1": ("gpu", 2)}
+    assert (pools["default"]["scheduler_type"], pools["default"]["preemption"]) == ("priority", True)
+    assert (pools["gpu"]["scheduler_type"], pools["gpu"]["num_agents"], pools["gpu"]["slots_available"]) == (
+        "fair_share",
+        2,
+        4,
+    )
+    assert pools["gpu"]["max_agents"] == 2 and pools["default"]["max_agents"] is None

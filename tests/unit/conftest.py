@@ -130,6 +130,9 @@ class FakeApi:
         self.metrics: dict[tuple[int, str], list[dict[str, Any]]] = {}
         self.logs: dict[int, list[dict[str, Any]]] = {}
         self.jobs: list[dict[str, Any]] = []  # in scheduling order, each with its resource_pool
+        # `GET /resource-pools | /agents | /slots` answer these; job updates answer `job_update`.
+        self.cluster: dict[str, list[dict[str, Any]]] = {"resource-pools": [], "agents": [], "slots": []}
+        self.job_update: httpx.Response = httpx.Response(200, json={"jobs": [], "notes": []})
         self.contexts: dict[str, bytes] = {}
         self.put_headers: dict[str, str] = {}
         self.headers: dict[str, str] = {}  # of the latest API request
@@ -178,6 +181,7 @@ class FakeApi:
             (r"GET /experiments", self._list),
             (r"GET /experiments/(\d+)", self._get_experiment),
             (r"POST /experiments/(\d+)/activate", self._activate),
+            (r"POST /experiments/(\d+)/pause", self._pause),
             (r"POST /experiments/(\d+)/cancel", self._stop_experiment),
             (r"POST /experiments/(\d+)/kill", self._stop_experiment),
             (r"POST /trials/(\d+)/kill", self._kill_trial),
@@ -188,8 +192,14 @@ class FakeApi:
             (r"GET /trials/(\d+)/metric-groups", self._metric_groups),
             (r"GET /trials/(\d+)/logs", self._logs),
             (r"GET /jobs", self._jobs),
+            (r"PATCH /jobs/([^/]+)", lambda *_: self.job_update),
+            (r"POST /job-queue", lambda *_: self.job_update),
+            (r"GET /(resource-pools|agents|slots)", self._cluster),
             (r"GET /health", lambda *_: httpx.Response(200, json={"status": "ok", "version": "0.1.0"})),
         ]
+
+    def _cluster(self, params: dict[str, str], body: Any, kind: str) -> httpx.Response:
+        return httpx.Response(200, json={kind.replace("-", "_"): self.cluster[kind]})
 
     def _jobs(self, params: dict[str, str], body: Any) -> httpx.Response:
         pool = params.get("resource_pool", "default")
@@ -231,14 +241,26 @@ class FakeApi:
         self.experiments[eid]["state"] = "ACTIVE"
         return httpx.Response(200, json={"experiment": self.experiments[eid]})
 
+    def _pause(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
+        if eid not in self.experiments:
+            return api_error(404, "NotFound", f"experiment {eid} not found")
+        if self.experiments[eid]["state"] not in ("ACTIVE", "PAUSED"):
+            state = self.experiments[eid]["state"]
+            return api_error(
+                409, "Conflict", f"experiment {eid} is {state}; only an ACTIVE one can be paused"
+            )
+        self.experiments[eid]["state"] = "PAUSED"
+        return httpx.Response(200, json={"experiment": self.experiments[eid]})
+
     def _stop_experiment(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
         if eid not in self.experiments:
             return api_error(404, "NotFound", f"experiment {eid} not found")
-        self.experiments[eid]["state"] = "STOPPING_CANCELED"
+        killed = self.calls("POST")[-1].endswith("/kill")
+        self.experiments[eid]["state"] = "STOPPING_KILLED" if killed else "STOPPING_CANCELED"
         return httpx.Response(200, json={"experiment": self.experiments[eid]})
 
     def _kill_trial(self, params: dict[str, str], body: Any, tid: int) -> httpx.Response:
-        self.trials[tid]["state"] = "STOPPING_CANCELED"
+        self.trials[tid]["state"] = "STOPPING_KILLED"
         return httpx.Response(200, json={"trial": self.trials[tid]})
 
     def _archive(self, params: dict[str, str], body: Any, eid: int, action: str) -> httpx.Response:

@@ -18,8 +18,8 @@ import pytest
 
 from contract.launch import LaunchSpec
 from harness.agent._logs import LineSplitter, LogShipper
-from harness.agent._run import build_environment, exit_status
 from harness.agent._settings import Settings, parse_cli
+from harness.agent._spawn import build_environment, exit_status
 
 TOKEN = "agent-token-s3cr3t-6f1d"
 
@@ -133,7 +133,7 @@ def test_a_launchers_rank_prefix_becomes_the_lines_rank() -> None:
 
 
 def test_the_launchers_report_names_the_first_failing_rank(tmp_path: Path) -> None:
-    from harness.agent._run import first_failed_rank
+    from harness.agent._spawn import first_failed_rank
 
     report = tmp_path / "launcher.json"
     assert first_failed_rank(report) is None

@@ -259,7 +259,7 @@ def test_experiment_cancel_and_kill(api) -> None:
     killed = api.run("experiment", "kill", "3")
 
     assert (canceled.code, canceled.out) == (0, "Canceled experiment 3 (STOPPING_CANCELED)\n")
-    assert (killed.code, killed.out) == (0, "Killed experiment 3 (STOPPING_CANCELED)\n")
+    assert (killed.code, killed.out) == (0, "Killed experiment 3 (STOPPING_KILLED)\n")
     assert api.calls("POST") == ["POST /experiments/3/cancel", "POST /experiments/3/kill"]
 
 
@@ -268,7 +268,19 @@ def test_trial_kill(api) -> None:
 
     result = api.run("t", "kill", "5")
 
-    assert (result.code, result.out) == (0, "Killed trial 5 (STOPPING_CANCELED)\n")
+    assert (result.code, result.out) == (0, "Killed trial 5 (STOPPING_KILLED)\n")
+
+
+def test_experiment_pause_says_how_to_resume_and_an_ended_one_is_refused(api) -> None:
+    api.experiments[3] = api.experiment(3)
+    api.experiments[4] = api.experiment(4, state="COMPLETED")
+
+    paused = api.run("e", "pause", "3")
+    ended = api.run("experiment", "pause", "4")
+
+    assert paused.code == 0 and paused.out.startswith("Paused experiment 3 (PAUSED)")
+    assert "det experiment activate 3" in paused.out
+    assert ended.code != 0 and "experiment 4 is COMPLETED" in ended.err
 
 
 def test_cancel_of_an_unknown_experiment_names_it(api) -> None:

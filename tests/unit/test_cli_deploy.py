@@ -260,3 +260,62 @@ def test_down_is_idempotent(tmp_path: Path) -> None:
     streams = Streams()
     assert cli.main(["deploy", "local", "down"], runtime=runtime(tmp_path, streams)) == 0
     assert streams.out.getvalue() == "Stratus local stack is not running\n"
+
+
+def test_up_passes_pools_and_a_cluster_config_to_the_stack_and_lists_them(tmp_path: Path) -> None:
+    directory = tmp_path / "local"
+    config = tmp_path / "cluster.yaml"
+    config.write_text("resource_pools: [{pool_name: big}]\n")
+    started: list[list[str]] = []
+    pools = [
+        {"name": "default", "scheduler": "priority", "preemption": True, "agents": 1, "slots": 2},
+        {"name": "gpu", "scheduler": "fair_share", "preemption": False, "agents": 2, "slots": 1},
+    ]
+
+    def spawn(command: list[str], log: Path) -> FakeProcess:
+        started.append(command)
+        write_state(directory, 4242, pools=pools)
+        return FakeProcess(4242)
+
+    streams = Streams()
+    args = up_args(pool=["gpu:scheduler=fair_share:agents=2:slots=1"], cluster_config=str(config))
+    code = _deploy.up(
+        args, runtime(tmp_path, streams), spawn=spawn, alive=lambda pid: False, port_taken=lambda port: False
+    )
+
+    assert code == 0, streams.err.getvalue()
+    assert started[0][-4:] == [
+        "--pool",
+        "gpu:scheduler=fair_share:agents=2:slots=1",
+        "--cluster-config",
+        str(config),
+    ]
+    assert streams.out.getvalue().splitlines()[1] == (
+        "  resource pools: default (1 agent of 2 slots, priority, preemption); gpu (2 agents of 1 slot, fair_share)"
+    )
+
+
+def test_up_refuses_a_cluster_config_that_is_not_a_file(tmp_path: Path) -> None:
+    streams = Streams()
+    code = cli.main(
+        ["deploy", "local", "up", "--cluster-config", str(tmp_path / "nope.yaml")],
+        runtime=runtime(tmp_path, streams),
+    )
+    assert code == 1
+    assert f"--cluster-config {tmp_path / 'nope.yaml'} is not a file" in streams.err.getvalue()
+
+
+def test_status_lists_the_pools_of_a_stack_with_several(tmp_path: Path) -> None:
+    pools = [
+        {"name": "default", "scheduler": "priority", "preemption": True, "agents": 1, "slots": 2},
+        {"name": "cpu", "scheduler": "priority", "preemption": False, "agents": 3, "slots": 1},
+    ]
+    write_state(tmp_path / "local", 55, pools=pools)
+    streams = Streams()
+
+    _deploy.status(argparse.Namespace(), runtime(tmp_path, streams), alive=lambda pid: pid == 55)
+
+    assert (
+        "  pools:   default (1 agent of 2 slots, priority, preemption); "
+        "cpu (3 agents of 1 slot, priority, no preemption)"
+    ) in streams.out.getvalue().splitlines()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from chalicelib.domain.states import TrialState
 from contract.nni import is_nni_config
 from det._config import inline_nni_search_space, load_config, nni_code_directory
 from det._trial import NNI_STATUSES, nni_status
@@ -326,18 +327,7 @@ def test_trial_describe_without_its_experiment_still_works(api) -> None:
 
 
 def test_every_stratus_trial_state_has_an_nni_status() -> None:
-    states = [
-        "QUEUED",
-        "PULLING",
-        "RUNNING",
-        "PAUSED",
-        "STOPPING_COMPLETED",
-        "STOPPING_ERROR",
-        "STOPPING_CANCELED",
-        "COMPLETED",
-        "ERROR",
-        "CANCELED",
-    ]
+    states = [str(state) for state in TrialState]
     assert sorted(NNI_STATUSES) == sorted(states)
     assert nni_status({"state": "SOMETHING_NEW"}) == "UNKNOWN"
     assert nni_status({"state": "RUNNING", "early_stopped": True}) == "EARLY_STOPPED"

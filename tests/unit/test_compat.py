@@ -22,8 +22,8 @@ import pytest
 import harness
 import harness.core
 from contract.launch import LaunchSpec
-from harness.agent._run import build_environment
 from harness.agent._settings import Settings
+from harness.agent._spawn import build_environment
 from harness.compat import compat_path
 from harness.compat._nni import NniTrial, flatten_hparams, merge_parameter
 

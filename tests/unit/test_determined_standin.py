@@ -19,8 +19,8 @@ import harness
 import harness.core
 from contract.launch import LaunchSpec
 from harness._info import DEFAULT_COLLECTIVE_PORT, load_cluster_info
-from harness.agent._run import build_environment
 from harness.agent._settings import Settings
+from harness.agent._spawn import build_environment
 from harness.core._alert import alert
 from harness.core._collective import CollectiveError
 from harness.core._tensorboard import tensorboard_path

@@ -291,6 +291,19 @@ def test_preemption_latches_from_the_heartbeat_answer(on_platform: None, plane) 
         assert context.preempt.should_preempt() is True  # latched
 
 
+def test_the_agents_stop_file_latches_preemption_between_heartbeats(
+    on_platform: None, plane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "preempt.requested"
+    monkeypatch.setenv("STRATUS_PREEMPT_FILE", str(marker))
+    with harness.init(transport=plane.transport(), heartbeat_interval_s=3600) as context:
+        assert context.preempt.should_preempt() is False
+        marker.touch()  # the agent passes on the control plane's stop request
+        assert context.preempt.wait(30) is True  # the watcher saw it, long before the next heartbeat
+        assert context.preempt.should_preempt() is True
+    assert len(plane.calls("POST", "/heartbeat")) == 1  # the first beat only
+
+
 def test_close_stops_the_heartbeat_thread(on_platform: None, plane) -> None:
     context = harness.init(transport=plane.transport(), heartbeat_interval_s=0.01)
     assert plane.wait_heartbeats(1)

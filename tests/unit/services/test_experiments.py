@@ -9,7 +9,7 @@ from chalicelib.config import ConfigInvalidError
 from chalicelib.domain import keys
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.memory import EPOCH_2026
-from chalicelib.services import experiments
+from chalicelib.services import experiments, pausing
 
 RANDOM = {
     "name": "random",
@@ -77,9 +77,9 @@ def test_a_paused_experiment_starts_its_searcher_when_activated(ports, flow):
     created = experiments.create(ports, flow.SINGLE, flow.SHA, activate=False).experiment
     assert created.state == "PAUSED" and created.searcher is None
     assert ports.trials.items == {}
-    active = experiments.activate(ports, created.id)
+    active = pausing.activate_experiment(ports, created.id)
     assert active.state == "ACTIVE" and len(flow.trial_ids(created.id)) == 1
-    assert experiments.activate(ports, created.id).state == "ACTIVE"  # again: nothing more
+    assert pausing.activate_experiment(ports, created.id).state == "ACTIVE"  # again: nothing more
     assert len(ports.trials.items) == 1
 
 
@@ -87,7 +87,7 @@ def test_an_ended_experiment_cannot_be_activated(ports, flow):
     experiment = flow.submit()
     assert ports.experiments.transition(experiment.id, "ERROR")
     with pytest.raises(ConflictError, match="cannot be activated"):
-        experiments.activate(ports, experiment.id)
+        pausing.activate_experiment(ports, experiment.id)
 
 
 def test_an_unknown_experiment_is_not_found(ports):

@@ -49,7 +49,11 @@ def test_the_heartbeat_hands_out_launch_specs_and_kills_what_is_not_expected(por
     assert "STRATUS_AGENT_TOKEN" not in env and "STRATUS_NUM_NODES" not in env
     # Running it: no new launch. A process the control plane does not expect is killed.
     answer = runs.heartbeat(ports, "agent-1", "default", 1, [run_id, "3.1"])
-    assert answer == {"launch": [], "kill": ["3.1"]}
+    assert answer == {"launch": [], "kill": ["3.1"], "preempt": []}
+    # Paused (or preempted): the next beat tells the agent, which passes it on through the stop file.
+    ports.runs.tell_to_stop(run_id, pause=True)
+    answer = runs.heartbeat(ports, "agent-1", "default", 1, [run_id])
+    assert answer == {"launch": [], "kill": [], "preempt": [run_id]}
 
 
 def test_a_capacity_change_asks_the_scheduler_for_a_pass(ports):

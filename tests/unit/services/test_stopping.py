@@ -142,7 +142,7 @@ def test_unknown_and_ended_experiments_are_refused_with_their_id_and_state(ports
 def test_a_killed_trial_ends_and_its_experiment_goes_on(ports, flow):
     experiment, first, second, first_run, _ = _running_and_queued(ports, flow)
     stopping.kill_trial(ports, first)
-    assert ports.trials.get(first).state == TrialState.STOPPING_CANCELED
+    assert ports.trials.get(first).state == TrialState.STOPPING_KILLED
     assert ports.experiments.get(experiment.id).state == ExperimentState.ACTIVE
     _workflow_ends(ports, flow, first_run)
     assert ports.trials.get(first).state == TrialState.CANCELED

@@ -19,7 +19,8 @@ def test_a_trial_shows_its_restarts_its_exit_and_its_latest_checkpoint(ports):
         experiment_id=3,
         state="ERROR",
         attempts=4,
-        generation=1,  # one run was a resume after a pause, not a restart
+        generation=1,  # one run was a resume after a pause, another a requeue: neither is a restart
+        restarts=2,
         exit_code=3,
         exit_reason="rank 1 failed",
         failed_rank=1,

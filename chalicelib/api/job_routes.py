@@ -1,0 +1,109 @@
+"""User-facing routes of the job queue and the cluster (IAM-authorized in AWS): update a job's priority,
+weight, pool or place in the queue (`chalicelib.services.job_updates`), one or a batch, and list the
+resource pools, agents and slots (`chalicelib.services.cluster`)."""
+
+from __future__ import annotations
+
+from chalice.app import Blueprint
+
+from chalicelib.api import queue_models as qm
+from chalicelib.api.auth import UserPrincipal
+from chalicelib.api.routing import route
+from chalicelib.domain.records import Experiment
+from chalicelib.services import cluster, job_updates
+from chalicelib.wiring import ports
+
+bp = Blueprint(__name__)
+
+
+@route(bp, "/jobs/{job_id}", "PATCH", request=qm.JobChange, response=qm.JobUpdateResponse, auth="iam")
+def update_job(user: UserPrincipal, body: qm.JobChange, job_id: str) -> qm.JobUpdateResponse:
+    """Change one job's priority, weight, resource pool, or move it ahead of or behind another job."""
+    update = job_updates.JobUpdate(job_id=job_id, **body.model_dump())
+    return _answer(job_updates.update_jobs(ports(), [update]))
+
+
+@route(bp, "/job-queue", "POST", request=qm.JobBatchRequest, response=qm.JobUpdateResponse, auth="iam")
+def update_jobs(user: UserPrincipal, body: qm.JobBatchRequest) -> qm.JobUpdateResponse:
+    """Apply several job updates in order, all checked before any is written (`det job update-batch`)."""
+    updates = [job_updates.JobUpdate(**item.model_dump()) for item in body.updates]
+    return _answer(job_updates.update_jobs(ports(), updates))
+
+
+@route(bp, "/resource-pools", "GET", response=qm.ResourcePoolList, auth="iam")
+def list_resource_pools(user: UserPrincipal) -> qm.ResourcePoolList:
+    """The configured resource pools with their scheduler, agents, slots and queued jobs."""
+    return qm.ResourcePoolList(
+        resource_pools=[
+            qm.ResourcePool(
+                name=pool.spec.name,
+                description=pool.spec.description,
+                type="static",
+                scheduler_type=pool.spec.scheduler,
+                preemption=pool.spec.preemption and pool.spec.scheduler == "priority",
+                default_priority=pool.spec.default_priority,
+                num_agents=pool.agents,
+                max_agents=pool.spec.max_agents,
+                slots_per_agent=pool.spec.slots_per_agent,
+                slots_available=pool.slots_total,
+                slots_used=pool.slots_used,
+                queued_jobs=pool.queued_jobs,
+                scheduled_jobs=pool.scheduled_jobs,
+            )
+            for pool in cluster.list_pools(ports())
+        ]
+    )
+
+
+@route(bp, "/agents", "GET", response=qm.AgentList, auth="iam")
+def list_agents(user: UserPrincipal) -> qm.AgentList:
+    """Every agent that heartbeated, with its pool, slots, runs and last heartbeat."""
+    return qm.AgentList(
+        agents=[
+            qm.Agent(
+                id=agent.agent_id,
+                resource_pool=agent.pool,
+                slots=agent.slots,
+                slots_used=agent.slots_used,
+                containers=agent.runs,
+                last_heartbeat=agent.last_heartbeat,
+                alive=agent.alive,
+            )
+            for agent in cluster.list_agents(ports())
+        ]
+    )
+
+
+@route(bp, "/slots", "GET", response=qm.SlotList, auth="iam")
+def list_slots(user: UserPrincipal) -> qm.SlotList:
+    """Every slot of every agent, with the run and trial that hold it."""
+    return qm.SlotList(
+        slots=[
+            qm.Slot(
+                agent_id=slot.agent_id,
+                resource_pool=slot.pool,
+                slot_id=slot.slot_id,
+                enabled=slot.alive,
+                run_id=slot.run_id,
+                trial_id=slot.trial_id,
+                experiment_id=slot.experiment_id,
+            )
+            for slot in cluster.list_slots(ports())
+        ]
+    )
+
+
+def _answer(result: job_updates.UpdateResult) -> qm.JobUpdateResponse:
+    return qm.JobUpdateResponse(jobs=[_queued(job) for job in result.jobs], notes=result.notes)
+
+
+def _queued(experiment: Experiment) -> qm.QueuedJob:
+    return qm.QueuedJob(
+        id=str(experiment.id),
+        name=experiment.name or f"Experiment {experiment.id}",
+        state=str(experiment.state),
+        resource_pool=experiment.job_pool,
+        priority=experiment.job_priority,
+        weight=experiment.weight,
+        queue_position=experiment.queue_position,
+    )

@@ -1,0 +1,94 @@
+"""Request and response bodies of the job-queue and cluster routes (`chalicelib.api.job_routes`):
+`det job update | update-batch`, `det resource-pool list`, `det agent list`, `det slot list`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from chalicelib.api.models import _Body
+
+
+class JobChange(_Body):
+    """One change to a job (Determined's QueueControl): exactly one field."""
+
+    priority: int | None = None
+    weight: float | None = None
+    resource_pool: str | None = None
+    ahead_of: str | None = None
+    behind_of: str | None = None
+
+
+class JobBatchItem(JobChange):
+    job_id: str
+
+
+class JobBatchRequest(_Body):
+    updates: list[JobBatchItem] = Field(min_length=1)
+
+
+class QueuedJob(BaseModel):
+    """A job's place in its pool's queue, as an update left it."""
+
+    id: str
+    name: str
+    state: str
+    resource_pool: str
+    priority: int
+    weight: float
+    queue_position: float | None
+
+
+class JobUpdateResponse(BaseModel):
+    jobs: list[QueuedJob]
+    #: What the updates did beyond what was asked (a job that took another's priority to move next to it).
+    notes: list[str]
+
+
+class ResourcePool(BaseModel):
+    name: str
+    description: str
+    type: Literal["static"]
+    scheduler_type: Literal["priority", "fair_share"]
+    preemption: bool
+    default_priority: int
+    num_agents: int
+    max_agents: int | None
+    slots_per_agent: int | None
+    slots_available: int
+    slots_used: int
+    queued_jobs: int
+    scheduled_jobs: int
+
+
+class ResourcePoolList(BaseModel):
+    resource_pools: list[ResourcePool]
+
+
+class Agent(BaseModel):
+    id: str
+    resource_pool: str
+    slots: int
+    slots_used: int
+    containers: int
+    last_heartbeat: str
+    alive: bool
+
+
+class AgentList(BaseModel):
+    agents: list[Agent]
+
+
+class Slot(BaseModel):
+    agent_id: str
+    resource_pool: str
+    slot_id: int
+    enabled: bool
+    run_id: str | None
+    trial_id: int | None
+    experiment_id: int | None
+
+
+class SlotList(BaseModel):
+    slots: list[Slot]

@@ -1,0 +1,106 @@
+"""Pause and activate, as Determined does them (`det experiment pause | activate ID`), and the stop that
+preemption and pausing share.
+
+Pause: the experiment goes PAUSED (a conditional write) and each of its trials is told to stop:
+- a running trial's run is marked `preempt` and `pausing`: its processes' `should_preempt()` turns true,
+  the trainer stops at the end of its scheduling unit, checkpoints and exits 0; the workflow then pauses
+  the trial (PAUSED) and the run's release frees its slots;
+- a trial waiting for slots (or for its launch) never starts: its run ends unstarted and the workflow
+  pauses the trial the same way;
+- while the experiment is PAUSED no trial starts: one the searcher creates is created PAUSED, a
+  promotion leaves its trial PAUSED, and a slot request that reaches the scheduler anyway (an execution
+  started just before the pause) is paused there.
+
+Activate: the experiment goes ACTIVE and every trial that is PAUSED while its searcher wants it to train
+resumes in a new execution, from its latest checkpoint. A trial the searcher paused (PBT between rounds,
+ASHA waiting for a promotion) stays paused: that pause is the searcher's.
+
+Preemption (`preempt_run`) is the same stop with `requeue` instead of `pausing`: the clean exit sends the
+trial straight back to the queue.
+"""
+
+from __future__ import annotations
+
+from chalicelib.domain import keys
+from chalicelib.domain.records import Experiment, Trial
+from chalicelib.domain.run_records import Run
+from chalicelib.domain.states import ExperimentState, RunState, TrialState
+from chalicelib.errors import ConflictError
+from chalicelib.services import experiments, searching
+from chalicelib.services.ports import Ports
+
+#: The grant that tells a waiting slot request it will never get slots (its workflow goes on at once).
+NO_GRANT = {"agent_id": "", "num_nodes": 0}
+
+
+def pause_experiment(ports: Ports, experiment_id: int) -> Experiment:
+    experiment = experiments.get(ports, experiment_id)
+    if experiment.state == ExperimentState.PAUSED:
+        _pause_trials(ports, experiment)  # a repeated request: finish what the first may not have
+        return experiment
+    if experiment.state != ExperimentState.ACTIVE:
+        raise ConflictError(
+            f"experiment {experiment_id} is {experiment.state}; only an ACTIVE experiment can be paused"
+        )
+    if ports.experiments.transition(experiment_id, ExperimentState.PAUSED) is None:
+        raise ConflictError(
+            f"experiment {experiment_id} changed state meanwhile; run `det experiment pause` again"
+        )
+    _pause_trials(ports, experiment)
+    return experiments.get(ports, experiment_id)
+
+
+def activate_experiment(ports: Ports, experiment_id: int) -> Experiment:
+    """Start a paused experiment's searcher (created with --paused), or resume its paused trials."""
+    experiment = experiments.get(ports, experiment_id)
+    if experiment.state != ExperimentState.ACTIVE:
+        if ports.experiments.transition(experiment_id, ExperimentState.ACTIVE) is None:
+            raise ConflictError(
+                f"experiment {experiment_id} is {experiment.state} and cannot be activated; only a "
+                "PAUSED experiment can"
+            )
+        experiment = experiments.get(ports, experiment_id)
+    if not experiment.searcher_started:
+        searching.start(ports, experiment)
+    else:
+        # Also on a repeated activate: a trial whose pause ended after the first is resumed now.
+        for trial in ports.trials.for_experiment(experiment_id):
+            if trial.state == TrialState.PAUSED and trial.searcher_action == "train":
+                searching.resume_paused_trial(ports, experiment, trial)
+    return experiments.get(ports, experiment_id)
+
+
+def preempt_run(ports: Ports, run: Run) -> None:
+    """Stop a run to make room for another (the scheduler's preemption): it checkpoints and exits, and
+    its trial goes back to the queue. A run still waiting for its launch gives its slots back unstarted."""
+    ports.runs.tell_to_stop(run.run_id, pause=False)
+
+
+def pause_request_of_paused_experiment(ports: Ports, run: Run) -> None:
+    """A slot request of an experiment that is PAUSED: it is answered at once, unstarted, and its trial
+    paused (the execution was started just before the pause)."""
+    _pause_run(ports, run)
+
+
+def _pause_trials(ports: Ports, experiment: Experiment) -> None:
+    for trial in ports.trials.for_experiment(experiment.id):
+        if trial.state.terminal or trial.state == TrialState.PAUSED:
+            continue
+        run = _current_run(ports, trial)
+        if run is not None:
+            _pause_run(ports, run)
+        # No run yet: its slot request is paused when it reaches the scheduler.
+
+
+def _pause_run(ports: Ports, run: Run) -> None:
+    ports.runs.tell_to_stop(run.run_id, pause=True)
+    waiting = run.state == RunState.PENDING and run.slot_token
+    if waiting and ports.runs.exit(run.run_id, 0, "paused while it waited for slots") is not None:
+        ports.workflows.succeed(run.slot_token, NO_GRANT)
+    # ASSIGNED: the launch consumer ends it unstarted. LAUNCHING or RUNNING: its processes stop.
+
+
+def _current_run(ports: Ports, trial: Trial) -> Run | None:
+    """The trial's current run (the workflow names its runs after the trial's attempts)."""
+    run = ports.runs.get(keys.run_id(trial.id, trial.attempts)) if trial.attempts > 0 else None
+    return run if run is not None and run.state != RunState.EXITED else None

@@ -1,0 +1,97 @@
+"""`det resource-pool list` (alias `rp`), `det agent list` and `det slot list`: the cluster's pools,
+agents and slots in Determined's columns, each also as JSON or CSV.
+
+A pool row shows its scheduler (priority, with or without preemption, or fair_share), its default
+priority, its agents and slots (used of available, from the agents alive now) and its queued jobs. An
+agent is Enabled while it heartbeats; a slot shows the run (Allocation ID) and trial that hold it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from det._client import ApiClient
+from det._render import Cell, field, records_table, time_field
+from det._runtime import Runtime
+
+Json = dict[str, Any]
+
+_POOL_CELLS: dict[str, Cell] = {
+    "Name": field("name"),
+    "Description": field("description"),
+    "Type": field("type"),
+    "Scheduler Type": field("scheduler_type"),
+    "Preemption": field("preemption"),
+    "Default Priority": lambda p: p["default_priority"] if p["scheduler_type"] == "priority" else None,
+    "Agents": field("num_agents"),
+    "Max Agents": field("max_agents"),
+    "Slots per Agent": field("slots_per_agent"),
+    "Slots Used": field("slots_used"),
+    "Slots Available": field("slots_available"),
+    "Queued Jobs": field("queued_jobs"),
+}
+_AGENT_CELLS: dict[str, Cell] = {
+    "ID": field("id"),
+    "Last Heartbeat": time_field("last_heartbeat"),
+    "Slots": field("slots"),
+    "Slots Used": field("slots_used"),
+    "Containers": field("containers"),
+    "Resource Pool": field("resource_pool"),
+    "Enabled": field("alive"),
+}
+_SLOT_CELLS: dict[str, Cell] = {
+    "Agent ID": field("agent_id"),
+    "Resource Pool": field("resource_pool"),
+    "Slot ID": field("slot_id"),
+    "Enabled": field("enabled"),
+    "Allocation ID": field("run_id"),
+    "Task Name": lambda s: (
+        f"Trial {s['trial_id']} (Experiment {s['experiment_id']})" if s.get("trial_id") is not None else None
+    ),
+}
+
+
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _add(commands, "resource-pool", ["rp"], "resource pools", "list the resource pools", "resource_pools")
+    _add(commands, "agent", ["a"], "agents", "list the agents", "agents")
+    _add(commands, "slot", ["s"], "slots", "list every agent's slots and who holds them", "slots")
+
+
+def _add(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    aliases: list[str],
+    noun: str,
+    list_help: str,
+    kind: str,
+) -> None:
+    group = commands.add_parser(name, aliases=aliases, help=f"inspect the cluster's {noun}")
+    sub = group.add_subparsers(title=f"{name} commands", metavar="COMMAND")
+    # `det agent` alone lists, as `det job` does.
+    group.set_defaults(command=list_cluster, kind=kind, json=False, csv=False)
+    listing = sub.add_parser("list", aliases=["ls"], help=list_help)
+    output = listing.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print as JSON")
+    output.add_argument("--csv", action="store_true", help="print as CSV")
+    listing.set_defaults(command=list_cluster, kind=kind)
+
+
+_LISTS: dict[str, tuple[Callable[[ApiClient], list[Json]], dict[str, Cell]]] = {
+    "resource_pools": (ApiClient.list_resource_pools, _POOL_CELLS),
+    "agents": (ApiClient.list_agents, _AGENT_CELLS),
+    "slots": (ApiClient.list_slots, _SLOT_CELLS),
+}
+
+
+def list_cluster(args: argparse.Namespace, rt: Runtime) -> int:
+    fetch, cells = _LISTS[args.kind]
+    with rt.client() as client:
+        records = fetch(client)
+    if args.json:
+        rt.say(json.dumps({args.kind: records}, indent=4))
+        return 0
+    rt.say(records_table(cells, tuple(cells), records, as_csv=args.csv))
+    return 0

@@ -1,0 +1,67 @@
+"""How `det deploy local up` (and the tests' `infra.local_stack.BackgroundStack`) start the embedded
+stack: `python -m infra.local_stack ...`, with the resource pools the user asked for (`--pool`,
+`--cluster-config`; the stack reads them, `infra/cluster_config.py`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from det.errors import StackError
+
+
+def stack_command(
+    port: int,
+    slots: int,
+    directory: Path,
+    agents: int = 1,
+    *,
+    pools: Sequence[str] = (),
+    cluster_config: Path | None = None,
+) -> list[str]:
+    """The stack's command line. `pools` are `--pool` values and `cluster_config` a file."""
+    extra = [arg for pool in pools for arg in ("--pool", pool)]
+    if cluster_config is not None:
+        extra += ["--cluster-config", str(cluster_config)]
+    return [
+        sys.executable,
+        "-m",
+        "infra.local_stack",
+        "--port",
+        str(port),
+        "--slots",
+        str(slots),
+        "--agents",
+        str(agents),
+        "--state-dir",
+        str(directory),
+        *extra,
+    ]
+
+
+def pool_arguments(args: argparse.Namespace) -> tuple[list[str], Path | None]:
+    """The `--pool` values and the `--cluster-config` file (absolute: the stack runs elsewhere)."""
+    pools = list(getattr(args, "pool", None) or [])
+    given = getattr(args, "cluster_config", None)
+    if given is None:
+        return pools, None
+    path = Path(given).expanduser().resolve()
+    if not path.is_file():
+        raise StackError(f"--cluster-config {path} is not a file; pass the path of a YAML file")
+    return pools, path
+
+
+def describe_pools(pools: Iterable[Mapping[str, Any]]) -> str:
+    """`default (1 agent of 2 slots, priority, preemption); gpu (2 agents of 4 slots, fair_share)`."""
+    described = []
+    for pool in pools:
+        agents, slots = int(pool.get("agents") or 0), int(pool.get("slots") or 0)
+        scheduler = str(pool.get("scheduler") or "priority")
+        if scheduler == "priority":
+            scheduler += ", preemption" if pool.get("preemption") else ", no preemption"
+        shape = f"{agents} agent{'' if agents == 1 else 's'} of {slots} slot{'' if slots == 1 else 's'}"
+        described.append(f"{pool.get('name')} ({shape}, {scheduler})")
+    return "; ".join(described)

@@ -1,0 +1,110 @@
+"""The local stack's resource pools from `--pool` options and a cluster config file in the shape of
+Determined's master config (`infra.cluster_config`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chalicelib.domain.pools import PoolSpec
+from infra.cluster_config import ClusterConfigError, LocalPool, local_pools, parse_pool_option
+
+
+def test_without_pools_the_stack_has_its_default_pool_of_unknown_shape():
+    (default,) = local_pools([], None, slots=2, agents=3)
+    assert default == LocalPool(PoolSpec("default"), agents=3, slots=2)
+    assert default.agent_ids() == ["local-0", "local-1", "local-2"]  # the names they always had
+
+
+def test_pool_options_add_pools_with_their_shape_and_agents():
+    default, gpu, cpu = local_pools(
+        ["gpu:scheduler=fair_share:slots=4:agents=2", "cpu:preemption=off:priority=50"],
+        None,
+        slots=1,
+        agents=1,
+    )
+    assert default.spec == PoolSpec("default")
+    assert gpu.spec == PoolSpec(
+        "gpu", scheduler="fair_share", preemption=False, slots_per_agent=4, max_agents=2
+    )
+    assert gpu.agent_ids() == ["gpu-0", "gpu-1"]
+    assert cpu.spec == PoolSpec("cpu", preemption=False, default_priority=50, slots_per_agent=1, max_agents=1)
+
+
+def test_a_default_pool_given_replaces_the_implicit_one():
+    (default,) = local_pools(["default:preemption=off:agents=2"], None, slots=2, agents=1)
+    assert default.spec == PoolSpec("default", preemption=False, slots_per_agent=2, max_agents=2)
+    assert default.agent_ids() == ["local-0", "local-1"]
+
+
+def test_a_cluster_config_in_determineds_shape(tmp_path: Path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "resource_pools:\n"
+        "  - pool_name: default\n"
+        "    scheduler: {type: priority, preemption: true, default_priority: 30}\n"
+        "    agents: 2\n"
+        "  - pool_name: shared\n"
+        "    description: fair share\n"
+        "    scheduler: {type: fair_share}\n"
+        "    slots_per_agent: 4\n"
+    )
+    default, shared, extra = local_pools(["extra"], path, slots=1, agents=1)
+    assert default.spec == PoolSpec("default", default_priority=30, slots_per_agent=1, max_agents=2)
+    assert shared.spec == PoolSpec(
+        "shared",
+        scheduler="fair_share",
+        preemption=False,
+        description="fair share",
+        slots_per_agent=4,
+        max_agents=1,
+    )
+    assert extra.spec.name == "extra"
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ("gpu:slots", "'slots' is not KEY=VALUE"),
+        ("gpu:colour=red", "unknown setting 'colour'"),
+        ("gpu:scheduler=fifo", "scheduler 'fifo' is not one of priority, fair_share"),
+        ("gpu:preemption=maybe", "preemption='maybe' must be on or off"),
+        ("gpu:agents=0", "agents '0' must be a positive integer"),
+        ("gpu:slots=two", "slots 'two' must be a positive integer"),
+        ("gpu:priority=100", "default priority 100 must be 1 to 99"),
+        ("g/pu", "pool name 'g/pu' must be letters, digits"),
+    ],
+)
+def test_a_bad_pool_option_says_what_to_fix(option, said):
+    with pytest.raises(ClusterConfigError) as raised:
+        parse_pool_option(option, slots=1, agents=1)
+    assert said in str(raised.value) and repr(option) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("pools: []", "needs a non-empty `resource_pools:` list"),
+        ("resource_pools: [{name: x}]", "resource_pools[0] needs a `pool_name`"),
+        ("resource_pools: [{pool_name: x, gpus: 2}]", "unknown key 'gpus'"),
+        (
+            "resource_pools: [{pool_name: x, scheduler: {type: priority, fitting: best}}]",
+            "unknown key 'fitting'",
+        ),
+        ("resource_pools: [{pool_name: x, scheduler: {preemption: sometimes}}]", "must be true or false"),
+        ("resource_pools: [{pool_name: x}, {pool_name: x}]", "pool 'x' is given twice"),
+        ("resource_pools: [", "is not YAML"),
+    ],
+)
+def test_a_bad_cluster_config_says_what_to_fix(tmp_path: Path, text, said):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    with pytest.raises(ClusterConfigError, match=None) as raised:
+        local_pools([], path, slots=1, agents=1)
+    assert said in str(raised.value)
+
+
+def test_a_missing_cluster_config_is_named(tmp_path: Path):
+    with pytest.raises(ClusterConfigError, match="cannot read the cluster config"):
+        local_pools([], tmp_path / "nope.yaml", slots=1, agents=1)
