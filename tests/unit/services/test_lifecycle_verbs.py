@@ -184,3 +184,18 @@ def test_a_checkpoints_files_are_presigned_and_a_deleted_ones_refused(ports):
         checkpoints.get(ports, _uuid(999, 1))
     with pytest.raises(BadRequestError, match="'../x' is not a checkpoint uuid"):
         checkpoints.get(ports, "../x")
+
+
+def test_the_events_queue_carries_a_deletion_on_and_drops_trial_events_of_it(ports):
+    from chalicelib.handlers.events import handle_events_message
+
+    _seed(ports, 1, trials=3)
+    deleting.delete_experiment(ports, 1, in_request_trials=1)
+    (body,) = ports.queues.take_events()
+    late = messages.TrialExited(event_id="exited-101", trial_id=101, experiment_id=1, state="COMPLETED")
+
+    handle_events_message(ports, late)  # the searcher never sees it: no error, nothing created
+    assert ports.experiments.get(1).state == ExperimentState.DELETING
+    handle_events_message(ports, messages.parse_events_queue(body))
+
+    assert _everything_of(ports, 1) == NOTHING
