@@ -55,6 +55,7 @@ bench: install
 	$(PY) bench/pause_latency.py --write
 	$(PY) bench/pack_throughput.py --write
 	$(PY) bench/search_quality.py --write
+	$(PY) bench/scheduling_pass.py --write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

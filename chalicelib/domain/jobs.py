@@ -3,22 +3,22 @@
 A job is one experiment's demand in a pool (Determined: one job per experiment), identified by the
 experiment's id. Its slots acquired are those its assigned, launching and running runs hold; its slots
 needed are those of its pending and held runs together. A job with slots acquired is SCHEDULED, one
-that only waits is QUEUED. Jobs are listed in the scheduler's order (`scheduling.queue_order`'s key at
-the job's level): priority (the runs': the config's `resources.priority` unless `det job update` changed
-it; lower first, default 42), then the job's queue position (the submission time in epoch seconds
-unless `det job update --ahead-of/--behind-of` moved it), then the experiment's submission time, then
-its id.
+that only waits is QUEUED. Jobs are listed in the scheduler's order (`scheduling.queue_key` at the job's
+level): priority (the runs': the config's `resources.priority` unless `det job update` changed it; lower
+first, default 42), then the job's queue position (the submission time in epoch seconds unless
+`det job update --ahead-of/--behind-of` moved it), then its id compared as a string, as the scheduler
+compares job ids.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Literal
 
 from chalicelib.domain.records import Experiment
 from chalicelib.domain.run_records import Run
+from chalicelib.domain.scheduling import submission_position
 from chalicelib.domain.states import RunState
 
 EXPERIMENT_JOB = "EXPERIMENT"
@@ -77,9 +77,9 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
         value = experiment.queue_position if experiment is not None else None
         value = value if value is not None else positions.get(key)
         # A record older than positions sits at its submission time, as a new one does.
-        return value if value is not None else _epoch(submitted(key))
+        return value if value is not None else submission_position(submitted(key))
 
-    order = sorted(needed, key=lambda key: (priority(key), queue_position(key), submitted(key), key))
+    order = sorted(needed, key=lambda key: (priority(key), queue_position(key), str(key)))
     jobs = []
     for position, key in enumerate(order, start=1):
         experiment = experiments.get(key)
@@ -98,10 +98,3 @@ def job_queue(runs: Iterable[Run], experiments: Mapping[int, Experiment]) -> lis
             )
         )
     return jobs
-
-
-def _epoch(iso: str) -> float:
-    try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0

@@ -1,26 +1,60 @@
-"""The slot scheduler of a resource pool, as a pure function.
+"""The slot scheduler of a resource pool: what it schedules (requests, holdings, agents), in which order,
+and how a request is placed on agents.
 
-For now the policy is FIFO within priority (Determined's priority scheduler without preemption):
-requests are served in order of priority (lower number first, as in Determined), then submission time;
-a request that does not fit blocks those behind it, so a big trial is never starved by small ones.
+The queue order is Determined's: priority (lower number first), then the job's queue position (its
+submission time in epoch seconds unless `det job update --ahead-of/--behind-of` moved it), then the job,
+then the request's own submission time and run id. `det job list` shows jobs in this same order.
+
 A request that fits on one agent of the pool is placed on one agent (best fit). A bigger one (Determined's
 multi-node trial) takes whole idle agents of one size that divides it: `slots_per_trial: 8` on 4-slot
-agents takes two of them, each a node of the trial, the first the chief. It waits (and blocks the queue
-behind it, as any request) until that many agents are idle.
+agents takes two of them, each a node of the trial, the first the chief.
+
+The policies (priority with or without preemption, fair share) are in `scheduling_policies`
+(`plan_pass`). `assign_fifo` is the first scheduler (FIFO within priority, a request that does not fit
+blocks everything behind it), kept as the baseline of `bench/scheduling_pass.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from operator import attrgetter
 
 
 @dataclass(frozen=True)
 class SlotRequest:
+    """A run waiting for slots."""
+
     run_id: str
     slots: int
     priority: int
     queued_at: str  # ISO-8601; ties broken by run_id
+    #: The run's job: its experiment id as a string (one job per experiment).
+    job_id: str = ""
+    #: The job's fair-share weight (the fair-share scheduler only).
+    weight: float = 1.0
+    #: The job's place among jobs of equal priority: its submission time in epoch seconds, or the
+    #: midpoint `det job update --ahead-of/--behind-of` moved it to (see `queue_moves`).
+    queue_position: float = 0.0
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A run that holds slots (assigned, launching or running)."""
+
+    run_id: str
+    job_id: str
+    slots: int
+    priority: int
+    #: agent id -> slots held there (one entry, or one per node of a multi-node run).
+    placements: Mapping[str, int]
+    weight: float = 1.0
+    queue_position: float = 0.0
+    #: When it was granted its slots (ISO-8601); among equal victims the most recent is preempted.
+    started_at: str = ""
+    #: Already told to stop (paused, preempted, killed): its slots will come free; never picked again.
+    stopping: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,11 +80,34 @@ class Assignment:
         return self.nodes or (self.agent_id,)
 
 
+QueueKey = tuple[int, float, str, str, str]
+
+
+def submission_position(submitted_at: str) -> float:
+    """A job's default queue position: its submission time (ISO-8601) in epoch seconds; 0.0 when unknown."""
+    if not submitted_at:
+        return 0.0
+    try:
+        return datetime.fromisoformat(submitted_at.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def queue_key(request: SlotRequest) -> QueueKey:
+    """The scheduling order: priority, the job's queue position, the job, then the request itself."""
+    return (request.priority, request.queue_position, request.job_id, request.queued_at, request.run_id)
+
+
+_QUEUE_KEY = attrgetter("priority", "queue_position", "job_id", "queued_at", "run_id")
+
+
 def queue_order(requests: Iterable[SlotRequest]) -> list[SlotRequest]:
-    return sorted(requests, key=lambda r: (r.priority, r.queued_at, r.run_id))
+    return sorted(requests, key=_QUEUE_KEY)  # queue_key, in C
 
 
 def assign_fifo(requests: Sequence[SlotRequest], agents: Sequence[AgentCapacity]) -> list[Assignment]:
+    """The first scheduler (issue 9): FIFO within priority, a request that does not fit now (or ever)
+    blocks every request behind it. Kept as the benchmark's baseline; `plan_pass` replaces it."""
     free = {a.agent_id: a.free for a in agents}
     size = {a.agent_id: a.slots for a in agents}
     largest = max(size.values(), default=0)
