@@ -9,7 +9,7 @@ import logging
 
 from chalice.app import Chalice
 
-from chalicelib.api import compute_routes, job_routes, stop_routes, user_routes
+from chalicelib.api import compute_routes, job_routes, lifecycle_routes, stop_routes, user_routes
 from chalicelib.handlers import events
 
 app = Chalice(app_name="stratus")
@@ -17,5 +17,6 @@ app.log.setLevel(logging.INFO)
 app.register_blueprint(user_routes.bp)
 app.register_blueprint(compute_routes.bp)
 app.register_blueprint(stop_routes.bp)
+app.register_blueprint(lifecycle_routes.bp)
 app.register_blueprint(job_routes.bp)
 app.register_blueprint(events.bp)

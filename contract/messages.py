@@ -7,7 +7,8 @@ Three queues, each read by one event handler (`chalicelib/handlers/events.py`):
   or changed; the heartbeat) and `Sweep` (a timer: EventBridge in AWS, the local stack's ticker);
 - launch: `Launch` (the state machine hands a granted run to its agent, with its task token);
 - events (the searcher's): `TrialExited` and `TrialPaused` (the state machine, or the control plane when
-  it closes a paused trial) and `ValidationReported` (a trial reported its searcher metric).
+  it closes a paused trial) and `ValidationReported` (a trial reported its searcher metric), and
+  `DeleteExperiment` (`det experiment delete` going on with what its request could not finish).
 
 A body is a JSON object with ``"type"`` and the fields of its class; extra keys are ignored. `parse`
 (and the per-queue `parse_scheduler`, `parse_launch`, `parse_event`) raise `InvalidMessageError` for an
@@ -36,6 +37,7 @@ class MessageType(StrEnum):
     TRIAL_EXITED = "trial_exited"
     TRIAL_PAUSED = "trial_paused"
     VALIDATION = "validation"
+    DELETE_EXPERIMENT = "delete_experiment"
 
 
 @dataclass(frozen=True)
@@ -137,9 +139,18 @@ class ValidationReported(_Message):
     metric: float
 
 
+@dataclass(frozen=True)
+class DeleteExperiment(_Message):
+    """`det experiment delete` goes on with an experiment in DELETING that one request could not finish."""
+
+    TYPE: ClassVar[MessageType] = MessageType.DELETE_EXPERIMENT
+    experiment_id: int
+
+
 SchedulerMessage = RequestSlots | ReleaseSlots | CapacityChanged | Sweep
 TrialEvent = TrialExited | TrialPaused | ValidationReported
-Message = SchedulerMessage | Launch | TrialEvent
+EventsQueueMessage = TrialEvent | DeleteExperiment
+Message = SchedulerMessage | Launch | EventsQueueMessage
 
 MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
     MessageType.REQUEST: RequestSlots,
@@ -150,12 +161,20 @@ MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
     MessageType.TRIAL_EXITED: TrialExited,
     MessageType.TRIAL_PAUSED: TrialPaused,
     MessageType.VALIDATION: ValidationReported,
+    MessageType.DELETE_EXPERIMENT: DeleteExperiment,
 }
 SCHEDULER_TYPES = frozenset(
     {MessageType.REQUEST, MessageType.RELEASE, MessageType.CAPACITY, MessageType.SWEEP}
 )
 LAUNCH_TYPES = frozenset({MessageType.LAUNCH})
-EVENT_TYPES = frozenset({MessageType.TRIAL_EXITED, MessageType.TRIAL_PAUSED, MessageType.VALIDATION})
+EVENT_TYPES = frozenset(
+    {
+        MessageType.TRIAL_EXITED,
+        MessageType.TRIAL_PAUSED,
+        MessageType.VALIDATION,
+        MessageType.DELETE_EXPERIMENT,
+    }
+)
 
 
 def parse(body: str | bytes | Mapping[str, Any], expected: frozenset[MessageType] | None = None) -> Message:
@@ -194,8 +213,16 @@ def parse_launch(body: str | bytes | Mapping[str, Any]) -> Launch:
 
 
 def parse_event(body: str | bytes | Mapping[str, Any]) -> TrialEvent:
-    message = parse(body, EVENT_TYPES)
+    """A trial event (the searcher's); a `DeleteExperiment` of the same queue is refused here."""
+    message = parse(body, EVENT_TYPES - {MessageType.DELETE_EXPERIMENT})
     assert isinstance(message, TrialExited | TrialPaused | ValidationReported)
+    return message
+
+
+def parse_events_queue(body: str | bytes | Mapping[str, Any]) -> EventsQueueMessage:
+    """Any message of the events queue: a trial event or a `DeleteExperiment`."""
+    message = parse(body, EVENT_TYPES)
+    assert isinstance(message, TrialExited | TrialPaused | ValidationReported | DeleteExperiment)
     return message
 
 

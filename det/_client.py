@@ -153,6 +153,35 @@ class ApiClient:
             not_found=f"experiment {experiment_id} does not exist; `det experiment list --all` shows the ids",
         )
 
+    def list_trials(self, experiment_id: int) -> list[Json]:
+        answer = self._request(
+            "GET", f"/experiments/{experiment_id}/trials", not_found=_experiment_not_found(experiment_id)
+        )
+        return list(answer.get("trials", []))
+
+    def list_checkpoints(self, experiment_id: int, best: int | None = None) -> Json:
+        """`{"searcher_metric", "smaller_is_better", "checkpoints"}`: all by report time, or the best N."""
+        return self._request(
+            "GET",
+            f"/experiments/{experiment_id}/checkpoints",
+            params=_params(best=best),
+            not_found=_experiment_not_found(experiment_id),
+        )
+
+    def delete_experiment(self, experiment_id: int) -> Json:
+        return self._request(
+            "DELETE", f"/experiments/{experiment_id}", not_found=_experiment_not_found(experiment_id)
+        )
+
+    # --- checkpoints -------------------------------------------------------------------------
+
+    def get_checkpoint(self, uuid: str) -> Json:
+        return self._request("GET", f"/checkpoints/{uuid}", not_found=_checkpoint_not_found(uuid))
+
+    def checkpoint_files(self, uuid: str) -> Json:
+        """`{"checkpoint", "urls": {path: presigned GET URL}}`."""
+        return self._request("GET", f"/checkpoints/{uuid}/files", not_found=_checkpoint_not_found(uuid))
+
     # --- trials ------------------------------------------------------------------------------
 
     def get_trial(self, trial_id: int) -> Json:
@@ -316,6 +345,14 @@ class ApiClient:
 
 def _params(**values: str | int | None) -> dict[str, str | int]:
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _experiment_not_found(experiment_id: int) -> str:
+    return f"experiment {experiment_id} does not exist; `det experiment list --all` shows the ids"
+
+
+def _checkpoint_not_found(uuid: str) -> str:
+    return f"checkpoint {uuid} does not exist; `det experiment list-checkpoints ID` shows the uuids"
 
 
 def _trial_not_found(trial_id: int) -> str:

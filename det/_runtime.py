@@ -49,6 +49,8 @@ class Runtime:
     pack: PackFn = _default_pack
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
+    #: Where a confirmation is read (`det experiment delete` without --yes).
+    inp: TextIO = field(default_factory=lambda: sys.stdin)
 
     def client(self) -> ApiClient:
         return ApiClient(self.master, transport=self.transport, user=self.user_name())
@@ -68,6 +70,14 @@ class Runtime:
 
     def err_is_tty(self) -> bool:
         return _isatty(self.err)
+
+    def confirm(self, question: str) -> bool:
+        """Ask on stderr, read a line from `inp`: True for y or yes. Only where `inp` is a terminal."""
+        print(f"{question} [y/N] ", end="", file=self.err, flush=True)
+        return self.inp.readline().strip().lower() in ("y", "yes")
+
+    def inp_is_tty(self) -> bool:
+        return _isatty(self.inp)
 
     def say(self, text: str) -> None:
         """A result: stdout."""

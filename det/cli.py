@@ -1,7 +1,8 @@
 """The `det` command line (also installed as `stratus`), shaped like Determined's.
 
     det [-m MASTER] experiment|e  create | list|ls | describe | activate | archive | unarchive
-                                  | cancel | kill
+                                  | cancel | kill | list-trials|lt | list-checkpoints|lc | delete | wait
+    det [-m MASTER] checkpoint|c  list|ls | describe | download
     det [-m MASTER] trial|t       describe | logs | kill
     det [-m MASTER] job|j         list|ls
     det deploy local              up | status | down
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from contract.log_levels import LEVELS
-from det import _cluster, _deploy, _experiment, _job, _stop, _submit, _trial
+from det import _checkpoint, _cluster, _deploy, _experiment, _job, _lifecycle, _stop, _submit, _trial
 from det._runtime import DEFAULT_MASTER, Runtime
 from det.errors import ApiError, DetError
 
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_experiment(commands)
     _add_trial(commands)
     _job.add_parser(commands)
+    _checkpoint.add_parser(commands)
     _cluster.add_parsers(commands)
     _add_deploy(commands)
     return parser
@@ -170,6 +172,7 @@ def _add_experiment(commands: argparse._SubParsersAction[argparse.ArgumentParser
     activate.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
     activate.set_defaults(command=_submit.activate)
     _add_archiving(sub)
+    _lifecycle.add_parsers(sub)
 
 
 def _add_archiving(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -145,6 +145,31 @@ class TrialDetail(BaseModel):
     checkpoints: list[Checkpoint]
 
 
+class TrialList(BaseModel):
+    trials: list[Trial]
+
+
+class ValidatedCheckpoint(Checkpoint):
+    """A checkpoint with the validation reported at its steps (null: none) and its searcher metric."""
+
+    validation_metrics: dict[str, Any] | None
+    searcher_metric_value: float | None
+
+
+class ExperimentCheckpointList(BaseModel):
+    #: The config's `searcher.metric` and `smaller_is_better`: what `best` ranks by.
+    searcher_metric: str
+    smaller_is_better: bool
+    checkpoints: list[ValidatedCheckpoint]
+
+
+class ExperimentDeletion(BaseModel):
+    experiment_id: int
+    #: True once every record is gone (a 404 from then on); else it goes on through the events queue.
+    deleted: bool
+    trials_left: int
+
+
 class Metric(BaseModel):
     group: str
     steps_completed: int

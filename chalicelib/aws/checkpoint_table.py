@@ -43,6 +43,9 @@ class DynamoCheckpoints:
     def mark_deleted(self, uuid: str) -> None:
         dynamo.update_fields(self._table, {"uuid": uuid}, {"state": "DELETED"}, pk="uuid")
 
+    def delete(self, uuid: str) -> None:
+        self._table.delete_item(Key={"uuid": uuid})
+
     def for_trial(self, trial_id: int) -> list[Checkpoint]:
         items = dynamo.query_index(self._table, "by_trial", "trial_id", trial_id)
         return sorted((_decode(i) for i in items), key=lambda c: (c.steps_completed, c.report_time))
@@ -104,6 +107,21 @@ class DynamoMetrics:
         )
         return keys.ordered_metric_groups({str(item["group"]) for item in items})
 
+    def delete_for_trial(self, trial_id: int) -> int:
+        items = list(
+            dynamo.query_all(
+                self._table,
+                KeyConditionExpression="trial_id = :t",
+                ProjectionExpression="trial_id, #k",
+                ExpressionAttributeNames={"#k": "key"},
+                ExpressionAttributeValues={":t": trial_id},
+            )
+        )
+        with self._table.batch_writer() as batch:  # 25 deletes a request, unprocessed ones retried
+            for item in items:
+                batch.delete_item(Key={"trial_id": item["trial_id"], "key": item["key"]})
+        return len(items)
+
 
 class DynamoIds:
     def __init__(self) -> None:
@@ -130,3 +148,6 @@ class DynamoIds:
             stored = self._table.get_item(Key={"name": key}, ConsistentRead=True)["Item"]
             return int(stored["value"])
         return candidate
+
+    def forget(self, key: str) -> None:
+        self._table.delete_item(Key={"name": key})

@@ -118,6 +118,18 @@ class DynamoExperiments(ExperimentUpdates):
     def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
         dynamo.update_fields(self._table, {"id": experiment_id}, fields)
 
+    def delete(self, experiment_id: int) -> None:
+        try:
+            self._table.delete_item(
+                Key={"id": experiment_id},
+                ConditionExpression="#state = :deleting",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={":deleting": str(ExperimentState.DELETING)},
+            )
+        except ClientError as error:
+            if not dynamo.is_condition_failure(error):
+                raise
+
 
 def _decode(item: dict[str, Any]) -> Experiment:
     item["config"] = json.loads(item["config"])

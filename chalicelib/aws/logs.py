@@ -73,6 +73,13 @@ class CloudWatchLogs:
         lines = [_decode(e) for e in answer.get("events", [])]
         return lines, answer.get("nextForwardToken") or next_token
 
+    def delete(self, trial_id: int) -> None:
+        try:
+            self._logs.delete_log_stream(logGroupName=self._group, logStreamName=log_stream(trial_id))
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+
 
 def _encode(line: LogLine) -> str:
     # The rank travels inside the event so one stream keeps the ranks' lines in time order.

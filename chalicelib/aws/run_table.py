@@ -67,6 +67,9 @@ class DynamoRuns(RunMoves):
         items = dynamo.query_index(self._table, "by_agent", "active_agent", agent_id)
         return [held_record(item) for item in items]
 
+    def delete(self, run_id: str) -> None:
+        self._table.delete_item(Key={"run_id": run_id})
+
     @staticmethod
     def _runs(items: Any) -> list[Run]:
         return [Run.from_item(item) for item in items]

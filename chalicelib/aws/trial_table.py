@@ -49,6 +49,9 @@ class DynamoTrials(TrialUpdates):
     def _set_trial(self, trial_id: int, fields: Mapping[str, Any]) -> None:
         dynamo.update_fields(self._table, {"id": trial_id}, fields)
 
+    def delete(self, trial_id: int) -> None:
+        self._table.delete_item(Key={"id": trial_id})
+
     def record_training(self, trial_id: int, steps_completed: int) -> None:
         self._raise_total(trial_id, steps_completed)
 

@@ -37,6 +37,21 @@ def checkpoint_prefix(experiment_id: int, trial_id: int, uuid: str) -> str:
     return f"checkpoints/{experiment_id}/{trial_id}/{uuid}/"
 
 
+def trial_checkpoints_prefix(experiment_id: int, trial_id: int) -> str:
+    """Where every checkpoint of one trial lies (`det experiment delete` removes it whole)."""
+    return f"checkpoints/{experiment_id}/{trial_id}/"
+
+
+def experiment_checkpoints_prefix(experiment_id: int) -> str:
+    """Where every checkpoint of one experiment lies, reported or not."""
+    return f"checkpoints/{experiment_id}/"
+
+
+def trial_request_claim(experiment_id: int, request_id: str) -> str:
+    """The id claim binding a searcher's trial request to its trial id (`Ids.claim`)."""
+    return f"trial-request:{experiment_id}:{request_id}"
+
+
 def checkpoint_object_key(experiment_id: int, trial_id: int, uuid: str, relative_path: str) -> str:
     """The key of one checkpoint file; refuses paths that would leave the checkpoint's prefix."""
     parts = relative_path.split("/")

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from chalice.app import Blueprint, SQSEvent
 
-from chalicelib.services import runs, scheduler, searching
+from chalicelib.services import deleting, runs, scheduler, searching
 from chalicelib.services.ports import Ports
 from chalicelib.settings import queue_name
 from chalicelib.wiring import ports
@@ -52,4 +52,13 @@ def on_launch_message(event: SQSEvent) -> None:
 
 @bp.on_sqs_message(queue=queue_name("events"), batch_size=1)
 def on_trial_event(event: SQSEvent) -> None:
-    _consume(event, "events", messages.parse_event, searching.handle_event)
+    _consume(event, "events", messages.parse_events_queue, handle_events_message)
+
+
+def handle_events_message(ports: Ports, message: messages.EventsQueueMessage) -> None:
+    """The events queue: trial events go to the searcher; a `DeleteExperiment` goes on deleting."""
+    if isinstance(message, messages.DeleteExperiment):
+        deleting.carry_on(ports, message.experiment_id)
+    elif not deleting.is_deleting(ports, message.experiment_id):
+        # A late trial event of an experiment being deleted: its searcher must create nothing more.
+        searching.handle_event(ports, message)

@@ -36,6 +36,9 @@ class MemoryCheckpoints:
         if uuid in self.items:
             self.items[uuid]["state"] = "DELETED"
 
+    def delete(self, uuid: str) -> None:
+        self.items.pop(uuid, None)
+
     def for_trial(self, trial_id: int) -> list[Checkpoint]:
         found = [_checkpoint(c) for c in self.items.values() if c["trial_id"] == trial_id]
         return sorted(found, key=lambda c: (c.steps_completed, c.report_time))
@@ -80,6 +83,12 @@ class MemoryMetrics:
             str(item["group"]) for (trial, _), item in self.items.items() if trial == trial_id
         )
 
+    def delete_for_trial(self, trial_id: int) -> int:
+        gone = [key for key in self.items if key[0] == trial_id]
+        for key in gone:
+            del self.items[key]
+        return len(gone)
+
 
 class MemoryIds:
     def __init__(self) -> None:
@@ -95,3 +104,6 @@ class MemoryIds:
         if key not in self.claims:
             self.claims[key] = self.next(counter)
         return self.claims[key]
+
+    def forget(self, key: str) -> None:
+        self.claims.pop(key, None)

@@ -103,6 +103,9 @@ class MemoryRuns(RunMoves):
             run["preempt"] = True
             run["pausing" if pause else "requeue"] = True
 
+    def delete(self, run_id: str) -> None:
+        self.items.pop(run_id, None)
+
 
 def _run(item: Record | None) -> Run | None:
     return Run.from_item(item) if item is not None else None

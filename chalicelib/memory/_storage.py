@@ -69,3 +69,6 @@ class MemoryLogs:
             start = 0
         page = stream[start : start + count]
         return page, f"f/{start + len(page)}"
+
+    def delete(self, trial_id: int) -> None:
+        self.streams.pop(trial_id, None)

@@ -85,6 +85,11 @@ class MemoryExperiments(ExperimentUpdates):
     def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
         update_fields(self.items, experiment_id, fields)
 
+    def delete(self, experiment_id: int) -> None:
+        item = self.items.get(experiment_id)
+        if item is not None and item["state"] == str(ExperimentState.DELETING):
+            del self.items[experiment_id]
+
 
 class MemoryTrials(TrialUpdates):
     def __init__(self) -> None:
@@ -116,6 +121,9 @@ class MemoryTrials(TrialUpdates):
 
     def _set_trial(self, trial_id: int, fields: Mapping[str, Any]) -> None:
         update_fields(self.items, trial_id, fields)
+
+    def delete(self, trial_id: int) -> None:
+        self.items.pop(trial_id, None)
 
     def record_training(self, trial_id: int, steps_completed: int) -> None:
         self._raise(trial_id, "total_batches", steps_completed, {"total_batches": steps_completed})

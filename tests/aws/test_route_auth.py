@@ -87,6 +87,12 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     # No body; the experiment is active, and only one that has ended can be (un)archived (409).
     ("POST", "/experiments/{experiment_id}/archive"): USER_CONFLICT,
     ("POST", "/experiments/{experiment_id}/unarchive"): USER_CONFLICT,
+    ("GET", "/experiments/{experiment_id}/trials"): USER_READ,
+    ("GET", "/experiments/{experiment_id}/checkpoints"): USER_READ,
+    # The experiment is active: only one that has ended can be deleted (409).
+    ("DELETE", "/experiments/{experiment_id}"): USER_CONFLICT,
+    ("GET", "/checkpoints/{uuid}"): USER_READ,
+    ("GET", "/checkpoints/{uuid}/files"): USER_READ,
     ("GET", "/trials/{trial_id}"): USER_READ,
     ("GET", "/trials/{trial_id}/metrics"): USER_READ,
     ("GET", "/trials/{trial_id}/metric-groups"): USER_READ,

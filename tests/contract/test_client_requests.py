@@ -165,6 +165,11 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         cli.kill_trial(2)
         cli.archive_experiment(1)
         cli.unarchive_experiment(1)
+        cli.list_trials(1)
+        cli.list_checkpoints(1, best=3)
+        cli.delete_experiment(1)
+        cli.get_checkpoint("0" * 8 + "-0000-4000-8000-" + "0" * 12)
+        cli.checkpoint_files("0" * 8 + "-0000-4000-8000-" + "0" * 12)
         cli.get_trial(2)
         cli.trial_metrics(2, "validation")
         cli.trial_metric_groups(2)
@@ -184,6 +189,11 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "POST /trials/{trial_id}/kill",
             "POST /experiments/{experiment_id}/archive",
             "POST /experiments/{experiment_id}/unarchive",
+            "GET /experiments/{experiment_id}/trials",
+            "GET /experiments/{experiment_id}/checkpoints",
+            "DELETE /experiments/{experiment_id}",
+            "GET /checkpoints/{uuid}",
+            "GET /checkpoints/{uuid}/files",
             "GET /trials/{trial_id}",
             "GET /trials/{trial_id}/metrics",
             "GET /trials/{trial_id}/metric-groups",

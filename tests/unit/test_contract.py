@@ -179,6 +179,7 @@ EVERY_MESSAGE = [
     messages.Launch("tok", "7.1", 7, 3, "agent-1"),
     messages.TrialExited("exited-7.1", 7, 3, "COMPLETED"),
     messages.TrialPaused("paused-7.1", 7, 3, "PAUSED"),
+    messages.DeleteExperiment(3),
     messages.ValidationReported("validation-7-100", 3, 7, 100, 0.25),
 ]
 
@@ -202,6 +203,10 @@ def test_the_per_queue_parsers_take_their_own_types() -> None:
     assert isinstance(messages.parse_scheduler({"type": "sweep", "pool": "p"}), messages.Sweep)
     assert isinstance(messages.parse_launch(EVERY_MESSAGE[5].to_body()), messages.Launch)
     assert isinstance(messages.parse_event(EVERY_MESSAGE[-1].to_body()), messages.ValidationReported)
+    deletion = messages.DeleteExperiment(3).to_body()
+    assert messages.parse_events_queue(deletion) == messages.DeleteExperiment(3)
+    with pytest.raises(InvalidMessageError, match="'delete_experiment' message does not belong"):
+        messages.parse_event(deletion)  # the searcher's parser takes trial events only
     with pytest.raises(InvalidMessageError, match="'launch' message does not belong on this queue"):
         messages.parse_scheduler(EVERY_MESSAGE[5].to_body())
 

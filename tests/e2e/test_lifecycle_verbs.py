@@ -1,0 +1,74 @@
+"""The read-side and end-of-life verbs on the local stack, through the real CLI: a tiny Core API experiment
+runs to completion (`det experiment wait` exits 0), `list-trials` and `list-checkpoints --best 1` show it,
+`det checkpoint download` fetches the best checkpoint's file through presigned URLs and it loads, and
+`det experiment delete --yes` removes it (its objects too), after which `describe` is a 404."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+# Two validations and two checkpoints; the later one has the smaller loss, so it is the best.
+TRAIN = """
+import json
+import determined as det
+
+with det.core.init() as core:
+    for step in (5, 10):
+        core.train.report_validation_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
+        with core.checkpoint.store_path({"steps_completed": step}) as (path, uuid):
+            (path / "state.json").write_text(json.dumps({"step": step}))
+"""
+CONFIG = """
+name: lifecycle-verbs
+entrypoint: python3 train.py
+searcher: {name: single, metric: loss, smaller_is_better: true, max_length: 10}
+checkpoint_storage: {save_trial_latest: 2, save_trial_best: 1, save_experiment_best: 0}
+max_restarts: 0
+"""
+
+
+def test_list_download_wait_and_delete_an_experiment(det, local_stack, tmp_path: Path, table_rows):
+    context = tmp_path / "ctx"
+    context.mkdir()
+    (context / "train.py").write_text(TRAIN)
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    created = det("experiment", "create", str(tmp_path / "config.yaml"), str(context))
+    assert created.code == 0, created.out + created.err
+    experiment_id = det.created_experiment_id(created.out)
+
+    waited = det("experiment", "wait", str(experiment_id), "--polling-interval", "1")
+    assert waited.code == 0, waited.out + waited.err
+    assert f"Experiment {experiment_id} terminated with state COMPLETED" in waited.out
+
+    trials = det("experiment", "list-trials", str(experiment_id))
+    assert trials.code == 0, trials.err
+    (header, row) = table_rows(trials.out)[:2]
+    assert header == ["Trial ID", "State", "H-Params", "Start Time", "End Time", "# of Batches"]
+    assert (row[1], row[5]) == ("COMPLETED", "10")
+
+    listed = det("experiment", "list-checkpoints", str(experiment_id), "--json")
+    assert len(json.loads(listed.out)["checkpoints"]) == 2
+    best = det("experiment", "list-checkpoints", str(experiment_id), "--best", "1")
+    assert best.code == 0, best.err
+    rows = table_rows(best.out)
+    assert rows[0][:5] == ["Trial ID", "# of Batches", "State", "Validation Metric", "UUID"]
+    assert (rows[1][1], rows[1][2], rows[1][3]) == ("10", "COMPLETED", "0.1")
+    uuid = rows[1][4]
+
+    downloaded = det("checkpoint", "download", uuid, "-o", str(tmp_path / "best"))
+    assert downloaded.code == 0, downloaded.err
+    assert json.loads((tmp_path / "best" / "state.json").read_text()) == {"step": 10}
+    assert json.loads((tmp_path / "best" / "metadata.json").read_text())["steps_completed"] == 10
+
+    deleted = det("experiment", "delete", str(experiment_id), "--yes")
+    assert (deleted.code, deleted.out.strip()) == (0, f"Successfully deleted experiment {experiment_id}")
+    gone = det("experiment", "describe", str(experiment_id))
+    assert gone.code != 0 and f"experiment {experiment_id} does not exist" in gone.err
+    prefix = f"checkpoints/{experiment_id}/"
+    left = local_stack.s3().list_objects_v2(Bucket=local_stack.bucket, Prefix=prefix).get("Contents", [])
+    assert left == []
