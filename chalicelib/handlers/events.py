@@ -59,6 +59,5 @@ def handle_events_message(ports: Ports, message: messages.EventsQueueMessage) ->
     """The events queue: trial events go to the searcher; a `DeleteExperiment` goes on deleting."""
     if isinstance(message, messages.DeleteExperiment):
         deleting.carry_on(ports, message.experiment_id)
-    elif not deleting.is_deleting(ports, message.experiment_id):
-        # A late trial event of an experiment being deleted: its searcher must create nothing more.
-        searching.handle_event(ports, message)
+    else:
+        searching.handle_event(ports, message)  # it ignores a late event of an experiment being deleted

@@ -82,6 +82,12 @@ def pause_request_of_paused_experiment(ports: Ports, run: Run) -> None:
     _pause_run(ports, run)
 
 
+def drop_request_of_canceled_trial(ports: Ports, run: Run) -> None:
+    """A slot request of a trial canceled or killed meanwhile: answered at once with no agent, so its
+    workflow finds the run ended and the trial canceled (its Cancel), instead of waiting for slots."""
+    _leave_queue(ports, run, -1, "canceled while it waited for slots")
+
+
 def _pause_trials(ports: Ports, experiment: Experiment) -> None:
     for trial in ports.trials.for_experiment(experiment.id):
         if trial.state.terminal or trial.state == TrialState.PAUSED:
@@ -94,10 +100,16 @@ def _pause_trials(ports: Ports, experiment: Experiment) -> None:
 
 def _pause_run(ports: Ports, run: Run) -> None:
     ports.runs.tell_to_stop(run.run_id, pause=True)
-    waiting = run.state == RunState.PENDING and run.slot_token
-    if waiting and ports.runs.exit(run.run_id, 0, "paused while it waited for slots") is not None:
-        ports.workflows.succeed(run.slot_token, NO_GRANT)
+    _leave_queue(ports, run, 0, "paused while it waited for slots")
     # ASSIGNED: the launch consumer ends it unstarted. LAUNCHING or RUNNING: its processes stop.
+
+
+def _leave_queue(ports: Ports, run: Run, exit_code: int, reason: str) -> None:
+    """A run waiting for slots ends unstarted; its slot request is answered with no agent, so its
+    workflow goes on at once (its launch finds the run ended)."""
+    waiting = run.state == RunState.PENDING and run.slot_token
+    if waiting and ports.runs.exit(run.run_id, exit_code, reason) is not None:
+        ports.workflows.succeed(run.slot_token, NO_GRANT)
 
 
 def _current_run(ports: Ports, trial: Trial) -> Run | None:

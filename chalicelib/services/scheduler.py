@@ -20,10 +20,11 @@ from __future__ import annotations
 import logging
 
 from chalicelib.domain.pools import PoolSpec
+from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, submission_position
 from chalicelib.domain.scheduling_policies import PoolPolicy, plan_pass
-from chalicelib.domain.states import ExperimentState, RunState
+from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.services import job_updates, pausing, runs
 from chalicelib.services.ports import Ports
 from contract import messages
@@ -48,9 +49,14 @@ def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
         # The job as it is now (`det job update` may have changed it since the workflow started).
         request = job_updates.queued_as_job(ports, request, experiment)
         ports.runs.put_request(request)
+        queued = ports.runs.get(request.run_id) or request
         if experiment is not None and experiment.state == ExperimentState.PAUSED:
             # Its execution started just before the pause: the trial waits PAUSED, unstarted.
-            pausing.pause_request_of_paused_experiment(ports, ports.runs.get(request.run_id) or request)
+            pausing.pause_request_of_paused_experiment(ports, queued)
+        elif _canceled(ports.trials.get(message.trial_id)):
+            # Canceled or killed after its execution asked for slots: it never starts, and its
+            # workflow goes on at once (to Cancel) instead of waiting in the queue for slots.
+            pausing.drop_request_of_canceled_trial(ports, queued)
     schedule_pool(ports, message.pool)
 
 
@@ -103,6 +109,14 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     if granted:
         log.info("pool %s: granted %s", pool, granted)
     return granted
+
+
+def _canceled(trial: Trial | None) -> bool:
+    return trial is not None and trial.state in (
+        TrialState.STOPPING_CANCELED,
+        TrialState.STOPPING_KILLED,
+        TrialState.CANCELED,
+    )
 
 
 def _position(run: Run) -> float:

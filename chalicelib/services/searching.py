@@ -57,7 +57,7 @@ def start(ports: Ports, experiment: Experiment) -> None:
 
 def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
     experiment = ports.experiments.get(message.experiment_id)
-    if experiment is None or experiment.searcher is None or experiment.state.terminal:
+    if experiment is None or experiment.searcher is None or _gone(experiment):
         return
     if experiment.state in stopping.STOPPING_TO_CANCELED:
         stopping.on_trial_event(ports, experiment)  # canceled: the searcher creates nothing more
@@ -97,6 +97,11 @@ def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
     if isinstance(event, searchers.ValidationReported):
         # Answered (possibly with nothing: the target stands, or the trial is done).
         ports.trials.clear_searcher_pending(trial_id)
+
+
+def _gone(experiment: Experiment) -> bool:
+    """Ended, or being deleted (a late event: its searcher creates nothing more)."""
+    return experiment.state.terminal or experiment.state == ExperimentState.DELETING
 
 
 def _tell_pause(

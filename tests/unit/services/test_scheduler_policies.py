@@ -9,7 +9,7 @@ from typing import Any
 
 from chalicelib.domain import keys
 from chalicelib.domain.states import RunState
-from chalicelib.services import jobs, runs, scheduler, trial_reports
+from chalicelib.services import jobs, runs, scheduler, stopping, trial_reports
 
 SINGLE: dict[str, Any] = {
     "name": "job",
@@ -84,3 +84,18 @@ def test_a_slot_request_delivered_twice_is_queued_and_granted_once(ports, flow):
     assert ports.runs.get(run_id).state == RunState.ASSIGNED
     assert [r.run_id for r in ports.runs.allocated("default")] == [run_id]
     assert ports.runs.pending("default") == []
+
+
+def test_a_slot_request_of_a_trial_killed_meanwhile_leaves_the_queue_at_once(ports, flow):
+    runs.heartbeat(ports, "agent-1", "default", 1, [])
+    busy = _submit(flow, priority=42)
+    flow.place(busy)  # the only slot is taken, so a request would wait
+    trial_id = _submit(flow, priority=42)
+    stopping.kill_trial(ports, trial_id)  # before its execution's slot request reached the scheduler
+
+    run_id = flow.request_slots(trial_id)
+
+    assert ports.runs.get(run_id).state == RunState.EXITED
+    assert ports.workflows.answers[f"slots-{run_id}"] == {"agent_id": "", "num_nodes": 0}
+    flow.launch(run_id)
+    assert flow.exit_answer(run_id)["canceled"] is True  # the workflow's Cancel, not a wait for slots
