@@ -53,6 +53,7 @@ test: lint typecheck
 bench: install
 	$(PY) bench/submit_latency.py --write
 	$(PY) bench/pause_latency.py --write
+	$(PY) bench/preemption_latency.py --write
 	$(PY) bench/pack_throughput.py --write
 	$(PY) bench/search_quality.py --write
 	$(PY) bench/scheduling_pass.py --write
