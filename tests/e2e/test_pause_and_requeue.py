@@ -125,3 +125,31 @@ def test_a_stopped_agent_requeues_its_trial_which_resumes_on_another_and_complet
     training = probe.metrics(trial["id"])["training"]
     assert [steps for steps, _ in training] == list(range(1, probe.steps + 1))
     assert "resumed at step" in det("trial", "logs", str(trial["id"])).out
+
+
+def test_a_request_the_remaining_agents_cannot_hold_waits_with_its_reason_and_blocks_nobody(
+    det, probe, pool, tmp_path: Path, wait_for
+):
+    # A pool of two one-slot agents that has lost one (stopped, as above, or now): a two-slot trial
+    # passes the submission check (the pool's shape has two slots) but the agents left cannot hold it.
+    # It waits with its reason (the pool could grow back) and, preemption being on, a lower-priority
+    # trial runs behind it (it could take that slot back by preemption, so it is not starved).
+    agents = json.loads(det("agent", "list", "--json").out)["agents"]
+    with_slots = [a["id"] for a in agents if a["slots"] > 0]
+    for agent_id in with_slots[1:]:
+        os.kill(_agent_pid(pool["api_url"], agent_id), signal.SIGTERM)
+    wait_for(
+        lambda: sum(a["slots"] for a in json.loads(det("agent", "list", "--json").out)["agents"]) == 1,
+        timeout=60,
+        what="one slot left in the pool",
+    )
+    big = probe.submit(tmp_path, "two-slots", "resources: {slots_per_trial: 2, priority: 1}")
+    small = probe.submit(tmp_path, "one-slot")
+
+    # The big one is first in the queue, yet the small one runs to completion behind it.
+    wait_for(lambda: probe.state(small) == "COMPLETED", timeout=180, what="the small experiment")
+    listed = det("job", "list")
+    assert f"job {big} waits: needs 2 slots; the largest agent has 1" in listed.out
+    assert probe.trial(big)["state"] == "QUEUED"
+    assert det("experiment", "kill", str(big)).code == 0
+    wait_for(lambda: probe.state(big) == "CANCELED", timeout=60, what="the big one to be killed")
