@@ -203,14 +203,24 @@ def det(local_stack: LocalStackInfo) -> Det:
 
 
 @contextmanager
-def two_agent_pool(folder: Path) -> Iterator[dict[str, str]]:
-    """A second local stack whose pool has two agents of one slot each (two nodes on this machine): its
-    state (``api_url``, ``moto_url``, ...) and ``state_dir``."""
-    stack = BackgroundStack(folder, slots=1, agents=2)
+def two_agent_pool(folder: Path, agents: int = 2) -> Iterator[dict[str, str]]:
+    """A second local stack whose pool has ``agents`` agents of one slot each (nodes on this machine):
+    its state (``api_url``, ``moto_url``, ...) and ``state_dir``."""
+    stack = BackgroundStack(folder, slots=1, agents=agents)
     try:
         yield {**stack.state, "state_dir": str(stack.log_path.parent)}
     finally:
         stack.stop()
+
+
+def agent_pid(api_url: str, agent_id: str) -> int:
+    """The pid of a local stack's agent process (to stop it as a scale-in would, or kill it)."""
+    pattern = f"harness.agent --api {api_url} --agent-id {agent_id} "
+    pids = subprocess.run(
+        ["pgrep", "-f", pattern], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert len(pids) == 1, f"agent {agent_id}: {pids}"
+    return int(pids[0])
 
 
 # ---- a Core API trial of a known number of steps that resumes exactly (pause, preemption) -----------
@@ -319,6 +329,17 @@ def _det_runner() -> type[Det]:
 @pytest.fixture(scope="session", name="two_agent_pool")
 def _two_agent_pool() -> Callable[[Path], AbstractContextManager[dict[str, str]]]:
     return two_agent_pool
+
+
+@pytest.fixture(scope="session", name="one_slot_agents")
+def _one_slot_agents() -> Callable[..., AbstractContextManager[dict[str, str]]]:
+    """`one_slot_agents(folder, agents=N)`: a stack whose pool has N agents of one slot each."""
+    return two_agent_pool
+
+
+@pytest.fixture(scope="session", name="agent_pid")
+def _agent_pid() -> Callable[[str, str], int]:
+    return agent_pid
 
 
 @pytest.fixture(scope="session", name="run_record")

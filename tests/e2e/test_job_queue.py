@@ -17,18 +17,13 @@ from typing import Any
 
 import pytest
 
-from infra.local_stack import BackgroundStack
-
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    stack = BackgroundStack(tmp_path_factory.mktemp("job-queue"), slots=1, agents=1)
-    try:
-        yield stack.state
-    finally:
-        stack.stop()
+def pool(tmp_path_factory: pytest.TempPathFactory, one_slot_agents) -> Iterator[dict[str, str]]:
+    with one_slot_agents(tmp_path_factory.mktemp("job-queue"), agents=1) as stack:
+        yield stack
 
 
 @pytest.fixture

@@ -15,25 +15,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infra.local_stack import BackgroundStack
-
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    stack = BackgroundStack(tmp_path_factory.mktemp("pause"), slots=1, agents=2)
-    try:
-        yield stack.state
-    finally:
-        stack.stop()
+def pool(tmp_path_factory: pytest.TempPathFactory, one_slot_agents) -> Iterator[dict[str, str]]:
+    with one_slot_agents(tmp_path_factory.mktemp("pause"), agents=2) as stack:
+        yield stack
 
 
 @pytest.fixture
@@ -85,17 +79,8 @@ def test_a_paused_trial_frees_its_slot_and_resumes_to_exactly_the_uninterrupted_
     assert described["restarts"] == 0
 
 
-def _agent_pid(api_url: str, agent_id: str) -> int:
-    pattern = f"harness.agent --api {api_url} --agent-id {agent_id} "
-    pids = subprocess.run(
-        ["pgrep", "-f", pattern], capture_output=True, text=True, check=False
-    ).stdout.split()
-    assert len(pids) == 1, f"agent {agent_id}: {pids}"
-    return int(pids[0])
-
-
 def test_a_stopped_agent_requeues_its_trial_which_resumes_on_another_and_completes(
-    det, probe, pool, tmp_path: Path, wait_for, run_record
+    det, probe, pool, tmp_path: Path, wait_for, run_record, agent_pid
 ):
     experiment_id = probe.submit(tmp_path, "agent-stop")
     trial = wait_for(
@@ -111,7 +96,7 @@ def test_a_stopped_agent_requeues_its_trial_which_resumes_on_another_and_complet
     )
     wait_for(lambda: probe.reported_steps(trial["id"]) >= 5, timeout=60, what="a few steps")
 
-    os.kill(_agent_pid(pool["api_url"], record["agent_id"]), signal.SIGTERM)  # a scale-in
+    os.kill(agent_pid(pool["api_url"], record["agent_id"]), signal.SIGTERM)  # a scale-in
 
     wait_for(
         lambda: det.describe_experiment(experiment_id)["experiment"]["state"] == "COMPLETED",
@@ -128,7 +113,7 @@ def test_a_stopped_agent_requeues_its_trial_which_resumes_on_another_and_complet
 
 
 def test_a_request_the_remaining_agents_cannot_hold_waits_with_its_reason_and_blocks_nobody(
-    det, probe, pool, tmp_path: Path, wait_for
+    det, probe, pool, tmp_path: Path, wait_for, agent_pid
 ):
     # A pool of two one-slot agents that has lost one (stopped, as above, or now): a two-slot trial
     # passes the submission check (the pool's shape has two slots) but the agents left cannot hold it.
@@ -137,7 +122,7 @@ def test_a_request_the_remaining_agents_cannot_hold_waits_with_its_reason_and_bl
     agents = json.loads(det("agent", "list", "--json").out)["agents"]
     with_slots = [a["id"] for a in agents if a["slots"] > 0]
     for agent_id in with_slots[1:]:
-        os.kill(_agent_pid(pool["api_url"], agent_id), signal.SIGTERM)
+        os.kill(agent_pid(pool["api_url"], agent_id), signal.SIGTERM)
     wait_for(
         lambda: sum(a["slots"] for a in json.loads(det("agent", "list", "--json").out)["agents"]) == 1,
         timeout=60,
