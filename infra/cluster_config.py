@@ -65,7 +65,9 @@ def local_pools(options: list[str], config_file: Path | None, *, slots: int, age
         if names.count(name) > 1:
             raise ClusterConfigError(f"pool {name!r} is given twice; name each pool once")
     if DEFAULT_POOL not in names:
-        pools.insert(0, LocalPool(PoolSpec(DEFAULT_POOL), agents=agents, slots=slots))
+        # Its shape is known (this machine's agents): a trial it can never hold is refused at submission.
+        spec = PoolSpec(DEFAULT_POOL, slots_per_agent=slots, max_agents=agents)
+        pools.insert(0, LocalPool(spec, agents=agents, slots=slots))
     return pools
 
 

@@ -88,9 +88,8 @@ class LocalStack:
         self.state_dir = state_dir
         self.stack = stack
         self.agents = agents
-        # Pools given (`--pool`, `--cluster-config`) are the control plane's (`STRATUS_POOLS`); without
-        # them, its default: one pool, "default", its shape unknown.
-        self._configured_pools = bool(pools)
+        # The pools (`--pool`, `--cluster-config`, else one pool "default" of this machine's agents) are
+        # the control plane's (`STRATUS_POOLS`), with their shapes.
         self.pools = list(pools) if pools else local_pools([], None, slots=slots, agents=agents)
         self.moto_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.port}"
@@ -131,10 +130,7 @@ class LocalStack:
                 "STRATUS_AGENT_TOKEN": self._agent_token,
             }
         )
-        if self._configured_pools:
-            os.environ["STRATUS_POOLS"] = pools_to_json(pool.spec for pool in self.pools)
-        else:
-            os.environ.pop("STRATUS_POOLS", None)  # the control plane's default: one pool, "default"
+        os.environ["STRATUS_POOLS"] = pools_to_json(pool.spec for pool in self.pools)
 
     def _start_moto(self) -> None:
         import httpx

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.domain.pools import PoolSpec
+from chalicelib.domain.queue_moves import QueuedJob, move_ahead_of, move_behind_of
 from chalicelib.domain.records import Experiment
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import RunState
@@ -178,20 +179,17 @@ class _Plan:
                 f"job {experiment.id} took the priority of job {anchor.id} ({priority}, was "
                 f"{experiment.job_priority}) to move {'ahead of' if ahead else 'behind'} it"
             )
-        others = [
-            job
-            for job in self._pool_queue(experiment.job_pool)
-            if job.id != experiment.id and job.job_priority == priority
-        ]
-        anchor_position = _position(anchor)
-        neighbours = [_position(job) for job in others if job.id != anchor.id]
-        if ahead:
-            before = max((p for p in neighbours if p < anchor_position), default=None)
-            position = _position_ahead_of(anchor_position, before)
-        else:
-            after = min((p for p in neighbours if p > anchor_position), default=None)
-            position = _position_behind_of(anchor_position, after)
-        self.planned[experiment.id] = replace(experiment, priority=priority, queue_position=position)
+        queue = {job.id: job for job in self._pool_queue(experiment.job_pool)}
+        queue.update({experiment.id: experiment, anchor.id: anchor})
+        jobs = [QueuedJob(str(job.id), job.job_priority, _position(job)) for job in queue.values()]
+        mover = move_ahead_of if ahead else move_behind_of
+        move = mover(jobs, str(experiment.id), str(anchor.id))
+        self.planned[experiment.id] = replace(
+            experiment, priority=move.priority, queue_position=move.position
+        )
+        for job_id, position in move.respaced.items():  # no float was left between two neighbours
+            respaced = self.job(job_id)
+            self.planned[respaced.id] = replace(respaced, queue_position=position)
 
     def _pool_queue(self, pool: str) -> list[Experiment]:
         """The jobs of the pool: those with live runs there and those this batch touches."""
@@ -233,16 +231,6 @@ def _position(experiment: Experiment) -> float:
     if experiment.queue_position is not None:
         return experiment.queue_position
     return epoch_of(experiment.start_time) if experiment.start_time else 0.0
-
-
-# TODO(issue 10): use wp-sched's pure `chalicelib.domain.scheduling` position helpers once they land.
-def _position_ahead_of(anchor: float, before: float | None) -> float:
-    """A position just ahead of `anchor`: halfway to the job before it, or one second before it."""
-    return (anchor + before) / 2 if before is not None else anchor - 1.0
-
-
-def _position_behind_of(anchor: float, after: float | None) -> float:
-    return (anchor + after) / 2 if after is not None else anchor + 1.0
 
 
 def _apply_to_runs(ports: Ports, plan: _Plan) -> None:

@@ -159,7 +159,7 @@ def _save(ports: Ports, experiment_id: int, searcher: searchers.Searcher, versio
 
 def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTrial) -> int:
     # Claimed once per request id, so a redelivered event finds the trial it already created.
-    trial_id = ports.ids.claim(f"trial-request:{experiment.id}:{op.request_id}", "trial")
+    trial_id = ports.ids.claim(keys.trial_request_claim(experiment.id, op.request_id), "trial")
     seed = experiment.parsed_config.reproducibility.experiment_seed or 0
     warm_start = _warm_start_checkpoint(ports, op)
     # While the experiment is paused, a new trial waits PAUSED for `det experiment activate`.

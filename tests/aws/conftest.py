@@ -93,8 +93,9 @@ class Stack:
             ),
         }
 
-    def pump_until(self, condition: Callable[[], object], timeout: float = 30.0) -> None:
-        """Deliver queued messages to their consumers until `condition()` holds."""
+    def pump_until(self, condition: Callable[[], object], timeout: float = 30.0, deliveries: int = 1) -> None:
+        """Deliver queued messages to their consumers until `condition()` holds; each one `deliveries`
+        times (SQS delivers at least once: every consumer must be idempotent)."""
         sqs = self.client("sqs")
         deadline = time.monotonic() + timeout
         consumers = self._consumers()
@@ -105,7 +106,8 @@ class Stack:
                 for message in sqs.receive_message(
                     QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0
                 ).get("Messages", []):
-                    consume(json.loads(message["Body"]))
+                    for _ in range(deliveries):
+                        consume(json.loads(message["Body"]))
                     sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
         raise AssertionError(f"condition not met within {timeout} s")
 

@@ -203,14 +203,118 @@ def det(local_stack: LocalStackInfo) -> Det:
 
 
 @contextmanager
-def two_agent_pool(folder: Path) -> Iterator[dict[str, str]]:
-    """A second local stack whose pool has two agents of one slot each (two nodes on this machine): its
-    state (``api_url``, ``moto_url``, ...) and ``state_dir``."""
-    stack = BackgroundStack(folder, slots=1, agents=2)
+def two_agent_pool(folder: Path, agents: int = 2) -> Iterator[dict[str, str]]:
+    """A second local stack whose pool has ``agents`` agents of one slot each (nodes on this machine):
+    its state (``api_url``, ``moto_url``, ...) and ``state_dir``."""
+    stack = BackgroundStack(folder, slots=1, agents=agents)
     try:
         yield {**stack.state, "state_dir": str(stack.log_path.parent)}
     finally:
         stack.stop()
+
+
+def agent_pid(api_url: str, agent_id: str) -> int:
+    """The pid of a local stack's agent process (to stop it as a scale-in would, or kill it)."""
+    pattern = f"harness.agent --api {api_url} --agent-id {agent_id} "
+    pids = subprocess.run(
+        ["pgrep", "-f", pattern], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert len(pids) == 1, f"agent {agent_id}: {pids}"
+    return int(pids[0])
+
+
+# ---- a Core API trial of a known number of steps that resumes exactly (pause, preemption) -----------
+
+# A Core API trial that saves everything its next step depends on (weights, optimizer, RNG states, step),
+# so a resumed run continues exactly; each step stands for a heavier batch with a short pause.
+STEPS_SCRIPT = """
+import pathlib, random, sys, time
+import determined as det
+import numpy as np
+import torch
+
+STEPS = int(sys.argv[1])
+
+def save(core, model, opt, step):
+    with core.checkpoint.store_path({"steps_completed": step}) as (path, _):
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                    "torch": torch.get_rng_state(), "random": random.getstate(),
+                    "numpy": np.random.get_state()}, pathlib.Path(path) / "state.pt")
+
+with det.core.init() as core:
+    info = det.get_cluster_info()
+    torch.manual_seed(7); random.seed(7); np.random.seed(7)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    step = 0
+    if info.latest_checkpoint:
+        with core.checkpoint.restore_path(info.latest_checkpoint) as path:
+            state = torch.load(pathlib.Path(path) / "state.pt", weights_only=False)
+        model.load_state_dict(state["model"]); opt.load_state_dict(state["opt"]); step = state["step"]
+        torch.set_rng_state(state["torch"]); random.setstate(state["random"])
+        np.random.set_state(state["numpy"])
+        print("resumed at step", step, flush=True)
+    while step < STEPS:
+        x = torch.randn(8, 4)
+        scale = 1.0 + random.random() + float(np.random.rand())
+        loss = ((model(x) - scale * x.sum(dim=1, keepdim=True)) ** 2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        step += 1
+        core.train.report_training_metrics(steps_completed=step, metrics={"loss": loss.item()})
+        time.sleep(0.15)
+        if core.preempt.should_preempt():
+            save(core, model, opt, step)
+            print("preempted at step", step, flush=True)
+            sys.exit(0)
+    save(core, model, opt, step)
+    weights = torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
+    core.train.report_validation_metrics(
+        steps_completed=step, metrics={"loss": loss.item(), **{f"w{i}": w for i, w in enumerate(weights)}}
+    )
+"""
+
+
+class StepsProbe:
+    """Experiments of one trial running ``STEPS_SCRIPT`` for ``steps`` steps, through a ``Det``, and what
+    the tests read back: the trial, its metrics, the steps it reported."""
+
+    steps = 100
+
+    def __init__(self, det: Det) -> None:
+        self.det = det
+
+    def submit(self, folder: Path, name: str, *extra_lines: str) -> int:
+        (folder / "steps.py").write_text(STEPS_SCRIPT)
+        lines = [
+            f"name: {name}",
+            f"entrypoint: python3 steps.py {self.steps}",
+            "searcher: {name: single, metric: loss, max_length: 1}",
+            "max_restarts: 0",
+            *extra_lines,
+        ]
+        (folder / f"{name}.yaml").write_text("\n".join(lines) + "\n")
+        created = self.det("experiment", "create", str(folder / f"{name}.yaml"), str(folder))
+        assert created.code == 0, created.out + created.err
+        return int(self.det.created_experiment_id(created.out))
+
+    def trial(self, experiment_id: int) -> dict:
+        (trial,) = self.det.describe_experiment(experiment_id)["trials"]
+        return trial
+
+    def metrics(self, trial_id: int) -> dict[str, list[tuple[int, dict]]]:
+        shown = self.det("trial", "describe", str(trial_id), "--metrics", "--json")
+        assert shown.code == 0, shown.err
+        metrics = json.loads(shown.out)["metrics"]
+        return {
+            group: [(m["steps_completed"], m["metrics"]) for m in metrics[group]]
+            for group in ("training", "validation")
+        }
+
+    def reported_steps(self, trial_id: int) -> int:
+        return max((steps for steps, _ in self.metrics(trial_id)["training"]), default=0)
+
+    def state(self, experiment_id: int) -> str:
+        return str(self.det.describe_experiment(experiment_id)["experiment"]["state"])
 
 
 # ---- the helpers above, as fixtures for the test modules -------------------------------------------------
@@ -227,6 +331,17 @@ def _two_agent_pool() -> Callable[[Path], AbstractContextManager[dict[str, str]]
     return two_agent_pool
 
 
+@pytest.fixture(scope="session", name="one_slot_agents")
+def _one_slot_agents() -> Callable[..., AbstractContextManager[dict[str, str]]]:
+    """`one_slot_agents(folder, agents=N)`: a stack whose pool has N agents of one slot each."""
+    return two_agent_pool
+
+
+@pytest.fixture(scope="session", name="agent_pid")
+def _agent_pid() -> Callable[[str, str], int]:
+    return agent_pid
+
+
 @pytest.fixture(scope="session", name="run_record")
 def _run_record() -> Callable[[str, str], dict | None]:
     return run_record
@@ -240,3 +355,9 @@ def _wait_for() -> Callable[..., Any]:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session", name="steps_probe")
+def _steps_probe() -> type[StepsProbe]:
+    """`steps_probe(det)`: submit and read back experiments of ``STEPS_SCRIPT``."""
+    return StepsProbe

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,17 +40,8 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         stack.stop()
 
 
-def _kill_agent(api_url: str, agent_id: str) -> None:
-    pattern = f"harness.agent --api {api_url} --agent-id {agent_id} "
-    pids = subprocess.run(
-        ["pgrep", "-f", pattern], capture_output=True, text=True, check=False
-    ).stdout.split()
-    assert len(pids) == 1, f"agent {agent_id}: {pids}"
-    os.kill(int(pids[0]), signal.SIGKILL)
-
-
 def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(
-    pool, tmp_path: Path, det_runner, wait_for, run_record
+    pool, tmp_path: Path, det_runner, wait_for, run_record, agent_pid
 ):
     det = det_runner(pool["api_url"])
     (tmp_path / "wait.py").write_text(SCRIPT)
@@ -76,7 +66,7 @@ def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(
         what="the first run's output",
     )
     # The machine dies: the agent and the run's process group, at once, with no exit report.
-    _kill_agent(pool["api_url"], first["agent_id"])
+    os.kill(agent_pid(pool["api_url"], first["agent_id"]), signal.SIGKILL)
     os.killpg(int(first["pid"]), signal.SIGKILL)
 
     ended = wait_for(

@@ -85,4 +85,4 @@ def test_a_stack_with_two_pools_starts_agents_in_each(tmp_path: Path) -> None:
         2,
         4,
     )
-    assert pools["gpu"]["max_agents"] == 2 and pools["default"]["max_agents"] is None
+    assert pools["gpu"]["max_agents"] == 2 and pools["default"]["max_agents"] == 1

@@ -11,9 +11,10 @@ from chalicelib.domain.pools import PoolSpec
 from infra.cluster_config import ClusterConfigError, LocalPool, local_pools, parse_pool_option
 
 
-def test_without_pools_the_stack_has_its_default_pool_of_unknown_shape():
+def test_without_pools_the_stack_has_its_default_pool_of_its_agents_shape():
     (default,) = local_pools([], None, slots=2, agents=3)
-    assert default == LocalPool(PoolSpec("default"), agents=3, slots=2)
+    assert default == LocalPool(PoolSpec("default", slots_per_agent=2, max_agents=3), agents=3, slots=2)
+    assert default.spec.max_slots == 6  # a bigger trial is refused at submission
     assert default.agent_ids() == ["local-0", "local-1", "local-2"]  # the names they always had
 
 
@@ -24,7 +25,7 @@ def test_pool_options_add_pools_with_their_shape_and_agents():
         slots=1,
         agents=1,
     )
-    assert default.spec == PoolSpec("default")
+    assert default.spec == PoolSpec("default", slots_per_agent=1, max_agents=1)
     assert gpu.spec == PoolSpec(
         "gpu", scheduler="fair_share", preemption=False, slots_per_agent=4, max_agents=2
     )

@@ -16,7 +16,7 @@ import pytest
 
 from chalicelib.domain import keys
 from chalicelib.domain.records import Experiment
-from chalicelib.domain.states import TrialState
+from chalicelib.domain.states import RunState, TrialState
 from chalicelib.memory import MemoryPorts, memory_ports
 from chalicelib.services import experiments, runs, scheduler, searching
 from contract import messages
@@ -95,6 +95,18 @@ class Flow:
         self.launch(run_id)
         (spec,) = [s for s in runs.heartbeat(self.ports, agent, "default", slots, [])["launch"]]
         return spec
+
+    def running_and_queued(self, config: dict[str, Any]) -> tuple[Experiment, int, int, str, str]:
+        """An experiment of ``config`` (two trials at once) whose first trial runs on a one-slot agent and
+        whose second waits for slots: the experiment, both trial ids and both run ids."""
+        experiment = self.submit(config)
+        first, second = self.trial_ids(experiment.id)
+        self.place(first)
+        first_run = keys.run_id(first, 1)
+        runs.started(self.ports, "agent-1", first_run, pid=4242)
+        second_run = self.request_slots(second)
+        assert self.ports.runs.get(second_run).state == RunState.PENDING
+        return experiment, first, second, first_run, second_run
 
     def exit_answer(self, run_id: str) -> dict[str, Any]:
         """What the run's exit told the workflow (the answer on its launch token)."""

@@ -28,17 +28,6 @@ RANDOM: dict[str, Any] = {
 }
 
 
-def _running_and_queued(ports, flow):
-    experiment = flow.submit(RANDOM)
-    first, second = flow.trial_ids(experiment.id)
-    flow.place(first)
-    first_run = keys.run_id(first, 1)
-    runs.started(ports, "agent-1", first_run, pid=4242)
-    second_run = flow.request_slots(second)
-    assert ports.runs.get(second_run).state == RunState.PENDING
-    return experiment, first, second, first_run, second_run
-
-
 def _workflow_pauses(ports, run_id: str, answer: dict[str, Any]) -> None:
     """The workflow's Pause and its trial_paused event, delivered (as the state machine does them)."""
     assert answer["paused"] is True and "requeue" not in answer and "canceled" not in answer
@@ -49,7 +38,7 @@ def _workflow_pauses(ports, run_id: str, answer: dict[str, Any]) -> None:
 
 
 def test_pause_tells_running_trials_to_stop_and_takes_queued_ones_out_of_the_queue(ports, flow):
-    experiment, first, second, first_run, second_run = _running_and_queued(ports, flow)
+    experiment, first, second, first_run, second_run = flow.running_and_queued(RANDOM)
 
     paused = pausing.pause_experiment(ports, experiment.id)
 
@@ -72,7 +61,7 @@ def test_pause_tells_running_trials_to_stop_and_takes_queued_ones_out_of_the_que
 
 
 def test_activate_resumes_each_paused_trial_once_in_a_new_execution(ports, flow):
-    experiment, first, second, first_run, second_run = _running_and_queued(ports, flow)
+    experiment, first, second, first_run, second_run = flow.running_and_queued(RANDOM)
     pausing.pause_experiment(ports, experiment.id)
     flow.launch(second_run)
     _workflow_pauses(ports, second_run, flow.exit_answer(second_run))
@@ -90,7 +79,7 @@ def test_activate_resumes_each_paused_trial_once_in_a_new_execution(ports, flow)
 
 
 def test_a_run_that_exits_before_it_saw_the_pause_completes_as_usual(ports, flow):
-    experiment, first, _, first_run, _ = _running_and_queued(ports, flow)
+    experiment, first, _, first_run, _ = flow.running_and_queued(RANDOM)
     runs.exited(ports, "agent-1", first_run, 0, "done")  # it finished just before the pause
     pausing.pause_experiment(ports, experiment.id)
     answer = flow.exit_answer(first_run)
@@ -98,7 +87,7 @@ def test_a_run_that_exits_before_it_saw_the_pause_completes_as_usual(ports, flow
 
 
 def test_a_trial_created_or_promoted_while_paused_waits_for_activate(ports, flow):
-    experiment, first, second, first_run, second_run = _running_and_queued(ports, flow)
+    experiment, first, second, first_run, second_run = flow.running_and_queued(RANDOM)
     pausing.pause_experiment(ports, experiment.id)
     flow.launch(second_run)
     _workflow_pauses(ports, second_run, flow.exit_answer(second_run))
@@ -146,7 +135,7 @@ def test_only_an_active_experiment_can_be_paused_and_a_repeat_is_harmless(ports,
 
 
 def test_a_preempted_run_requeues_on_its_clean_exit_and_fails_as_usual_otherwise(ports, flow):
-    _, first, _, first_run, _ = _running_and_queued(ports, flow)
+    _, first, _, first_run, _ = flow.running_and_queued(RANDOM)
     pausing.preempt_run(ports, ports.runs.get(first_run))
     assert trial_reports.heartbeat(ports, ports.runs.get(first_run)) == {"preempt": True}
     runs.exited(ports, "agent-1", first_run, 0, "checkpointed")
@@ -163,7 +152,7 @@ def test_a_preempted_run_requeues_on_its_clean_exit_and_fails_as_usual_otherwise
 
 
 def test_an_agent_that_stops_requeues_its_runs_whatever_their_exit_code(ports, flow):
-    _, first, _, first_run, _ = _running_and_queued(ports, flow)
+    _, first, _, first_run, _ = flow.running_and_queued(RANDOM)
     runs.exited(ports, "agent-1", first_run, 143, "killed by signal SIGTERM", requeue=True)
     answer = flow.exit_answer(first_run)
     assert answer["requeue"] is True and answer["exit_code"] == 143

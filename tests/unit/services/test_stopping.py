@@ -27,18 +27,6 @@ RANDOM: dict[str, Any] = {
 }
 
 
-def _running_and_queued(ports, flow):
-    """An experiment whose first trial runs on a one-slot agent and whose second waits for slots."""
-    experiment = flow.submit(RANDOM)
-    first, second = flow.trial_ids(experiment.id)
-    flow.place(first)
-    first_run = keys.run_id(first, 1)
-    runs.started(ports, "agent-1", first_run, pid=4242)
-    second_run = flow.request_slots(second)
-    assert ports.runs.get(second_run).state == RunState.PENDING
-    return experiment, first, second, first_run, second_run
-
-
 def _workflow_ends(ports, flow, run_id: str) -> None:
     """The workflow's Cancel (the run's exit said canceled) and its trial_exited event, delivered."""
     answer = flow.exit_answer(run_id)
@@ -51,7 +39,7 @@ def _workflow_ends(ports, flow, run_id: str) -> None:
 
 
 def test_cancel_drops_queued_trials_and_tells_running_ones_to_stop(ports, flow):
-    experiment, first, second, first_run, second_run = _running_and_queued(ports, flow)
+    experiment, first, second, first_run, second_run = flow.running_and_queued(RANDOM)
     canceled = stopping.cancel_experiment(ports, experiment.id)
 
     assert canceled.state == ExperimentState.STOPPING_CANCELED
@@ -71,7 +59,7 @@ def test_cancel_drops_queued_trials_and_tells_running_ones_to_stop(ports, flow):
 
 
 def test_a_queued_runs_launch_after_the_cancel_never_starts_it(ports, flow):
-    experiment, _, second, _, second_run = _running_and_queued(ports, flow)
+    experiment, _, second, _, second_run = flow.running_and_queued(RANDOM)
     stopping.cancel_experiment(ports, experiment.id)
     # The workflow goes on with the answered slot token: its launch finds the run ended.
     launch = messages.Launch(f"launch-{second_run}", second_run, second, experiment.id, "")
@@ -81,7 +69,7 @@ def test_a_queued_runs_launch_after_the_cancel_never_starts_it(ports, flow):
 
 
 def test_kill_ends_running_runs_without_a_checkpoint_and_their_agent_kills_them(ports, flow):
-    experiment, first, second, first_run, _ = _running_and_queued(ports, flow)
+    experiment, first, second, first_run, _ = flow.running_and_queued(RANDOM)
     stopping.kill_experiment(ports, experiment.id)
 
     assert ports.runs.get(first_run).state == RunState.EXITED
@@ -100,14 +88,14 @@ def test_kill_ends_running_runs_without_a_checkpoint_and_their_agent_kills_them(
 
 
 def test_cancel_then_kill_kills_the_trials_still_stopping(ports, flow):
-    experiment, _, _, first_run, _ = _running_and_queued(ports, flow)
+    experiment, _, _, first_run, _ = flow.running_and_queued(RANDOM)
     stopping.cancel_experiment(ports, experiment.id)
     stopping.kill_experiment(ports, experiment.id)
     assert flow.exit_answer(first_run)["exit_code"] == stopping.KILLED_EXIT_CODE
 
 
 def test_cancel_and_kill_are_idempotent(ports, flow):
-    experiment, _, _, first_run, _ = _running_and_queued(ports, flow)
+    experiment, _, _, first_run, _ = flow.running_and_queued(RANDOM)
     stopping.cancel_experiment(ports, experiment.id)
     before = {t.id: t.state for t in ports.trials.for_experiment(experiment.id)}
     again = stopping.cancel_experiment(ports, experiment.id)
@@ -140,7 +128,7 @@ def test_unknown_and_ended_experiments_are_refused_with_their_id_and_state(ports
 
 
 def test_a_killed_trial_ends_and_its_experiment_goes_on(ports, flow):
-    experiment, first, second, first_run, _ = _running_and_queued(ports, flow)
+    experiment, first, second, first_run, _ = flow.running_and_queued(RANDOM)
     stopping.kill_trial(ports, first)
     assert ports.trials.get(first).state == TrialState.STOPPING_KILLED
     assert ports.experiments.get(experiment.id).state == ExperimentState.ACTIVE
