@@ -89,11 +89,6 @@ def carry_on(ports: Ports, experiment_id: int, *, max_trials: int = PER_MESSAGE_
     return Deletion(experiment_id, deleted=True, trials_left=0)
 
 
-def is_deleting(ports: Ports, experiment_id: int) -> bool:
-    experiment = ports.experiments.get(experiment_id)
-    return experiment is not None and experiment.state == ExperimentState.DELETING
-
-
 def _delete_trial(ports: Ports, trial: Trial) -> None:
     ports.blobs.delete_prefix(keys.trial_checkpoints_prefix(trial.experiment_id, trial.id))
     for checkpoint in ports.checkpoints.for_trial(trial.id):
