@@ -258,7 +258,7 @@ class RunExited(_Body):
 
 
 class LogBatch(_Body):
-    run_id: str
+    run_id: str = Field(min_length=1, max_length=128)  # an empty one named no log stream: a 500 before
     seq: int | None = Field(default=None, ge=1)  # per run, increasing; a repeated seq is a retry
     lines: list[LogLine] = Field(max_length=10_000)
 

@@ -108,3 +108,8 @@ def test_a_view_answering_another_model_than_declared_is_a_500(bp):
     with Client(_app(bp)) as client:
         answer = client.http.get("/health")
     assert (answer.status_code, json.loads(answer.body)["error"]) == (500, "InternalError")
+
+
+def test_a_log_batch_with_an_empty_run_id_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match="run_id"):
+        models.LogBatch.model_validate({"run_id": "", "lines": []})
