@@ -29,6 +29,11 @@ from typing import Any
 from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
 from contract.messages import MessageType
 
+#: The task-token waits' HeartbeatSeconds; the passes beat every `TASK_BEAT_INTERVAL_S` (the pool's
+#: sweep runs every minute), so a wait times out only when nothing schedules the pool for 10 minutes.
+TASK_HEARTBEAT_S = 600
+TASK_BEAT_INTERVAL_S = 120
+
 
 @dataclass(frozen=True)
 class WorkflowResources:
@@ -36,6 +41,10 @@ class WorkflowResources:
     scheduler_queue_url: str
     launch_queue_url: str
     events_queue_url: str
+    #: How long each task-token wait (for slots, for the run's exit) may go without a heartbeat: the
+    #: scheduling passes send them (`services.scheduler`); a lost message or a dead consumer then ends
+    #: the wait (NotLaunched: the run ends and the trial restarts or errors) instead of a year's wait.
+    task_heartbeat_s: int = TASK_HEARTBEAT_S
 
 
 _TRIAL_KEY = {"id": {"N.$": "States.Format('{}', $.trial_id)"}}
@@ -161,6 +170,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                 "RequestSlots": {
                     "Type": "Task",
                     "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "HeartbeatSeconds": res.task_heartbeat_s,
                     "Parameters": {
                         "QueueUrl": res.scheduler_queue_url,
                         "MessageGroupId.$": "$.pool",
@@ -186,6 +196,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                 "Launch": {
                     "Type": "Task",
                     "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "HeartbeatSeconds": res.task_heartbeat_s,
                     "Parameters": {
                         "QueueUrl": res.launch_queue_url,
                         "MessageBody": {
