@@ -29,6 +29,11 @@ from typing import Any
 from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
 from contract.messages import MessageType
 
+#: The task-token waits' HeartbeatSeconds; the passes beat every `TASK_BEAT_INTERVAL_S` (the pool's
+#: sweep runs every minute), so a wait times out only when nothing schedules the pool for 10 minutes.
+TASK_HEARTBEAT_S = 600
+TASK_BEAT_INTERVAL_S = 120
+
 
 @dataclass(frozen=True)
 class WorkflowResources:
@@ -36,6 +41,10 @@ class WorkflowResources:
     scheduler_queue_url: str
     launch_queue_url: str
     events_queue_url: str
+    #: How long each task-token wait (for slots, for the run's exit) may go without a heartbeat: the
+    #: scheduling passes send them (`services.scheduler`); a lost message or a dead consumer then ends
+    #: the wait (NotLaunched: the run ends and the trial restarts or errors) instead of a year's wait.
+    task_heartbeat_s: int = TASK_HEARTBEAT_S
 
 
 _TRIAL_KEY = {"id": {"N.$": "States.Format('{}', $.trial_id)"}}
@@ -92,7 +101,35 @@ def _notify(
         },
         "ResultPath": None,
         "Next": next_state,
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotifyFailed"}],
     }
+
+
+#: A write whose condition failed is an answer (the trial moved on meanwhile), never retried.
+_CONDITION_FAILED = "DynamoDB.ConditionalCheckFailedException"
+#: Throttling and service errors of a DynamoDB write or an SQS send: retried with backoff and jitter,
+#: for about a minute and a half in all, before the state's Catch takes over.
+_RETRY = [
+    {"ErrorEquals": [_CONDITION_FAILED], "MaxAttempts": 0},
+    {
+        "ErrorEquals": ["States.ALL"],
+        "IntervalSeconds": 1,
+        "BackoffRate": 2.0,
+        "MaxAttempts": 6,
+        "MaxDelaySeconds": 30,
+        "JitterStrategy": "FULL",
+    },
+]
+
+
+def _with_retries(states: dict[str, Any]) -> dict[str, Any]:
+    """Every Task retries throttling and service errors, except the two task-token waits: a retried
+    send could not be told apart from a late delivery of the first (their failures go through
+    NotLaunched: the run ends and the trial restarts)."""
+    for state in states.values():
+        if state["Type"] == "Task" and not state["Resource"].endswith(".waitForTaskToken"):
+            state["Retry"] = _RETRY
+    return states
 
 
 def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
@@ -107,197 +144,219 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
     return {
         "Comment": "Stratus trial run: queue, launch, wait for exit, complete, restart or fail.",
         "StartAt": "Enqueue",
-        "States": {
-            "Enqueue": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::dynamodb:updateItem",
-                "Parameters": enqueue,
-                "ResultSelector": {"attempt.$": "States.StringToJson($.Attributes.attempts.N)"},
-                "ResultPath": "$.run",
-                "Next": "NameRun",
-                # The trial is no longer runnable (canceled, already ended): nothing to do.
-                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "Abandoned"}],
-            },
-            "NameRun": {
-                "Type": "Pass",
-                "Parameters": {
-                    "attempt.$": "$.run.attempt",
-                    "run_id.$": "States.Format('{}.{}', $.trial_id, $.run.attempt)",
+        "States": _with_retries(
+            {
+                "Enqueue": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::dynamodb:updateItem",
+                    "Parameters": enqueue,
+                    "ResultSelector": {"attempt.$": "States.StringToJson($.Attributes.attempts.N)"},
+                    "ResultPath": "$.run",
+                    "Next": "NameRun",
+                    # The trial is no longer runnable (canceled, already ended): nothing to do.
+                    "Catch": [
+                        {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "Abandoned"}
+                    ],
                 },
-                "ResultPath": "$.run",
-                "Next": "RequestSlots",
-            },
-            "RequestSlots": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
-                "Parameters": {
-                    "QueueUrl": res.scheduler_queue_url,
-                    "MessageGroupId.$": "$.pool",
-                    "MessageDeduplicationId.$": "States.Format('{}-request', $.run.run_id)",
-                    "MessageAttributes": _QUEUE_ATTRIBUTES,
-                    "MessageBody": {
-                        "type": MessageType.REQUEST.value,
-                        "token.$": "$$.Task.Token",
-                        "run_id.$": "$.run.run_id",
-                        "trial_id.$": "$.trial_id",
-                        "experiment_id.$": "$.experiment_id",
-                        "pool.$": "$.pool",
-                        "slots.$": "$.slots",
-                        "priority.$": "$.priority",
+                "NameRun": {
+                    "Type": "Pass",
+                    "Parameters": {
+                        "attempt.$": "$.run.attempt",
+                        "run_id.$": "States.Format('{}.{}', $.trial_id, $.run.attempt)",
                     },
+                    "ResultPath": "$.run",
+                    "Next": "RequestSlots",
                 },
-                "ResultPath": "$.assignment",
-                "Next": "Launch",
-                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotLaunched"}],
-            },
-            "Launch": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
-                "Parameters": {
-                    "QueueUrl": res.launch_queue_url,
-                    "MessageBody": {
-                        "type": MessageType.LAUNCH.value,
-                        "token.$": "$$.Task.Token",
-                        "run_id.$": "$.run.run_id",
-                        "trial_id.$": "$.trial_id",
-                        "experiment_id.$": "$.experiment_id",
-                        "agent_id.$": "$.assignment.agent_id",
+                "RequestSlots": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "HeartbeatSeconds": res.task_heartbeat_s,
+                    "Parameters": {
+                        "QueueUrl": res.scheduler_queue_url,
+                        "MessageGroupId.$": "$.pool",
+                        "MessageDeduplicationId.$": "States.Format('{}-request', $.run.run_id)",
+                        "MessageAttributes": _QUEUE_ATTRIBUTES,
+                        "MessageBody": {
+                            "type": MessageType.REQUEST.value,
+                            "token.$": "$$.Task.Token",
+                            "run_id.$": "$.run.run_id",
+                            "trial_id.$": "$.trial_id",
+                            "experiment_id.$": "$.experiment_id",
+                            "pool.$": "$.pool",
+                            "slots.$": "$.slots",
+                            "priority.$": "$.priority",
+                        },
                     },
+                    "ResultPath": "$.assignment",
+                    "Next": "Launch",
+                    "Catch": [
+                        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotLaunched"}
+                    ],
                 },
-                "ResultPath": "$.exit",
-                "Next": "Release",
-                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotLaunched"}],
-            },
-            "NotLaunched": {
-                "Type": "Pass",
-                "Parameters": {"exit_code": -1, "reason.$": "$.error.Error", "paused": False},
-                "ResultPath": "$.exit",
-                "Next": "Release",
-            },
-            "Release": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::sqs:sendMessage",
-                "Parameters": {
-                    "QueueUrl": res.scheduler_queue_url,
-                    "MessageGroupId.$": "$.pool",
-                    "MessageDeduplicationId.$": "States.Format('{}-release', $.run.run_id)",
-                    "MessageAttributes": {"pool": _QUEUE_ATTRIBUTES["pool"]},
-                    "MessageBody": {
-                        "type": MessageType.RELEASE.value,
-                        "run_id.$": "$.run.run_id",
-                        "pool.$": "$.pool",
+                "Launch": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "HeartbeatSeconds": res.task_heartbeat_s,
+                    "Parameters": {
+                        "QueueUrl": res.launch_queue_url,
+                        "MessageBody": {
+                            "type": MessageType.LAUNCH.value,
+                            "token.$": "$$.Task.Token",
+                            "run_id.$": "$.run.run_id",
+                            "trial_id.$": "$.trial_id",
+                            "experiment_id.$": "$.experiment_id",
+                            "agent_id.$": "$.assignment.agent_id",
+                        },
                     },
+                    "ResultPath": "$.exit",
+                    "Next": "Release",
+                    "Catch": [
+                        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotLaunched"}
+                    ],
                 },
-                "ResultPath": None,
-                "Next": "Exited",
-            },
-            "Exited": {
-                "Type": "Choice",
-                "Choices": [
-                    # The trial was canceled or killed while it ran: it ends CANCELED, whatever the exit.
-                    {
-                        "And": [
-                            {"Variable": "$.exit.canceled", "IsPresent": True},
-                            {"Variable": "$.exit.canceled", "BooleanEquals": True},
-                        ],
-                        "Next": "Cancel",
-                    },
-                    # A clean exit the control plane asked for (the searcher paused the trial): it may
-                    # be resumed later by a new execution, from its latest checkpoint.
-                    {
-                        "And": [
-                            {"Variable": "$.exit.exit_code", "NumericEquals": 0},
-                            {"Variable": "$.exit.paused", "IsPresent": True},
-                            {"Variable": "$.exit.paused", "BooleanEquals": True},
-                        ],
-                        "Next": "Pause",
-                    },
-                    # Preempted to make room, or stopped by its agent (a scale-in, a spot reclaim): back
-                    # to the queue, to resume from its latest checkpoint; not a restart.
-                    {
-                        "And": [
-                            {"Variable": "$.exit.requeue", "IsPresent": True},
-                            {"Variable": "$.exit.requeue", "BooleanEquals": True},
-                        ],
-                        "Next": "Enqueue",
-                    },
-                    {"Variable": "$.exit.exit_code", "NumericEquals": 0, "Next": "Complete"},
-                ],
-                "Default": "CountRestart",
-            },
-            "Pause": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::dynamodb:updateItem",
-                "Parameters": paused,
-                "ResultPath": None,
-                "Next": "NotifyPaused",
-                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyPaused"}],
-            },
-            # The searcher may have promoted (or closed) the trial while it was stopping: the consumer
-            # of this event resumes (or closes) it.
-            "NotifyPaused": _notify(
-                res.events_queue_url, TrialState.PAUSED, "Paused", kind=MessageType.TRIAL_PAUSED
-            ),
-            "Paused": {"Type": "Succeed"},
-            # A failed run: restart if the trial has restarts left (counted on the trial, so resumes after
-            # a pause and requeues after a preemption never use them up), else the trial errors.
-            "CountRestart": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::dynamodb:updateItem",
-                "Parameters": {
-                    "TableName": res.trials_table,
-                    "Key": _TRIAL_KEY,
-                    "UpdateExpression": "ADD restarts :one",
-                    "ConditionExpression": "attribute_not_exists(restarts) OR restarts < :max",
-                    "ExpressionAttributeValues": {
-                        ":one": {"N": "1"},
-                        ":max": {"N.$": "States.Format('{}', $.max_restarts)"},
-                    },
+                "NotLaunched": {
+                    "Type": "Pass",
+                    "Parameters": {"exit_code": -1, "reason.$": "$.error.Error", "paused": False},
+                    "ResultPath": "$.exit",
+                    "Next": "Release",
                 },
-                "ResultPath": None,
-                "Next": "Enqueue",
-                "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "Errored"}],
-            },
-            "Complete": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::dynamodb:updateItem",
-                "Parameters": complete,
-                "ResultPath": None,
-                "Next": "NotifyCompleted",
-                "Catch": [
-                    {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyCompleted"}
-                ],
-            },
-            "NotifyCompleted": _notify(res.events_queue_url, TrialState.COMPLETED, "Completed"),
-            "Completed": {"Type": "Succeed"},
-            "Errored": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::dynamodb:updateItem",
-                "Parameters": errored,
-                "ResultPath": None,
-                "Next": "NotifyErrored",
-                "Catch": [
-                    {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyErrored"}
-                ],
-            },
-            "NotifyErrored": _notify(res.events_queue_url, TrialState.ERROR, "TrialErrored"),
-            "TrialErrored": {
-                "Type": "Fail",
-                "Error": "TrialErrored",
-                "Cause": "the trial exited non-zero and has no restarts left",
-            },
-            "Cancel": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::dynamodb:updateItem",
-                "Parameters": canceled,
-                "ResultPath": None,
-                "Next": "NotifyCanceled",
-                "Catch": [
-                    {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyCanceled"}
-                ],
-            },
-            "NotifyCanceled": _notify(res.events_queue_url, TrialState.CANCELED, "Canceled"),
-            "Canceled": {"Type": "Succeed"},
-            "Abandoned": {"Type": "Succeed"},
-        },
+                "Release": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::sqs:sendMessage",
+                    "Parameters": {
+                        "QueueUrl": res.scheduler_queue_url,
+                        "MessageGroupId.$": "$.pool",
+                        "MessageDeduplicationId.$": "States.Format('{}-release', $.run.run_id)",
+                        "MessageAttributes": {"pool": _QUEUE_ATTRIBUTES["pool"]},
+                        "MessageBody": {
+                            "type": MessageType.RELEASE.value,
+                            "run_id.$": "$.run.run_id",
+                            "pool.$": "$.pool",
+                        },
+                    },
+                    "ResultPath": None,
+                    "Next": "Exited",
+                    # The release only asks for a scheduling pass; the pool's sweep does it if this fails.
+                    "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Exited"}],
+                },
+                "Exited": {
+                    "Type": "Choice",
+                    "Choices": [
+                        # The trial was canceled or killed while it ran: it ends CANCELED, whatever the exit.
+                        {
+                            "And": [
+                                {"Variable": "$.exit.canceled", "IsPresent": True},
+                                {"Variable": "$.exit.canceled", "BooleanEquals": True},
+                            ],
+                            "Next": "Cancel",
+                        },
+                        # A clean exit the control plane asked for (the searcher paused the trial): it may
+                        # be resumed later by a new execution, from its latest checkpoint.
+                        {
+                            "And": [
+                                {"Variable": "$.exit.exit_code", "NumericEquals": 0},
+                                {"Variable": "$.exit.paused", "IsPresent": True},
+                                {"Variable": "$.exit.paused", "BooleanEquals": True},
+                            ],
+                            "Next": "Pause",
+                        },
+                        # Preempted to make room, or stopped by its agent (a scale-in, a spot reclaim): back
+                        # to the queue, to resume from its latest checkpoint; not a restart.
+                        {
+                            "And": [
+                                {"Variable": "$.exit.requeue", "IsPresent": True},
+                                {"Variable": "$.exit.requeue", "BooleanEquals": True},
+                            ],
+                            "Next": "Enqueue",
+                        },
+                        {"Variable": "$.exit.exit_code", "NumericEquals": 0, "Next": "Complete"},
+                    ],
+                    "Default": "CountRestart",
+                },
+                "Pause": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::dynamodb:updateItem",
+                    "Parameters": paused,
+                    "ResultPath": None,
+                    "Next": "NotifyPaused",
+                    "Catch": [
+                        {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyPaused"}
+                    ],
+                },
+                # The searcher may have promoted (or closed) the trial while it was stopping: the consumer
+                # of this event resumes (or closes) it.
+                "NotifyPaused": _notify(
+                    res.events_queue_url, TrialState.PAUSED, "Paused", kind=MessageType.TRIAL_PAUSED
+                ),
+                "Paused": {"Type": "Succeed"},
+                # A failed run: restart if the trial has restarts left (counted on the trial, so resumes after
+                # a pause and requeues after a preemption never use them up), else the trial errors.
+                "CountRestart": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::dynamodb:updateItem",
+                    "Parameters": {
+                        "TableName": res.trials_table,
+                        "Key": _TRIAL_KEY,
+                        "UpdateExpression": "ADD restarts :one",
+                        "ConditionExpression": "attribute_not_exists(restarts) OR restarts < :max",
+                        "ExpressionAttributeValues": {
+                            ":one": {"N": "1"},
+                            ":max": {"N.$": "States.Format('{}', $.max_restarts)"},
+                        },
+                    },
+                    "ResultPath": None,
+                    "Next": "Enqueue",
+                    "Catch": [{"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "Errored"}],
+                },
+                "Complete": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::dynamodb:updateItem",
+                    "Parameters": complete,
+                    "ResultPath": None,
+                    "Next": "NotifyCompleted",
+                    "Catch": [
+                        {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyCompleted"}
+                    ],
+                },
+                "NotifyCompleted": _notify(res.events_queue_url, TrialState.COMPLETED, "Completed"),
+                "Completed": {"Type": "Succeed"},
+                "Errored": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::dynamodb:updateItem",
+                    "Parameters": errored,
+                    "ResultPath": None,
+                    "Next": "NotifyErrored",
+                    "Catch": [
+                        {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyErrored"}
+                    ],
+                },
+                "NotifyErrored": _notify(res.events_queue_url, TrialState.ERROR, "TrialErrored"),
+                "TrialErrored": {
+                    "Type": "Fail",
+                    "Error": "TrialErrored",
+                    "Cause": "the trial exited non-zero and has no restarts left",
+                },
+                "Cancel": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::dynamodb:updateItem",
+                    "Parameters": canceled,
+                    "ResultPath": None,
+                    "Next": "NotifyCanceled",
+                    "Catch": [
+                        {"ErrorEquals": condition_failed, "ResultPath": "$.error", "Next": "NotifyCanceled"}
+                    ],
+                },
+                "NotifyCanceled": _notify(res.events_queue_url, TrialState.CANCELED, "Canceled"),
+                "Canceled": {"Type": "Succeed"},
+                "Abandoned": {"Type": "Succeed"},
+                # A searcher notification that could not be sent, even after its retries: the execution
+                # fails naming it (a metric and an alarm watch for failed executions); the trial's record
+                # already holds its end.
+                "NotifyFailed": {
+                    "Type": "Fail",
+                    "Error": "NotifyFailed",
+                    "Cause": "the trial's end could not be sent to the events queue after retries",
+                },
+            }
+        ),
     }

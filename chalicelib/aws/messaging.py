@@ -64,6 +64,15 @@ class StepFunctions:
             raise
         return str(answer["executionArn"])
 
+    def heartbeat(self, token: str) -> bool:
+        try:
+            self._sfn.send_task_heartbeat(taskToken=token)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in _GONE:
+                return False
+            raise
+        return True
+
     def succeed(self, token: str, output: Mapping[str, Any]) -> bool:
         try:
             self._sfn.send_task_success(taskToken=token, output=json.dumps(output, sort_keys=True))

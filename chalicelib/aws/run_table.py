@@ -147,6 +147,9 @@ class DynamoRuns(RunMoves):
         )
         return Run.from_item(item) if item is not None else None
 
+    def note_task_beat(self, run_id: str, at: str) -> None:
+        dynamo.update_fields(self._table, {"run_id": run_id}, {"beat_at": at}, pk="run_id")
+
     def note_wait_reason(self, run_id: str, reason: str) -> None:
         dynamo.update_fields(
             self._table,

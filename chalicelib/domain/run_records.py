@@ -65,6 +65,8 @@ class Run(StoredRecord):
     requeue: bool = False
     #: Why a pending run waits, as the last scheduling pass saw it (`det job list` shows it).
     wait_reason: str | None = None
+    #: When a scheduling pass last sent its workflow's task-token wait a heartbeat (ISO-8601).
+    beat_at: str | None = None
     log_seq: int = 0
     rendezvous: dict[int, RendezvousEntry] = field(default_factory=dict)
     node_exits: dict[int, int] = field(default_factory=dict)

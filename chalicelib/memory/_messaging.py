@@ -53,6 +53,8 @@ class MemoryWorkflows:
     def __init__(self, state_machine_arn: str) -> None:
         self.executions: dict[str, Record] = {}
         self.answers: dict[str, Record] = {}
+        #: Task heartbeats sent per token.
+        self.beats: dict[str, int] = {}
         self._ended: set[str] = set()
         self._arn = state_machine_arn.replace(":stateMachine:", ":execution:")
 
@@ -65,6 +67,10 @@ class MemoryWorkflows:
             return False
         self.answers[token] = as_json(output)
         return True
+
+    def heartbeat(self, token: str) -> bool:
+        self.beats[token] = self.beats.get(token, 0) + 1
+        return token not in self.answers and token not in self._ended
 
     def end(self, token: str) -> None:
         """The execution waiting on `token` stopped or timed out: answering it now is refused."""

@@ -92,6 +92,11 @@ class MemoryRuns(RunMoves):
         run.update({name: stored(value) for name, value in fields.items()})
         return _run(read(run))
 
+    def note_task_beat(self, run_id: str, at: str) -> None:
+        run = self.items.get(run_id)
+        if run is not None:
+            run["beat_at"] = at
+
     def note_wait_reason(self, run_id: str, reason: str) -> None:
         run = self.items.get(run_id)
         if run is not None and run.get("state") == str(RunState.PENDING):

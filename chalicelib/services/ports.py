@@ -138,6 +138,10 @@ class RunStore(Protocol):
         `only_pending`: a pool change, with `pool` and `pending_pool`); None when it is not."""
         ...
 
+    def note_task_beat(self, run_id: str, at: str) -> None:
+        """When the run's workflow wait was last sent a heartbeat."""
+        ...
+
     def note_wait_reason(self, run_id: str, reason: str) -> None:
         """Why a pending run waits (written by a pass only when it changed)."""
         ...
@@ -203,6 +207,9 @@ class Blobs(Protocol):
 class Workflows(Protocol):
     def start(self, name: str, payload: Mapping[str, Any]) -> str: ...
     def succeed(self, token: str, output: Mapping[str, Any]) -> bool: ...
+    def heartbeat(self, token: str) -> bool:
+        """Tell the execution waiting on `token` that its wait is alive; False when it waits no more."""
+        ...
 
 
 class Queues(Protocol):

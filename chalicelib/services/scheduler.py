@@ -26,7 +26,9 @@ from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, su
 from chalicelib.domain.scheduling_policies import PoolPolicy, plan_pass
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.services import job_updates, pausing, runs
+from chalicelib.services.clock import epoch_of, iso_utc
 from chalicelib.services.ports import Ports
+from chalicelib.workflow import TASK_BEAT_INTERVAL_S, TASK_HEARTBEAT_S
 from contract import messages
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,7 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     timeout = ports.settings.agent_timeout_s
     hosts = ports.compute.hosts(pool)
     alive_ids = {host.host_id for host in hosts}
+    now = ports.clock.now()
     used: dict[str, int] = {}
     holding: list[Run] = []
     for run in ports.runs.allocated(pool):
@@ -73,10 +76,12 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         if lost:
             runs.agents_lost(ports, run, lost, timeout)
             continue
+        if not _still_awaited(ports, run, now):
+            continue
         holding.append(run)
         for placement in run.placements:
             used[placement.agent_id] = used.get(placement.agent_id, 0) + placement.slots
-    pending = ports.runs.pending(pool)
+    pending = [run for run in ports.runs.pending(pool) if _still_awaited(ports, run, now)]
     ports.compute.set_desired_slots(pool, sum(used.values()) + sum(r.slots for r in pending))
     if not pending:
         return []
@@ -109,6 +114,33 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     if granted:
         log.info("pool %s: granted %s", pool, granted)
     return granted
+
+
+def _still_awaited(ports: Ports, run: Run, now: float) -> bool:
+    """Keep the run's workflow wait alive (a task heartbeat every `TASK_BEAT_INTERVAL_S`: its slot
+    request while it waits, its launch while it runs); False once the workflow waits for it no more (the
+    wait timed out: a lost message, a consumer that was down), after ending the run so its slots and
+    processes do not outlive it. A run assigned whose launch never came is ended the same way."""
+    if run.state == RunState.ASSIGNED:
+        stale = run.assigned_at is not None and now - epoch_of(run.assigned_at) > TASK_HEARTBEAT_S
+        if stale and ports.runs.exit(run.run_id, -1, "its launch never came") is not None:
+            ports.compute.stop(run.run_id)
+            return False
+        return not stale
+    token = run.slot_token if run.state == RunState.PENDING else run.launch_token
+    last = run.beat_at or (run.queued_at if run.state == RunState.PENDING else run.launched_at)
+    if not token or (last and now - epoch_of(last) < TASK_BEAT_INTERVAL_S):
+        return True
+    if ports.workflows.heartbeat(token):
+        ports.runs.note_task_beat(run.run_id, iso_utc(now))
+        return True
+    reason = "its workflow stopped waiting for it (no task heartbeat in time); the trial was restarted"
+    if run.state == RunState.PENDING:
+        ports.runs.exit(run.run_id, -1, reason)
+    else:
+        runs.end_run(ports, run, -1, reason)
+    log.warning("run %s: %s", run.run_id, reason)
+    return False
 
 
 def _canceled(trial: Trial | None) -> bool:

@@ -59,3 +59,17 @@ def test_waits_use_task_tokens_and_no_lambda():
     assert not any("lambda" in r for r in resources)
     assert states["RequestSlots"]["Parameters"]["MessageBody"]["token.$"] == "$$.Task.Token"
     assert states["Launch"]["Parameters"]["MessageBody"]["token.$"] == "$$.Task.Token"
+
+
+def test_every_task_retries_service_errors_and_catches_what_is_left():
+    states = compile_trial_workflow(RES)["States"]
+    tasks = {name: s for name, s in states.items() if s["Type"] == "Task"}
+    for name, task in tasks.items():
+        assert task.get("Catch"), f"{name} has no Catch"
+        if task["Resource"].endswith(".waitForTaskToken"):
+            assert "Retry" not in task, name  # a resend could not be told from a late first delivery
+            continue
+        first, rest = task["Retry"][0], task["Retry"][1]
+        # A failed condition is an answer (the trial moved on), never retried.
+        assert first == {"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "MaxAttempts": 0}
+        assert rest["ErrorEquals"] == ["States.ALL"] and rest["MaxAttempts"] > 0 and rest["BackoffRate"] > 1

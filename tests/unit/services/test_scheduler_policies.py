@@ -10,6 +10,7 @@ from typing import Any
 from chalicelib.domain import keys
 from chalicelib.domain.states import RunState
 from chalicelib.services import jobs, runs, scheduler, stopping, trial_reports
+from chalicelib.workflow import TASK_BEAT_INTERVAL_S, TASK_HEARTBEAT_S
 
 SINGLE: dict[str, Any] = {
     "name": "job",
@@ -99,3 +100,40 @@ def test_a_slot_request_of_a_trial_killed_meanwhile_leaves_the_queue_at_once(por
     assert ports.workflows.answers[f"slots-{run_id}"] == {"agent_id": "", "num_nodes": 0}
     flow.launch(run_id)
     assert flow.exit_answer(run_id)["canceled"] is True  # the workflow's Cancel, not a wait for slots
+
+
+def test_the_passes_keep_waiting_workflows_alive_and_end_runs_whose_workflow_gave_up(ports, flow):
+    runs.heartbeat(ports, "agent-1", "default", 1, [])
+    busy = _submit(flow, priority=42)
+    flow.place(busy)
+    busy_run = keys.run_id(busy, 1)
+    runs.started(ports, "agent-1", busy_run, pid=11)
+    waiting = flow.request_slots(_submit(flow, priority=42))  # no slot: it waits
+
+    ports.clock.advance(TASK_BEAT_INTERVAL_S + 1)
+    runs.heartbeat(ports, "agent-1", "default", 1, [busy_run])  # the agent is alive
+    scheduler.schedule_pool(ports, "default")
+    assert ports.workflows.beats == {f"slots-{waiting}": 1, f"launch-{busy_run}": 1}
+    scheduler.schedule_pool(ports, "default")  # not due again yet
+    assert sum(ports.workflows.beats.values()) == 2
+
+    # Both workflows stop waiting (their waits timed out: a lost message, a consumer that was down).
+    ports.workflows.end(f"slots-{waiting}")
+    ports.workflows.end(f"launch-{busy_run}")
+    ports.clock.advance(TASK_BEAT_INTERVAL_S + 1)
+    runs.heartbeat(ports, "agent-1", "default", 1, [busy_run])
+    scheduler.schedule_pool(ports, "default")
+    assert ports.runs.get(waiting).state == RunState.EXITED
+    assert ports.runs.get(busy_run).state == RunState.EXITED  # its processes are killed at the next beat
+    assert runs.heartbeat(ports, "agent-1", "default", 1, [busy_run])["kill"] == [busy_run]
+
+
+def test_an_assigned_run_whose_launch_never_came_gives_its_slots_back(ports, flow):
+    runs.heartbeat(ports, "agent-1", "default", 1, [])
+    run_id = flow.request_slots(_submit(flow, priority=42))
+    assert ports.runs.get(run_id).state == RunState.ASSIGNED  # its launch message is lost
+    ports.clock.advance(TASK_HEARTBEAT_S + 1)
+    runs.heartbeat(ports, "agent-1", "default", 1, [])
+    scheduler.schedule_pool(ports, "default")
+    assert ports.runs.get(run_id).state == RunState.EXITED
+    assert ports.runs.allocated("default") == []
