@@ -27,21 +27,19 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import boto3
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._latency import POLL_S, TIMEOUT_S, stage_row, wait_for  # noqa: E402
 from bench.machine import describe  # noqa: E402
+from chalicelib.services.clock import epoch_of  # noqa: E402
 from det._client import ApiClient  # noqa: E402
 from det._context import pack  # noqa: E402
 from harness.core._preempt import HEARTBEAT_INTERVAL_S  # noqa: E402
 from infra.local_stack import BackgroundStack  # noqa: E402
-
-POLL_S = 0.02  # the bench's own polling of GET /jobs and GET /trials/{id}
-TIMEOUT_S = 180.0
 
 #: Milestones in the order they happen, each as seconds after the pause request was sent.
 MILESTONES = [
@@ -105,21 +103,6 @@ STAGES = [
 ]
 
 
-def _iso(value: str) -> float:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-def _wait(what: str, probe: Any) -> Any:
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no {what} within {TIMEOUT_S:.0f} s")
-        time.sleep(POLL_S)
-
-
 class Aws:
     """The stack's moto server, read directly (records the API does not show)."""
 
@@ -135,7 +118,7 @@ class Aws:
         self.machine = self.sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
 
     def exited_at(self, run_id: str) -> float:
-        return _iso(self.runs.get_item(Key={"run_id": run_id}, ConsistentRead=True)["Item"]["exited_at"])
+        return epoch_of(self.runs.get_item(Key={"run_id": run_id}, ConsistentRead=True)["Item"]["exited_at"])
 
     def pause_state_done(self, trial_id: int) -> float | None:
         execution = self.machine.replace(":stateMachine:", ":execution:") + f":trial-{trial_id}-0"
@@ -176,10 +159,10 @@ def one_run(
     }
     created = api.create_experiment(config, context_sha256=context_sha256, validate_only=False, activate=True)
     experiment_id = int(created["experiment"]["id"])
-    trial_id = _wait(
+    trial_id = wait_for(
         "trial", lambda: (trials := api.get_experiment(experiment_id).get("trials")) and int(trials[0]["id"])
     )
-    _wait("first metric (the probe running)", lambda: api.trial_metrics(trial_id, "training"))
+    wait_for("first metric (the probe running)", lambda: api.trial_metrics(trial_id, "training"))
     time.sleep(phase)
 
     sent = time.time()
@@ -201,7 +184,7 @@ def one_run(
 
     marks = _probe_marks(api, trial_id)
     checkpoints = api.get_trial(trial_id)["checkpoints"]
-    paused_sfn = _wait("Pause state in the execution history", lambda: aws.pause_state_done(trial_id))
+    paused_sfn = wait_for("Pause state in the execution history", lambda: aws.pause_state_done(trial_id))
     at = {
         "sent": sent,
         "answered": answered,
@@ -209,7 +192,7 @@ def one_run(
         "checkpoint_start": marks["checkpoint_start"],
         "checkpoint_written": marks["checkpoint_written"],
         "checkpoint_stored": marks["checkpoint_stored"],
-        "checkpoint_reported": _iso(checkpoints[-1]["report_time"]),
+        "checkpoint_reported": epoch_of(checkpoints[-1]["report_time"]),
         "process_exit": marks["exit"],
         "agent_saw_exit": _agent_saw_exit(agent_log, f"{trial_id}.1"),
         "exit_reported": aws.exited_at(f"{trial_id}.1"),
@@ -222,11 +205,6 @@ def one_run(
     result["phase"] = phase
     result["poll_period"] = poll_period
     return result
-
-
-def _row(key: str, what: str, results: list[dict[str, float]]) -> str:
-    values = [r[key] for r in results]
-    return f"| {key.strip()} | {what} | {statistics.median(values):.3f} | {max(values):.3f} |"
 
 
 def main() -> int:
@@ -312,13 +290,13 @@ def _report(
             "",
             "| stage | what | median s | max s |",
             "|---|---|---:|---:|",
-            *(_row(key, what, results) for key, what, _, _ in STAGES),
+            *(stage_row(key, what, results) for key, what, _, _ in STAGES),
             "",
             "Milestones, seconds after the pause request:",
             "",
             "| milestone | what | median s | max s |",
             "|---|---|---:|---:|",
-            *(_row(f"@{key}", what, results) for key, what in MILESTONES),
+            *(stage_row(f"@{key}", what, results) for key, what in MILESTONES),
             "",
             "Each run: the bench's wait between seeing the probe's first metric and pausing (spread over one "
             "heartbeat interval, so the pause lands at different points of the heartbeat's cycle) and what "

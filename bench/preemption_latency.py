@@ -30,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,15 +39,15 @@ import boto3
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._latency import stage_row, wait_for  # noqa: E402
 from bench.machine import describe  # noqa: E402
+from chalicelib.services.clock import epoch_of  # noqa: E402
 from det._client import ApiClient  # noqa: E402
 from det._context import pack  # noqa: E402
 from harness.agent._settings import Settings as AgentSettings  # noqa: E402
 from infra.local_stack import BackgroundStack  # noqa: E402
 
-POLL_S = 0.02  # the bench's own polling of the API
 BEAT_POLL_S = 0.05  # polling of the agent record's `last_seen` (each heartbeat writes its own time)
-TIMEOUT_S = 180.0
 AGENT_HEARTBEAT_S = AgentSettings(
     api_url="", agent_id="", pool="", slots=1, work_dir=Path()
 ).heartbeat_interval
@@ -194,24 +193,9 @@ REQUEUE_STAGES = [
 ]
 
 
-def _iso(value: str) -> float:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
 def _log_time(line: str) -> float:
     """A log line's asctime (this machine's local time, milliseconds) as epoch seconds."""
     return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-
-
-def _wait(what: str, probe: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no {what} within {TIMEOUT_S:.0f} s")
-        time.sleep(POLL_S)
 
 
 class HeartbeatWatch(threading.Thread):
@@ -238,7 +222,7 @@ class HeartbeatWatch(threading.Thread):
 
     def first_after(self, moment: float) -> float:
         """The first heartbeat at or after `moment`."""
-        return float(_wait("agent heartbeat", lambda: next((b for b in self.beats if b >= moment), None)))
+        return float(wait_for("agent heartbeat", lambda: next((b for b in self.beats if b >= moment), None)))
 
     def last_before(self, moment: float) -> float:
         """The last heartbeat at or before `moment`."""
@@ -298,7 +282,7 @@ def _probe_marks(api: ApiClient, trial_id: int) -> dict[str, list[float]]:
 
 def _first_trial(api: ApiClient, experiment_id: int) -> int:
     return int(
-        _wait(
+        wait_for(
             f"trial of experiment {experiment_id}",
             lambda: (trials := api.get_experiment(experiment_id).get("trials")) and trials[0]["id"],
         )
@@ -330,7 +314,7 @@ def one_run(
     low = api.create_experiment(low_config, context_sha256=low_sha256, validate_only=False, activate=True)
     low_id = int(low["experiment"]["id"])
     victim = _first_trial(api, low_id)
-    _wait("victim's first metric (the victim running)", lambda: api.trial_metrics(victim, "training"))
+    wait_for("victim's first metric (the victim running)", lambda: api.trial_metrics(victim, "training"))
     time.sleep(phase)
 
     # The high-priority submission, as `det experiment create` makes it.
@@ -349,14 +333,14 @@ def one_run(
     at["created"] = time.time()
     high_id = int(high["experiment"]["id"])
     trial = _first_trial(api, high_id)
-    _wait("high-priority first metric", lambda: api.trial_metrics(trial, "training"))
+    wait_for("high-priority first metric", lambda: api.trial_metrics(trial, "training"))
     at["first_metric"] = time.time()
-    _wait(
+    wait_for(
         "victim's resumed metric",
         lambda: any(row["metrics"].get("resumed") for row in api.trial_metrics(victim, "training")),
     )
     at["victim_resumed"] = time.time()
-    _wait("both experiments done (no jobs left)", lambda: not api.list_jobs())
+    wait_for("both experiments done (no jobs left)", lambda: not api.list_jobs())
 
     victim_run, high_run = f"{victim}.1", f"{trial}.1"
     marked = stack.preempting(victim_run, high_run)
@@ -374,31 +358,31 @@ def one_run(
     victim_trial, high_trial = api.get_trial(victim)["trial"], api.get_trial(trial)["trial"]
     at.update(
         {
-            "queued": _iso(h1["queued_at"]),
+            "queued": epoch_of(h1["queued_at"]),
             "victim_marked": marked,
             "preempt_seen": vm["preempt_seen"][0],
             "checkpoint_stored": vm["checkpoint_stored"][0],
             "victim_process_exit": vm["exit"][0],
-            "victim_reaped": _wait("agent's `ended` line", lambda: stack.run_ended(victim_run)),
+            "victim_reaped": wait_for("agent's `ended` line", lambda: stack.run_ended(victim_run)),
             # The beat whose answer the victim acted on; the one the agent sends once the exit is
             # reported; the one whose answer carried the launch.
             "preempt_beat": stack.heartbeats.last_before(vm["preempt_seen"][0]),
-            "exit_beat": stack.heartbeats.first_after(_iso(v1["exited_at"])),
-            "launch_beat": stack.heartbeats.last_before(_iso(h1["started_at"])),
-            "victim_exited": _iso(v1["exited_at"]),
-            "granted": _iso(h1["assigned_at"]),
-            "launched": _iso(h1["launched_at"]),
-            "started": _iso(h1["started_at"]),
+            "exit_beat": stack.heartbeats.first_after(epoch_of(v1["exited_at"])),
+            "launch_beat": stack.heartbeats.last_before(epoch_of(h1["started_at"])),
+            "victim_exited": epoch_of(v1["exited_at"]),
+            "granted": epoch_of(h1["assigned_at"]),
+            "launched": epoch_of(h1["launched_at"]),
+            "started": epoch_of(h1["started_at"]),
             "high_process_start": hm["process_start"][0],
             "high_torch_imported": hm["torch_imported"][0],
             "high_imported": hm["imported"][0],
             "high_init": hm["init"][0],
             "high_metric_sent": hm["metric_sent"][0],
             "high_metric_reported": hm["metric_reported"][0],
-            "victim_requeued": _iso(v2["queued_at"]),
-            "high_exited": _iso(h1["exited_at"]),
-            "victim_granted": _iso(v2["assigned_at"]),
-            "victim_started": _iso(v2["started_at"]),
+            "victim_requeued": epoch_of(v2["queued_at"]),
+            "high_exited": epoch_of(h1["exited_at"]),
+            "victim_granted": epoch_of(v2["assigned_at"]),
+            "victim_started": epoch_of(v2["started_at"]),
             "victim_restored": vm["restored"][0],
         }
     )
@@ -457,11 +441,6 @@ def main() -> int:
     return 0
 
 
-def _row(key: str, what: str, results: list[dict[str, float]]) -> str:
-    values = [r[key] for r in results]
-    return f"| {key.strip()} | {what} | {statistics.median(values):.3f} | {max(values):.3f} |"
-
-
 def _median(key: str, results: list[dict[str, float]]) -> float:
     return statistics.median(r[key] for r in results)
 
@@ -491,25 +470,25 @@ def _report(args: argparse.Namespace, results: list[dict[str, float]]) -> str:
         "",
         "| stage | what | median s | max s |",
         "|---|---|---:|---:|",
-        *(_row(key, what, results) for key, what, _, _ in STAGES),
+        *(stage_row(key, what, results) for key, what, _, _ in STAGES),
         "",
         "Milestones, seconds after the submission started:",
         "",
         "| milestone | what | median s | max s |",
         "|---|---|---:|---:|",
-        *(_row(f"@{key}", what, results) for key, what in MILESTONES),
+        *(stage_row(f"@{key}", what, results) for key, what in MILESTONES),
         "",
         "## The victim's requeue",
         "",
         "| stage | what | median s | max s |",
         "|---|---|---:|---:|",
-        *(_row(key, what, results) for key, what, _, _ in REQUEUE_STAGES),
+        *(stage_row(key, what, results) for key, what, _, _ in REQUEUE_STAGES),
         "",
         "Milestones, seconds after the submission started:",
         "",
         "| milestone | what | median s | max s |",
         "|---|---|---:|---:|",
-        *(_row(f"@{key}", what, results) for key, what in REQUEUE_MILESTONES),
+        *(stage_row(f"@{key}", what, results) for key, what in REQUEUE_MILESTONES),
         "",
         "Each run:",
         "",

@@ -357,7 +357,7 @@ def repo_root() -> Path:
     return ROOT
 
 
-@pytest.fixture(scope="session", name="steps_probe")
-def _steps_probe() -> type[StepsProbe]:
-    """`steps_probe(det)`: submit and read back experiments of ``STEPS_SCRIPT``."""
-    return StepsProbe
+@pytest.fixture
+def probe(det: Det) -> StepsProbe:
+    """A `StepsProbe` on the test's `det` (a module's own stack where it overrides `det`)."""
+    return StepsProbe(det)

@@ -31,11 +31,6 @@ def det(pool, det_runner) -> Any:
     return det_runner(pool["api_url"])
 
 
-@pytest.fixture
-def probe(det, steps_probe) -> Any:
-    return steps_probe(det)
-
-
 def _jobs(det: Any) -> list[dict]:
     listed = det("job", "list", "--json")
     assert listed.code == 0, listed.err

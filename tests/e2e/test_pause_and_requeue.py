@@ -35,11 +35,6 @@ def det(pool, det_runner) -> Any:
     return det_runner(pool["api_url"])
 
 
-@pytest.fixture
-def probe(det, steps_probe) -> Any:
-    return steps_probe(det)
-
-
 def test_a_paused_trial_frees_its_slot_and_resumes_to_exactly_the_uninterrupted_result(
     det, probe, tmp_path: Path, wait_for
 ):
