@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +25,7 @@ from typing import Any, Literal, Protocol
 
 from rich.console import Console
 
+from contract.local_state import AGENTS_RECORD, STATE_DIRS
 from det._client import ApiClient
 from det._render import format_time
 from det._runtime import Runtime
@@ -274,6 +276,7 @@ def down(
     if current.pid is None:
         remove_stale_files(directory)
         rt.say("Stratus local stack is not running")
+        _delete_db(args, rt, directory)
         return 0
     pid = current.pid
     with contextlib.suppress(ProcessLookupError):
@@ -286,7 +289,19 @@ def down(
             raise StackError(f"cannot stop the local stack (pid {pid}); kill it by hand: kill -9 {pid}")
     remove_stale_files(directory)
     rt.say(f"Stratus local stack stopped (pid {pid})")
+    _delete_db(args, rt, directory)
     return 0
+
+
+def _delete_db(args: argparse.Namespace, rt: Runtime, directory: Path) -> None:
+    """`--delete-db`: forget every experiment, trial, metric, log, checkpoint and context."""
+    if not getattr(args, "delete_db", False):
+        return
+    removed = [name for name in STATE_DIRS if (directory / name).exists()]
+    for name in removed:
+        shutil.rmtree(directory / name, ignore_errors=True)
+    (directory / AGENTS_RECORD).unlink(missing_ok=True)
+    rt.say(f"Deleted the local stack's state in {directory}" if removed else "No state to delete")
 
 
 # --- helpers ----------------------------------------------------------------------------------

@@ -288,7 +288,15 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     sub.add_parser("status", help="whether the local stack runs (exit 3 if not)").set_defaults(
         command=_deploy.status
     )
-    sub.add_parser("down", help="stop the local stack").set_defaults(command=_deploy.down)
+    down = sub.add_parser(
+        "down", help="stop the local stack (its experiments, logs and checkpoints are kept)"
+    )
+    down.add_argument(
+        "--delete-db",
+        action="store_true",
+        help="also delete what the stack keeps (experiments, trials, metrics, logs, checkpoints, contexts)",
+    )
+    down.set_defaults(command=_deploy.down)
 
 
 def _needs_subcommand(parser: argparse.ArgumentParser) -> Command:

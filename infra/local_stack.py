@@ -9,6 +9,10 @@ its handler (what Lambda's event source mapping does in AWS), and starts local a
 child processes: those of the pool "default", and those of each pool given (`infra.cluster_config`), with
 a sweep ticker per pool. Once everything is up it writes `<state-dir>/stack.json`; SIGTERM or SIGINT stops it all
 and removes that file. `det deploy local up|status|down` drive this program.
+
+The stack's records, logs and objects live in the state folder (`infra/persistence.py`): a start loads
+what an earlier run of the stack left there, ends whatever that run left running (`infra/leftovers.py`),
+and recovers what was in flight (`chalicelib.services.recovery`) before its agents start.
 """
 
 from __future__ import annotations
@@ -31,8 +35,13 @@ from typing import Any
 
 from chalicelib.domain.pools import pools_to_json
 from infra.cluster_config import ClusterConfigError, LocalPool, local_pools
+from infra.leftovers import end_leftovers, record_agents
+from infra.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
 
 log = logging.getLogger("stratus.local")
+
+#: An agent whose stack's API has not answered for this long stops and ends its runs.
+AGENT_GIVE_UP_S = 60.0
 
 
 def free_port() -> int:
@@ -99,15 +108,20 @@ class LocalStack:
         self._pumps: list[Any] = []
         self._agents: list[subprocess.Popen[bytes]] = []
         self._agent_token = secrets.token_urlsafe(32)
+        self.state = StateFolder(state_dir)
+        self._clients: StateClients | None = None
 
     # ---- start ------------------------------------------------------------------------------------
 
     def start(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        end_leftovers(self.state_dir)  # a previous stack killed with -9: its agents and runs end first
         self._environment()
         self._start_moto()
         self._create_resources()
+        self._restore()
         self._start_api()
+        self._recover()
         self._start_pumps()
         self._start_agents()
         self._write_state()
@@ -134,10 +148,9 @@ class LocalStack:
 
     def _start_moto(self) -> None:
         import httpx
-        from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.moto_port, verbose=False)
+        self._moto = journaling_moto_server(self.state, "127.0.0.1", self.moto_port)
         self._moto.start()
         httpx.post(
             f"{self.moto_url}/moto-api/config",
@@ -161,6 +174,36 @@ class LocalStack:
             "events": env["STRATUS_EVENTS_QUEUE_URL"],
         }
         log.info("resources of stack %r created", self.stack)
+        self._clients = StateClients(
+            boto3.session.Session(), self.moto_url, names.region, f"{self.stack}-", names.log_group
+        )
+
+    def _restore(self) -> None:
+        """Load what the state folder holds (an earlier run of this stack), then start writing to it."""
+        assert self._clients is not None
+        if self.state.exists():
+            counts = restore(self.state, self._clients)
+            log.info("state restored from %s: %s", self.state_dir, counts)
+        compact(self.state, self._clients)
+        threading.Thread(target=self._compact_when_due, name="compactor", daemon=True).start()
+
+    def _compact_when_due(self) -> None:
+        assert self._clients is not None
+        while self.state.recording:
+            if self.state.compaction_due.wait(timeout=5):
+                try:
+                    compact(self.state, self._clients)
+                except Exception:  # the journal keeps growing; the next start replays it all
+                    log.exception("could not fold the journal into a snapshot")
+                    return
+
+    def _recover(self) -> None:
+        """Runs that were in flight when the stack last stopped are lost; their trials go on."""
+        from chalicelib import wiring
+        from chalicelib.services import recovery
+
+        report = recovery.recover(wiring.ports(), "lost: the local stack stopped while the run was in flight")
+        log.info("recovery: %s", report.summary())
 
     def _start_api(self) -> None:
         from chalicelib import wiring
@@ -199,6 +242,7 @@ class LocalStack:
         for pool in self.pools:
             for agent_id in pool.agent_ids():
                 self._start_agent(env, agent_id, pool.spec.name, pool.slots)
+        record_agents(self.state_dir, [agent.pid for agent in self._agents])
 
     def _start_agent(self, env: dict[str, str], agent_id: str, pool: str, slots: int) -> None:
         work_dir = self.state_dir / "agents" / agent_id
@@ -221,6 +265,11 @@ class LocalStack:
             # Every agent is a node on this machine: multi-node trials rendezvous on the loopback.
             "--address",
             "127.0.0.1",
+            # Killed with -9, the stack cannot stop its agents: each stops itself and ends its runs.
+            "--parent-pid",
+            str(os.getpid()),
+            "--give-up-after",
+            str(AGENT_GIVE_UP_S),
         ]
         self._agents.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
         log.info("agent %s of pool %s with %d slots", agent_id, pool, slots)
@@ -264,6 +313,12 @@ class LocalStack:
             pump.stop()
         if self._http is not None:
             self._http.shutdown()
+        if self._clients is not None and self.state.recording:
+            try:
+                compact(self.state, self._clients)
+            except Exception:  # the journal has every write anyway: the next start replays it
+                log.exception("could not fold the journal into a snapshot")
+        self.state.close()
         if self._moto is not None:
             self._moto.stop()
         log.info("stopped")
@@ -285,6 +340,8 @@ class BackgroundStack:
         cluster_config: Path | None = None,
     ) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
+        state_file = state_dir / "stack.json"
+        state_file.unlink(missing_ok=True)  # left by a stack killed with -9: not this one's
         self.log_path = state_dir / "stack.log"
         self._log = self.log_path.open("wb")
         # The command line `det deploy local up` starts the stack with; imported here because the
@@ -299,7 +356,6 @@ class BackgroundStack:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        state_file = state_dir / "stack.json"
         deadline = time.monotonic() + timeout
         while not state_file.exists():
             if self.process.poll() is not None or time.monotonic() > deadline:

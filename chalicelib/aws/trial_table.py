@@ -88,17 +88,19 @@ class DynamoTrials(TrialUpdates):
             {":u": uuid, ":s": steps_completed},
         )
 
-    def resume_paused(self, trial_id: int, generation: int, attempt: int) -> bool:
+    def resume_paused(self, trial_id: int, generation: int, attempt: int, *, once: bool = True) -> bool:
         """Move a paused trial from execution `generation` to the next, once per pause: `attempt` (the
         trial's attempts, which only a new execution's enqueue moves on) is recorded as resumed, so a
-        redelivered pause event and a promotion racing it cannot both start an execution."""
+        redelivered pause event and a promotion racing it cannot both start an execution. `once=False`:
+        also when that attempt was resumed already (its execution was lost before it enqueued)."""
+        once_per_attempt = " AND (resumed_attempt <> :attempt OR attribute_not_exists(resumed_attempt))"
         try:
             self._table.update_item(
                 Key={"id": trial_id},
                 UpdateExpression="SET generation = :next, resumed_attempt = :attempt",
                 ConditionExpression=(
                     "attribute_exists(id) AND (generation = :expected OR attribute_not_exists(generation))"
-                    " AND (resumed_attempt <> :attempt OR attribute_not_exists(resumed_attempt))"
+                    + (once_per_attempt if once else "")
                 ),
                 ExpressionAttributeValues={
                     ":next": generation + 1,

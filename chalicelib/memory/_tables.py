@@ -163,12 +163,12 @@ class MemoryTrials(TrialUpdates):
             or_equal=True,
         )
 
-    def resume_paused(self, trial_id: int, generation: int, attempt: int) -> bool:
+    def resume_paused(self, trial_id: int, generation: int, attempt: int, *, once: bool = True) -> bool:
         """Move a paused trial from execution `generation` to the next, once per pause (`attempt`)."""
         item = self.items.get(trial_id)
         if item is None or item.get("generation", generation) != generation:
             return False
-        if item.get("resumed_attempt") == attempt:
+        if once and item.get("resumed_attempt") == attempt:
             return False
         item["generation"] = generation + 1
         item["resumed_attempt"] = attempt

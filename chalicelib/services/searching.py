@@ -230,6 +230,13 @@ def resume_paused_trial(ports: Ports, experiment: Experiment, trial: Trial) -> N
         _start_run(ports, experiment, trial.id, trial.generation + 1)
 
 
+def restart_lost_trial(ports: Ports, experiment: Experiment, trial: Trial) -> None:
+    """Start a paused trial's next execution after its own was lost with the stack (recovery): as a
+    resume, also when a resume of this attempt was claimed by an execution lost before it enqueued."""
+    if ports.trials.resume_paused(trial.id, trial.generation, trial.attempts, once=False):
+        _start_run(ports, experiment, trial.id, trial.generation + 1)
+
+
 def _stops_early(trial: Trial, spec: searchers.SearchSpec) -> bool:
     return spec.max_length is not None and (trial.searcher_length or 0) < spec.max_length
 

@@ -90,6 +90,9 @@ class Agent:
                 self.heartbeat_once()
                 if self._stop_requested:
                     break
+                if self._orphaned():
+                    self.give_up.set()  # nobody to report to: end the runs without retrying reports
+                    break
                 self._waker.wait(self.settings.heartbeat_interval)
         finally:
             self._shutdown()
@@ -125,6 +128,22 @@ class Agent:
             if run is not None:
                 run.request_preempt()
         return True
+
+    def _orphaned(self) -> bool:
+        """The stack that started this agent is gone, or its API has not answered for `give_up_after`:
+        nobody will record what the runs do, so they are ended and the agent stops."""
+        parent = self.settings.parent_pid
+        if parent is not None and os.getppid() != parent:
+            log.error(
+                "the stack that started this agent (pid %d) is gone: stopping and ending every run", parent
+            )
+            return True
+        limit = self.settings.give_up_after
+        down = self._api_down_since
+        if limit is not None and down is not None and time.monotonic() - down >= limit:
+            log.error("the API has not answered for %.0f s: stopping and ending every run", limit)
+            return True
+        return False
 
     def _heartbeat_failed(self, err: ApiCallError) -> None:
         now = time.monotonic()

@@ -32,6 +32,7 @@ from harness.agent._spawn import (
     exit_status,
     first_failed_rank,
     free_port,
+    record_process,
 )
 from harness.errors import ApiCallError, UnsafeArchiveError
 from harness.trial_process import HOOK, build_script
@@ -217,6 +218,7 @@ class Run:
                 self._agent_line(msg)
                 return 1, msg
             self._proc = proc
+            record_process(self.run_dir, proc.pid)
         assert proc.stdout is not None
         log.info("run %s started: pid %d, trial %s", self.run_id, proc.pid, self.spec.trial_id)
         reader = threading.Thread(

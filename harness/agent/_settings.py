@@ -58,6 +58,10 @@ class Settings:
     request_timeout: float = 30.0
     download_attempts: int = 3
     retry_max_backoff: float = 5.0
+    #: Stop (and end every run) once the API has not answered for this long; None: keep trying.
+    give_up_after: float | None = None
+    #: Stop at once when this process (the embedded stack that started the agent) is gone.
+    parent_pid: int | None = None
 
     def __post_init__(self) -> None:
         if self.slots < 0:
@@ -118,6 +122,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kill-grace", type=float, default=10.0, metavar="SECONDS", help="SIGTERM to SIGKILL delay"
     )
+    p.add_argument(
+        "--give-up-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop, ending every run, once the API has not answered for this long (default: keep trying)",
+    )
+    p.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        metavar="PID",
+        help="stop, ending every run, as soon as process PID (the stack that started the agent) is gone",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -146,6 +164,8 @@ def parse_cli(argv: Sequence[str] | None = None, environ: Mapping[str, str] | No
             address=ns.address.strip(),
             heartbeat_interval=ns.heartbeat_interval,
             kill_grace=ns.kill_grace,
+            give_up_after=ns.give_up_after,
+            parent_pid=ns.parent_pid,
         )
     except ValueError as e:
         parser.error(str(e))

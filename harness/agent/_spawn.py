@@ -4,6 +4,7 @@ the rank that failed first, and the marker file through which the agent passes o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,6 +23,26 @@ from harness.trial_process import Probe, missing_packages, trial_environment
 PREEMPT_MARKER = "preempt.requested"
 
 LAUNCHER_REPORT = "launcher.json"
+
+#: In the run's folder: the process group the run's processes live in, and when its leader started, so
+#: that whoever finds the folder after the agent died (the embedded stack's next start) can end what is
+#: left of it, and only it: a pid reused by another process has another start time.
+PROCESS_RECORD = "process.json"
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot, from /proc); None if it is gone or unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def record_process(run_dir: Path, pid: int) -> None:
+    """Note the run's process group leader in its folder (best effort: a run goes on without it)."""
+    with contextlib.suppress(OSError):
+        (run_dir / PROCESS_RECORD).write_text(json.dumps({"pgid": pid, "start": process_start_ticks(pid)}))
 
 
 def first_failed_rank(report: Path) -> tuple[int, str] | None:

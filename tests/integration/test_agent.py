@@ -651,6 +651,62 @@ def test_agent_stop_kills_runs_and_reports_agent_stopped(api: FakeApi, settings:
     assert last_beat["running"] == [spec["run_id"]]
 
 
+def test_an_agent_whose_api_stays_unreachable_ends_its_runs_and_stops(
+    api: FakeApi, settings: Settings
+) -> None:
+    spec = spec_for(api, ["python3", "-c", "import time; print('ready', flush=True); time.sleep(60)"])
+    api.launch = [spec]
+    agent = Agent(replace(settings, give_up_after=1.0))
+    t = threading.Thread(target=agent.run, daemon=True)
+    t.start()
+    api.wait_log(spec["run_id"], "ready")
+    record = settings.runs_dir / spec["run_id"] / "process.json"
+    pgid = json.loads(record.read_text())["pgid"]
+    with api.cond:
+        api.fail["heartbeat"] = 1_000_000  # the stack is gone: every beat fails from now on
+    t.join(30)
+    assert not t.is_alive(), "the agent kept going without its API"
+    wait_until(lambda: not pid_alive(pgid), 10, "the run's process to end")
+
+
+def test_an_agent_whose_stack_was_killed_ends_its_runs_and_stops(api: FakeApi, tmp_path: Path) -> None:
+    """`kill -9` of the embedded stack: the agent it started (`--parent-pid`) is reparented, notices it
+    at its next beat, ends its run's process group and exits, with no one left to tell."""
+    spec = spec_for(api, ["python3", "-c", "import time; print('ready', flush=True); time.sleep(60)"])
+    api.launch = [spec]
+    work = tmp_path / "w"
+    stack = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess, sys, time\n"
+            "agent = subprocess.Popen([sys.executable, '-m', 'harness.agent', '--api', sys.argv[1],"
+            " '--agent-id', 'orphan', '--pool', 'p', '--work-dir', sys.argv[2], '--heartbeat-interval', '0.1',"
+            " '--kill-grace', '1', '--parent-pid', str(os.getpid())])\n"
+            "print(agent.pid, flush=True)\n"
+            "time.sleep(120)\n",
+            api.url,
+            str(work),
+        ],
+        cwd=REPO,
+        env={**os.environ, "STRATUS_AGENT_TOKEN": TOKEN, "CUDA_VISIBLE_DEVICES": ""},
+        stdout=subprocess.PIPE,
+    )
+    assert stack.stdout is not None
+    agent_pid = int(stack.stdout.readline())
+    try:
+        api.wait_log(spec["run_id"], "ready")
+        pgid = json.loads((work / "runs" / spec["run_id"] / "process.json").read_text())["pgid"]
+        stack.kill()
+        stack.wait()
+        wait_until(lambda: not pid_alive(agent_pid), 20, "the orphaned agent to stop")
+        wait_until(lambda: not pid_alive(pgid), 10, "its run's process to end")
+    finally:
+        for pid in (agent_pid,):
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_gpus_are_assigned_from_free_devices(api: FakeApi, settings: Settings) -> None:
     agent = Agent(replace(settings, gpus=("0", "1", "2"), slots=3))
     show = [

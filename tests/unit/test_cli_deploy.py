@@ -262,6 +262,46 @@ def test_down_is_idempotent(tmp_path: Path) -> None:
     assert streams.out.getvalue() == "Stratus local stack is not running\n"
 
 
+def _state_folder(directory: Path) -> None:
+    for name in (
+        "db/snapshot.json",
+        "s3/bucket/contexts/x.tar.zst.obj",
+        "agents/local-0/runs/1.1/process.json",
+    ):
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text("kept")
+    (directory / "agents.json").write_text("[]")
+    (directory / "stack.log").write_text("the last run's log\n")
+
+
+def test_down_keeps_the_state_for_the_next_up(tmp_path: Path) -> None:
+    _state_folder(tmp_path / "local")
+    streams = Streams()
+    assert cli.main(["deploy", "local", "down"], runtime=runtime(tmp_path, streams)) == 0
+    assert (tmp_path / "local" / "db" / "snapshot.json").read_text() == "kept"
+    assert (tmp_path / "local" / "s3" / "bucket" / "contexts" / "x.tar.zst.obj").exists()
+
+
+def test_down_delete_db_forgets_the_state(tmp_path: Path) -> None:
+    write_state(tmp_path / "local", 31)
+    _state_folder(tmp_path / "local")
+    live = {31}
+    streams = Streams()
+
+    code = _deploy.down(
+        argparse.Namespace(delete_db=True),
+        runtime(tmp_path, streams),
+        alive=live.__contains__,
+        kill=lambda pid, sig: live.discard(pid),
+    )
+
+    assert code == 0
+    assert sorted(p.name for p in (tmp_path / "local").iterdir()) == ["stack.log"]
+    assert (
+        streams.out.getvalue().splitlines()[-1] == f"Deleted the local stack's state in {tmp_path / 'local'}"
+    )
+
+
 def test_up_passes_pools_and_a_cluster_config_to_the_stack_and_lists_them(tmp_path: Path) -> None:
     directory = tmp_path / "local"
     config = tmp_path / "cluster.yaml"
