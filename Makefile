@@ -57,6 +57,7 @@ bench: install
 	$(PY) bench/pack_throughput.py --write
 	$(PY) bench/search_quality.py --write
 	$(PY) bench/scheduling_pass.py --write
+	$(PY) bench/stack_state.py --write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

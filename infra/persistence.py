@@ -50,7 +50,7 @@ JOURNALED = {
 OBJECT_SUFFIX = ".obj"
 SNAPSHOT = "snapshot.json"
 #: Journaled writes after which the journal is folded into a new snapshot while the stack runs.
-COMPACT_AFTER = 50_000
+COMPACT_AFTER = 10_000
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]

@@ -125,6 +125,7 @@ def _api_policy() -> dict[str, Any]:
                 "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
                 "Resource": [
                     _sub("arn:${AWS::Partition}:s3:::${Bucket}/contexts/*"),
+                    _sub("arn:${AWS::Partition}:s3:::${Bucket}/uploads/*"),
                     _sub("arn:${AWS::Partition}:s3:::${Bucket}/checkpoints/*"),
                     _sub("arn:${AWS::Partition}:s3:::${Bucket}/submissions/*"),
                 ],

@@ -11,9 +11,8 @@ from chalicelib.api import models, views
 from chalicelib.api.auth import Anonymous, UserPrincipal
 from chalicelib.api.openapi import VERSION, document
 from chalicelib.api.routing import query_int, query_str, route
-from chalicelib.domain import keys
 from chalicelib.errors import BadRequestError
-from chalicelib.services import experiments, jobs, pausing, runs, trial_reports
+from chalicelib.services import contexts, experiments, jobs, pausing, runs, trial_reports
 from chalicelib.wiring import ports
 from contract.log_levels import LEVELS, at_or_above
 from contract.metric_groups import VALIDATION
@@ -42,13 +41,12 @@ def openapi(principal: Anonymous) -> Response:
     auth="iam",
 )
 def create_context(user: UserPrincipal, body: models.ContextUploadRequest) -> models.ContextUploadResponse:
-    """Where to upload a packed context (nothing to upload when S3 already has it)."""
-    p = ports()
-    key = keys.context_key(body.sha256)
-    if p.blobs.exists(key):
-        return models.ContextUploadResponse(key=key, exists=True, upload=None)
-    upload = models.PresignedUpload(url=p.blobs.presign_put(key))
-    return models.ContextUploadResponse(key=key, exists=False, upload=upload)
+    """Where to upload a packed context (nothing to upload when S3 already has it, verified)."""
+    offer = contexts.offer_upload(ports(), body.sha256, body.size)
+    if offer.exists or offer.url is None:
+        return models.ContextUploadResponse(key=offer.key, exists=True, upload=None)
+    upload = models.PresignedUpload(url=offer.url, headers=offer.headers or {})
+    return models.ContextUploadResponse(key=offer.key, exists=False, upload=upload)
 
 
 @route(

@@ -3,6 +3,9 @@ at 10 MB): the CLI, the agent and the harness move them straight to and from S3.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import clients
@@ -28,6 +31,41 @@ class S3Blobs:
 
     def presign_get(self, key: str) -> str:
         return self._presign("get_object", key)
+
+    def presign_put_checked(self, key: str, sha256: str) -> tuple[str, dict[str, str]]:
+        checksum = base64.b64encode(bytes.fromhex(sha256)).decode()
+        params = {"Bucket": self._settings.bucket, "Key": key, "ChecksumSHA256": checksum}
+        expiry = self._settings.presign_expiry_s
+        url = str(self._s3.generate_presigned_url("put_object", Params=params, ExpiresIn=expiry))
+        return url, {"x-amz-checksum-sha256": checksum}
+
+    def keys_under(self, prefix: str) -> list[str]:
+        found: list[str] = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self._settings.bucket, Prefix=prefix
+        ):
+            found += [str(item["Key"]) for item in page.get("Contents", [])]
+        return found
+
+    def sha256_of(self, key: str) -> tuple[str, int] | None:
+        try:
+            body = self._s3.get_object(Bucket=self._settings.bucket, Key=key)["Body"]
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        digest, size = hashlib.sha256(), 0
+        for chunk in iter(lambda: body.read(1 << 20), b""):
+            digest.update(chunk)
+            size += len(chunk)
+        return digest.hexdigest(), size
+
+    def copy(self, source: str, target: str) -> None:
+        bucket = self._settings.bucket
+        self._s3.copy_object(Bucket=bucket, Key=target, CopySource={"Bucket": bucket, "Key": source})
+
+    def delete(self, key: str) -> None:
+        self._s3.delete_object(Bucket=self._settings.bucket, Key=key)
 
     def _presign(self, operation: str, key: str) -> str:
         params = {"Bucket": self._settings.bucket, "Key": key}

@@ -26,9 +26,17 @@ def is_uuid(value: str) -> bool:
 
 
 def context_key(sha256: str) -> str:
+    """Where a context lives under its content address, once the API has checked its bytes hash to it."""
     if not is_sha256(sha256):
         raise ValueError(f"context sha256 must be 64 lowercase hex digits, got {sha256!r}")
     return f"contexts/{sha256}.tar.zst"
+
+
+def context_upload_prefix(sha256: str) -> str:
+    """Where uploads that claim to be context `sha256` wait until the API has hashed them."""
+    if not is_sha256(sha256):
+        raise ValueError(f"context sha256 must be 64 lowercase hex digits, got {sha256!r}")
+    return f"uploads/contexts/{sha256}/"
 
 
 def checkpoint_prefix(experiment_id: int, trial_id: int, uuid: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Sequence
 
 from chalicelib.domain.records import LogLine
@@ -31,6 +32,22 @@ class MemoryBlobs:
 
     def presign_get(self, key: str) -> str:
         return f"memory://{self.bucket}/{key}?method=GET"
+
+    def presign_put_checked(self, key: str, sha256: str) -> tuple[str, dict[str, str]]:
+        return f"memory://{self.bucket}/{key}?method=PUT", {"x-amz-checksum-sha256": sha256}
+
+    def keys_under(self, prefix: str) -> list[str]:
+        return sorted(key for key in self.objects if key.startswith(prefix))
+
+    def sha256_of(self, key: str) -> tuple[str, int] | None:
+        data = self.objects.get(key)
+        return None if data is None else (hashlib.sha256(data).hexdigest(), len(data))
+
+    def copy(self, source: str, target: str) -> None:
+        self.objects[target] = self.objects[source]
+
+    def delete(self, key: str) -> None:
+        self.objects.pop(key, None)
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"

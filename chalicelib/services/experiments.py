@@ -13,7 +13,7 @@ from chalicelib.domain.records import Experiment
 from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
-from chalicelib.services import pools, searching
+from chalicelib.services import contexts, pools, searching
 from chalicelib.services.ports import Ports
 from contract.nni import is_nni_config
 
@@ -69,10 +69,8 @@ def create(
         raise BadRequestError(
             f"context_sha256 {context_sha256!r} is not a SHA-256 hex digest; upload the context through POST /contexts first"
         )
-    if context_sha256 is not None and not ports.blobs.exists(keys.context_key(context_sha256)):
-        raise BadRequestError(
-            f"context {context_sha256[:12]}… is not in S3; upload it through the URL POST /contexts returns, then retry"
-        )
+    if context_sha256 is not None:
+        contexts.verified(ports, context_sha256)  # its bytes hash to its name, or a 400: before any id
     experiment_id = ports.ids.next("experiment")
     # Determined seeds from the submission time; the seed is kept in the stored config so a rerun matches.
     config = parsed.config.with_service_defaults(

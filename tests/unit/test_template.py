@@ -48,7 +48,7 @@ def test_s3_access_is_limited_to_the_stacks_prefixes():
     api = _statements(template()["Resources"]["ApiRole"])
     objects = next(s for s in api if s["Sid"] == "ContextsAndCheckpoints")
     prefixes = sorted(r["Fn::Sub"].rsplit("}/", 1)[1] for r in objects["Resource"])
-    assert prefixes == ["checkpoints/*", "contexts/*", "submissions/*"]
+    assert prefixes == ["checkpoints/*", "contexts/*", "submissions/*", "uploads/*"]
 
 
 def test_a_sweep_reaches_the_scheduler_queue_every_minute_and_only_from_its_rule():
