@@ -12,6 +12,7 @@ are named by their folders, rather than the API's default ``Experiment N``.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -52,6 +53,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigFileError(f"{path} is not valid YAML ({e}); fix the YAML syntax") from e
     if config is None:
         raise ConfigFileError(f"config file {path} is empty; write the experiment config in it")
+    check_plain_values(config, f"config file {path}")
     if not isinstance(config, dict):
         raise ConfigFileError(
             f"config file {path} holds a {_yaml_kind(config)} at the top level; "
@@ -120,6 +122,7 @@ def read_search_space(path: Path, key: str, config_path: Path) -> dict[str, Any]
             raise ConfigFileError(
                 f"search space file {path} is neither JSON nor YAML ({_problem(ye)}); fix its syntax"
             ) from ye
+    check_plain_values(space, f"search space file {path}")
     if not isinstance(space, dict):
         raise ConfigFileError(
             f"search space file {path} holds a {_yaml_kind(space)}; a search space is a mapping of "
@@ -162,6 +165,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise UsageError(
             f"--config value {raw!r} of {key} is not a YAML value ({_problem(e)}); quote it"
         ) from e
+    check_plain_values(value, f"--config {key}")
     return [k.strip() for k in keys], value
 
 
@@ -192,6 +196,46 @@ def _read_text(path: Path, what: str, *, missing: str, folder: str | None = None
         if folder is not None and isinstance(e, IsADirectoryError):
             raise ConfigFileError(folder) from e
         raise ConfigFileError(f"cannot read {what} {path}: {e}; check the file") from e
+
+
+#: Values a config may expand to: far beyond any real config, far below what YAML aliases that repeat
+#: anchors (a "billion laughs") expand to when the config is sent as JSON.
+MAX_YAML_VALUES = 100_000
+
+
+def check_plain_values(document: Any, source: str) -> None:
+    """What the CLI sends is JSON: refuse, with the path of the value, what YAML reads as something else
+    (a date, `!!binary`, a set) and a document whose aliases expand beyond `MAX_YAML_VALUES` values."""
+    stack: list[tuple[Any, str]] = [(document, "")]
+    seen = 0
+    while stack:
+        value, where = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_VALUES:
+            raise ConfigFileError(
+                f"{source} expands to more than {MAX_YAML_VALUES:,} values through YAML aliases "
+                "(anchors repeated inside anchors); write the values out instead"
+            )
+        at = f"{source}: {where or '(top level)'}"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str | int | float | bool) or isinstance(key, datetime.date):
+                    raise ConfigFileError(
+                        f"{at}: the key {key!r} is read as a YAML {_yaml_kind(key)}; quote it to make it a string"
+                    )
+                stack.append((item, f"{where}.{key}" if where else str(key)))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{index}]") for index, item in enumerate(value))
+        elif isinstance(value, datetime.date):
+            raise ConfigFileError(
+                f"{at}: {value} is read as a YAML date; quote it ('{value}') to pass it as text"
+            )
+        elif isinstance(value, bytes):
+            raise ConfigFileError(f"{at}: !!binary values cannot be sent; write the value as text")
+        elif not (isinstance(value, str | int | float | bool) or value is None):
+            raise ConfigFileError(
+                f"{at}: a YAML {_yaml_kind(value)} cannot be sent; use a mapping, a list or a plain value"
+            )
 
 
 def _where(path: Path, error: yaml.MarkedYAMLError) -> str:

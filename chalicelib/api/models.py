@@ -3,13 +3,45 @@ docs/contracts.md describes the same shapes for the CLI and the harness."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from chalicelib.domain.numbers import INT64_MAX, first_unstorable
+
+#: Integers clients send: 64 bits, what every client holds (DynamoDB would take 38 digits).
+Int64 = Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+#: A body field stored in one DynamoDB item (at most 400 KB with the rest of the record): its JSON size.
+MAX_STORED_FIELD_BYTES = 300_000
+
+
+def _fits_an_item(value: Any) -> Any:
+    size = len(json.dumps(value, separators=(",", ":"), default=str).encode())
+    if size > MAX_STORED_FIELD_BYTES:
+        raise ValueError(
+            f"is {size:,} bytes as JSON; at most {MAX_STORED_FIELD_BYTES:,} fit in the record it is stored "
+            "in (DynamoDB's item limit is 400 KB): send less, or store it as a checkpoint file"
+        )
+    return value
+
+
+#: A mapping stored as it is: every number storable, and small enough for one item.
+StoredMap = Annotated[dict[str, Any], AfterValidator(_fits_an_item)]
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_fit_dynamodb(cls, data: Any) -> Any:
+        """A number DynamoDB cannot store anywhere in the body is a 400 naming where, not a 500."""
+        problem = first_unstorable(data)
+        if problem is not None:
+            raise ValueError(problem)
+        return data
 
 
 # ---- user-facing ----------------------------------------------------------------------------------
@@ -17,7 +49,7 @@ class _Body(BaseModel):
 
 class ContextUploadRequest(_Body):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size: int = Field(ge=0)
+    size: Count
 
 
 class PresignedUpload(BaseModel):
@@ -33,7 +65,7 @@ class ContextUploadResponse(BaseModel):
 
 
 class CreateExperimentRequest(_Body):
-    config: dict[str, Any]
+    config: StoredMap
     context_sha256: str | None = None
     validate_only: bool = False
     activate: bool = True
@@ -245,13 +277,13 @@ class AgentInstructions(BaseModel):
 
 
 class RunStarted(_Body):
-    pid: int
+    pid: Count
 
 
 class RunExited(_Body):
-    exit_code: int
+    exit_code: Int64
     reason: str = Field(default="", max_length=4000)
-    failed_rank: int | None = Field(default=None, ge=0)  # from the launcher's report, if there is one
+    failed_rank: Count | None = None  # from the launcher's report, if there is one
     #: The agent stopped the run for its own reasons (it is stopping: a scale-in, a spot reclaim): the
     #: trial goes back to the queue and resumes from its checkpoint, whatever the exit code.
     requeue: bool = False
@@ -259,7 +291,9 @@ class RunExited(_Body):
 
 class LogBatch(_Body):
     run_id: str = Field(min_length=1, max_length=128)  # an empty one named no log stream: a 500 before
-    seq: int | None = Field(default=None, ge=1)  # per run, increasing; a repeated seq is a retry
+    seq: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = (
+        None  # per run, increasing; a repeated seq is a retry
+    )
     lines: list[LogLine] = Field(max_length=10_000)
 
 
@@ -267,7 +301,7 @@ class LogBatch(_Body):
 
 
 class RendezvousJoin(_Body):
-    node_rank: int = Field(ge=0)
+    node_rank: Annotated[int, Field(ge=0, le=10_000)]
     addr: str = Field(min_length=1, max_length=255)
     port: int | None = Field(default=None, ge=1, le=65535)  # the chief's; null from the other nodes
 
@@ -300,8 +334,8 @@ class MetricReport(_Body):
         description="'training', 'validation' (the searcher reads its metric here) or a custom group: "
         "any non-empty name without '.'"
     )
-    steps_completed: int = Field(ge=0)
-    metrics: dict[str, Any]
+    steps_completed: Count
+    metrics: StoredMap
 
 
 class ProgressReport(_Body):
@@ -328,9 +362,9 @@ class CheckpointUploadAnswer(BaseModel):
 
 class CheckpointReport(_Body):
     uuid: str
-    steps_completed: int = Field(ge=0)
-    resources: dict[str, int] = {}
-    metadata: dict[str, Any] = {}
+    steps_completed: Count
+    resources: dict[str, Count] = {}
+    metadata: StoredMap = {}
 
 
 class SearcherOp(BaseModel):
@@ -340,7 +374,7 @@ class SearcherOp(BaseModel):
 
 
 class SearcherCompleted(_Body):
-    length: int = Field(ge=0)
+    length: Count
     metric: float
 
 

@@ -7,13 +7,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from chalicelib.api.models import _Body
+from chalicelib.api.models import Int64, _Body
 
 
 class JobChange(_Body):
     """One change to a job (Determined's QueueControl): exactly one field."""
 
-    priority: int | None = None
+    priority: Int64 | None = None
     weight: float | None = None
     resource_pool: str | None = None
     ahead_of: str | None = None

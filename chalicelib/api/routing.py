@@ -25,6 +25,7 @@ from chalice.app import Blueprint, IAMAuthorizer, Request, Response
 from pydantic import BaseModel, ValidationError
 
 from chalicelib.api.auth import PRINCIPALS, AuthKind, scope, verify
+from chalicelib.domain.numbers import INT64_MAX
 from chalicelib.errors import BadRequestError, StratusError
 
 M = TypeVar("M", bound=BaseModel)
@@ -52,8 +53,8 @@ def path_id(value: str, what: str) -> int:
         number = int(value)
     except ValueError as error:
         raise BadRequestError(f"{what} id {value!r} must be an integer") from error
-    if number < 1:
-        raise BadRequestError(f"{what} id {value!r} must be a positive integer")
+    if not 1 <= number <= INT64_MAX:
+        raise BadRequestError(f"{what} id {value!r} must be a positive integer of at most {INT64_MAX}")
     return number
 
 
@@ -176,14 +177,24 @@ def parse_body(request: Request, model: type[M]) -> M:
     try:
         return model.model_validate(raw)
     except ValidationError as error:
-        problems = [
-            {"path": ".".join(str(p) for p in e["loc"]) or "(body)", "message": e["msg"]}
-            for e in error.errors()
-        ]
+        problems = [_problem(e) for e in error.errors()]
         first = problems[0]
         raise BadRequestError(
             f"invalid request body: {first['path']}: {first['message']}", problems=problems
         ) from error
+
+
+def _problem(error: Any) -> dict[str, str]:
+    """One problem of a body as `{"path", "message"}`. A check of the whole body (a number DynamoDB
+    cannot store, anywhere in it) names its own path at the start of its message."""
+    path = ".".join(str(p) for p in error["loc"])
+    message = str(error["msg"])
+    if not path and error.get("type") == "value_error":
+        message = message.removeprefix("Value error, ")
+        named, sep, rest = message.partition(": ")
+        if sep:
+            return {"path": named, "message": rest}
+    return {"path": path or "(body)", "message": message}
 
 
 def _answer(model: BaseModel, status: int = 200) -> Response:

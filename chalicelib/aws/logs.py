@@ -17,6 +17,8 @@ from chalicelib.settings import get_settings
 _MAX_EVENTS = 10_000
 _MAX_BATCH_BYTES = 1_000_000
 _MAX_EVENT_BYTES = 200_000
+#: The events of one PutLogEvents call span less than 24 hours.
+_MAX_BATCH_SPAN_MS = 24 * 3600 * 1000
 
 
 class CloudWatchLogs:
@@ -32,7 +34,8 @@ class CloudWatchLogs:
         for timestamp, message in events:
             event = {"timestamp": timestamp, "message": message}
             event_size = len(message.encode()) + 26
-            if batch and (len(batch) >= _MAX_EVENTS or size + event_size > _MAX_BATCH_BYTES):
+            spans_a_day = bool(batch) and timestamp - batch[0]["timestamp"] >= _MAX_BATCH_SPAN_MS
+            if batch and (len(batch) >= _MAX_EVENTS or size + event_size > _MAX_BATCH_BYTES or spans_a_day):
                 self._send(stream, batch)
                 batch, size = [], 0
             batch.append(event)

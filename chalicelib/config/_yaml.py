@@ -107,10 +107,43 @@ def load_yaml_config(text: str) -> dict[str, Any]:
     if not isinstance(document, dict):
         message = f"the top level must be a mapping of config fields, got {describe(document)}"
         raise ConfigInvalidError([ConfigProblem(YAML_PATH, message)])
+    if _expands_beyond(document, MAX_VALUES):
+        message = (
+            f"expands to more than {MAX_VALUES:,} values through aliases (anchors repeated inside anchors); "
+            "write the values out instead"
+        )
+        raise ConfigInvalidError([ConfigProblem(YAML_PATH, message)])
     problems = list(_non_json_values(document, (), set()))
     if problems:
         raise ConfigInvalidError(problems)
     return document
+
+
+#: Values a config may expand to through aliases: far beyond any real config, far below a "billion laughs".
+MAX_VALUES = 100_000
+
+
+def _expands_beyond(document: Any, limit: int) -> bool:
+    """Whether walking `document` as JSON would visit more than `limit` values (aliases share objects, so
+    a few lines of anchors can stand for billions of values once written out). A value that contains
+    itself is not counted again: `_non_json_values` names it."""
+    seen = 0
+
+    def too_many(value: Any, active: set[int]) -> bool:
+        nonlocal seen
+        seen += 1
+        if seen > limit:
+            return True
+        if not isinstance(value, dict | list) or id(value) in active:
+            return False
+        active.add(id(value))
+        items = value.values() if isinstance(value, dict) else value
+        if any(too_many(item, active) for item in items):
+            return True
+        active.discard(id(value))
+        return False
+
+    return too_many(document, set())
 
 
 def _non_json_values(value: Any, path: tuple[str | int, ...], active: set[int]) -> Iterator[ConfigProblem]:

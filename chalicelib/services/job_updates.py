@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from chalicelib.domain.numbers import INT64_MAX
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.queue_moves import QueuedJob, move_ahead_of, move_behind_of
 from chalicelib.domain.records import Experiment
@@ -100,7 +101,7 @@ class _Plan:
         except ValueError:
             key = -1
         if key not in self.planned:
-            experiment = self.ports.experiments.get(key) if key > 0 else None
+            experiment = self.ports.experiments.get(key) if 0 < key <= INT64_MAX else None
             if experiment is None:
                 raise NotFoundError(f"job {job_id!r} not found; `det job list` shows the job ids")
             self.read[key] = self.planned[key] = experiment

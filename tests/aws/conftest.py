@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import time
+import uuid as uuidlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,9 @@ from typing import Any
 import boto3
 import httpx
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 
 from chalicelib import wiring
 from chalicelib.aws import aws_ports
@@ -21,7 +25,8 @@ from chalicelib.memory import memory_ports
 from chalicelib.services import experiments, runs, scheduler, searching
 from chalicelib.services.ports import Ports
 from contract import messages
-from infra.local_stack import free_port
+from infra.local_stack import free_port, serve_api
+from infra.pump import QueuePump
 from infra.resources import StackNames, create
 
 _counter = itertools.count()
@@ -180,3 +185,188 @@ def ports(request: pytest.FixtureRequest) -> Ports:
     if request.param == "memory":
         return memory_ports()
     return request.getfixturevalue("stack").ports
+
+
+# ---- the Chalice app served over HTTP on a moto stack holding real records -----------------------------
+# For tests that call every route with every kind of credential (test_route_auth, test_bad_input, the
+# schemathesis run): experiments, trials whose runs are live, a dead run, a checkpoint.
+
+SERVED_AGENT_TOKEN = "agent-secret"
+SERVED_CONFIG = {
+    "entrypoint": "python3 train.py",
+    "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}},
+}
+
+
+_served_stacks = itertools.count()
+
+
+@dataclass
+class Api:
+    url: str
+    trial_id: int
+    experiment_id: int
+    run_id: str
+    checkpoint: str
+    tokens: dict[str, str]  # credential → Authorization header value (absent: no header)
+    dead_run: tuple[int, str]  # a trial whose run has exited, and that run's token
+    doomed: tuple[int, int]  # an experiment and its trial for the cancel and kill routes to end
+    config: dict[str, Any]  # the config of the experiments it made
+    http: httpx.Client  # one kept-alive connection: the local server runs each connection in a thread,
+    # and the control plane builds its boto3 clients once per thread
+
+    def call(self, method: str, path: str, credential: str, body: bytes | None = None) -> httpx.Response:
+        url = self.url + path
+        headers = {"Content-Type": "application/json"}
+        if credential == "user":
+            headers.update(_signed(method, url, body))
+        elif credential in self.tokens:
+            headers["Authorization"] = self.tokens[credential]
+        return self.http.request(method, url, content=body, headers=headers)
+
+    def concrete(self, path: str) -> str:
+        stops = path.endswith(("/cancel", "/kill"))  # not on the records the other rows need alive
+        return path.format(
+            trial_id=self.doomed[1] if stops else self.trial_id,
+            experiment_id=self.doomed[0] if stops else self.experiment_id,
+            agent_id="table-agent",
+            job_id=self.experiment_id,
+            run_id=self.run_id,
+            uuid=self.checkpoint,
+        )
+
+
+def _signed(method: str, url: str, body: bytes | None) -> dict[str, str]:
+    request = AWSRequest(method=method, url=url, data=body or b"")
+    SigV4Auth(Credentials("testing", "testing"), "execute-api", "us-east-1").add_auth(request)
+    return {k: str(v) for k, v in request.headers.items() if k.lower() in ("authorization", "x-amz-date")}
+
+
+@pytest.fixture(scope="module")
+def api(moto_url: str) -> Iterator[Api]:
+    with pytest.MonkeyPatch.context() as env:
+        names = StackNames(stack=f"routes{next(_served_stacks)}x{os.getpid()}")
+        created = create(boto3.session.Session(), names, endpoint_url=moto_url, visibility_timeout=1)
+        created.update(
+            AWS_ENDPOINT_URL=moto_url,
+            STRATUS_TOKEN_SECRET="test-secret",
+            STRATUS_AGENT_TOKEN=SERVED_AGENT_TOKEN,
+            STRATUS_API_URL="http://127.0.0.1:1",
+        )
+        for key, value in created.items():
+            env.setenv(key, value)
+        wiring.reset()
+        server, url = _serve_api()
+        try:
+            with httpx.Client(base_url=url, timeout=30) as http:
+                yield _records(http, url, created, moto_url)
+        finally:
+            server.shutdown()
+            wiring.reset()
+
+
+def _serve_api():  # noqa: ANN202
+    port = free_port()
+    return serve_api(port), f"http://127.0.0.1:{port}"
+
+
+def _records(http: httpx.Client, url: str, env: dict[str, str], moto_url: str) -> Api:
+    """Three experiments submitted, their trials launched and started through the API as an agent
+    would; the third run then exits (its token is dead); a checkpoint of the first trial is stored."""
+    agent = {"Authorization": f"Bearer {SERVED_AGENT_TOKEN}"}
+    for name in ("this", "other", "ended"):
+        answer = http.post("/experiments", json={"config": {**SERVED_CONFIG, "name": name}})
+        assert answer.status_code == 200, answer.text
+    specs = _launch_specs(http, env, moto_url, count=3)
+    for spec in specs:
+        answer = http.post(f"/agents/agent-1/runs/{spec['run_id']}/started", json={"pid": 1}, headers=agent)
+        assert answer.status_code == 200, answer.text
+    this, other, ended = sorted(specs, key=lambda s: s["experiment_id"])
+    answer = http.post(
+        f"/agents/agent-1/runs/{ended['run_id']}/exit",
+        json={"exit_code": 0, "reason": "done"},
+        headers=agent,
+    )
+    assert answer.status_code == 200, answer.text
+
+    def bearer(spec: dict) -> str:
+        return f"Bearer {spec['environment']['STRATUS_RUN_TOKEN']}"
+
+    checkpoint = _store_checkpoint(http, this["trial_id"], {"Authorization": bearer(this)})
+    answer = http.post("/experiments", json={"config": {**SERVED_CONFIG, "name": "doomed"}})
+    assert answer.status_code == 200, answer.text
+    doomed = answer.json()["experiment"]["id"]
+    (doomed_trial,) = http.get(f"/experiments/{doomed}").json()["trials"]
+    return Api(
+        url=url,
+        trial_id=this["trial_id"],
+        experiment_id=this["experiment_id"],
+        run_id=this["run_id"],
+        checkpoint=checkpoint,
+        tokens={
+            "wrong": "Bearer not-a-token",
+            "agent": f"Bearer {SERVED_AGENT_TOKEN}",
+            "run": bearer(this),
+            "other_run": bearer(other),
+        },
+        dead_run=(ended["trial_id"], bearer(ended)),
+        doomed=(doomed, doomed_trial["id"]),
+        config=SERVED_CONFIG,
+        http=http,
+    )
+
+
+def _launch_specs(http: httpx.Client, env: dict[str, str], moto_url: str, count: int) -> list[dict]:
+    """Heartbeat as agent-1 and deliver the queues to their handlers until `count` runs are launched."""
+    import app as chalice_app
+
+    sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
+    pumps: list[QueuePump] = [
+        QueuePump(
+            sqs, env["STRATUS_SCHEDULER_QUEUE_URL"], chalice_app.events.on_scheduler_message, wait_seconds=0
+        ),
+        QueuePump(sqs, env["STRATUS_LAUNCH_QUEUE_URL"], chalice_app.events.on_launch_message, wait_seconds=0),
+        QueuePump(sqs, env["STRATUS_EVENTS_QUEUE_URL"], chalice_app.events.on_trial_event, wait_seconds=0),
+    ]
+    specs: dict[str, dict] = {}
+
+    def launched() -> bool:
+        answer = http.post(
+            "/agents/agent-1/heartbeat",
+            json={"pool": "default", "slots": count, "running": sorted(specs)},
+            headers={"Authorization": f"Bearer {SERVED_AGENT_TOKEN}"},
+        )
+        assert answer.status_code == 200, answer.text
+        specs.update({spec["run_id"]: spec for spec in answer.json()["launch"]})
+        for pump in pumps:
+            pump.pump_once()
+        return len(specs) >= count
+
+    _wait_until(launched, timeout=60.0)
+    return list(specs.values())
+
+
+def _store_checkpoint(http: httpx.Client, trial_id: int, run: dict[str, str]) -> str:
+    uuid = str(uuidlib.uuid4())
+    answer = http.post(
+        f"/trials/{trial_id}/checkpoints/uploads",
+        json={"uuid": uuid, "files": ["metadata.json"]},
+        headers=run,
+    )
+    assert answer.status_code == 200, answer.text
+    metadata = json.dumps({"steps_completed": 1}).encode()
+    httpx.put(answer.json()["urls"]["metadata.json"], content=metadata, timeout=30).raise_for_status()
+    answer = http.post(
+        f"/trials/{trial_id}/checkpoints",
+        json={"uuid": uuid, "steps_completed": 1, "resources": {"metadata.json": len(metadata)}},
+        headers=run,
+    )
+    assert answer.status_code == 200, answer.text
+    return uuid
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")

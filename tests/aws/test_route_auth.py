@@ -12,27 +12,12 @@ credential is checked before the body is read and that nothing past the check ch
 
 from __future__ import annotations
 
-import itertools
-import json
-import os
 import time
-import uuid as uuidlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
-import boto3
-import httpx
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from chalice.app import IAMAuthorizer
 
-from chalicelib import wiring
 from chalicelib.api.routing import ROUTES
-from infra.local_stack import free_port, serve_api
-from infra.pump import QueuePump
-from infra.resources import StackNames, create
 
 pytestmark = [
     pytest.mark.aws,
@@ -40,12 +25,6 @@ pytestmark = [
 ]
 
 CREDENTIALS = ("none", "wrong", "user", "agent", "run", "other_run")
-AGENT_TOKEN = "agent-secret"
-CONFIG = {
-    "entrypoint": "python3 train.py",
-    "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}},
-}
-
 # route → the status for each credential, in the order of CREDENTIALS:
 #   none       no Authorization header
 #   wrong      `Bearer not-a-token`
@@ -118,177 +97,6 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
 }
 REFUSALS = {401: "Unauthorized", 403: "Forbidden"}
 
-_stacks = itertools.count()
-
-
-@dataclass
-class Api:
-    url: str
-    trial_id: int
-    experiment_id: int
-    run_id: str
-    checkpoint: str
-    tokens: dict[str, str]  # credential → Authorization header value (absent: no header)
-    dead_run: tuple[int, str]  # a trial whose run has exited, and that run's token
-    doomed: tuple[int, int]  # an experiment and its trial for the cancel and kill routes to end
-    http: httpx.Client  # one kept-alive connection: the local server runs each connection in a thread,
-    # and the control plane builds its boto3 clients once per thread
-
-    def call(self, method: str, path: str, credential: str, body: bytes | None = None) -> httpx.Response:
-        url = self.url + path
-        headers = {"Content-Type": "application/json"}
-        if credential == "user":
-            headers.update(_signed(method, url, body))
-        elif credential in self.tokens:
-            headers["Authorization"] = self.tokens[credential]
-        return self.http.request(method, url, content=body, headers=headers)
-
-    def concrete(self, path: str) -> str:
-        stops = path.endswith(("/cancel", "/kill"))  # not on the records the other rows need alive
-        return path.format(
-            trial_id=self.doomed[1] if stops else self.trial_id,
-            experiment_id=self.doomed[0] if stops else self.experiment_id,
-            agent_id="table-agent",
-            job_id=self.experiment_id,
-            run_id=self.run_id,
-            uuid=self.checkpoint,
-        )
-
-
-def _signed(method: str, url: str, body: bytes | None) -> dict[str, str]:
-    request = AWSRequest(method=method, url=url, data=body or b"")
-    SigV4Auth(Credentials("testing", "testing"), "execute-api", "us-east-1").add_auth(request)
-    return {k: str(v) for k, v in request.headers.items() if k.lower() in ("authorization", "x-amz-date")}
-
-
-@pytest.fixture(scope="module")
-def api(moto_url: str) -> Iterator[Api]:
-    with pytest.MonkeyPatch.context() as env:
-        names = StackNames(stack=f"routes{next(_stacks)}x{os.getpid()}")
-        created = create(boto3.session.Session(), names, endpoint_url=moto_url, visibility_timeout=1)
-        created.update(
-            AWS_ENDPOINT_URL=moto_url,
-            STRATUS_TOKEN_SECRET="test-secret",
-            STRATUS_AGENT_TOKEN=AGENT_TOKEN,
-            STRATUS_API_URL="http://127.0.0.1:1",
-        )
-        for key, value in created.items():
-            env.setenv(key, value)
-        wiring.reset()
-        server, url = _serve_api()
-        try:
-            with httpx.Client(base_url=url, timeout=30) as http:
-                yield _records(http, url, created, moto_url)
-        finally:
-            server.shutdown()
-            wiring.reset()
-
-
-def _serve_api():  # noqa: ANN202
-    port = free_port()
-    return serve_api(port), f"http://127.0.0.1:{port}"
-
-
-def _records(http: httpx.Client, url: str, env: dict[str, str], moto_url: str) -> Api:
-    """Three experiments submitted, their trials launched and started through the API as an agent
-    would; the third run then exits (its token is dead); a checkpoint of the first trial is stored."""
-    agent = {"Authorization": f"Bearer {AGENT_TOKEN}"}
-    for name in ("this", "other", "ended"):
-        answer = http.post("/experiments", json={"config": {**CONFIG, "name": name}})
-        assert answer.status_code == 200, answer.text
-    specs = _launch_specs(http, env, moto_url, count=3)
-    for spec in specs:
-        answer = http.post(f"/agents/agent-1/runs/{spec['run_id']}/started", json={"pid": 1}, headers=agent)
-        assert answer.status_code == 200, answer.text
-    this, other, ended = sorted(specs, key=lambda s: s["experiment_id"])
-    answer = http.post(
-        f"/agents/agent-1/runs/{ended['run_id']}/exit",
-        json={"exit_code": 0, "reason": "done"},
-        headers=agent,
-    )
-    assert answer.status_code == 200, answer.text
-
-    def bearer(spec: dict) -> str:
-        return f"Bearer {spec['environment']['STRATUS_RUN_TOKEN']}"
-
-    checkpoint = _store_checkpoint(http, this["trial_id"], {"Authorization": bearer(this)})
-    answer = http.post("/experiments", json={"config": {**CONFIG, "name": "doomed"}})
-    assert answer.status_code == 200, answer.text
-    doomed = answer.json()["experiment"]["id"]
-    (doomed_trial,) = http.get(f"/experiments/{doomed}").json()["trials"]
-    return Api(
-        url=url,
-        trial_id=this["trial_id"],
-        experiment_id=this["experiment_id"],
-        run_id=this["run_id"],
-        checkpoint=checkpoint,
-        tokens={
-            "wrong": "Bearer not-a-token",
-            "agent": f"Bearer {AGENT_TOKEN}",
-            "run": bearer(this),
-            "other_run": bearer(other),
-        },
-        dead_run=(ended["trial_id"], bearer(ended)),
-        doomed=(doomed, doomed_trial["id"]),
-        http=http,
-    )
-
-
-def _launch_specs(http: httpx.Client, env: dict[str, str], moto_url: str, count: int) -> list[dict]:
-    """Heartbeat as agent-1 and deliver the queues to their handlers until `count` runs are launched."""
-    import app as chalice_app
-
-    sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
-    pumps: list[QueuePump] = [
-        QueuePump(
-            sqs, env["STRATUS_SCHEDULER_QUEUE_URL"], chalice_app.events.on_scheduler_message, wait_seconds=0
-        ),
-        QueuePump(sqs, env["STRATUS_LAUNCH_QUEUE_URL"], chalice_app.events.on_launch_message, wait_seconds=0),
-        QueuePump(sqs, env["STRATUS_EVENTS_QUEUE_URL"], chalice_app.events.on_trial_event, wait_seconds=0),
-    ]
-    specs: dict[str, dict] = {}
-
-    def launched() -> bool:
-        answer = http.post(
-            "/agents/agent-1/heartbeat",
-            json={"pool": "default", "slots": count, "running": sorted(specs)},
-            headers={"Authorization": f"Bearer {AGENT_TOKEN}"},
-        )
-        assert answer.status_code == 200, answer.text
-        specs.update({spec["run_id"]: spec for spec in answer.json()["launch"]})
-        for pump in pumps:
-            pump.pump_once()
-        return len(specs) >= count
-
-    _wait_for(launched, timeout=60.0)
-    return list(specs.values())
-
-
-def _store_checkpoint(http: httpx.Client, trial_id: int, run: dict[str, str]) -> str:
-    uuid = str(uuidlib.uuid4())
-    answer = http.post(
-        f"/trials/{trial_id}/checkpoints/uploads",
-        json={"uuid": uuid, "files": ["metadata.json"]},
-        headers=run,
-    )
-    assert answer.status_code == 200, answer.text
-    metadata = json.dumps({"steps_completed": 1}).encode()
-    httpx.put(answer.json()["urls"]["metadata.json"], content=metadata, timeout=30).raise_for_status()
-    answer = http.post(
-        f"/trials/{trial_id}/checkpoints",
-        json={"uuid": uuid, "steps_completed": 1, "resources": {"metadata.json": len(metadata)}},
-        headers=run,
-    )
-    assert answer.status_code == 200, answer.text
-    return uuid
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-
 
 def test_every_route_has_a_row():
     import app  # noqa: F401  (registers the routes)
@@ -306,7 +114,7 @@ def test_user_routes_carry_the_iam_authorizer():
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(TABLE), ids=lambda v: str(v))
-def test_each_credential_gets_the_status_its_row_names(api: Api, method: str, path: str):
+def test_each_credential_gets_the_status_its_row_names(api, method: str, path: str):
     declared = next(r for r in ROUTES if (r.method, r.path) == (method, path))
     body = b"not json" if declared.request is not None else None
     got = {}
@@ -328,14 +136,14 @@ def test_each_credential_gets_the_status_its_row_names(api: Api, method: str, pa
             assert code == "BadRequest", (credential, code)  # the body (or the one-node rendezvous), not auth
 
 
-def test_a_run_token_dies_with_its_run(api: Api):
+def test_a_run_token_dies_with_its_run(api):
     trial_id, token = api.dead_run
     answer = api.http.get(f"/trials/{trial_id}/info", headers={"Authorization": token})
     assert answer.status_code == 403
     assert "has exited" in answer.json()["message"]
 
 
-def test_the_credential_is_checked_before_the_path_and_the_body(api: Api):
+def test_the_credential_is_checked_before_the_path_and_the_body(api):
     answer = api.http.post("/trials/not-a-number/metrics", content=b"not json")
     assert (answer.status_code, answer.json()["error"]) == (401, "Unauthorized")
     answer = api.call("POST", "/trials/not-a-number/metrics", "run", b"not json")
@@ -343,18 +151,18 @@ def test_the_credential_is_checked_before_the_path_and_the_body(api: Api):
     assert "trial id 'not-a-number' must be an integer" in answer.json()["message"]
 
 
-def test_an_agent_id_over_128_characters_is_refused(api: Api):
+def test_an_agent_id_over_128_characters_is_refused(api):
     answer = api.call("POST", f"/agents/{'a' * 129}/heartbeat", "agent", b"not json")
     assert (answer.status_code, answer.json()["error"]) == (403, "Forbidden")
 
 
-def test_the_owner_is_the_user_the_cli_names_a_label_not_a_credential(api: Api):
+def test_the_owner_is_the_user_the_cli_names_a_label_not_a_credential(api):
     named = api.http.post(
         "/experiments",
-        json={"config": {**CONFIG, "name": "owned"}, "activate": False},
+        json={"config": {**api.config, "name": "owned"}, "activate": False},
         headers={"X-Stratus-User": "carol"},
     )
-    unnamed = api.http.post("/experiments", json={"config": CONFIG, "activate": False, "archived": True})
+    unnamed = api.http.post("/experiments", json={"config": api.config, "activate": False, "archived": True})
     assert named.status_code == unnamed.status_code == 200, (named.text, unnamed.text)
     assert named.json()["experiment"]["owner"] == "carol"
     assert (unnamed.json()["experiment"]["owner"], unnamed.json()["experiment"]["archived"]) == ("user", True)
@@ -370,8 +178,8 @@ def test_the_owner_is_the_user_the_cli_names_a_label_not_a_credential(api: Api):
     assert api.http.get("/experiments", params={"archived": "maybe"}).status_code == 400
 
 
-def test_a_log_level_keeps_the_lines_of_that_level_or_higher(api: Api):
-    agent = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+def test_a_log_level_keeps_the_lines_of_that_level_or_higher(api):
+    agent = {"Authorization": api.tokens["agent"]}
     messages = ["INFO: [1] root: loading", "plain print", "WARNING:root:slow", "[rank=1] ERROR: [1] x: bad"]
     now = int(time.time() * 1000)  # CloudWatch drops events older than 14 days
     lines = [{"timestamp": now + i, "message": m, "rank": None} for i, m in enumerate(messages)]

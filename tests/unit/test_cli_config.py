@@ -90,3 +90,41 @@ def test_the_top_level_must_be_a_mapping(tmp_path: Path, text: str, words: str) 
 def test_a_folder_is_not_a_config(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError, match="is a folder"):
         read_config_file(tmp_path)
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    lines = ["a: &a [" + ", ".join(['"lol"'] * 9) + "]"]
+    previous = "a"
+    for name in "bcdefghijk"[: levels - 1]:
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 9) + "]")
+        previous = name
+    return "\n".join([*lines, "name: bomb", ""])
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("name: x\nseed: 2024-01-01\n", "seed: 2024-01-01 is read as a YAML date; quote it ('2024-01-01')"),
+        ("name: x\ndata: !!binary aGVsbG8=\n", "data: !!binary values cannot be sent"),
+        ("name: x\nhyperparameters: {lr: [1, !!set {a: null}]}\n", "hyperparameters.lr[1]: a YAML set"),
+        ("2024-01-01: x\n", "the key datetime.date(2024, 1, 1) is read as a YAML date"),
+    ],
+)
+def test_yaml_values_json_cannot_carry_are_one_clear_error(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigFileError) as info:
+        read_config_file(path)
+    assert words in str(info.value) and str(path) in str(info.value)
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_alias_bomb())  # 9 ** 9 = 387,420,489 strings once written out as JSON
+    with pytest.raises(ConfigFileError, match=r"expands to more than 100,000 values through YAML aliases"):
+        read_config_file(path)
+
+
+def test_an_override_is_checked_like_the_file() -> None:
+    with pytest.raises(ConfigFileError, match="--config seed: .*2024-01-01 is read as a YAML date"):
+        parse_override("seed=2024-01-01")

@@ -119,3 +119,11 @@ def test_parse_yaml_config_reports_schema_problems() -> None:
         "searcher: required",
         'serhcer: unknown field "serhcer"; did you mean "searcher"?',
     ]
+
+
+def test_an_alias_bomb_is_refused_with_the_bound() -> None:
+    lines = ["a: &a [" + ", ".join(['"lol"'] * 9) + "]"]
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 9) + "]")
+    with pytest.raises(ConfigInvalidError, match="expands to more than 100,000 values through aliases"):
+        load_yaml_config("\n".join(lines))

@@ -122,7 +122,7 @@ def test_a_clean_exit_of_an_invalid_hp_trial_keeps_the_trials_reason(ports, flow
 def test_log_batches_are_stored_once_per_sequence_number(ports, flow):
     (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
-    line = LogLine(1, "hello", 0)
+    line = LogLine(int(ports.clock.now() * 1000), "hello", 0)
     assert runs.store_logs(ports, trial_id, spec["run_id"], 1, [line])
     assert not runs.store_logs(ports, trial_id, spec["run_id"], 1, [line])  # a retried batch
     assert runs.store_logs(
@@ -131,6 +131,19 @@ def test_log_batches_are_stored_once_per_sequence_number(ports, flow):
     assert [x.message for x in ports.logs.get(trial_id, 100, None, None)[0]] == ["hello", "again"]
     with pytest.raises(NotFoundError, match=f"run {spec['run_id']} of trial 99 not found"):
         runs.store_logs(ports, 99, spec["run_id"], 2, [line])
+
+
+def test_log_lines_outside_cloudwatchs_window_are_kept_at_their_arrival():
+    now = 1_800_000_000_000
+    day = 24 * 3600 * 1000
+    lines = [LogLine(now - 20 * day, "old", 1), LogLine(now + day, "ahead", 0), LogLine(now - day, "fine", 0)]
+
+    kept = runs.in_log_window(lines, now)
+
+    assert kept[0] == LogLine(now, "[its clock said 2026-12-26T08:00:00.000+00:00] old", 1)
+    assert kept[1] == LogLine(now, "[its clock said 2027-01-16T08:00:00.000+00:00] ahead", 0)
+    assert kept[2] == lines[2]
+    assert runs.in_log_window([LogLine(10**18, "far", None)], now)[0].message.startswith("[its clock said ")
 
 
 def test_legacy_entrypoints_run_under_the_harness(flow):
