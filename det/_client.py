@@ -74,14 +74,16 @@ class ApiClient:
         return self._request("POST", "/experiments", json=body)
 
     def list_experiments(
-        self, *, limit: int | None = None, offset: int | None = None, archived: bool | None = None
-    ) -> list[Json]:
-        """`archived` False: only the unarchived experiments, True: only the archived ones, None: all."""
-        params = _params(limit=limit, offset=offset)
+        self, *, limit: int | None = None, cursor: str | None = None, archived: bool | None = None
+    ) -> tuple[list[Json], str | None]:
+        """One page, newest first, and the cursor of the next (None: the last). `archived` False: only
+        the unarchived experiments, True: only the archived ones, None: all."""
+        params = _params(limit=limit, cursor=cursor)
         if archived is not None:
             params["archived"] = "true" if archived else "false"
         answer = self._request("GET", "/experiments", params=params)
-        return list(answer.get("experiments", []))
+        following = answer.get("next_cursor")
+        return list(answer.get("experiments", [])), str(following) if following else None
 
     def list_jobs(self, resource_pool: str | None = None) -> list[Json]:
         """A pool's job queue in scheduling order (the default pool unless given)."""

@@ -164,12 +164,15 @@ def parse_ids(text: str) -> list[int]:
 
 
 def _fetch_all(client: ApiClient, *, limit: int | None, offset: int, archived: bool | None) -> list[Json]:
-    """Page through `GET /experiments` until `limit` experiments or the end."""
+    """Page through `GET /experiments` by its cursor until `offset` + `limit` experiments or the end, and
+    skip the first `offset` (the cursor keeps the pages stable while experiments are created)."""
+    wanted = None if limit is None else offset + limit
     found: list[Json] = []
-    while limit is None or len(found) < limit:
-        size = LIST_PAGE_SIZE if limit is None else min(LIST_PAGE_SIZE, limit - len(found))
-        page = client.list_experiments(limit=size, offset=offset + len(found), archived=archived)
+    cursor: str | None = None
+    while wanted is None or len(found) < wanted:
+        size = LIST_PAGE_SIZE if wanted is None else min(LIST_PAGE_SIZE, wanted - len(found))
+        page, cursor = client.list_experiments(limit=size, cursor=cursor, archived=archived)
         found.extend(page)
-        if len(page) != size:
-            break  # the last page (or an API that ignores paging)
-    return found if limit is None else found[:limit]
+        if cursor is None:
+            break
+    return found[offset:wanted]

@@ -32,7 +32,8 @@ class TableSpec:
 
 
 TABLES: tuple[TableSpec, ...] = (
-    TableSpec("experiments", ("id", "N")),
+    # `newest`: every experiment under one key (`listed`), by id: listing pages by the last id seen.
+    TableSpec("experiments", ("id", "N"), indexes=(Index("newest", ("listed", "S"), ("id", "N")),)),
     TableSpec("trials", ("id", "N"), indexes=(Index("by_experiment", ("experiment_id", "N"), ("id", "N")),)),
     TableSpec(
         "runs",

@@ -135,6 +135,8 @@ class CreateExperimentResponse(BaseModel):
 
 class ExperimentList(BaseModel):
     experiments: list[Experiment]
+    #: Pass as `cursor` for the next page; null: this page was the last.
+    next_cursor: str | None = None
 
 
 class Job(BaseModel):

@@ -76,11 +76,13 @@ def create_experiment(
 
 @route(bp, "/experiments", "GET", response=models.ExperimentList, auth="iam")
 def list_experiments(user: UserPrincipal) -> models.ExperimentList:
-    """Experiments, newest first; archived=false hides the archived ones, archived=true shows only them."""
+    """Experiments, newest first; archived=false hides the archived ones, archived=true shows only them.
+    Pages with `cursor`: the `next_cursor` of the page before (null: it was the last)."""
     limit = query_int(bp, "limit", 100, minimum=1, maximum=1000) or 100
-    offset = query_int(bp, "offset", 0) or 0
-    records = experiments.list_experiments(ports(), limit, offset, archived=_query_bool("archived"))
-    return models.ExperimentList(experiments=[views.experiment(r) for r in records])
+    records, cursor = experiments.list_experiments(
+        ports(), limit, query_str(bp, "cursor"), archived=_query_bool("archived")
+    )
+    return models.ExperimentList(experiments=[views.experiment(r) for r in records], next_cursor=cursor)
 
 
 @route(bp, "/experiments/{experiment_id}", "GET", response=models.ExperimentDetail, auth="iam")

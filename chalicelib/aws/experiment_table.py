@@ -14,6 +14,9 @@ from chalicelib.domain.records import Experiment
 from chalicelib.domain.states import EXPERIMENT_TRANSITIONS, ExperimentState, allowed_sources
 from chalicelib.domain.updates import ExperimentUpdates
 
+#: The `listed` attribute of every experiment: the one key of the `newest` index.
+LISTED = "experiment"
+
 
 class DynamoExperiments(ExperimentUpdates):
     def __init__(self) -> None:
@@ -26,31 +29,46 @@ class DynamoExperiments(ExperimentUpdates):
         item["config"] = dynamo.dumps(item["config"])
         item["state"] = str(experiment.state)
         item.setdefault("version", 0)
+        item["listed"] = LISTED  # the key of the `newest` index, which `list` pages through
         self._table.put_item(Item=dynamo.to_dynamo(item), ConditionExpression="attribute_not_exists(id)")
 
     def get(self, experiment_id: int) -> Experiment | None:
         item = self._table.get_item(Key={"id": experiment_id}, ConsistentRead=True).get("Item")
         return _decode(dynamo.plain(item)) if item else None
 
-    def list(self, limit: int, offset: int, *, archived: bool | None = None) -> list[Experiment]:
-        # A scan is fine for the number of experiments one account runs; a GSI by owner comes with users.
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {}
+    def list(
+        self, limit: int, before: int | None = None, *, archived: bool | None = None
+    ) -> tuple[list[Experiment], int | None]:
+        """Up to `limit` experiments, newest first, with ids below `before` (None: from the newest), and the
+        id to pass as `before` for the next page (None: this was the last). A query of the `newest` index
+        by key: an experiment created meanwhile has a higher id and never shifts a later page."""
+        kwargs: dict[str, Any] = {
+            "IndexName": "newest",
+            "KeyConditionExpression": "listed = :listed"
+            + (" AND id < :before" if before is not None else ""),
+            "ExpressionAttributeValues": {
+                ":listed": LISTED,
+                **({":before": before} if before is not None else {}),
+            },
+            "ScanIndexForward": False,
+        }
         if archived is not None:
             # Items written before `archived` existed have no attribute: they are not archived.
             kwargs["FilterExpression"] = (
                 "#archived = :yes" if archived else "attribute_not_exists(#archived) OR #archived = :no"
             )
             kwargs["ExpressionAttributeNames"] = {"#archived": "archived"}
-            kwargs["ExpressionAttributeValues"] = {":yes": True} if archived else {":no": False}
+            kwargs["ExpressionAttributeValues"].update({":yes": True} if archived else {":no": False})
+        found: list[Experiment] = []
         while True:
-            page = self._table.scan(**kwargs)
-            items.extend(dynamo.plain(i) for i in page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                break
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        items.sort(key=lambda i: int(i["id"]), reverse=True)
-        return [_decode(i) for i in items[offset : offset + limit]]
+            page = self._table.query(Limit=limit - len(found), **kwargs)
+            found += [_decode(dynamo.plain(i)) for i in page.get("Items", [])]
+            last = page.get("LastEvaluatedKey")
+            if last is None:
+                return found, None
+            if len(found) >= limit:
+                return found, int(last["id"])
+            kwargs["ExclusiveStartKey"] = last
 
     def transition(
         self, experiment_id: int, target: ExperimentState, *, end_time: str | None = None

@@ -39,13 +39,18 @@ class MemoryExperiments(ExperimentUpdates):
         item = self.items.get(experiment_id)
         return _experiment(item) if item is not None else None
 
-    def list(self, limit: int, offset: int, *, archived: bool | None = None) -> list[Experiment]:
+    def list(
+        self, limit: int, before: int | None = None, *, archived: bool | None = None
+    ) -> tuple[list[Experiment], int | None]:
         newest_first = [
             i
             for i in sorted(self.items, reverse=True)
-            if archived is None or bool(self.items[i].get("archived", False)) == archived
+            if (before is None or i < before)
+            and (archived is None or bool(self.items[i].get("archived", False)) == archived)
         ]
-        return [_experiment(self.items[i]) for i in newest_first[offset : offset + limit]]
+        page = newest_first[:limit]
+        more = len(newest_first) > limit
+        return [_experiment(self.items[i]) for i in page], (page[-1] if more and page else None)
 
     def transition(
         self, experiment_id: int, target: ExperimentState, *, end_time: str | None = None

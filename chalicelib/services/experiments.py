@@ -3,12 +3,15 @@ unarchive (pause and activate: `chalicelib.services.pausing`)."""
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import config as cfg
 from chalicelib.domain import keys
+from chalicelib.domain.numbers import INT64_MAX
 from chalicelib.domain.records import Experiment
 from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
@@ -106,10 +109,34 @@ def get(ports: Ports, experiment_id: int) -> Experiment:
 
 
 def list_experiments(
-    ports: Ports, limit: int, offset: int, *, archived: bool | None = None
-) -> list[Experiment]:
-    """Newest first; `archived` False hides the archived ones (`det experiment list` without `--all`)."""
-    return ports.experiments.list(limit, offset, archived=archived)
+    ports: Ports, limit: int, cursor: str | None = None, *, archived: bool | None = None
+) -> tuple[list[Experiment], str | None]:
+    """Newest first; `archived` False hides the archived ones (`det experiment list` without `--all`).
+    Pages with a cursor (the opaque `next_cursor` of the page before): stable under creates meanwhile."""
+    records, before = ports.experiments.list(limit, decode_cursor(cursor), archived=archived)
+    return records, encode_cursor(before)
+
+
+def encode_cursor(before: int | None) -> str | None:
+    if before is None:
+        return None
+    return base64.urlsafe_b64encode(json.dumps({"before": before}).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> int | None:
+    if not cursor:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        before = data["before"]
+        if isinstance(before, int) and not isinstance(before, bool) and 0 < before <= INT64_MAX:
+            return before
+    except (ValueError, TypeError, KeyError):
+        pass
+    raise BadRequestError(
+        f"cursor {cursor[:40]!r} is not one this API gave out; pass the next_cursor of the page before, "
+        "or leave it out to start from the newest"
+    )
 
 
 def archive(ports: Ports, experiment_id: int) -> Experiment:

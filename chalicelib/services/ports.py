@@ -42,8 +42,11 @@ class AgentRecord:
 class ExperimentStore(Protocol):
     def create(self, experiment: Experiment) -> None: ...
     def get(self, experiment_id: int) -> Experiment | None: ...
-    def list(self, limit: int, offset: int, *, archived: bool | None = None) -> list[Experiment]:
-        """Newest first; only the archived (True) or the unarchived (False) ones, or all (None)."""
+    def list(
+        self, limit: int, before: int | None = None, *, archived: bool | None = None
+    ) -> tuple[list[Experiment], int | None]:
+        """Up to `limit` experiments newest first, with ids below `before`; and the next page's `before`
+        (None: no more). A stable cursor: creates between pages neither repeat nor skip a row."""
         ...
 
     def transition(

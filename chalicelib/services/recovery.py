@@ -87,13 +87,12 @@ def recover(ports: Ports, reason: str) -> Recovery:
 
 def _unfinished_experiments(ports: Ports) -> list[Experiment]:
     found: list[Experiment] = []
-    offset = 0
+    before: int | None = None
     while True:
-        page = ports.experiments.list(PAGE, offset)
+        page, before = ports.experiments.list(PAGE, before)
         found += [e for e in page if not e.state.terminal]
-        if len(page) < PAGE:
+        if before is None:
             return found
-        offset += PAGE
 
 
 def _end_lost_run(ports: Ports, trial: Trial, reason: str, report: Recovery) -> None:

@@ -41,7 +41,23 @@ def test_searcher_snapshot_is_saved_with_optimistic_locking(ports):
 def test_experiment_list_is_newest_first_with_paging(ports):
     for i in range(1, 6):
         _experiment(ports, i)
-    assert [e.id for e in ports.experiments.list(limit=2, offset=1)] == [4, 3]
+    first, before = ports.experiments.list(limit=2)
+    assert [e.id for e in first] == [5, 4] and before == 4
+    assert [e.id for e in ports.experiments.list(limit=2, before=before)[0]] == [3, 2]
+
+
+def test_a_create_between_two_pages_neither_repeats_nor_skips_a_row(ports):
+    """Issue 11: paging by offset over a scan showed a row twice when one was created between pages."""
+    for i in range(1, 6):
+        _experiment(ports, i)
+    seen: list[int] = []
+    page, before = ports.experiments.list(limit=2)
+    seen += [e.id for e in page]
+    _experiment(ports, 6)  # created between the pages
+    while before is not None:
+        page, before = ports.experiments.list(limit=2, before=before)
+        seen += [e.id for e in page]
+    assert seen == [5, 4, 3, 2, 1]
 
 
 def test_only_an_ended_experiment_is_archived_and_the_list_filters_on_it(ports):
@@ -56,10 +72,12 @@ def test_only_an_ended_experiment_is_archived_and_the_list_filters_on_it(ports):
     assert exps.set_archived(99, True) is None
     assert exps.set_archived(3, False).archived is False
     assert exps.get(2).archived and not exps.get(1).archived
-    assert [e.id for e in exps.list(limit=10, offset=0, archived=False)] == [4, 3, 1]
-    assert [e.id for e in exps.list(limit=10, offset=0, archived=True)] == [2]
-    assert [e.id for e in exps.list(limit=2, offset=1, archived=False)] == [3, 1]
-    assert [e.id for e in exps.list(limit=10, offset=0)] == [4, 3, 2, 1]
+    assert [e.id for e in exps.list(limit=10, archived=False)[0]] == [4, 3, 1]
+    assert [e.id for e in exps.list(limit=10, archived=True)[0]] == [2]
+    first, before = exps.list(limit=2, archived=False)
+    assert [e.id for e in first] == [4, 3]
+    assert [e.id for e in exps.list(limit=2, before=before, archived=False)[0]] == [1]  # 2 is archived
+    assert [e.id for e in exps.list(limit=10)[0]] == [4, 3, 2, 1]
 
 
 def test_trials_index_by_experiment_and_keep_the_best_validation(ports):

@@ -148,7 +148,7 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         cli.create_experiment(
             {"name": "x"}, context_sha256=None, validate_only=False, activate=True, archived=True
         )
-        cli.list_experiments(limit=10, offset=5)
+        cli.list_experiments(limit=10, cursor="eyJiZWZvcmUiOiA0fQ")
         cli.list_experiments(archived=False)
         cli.list_jobs()
         cli.list_jobs(resource_pool="gpu")

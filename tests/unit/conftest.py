@@ -227,9 +227,12 @@ class FakeApi:
         newest_first = sorted(self.experiments.values(), key=lambda e: -e["id"])
         if "archived" in params:
             newest_first = [e for e in newest_first if e["archived"] == (params["archived"] == "true")]
-        offset = int(params.get("offset", 0))
+        if "cursor" in params:  # this fake's cursor: the id to list below
+            newest_first = [e for e in newest_first if e["id"] < int(params["cursor"])]
         limit = int(params.get("limit", 1000))
-        return httpx.Response(200, json={"experiments": newest_first[offset : offset + limit]})
+        page = newest_first[:limit]
+        following = str(page[-1]["id"]) if len(newest_first) > limit else None
+        return httpx.Response(200, json={"experiments": page, "next_cursor": following})
 
     def _get_experiment(self, params: dict[str, str], body: Any, eid: int) -> httpx.Response:
         if eid not in self.experiments:

@@ -114,10 +114,22 @@ def test_list_all_limit_and_json(api, table_rows) -> None:
 
     assert table_rows(listed.out)[0][-1] == "Archived"
     assert [r[0] for r in table_rows(listed.out)[1:]] == ["2"]  # the newest one
-    assert ("GET", "/experiments", {"limit": "1", "offset": "0"}) in [
-        (m, p, q) for m, p, q, _ in api.requests
-    ]
+    assert ("GET", "/experiments", {"limit": "1"}) in [(m, p, q) for m, p, q, _ in api.requests]
     assert [e["id"] for e in json.loads(raw.out)["experiments"]] == [2, 1]
+
+
+def test_list_follows_the_cursor_and_applies_offset_and_limit(api, table_rows) -> None:
+    for eid in range(1, 106):
+        api.experiments[eid] = api.experiment(eid)
+
+    listed = api.run("e", "list", "--offset", "2", "--limit", "101")
+
+    # Newest first, the two newest skipped, 101 kept: ids 103 down to 3, shown oldest first.
+    assert [int(r[0]) for r in table_rows(listed.out)[1:]] == list(range(3, 104))
+    pages = [
+        (q.get("cursor"), q["limit"]) for m, p, q, _ in api.requests if (m, p) == ("GET", "/experiments")
+    ]
+    assert pages == [(None, "100"), ("6", "3")]  # the second page starts below the first's last id
 
 
 def test_bare_e_lists(api, table_rows) -> None:
@@ -475,7 +487,7 @@ def test_list_hides_archived_experiments_unless_all(api, table_rows) -> None:
     everything = api.run("e", "list", "--all")
 
     assert [r[0] for r in table_rows(shown.out)[1:]] == ["1", "2"]
-    assert api.requests[0][2] == {"limit": "100", "offset": "0", "archived": "false"}
+    assert api.requests[0][2] == {"limit": "100", "archived": "false"}
     assert [(r[0], r[-1]) for r in table_rows(everything.out)[1:]] == [
         ("1", "False"),
         ("2", "False"),

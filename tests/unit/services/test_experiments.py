@@ -101,8 +101,19 @@ def test_create_records_the_owner_and_whether_it_is_archived(ports, flow):
     test = experiments.create(ports, flow.SINGLE, flow.SHA, owner="bob", archived=True).experiment
     assert (plain.owner, plain.archived) == ("alice", False)
     assert (test.owner, test.archived) == ("bob", True)
-    assert [e.id for e in experiments.list_experiments(ports, 10, 0, archived=False)] == [plain.id]
-    assert [e.id for e in experiments.list_experiments(ports, 10, 0)] == [test.id, plain.id]
+    assert [e.id for e in experiments.list_experiments(ports, 10, archived=False)[0]] == [plain.id]
+    assert [e.id for e in experiments.list_experiments(ports, 10)[0]] == [test.id, plain.id]
+
+
+def test_the_list_cursor_is_opaque_and_a_foreign_one_is_a_400(ports, flow):
+    ids = [flow.submit().id for _ in range(3)]
+    page, cursor = experiments.list_experiments(ports, 2)
+    assert [e.id for e in page] == ids[:0:-1] and cursor is not None and not cursor.isdigit()
+    rest, last = experiments.list_experiments(ports, 2, cursor)
+    assert [e.id for e in rest] == [ids[0]] and last is None
+    for foreign in ("3", "bm90IGpzb24", "eyJiZWZvcmUiOiAtMX0"):  # a plain id, not JSON, before: -1
+        with pytest.raises(BadRequestError, match="is not one this API gave out"):
+            experiments.list_experiments(ports, 2, foreign)
 
 
 def test_only_an_experiment_that_has_ended_is_archived_as_in_determined(ports, flow):
