@@ -7,7 +7,7 @@ from chalice.app import Blueprint
 
 from chalicelib.api import models, views
 from chalicelib.api.auth import UserPrincipal
-from chalicelib.api.routing import query_int, route
+from chalicelib.api.routing import int_query, query_int, route
 from chalicelib.services import checkpoints, deleting, experiments
 from chalicelib.wiring import ports
 
@@ -28,6 +28,7 @@ def list_trials(user: UserPrincipal, experiment_id: int) -> models.TrialList:
     "GET",
     response=models.ExperimentCheckpointList,
     auth="iam",
+    query={"best": int_query(1, 100_000, "the N best by the searcher metric")},
 )
 def list_checkpoints(user: UserPrincipal, experiment_id: int) -> models.ExperimentCheckpointList:
     """An experiment's checkpoints by report time, or (`?best=N`) its N best by the searcher metric."""

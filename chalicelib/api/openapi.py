@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from chalicelib.api.models import ErrorBody
-from chalicelib.api.routing import ROUTES
+from chalicelib.api.routing import PATH_SCHEMAS, ROUTES
 
 VERSION = "0.1.0"
 
@@ -37,8 +37,12 @@ def document() -> dict[str, Any]:
             "operationId": _operation_id(r.method, r.path),
             "security": _SECURITY[r.auth],
             "parameters": [
-                {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
+                {"name": p, "in": "path", "required": True, "schema": PATH_SCHEMAS[p]}
                 for p in re.findall(r"{(\w+)}", r.path)
+            ]
+            + [
+                {"name": name, "in": "query", "required": False, "schema": dict(schema)}
+                for name, schema in r.query.items()
             ],
             "responses": {
                 "200": {"description": "OK", "content": {"application/json": {"schema": ref(r.response)}}},

@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -43,9 +43,31 @@ class RouteDoc:
     request: type[BaseModel] | None
     response: type[BaseModel]
     auth: AuthKind
+    #: The query parameters the view reads, each with its JSON schema (for the API document).
+    query: Mapping[str, Mapping[str, Any]]
 
 
 ROUTES: list[RouteDoc] = []
+
+
+#: The JSON schema of each path parameter, for the API document (what `PATH_PARAMETERS` accepts).
+ID_SCHEMA = {"type": "integer", "minimum": 1, "maximum": INT64_MAX, "example": 1}
+PATH_SCHEMAS: dict[str, dict[str, Any]] = {
+    "experiment_id": ID_SCHEMA,
+    "trial_id": ID_SCHEMA,
+    "agent_id": {"type": "string", "minLength": 1, "maxLength": 128, "example": "local-0"},
+    "run_id": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$", "maxLength": 128, "example": "1.1"},
+    "uuid": {"type": "string", "format": "uuid"},
+    "job_id": {"type": "string", "pattern": "^[0-9]{1,19}$", "example": "1"},
+}
+
+
+def int_query(minimum: int, maximum: int, description: str) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum, "maximum": maximum, "description": description}
+
+
+def str_query(description: str, **schema: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **schema}
 
 
 def path_id(value: str, what: str) -> int:
@@ -77,6 +99,7 @@ def route(
     response: type[BaseModel],
     request: type[BaseModel] | None = None,
     auth: AuthKind,
+    query: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Callable[[View], View]:
     names = re.findall(r"{(\w+)}", path)
     unknown = [name for name in names if name not in PATH_PARAMETERS]
@@ -86,7 +109,7 @@ def route(
     def register(view: View) -> View:
         _check_view_signature(view, method, path, request, auth, names)
         summary = (view.__doc__ or "").strip().split("\n")[0]
-        ROUTES.append(RouteDoc(method, path, summary, request, response, auth))
+        ROUTES.append(RouteDoc(method, path, summary, request, response, auth, dict(query or {})))
 
         @functools.wraps(view)
         def call(**raw_path: str) -> Response:

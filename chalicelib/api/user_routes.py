@@ -10,7 +10,7 @@ from chalice.app import Blueprint, Response
 from chalicelib.api import models, views
 from chalicelib.api.auth import Anonymous, UserPrincipal
 from chalicelib.api.openapi import VERSION, document
-from chalicelib.api.routing import query_int, query_str, route
+from chalicelib.api.routing import int_query, query_int, query_str, route, str_query
 from chalicelib.errors import BadRequestError
 from chalicelib.services import contexts, experiments, jobs, pausing, runs, trial_reports
 from chalicelib.wiring import ports
@@ -74,7 +74,18 @@ def create_experiment(
     return models.CreateExperimentResponse(experiment=experiment, warnings=result.warnings)
 
 
-@route(bp, "/experiments", "GET", response=models.ExperimentList, auth="iam")
+@route(
+    bp,
+    "/experiments",
+    "GET",
+    response=models.ExperimentList,
+    auth="iam",
+    query={
+        "limit": int_query(1, 1000, "experiments per page (100)"),
+        "cursor": str_query("the next_cursor of the page before", maxLength=200),
+        "archived": str_query("false: hide the archived ones; true: only them", enum=["true", "false"]),
+    },
+)
 def list_experiments(user: UserPrincipal) -> models.ExperimentList:
     """Experiments, newest first; archived=false hides the archived ones, archived=true shows only them.
     Pages with `cursor`: the `next_cursor` of the page before (null: it was the last)."""
@@ -113,7 +124,14 @@ def unarchive_experiment(user: UserPrincipal, experiment_id: int) -> models.Expe
     return models.ExperimentOnly(experiment=views.experiment(experiments.unarchive(ports(), experiment_id)))
 
 
-@route(bp, "/jobs", "GET", response=models.JobList, auth="iam")
+@route(
+    bp,
+    "/jobs",
+    "GET",
+    response=models.JobList,
+    auth="iam",
+    query={"resource_pool": str_query("the pool (default)", minLength=1, maxLength=64)},
+)
 def list_jobs(user: UserPrincipal) -> models.JobList:
     """A resource pool's job queue (`?resource_pool=`, default unless given), in scheduling order."""
     pool = query_str(bp, "resource_pool") or "default"
@@ -129,7 +147,14 @@ def describe_trial(user: UserPrincipal, trial_id: int) -> models.TrialDetail:
     return models.TrialDetail(trial=views.trial(p, record), checkpoints=checkpoints)
 
 
-@route(bp, "/trials/{trial_id}/metrics", "GET", response=models.MetricList, auth="iam")
+@route(
+    bp,
+    "/trials/{trial_id}/metrics",
+    "GET",
+    response=models.MetricList,
+    auth="iam",
+    query={"group": str_query("training, validation (default) or a custom group", minLength=1, maxLength=64)},
+)
 def trial_metrics(user: UserPrincipal, trial_id: int) -> models.MetricList:
     """A trial's metrics of one group (`?group=`, validation unless given), by steps completed."""
     record = runs.get_trial(ports(), trial_id)
@@ -145,7 +170,20 @@ def trial_metric_groups(user: UserPrincipal, trial_id: int) -> models.MetricGrou
     return models.MetricGroupList(groups=ports().metrics.groups(record.id))
 
 
-@route(bp, "/trials/{trial_id}/logs", "GET", response=models.LogPage, auth="iam")
+@route(
+    bp,
+    "/trials/{trial_id}/logs",
+    "GET",
+    response=models.LogPage,
+    auth="iam",
+    query={
+        "limit": int_query(1, 10_000, "lines per page (1000)"),
+        "tail": int_query(1, 10_000, "the last N lines"),
+        "rank": int_query(0, 100_000, "only the lines of this rank"),
+        "level": str_query("only lines of this level or higher", enum=list(LEVELS)),
+        "next_token": str_query("the next_token of the page before", maxLength=512),
+    },
+)
 def trial_logs(user: UserPrincipal, trial_id: int) -> models.LogPage:
     """A page of a trial's logs; pass next_token back to follow. rank and level (the lines of that level
     or higher, `contract.log_levels`) filter the page, so a filtered page may be empty mid-stream."""
