@@ -31,6 +31,7 @@ from typing import Any
 from contract import env as names
 from contract.env import TrialEnv
 from contract.errors import InvalidEnvironmentError
+from contract.hardening import not_dumpable
 from harness.errors import HarnessError
 
 LOCAL_RUN_ID = "local"
@@ -171,6 +172,7 @@ def load_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo |
         raise HarnessError(str(e)) from e
     if env is None:
         return None
+    not_dumpable()  # on the platform: its run token out of co-located trials' reach (`contract.hardening`)
     trial = TrialInfo(
         trial_id=env.trial_id,
         experiment_id=env.experiment_id,

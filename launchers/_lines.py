@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import re
 
+from contract.env import LOG_FRAME_MARK
+
 MAX_LINE_BYTES = 16 * 1024
 _EOL = re.compile(rb"\r\n|\r|\n")
 
 
-def rank_prefix(rank: int | str) -> bytes:
-    return f"[rank={rank}] ".encode()
+def rank_prefix(rank: int | str, frame: str = "") -> bytes:
+    """``[rank=N] ``, led by the run's frame secret when the agent gave one (`contract.env.LOG_FRAME`):
+    the agent takes a rank only from a line so framed, and removes the frame before shipping it."""
+    mark = f"{LOG_FRAME_MARK}{frame}" if frame else ""
+    return f"{mark}[rank={rank}] ".encode()
 
 
 class RankLines:
-    def __init__(self, rank: int | str, max_bytes: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, rank: int | str, max_bytes: int = MAX_LINE_BYTES, frame: str = "") -> None:
         if max_bytes < 4:
             raise ValueError("max_bytes must be >= 4 (a UTF-8 character takes up to 4 bytes)")
-        self._prefix = rank_prefix(rank)
+        self._prefix = rank_prefix(rank, frame)
         self._max = max_bytes
         self._pending = bytearray()
         self._after_cr = False

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from contract.env import LOG_FRAME
+from contract.hardening import not_dumpable
 from launchers._info import DEFAULT_KILL_GRACE_S
 from launchers._lines import RankLines
 from launchers._signals import describe_exit, exit_code, forwarding
@@ -128,6 +130,12 @@ class _Monitor:
         self._outcome: Outcome | None = None
         self._kill_at: float | None = None
         self._output_broken = False
+        #: The agent's frame secret for this run (`contract.env.LOG_FRAME`): it marks our rank prefixes,
+        #: and no worker gets it. This process is made non-dumpable so no worker can read it from
+        #: /proc/<pid>/environ either (same user: that is the only other way).
+        self._frame = os.environ.get(LOG_FRAME, "")
+        if self._frame:
+            not_dumpable()
 
     # ---- signals (the main thread, between two bytecodes of run()) -------------------------------------
 
@@ -169,6 +177,7 @@ class _Monitor:
                 )
                 break
             env = dict(os.environ if worker.env is None else worker.env)
+            env.pop(LOG_FRAME, None)  # a worker's output never carries our framing
             env.setdefault("PYTHONUNBUFFERED", "1")  # its output is read line by line, through a pipe
             try:
                 proc = subprocess.Popen(
@@ -184,7 +193,9 @@ class _Monitor:
                 self._send(i, proc, self._interrupt)
             assert proc.stdout is not None and proc.stderr is not None
             for pipe, dest in ((proc.stdout, self._out), (proc.stderr, self._err)):
-                self._sel.register(pipe, selectors.EVENT_READ, _Stream(RankLines(worker.rank), dest, pipe))
+                self._sel.register(
+                    pipe, selectors.EVENT_READ, _Stream(RankLines(worker.rank, frame=self._frame), dest, pipe)
+                )
                 self._streams += 1
             waiter = threading.Thread(target=self._wait, args=(i, proc), name=f"wait-rank-{worker.rank}")
             waiter.daemon = True

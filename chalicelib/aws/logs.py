@@ -85,21 +85,20 @@ class CloudWatchLogs:
 
 
 def _encode(line: LogLine) -> str:
-    # The rank travels inside the event so one stream keeps the ranks' lines in time order.
-    message = line.message[:_MAX_EVENT_BYTES]
-    rank = line.rank
-    # An empty line travels encoded too: CloudWatch refuses an empty message, and refusing the batch
-    # would cost the lines around it.
-    return json.dumps({"r": rank, "m": message}) if rank is not None or not message else message
+    """Every line travels as `{"r": rank, "m": message}`: the rank inside the event keeps one stream for
+    all ranks, in time order; an empty message is not refused by CloudWatch; and a line that looks like
+    an encoded one (a trial printing `{"r": 7, ...}`) is the message of its wrapper, never a rank."""
+    return json.dumps({"r": line.rank, "m": line.message[:_MAX_EVENT_BYTES]})
 
 
 def _decode(event: Mapping[str, Any]) -> LogLine:
     message = str(event.get("message", ""))
     rank = None
-    if message.startswith('{"r": '):
-        try:
-            decoded = json.loads(message)
-            message, rank = str(decoded["m"]), decoded["r"]
-        except (ValueError, KeyError):
-            pass
+    try:
+        decoded = json.loads(message) if message.startswith('{"r": ') else None
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict) and set(decoded) == {"r", "m"} and isinstance(decoded["m"], str):
+        rank = decoded["r"] if isinstance(decoded["r"], int) and not isinstance(decoded["r"], bool) else None
+        message = decoded["m"]
     return LogLine(int(event.get("timestamp", 0)), message, rank)

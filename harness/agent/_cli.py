@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
+from contract.hardening import not_dumpable
 from harness.agent._agent import Agent
 from harness.agent._settings import TOKEN_ENV, parse_cli
 
@@ -16,6 +17,7 @@ log = logging.getLogger("harness.agent")
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse_cli(argv)
+    not_dumpable()  # its token stays out of the trials' reach (`contract.hardening`)
     logging.basicConfig(
         level=opts.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from contract.env import LOG_FRAME_MARK
 from harness.agent._api import call_with_retry
 
 log = logging.getLogger("harness.agent")
@@ -27,9 +28,15 @@ def now_ms() -> int:
 _RANK_PREFIX = re.compile(r"^\[rank=(\d{1,6})\] ")
 
 
-def rank_line(timestamp_ms: int, message: str) -> dict[str, Any]:
-    """A log line for the API; a launcher's `[rank=N] ` prefix becomes the line's rank (and is kept in
-    the message, so `det trial logs` without a filter still shows whose line it is)."""
+def rank_line(timestamp_ms: int, message: str, frame: str = "") -> dict[str, Any]:
+    """A log line for the API. A launcher of this run framed its lines with the run's secret `frame`
+    (`contract.env.LOG_FRAME`): only such a line has a rank, its `[rank=N] ` prefix (kept in the message,
+    so `det trial logs` without a filter still shows whose line it is). What a trial prints, a
+    `[rank=7] ` of its own included, has none."""
+    mark = LOG_FRAME_MARK + frame
+    if not frame or not message.startswith(mark):
+        return {"timestamp": timestamp_ms, "message": message, "rank": None}
+    message = message[len(mark) :]
     match = _RANK_PREFIX.match(message)
     return {"timestamp": timestamp_ms, "message": message, "rank": int(match.group(1)) if match else None}
 
@@ -117,8 +124,10 @@ class LogShipper:
         buffer_lines: int = 100_000,
         flush_timeout: float = 30.0,
         max_backoff: float = 5.0,
+        frame: str = "",
     ) -> None:
         self._send = send
+        self._frame = frame
         self._what = what
         self._give_up = give_up
         self._interval = flush_interval
@@ -150,10 +159,10 @@ class LogShipper:
         texts = list(messages)
         if not texts:
             return
-        lines = [rank_line(ts, m) for m in texts]
+        lines = [rank_line(ts, m, self._frame) for m in texts]
         with self._file_lock:
             if self._file is not None:
-                self._file.write("".join(m + "\n" for m in texts))
+                self._file.write("".join(line["message"] + "\n" for line in lines))
                 self._file.flush()
         with self._cond:
             was_empty = not self._pending

@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -19,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from contract import env as trial_env
 from contract.errors import HttpCallError
+from contract.hardening import confine_trial
 from contract.http import RetryPolicy, redact
 from contract.launch import LaunchSpec
 from harness.agent._api import AgentApi, call_with_retry
@@ -99,6 +102,9 @@ class Run:
         #: The rank that failed first, from the launcher's report (a distributed run that failed).
         self.failed_rank: int | None = None
         self.exit_reported = False
+        #: The run's frame secret (`contract.env.LOG_FRAME`): a rank is read only from a line a launcher
+        #: of this run framed with it, never from what the trial prints.
+        self._frame = secrets.token_hex(8)
         self._logs = LogShipper(
             lambda lines, seq: api.logs(str(spec.trial_id), spec.run_id, lines, seq),
             self.run_dir / "output.log",
@@ -109,6 +115,7 @@ class Run:
             buffer_lines=settings.log_buffer_lines,
             flush_timeout=settings.log_flush_timeout,
             max_backoff=settings.retry_max_backoff,
+            frame=self._frame,
         )
         self._thread = threading.Thread(target=self._main, name=f"run-{spec.run_id}", daemon=True)
 
@@ -198,6 +205,7 @@ class Run:
         env = build_environment(
             self.spec, self._settings, self.gpus, run_dir=self.run_dir, collective_port=free_port()
         )
+        env[trial_env.LOG_FRAME] = self._frame
         script = build_script(self.spec.entrypoint, self._marker, who="[agent] ")
         with self._lock:
             if self._kill_requested.is_set():
@@ -212,6 +220,7 @@ class Run:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                     close_fds=True,
+                    preexec_fn=confine_trial,  # noqa: PLW1509 - only prctl, resolved before the fork
                 )
             except OSError as e:
                 msg = f"could not start the process: {e}"

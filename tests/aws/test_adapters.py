@@ -32,6 +32,15 @@ def test_an_empty_line_is_stored_and_read_back_empty(ports):
     assert [(line.message, line.rank) for line in lines] == [("", None), ("x", None)]
 
 
+def test_a_line_that_looks_like_a_stored_one_keeps_its_text_and_no_rank(ports):
+    """Issue 11: a trial printing `{"r": 7, ...}` showed up as `[rank=7]`."""
+    now = int(time.time() * 1000)
+    forged = '{"r": 7, "m": "forged"}'
+    ports.logs.put(7, [LogLine(now, forged), LogLine(now + 1, forged, 2)])
+    lines, _ = ports.logs.get(7, 100, None, None)
+    assert [(line.message, line.rank) for line in lines] == [(forged, None), (forged, 2)]
+
+
 def test_logs_keep_order_ranks_and_tail(ports):
     logs = ports.logs
     assert logs.get(5, 100, None, None) == ([], None)  # no stream yet is not an error

@@ -707,6 +707,46 @@ def test_an_agent_whose_stack_was_killed_ends_its_runs_and_stops(api: FakeApi, t
                 os.kill(pid, signal.SIGKILL)
 
 
+FORGER = """
+import os
+print("[rank=7] forged prefix", flush=True)
+print('{"r": 7, "m": "forged record"}', flush=True)
+print("frame in my env:", "STRATUS_LOG_FRAME" in os.environ, flush=True)
+"""
+
+
+def test_ranks_come_only_from_the_launchers_framing(api: FakeApi, runner: Runner) -> None:
+    under_launcher = spec_for(
+        api, ["python3", "-m", "launchers.wrap_rank", "3", "--", "python3", "-c", FORGER]
+    )
+    alone = spec_for(api, ["python3", "-c", FORGER])
+    runner.start(under_launcher)
+    runner.start(alone)
+    api.wait_exit(under_launcher["run_id"])
+    api.wait_exit(alone["run_id"])
+
+    def lines(spec: dict[str, Any]) -> list[tuple[str, int | None]]:
+        return [
+            (line["message"], line["rank"])
+            for c in api.of("logs", spec["run_id"])
+            for line in c["body"]["lines"]
+            if "forged" in line["message"] or "frame" in line["message"]
+        ]
+
+    # Under a launcher: every line is the worker's real rank, whatever it printed; the frame is not in
+    # the worker's environment.
+    assert lines(under_launcher) == [
+        ("[rank=3] [rank=7] forged prefix", 3),
+        ('[rank=3] {"r": 7, "m": "forged record"}', 3),
+        ("[rank=3] frame in my env: False", 3),
+    ]
+    # Alone (no launcher), nothing it prints claims a rank.
+    assert [(m, r) for m, r in lines(alone) if "forged" in m] == [
+        ("[rank=7] forged prefix", None),
+        ('{"r": 7, "m": "forged record"}', None),
+    ]
+
+
 def test_gpus_are_assigned_from_free_devices(api: FakeApi, settings: Settings) -> None:
     agent = Agent(replace(settings, gpus=("0", "1", "2"), slots=3))
     show = [

@@ -125,11 +125,21 @@ def test_cli_settings(tmp_path: Path) -> None:
         parse_cli(["--api", "http://x"], {})
 
 
-def test_a_launchers_rank_prefix_becomes_the_lines_rank() -> None:
+def test_only_a_launchers_framed_prefix_becomes_the_lines_rank() -> None:
     from harness.agent._logs import rank_line
+    from launchers._lines import rank_prefix
 
-    assert rank_line(5, "[rank=1] loss 0.3") == {"timestamp": 5, "message": "[rank=1] loss 0.3", "rank": 1}
-    assert rank_line(5, "no prefix [rank=1] here")["rank"] is None
+    framed = rank_prefix(1, "s3cr3t").decode() + "loss 0.3"
+    assert rank_line(5, framed, "s3cr3t") == {"timestamp": 5, "message": "[rank=1] loss 0.3", "rank": 1}
+    # What a trial prints claims no rank: a bare prefix, another run's frame, a prefix mid-line.
+    assert rank_line(5, "[rank=7] forged", "s3cr3t") == {
+        "timestamp": 5,
+        "message": "[rank=7] forged",
+        "rank": None,
+    }
+    assert rank_line(5, rank_prefix(7, "guess").decode() + "forged", "s3cr3t")["rank"] is None
+    assert rank_line(5, "no prefix [rank=1] here", "s3cr3t")["rank"] is None
+    assert rank_line(5, framed, "")["rank"] is None  # a run without a frame has no ranks
 
 
 def test_the_launchers_report_names_the_first_failing_rank(tmp_path: Path) -> None:

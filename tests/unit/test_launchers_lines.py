@@ -62,3 +62,9 @@ def test_prefix_may_be_any_rank_label() -> None:
 def test_cap_must_hold_a_character() -> None:
     with pytest.raises(ValueError, match="max_bytes"):
         RankLines(0, 3)
+
+
+def test_a_framed_prefix_leads_with_the_mark_and_the_runs_secret() -> None:
+    lines = RankLines(3, frame="f00d")
+    assert lines.feed(b"hello\n") == b"\x1ef00d[rank=3] hello\n"
+    assert RankLines(3).feed(b"hello\n") == b"[rank=3] hello\n"  # outside an agent: the plain prefix
