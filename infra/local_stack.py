@@ -237,16 +237,23 @@ class LocalStack:
             self._pumps.append(ticker)
 
     def _start_agents(self) -> None:
+        # No agent gets the stack's agent secret: each gets its own credential, in a file it deletes.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STRATUS_", "MOTO_"))}
-        env["STRATUS_AGENT_TOKEN"] = self._agent_token
         for pool in self.pools:
             for agent_id in pool.agent_ids():
                 self._start_agent(env, agent_id, pool.spec.name, pool.slots)
         record_agents(self.state_dir, [agent.pid for agent in self._agents])
 
     def _start_agent(self, env: dict[str, str], agent_id: str, pool: str, slots: int) -> None:
+        from chalicelib.services.tokens import agent_credential
+
         work_dir = self.state_dir / "agents" / agent_id
         work_dir.mkdir(parents=True, exist_ok=True)
+        token_file = work_dir / "credential"
+        token_file.unlink(missing_ok=True)
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(agent_credential(self._agent_token, agent_id))
         out = (self.state_dir / f"{agent_id}.log").open("ab")
         cmd = [
             sys.executable,
@@ -262,6 +269,8 @@ class LocalStack:
             str(slots),
             "--work-dir",
             str(work_dir),
+            "--token-file",
+            str(token_file),
             # Every agent is a node on this machine: multi-node trials rendezvous on the loopback.
             "--address",
             "127.0.0.1",

@@ -5,8 +5,9 @@ request's credential into a typed principal before its view runs.
     none    nothing                                      Anonymous                 -
     iam     SigV4 (API Gateway's IAM authorizer in AWS;  UserPrincipal             403 from API Gateway
             open on the local stack)
-    agent   Bearer <the stack's agent token>             AgentPrincipal            401 missing or wrong token,
-                                                                                   403 a malformed agent id
+    agent   Bearer <the agent's own credential>          AgentPrincipal            401 missing or wrong token,
+                                                                                   403 another agent's id in
+                                                                                   the path, a malformed id
     run     Bearer <a run token>                         RunPrincipal              401 missing or wrong token,
                                                                                    403 another trial's token,
                                                                                    or a run gone or exited
@@ -61,10 +62,10 @@ class UserPrincipal:
 
 @dataclass(frozen=True)
 class AgentPrincipal:
-    """An agent of this stack. The agent token is the stack's, not the agent's, so `agent_id` is the id
-    the path names (None on routes without one: an agent shipping a trial's logs)."""
+    """An agent of this stack, by the id its credential was minted for (`tokens.agent_credential`); a
+    path naming another agent is refused before the view runs."""
 
-    agent_id: str | None
+    agent_id: str
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,7 @@ def verify(kind: AuthKind, request: Request) -> str | UserPrincipal | None:
     """Check the request's credential itself (401 when missing or wrong). Returns what `scope` needs:
     the run id of a run token, the user (the caller's ARN and claimed name), else None."""
     if kind == "agent":
-        tokens.check_agent_token(get_settings().agent_token, _authorization(request))
-        return None
+        return tokens.agent_id_from_credential(get_settings().agent_token, _authorization(request))
     if kind == "run":
         return tokens.run_id_from_token(get_settings().token_secret, _authorization(request))
     if kind == "iam":
@@ -129,10 +129,15 @@ def scope(kind: AuthKind, credential: str | UserPrincipal | None, path: Mapping[
     """The principal of a verified credential, once the path's ids are parsed (403 when the credential
     may not reach what the path names)."""
     if kind == "agent":
+        assert isinstance(credential, str)  # verify returned the credential's agent id
         agent_id = path.get("agent_id")
         if agent_id is not None and not 0 < len(agent_id) <= MAX_AGENT_ID:
             raise ForbiddenError(f"agent id {agent_id!r} must be 1 to {MAX_AGENT_ID} characters")
-        return AgentPrincipal(agent_id)
+        if agent_id is not None and agent_id != credential:
+            raise ForbiddenError(
+                f"this credential is agent {credential!r}'s; it cannot act as agent {agent_id!r}"
+            )
+        return AgentPrincipal(credential)
     if kind == "run":
         assert isinstance(credential, str)  # verify returned the token's run id
         trial_id = path.get("trial_id")

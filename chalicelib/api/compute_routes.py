@@ -72,9 +72,9 @@ def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run
 
 @_agent_route("/trials/{trial_id}/logs", "POST", request=models.LogBatch, response=models.Empty)
 def put_logs(agent: AgentPrincipal, body: models.LogBatch, trial_id: int) -> models.Empty:
-    """Log lines of a run, shipped by its agent."""
+    """Log lines of a run, shipped by its agent (403 for a run that agent does not hold)."""
     lines = [LogLine(line.timestamp, line.message, line.rank) for line in body.lines]
-    runs.store_logs(ports(), trial_id, body.run_id, body.seq, lines)
+    runs.store_logs(ports(), trial_id, body.run_id, body.seq, lines, agent_id=agent.agent_id)
     return models.Empty()
 
 

@@ -301,11 +301,22 @@ def rendezvous(
     return {"run_id": run.run_id, "num_nodes": count, "nodes": nodes, "ready": len(nodes) == count}
 
 
-def store_logs(ports: Ports, trial_id: int, run_id: str, seq: int | None, lines: Sequence[LogLine]) -> bool:
-    """Store a batch of a run's log lines once; False when `seq` shows it is a retried batch."""
+def store_logs(
+    ports: Ports,
+    trial_id: int,
+    run_id: str,
+    seq: int | None,
+    lines: Sequence[LogLine],
+    *,
+    agent_id: str | None = None,
+) -> bool:
+    """Store a batch of a run's log lines once; False when `seq` shows it is a retried batch. With
+    `agent_id`, only from the agent the run (or node) is assigned to."""
     held = ports.runs.held(run_id)
     if held is None or held.trial_id != trial_id:
         raise NotFoundError(f"run {run_id} of trial {trial_id} not found")
+    if agent_id is not None and held.agent_id != agent_id:
+        raise ForbiddenError(f"run {run_id} is not assigned to agent {agent_id}; it cannot ship its logs")
     if seq is not None and held.log_seq >= seq:
         return False
     ports.logs.put(trial_id, in_log_window(lines, int(ports.clock.now() * 1000)))

@@ -1,5 +1,11 @@
-"""The compute side's bearer tokens: the stack's agent token, and run tokens that let one trial process
+"""The compute side's bearer tokens: each agent's credential, and run tokens that let one trial process
 call the trial-facing API for its own trial while its run lives.
+
+An agent credential is `agent.<agent_id>.<hmac>`, minted from the stack's agent secret
+(`STRATUS_AGENT_TOKEN`, which no agent holds) for one agent id: the API acts for that agent only (its
+heartbeat, its runs' launches, starts, exits and logs). The embedded stack mints one for each agent it
+starts (`agent_credential`); in AWS the same credential would be handed to an instance bound to its
+instance identity (issue 13).
 
 A run token is `<run_id>.<hmac>`; it is derived, not stored, so the API checks it without a table read
 and a leaked table never leaks tokens. What the token may reach is checked against the run's record
@@ -32,11 +38,22 @@ def run_id_from_token(secret: str, header: str | None) -> str:
     return run_id
 
 
-def check_agent_token(expected: str, header: str | None) -> None:
-    if not hmac.compare_digest(expected.encode(), _bearer(header).encode()):
+def agent_credential(secret: str, agent_id: str) -> str:
+    digest = hmac.new(secret.encode(), f"agent:{agent_id}".encode(), hashlib.sha256).hexdigest()
+    return f"agent.{agent_id}.{digest}"
+
+
+def agent_id_from_credential(secret: str, header: str | None) -> str:
+    """The agent a credential was minted for (401 when it was not minted by this stack)."""
+    token = _bearer(header)
+    body, _, _ = token.rpartition(".")
+    agent_id = body.removeprefix("agent.") if body.startswith("agent.") else ""
+    if not agent_id or not hmac.compare_digest(agent_credential(secret, agent_id), token):
         raise UnauthorizedError(
-            "the agent token is not valid; start the agent with the stack's STRATUS_AGENT_TOKEN"
+            "the agent credential is not valid; start the agent with the credential minted for its id "
+            "(the local stack passes it in the agent's token file)"
         )
+    return agent_id
 
 
 def _bearer(header: str | None) -> str:

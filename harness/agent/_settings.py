@@ -118,6 +118,14 @@ def _parser() -> argparse.ArgumentParser:
         help="address other nodes of a multi-node trial reach this machine at "
         "(default: the one it reaches the API from)",
     )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"read the agent's credential from PATH and delete the file (instead of ${TOKEN_ENV}), so "
+        "it sits in no environment a trial could read",
+    )
     p.add_argument("--heartbeat-interval", type=float, default=0.5, metavar="SECONDS")
     p.add_argument(
         "--kill-grace", type=float, default=10.0, metavar="SECONDS", help="SIGTERM to SIGKILL delay"
@@ -140,6 +148,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _credential(token_file: Path | None, env: Mapping[str, str]) -> str:
+    """The agent's credential: from `--token-file` (then deleted), else from the environment."""
+    if token_file is None:
+        return env.get(TOKEN_ENV, "")
+    try:
+        token = token_file.read_text().strip()
+    except OSError as e:
+        raise SystemExit(f"harness.agent: cannot read --token-file {token_file}: {e}") from e
+    token_file.unlink(missing_ok=True)
+    return token
+
+
 @dataclass(frozen=True)
 class CliOptions:
     settings: Settings
@@ -159,7 +179,7 @@ def parse_cli(argv: Sequence[str] | None = None, environ: Mapping[str, str] | No
             pool=ns.pool,
             slots=slots,
             work_dir=Path(ns.work_dir).resolve(),
-            token=env.get(TOKEN_ENV, ""),
+            token=_credential(ns.token_file, env),
             gpus=gpus,
             address=ns.address.strip(),
             heartbeat_interval=ns.heartbeat_interval,

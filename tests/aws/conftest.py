@@ -24,6 +24,7 @@ from chalicelib.aws import aws_ports
 from chalicelib.memory import memory_ports
 from chalicelib.services import experiments, runs, scheduler, searching
 from chalicelib.services.ports import Ports
+from chalicelib.services.tokens import agent_credential
 from contract import messages
 from infra.local_stack import free_port, serve_api
 from infra.pump import QueuePump
@@ -229,7 +230,7 @@ class Api:
         return path.format(
             trial_id=self.doomed[1] if stops else self.trial_id,
             experiment_id=self.doomed[0] if stops else self.experiment_id,
-            agent_id="table-agent",
+            agent_id="local-0",
             job_id=self.experiment_id,
             run_id=self.run_id,
             uuid=self.checkpoint,
@@ -273,17 +274,17 @@ def _serve_api():  # noqa: ANN202
 def _records(http: httpx.Client, url: str, env: dict[str, str], moto_url: str) -> Api:
     """Three experiments submitted, their trials launched and started through the API as an agent
     would; the third run then exits (its token is dead); a checkpoint of the first trial is stored."""
-    agent = {"Authorization": f"Bearer {SERVED_AGENT_TOKEN}"}
+    agent = {"Authorization": f"Bearer {agent_credential(SERVED_AGENT_TOKEN, 'local-0')}"}
     for name in ("this", "other", "ended"):
         answer = http.post("/experiments", json={"config": {**SERVED_CONFIG, "name": name}})
         assert answer.status_code == 200, answer.text
     specs = _launch_specs(http, env, moto_url, count=3)
     for spec in specs:
-        answer = http.post(f"/agents/agent-1/runs/{spec['run_id']}/started", json={"pid": 1}, headers=agent)
+        answer = http.post(f"/agents/local-0/runs/{spec['run_id']}/started", json={"pid": 1}, headers=agent)
         assert answer.status_code == 200, answer.text
     this, other, ended = sorted(specs, key=lambda s: s["experiment_id"])
     answer = http.post(
-        f"/agents/agent-1/runs/{ended['run_id']}/exit",
+        f"/agents/local-0/runs/{ended['run_id']}/exit",
         json={"exit_code": 0, "reason": "done"},
         headers=agent,
     )
@@ -305,7 +306,8 @@ def _records(http: httpx.Client, url: str, env: dict[str, str], moto_url: str) -
         checkpoint=checkpoint,
         tokens={
             "wrong": "Bearer not-a-token",
-            "agent": f"Bearer {SERVED_AGENT_TOKEN}",
+            "agent": f"Bearer {agent_credential(SERVED_AGENT_TOKEN, 'local-0')}",
+            "other_agent": f"Bearer {agent_credential(SERVED_AGENT_TOKEN, 'local-1')}",
             "run": bearer(this),
             "other_run": bearer(other),
         },
@@ -317,7 +319,7 @@ def _records(http: httpx.Client, url: str, env: dict[str, str], moto_url: str) -
 
 
 def _launch_specs(http: httpx.Client, env: dict[str, str], moto_url: str, count: int) -> list[dict]:
-    """Heartbeat as agent-1 and deliver the queues to their handlers until `count` runs are launched."""
+    """Heartbeat as local-0 and deliver the queues to their handlers until `count` runs are launched."""
     import app as chalice_app
 
     sqs = boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
@@ -332,9 +334,9 @@ def _launch_specs(http: httpx.Client, env: dict[str, str], moto_url: str, count:
 
     def launched() -> bool:
         answer = http.post(
-            "/agents/agent-1/heartbeat",
+            "/agents/local-0/heartbeat",
             json={"pool": "default", "slots": count, "running": sorted(specs)},
-            headers={"Authorization": f"Bearer {SERVED_AGENT_TOKEN}"},
+            headers={"Authorization": f"Bearer {agent_credential(SERVED_AGENT_TOKEN, 'local-0')}"},
         )
         assert answer.status_code == 200, answer.text
         specs.update({spec["run_id"]: spec for spec in answer.json()["launch"]})

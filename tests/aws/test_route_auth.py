@@ -24,23 +24,26 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:IAMAuthorizer is not a supported in local mode"),
 ]
 
-CREDENTIALS = ("none", "wrong", "user", "agent", "run", "other_run")
+CREDENTIALS = ("none", "wrong", "user", "agent", "run", "other_run", "other_agent")
 # route → the status for each credential, in the order of CREDENTIALS:
 #   none       no Authorization header
 #   wrong      `Bearer not-a-token`
 #   user       a SigV4-signed request, what a user's CLI sends in AWS (the local stack lets users in
 #              unsigned too; in AWS, API Gateway's IAM authorizer refuses `none` and `wrong` on the
 #              user routes with 403 before the app runs: `test_user_routes_carry_the_iam_authorizer`)
-#   agent      the stack's agent token
-#   run        the run token of the trial the path names (its run is live)
-#   other_run  the live run token of a trial of another experiment
-OPEN = (200, 200, 200, 200, 200, 200)
-USER_READ = (200, 200, 200, 200, 200, 200)
-USER_BODY = (400, 400, 400, 400, 400, 400)
-USER_CONFLICT = (409, 409, 409, 409, 409, 409)
-AGENT_BODY = (401, 401, 401, 400, 401, 401)
-RUN_READ = (401, 401, 401, 401, 200, 403)
-RUN_BODY = (401, 401, 401, 401, 400, 403)
+#   agent        the credential minted for the agent the path names (local-0, which holds the runs)
+#   run          the run token of the trial the path names (its run is live)
+#   other_run    the live run token of a trial of another experiment
+#   other_agent  the credential of another agent (local-1): it cannot act as local-0
+OPEN = (200, 200, 200, 200, 200, 200, 200)
+USER_READ = (200, 200, 200, 200, 200, 200, 200)
+USER_BODY = (400, 400, 400, 400, 400, 400, 400)
+USER_CONFLICT = (409, 409, 409, 409, 409, 409, 409)
+AGENT_BODY = (401, 401, 401, 400, 401, 401, 403)
+# No agent in the path: any agent's credential passes to the body (the run it names must be its own).
+AGENT_LOGS = (401, 401, 401, 400, 401, 401, 400)
+RUN_READ = (401, 401, 401, 401, 200, 403, 401)
+RUN_BODY = (401, 401, 401, 401, 400, 403, 401)
 TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/health"): OPEN,
     ("GET", "/openapi.json"): OPEN,
@@ -79,7 +82,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/agents/{agent_id}/heartbeat"): AGENT_BODY,
     ("POST", "/agents/{agent_id}/runs/{run_id}/started"): AGENT_BODY,
     ("POST", "/agents/{agent_id}/runs/{run_id}/exit"): AGENT_BODY,
-    ("POST", "/trials/{trial_id}/logs"): AGENT_BODY,
+    ("POST", "/trials/{trial_id}/logs"): AGENT_LOGS,
     ("GET", "/trials/{trial_id}/info"): RUN_READ,
     ("POST", "/trials/{trial_id}/metrics"): RUN_BODY,
     ("POST", "/trials/{trial_id}/progress"): RUN_BODY,
@@ -93,7 +96,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/trials/{trial_id}/searcher/invalid_hp"): RUN_BODY,
     ("POST", "/trials/{trial_id}/rendezvous"): RUN_BODY,
     # The credential passes; the run is on one node, so it has no rendezvous to read (400).
-    ("GET", "/trials/{trial_id}/rendezvous"): (401, 401, 401, 401, 400, 403),
+    ("GET", "/trials/{trial_id}/rendezvous"): (401, 401, 401, 401, 400, 403, 401),
 }
 REFUSALS = {401: "Unauthorized", 403: "Forbidden"}
 
@@ -149,6 +152,35 @@ def test_the_credential_is_checked_before_the_path_and_the_body(api):
     answer = api.call("POST", "/trials/not-a-number/metrics", "run", b"not json")
     assert answer.status_code == 400
     assert "trial id 'not-a-number' must be an integer" in answer.json()["message"]
+
+
+def test_an_agent_ships_logs_only_of_the_runs_it_holds(api):
+    now = int(time.time() * 1000)
+    body = {"run_id": api.run_id, "lines": [{"timestamp": now, "message": "not mine", "rank": None}]}
+    stolen = api.http.post(
+        f"/trials/{api.trial_id}/logs", json=body, headers={"Authorization": api.tokens["other_agent"]}
+    )
+    assert stolen.status_code == 403
+    assert (
+        stolen.json()["message"]
+        == f"run {api.run_id} is not assigned to agent local-1; it cannot ship its logs"
+    )
+    own = api.http.post(
+        f"/trials/{api.trial_id}/logs", json=body, headers={"Authorization": api.tokens["agent"]}
+    )
+    assert own.status_code == 200
+
+
+def test_an_agent_cannot_act_as_another(api):
+    """Issue 11: with one shared token, any agent could beat as another, see its launch specs (run
+    tokens in them) and forge its exits."""
+    for path in ("/agents/local-0/heartbeat", f"/agents/local-0/runs/{api.run_id}/exit"):
+        answer = api.call("POST", path, "other_agent", b'{"pool": "default", "slots": 1, "exit_code": 0}')
+        assert answer.status_code == 403
+        assert (
+            answer.json()["message"]
+            == "this credential is agent 'local-1''s; it cannot act as agent 'local-0'"
+        )
 
 
 def test_an_agent_id_over_128_characters_is_refused(api):

@@ -153,3 +153,16 @@ def test_the_launchers_report_names_the_first_failing_rank(tmp_path: Path) -> No
     assert first_failed_rank(report) == (1, "rank 1 failed first with exit code 3")
     report.write_text("not json")
     assert first_failed_rank(report) is None
+
+
+def test_the_credential_comes_from_a_token_file_which_is_then_deleted(tmp_path: Path) -> None:
+    token_file = tmp_path / "credential"
+    token_file.write_text("agent.local-0.abc\n")
+    argv = ["--api", "http://x", "--agent-id", "local-0", "--pool", "p", "--work-dir", str(tmp_path)]
+
+    opts = parse_cli([*argv, "--token-file", str(token_file)], {"STRATUS_AGENT_TOKEN": "ignored"})
+
+    assert opts.settings.token == "agent.local-0.abc"
+    assert not token_file.exists()  # in no file and no environment a trial could read
+    with pytest.raises(SystemExit, match="cannot read --token-file"):
+        parse_cli([*argv, "--token-file", str(token_file)], {})

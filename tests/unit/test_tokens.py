@@ -18,10 +18,20 @@ def test_run_token_round_trip_and_tampering():
         tokens.run_id_from_token("s3cret", None)
 
 
-def test_agent_token_and_trial_scope():
-    tokens.check_agent_token("abc", "Bearer abc")
-    with pytest.raises(UnauthorizedError):
-        tokens.check_agent_token("abc", "Bearer abd")
+def test_an_agent_credential_names_its_agent_and_cannot_be_bent_to_another():
+    credential = tokens.agent_credential("s3cret", "gpu.node-1")  # ids may hold dots
+    assert tokens.agent_id_from_credential("s3cret", f"Bearer {credential}") == "gpu.node-1"
+    for forged in (
+        credential.replace("gpu.node-1", "gpu.node-2", 1),  # another agent's id, the same digest
+        tokens.agent_credential("other stack", "gpu.node-1"),
+        "s3cret",  # the stack's secret itself is no credential
+        tokens.run_token("s3cret", "gpu.node-1"),  # nor a run token
+    ):
+        with pytest.raises(UnauthorizedError, match="agent credential is not valid"):
+            tokens.agent_id_from_credential("s3cret", f"Bearer {forged}")
+
+
+def test_trial_scope():
     tokens.require_trial(3, 3)
     with pytest.raises(ForbiddenError, match="trial 3, not trial 4"):
         tokens.require_trial(3, 4)
