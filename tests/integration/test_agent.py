@@ -839,3 +839,57 @@ def test_python_m_harness_agent_stops_on_sigterm(api: FakeApi, tmp_path: Path) -
         "requeue": True,
     }
     assert TOKEN.encode() not in out
+
+
+PEEK = """
+import os
+agent = int(os.environ["AGENT_PID"])
+environ = open(f"/proc/{agent}/environ", "rb").read()
+print("credential in the agent's environment:", os.environ["CREDENTIAL"].encode() in environ, flush=True)
+try:
+    open(f"/proc/{agent}/mem", "rb")
+    print("agent memory: readable", flush=True)
+except OSError as e:
+    print("agent memory:", type(e).__name__, flush=True)
+"""
+
+
+def test_a_trial_cannot_read_its_agents_credential(api: FakeApi, tmp_path: Path) -> None:
+    """The credential reaches the agent in a file it deletes, never in an environment block; and the
+    agent's memory is out of its trials' reach (`contract.hardening`)."""
+    credential = "agent.peeker.0123456789abcdef"
+    token_file = tmp_path / "credential"
+    token_file.write_text(credential)
+    env = {k: v for k, v in os.environ.items() if k != "STRATUS_AGENT_TOKEN"}
+    argv = [sys.executable, "-m", "harness.agent", "--api", api.url, "--agent-id", "peeker", "--pool", "p"]
+    proc = subprocess.Popen(
+        [
+            *argv,
+            "--work-dir",
+            str(tmp_path / "w"),
+            "--token-file",
+            str(token_file),
+            "--heartbeat-interval",
+            "0.1",
+        ],
+        cwd=REPO,
+        env={**env, "CUDA_VISIBLE_DEVICES": ""},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        spec = spec_for(
+            api, ["python3", "-c", PEEK], environment={"AGENT_PID": str(proc.pid), "CREDENTIAL": credential}
+        )
+        with api.cond:
+            api.launch = [spec]
+        api.wait_exit(spec["run_id"])
+        assert api.of("heartbeat")[0]["auth"] == f"Bearer {credential}"
+        assert not token_file.exists()
+        assert api.log_lines(spec["run_id"]) == [
+            "credential in the agent's environment: False",
+            "agent memory: PermissionError",
+        ]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
