@@ -53,10 +53,9 @@ NODE_ADDR = "STRATUS_NODE_ADDR"
 LAUNCHER_REPORT = "STRATUS_LAUNCHER_REPORT"
 COLLECTIVE_PORT = "STRATUS_COLLECTIVE_PORT"
 PREEMPT_FILE = "STRATUS_PREEMPT_FILE"
-#: A secret per run: a launcher marks the lines it frames with a rank by it (`LOG_FRAME_MARK` + it), and
+#: A secret per run: a launcher marks the lines it frames with a rank by it (`contract.log_frame`), and
 #: takes it out of its workers' environment, so what they print can never claim a rank.
 LOG_FRAME = "STRATUS_LOG_FRAME"
-LOG_FRAME_MARK = "\x1e"
 
 # Read by the launchers only; set by hand (a static multi-node setup, the waits).
 CHIEF_ADDR = "STRATUS_CHIEF_ADDR"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from contract.env import LOG_FRAME_MARK
+from contract.log_frame import LOG_FRAME_MARK
 
 MAX_LINE_BYTES = 16 * 1024
 _EOL = re.compile(rb"\r\n|\r|\n")

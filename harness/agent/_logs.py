@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from contract.env import LOG_FRAME_MARK
+from contract.log_frame import LOG_FRAME_MARK
 from harness.agent._api import call_with_retry
 
 log = logging.getLogger("harness.agent")
