@@ -27,6 +27,19 @@ SINGLE = {
     "entrypoint": "python3 train.py",
     "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}},
 }
+#: A random search of three trials, two at once: `Flow.running_and_queued` runs one and queues the other.
+TWO_AT_ONCE: dict[str, Any] = {
+    "name": "two-at-once",
+    "entrypoint": "python3 train.py",
+    "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
+    "searcher": {
+        "name": "random",
+        "metric": "loss",
+        "max_trials": 3,
+        "max_concurrent_trials": 2,
+        "max_length": {"batches": 10},
+    },
+}
 
 
 @pytest.fixture
@@ -39,6 +52,7 @@ class Flow:
     ports: MemoryPorts
     SHA: ClassVar[str] = SHA  # the context every submission uses
     SINGLE: ClassVar[dict[str, Any]] = SINGLE  # a single-searcher config
+    TWO_AT_ONCE: ClassVar[dict[str, Any]] = TWO_AT_ONCE
 
     def submit(self, config: dict[str, Any] | None = None, **overrides: Any) -> Experiment:
         """A context in the bucket and an experiment created from `config` (the single searcher's)."""

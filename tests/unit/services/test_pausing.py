@@ -14,19 +14,6 @@ from chalicelib.errors import ConflictError
 from chalicelib.services import pausing, runs, searching, trial_reports
 from contract import messages
 
-RANDOM: dict[str, Any] = {
-    "name": "pausable",
-    "entrypoint": "python3 train.py",
-    "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
-    "searcher": {
-        "name": "random",
-        "metric": "loss",
-        "max_trials": 3,
-        "max_concurrent_trials": 2,
-        "max_length": {"batches": 10},
-    },
-}
-
 
 def _workflow_pauses(ports, run_id: str, answer: dict[str, Any]) -> None:
     """The workflow's Pause and its trial_paused event, delivered (as the state machine does them)."""
@@ -38,7 +25,7 @@ def _workflow_pauses(ports, run_id: str, answer: dict[str, Any]) -> None:
 
 
 def test_pause_tells_running_trials_to_stop_and_takes_queued_ones_out_of_the_queue(ports, flow):
-    experiment, first, second, first_run, second_run = flow.running_and_queued(RANDOM)
+    experiment, first, second, first_run, second_run = flow.running_and_queued(flow.TWO_AT_ONCE)
 
     paused = pausing.pause_experiment(ports, experiment.id)
 
@@ -61,7 +48,7 @@ def test_pause_tells_running_trials_to_stop_and_takes_queued_ones_out_of_the_que
 
 
 def test_activate_resumes_each_paused_trial_once_in_a_new_execution(ports, flow):
-    experiment, first, second, first_run, second_run = flow.running_and_queued(RANDOM)
+    experiment, first, second, first_run, second_run = flow.running_and_queued(flow.TWO_AT_ONCE)
     pausing.pause_experiment(ports, experiment.id)
     flow.launch(second_run)
     _workflow_pauses(ports, second_run, flow.exit_answer(second_run))
@@ -79,7 +66,7 @@ def test_activate_resumes_each_paused_trial_once_in_a_new_execution(ports, flow)
 
 
 def test_a_run_that_exits_before_it_saw_the_pause_completes_as_usual(ports, flow):
-    experiment, first, _, first_run, _ = flow.running_and_queued(RANDOM)
+    experiment, first, _, first_run, _ = flow.running_and_queued(flow.TWO_AT_ONCE)
     runs.exited(ports, "agent-1", first_run, 0, "done")  # it finished just before the pause
     pausing.pause_experiment(ports, experiment.id)
     answer = flow.exit_answer(first_run)
@@ -87,7 +74,7 @@ def test_a_run_that_exits_before_it_saw_the_pause_completes_as_usual(ports, flow
 
 
 def test_a_trial_created_or_promoted_while_paused_waits_for_activate(ports, flow):
-    experiment, first, second, first_run, second_run = flow.running_and_queued(RANDOM)
+    experiment, first, second, first_run, second_run = flow.running_and_queued(flow.TWO_AT_ONCE)
     pausing.pause_experiment(ports, experiment.id)
     flow.launch(second_run)
     _workflow_pauses(ports, second_run, flow.exit_answer(second_run))
@@ -108,7 +95,7 @@ def test_a_trial_created_or_promoted_while_paused_waits_for_activate(ports, flow
 
 
 def test_a_slot_request_that_arrives_after_the_pause_is_paused_by_the_scheduler(ports, flow):
-    experiment = flow.submit(RANDOM)
+    experiment = flow.submit(flow.TWO_AT_ONCE)
     first, second = flow.trial_ids(experiment.id)
     runs.heartbeat(ports, "agent-1", "default", 4, [])
     pausing.pause_experiment(ports, experiment.id)  # neither execution had asked for slots yet
@@ -122,7 +109,7 @@ def test_a_slot_request_that_arrives_after_the_pause_is_paused_by_the_scheduler(
 
 
 def test_only_an_active_experiment_can_be_paused_and_a_repeat_is_harmless(ports, flow):
-    experiment = flow.submit(RANDOM)
+    experiment = flow.submit(flow.TWO_AT_ONCE)
     assert pausing.pause_experiment(ports, experiment.id).state == ExperimentState.PAUSED
     assert pausing.pause_experiment(ports, experiment.id).state == ExperimentState.PAUSED
     for trial_id in flow.trial_ids(experiment.id):
@@ -135,7 +122,7 @@ def test_only_an_active_experiment_can_be_paused_and_a_repeat_is_harmless(ports,
 
 
 def test_a_preempted_run_requeues_on_its_clean_exit_and_fails_as_usual_otherwise(ports, flow):
-    _, first, _, first_run, _ = flow.running_and_queued(RANDOM)
+    _, first, _, first_run, _ = flow.running_and_queued(flow.TWO_AT_ONCE)
     pausing.preempt_run(ports, ports.runs.get(first_run))
     assert trial_reports.heartbeat(ports, ports.runs.get(first_run)) == {"preempt": True}
     runs.exited(ports, "agent-1", first_run, 0, "checkpointed")
@@ -152,7 +139,7 @@ def test_a_preempted_run_requeues_on_its_clean_exit_and_fails_as_usual_otherwise
 
 
 def test_an_agent_that_stops_requeues_its_runs_whatever_their_exit_code(ports, flow):
-    _, first, _, first_run, _ = flow.running_and_queued(RANDOM)
+    _, first, _, first_run, _ = flow.running_and_queued(flow.TWO_AT_ONCE)
     runs.exited(ports, "agent-1", first_run, 143, "killed by signal SIGTERM", requeue=True)
     answer = flow.exit_answer(first_run)
     assert answer["requeue"] is True and answer["exit_code"] == 143
@@ -160,7 +147,7 @@ def test_an_agent_that_stops_requeues_its_runs_whatever_their_exit_code(ports, f
 
 
 def test_an_agents_last_beat_grants_it_nothing_and_requeues_what_it_has_not_started(ports, flow):
-    experiment = flow.submit(RANDOM)
+    experiment = flow.submit(flow.TWO_AT_ONCE)
     first, second = flow.trial_ids(experiment.id)
     flow.place(first)  # launched on agent-1, whose process has not started yet
     first_run = keys.run_id(first, 1)
@@ -175,7 +162,7 @@ def test_an_agents_last_beat_grants_it_nothing_and_requeues_what_it_has_not_star
 
 
 def test_a_lost_agent_requeues_a_run_it_never_started_and_restarts_one_it_ran(ports, flow):
-    experiment = flow.submit(RANDOM)
+    experiment = flow.submit(flow.TWO_AT_ONCE)
     first, second = flow.trial_ids(experiment.id)
     flow.place(first)
     runs.heartbeat(ports, "agent-2", "default", 1, [])

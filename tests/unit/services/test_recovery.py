@@ -5,26 +5,12 @@ leaves when it stops at some moment, forgets the executions (as a new moto does)
 
 from __future__ import annotations
 
-from typing import Any
-
 from chalicelib.domain import keys
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.services import pausing, recovery, runs, stopping
 from contract import messages
 
 REASON = "lost: the local stack stopped while the run was in flight"
-TWO_AT_ONCE: dict[str, Any] = {
-    "name": "recoverable",
-    "entrypoint": "python3 train.py",
-    "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
-    "searcher": {
-        "name": "random",
-        "metric": "loss",
-        "max_trials": 3,
-        "max_concurrent_trials": 2,
-        "max_length": {"batches": 10},
-    },
-}
 
 
 def _restart(ports) -> recovery.Recovery:
@@ -36,7 +22,7 @@ def _restart(ports) -> recovery.Recovery:
 
 
 def test_running_and_queued_trials_resume_in_new_executions_and_their_runs_end_as_lost(ports, flow):
-    experiment, first, second, first_run, second_run = flow.running_and_queued(TWO_AT_ONCE)
+    experiment, first, second, first_run, second_run = flow.running_and_queued(flow.TWO_AT_ONCE)
     before = {trial_id: flow.execution(trial_id) for trial_id in (first, second)}
 
     report = _restart(ports)
@@ -58,7 +44,7 @@ def test_running_and_queued_trials_resume_in_new_executions_and_their_runs_end_a
 
 
 def test_an_agent_of_the_old_stack_still_running_a_lost_run_is_told_to_kill_it(ports, flow):
-    _, _, _, first_run, _ = flow.running_and_queued(TWO_AT_ONCE)
+    _, _, _, first_run, _ = flow.running_and_queued(flow.TWO_AT_ONCE)
 
     _restart(ports)
 
@@ -68,7 +54,7 @@ def test_an_agent_of_the_old_stack_still_running_a_lost_run_is_told_to_kill_it(p
 
 
 def test_a_resume_claimed_by_an_execution_lost_before_its_enqueue_starts_again(ports, flow):
-    experiment, first, *_ = flow.running_and_queued(TWO_AT_ONCE)
+    experiment, first, *_ = flow.running_and_queued(flow.TWO_AT_ONCE)
     _restart(ports)
     # The stack stopped again before the new execution's Enqueue: the trial is PAUSED, resume claimed.
     assert ports.trials.get(first).generation == 1
@@ -81,7 +67,7 @@ def test_a_resume_claimed_by_an_execution_lost_before_its_enqueue_starts_again(p
 
 
 def test_a_paused_experiment_keeps_its_trials_paused_until_activated(ports, flow):
-    experiment, first, second, *_ = flow.running_and_queued(TWO_AT_ONCE)
+    experiment, first, second, *_ = flow.running_and_queued(flow.TWO_AT_ONCE)
     pausing.pause_experiment(ports, experiment.id)
 
     report = _restart(ports)
@@ -94,7 +80,7 @@ def test_a_paused_experiment_keeps_its_trials_paused_until_activated(ports, flow
 
 
 def test_trials_of_a_stopping_experiment_end_and_the_experiment_ends_with_them(ports, flow):
-    experiment, first, second, *_ = flow.running_and_queued(TWO_AT_ONCE)
+    experiment, first, second, *_ = flow.running_and_queued(flow.TWO_AT_ONCE)
     stopping.cancel_experiment(ports, experiment.id)
     assert ports.experiments.get(experiment.id).state == ExperimentState.STOPPING_CANCELED
 
