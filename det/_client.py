@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -105,6 +106,10 @@ class ApiClient:
 
     def list_resource_pools(self) -> list[Json]:
         return list(self._request("GET", "/resource-pools").get("resource_pools", []))
+
+    def mint_agent_credential(self, agent_id: str) -> Json:
+        """`{"agent_id", "credential"}`: what an agent started by hand presents as that agent."""
+        return self._request("POST", f"/agents/{quote(agent_id, safe='')}/credential")
 
     def list_agents(self) -> list[Json]:
         return list(self._request("GET", "/agents").get("agents", []))

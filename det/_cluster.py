@@ -56,7 +56,13 @@ _SLOT_CELLS: dict[str, Cell] = {
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add(commands, "resource-pool", ["rp"], "resource pools", "list the resource pools", "resource_pools")
-    _add(commands, "agent", ["a"], "agents", "list the agents", "agents")
+    agent = _add(commands, "agent", ["a"], "agents", "list the agents", "agents")
+    credential = agent.add_parser(
+        "credential",
+        help="mint the credential of an agent you start by hand (it can act as that agent only)",
+    )
+    credential.add_argument("agent_id", metavar="AGENT_ID")
+    credential.set_defaults(command=mint_credential)
     _add(commands, "slot", ["s"], "slots", "list every agent's slots and who holds them", "slots")
 
 
@@ -67,7 +73,7 @@ def _add(
     noun: str,
     list_help: str,
     kind: str,
-) -> None:
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
     group = commands.add_parser(name, aliases=aliases, help=f"inspect the cluster's {noun}")
     sub = group.add_subparsers(title=f"{name} commands", metavar="COMMAND")
     # `det agent` alone lists, as `det job` does.
@@ -77,6 +83,7 @@ def _add(
     output.add_argument("--json", action="store_true", help="print as JSON")
     output.add_argument("--csv", action="store_true", help="print as CSV")
     listing.set_defaults(command=list_cluster, kind=kind)
+    return sub
 
 
 _LISTS: dict[str, tuple[Callable[[ApiClient], list[Json]], dict[str, Cell]]] = {
@@ -84,6 +91,19 @@ _LISTS: dict[str, tuple[Callable[[ApiClient], list[Json]], dict[str, Cell]]] = {
     "agents": (ApiClient.list_agents, _AGENT_CELLS),
     "slots": (ApiClient.list_slots, _SLOT_CELLS),
 }
+
+
+def mint_credential(args: argparse.Namespace, rt: Runtime) -> int:
+    """`det agent credential ID`: the credential on stdout, how to use it on stderr."""
+    with rt.client() as client:
+        answer = client.mint_agent_credential(args.agent_id)
+    rt.say(str(answer["credential"]))
+    rt.note(
+        f"start the agent with: STRATUS_AGENT_TOKEN=<the line above> python -m harness.agent --api "
+        f"<this API> --agent-id {args.agent_id} --pool <pool> --work-dir <dir>  (or put it in a file and "
+        "pass --token-file); keep it secret: it acts as that agent"
+    )
+    return 0
 
 
 def list_cluster(args: argparse.Namespace, rt: Runtime) -> int:

@@ -1,16 +1,18 @@
 """User-facing routes of the job queue and the cluster (IAM-authorized in AWS): update a job's priority,
 weight, pool or place in the queue (`chalicelib.services.job_updates`), one or a batch, and list the
-resource pools, agents and slots (`chalicelib.services.cluster`)."""
+resource pools, agents and slots (`chalicelib.services.cluster`), and mint an agent's credential."""
 
 from __future__ import annotations
 
 from chalice.app import Blueprint
 
 from chalicelib.api import queue_models as qm
-from chalicelib.api.auth import UserPrincipal
+from chalicelib.api.auth import MAX_AGENT_ID, UserPrincipal
 from chalicelib.api.routing import route
 from chalicelib.domain.records import Experiment
-from chalicelib.services import cluster, job_updates
+from chalicelib.errors import BadRequestError
+from chalicelib.services import cluster, job_updates, tokens
+from chalicelib.settings import get_settings
 from chalicelib.wiring import ports
 
 bp = Blueprint(__name__)
@@ -53,6 +55,17 @@ def list_resource_pools(user: UserPrincipal) -> qm.ResourcePoolList:
             for pool in cluster.list_pools(ports())
         ]
     )
+
+
+@route(bp, "/agents/{agent_id}/credential", "POST", response=qm.AgentCredential, auth="iam")
+def mint_agent_credential(user: UserPrincipal, agent_id: str) -> qm.AgentCredential:
+    """A credential for agent `agent_id`, for an agent started by hand on another machine: it acts as
+    that agent and no other. IAM-authorized in AWS (grant it to operators only); open on the local
+    stack, like every user route."""
+    if not 0 < len(agent_id) <= MAX_AGENT_ID or not agent_id.isprintable() or "/" in agent_id:
+        raise BadRequestError(f"agent id {agent_id!r} must be 1 to {MAX_AGENT_ID} printable characters")
+    credential = tokens.agent_credential(get_settings().agent_token, agent_id)
+    return qm.AgentCredential(agent_id=agent_id, credential=credential)
 
 
 @route(bp, "/agents", "GET", response=qm.AgentList, auth="iam")

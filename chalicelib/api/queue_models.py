@@ -92,3 +92,11 @@ class Slot(BaseModel):
 
 class SlotList(BaseModel):
     slots: list[Slot]
+
+
+class AgentCredential(BaseModel):
+    """A credential minted for one agent id (`det agent credential ID`): the agent presents it as
+    `Authorization: Bearer <credential>` (`STRATUS_AGENT_TOKEN`, or `--token-file`)."""
+
+    agent_id: str
+    credential: str

@@ -55,6 +55,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/job-queue"): USER_BODY,
     ("GET", "/resource-pools"): USER_READ,
     ("GET", "/agents"): USER_READ,
+    ("POST", "/agents/{agent_id}/credential"): USER_READ,  # no body
     ("GET", "/slots"): USER_READ,
     ("GET", "/experiments/{experiment_id}"): USER_READ,
     (
@@ -181,6 +182,16 @@ def test_an_agent_cannot_act_as_another(api):
             answer.json()["message"]
             == "this credential is agent 'local-1''s; it cannot act as agent 'local-0'"
         )
+
+
+def test_a_minted_credential_acts_as_its_agent_and_no_other(api):
+    minted = api.http.post("/agents/remote-7/credential")
+    assert minted.status_code == 200 and minted.json()["agent_id"] == "remote-7"
+    bearer = {"Authorization": f"Bearer {minted.json()['credential']}"}
+    beat = {"pool": "default", "slots": 0, "running": []}
+    assert api.http.post("/agents/remote-7/heartbeat", json=beat, headers=bearer).status_code == 200
+    assert api.http.post("/agents/local-0/heartbeat", json=beat, headers=bearer).status_code == 403
+    assert api.http.post(f"/agents/{'x' * 129}/credential").status_code == 400
 
 
 def test_an_agent_id_over_128_characters_is_refused(api):

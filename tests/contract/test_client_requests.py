@@ -157,6 +157,7 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         cli.update_jobs([{"job_id": "3", "weight": 2.0}, {"job_id": "4", "resource_pool": "gpu"}])
         cli.list_resource_pools()
         cli.list_agents()
+        cli.mint_agent_credential("gpu-7")
         cli.list_slots()
         cli.get_experiment(1)
         cli.activate_experiment(1)
@@ -203,6 +204,7 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "POST /job-queue",
             "GET /resource-pools",
             "GET /agents",
+            "POST /agents/{agent_id}/credential",
             "GET /slots",
             "POST /contexts",
             "GET /health",
