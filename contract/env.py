@@ -56,6 +56,9 @@ PREEMPT_FILE = "STRATUS_PREEMPT_FILE"
 #: A secret per run: a launcher marks the lines it frames with a rank by it (`contract.log_frame`), and
 #: takes it out of its workers' environment, so what they print can never claim a rank.
 LOG_FRAME = "STRATUS_LOG_FRAME"
+#: Where a run's processes ask the agent for their run token (`contract.run_token`), which is then in
+#: no environment block.
+AGENT_SOCKET = "STRATUS_AGENT_SOCKET"
 
 # Read by the launchers only; set by hand (a static multi-node setup, the waits).
 CHIEF_ADDR = "STRATUS_CHIEF_ADDR"

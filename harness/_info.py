@@ -32,6 +32,7 @@ from contract import env as names
 from contract.env import TrialEnv
 from contract.errors import InvalidEnvironmentError
 from contract.hardening import not_dumpable
+from contract.run_token import RunTokenError, run_token
 from harness.errors import HarnessError
 
 LOCAL_RUN_ID = "local"
@@ -190,7 +191,7 @@ def load_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo |
         latest_checkpoint=env.latest_checkpoint,
         master_url=env.master.rstrip("/"),
         slots=env.slots,
-        run_token=env.run_token,
+        run_token=env.run_token or _run_token(os.environ if environ is None else environ),
         num_nodes=num_nodes,
         node_rank=env.node_rank or 0,
         node_addrs=node_addrs,
@@ -216,6 +217,14 @@ class LocalConfig:
             master_url="",
             config=self.config,
         )
+
+
+def _run_token(environ: Mapping[str, str]) -> str:
+    """From the agent (`contract.run_token`) when the environment does not carry it."""
+    try:
+        return run_token(environ)
+    except RunTokenError as e:
+        raise HarnessError(str(e)) from e
 
 
 def load_local_config(environ: Mapping[str, str] | None = None) -> LocalConfig | None:

@@ -38,6 +38,7 @@ from typing import ParamSpec, TypeVar
 
 from contract import env as names
 from contract.errors import InvalidEnvironmentError
+from contract.run_token import RunTokenError, run_token
 from launchers.errors import LaunchConfigError
 
 DEFAULT_KILL_GRACE_S = 10.0
@@ -195,12 +196,20 @@ class RendezvousEnv:
     timeout_s: float = DEFAULT_RENDEZVOUS_TIMEOUT_S
 
 
+def _run_token(env: Mapping[str, str]) -> str:
+    """The run's token: from the environment, or from the agent (`contract.run_token`)."""
+    try:
+        return run_token(env)
+    except RunTokenError as e:
+        raise LaunchConfigError(str(e)) from e
+
+
 @_launch_config_errors
 def rendezvous_env(environ: Mapping[str, str] | None = None) -> RendezvousEnv:
     env = os.environ if environ is None else environ
     values: dict[str, str] = {}
     for name in (names.MASTER, names.TRIAL_ID, names.RUN_TOKEN):
-        values[name] = env.get(name, "").strip()
+        values[name] = (env.get(name, "") if name != names.RUN_TOKEN else _run_token(env)).strip()
         if not values[name]:
             raise LaunchConfigError(
                 f"{name} is not set; a trial on several nodes without STRATUS_CHIEF_ADDR finds its peers "

@@ -16,6 +16,7 @@ from contract.launch import LaunchSpec
 from harness.agent._api import AgentApi, call_with_retry
 from harness.agent._run import REASON_AGENT_STOPPED, Run
 from harness.agent._settings import Settings
+from harness.agent._tokens import TokenBroker
 from harness.errors import ApiCallError
 
 log = logging.getLogger("harness.agent")
@@ -72,6 +73,8 @@ class Agent:
         self._force = False
         self._api_down_since: float | None = None
         self._api_warned_at = 0.0
+        #: Hands each run's token to that run's processes only (`contract.run_token`).
+        self.broker = TokenBroker()
 
     # ---- control ------------------------------------------------------------------------------------
 
@@ -179,6 +182,7 @@ class Agent:
                 give_up=self.give_up,
                 gpus=self._take_gpus(spec),
                 on_done=self._run_done,
+                broker=self.broker,
             )
             self._runs[spec.run_id] = run
         log.info("launching run %s of trial %s (%d slots)", spec.run_id, spec.trial_id, spec.slots)
@@ -273,5 +277,6 @@ class Agent:
         for run in pending:
             run.wait(5)
         self.api.close()
+        self.broker.close()
         self._waker.close()
         log.info("agent stopped")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from contract import env as trial_env
+from contract.env import AGENT_SOCKET
 from contract.errors import HttpCallError
 from contract.hardening import confine_trial
 from contract.http import RetryPolicy, redact
@@ -37,6 +38,7 @@ from harness.agent._spawn import (
     free_port,
     record_process,
 )
+from harness.agent._tokens import TokenBroker
 from harness.errors import ApiCallError, UnsafeArchiveError
 from harness.trial_process import HOOK, build_script
 
@@ -81,9 +83,13 @@ class Run:
         give_up: threading.Event,
         gpus: tuple[str, ...] | None = None,
         on_done: Callable[[Run], None] | None = None,
+        broker: TokenBroker | None = None,
     ) -> None:
         self.spec = spec
         self.gpus = gpus
+        #: Hands the run token to the run's own processes only (`contract.run_token`); without one, the
+        #: token is in the run's environment.
+        self._broker = broker
         self._settings = settings
         self._api = api
         self._give_up = give_up
@@ -206,6 +212,9 @@ class Run:
             self.spec, self._settings, self.gpus, run_dir=self.run_dir, collective_port=free_port()
         )
         env[trial_env.LOG_FRAME] = self._frame
+        token = env.pop(trial_env.RUN_TOKEN, "") if self._broker is not None else ""
+        if self._broker is not None:
+            env[AGENT_SOCKET] = self._broker.address
         script = build_script(self.spec.entrypoint, self._marker, who="[agent] ")
         with self._lock:
             if self._kill_requested.is_set():
@@ -228,6 +237,8 @@ class Run:
                 return 1, msg
             self._proc = proc
             record_process(self.run_dir, proc.pid)
+            if self._broker is not None:  # its session is its pid: start_new_session
+                self._broker.register(env.get(trial_env.RUN_ID, self.run_id), token, proc.pid)
         assert proc.stdout is not None
         log.info("run %s started: pid %d, trial %s", self.run_id, proc.pid, self.spec.trial_id)
         reader = threading.Thread(
@@ -243,6 +254,8 @@ class Run:
         with self._lock:
             self._exited.set()
             self._signal_group(signal.SIGKILL)  # leftovers of the group (background children)
+        if self._broker is not None:
+            self._broker.forget(env.get(trial_env.RUN_ID, self.run_id))
         reader.join(timeout=5)
         if reader.is_alive():
             self._agent_line(

@@ -893,3 +893,55 @@ def test_a_trial_cannot_read_its_agents_credential(api: FakeApi, tmp_path: Path)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+HOLDER = """
+import os, pathlib, time
+from contract.run_token import run_token
+mine = run_token()
+pathlib.Path(os.environ["MEET"], "holder.pid").write_text(str(os.getpid()))
+print("holder has its token:", mine == "run-token-" + "holder", flush=True)
+time.sleep(60)
+"""
+THIEF = """
+import os, pathlib, time
+from contract.run_token import RunTokenError, ask, run_token
+meet = pathlib.Path(os.environ["MEET"], "holder.pid")
+while not meet.exists():
+    time.sleep(0.05)
+holder = int(meet.read_text())
+environ = open(f"/proc/{holder}/environ", "rb").read()
+print("other's token in its environment:", b"run-token-holder" in environ, flush=True)
+try:
+    ask(os.environ["STRATUS_AGENT_SOCKET"], os.environ["HOLDER_RUN"], wait_s=0)
+    print("agent gave me the other's token", flush=True)
+except RunTokenError as e:
+    print("agent refused:", "is not a process of run" in str(e), flush=True)
+print("my own token:", run_token() == "run-token-" + "thief", flush=True)
+"""
+
+
+def test_a_trial_gets_only_its_own_run_token(
+    api: FakeApi, agent_thread: Callable[..., Agent], tmp_path: Path
+) -> None:
+    """Run tokens reach a run's processes from the agent, by session (`contract.run_token`): in no
+    environment block, and never to another run's process on the same machine."""
+    holder = spec_for(api, ["python3", "-c", HOLDER])
+    holder["environment"].update({"STRATUS_RUN_TOKEN": "run-token-holder", "MEET": str(tmp_path)})
+    thief = spec_for(api, ["python3", "-c", THIEF])
+    thief["environment"].update(
+        {"STRATUS_RUN_TOKEN": "run-token-thief", "MEET": str(tmp_path), "HOLDER_RUN": holder["run_id"]}
+    )
+    for spec in (holder, thief):
+        spec["environment"]["STRATUS_RUN_ID"] = spec["run_id"]
+    api.launch = [holder, thief]
+    agent = agent_thread()
+    api.wait_exit(thief["run_id"], timeout=30)
+    api.wait_log(holder["run_id"], "holder has its token")
+    assert api.log_lines(holder["run_id"]) == ["holder has its token: True"]
+    assert api.log_lines(thief["run_id"]) == [
+        "other's token in its environment: False",
+        "agent refused: True",
+        "my own token: True",
+    ]
+    agent.kill(holder["run_id"])
