@@ -14,7 +14,7 @@ from chalicelib.api import models, views
 from chalicelib.api.auth import AgentPrincipal, RunPrincipal
 from chalicelib.api.routing import View, route
 from chalicelib.domain.records import LogLine
-from chalicelib.services import runs, trial_reports
+from chalicelib.services import run_logs, runs, trial_reports
 from chalicelib.wiring import ports
 
 bp = Blueprint(__name__)
@@ -74,7 +74,7 @@ def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run
 def put_logs(agent: AgentPrincipal, body: models.LogBatch, trial_id: int) -> models.Empty:
     """Log lines of a run, shipped by its agent (403 for a run that agent does not hold)."""
     lines = [LogLine(line.timestamp, line.message, line.rank) for line in body.lines]
-    runs.store_logs(ports(), trial_id, body.run_id, body.seq, lines, agent_id=agent.agent_id)
+    run_logs.store_logs(ports(), trial_id, body.run_id, body.seq, lines, agent_id=agent.agent_id)
     return models.Empty()
 
 

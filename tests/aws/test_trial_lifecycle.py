@@ -8,7 +8,7 @@ import time
 import pytest
 
 from chalicelib.domain.records import LogLine
-from chalicelib.services import runs, scheduler
+from chalicelib.services import run_logs, runs, scheduler
 
 pytestmark = pytest.mark.aws
 
@@ -24,8 +24,8 @@ def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     runs.started(p, "agent-1", spec["run_id"], pid=123)
     assert p.trials.get(spec["trial_id"]).state == "RUNNING"
     line = LogLine(int(time.time() * 1000), "hello")
-    assert runs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])
-    assert not runs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])  # a retried batch
+    assert run_logs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])
+    assert not run_logs.store_logs(p, spec["trial_id"], spec["run_id"], 1, [line])  # a retried batch
     assert [x.message for x in p.logs.get(spec["trial_id"], 100, None, None)[0]] == ["hello"]
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")
     runs.exited(p, "agent-1", spec["run_id"], 0, "exited with code 0")  # a retried report is harmless

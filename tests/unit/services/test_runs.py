@@ -8,7 +8,7 @@ import pytest
 
 from chalicelib.domain.records import LogLine
 from chalicelib.errors import ForbiddenError, NotFoundError
-from chalicelib.services import runs, tokens, trial_reports
+from chalicelib.services import run_logs, runs, tokens, trial_reports
 
 
 def test_a_launch_moves_the_run_to_its_agent_and_the_trial_to_pulling(ports, flow):
@@ -123,14 +123,14 @@ def test_log_batches_are_stored_once_per_sequence_number(ports, flow):
     (trial_id,) = flow.trial_ids(flow.submit().id)
     spec = flow.place(trial_id)
     line = LogLine(int(ports.clock.now() * 1000), "hello", 0)
-    assert runs.store_logs(ports, trial_id, spec["run_id"], 1, [line])
-    assert not runs.store_logs(ports, trial_id, spec["run_id"], 1, [line])  # a retried batch
-    assert runs.store_logs(
+    assert run_logs.store_logs(ports, trial_id, spec["run_id"], 1, [line])
+    assert not run_logs.store_logs(ports, trial_id, spec["run_id"], 1, [line])  # a retried batch
+    assert run_logs.store_logs(
         ports, trial_id, spec["run_id"], None, [dataclasses.replace(line, message="again")]
     )
     assert [x.message for x in ports.logs.get(trial_id, 100, None, None)[0]] == ["hello", "again"]
     with pytest.raises(NotFoundError, match=f"run {spec['run_id']} of trial 99 not found"):
-        runs.store_logs(ports, 99, spec["run_id"], 2, [line])
+        run_logs.store_logs(ports, 99, spec["run_id"], 2, [line])
 
 
 def test_log_lines_outside_cloudwatchs_window_are_kept_at_their_arrival():
@@ -138,12 +138,14 @@ def test_log_lines_outside_cloudwatchs_window_are_kept_at_their_arrival():
     day = 24 * 3600 * 1000
     lines = [LogLine(now - 20 * day, "old", 1), LogLine(now + day, "ahead", 0), LogLine(now - day, "fine", 0)]
 
-    kept = runs.in_log_window(lines, now)
+    kept = run_logs.in_log_window(lines, now)
 
     assert kept[0] == LogLine(now, "[its clock said 2026-12-26T08:00:00.000+00:00] old", 1)
     assert kept[1] == LogLine(now, "[its clock said 2027-01-16T08:00:00.000+00:00] ahead", 0)
     assert kept[2] == lines[2]
-    assert runs.in_log_window([LogLine(10**18, "far", None)], now)[0].message.startswith("[its clock said ")
+    assert run_logs.in_log_window([LogLine(10**18, "far", None)], now)[0].message.startswith(
+        "[its clock said "
+    )
 
 
 def test_legacy_entrypoints_run_under_the_harness(flow):
