@@ -50,6 +50,40 @@ def _start_long(det, folder: Path, wait_for) -> int:
     return experiment_id
 
 
+def _freeze(det, state: Path, experiment_id: int) -> int:
+    """Stop the running trial's processes where they are (SIGSTOP to its process group), so that it is
+    still mid-training when the stack goes down however slow the polling was; its process group."""
+    trial = _trial(det, experiment_id)
+    record = next(state.glob(f"agents/*/runs/{trial['id']}.1/process.json"))
+    pgid = json.loads(record.read_text())["pgid"]
+    try:
+        os.killpg(pgid, signal.SIGSTOP)
+    except ProcessLookupError:
+        pytest.fail("the trial's process ended before the restart; make it longer")
+    trial = _trial(det, experiment_id)
+    assert trial["state"] == "RUNNING" and trial["total_batches"] < BATCHES, trial
+    return pgid
+
+
+def _thaw_once_told_to_stop(pgid: int, wait_for) -> None:
+    """Let the frozen trial go on once its agent's SIGTERM waits on it: it then checkpoints and exits
+    as a trial does when its agent stops (the signal is delivered when the group continues)."""
+    wait_for(lambda: _pending(pgid, signal.SIGTERM), 60, "the agent's SIGTERM to the trial")
+    os.killpg(pgid, signal.SIGCONT)
+
+
+def _pending(pid: int, sig: signal.Signals) -> bool:
+    """`sig` is pending on process `pid` (sent to it or to its process group, not yet delivered)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    masks = [
+        int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd", "ShdPnd"))
+    ]
+    return any(mask & (1 << (sig - 1)) for mask in masks)
+
+
 def _finished_experiment(det, folder: Path) -> tuple[int, str]:
     """A short experiment run to its end before the restart: its id and its checkpoint's uuid."""
     created = det("experiment", "create", str(DIGITS / "const.yaml"), str(DIGITS), "-f", timeout=300)
@@ -95,8 +129,11 @@ def test_down_and_up_keep_everything_and_the_running_trial_resumes(
         det = det_runner(stack.state["api_url"])
         done = _finished_experiment(det, tmp_path)
         running = _start_long(det, tmp_path, wait_for)
+        pgid = _freeze(det, state, running)
+        stack.process.send_signal(signal.SIGTERM)  # what `det deploy local down` does
+        _thaw_once_told_to_stop(pgid, wait_for)
     finally:
-        stack.stop()  # what `det deploy local down` does: SIGTERM
+        stack.stop()
 
     stack = BackgroundStack(state, slots=1)
     try:
@@ -118,10 +155,11 @@ def test_a_kill_9_of_the_stack_loses_nothing_and_leaves_nothing_running(
         done = _finished_experiment(det, tmp_path)
         running = _start_long(det, tmp_path, wait_for)
         trial_id = _trial(det, running)["id"]
-        pgid = json.loads(next(state.glob(f"agents/*/runs/{trial_id}.1/process.json")).read_text())["pgid"]
+        pgid = _freeze(det, state, running)
         agents = [entry["pid"] for entry in json.loads((state / "agents.json").read_text())]
         os.kill(stack.process.pid, signal.SIGKILL)  # the stack alone: its agent and trial live on
         stack.process.wait()
+        _thaw_once_told_to_stop(pgid, wait_for)
         # Its agent sees its stack gone, ends its trial's processes and stops, within its timeout.
         wait_for(lambda: not any(_alive(pid) for pid in [*agents, pgid]), 60, "the orphans to stop")
     finally:
