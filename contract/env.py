@@ -14,7 +14,7 @@ Who sets what:
   port for the chief's socket collectives, so two trials on one host do not collide);
 - by hand, for the launchers only: a static multi-node setup (``STRATUS_CHIEF_ADDR``,
   ``STRATUS_CHIEF_PORT``, ``STRATUS_NODE_ADDRS``) and the waits (``STRATUS_KILL_GRACE_S``,
-  ``STRATUS_RENDEZVOUS_TIMEOUT_S``); AWS Batch's multi-node variables stand in for the node count and rank;
+  ``STRATUS_RENDEZVOUS_TIMEOUT_S``); for the harness, ``STRATUS_REPORT_INTERVAL``; AWS Batch's multi-node variables stand in for the node count and rank;
 - local test mode (``det experiment create --local --test-mode``), off the platform:
   ``STRATUS_LOCAL_CONFIG`` and ``STRATUS_LOCAL_EVENTS``.
 
@@ -66,6 +66,9 @@ CHIEF_PORT = "STRATUS_CHIEF_PORT"
 NODE_ADDRS = "STRATUS_NODE_ADDRS"
 KILL_GRACE_S = "STRATUS_KILL_GRACE_S"
 RENDEZVOUS_TIMEOUT_S = "STRATUS_RENDEZVOUS_TIMEOUT_S"
+#: Set by hand or in the experiment's environment: how long the harness's report sender gathers reports
+#: before it sends them (seconds, default 1; `harness.core._reports`).
+REPORT_INTERVAL = "STRATUS_REPORT_INTERVAL"
 #: An AWS Batch multi-node parallel job's own names for the node count and this node's index.
 BATCH_NUM_NODES = "AWS_BATCH_JOB_NUM_NODES"
 BATCH_NODE_INDEX = "AWS_BATCH_JOB_NODE_INDEX"

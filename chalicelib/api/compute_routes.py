@@ -10,7 +10,7 @@ from collections.abc import Callable
 from chalice.app import Blueprint
 from pydantic import BaseModel
 
-from chalicelib.api import models, views
+from chalicelib.api import models, report_models, views
 from chalicelib.api.auth import AgentPrincipal, RunPrincipal
 from chalicelib.api.routing import View, route
 from chalicelib.domain.records import LogLine
@@ -91,6 +91,19 @@ def trial_info(run: RunPrincipal, trial_id: int) -> models.TrialInfo:
 def report_metrics(run: RunPrincipal, body: models.MetricReport, trial_id: int) -> models.Empty:
     """Training or validation metrics at a number of steps completed (idempotent)."""
     trial_reports.report_metrics(ports(), run.run, body.group, body.steps_completed, body.metrics)
+    return models.Empty()
+
+
+@_trial_route("/trials/{trial_id}/reports", "POST", request=report_models.ReportBatch, response=models.Empty)
+def report_batch(run: RunPrincipal, body: report_models.ReportBatch, trial_id: int) -> models.Empty:
+    """Metrics and progress reports, applied in order (idempotent: a retried batch changes nothing)."""
+    reports = [
+        trial_reports.MetricsReport(r.group, r.steps_completed, r.metrics)
+        if isinstance(r, report_models.MetricsItem)
+        else trial_reports.ProgressReport(r.progress)
+        for r in body.reports
+    ]
+    trial_reports.report_batch(ports(), run.run, reports)
     return models.Empty()
 
 

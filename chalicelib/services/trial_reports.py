@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.domain import keys
@@ -66,6 +67,44 @@ def report_metrics(
         if not isinstance(length, int | float) or not math.isfinite(float(length)):
             return  # no position in the searcher's units: not a searcher result
     report_searcher_result(ports, run, int(length), searcher_value)
+
+
+@dataclass(frozen=True)
+class MetricsReport:
+    group: str
+    steps_completed: int
+    metrics: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    progress: float
+
+
+def report_batch(ports: Ports, run: Run, reports: Sequence[MetricsReport | ProgressReport]) -> None:
+    """Reports a trial sent together, in its order: each metrics report is stored as `report_metrics`
+    stores one, except that the training totals are raised once for the batch (to its furthest training
+    report), and only the last progress value is written."""
+    for index, report in enumerate(reports):
+        if isinstance(report, MetricsReport):
+            try:
+                metric_group(report.group)
+            except BadRequestError as error:
+                raise BadRequestError(f"reports[{index}].group: {error}") from error
+    furthest: int | None = None
+    for report in reports:
+        if not isinstance(report, MetricsReport):
+            continue
+        if report.group == TRAINING:
+            ports.metrics.put(run.trial_id, TRAINING, report.steps_completed, report.metrics)
+            furthest = max(furthest or 0, report.steps_completed)
+        else:
+            report_metrics(ports, run, report.group, report.steps_completed, report.metrics)
+    if furthest is not None:
+        ports.trials.record_training(run.trial_id, furthest)
+    progress = [report.progress for report in reports if isinstance(report, ProgressReport)]
+    if progress:
+        report_progress(ports, run, progress[-1])
 
 
 def metric_group(group: str) -> str:

@@ -2,7 +2,8 @@
 
 On the platform a checkpoint is written to a temporary folder, then uploaded through presigned S3
 URLs with `metadata.json` last (a checkpoint without it does not exist, contracts.md §3), then
-reported with `POST /trials/{id}/checkpoints`. If the `store_path` block raises, nothing is uploaded
+reported with `POST /trials/{id}/checkpoints` through the report sender, after the metrics reported
+before it, and flushed: `store_path` returns once the checkpoint is registered. If the `store_path` block raises, nothing is uploaded
 or reported. Only the chief stores checkpoints; on other ranks `store_path` yields a scratch folder
 that is thrown away and an empty storage id. Every rank may restore.
 """
@@ -24,6 +25,7 @@ from typing import Any
 from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
 from harness.core._events import LocalEvents
+from harness.core._reports import ReportSender
 from harness.errors import CheckpointError, HarnessError
 
 log = logging.getLogger("harness.checkpoint")
@@ -107,10 +109,13 @@ class CheckpointContext(abc.ABC):
 class PlatformCheckpointContext(CheckpointContext):
     """Checkpoints in the platform's S3 bucket, through the trial-facing API."""
 
-    def __init__(self, api: ApiClient, trial_id: int, distributed: DistributedContext) -> None:
+    def __init__(
+        self, api: ApiClient, trial_id: int, distributed: DistributedContext, sender: ReportSender
+    ) -> None:
         super().__init__(distributed)
         self._api = api
         self._trial_id = trial_id
+        self._sender = sender
 
     def _start(self, storage_id: str) -> Path:
         return Path(tempfile.mkdtemp(prefix=f"stratus-ckpt-{storage_id}-"))
@@ -140,7 +145,9 @@ class PlatformCheckpointContext(CheckpointContext):
                 "resources": resources,
                 "metadata": metadata,
             }
-            self._api.post(f"/trials/{self._trial_id}/checkpoints", body)
+            # Registered in its place among the reports, and delivered before training goes on.
+            self._sender.call(f"/trials/{self._trial_id}/checkpoints", body, f"checkpoint {storage_id}")
+            self._sender.flush()
         except HarnessError as e:
             raise CheckpointError(f"checkpoint {storage_id} could not be stored: {e}") from e
         log.info("stored checkpoint %s (%d files, %d bytes)", storage_id, len(names), sum(resources.values()))

@@ -34,10 +34,11 @@ from harness.core._preempt import (
     PlatformPreemptContext,
     PreemptContext,
 )
+from harness.core._reports import ReportSender
 from harness.core._searcher import PlatformSearcherContext, SearcherContext
 from harness.core._searcher_local import LocalSearcherContext
 from harness.core._train import LocalTrainContext, PlatformTrainContext, TrainContext
-from harness.errors import InvalidHP
+from harness.errors import HarnessError, InvalidHP
 
 log = logging.getLogger("harness.core")
 
@@ -63,6 +64,7 @@ class Context:
         searcher: SearcherContext | None = None,
         info: ClusterInfo | None = None,
         api: ApiClient | None = None,
+        sender: ReportSender | None = None,
     ) -> None:
         self.train = train
         self.checkpoint = checkpoint
@@ -71,6 +73,7 @@ class Context:
         self.searcher = searcher if searcher is not None else LocalSearcherContext(distributed)
         self.info = info
         self._api = api
+        self._sender = sender
         self._closed = False
         train._on_invalid_hp = self.searcher.report_invalid_hp
 
@@ -81,11 +84,19 @@ class Context:
         alert(title, description, level)
 
     def close(self) -> None:
-        """Stop the heartbeat thread, restore the SIGTERM handler, close connections. Idempotent."""
-        global _active, _cached_info
+        """Deliver the reports still queued, stop the heartbeat thread, restore the SIGTERM handler, close
+        connections. Idempotent. `ReportError` if reports could not be delivered (after the rest)."""
         if self._closed:
             return
         self._closed = True
+        try:
+            if self._sender is not None:
+                self._sender.close()
+        finally:
+            self._close_rest()
+
+    def _close_rest(self) -> None:
+        global _active, _cached_info
         try:
             self.preempt.close()
         finally:
@@ -106,7 +117,13 @@ class Context:
             if isinstance(exc, InvalidHP):
                 self.searcher.report_invalid_hp(str(exc))
         finally:
-            self.close()
+            if exc is None or isinstance(exc, InvalidHP):
+                self.close()
+            else:  # the trial's own error is the one to see; a report that failed too is logged
+                try:
+                    self.close()
+                except HarnessError as e:
+                    log.error("%s", e)
         if isinstance(exc, InvalidHP):
             log.info("InvalidHP (%s): reported to the searcher; exiting with code 0", exc)
             raise SystemExit(0) from exc
@@ -186,19 +203,29 @@ def _platform_context(
 ) -> Context:
     api = ApiClient(info.master_url, info.run_token, transport=transport)
     trial_id = info.trial.trial_id
+    sender: ReportSender | None = None
     try:
         info = info.with_remote(api.get(f"/trials/{trial_id}/info"))
+        sender = ReportSender(api, trial_id)
         preempt = PlatformPreemptContext(
-            api, trial_id, dist, heartbeat_interval_s=heartbeat_interval_s, handle_sigterm=handle_sigterm
+            api,
+            trial_id,
+            dist,
+            heartbeat_interval_s=heartbeat_interval_s,
+            handle_sigterm=handle_sigterm,
+            before_stopping=sender.flush,
         )
     except BaseException:
+        if sender is not None:
+            sender.close()
         api.close()
         raise
-    train = PlatformTrainContext(api, trial_id, dist)
+    train = PlatformTrainContext(sender, dist)
     searcher = PlatformSearcherContext(
         api,
         trial_id,
         dist,
+        sender,
         report_progress=train.report_progress,
         wait=searcher_wait or preempt.wait,
         on_stop=lambda: preempt.latch("the searcher has no more work for this trial"),
@@ -206,12 +233,13 @@ def _platform_context(
     )
     return Context(
         train=train,
-        checkpoint=PlatformCheckpointContext(api, trial_id, dist),
+        checkpoint=PlatformCheckpointContext(api, trial_id, dist, sender),
         preempt=preempt,
         searcher=searcher,
         distributed=dist,
         info=info,
         api=api,
+        sender=sender,
     )
 
 

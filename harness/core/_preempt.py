@@ -19,6 +19,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -112,8 +113,12 @@ class PlatformPreemptContext(PreemptContext):
         *,
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
         handle_sigterm: bool = True,
+        before_stopping: Callable[[], None] | None = None,
     ) -> None:
+        """`before_stopping` runs each time `should_preempt()` answers True (the report sender's flush:
+        the control plane has every report before the trial checkpoints and exits)."""
         super().__init__(distributed, handle_sigterm=handle_sigterm)
+        self._before_stopping = before_stopping
         self._api = api
         self._trial_id = trial_id
         self._interval = heartbeat_interval_s
@@ -132,7 +137,10 @@ class PlatformPreemptContext(PreemptContext):
 
     def should_preempt(self, auto_ack: bool = True) -> bool:
         self._check_marker()  # a stat: seen at once, not at the watcher's next look
-        return super().should_preempt(auto_ack)
+        stop = super().should_preempt(auto_ack)
+        if stop and self._before_stopping is not None:
+            self._before_stopping()
+        return stop
 
     def _check_marker(self) -> None:
         if self._marker is not None and not self._preempted.is_set() and os.path.exists(self._marker):

@@ -39,6 +39,7 @@ from typing import Any
 from contract.actions import SearcherAction
 from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
+from harness.core._reports import ReportSender
 from harness.core._train import clean_metrics
 from harness.errors import SearcherError
 
@@ -278,13 +279,17 @@ class SearcherContext(abc.ABC):
 
 
 class PlatformSearcherContext(SearcherContext):
-    """Asks `GET /trials/{id}/searcher`; reports to `POST .../searcher/completed` and `.../invalid_hp`."""
+    """Asks `GET /trials/{id}/searcher`; reports to `POST .../searcher/completed` and `.../invalid_hp`.
+
+    The searcher's answer depends on what the trial reported, so the report sender is flushed before
+    each question, and a completion goes out in its place after the metrics and is delivered at once."""
 
     def __init__(
         self,
         api: ApiClient,
         trial_id: int,
         distributed: DistributedContext,
+        sender: ReportSender,
         *,
         report_progress: Callable[[float], None] | None = None,
         wait: Callable[[float], bool] | None = None,
@@ -294,9 +299,11 @@ class PlatformSearcherContext(SearcherContext):
         super().__init__(distributed, report_progress=report_progress, wait=wait, config=config)
         self._api = api
         self._trial_id = trial_id
+        self._sender = sender
         self._stop_cb = on_stop
 
     def _ask(self) -> SearcherAnswer:
+        self._sender.flush()
         return SearcherAnswer.from_json(self._api.get(f"/trials/{self._trial_id}/searcher"))
 
     def _on_stop(self) -> None:
@@ -305,9 +312,12 @@ class PlatformSearcherContext(SearcherContext):
 
     def _send_completed(self, length: int, unit: str, metric: Any) -> None:
         body = {"length": length, "metric": metric}
-        self._api.post(f"/trials/{self._trial_id}/searcher/completed", body)
+        path = f"/trials/{self._trial_id}/searcher/completed"
+        self._sender.call(path, body, f"the searcher operation of length {length}")
+        self._sender.flush()
 
     def _send_invalid_hp(self, message: str) -> None:
+        self._sender.flush()
         self._api.post(f"/trials/{self._trial_id}/searcher/invalid_hp", {"message": message})
 
 

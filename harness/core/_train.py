@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from contract.metric_groups import TRAINING, VALIDATION, check_metric_group
-from harness._api import ApiClient
 from harness.core._distributed import DistributedContext
 from harness.core._events import LocalEvents, LocalEventType
+from harness.core._reports import ReportSender
 from harness.core._tensorboard import tensorboard_path
 
 log = logging.getLogger("harness.train")
@@ -103,19 +103,19 @@ class TrainContext(abc.ABC):
 
 
 class PlatformTrainContext(TrainContext):
-    """Sends metrics to `POST /trials/{id}/metrics` and progress to `POST /trials/{id}/progress`."""
+    """Queues metrics and progress on the report sender (`harness.core._reports`): a report returns at
+    once, and reaches `POST /trials/{id}/reports` in order, batched with its neighbours."""
 
-    def __init__(self, api: ApiClient, trial_id: int, distributed: DistributedContext) -> None:
+    def __init__(self, sender: ReportSender, distributed: DistributedContext) -> None:
         super().__init__(distributed)
-        self._api = api
-        self._trial_id = trial_id
+        self._sender = sender
 
     def _send_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
-        body = {"group": group, "steps_completed": steps_completed, "metrics": metrics}
-        self._api.post(f"/trials/{self._trial_id}/metrics", body)
+        body = {"kind": "metrics", "group": group, "steps_completed": steps_completed, "metrics": metrics}
+        self._sender.report(body, f"{group} metrics at {steps_completed} batches")
 
     def _send_progress(self, progress: float) -> None:
-        self._api.post(f"/trials/{self._trial_id}/progress", {"progress": progress})
+        self._sender.progress(progress)
 
 
 class LocalTrainContext(TrainContext):

@@ -87,6 +87,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/trials/{trial_id}/info"): RUN_READ,
     ("POST", "/trials/{trial_id}/metrics"): RUN_BODY,
     ("POST", "/trials/{trial_id}/progress"): RUN_BODY,
+    ("POST", "/trials/{trial_id}/reports"): RUN_BODY,
     ("POST", "/trials/{trial_id}/heartbeat"): RUN_BODY,
     ("POST", "/trials/{trial_id}/checkpoints/uploads"): RUN_BODY,
     ("POST", "/trials/{trial_id}/checkpoints"): RUN_BODY,

@@ -291,8 +291,7 @@ def test_every_request_of_the_trials_core_api_is_in_the_document(on_platform: No
         {
             "GET /trials/{trial_id}/info",
             "POST /trials/{trial_id}/heartbeat",
-            "POST /trials/{trial_id}/metrics",
-            "POST /trials/{trial_id}/progress",
+            "POST /trials/{trial_id}/reports",
             "GET /trials/{trial_id}/searcher",
             "POST /trials/{trial_id}/searcher/completed",
             "POST /trials/{trial_id}/searcher/invalid_hp",

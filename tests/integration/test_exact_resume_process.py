@@ -97,8 +97,10 @@ class LoopbackPlane:
                 "trial_seed": 5,
                 "config": self.config,
             }
-        if (method, rest) == ("POST", ["metrics"]):
-            self.metrics.append((body["group"], body["steps_completed"], body["metrics"]))
+        if (method, rest) == ("POST", ["reports"]):
+            for report in body["reports"]:
+                if report["kind"] == "metrics":
+                    self.metrics.append((report["group"], report["steps_completed"], report["metrics"]))
             return 200, {}
         if (method, rest) in (("POST", ["progress"]), ("POST", ["searcher", "invalid_hp"])):
             return 200, {}

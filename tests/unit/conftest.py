@@ -435,13 +435,18 @@ class FakePlane:
         with self.lock:
             return [c for c in self.log if (method in (None, c[0])) and path_part in c[1]]
 
+    def reports(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """The reports of every ``POST /trials/{id}/reports`` (of ``kind``), in arrival order."""
+        return [
+            report
+            for _, _, body in self.calls("POST", f"/trials/{self.trial_id}/reports")
+            for report in body["reports"]
+            if kind in (None, report["kind"])
+        ]
+
     def metric_posts(self, group: str) -> list[tuple[int, dict[str, Any]]]:
         """``(steps_completed, metrics)`` of each metrics report of ``group``, in arrival order."""
-        return [
-            (body["steps_completed"], body["metrics"])
-            for _, _, body in self.calls("POST", f"/trials/{self.trial_id}/metrics")
-            if body["group"] == group
-        ]
+        return [(r["steps_completed"], r["metrics"]) for r in self.reports("metrics") if r["group"] == group]
 
     def checkpoint_reports(self) -> list[dict[str, Any]]:
         """The bodies of the checkpoint reports (``POST /trials/{id}/checkpoints``), not the upload requests."""
@@ -474,6 +479,8 @@ class FakePlane:
         if (method, parts[2:]) == ("POST", ["metrics"]):
             return Response(200, json={})
         if (method, parts[2:]) == ("POST", ["progress"]):
+            return Response(200, json={})
+        if (method, parts[2:]) == ("POST", ["reports"]):
             return Response(200, json={})
         if (method, parts[2:]) == ("POST", ["heartbeat"]):
             with self.heartbeat_seen:

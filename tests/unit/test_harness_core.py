@@ -109,37 +109,39 @@ def test_ranks_default_to_a_single_process(monkeypatch: pytest.MonkeyPatch) -> N
 # --- metrics ------------------------------------------------------------------------------------
 
 
-def test_metrics_and_progress_reach_the_api(ctx: harness.Context, plane, plane_kit) -> None:
-    ctx.train.report_training_metrics(steps_completed=50, metrics={"loss": 0.5})
-    ctx.train.report_validation_metrics(steps_completed=200, metrics={"validation_accuracy": 0.9})
-    ctx.train.report_progress(0.25)
-    assert plane.api_calls() == [
-        ("GET", f"/v1/trials/{plane_kit.trial}/info", None),
-        (
-            "POST",
-            f"/v1/trials/{plane_kit.trial}/metrics",
-            {"group": "training", "steps_completed": 50, "metrics": {"loss": 0.5}},
-        ),
-        (
-            "POST",
-            f"/v1/trials/{plane_kit.trial}/metrics",
-            {"group": "validation", "steps_completed": 200, "metrics": {"validation_accuracy": 0.9}},
-        ),
-        ("POST", f"/v1/trials/{plane_kit.trial}/progress", {"progress": 0.25}),
+def test_metrics_and_progress_reach_the_api(on_platform: None, plane, plane_kit) -> None:
+    with harness.init(transport=plane.transport()) as ctx:
+        ctx.train.report_training_metrics(steps_completed=50, metrics={"loss": 0.5})
+        ctx.train.report_validation_metrics(steps_completed=200, metrics={"validation_accuracy": 0.9})
+        ctx.train.report_progress(0.25)
+    # Batched by the report sender, in the order made, and delivered by the time the context closes.
+    assert {call[1] for call in plane.api_calls()} == {
+        f"/v1/trials/{plane_kit.trial}/info",
+        f"/v1/trials/{plane_kit.trial}/reports",
+    }
+    assert plane.reports() == [
+        {"kind": "metrics", "group": "training", "steps_completed": 50, "metrics": {"loss": 0.5}},
+        {
+            "kind": "metrics",
+            "group": "validation",
+            "steps_completed": 200,
+            "metrics": {"validation_accuracy": 0.9},
+        },
+        {"kind": "progress", "progress": 0.25},
     ]
 
 
-def test_custom_metric_groups_reach_the_api_under_their_names(ctx: harness.Context, plane, plane_kit) -> None:
+def test_custom_metric_groups_reach_the_api_under_their_names(on_platform: None, plane) -> None:
     odd = {"zinf%er en/ce/me.t r%i]\\c_0": 1.5, "m0": 2}
-    ctx.train.report_metrics(group="inf%er en/ce", steps_completed=3, metrics=odd)
-    ctx.train.report_metrics(group="validation", steps_completed=4, metrics={"loss": 0.25})
-    for group, message in {"a.b": "'a.b' contains '.'.*'a_b'", "": "is empty", 3: "3 is a int"}.items():
-        with pytest.raises(ValueError, match=message):
-            ctx.train.report_metrics(group=group, steps_completed=5, metrics={})  # type: ignore[arg-type]
-    path = f"/v1/trials/{plane_kit.trial}/metrics"
-    assert plane.api_calls()[1:] == [
-        ("POST", path, {"group": "inf%er en/ce", "steps_completed": 3, "metrics": odd}),
-        ("POST", path, {"group": "validation", "steps_completed": 4, "metrics": {"loss": 0.25}}),
+    with harness.init(transport=plane.transport()) as ctx:
+        ctx.train.report_metrics(group="inf%er en/ce", steps_completed=3, metrics=odd)
+        ctx.train.report_metrics(group="validation", steps_completed=4, metrics={"loss": 0.25})
+        for group, message in {"a.b": "'a.b' contains '.'.*'a_b'", "": "is empty", 3: "3 is a int"}.items():
+            with pytest.raises(ValueError, match=message):
+                ctx.train.report_metrics(group=group, steps_completed=5, metrics={})  # type: ignore[arg-type]
+    assert plane.reports() == [
+        {"kind": "metrics", "group": "inf%er en/ce", "steps_completed": 3, "metrics": odd},
+        {"kind": "metrics", "group": "validation", "steps_completed": 4, "metrics": {"loss": 0.25}},
     ]
 
 

@@ -267,7 +267,7 @@ def test_operations_drive_training_and_get_the_searcher_metric(on_platform: None
         {"length": 25, "metric": validations[25]["val_loss"]},
     ]
     assert [s for s, _ in plane.metric_posts("training")] == [5, 10, 15, 20, 25]
-    progress = [c[2]["progress"] for c in plane.calls("POST", "/progress")]
+    progress = [report["progress"] for report in plane.reports("progress")]
     assert progress == [0.5, 1.0, 0.6, 0.8, 1.0]  # batches / the operation's (cumulative) length
     checkpoints = [c["steps_completed"] for c in plane.checkpoint_reports()]
     assert checkpoints == [25]  # once, at the end
