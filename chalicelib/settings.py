@@ -12,8 +12,13 @@ from functools import lru_cache
 
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolConfigError, PoolSpec, pools_from_json
 
-#: An agent silent for longer is presumed lost (its runs end; their trials restart elsewhere).
+#: How often agents heartbeat (their liveness; work reaches them by their doorbell, `chalicelib.aws.bells`):
+#: tens of seconds on AWS, where every beat is an API call and DynamoDB writes; the local stack sets a few.
+DEFAULT_AGENT_HEARTBEAT_S = 30.0
+#: An agent silent for longer is presumed lost (its runs end; their trials restart elsewhere). Unless set,
+#: it follows the heartbeat: `AGENT_TIMEOUT_BEATS` missed beats, and never under this.
 DEFAULT_AGENT_TIMEOUT_S = 30.0
+AGENT_TIMEOUT_BEATS = 4
 #: How long a presigned S3 URL stays valid.
 DEFAULT_PRESIGN_EXPIRY_S = 3600
 
@@ -35,6 +40,7 @@ class Settings:
     agent_token: str
     agent_timeout_s: float
     presign_expiry_s: int
+    agent_heartbeat_s: float = DEFAULT_AGENT_HEARTBEAT_S
     #: The resource pools (`STRATUS_POOLS`, JSON: a list of `PoolSpec` fields; one "default" pool,
     #: priority scheduler with preemption, when unset).
     pools: tuple[PoolSpec, ...] = DEFAULT_POOLS
@@ -71,10 +77,25 @@ def get_settings() -> Settings:
         api_url=os.environ.get("STRATUS_API_URL", ""),
         token_secret=_required("STRATUS_TOKEN_SECRET"),
         agent_token=_required("STRATUS_AGENT_TOKEN"),
-        agent_timeout_s=float(os.environ.get("STRATUS_AGENT_TIMEOUT_S", DEFAULT_AGENT_TIMEOUT_S)),
+        agent_timeout_s=_agent_timeout(),
+        agent_heartbeat_s=_agent_heartbeat(),
         presign_expiry_s=int(os.environ.get("STRATUS_PRESIGN_EXPIRY_S", DEFAULT_PRESIGN_EXPIRY_S)),
         pools=_pools(),
     )
+
+
+def _agent_heartbeat() -> float:
+    value = float(os.environ.get("STRATUS_AGENT_HEARTBEAT_S") or DEFAULT_AGENT_HEARTBEAT_S)
+    if not 0 < value <= 300:
+        raise RuntimeError(f"STRATUS_AGENT_HEARTBEAT_S={value:g} must be between 0 and 300 seconds")
+    return value
+
+
+def _agent_timeout() -> float:
+    raw = os.environ.get("STRATUS_AGENT_TIMEOUT_S")
+    if raw:
+        return float(raw)
+    return max(DEFAULT_AGENT_TIMEOUT_S, AGENT_TIMEOUT_BEATS * _agent_heartbeat())
 
 
 def _pools() -> tuple[PoolSpec, ...]:

@@ -60,12 +60,19 @@ def serve_api(port: int) -> Any:
 
     warnings.filterwarnings("ignore", message=".*is not a supported in local mode.*")
     import app as chalice_app
+    from infra.moto_compat import COUNTS
 
     class RequestHandler(ChaliceRequestHandler):
         # Chalice writes an answer's headers and its body in two sends. On a kept-alive connection (the
         # compute side's session keeps them) the body would then wait for the client's delayed ACK of
         # the headers, 40 ms on Linux, on every call.
         disable_nagle_algorithm = True
+
+        def parse_request(self) -> bool:
+            parsed: bool = super().parse_request()
+            if parsed:
+                COUNTS.add_api(self.command, self.path)  # each request an API Gateway request on AWS
+            return parsed
 
     config = Config.create(chalice_stage="local", app_name="stratus", function_name="api_handler")
     # create_local_server makes `current_request` thread-local; an app made local already (an earlier
@@ -145,6 +152,8 @@ class LocalStack:
             }
         )
         os.environ["STRATUS_POOLS"] = pools_to_json(pool.spec for pool in self.pools)
+        # Agents learn of work by their doorbell: the heartbeat is only their liveness.
+        os.environ.setdefault("STRATUS_AGENT_HEARTBEAT_S", str(LOCAL_AGENT_HEARTBEAT_S))
 
     def _start_moto(self) -> None:
         import httpx
@@ -331,6 +340,10 @@ class LocalStack:
         if self._moto is not None:
             self._moto.stop()
         log.info("stopped")
+
+
+#: The local agents' heartbeat interval (seconds; `STRATUS_AGENT_HEARTBEAT_S` sets another).
+LOCAL_AGENT_HEARTBEAT_S = 5.0
 
 
 class BackgroundStack:

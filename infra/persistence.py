@@ -404,14 +404,8 @@ def _replay(clients: StateClients, target: str, body: str) -> bool:
 
 
 def journaling_moto_server(state: StateFolder, host: str, port: int) -> Any:
-    """moto's threaded server with `JournalingApp` in front of its application."""
-    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from werkzeug.serving import make_server
+    """moto's threaded server (`infra.moto_compat`) with `JournalingApp` in front of its application."""
+    from infra.moto_compat import moto_server
 
     clients: list[Any] = []
 
@@ -422,14 +416,7 @@ def journaling_moto_server(state: StateFolder, host: str, port: int) -> Any:
             clients.append(boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1"))
         return clients[0]
 
-    class Server(ThreadedMotoServer):  # type: ignore[misc]
-        def _server_entry(self) -> None:
-            app = JournalingApp(DomainDispatcherApplication(create_backend_app), state, s3)
-            self._server = make_server(host, port, app, True, request_handler=MotoRequestHandler)
-            self._server_ready_event.set()
-            self._server.serve_forever()
-
-    return Server(ip_address=host, port=port, verbose=False)
+    return moto_server(host, port, lambda app: JournalingApp(app, state, s3))
 
 
 def _wire_binary_to_bytes(node: Any) -> Any:

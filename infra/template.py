@@ -148,6 +148,23 @@ def _api_policy() -> dict[str, Any]:
                 "Resource": queue_arns,
             },
             {
+                # Agents' doorbells (chalicelib.aws.bells): a queue per agent, made at its first heartbeat
+                # and deleted at its last; ReceiveMessage because the agents' presigned polls act as this role.
+                "Sid": "AgentBells",
+                "Effect": "Allow",
+                "Action": [
+                    "sqs:CreateQueue",
+                    "sqs:GetQueueUrl",
+                    "sqs:TagQueue",
+                    "sqs:SendMessage",
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteQueue",
+                ],
+                "Resource": _sub(
+                    "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-agent-*"
+                ),
+            },
+            {
                 "Sid": "StartTrialRuns",
                 "Effect": "Allow",
                 "Action": "states:StartExecution",

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from chalice.app import Blueprint
 from pydantic import BaseModel
 
-from chalicelib.api import models, report_models, views
+from chalicelib.api import agent_models, models, report_models, views
 from chalicelib.api.auth import AgentPrincipal, RunPrincipal
 from chalicelib.api.routing import View, route
 from chalicelib.domain.records import LogLine
@@ -38,16 +38,19 @@ def _trial_route(
 
 
 @_agent_route(
-    "/agents/{agent_id}/heartbeat", "POST", request=models.AgentHeartbeat, response=models.AgentInstructions
+    "/agents/{agent_id}/heartbeat",
+    "POST",
+    request=models.AgentHeartbeat,
+    response=agent_models.AgentInstructions,
 )
 def agent_heartbeat(
     agent: AgentPrincipal, body: models.AgentHeartbeat, agent_id: str
-) -> models.AgentInstructions:
+) -> agent_models.AgentInstructions:
     """An agent's capacity and running runs in; runs to launch and to kill out."""
     instructions = runs.heartbeat(
         ports(), agent_id, body.pool, body.slots, body.running, stopping=body.stopping
     )
-    return models.AgentInstructions.model_validate(instructions)
+    return agent_models.AgentInstructions.model_validate(instructions)
 
 
 @_agent_route(

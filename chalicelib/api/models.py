@@ -271,13 +271,6 @@ class LaunchSpec(BaseModel):
     api_url: str
 
 
-class AgentInstructions(BaseModel):
-    launch: list[LaunchSpec]
-    kill: list[str]
-    #: Runs asked to stop (a pause, a preemption): the agent passes it on through the run's stop file.
-    preempt: list[str] = []
-
-
 class RunStarted(_Body):
     pid: Count
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chalicelib.aws.bells import SqsBells
 from chalicelib.aws.checkpoint_table import DynamoCheckpoints, DynamoIds, DynamoMetrics
 from chalicelib.aws.experiment_table import DynamoExperiments
 from chalicelib.aws.logs import CloudWatchLogs
@@ -17,7 +18,7 @@ from chalicelib.settings import get_settings
 
 def aws_ports() -> Ports:
     settings = get_settings()
-    runs, agents = DynamoRuns(), DynamoAgents()
+    runs, agents, bells = DynamoRuns(), DynamoAgents(), SqsBells()
     return Ports(
         experiments=DynamoExperiments(),
         trials=DynamoTrials(),
@@ -32,5 +33,6 @@ def aws_ports() -> Ports:
         logs=CloudWatchLogs(),
         settings=settings,
         clock=SystemClock(),
-        compute=LocalAgents(runs, agents, settings.agent_timeout_s),
+        compute=LocalAgents(runs, agents, settings.agent_timeout_s, bells),
+        bells=bells,
     )

@@ -53,3 +53,8 @@ def reset() -> None:
     """Drop cached clients in every thread (after the settings or the endpoint changed)."""
     global _generation
     _generation += 1
+
+
+def frozen_credentials() -> Any:
+    """The credentials the clients sign with, as they are now (to presign what boto3 cannot)."""
+    return _session().get_credentials().get_frozen_credentials()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from chalicelib.compute.local import LocalAgents
 from chalicelib.memory._checkpoints import MemoryCheckpoints, MemoryIds, MemoryMetrics
 from chalicelib.memory._clock import EPOCH_2026, MemoryClock, memory_settings
-from chalicelib.memory._compute import RecordingCompute
+from chalicelib.memory._compute import MemoryBells, RecordingCompute
 from chalicelib.memory._messaging import MemoryQueues, MemoryWorkflows, SchedulerMessage
 from chalicelib.memory._runs import MemoryAgents, MemoryRuns
 from chalicelib.memory._storage import MemoryBlobs, MemoryLogs
@@ -48,6 +48,7 @@ __all__ = [
     "SchedulerMessage",
     "memory_ports",
     "memory_settings",
+    "MemoryBells",
 ]
 
 
@@ -69,6 +70,7 @@ class MemoryPorts(Ports):
     settings: Settings
     clock: MemoryClock
     compute: ComputeBackend
+    bells: MemoryBells
 
 
 def memory_ports(
@@ -80,8 +82,8 @@ def memory_ports(
     unless given; `compute` builds a backend over the run store)."""
     settings = settings or memory_settings()
     clock = clock or MemoryClock()
-    runs, agents = MemoryRuns(clock), MemoryAgents(clock)
-    backend = compute(runs) if compute else LocalAgents(runs, agents, settings.agent_timeout_s)
+    runs, agents, bells = MemoryRuns(clock), MemoryAgents(clock), MemoryBells()
+    backend = compute(runs) if compute else LocalAgents(runs, agents, settings.agent_timeout_s, bells)
     return MemoryPorts(
         experiments=MemoryExperiments(),
         trials=MemoryTrials(),
@@ -97,4 +99,5 @@ def memory_ports(
         settings=settings,
         clock=clock,
         compute=backend,
+        bells=bells,
     )

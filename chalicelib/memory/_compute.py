@@ -3,6 +3,8 @@ that is not the local agent's pull (an EC2, Batch or SageMaker backend is driven
 
 from __future__ import annotations
 
+from typing import Any
+
 from chalicelib.domain.run_records import Run
 from chalicelib.services.ports import Host, RunStore
 
@@ -17,6 +19,7 @@ class RecordingCompute:
         self.desired_slots: dict[str, int] = {}
         self.launched: list[str] = []
         self.stopped: list[str] = []
+        self.nudged: list[str] = []
 
     def add_host(self, pool: str, host_id: str, slots: int) -> None:
         self.pools.setdefault(pool, {})[host_id] = Host(host_id, slots)
@@ -39,3 +42,23 @@ class RecordingCompute:
 
     def stop(self, run_id: str) -> None:
         self.stopped.append(run_id)
+
+    def nudge(self, run_id: str) -> None:
+        self.nudged.append(run_id)
+
+
+class MemoryBells:
+    """Doorbells that record their rings; agents get no URL (they heartbeat on their interval)."""
+
+    def __init__(self) -> None:
+        self.rung: list[str] = []
+        self.forgotten: list[str] = []
+
+    def ring(self, agent_id: str) -> None:
+        self.rung.append(agent_id)
+
+    def url(self, agent_id: str) -> dict[str, Any] | None:
+        return None
+
+    def forget(self, agent_id: str) -> None:
+        self.forgotten.append(agent_id)

@@ -74,6 +74,7 @@ def preempt_run(ports: Ports, run: Run) -> None:
     """Stop a run to make room for another (the scheduler's preemption): it checkpoints and exits, and
     its trial goes back to the queue. A run still waiting for its launch gives its slots back unstarted."""
     ports.runs.tell_to_stop(run.run_id, pause=False)
+    ports.compute.nudge(run.run_id)
 
 
 def pause_request_of_paused_experiment(ports: Ports, run: Run) -> None:
@@ -100,6 +101,7 @@ def _pause_trials(ports: Ports, experiment: Experiment) -> None:
 
 def _pause_run(ports: Ports, run: Run) -> None:
     ports.runs.tell_to_stop(run.run_id, pause=True)
+    ports.compute.nudge(run.run_id)
     _leave_queue(ports, run, 0, "paused while it waited for slots")
     # ASSIGNED: the launch consumer ends it unstarted. LAUNCHING or RUNNING: its processes stop.
 

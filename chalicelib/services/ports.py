@@ -266,6 +266,26 @@ class ComputeBackend(Protocol):
         """Make sure the processes of a run the control plane ended (recorded EXITED) stop."""
         ...
 
+    def nudge(self, run_id: str) -> None:
+        """The run was asked to stop (a pause, a preemption): pass it on now, not at a next poll."""
+        ...
+
+
+class Bells(Protocol):
+    """Agents' doorbells (`chalicelib.aws.bells`): a ring makes the agent heartbeat now."""
+
+    def ring(self, agent_id: str) -> None:
+        """Wake the agent (best effort: its next heartbeat comes anyway)."""
+        ...
+
+    def url(self, agent_id: str) -> dict[str, Any] | None:
+        """Where the agent long-polls for rings (`{"url", "expires_at", "wait_s"}`); None: no bell."""
+        ...
+
+    def forget(self, agent_id: str) -> None:
+        """The agent stopped: its bell goes."""
+        ...
+
 
 class Clock(Protocol):
     def now(self) -> float:
@@ -293,3 +313,4 @@ class Ports:
     settings: Settings
     clock: Clock
     compute: ComputeBackend
+    bells: Bells

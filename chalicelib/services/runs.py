@@ -98,7 +98,13 @@ def heartbeat(
     for run_id in running:
         if run_id not in live:
             kill.append(run_id)  # the control plane no longer expects it (ended, or canceled)
-    return {"launch": launches, "kill": kill, "preempt": preempt}
+    return {
+        "launch": launches,
+        "kill": kill,
+        "preempt": preempt,
+        "heartbeat_interval_s": ports.settings.agent_heartbeat_s,
+        "bell": ports.bells.url(agent_id),
+    }
 
 
 def _agent_stopping(ports: Ports, agent_id: str, pool: str, running: Sequence[str]) -> dict[str, Any]:
@@ -117,6 +123,7 @@ def _agent_stopping(ports: Ports, agent_id: str, pool: str, running: Sequence[st
         ports.runs.tell_to_stop(run.run_id, pause=False)  # an ASSIGNED run: its launch ends it unstarted
         if run.state == RunState.LAUNCHING:
             end_run(ports, run, 0, f"agent {agent_id} stopped before starting it", requeue=True)
+    ports.bells.forget(agent_id)
     return {"launch": [], "kill": [], "preempt": []}
 
 

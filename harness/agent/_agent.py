@@ -14,6 +14,7 @@ from typing import Any
 from contract.errors import InvalidLaunchSpecError
 from contract.launch import LaunchSpec
 from harness.agent._api import AgentApi, call_with_retry
+from harness.agent._bell import BellListener
 from harness.agent._run import REASON_AGENT_STOPPED, Run
 from harness.agent._settings import Settings
 from harness.agent._tokens import TokenBroker
@@ -75,6 +76,10 @@ class Agent:
         self._api_warned_at = 0.0
         #: Hands each run's token to that run's processes only (`contract.run_token`).
         self.broker = TokenBroker()
+        #: The control plane's heartbeat interval once it said one; the settings' until then.
+        self.interval = settings.heartbeat_interval
+        #: Rings when the control plane has something for this agent: it heartbeats at once.
+        self.bell = BellListener(self._waker.wake)
 
     # ---- control ------------------------------------------------------------------------------------
 
@@ -96,7 +101,7 @@ class Agent:
                 if self._orphaned():
                     self.give_up.set()  # nobody to report to: end the runs without retrying reports
                     break
-                self._waker.wait(self.settings.heartbeat_interval)
+                self._waker.wait(self.interval)
         finally:
             self._shutdown()
         return 0
@@ -122,6 +127,10 @@ class Agent:
         if self._api_down_since is not None:
             log.info("the API answers again (after %.0f s)", time.monotonic() - self._api_down_since)
             self._api_down_since = None
+        if answer.interval is not None and answer.interval != self.interval:
+            log.info("heartbeat every %.1f s, as the control plane asks", answer.interval)
+            self.interval = answer.interval
+        self.bell.update(answer.bell)
         for raw in answer.launch:
             self.launch(raw)
         for run_id in answer.kill:
@@ -276,6 +285,7 @@ class Agent:
         self.give_up.set()
         for run in pending:
             run.wait(5)
+        self.bell.close()
         self.api.close()
         self.broker.close()
         self._waker.close()

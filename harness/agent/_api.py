@@ -28,6 +28,10 @@ class HeartbeatAnswer:
     launch: list[Any]  # raw LaunchSpec objects: each is parsed (and may be refused) on its own
     kill: list[str]
     preempt: list[str] = field(default_factory=list)
+    #: The heartbeat interval the control plane expects (None: the agent's own setting).
+    interval: float | None = None
+    #: Its doorbell (`harness.agent._bell`), or None.
+    bell: dict[str, Any] | None = None
 
 
 class AgentApi:
@@ -96,6 +100,8 @@ class AgentApi:
             launch=list(launch) if isinstance(launch, list) else [],
             kill=[str(r) for r in kill] if isinstance(kill, list) else [],
             preempt=[str(r) for r in preempt] if isinstance(preempt, list) else [],
+            interval=_positive(data.get("heartbeat_interval_s")),
+            bell=data.get("bell") if isinstance(data.get("bell"), dict) else None,
         )
 
     def started(self, run_id: str, pid: int) -> None:
@@ -165,3 +171,9 @@ def call_with_retry(
 
 def _status(error: Exception) -> int | None:
     return error.status if isinstance(error, ApiCallError) else None
+
+
+def _positive(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return float(value)

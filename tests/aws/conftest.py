@@ -27,6 +27,7 @@ from chalicelib.services.ports import Ports
 from chalicelib.services.tokens import agent_credential
 from contract import messages
 from infra.local_stack import free_port, serve_api
+from infra.moto_compat import moto_server
 from infra.pump import QueuePump
 from infra.resources import StackNames, create
 
@@ -35,8 +36,6 @@ _counter = itertools.count()
 
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
     port = free_port()
     saved = {
         k: os.environ.get(k)
@@ -49,7 +48,7 @@ def moto_url() -> Iterator[str]:
         MOTO_PORT=str(port),
     )
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = moto_server("127.0.0.1", port)  # as the local stack serves it (presigned query requests too)
     server.start()
     url = f"http://127.0.0.1:{port}"
     httpx.post(
@@ -171,6 +170,7 @@ def stack(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         STRATUS_TOKEN_SECRET="test-secret",
         STRATUS_AGENT_TOKEN="agent-secret",
         STRATUS_API_URL="http://127.0.0.1:1",
+        STRATUS_AGENT_HEARTBEAT_S="5",  # as the local stack: the lost-agent timeout stays 30 s
     )
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -26,12 +26,14 @@ def _workflow_pauses(ports, run_id: str, answer: dict[str, Any]) -> None:
 
 def test_pause_tells_running_trials_to_stop_and_takes_queued_ones_out_of_the_queue(ports, flow):
     experiment, first, second, first_run, second_run = flow.running_and_queued(flow.TWO_AT_ONCE)
+    rings = len(ports.bells.rung)
 
     paused = pausing.pause_experiment(ports, experiment.id)
 
     assert paused.state == ExperimentState.PAUSED
     running = ports.runs.get(first_run)
     assert running.preempt and running.pausing and not running.requeue
+    assert ports.bells.rung[rings:] == [running.agent_id]  # its agent hears of it now, not at a beat
     assert trial_reports.heartbeat(ports, running) == {"preempt": True}  # should_preempt() turns true
     # The queued one never starts: its request is answered with no agent; its launch finds it ended.
     assert ports.runs.get(second_run).state == RunState.EXITED
@@ -155,6 +157,7 @@ def test_an_agents_last_beat_grants_it_nothing_and_requeues_what_it_has_not_star
     answer = runs.heartbeat(ports, "agent-1", "default", 1, [], stopping=True)
 
     assert answer == {"launch": [], "kill": [], "preempt": []}
+    assert ports.bells.forgotten == ["agent-1"]  # its doorbell goes with it
     assert ports.runs.get(first_run).state == RunState.EXITED
     assert flow.exit_answer(first_run)["requeue"] is True
     second_run = flow.request_slots(second)

@@ -47,13 +47,15 @@ def test_the_heartbeat_hands_out_launch_specs_and_kills_what_is_not_expected(por
     assert env["STRATUS_RUN_TOKEN"] == tokens.run_token(ports.settings.token_secret, run_id)
     assert (env["STRATUS_TRIAL_ID"], env["STRATUS_EXPERIMENT_ID"]) == (str(trial_id), str(experiment.id))
     assert "STRATUS_AGENT_TOKEN" not in env and "STRATUS_NUM_NODES" not in env
+    assert ports.bells.rung.count("agent-1") == 1  # the launch rang its agent's doorbell
     # Running it: no new launch. A process the control plane does not expect is killed.
     answer = runs.heartbeat(ports, "agent-1", "default", 1, [run_id, "3.1"])
-    assert answer == {"launch": [], "kill": ["3.1"], "preempt": []}
+    beat = {"heartbeat_interval_s": ports.settings.agent_heartbeat_s, "bell": None}
+    assert answer == {"launch": [], "kill": ["3.1"], "preempt": [], **beat}
     # Paused (or preempted): the next beat tells the agent, which passes it on through the stop file.
     ports.runs.tell_to_stop(run_id, pause=True)
     answer = runs.heartbeat(ports, "agent-1", "default", 1, [run_id])
-    assert answer == {"launch": [], "kill": [], "preempt": [run_id]}
+    assert answer == {"launch": [], "kill": [], "preempt": [run_id], **beat}
 
 
 def test_a_capacity_change_asks_the_scheduler_for_a_pass(ports):
