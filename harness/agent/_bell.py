@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
+from contract.errors import NoAnswerError
+from contract.http import PooledTransport, Request, Transport
 
 log = logging.getLogger("harness.agent")
 
@@ -21,6 +22,8 @@ log = logging.getLogger("harness.agent")
 BACKOFF_S = (1.0, 2.0, 5.0)
 #: A URL this close to its expiry is not used: the next heartbeat brings a fresh one.
 EXPIRY_MARGIN_S = 60
+#: A poll waits up to 20 s at SQS: its answer is given this long.
+POLL_TIMEOUT_S = 40.0
 
 
 class BellListener:
@@ -30,11 +33,11 @@ class BellListener:
         self,
         wake: Callable[[], None],
         *,
-        client: httpx.Client | None = None,
+        transport: Transport | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._wake = wake
-        self._client = client or httpx.Client(timeout=httpx.Timeout(10.0, read=40.0))
+        self._transport = transport or PooledTransport()
         self._clock = clock
         self._lock = threading.Lock()
         self._bell: dict[str, Any] | None = None
@@ -55,7 +58,7 @@ class BellListener:
         self._stop.set()
         self._changed.set()
         self._thread.join(timeout=2.0)
-        self._client.close()
+        self._transport.close()
 
     def _current(self) -> str | None:
         with self._lock:
@@ -76,20 +79,21 @@ class BellListener:
                 self._changed.clear()
                 continue
             try:
-                answer = self._client.get(url)
-            except httpx.HTTPError as e:
+                with self._transport.send(Request("GET", url), timeout_s=POLL_TIMEOUT_S) as answer:
+                    status, text = answer.status, answer.text
+            except NoAnswerError as e:
                 failures += 1
                 log.debug("doorbell poll failed: %s", e)
             else:
-                if answer.status_code == 200:
+                if status == 200:
                     failures = 0
-                    if _has_message(answer.text):
+                    if _has_message(text):
                         self.rings += 1
                         self._wake()
                     continue
                 failures += 1
-                log.debug("doorbell poll answered %d: %s", answer.status_code, answer.text[:200])
-                if answer.status_code in (400, 403):  # expired or refused: wait for the next heartbeat's URL
+                log.debug("doorbell poll answered %d: %s", status, text[:200])
+                if status in (400, 403):  # expired or refused: wait for the next heartbeat's URL
                     with self._lock:
                         if self._bell is not None and self._bell.get("url") == url:
                             self._bell = None

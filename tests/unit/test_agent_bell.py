@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import threading
 
-import httpx
-
+from contract.http import InMemoryTransport, Request, Response
 from harness.agent._bell import EXPIRY_MARGIN_S, BellListener
 
 WAIT_S = 10.0
@@ -17,29 +16,27 @@ EMPTY = "<ReceiveMessageResponse><ReceiveMessageResult/></ReceiveMessageResponse
 class Sqs:
     """Answers each poll with the next of `answers`, then holds polls until closed (a long poll)."""
 
-    def __init__(self, answers: list[httpx.Response]) -> None:
+    def __init__(self, answers: list[Response]) -> None:
         self.answers = answers
         self.urls: list[str] = []
         self.drained = threading.Event()
         self.closed = threading.Event()
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.urls.append(str(request.url))
+    def __call__(self, request: Request) -> Response:
+        self.urls.append(request.url)
         if self.answers:
             return self.answers.pop(0)
         self.drained.set()
         self.closed.wait(WAIT_S)
-        return httpx.Response(200, text=EMPTY)
+        return Response(200, text=EMPTY)
 
 
 def _listener(sqs: Sqs, wakes: list[int], now: float = 1_000.0) -> BellListener:
-    return BellListener(
-        lambda: wakes.append(1), client=httpx.Client(transport=httpx.MockTransport(sqs)), clock=lambda: now
-    )
+    return BellListener(lambda: wakes.append(1), transport=InMemoryTransport(sqs), clock=lambda: now)
 
 
 def test_a_ring_wakes_the_loop_and_an_empty_poll_does_not() -> None:
-    sqs = Sqs([httpx.Response(200, text=EMPTY), httpx.Response(200, text=RING)])
+    sqs = Sqs([Response(200, text=EMPTY), Response(200, text=RING)])
     wakes: list[int] = []
     listener = _listener(sqs, wakes)
     listener.update({"url": "https://sqs.test/q?sig=1", "expires_at": 5_000, "wait_s": 20})
@@ -61,16 +58,15 @@ def test_a_refused_url_is_dropped_until_a_new_one_comes() -> None:
     refused, woke = threading.Event(), threading.Event()
     paths: list[str] = []
 
-    def sqs(request: httpx.Request) -> httpx.Response:
-        paths.append(request.url.path)
-        if request.url.path == "/old":
+    def sqs(request: Request) -> Response:
+        path = request.url.split("?")[0].removeprefix("https://sqs.test")
+        paths.append(path)
+        if path == "/old":
             refused.set()
-            return httpx.Response(403, text="<Error><Code>AccessDenied</Code></Error>")
-        return httpx.Response(200, text=RING)
+            return Response(403, text="<Error><Code>AccessDenied</Code></Error>")
+        return Response(200, text=RING)
 
-    listener = BellListener(
-        woke.set, client=httpx.Client(transport=httpx.MockTransport(sqs)), clock=lambda: 1_000.0
-    )
+    listener = BellListener(woke.set, transport=InMemoryTransport(sqs), clock=lambda: 1_000.0)
     listener.update({"url": "https://sqs.test/old", "expires_at": 5_000, "wait_s": 20})
     assert refused.wait(WAIT_S)
     listener.update({"url": "https://sqs.test/new", "expires_at": 5_000, "wait_s": 20})
