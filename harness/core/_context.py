@@ -10,11 +10,13 @@ they are local twins, so the same training script runs on a laptop.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from contract import env as trial_env
 from contract.http import Transport
 from harness._api import ApiClient
 from harness._info import (
@@ -29,6 +31,7 @@ from harness.core._checkpoint import CheckpointContext, LocalCheckpointContext, 
 from harness.core._distributed import DistributedContext
 from harness.core._events import LocalEvents
 from harness.core._preempt import (
+    AGENT_WATCHED_HEARTBEAT_S,
     HEARTBEAT_INTERVAL_S,
     LocalPreemptContext,
     PlatformPreemptContext,
@@ -134,7 +137,7 @@ def init(
     distributed: DistributedContext | None = None,
     checkpoint_dir: str | Path | None = None,
     transport: Transport | None = None,
-    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    heartbeat_interval_s: float | None = None,
     handle_sigterm: bool = True,
     searcher_wait: Callable[[float], bool] | None = None,
 ) -> Context:
@@ -144,7 +147,9 @@ def init(
     checkpoint_dir: where the local twin keeps checkpoints (default `./checkpoints`); unused on the
         platform, where checkpoints go to S3.
     transport: how requests reach the control plane (tests pass `contract.http.InMemoryTransport`).
-    heartbeat_interval_s: seconds between the chief's heartbeats on the platform.
+    heartbeat_interval_s: seconds between the chief's heartbeats on the platform; by default 5, or 60
+        when its agent passes stop requests on through `STRATUS_PREEMPT_FILE` (it hears of them by its
+        doorbell at once, so the heartbeat is only the fallback and costs 60 API calls an hour, not 720).
     handle_sigterm: latch preemption on SIGTERM (default); False leaves SIGTERM's default action.
     searcher_wait: how the searcher pauses between polls (`wait(seconds) -> stop waiting?`); by default
         it sleeps, waking early on preemption. Tests pass one that returns at once.
@@ -156,11 +161,17 @@ def init(
         context = _local_context(dist, checkpoint_dir, handle_sigterm)
     else:
         context = _platform_context(
-            info, dist, transport, heartbeat_interval_s, handle_sigterm, searcher_wait
+            info, dist, transport, _heartbeat_interval(heartbeat_interval_s), handle_sigterm, searcher_wait
         )
     with _lock:
         _active = context
     return context
+
+
+def _heartbeat_interval(given: float | None) -> float:
+    if given is not None:
+        return given
+    return AGENT_WATCHED_HEARTBEAT_S if os.environ.get(trial_env.PREEMPT_FILE) else HEARTBEAT_INTERVAL_S
 
 
 def _local_context(

@@ -31,6 +31,8 @@ from harness.errors import HarnessError
 log = logging.getLogger("harness.preempt")
 
 HEARTBEAT_INTERVAL_S = 5.0
+#: The heartbeat of a trial whose agent watches for stop requests (it has `STRATUS_PREEMPT_FILE`).
+AGENT_WATCHED_HEARTBEAT_S = 60.0
 #: How often the chief's thread looks for the agent's stop file between heartbeats (a stat call).
 MARKER_POLL_S = 0.2
 

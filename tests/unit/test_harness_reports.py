@@ -227,3 +227,15 @@ def test_a_report_interval_that_is_no_number_is_named(on_platform: None, plane_k
         InvalidEnvironmentError, match="STRATUS_REPORT_INTERVAL='soon' is not a number of seconds"
     ):
         harness.init(transport=plane_kit.FakePlane().transport())
+
+
+def test_a_trial_whose_agent_watches_for_stops_heartbeats_once_a_minute(
+    on_platform: None, plane_kit, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    from harness.core._preempt import AGENT_WATCHED_HEARTBEAT_S, HEARTBEAT_INTERVAL_S
+
+    with harness.init(transport=plane_kit.FakePlane().transport()) as ctx:
+        assert ctx.preempt._interval == HEARTBEAT_INTERVAL_S  # nothing else would tell it to stop
+    monkeypatch.setenv("STRATUS_PREEMPT_FILE", str(tmp_path / "preempt.requested"))
+    with harness.init(transport=plane_kit.FakePlane().transport()) as ctx:
+        assert ctx.preempt._interval == AGENT_WATCHED_HEARTBEAT_S
