@@ -33,6 +33,10 @@ from contract.messages import MessageType
 #: sweep runs every minute), so a wait times out only when nothing schedules the pool for 10 minutes.
 TASK_HEARTBEAT_S = 600
 TASK_BEAT_INTERVAL_S = 120
+#: The task-token waits' TimeoutSeconds: as long as Step Functions allows. A trial may wait in the queue
+#: or train for weeks; the heartbeat is what ends a wait nobody keeps alive. Without it the States
+#: Language's default applies, 60 s, which moto enforces: every run longer than a minute failed.
+TASK_TIMEOUT_S = 99_999_999
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                     "Type": "Task",
                     "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
                     "HeartbeatSeconds": res.task_heartbeat_s,
+                    "TimeoutSeconds": TASK_TIMEOUT_S,
                     "Parameters": {
                         "QueueUrl": res.scheduler_queue_url,
                         "MessageGroupId.$": "$.pool",
@@ -197,6 +202,7 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                     "Type": "Task",
                     "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
                     "HeartbeatSeconds": res.task_heartbeat_s,
+                    "TimeoutSeconds": TASK_TIMEOUT_S,
                     "Parameters": {
                         "QueueUrl": res.launch_queue_url,
                         "MessageBody": {

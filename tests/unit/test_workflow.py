@@ -61,6 +61,16 @@ def test_waits_use_task_tokens_and_no_lambda():
     assert states["Launch"]["Parameters"]["MessageBody"]["token.$"] == "$$.Task.Token"
 
 
+def test_the_task_token_waits_last_as_long_as_step_functions_allows():
+    # The States Language's default TimeoutSeconds is 60 s (moto enforces it): a trial that trained for
+    # more than a minute failed with States.Timeout on the local stack until the waits said otherwise.
+    states = compile_trial_workflow(RES)["States"]
+    waits = [s for s in states.values() if s.get("Resource", "").endswith(".waitForTaskToken")]
+    assert len(waits) == 2
+    for wait in waits:
+        assert wait["TimeoutSeconds"] == 99_999_999 and wait["HeartbeatSeconds"] < wait["TimeoutSeconds"]
+
+
 def test_every_task_retries_service_errors_and_catches_what_is_left():
     states = compile_trial_workflow(RES)["States"]
     tasks = {name: s for name, s in states.items() if s["Type"] == "Task"}
