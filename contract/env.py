@@ -67,7 +67,7 @@ NODE_ADDRS = "STRATUS_NODE_ADDRS"
 KILL_GRACE_S = "STRATUS_KILL_GRACE_S"
 RENDEZVOUS_TIMEOUT_S = "STRATUS_RENDEZVOUS_TIMEOUT_S"
 #: Set by hand or in the experiment's environment: how long the harness's report sender gathers reports
-#: before it sends them (seconds, default 1; `harness.core._reports`).
+#: before it sends them (seconds, default 5; `harness.core._reports`).
 REPORT_INTERVAL = "STRATUS_REPORT_INTERVAL"
 #: An AWS Batch multi-node parallel job's own names for the node count and this node's index.
 BATCH_NUM_NODES = "AWS_BATCH_JOB_NUM_NODES"

@@ -5,8 +5,8 @@ daemon thread, so the training loop never waits on the network to report. Consec
 progress reports travel together in one `POST /trials/{id}/reports` (at most `MAX_BATCH` reports or
 `MAX_BATCH_BYTES` of JSON); a checkpoint registration goes to its own route, in its place in the order.
 Progress is coalesced: a newer value replaces one still waiting. Between sends the thread lingers up to
-`STRATUS_REPORT_INTERVAL` seconds (default 1) to gather more, which also bounds the requests a trial
-makes per hour (the control plane's cost).
+`STRATUS_REPORT_INTERVAL` seconds (default 5; the first report goes at once) to gather more, which also
+bounds the requests a trial makes per hour (the control plane's cost: bench/results/control_plane_cost.md).
 
 `flush()` waits until everything queued is delivered. The harness flushes where the semantics need the
 control plane to be up to date: when a checkpoint is stored (its registration is durable before training
@@ -36,7 +36,7 @@ from harness.errors import ApiCallError, HarnessError
 
 log = logging.getLogger("harness.reports")
 
-REPORT_INTERVAL_S = 1.0
+REPORT_INTERVAL_S = 5.0
 MAX_PENDING = 10_000
 MAX_BATCH = 500
 MAX_BATCH_BYTES = 1 << 20

@@ -1,0 +1,265 @@
+"""Control-plane requests per trial-hour on the embedded local stack, by service, priced at AWS list prices.
+Run from the repository root:
+
+    .venv/bin/python bench/control_plane_cost.py [--minutes 3] [--idle-minutes 2] [--step 0.05] [--write]
+
+The stack runs with the AWS defaults (agents heartbeat every 30 s, `STRATUS_AGENT_HEARTBEAT_S`; trials
+report at most every 5 s, `STRATUS_REPORT_INTERVAL`). It counts every request its API was asked
+(each an API Gateway request and a Lambda invocation on AWS) and every request to the AWS services (moto),
+by operation (`infra.moto_compat.RequestCounts`); Step Functions transitions are read from the trial's
+execution history. Two phases: one agent idle (the cost of an agent-hour with nothing to run), then one
+trial of bench/contexts/cost/trial.py (a GPU's pace: `--step` seconds a step, a metric every 100 steps, a
+validation and a 1 MB checkpoint every 1,000). The bench's own polling is left out of the counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import boto3
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.machine import describe  # noqa: E402
+from det._client import ApiClient  # noqa: E402
+from det._context import pack  # noqa: E402
+from infra.local_stack import BackgroundStack  # noqa: E402
+from infra.moto_compat import COUNTS_PATH  # noqa: E402
+
+# AWS list prices, us-east-1, USD (2025): per request unless named.
+API_GATEWAY_REST = 3.50e-6  # Chalice deploys a REST API
+API_GATEWAY_HTTP = 1.00e-6
+LAMBDA_REQUEST = 0.20e-6
+LAMBDA_GB_S = 16.6667e-6
+LAMBDA_GB = 0.125  # Chalice's default 128 MB
+LAMBDA_MS = 40  # assumed billed duration of one handler (a few DynamoDB calls)
+DYNAMO_WRITE = 0.625e-6  # on-demand, per write request unit (an item under 1 KB)
+DYNAMO_READ = 0.125e-6  # on-demand, per read request unit (strongly consistent, under 4 KB)
+SQS_STANDARD = 0.40e-6
+SQS_FIFO = 0.50e-6
+SFN_TRANSITION = 25e-6
+S3_WRITE = 5e-6
+S3_READ = 0.4e-6
+LAMBDA_INVOCATION = LAMBDA_REQUEST + LAMBDA_GB_S * LAMBDA_GB * LAMBDA_MS / 1000
+
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+READS = {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"}
+QUEUES_OF_LAMBDAS = ("scheduler", "launch", "events")
+
+
+def counts(moto_url: str, *, reset: bool = False) -> Counter[tuple[str, str]]:
+    answer = (httpx.delete if reset else httpx.get)(moto_url + COUNTS_PATH, timeout=10).raise_for_status()
+    return Counter({(row["service"], row["operation"]): row["count"] for row in answer.json()})
+
+
+def priced(
+    seen: Counter[tuple[str, str]], lambda_messages: int, transitions: int
+) -> list[tuple[str, int, float]]:
+    """(what, requests, USD) per line of the bill for `seen` requests."""
+    api = sum(n for (service, _), n in seen.items() if service == "api")
+    writes = sum(n for (s, o), n in seen.items() if s == "dynamodb" and o in WRITES)
+    reads = sum(n for (s, o), n in seen.items() if s == "dynamodb" and o in READS)
+    bells = sum(n for (s, o), n in seen.items() if s == "sqs" and o.endswith("(agent bell)"))
+    s3_writes = sum(n for (s, o), n in seen.items() if s == "s3" and o in ("PUT", "POST", "DELETE"))
+    s3_reads = sum(n for (s, o), n in seen.items() if s == "s3" and o in ("GET", "HEAD"))
+    logs = sum(n for (s, o), n in seen.items() if s == "logs")
+    return [
+        ("API Gateway (REST) requests", api, api * API_GATEWAY_REST),
+        ("Lambda invocations behind the API", api, api * LAMBDA_INVOCATION),
+        ("Lambda invocations by queue messages", lambda_messages, lambda_messages * LAMBDA_INVOCATION),
+        (
+            "SQS for those messages (send, receive, delete)",
+            3 * lambda_messages,
+            3 * lambda_messages * SQS_FIFO,
+        ),
+        ("SQS agent bells (rings and long polls)", bells, bells * SQS_STANDARD),
+        ("DynamoDB writes", writes, writes * DYNAMO_WRITE),
+        ("DynamoDB reads", reads, reads * DYNAMO_READ),
+        ("Step Functions transitions", transitions, transitions * SFN_TRANSITION),
+        ("S3 writes (checkpoint and context PUTs)", s3_writes, s3_writes * S3_WRITE),
+        ("S3 reads", s3_reads, s3_reads * S3_READ),
+        ("CloudWatch Logs requests (ingestion priced by GB, not here)", logs, 0.0),
+    ]
+
+
+def lambda_messages(seen: Counter[tuple[str, str]]) -> int:
+    """Messages sent to the control plane's own queues: each is one Lambda invocation on AWS."""
+    return sum(n for (s, o), n in seen.items() if s == "sqs" and o == "SendMessage")
+
+
+def transitions(moto_url: str, trial_id: int) -> int:
+    sfn = boto3.client(
+        "stepfunctions",
+        endpoint_url=moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="stratus-local",
+        aws_secret_access_key="stratus-local",
+    )
+    total = 0
+    for machine in sfn.list_state_machines()["stateMachines"]:
+        for execution in sfn.list_executions(stateMachineArn=machine["stateMachineArn"])["executions"]:
+            if f"trial-{trial_id}-" in execution["name"]:
+                events = sfn.get_execution_history(executionArn=execution["executionArn"], maxResults=1000)
+                total += sum(1 for e in events["events"] if e["type"].endswith("StateEntered"))
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--minutes", type=float, default=3.0, help="the trial's length")
+    parser.add_argument("--idle-minutes", type=float, default=2.0)
+    parser.add_argument("--step", type=float, default=0.05, help="seconds per training step")
+    parser.add_argument("--write", action="store_true", help="write bench/results/control_plane_cost.md")
+    args = parser.parse_args()
+    steps = int(args.minutes * 60 / args.step) // 1000 * 1000 or 1000
+    work = Path(tempfile.mkdtemp(prefix="cost-"))
+    context = work / "context"
+    context.mkdir()
+    (context / "trial.py").write_text((ROOT / "bench" / "contexts" / "cost" / "trial.py").read_text())
+    stack = BackgroundStack(work / "stack", slots=1, env={"STRATUS_AGENT_HEARTBEAT_S": "30"})
+    moto = stack.state["moto_url"]
+    try:
+        with ApiClient(stack.state["api_url"]) as api:
+            packed = pack(context)
+            answer = api.request_context_upload(packed.sha256, len(packed.data))
+            if answer.get("upload"):
+                api.upload(answer["upload"], packed.data)
+            time.sleep(35)  # one whole heartbeat interval: the agent has its bell and its interval
+            counts(moto, reset=True)
+            idle_started = time.monotonic()
+            time.sleep(args.idle_minutes * 60)
+            idle = counts(moto)
+            idle_s = time.monotonic() - idle_started
+            print(f"idle {idle_s:.0f} s: {sum(idle.values())} requests", flush=True)
+
+            counts(moto, reset=True)
+            started = time.monotonic()
+            config = {
+                "name": "cost",
+                "entrypoint": f"python3 trial.py {args.step}",
+                "searcher": {
+                    "name": "single",
+                    "metric": "accuracy",
+                    "smaller_is_better": False,
+                    "max_length": steps,
+                },
+                "max_restarts": 0,
+            }
+            created = api.create_experiment(
+                config, context_sha256=packed.sha256, validate_only=False, activate=True
+            )
+            experiment_id = int(created["experiment"]["id"])
+            polls = 0
+            window: list[tuple[float, Counter[tuple[str, str]], int]] = []  # the steady state's ends
+            while True:
+                time.sleep(10)
+                polls += 1
+                experiment = api.get_experiment(experiment_id)
+                if experiment["experiment"]["state"] in ("COMPLETED", "ERROR", "CANCELED"):
+                    break
+                done = (experiment.get("trials") or [{}])[0].get("total_batches") or 0
+                if (len(window) == 0 and done >= 0.1 * steps) or (len(window) == 1 and done >= 0.85 * steps):
+                    window.append((time.monotonic(), counts(moto), polls))
+            busy = counts(moto)
+            busy_s = time.monotonic() - started
+            busy[("api", "GET /experiments/{n}")] -= polls  # the bench's own
+            if len(window) < 2:
+                raise SystemExit("the trial ended before a steady state was seen; give it more --minutes")
+            (t1, c1, p1), (t2, c2, p2) = window
+            steady = c2 - c1
+            steady[("api", "GET /experiments/{n}")] -= p2 - p1
+            steady_s = t2 - t1
+            trial_id = int(experiment["trials"][0]["id"])
+            state = experiment["experiment"]["state"]
+            sfn = transitions(moto, trial_id)
+    finally:
+        stack.stop()
+    text = _report(args, steps, state, idle, idle_s, busy, busy_s, steady, steady_s, sfn)
+    print(text)
+    if args.write:
+        (ROOT / "bench" / "results" / "control_plane_cost.md").write_text(text)
+    return 0
+
+
+def _usd(seen: Counter[tuple[str, str]], sfn: int) -> float:
+    return sum(usd for _, _, usd in priced(seen, lambda_messages(seen), sfn))
+
+
+def _table(seen: Counter[tuple[str, str]], scale: float, sfn: int, unit: str) -> list[str]:
+    rows = priced(seen, lambda_messages(seen), sfn)
+    lines = [f"| what | requests {unit} | USD {unit} |", "|---|---:|---:|"]
+    for what, n, usd in rows:
+        lines.append(f"| {what} | {n * scale:,.0f} | {usd * scale:.6f} |")
+    lines.append(f"| **total** | | **{sum(usd for _, _, usd in rows) * scale:.6f}** |")
+    return lines
+
+
+def _report(args, steps, state, idle, idle_s, busy, busy_s, steady, steady_s, sfn) -> str:  # noqa: ANN001
+    hour = 3600 / steady_s
+    running = _usd(steady, 0) * hour
+    whole = _usd(busy, sfn)
+    fixed = max(0.0, whole - _usd(steady, 0) * busy_s / steady_s)
+    api_share = (
+        sum(n for (s, _), n in steady.items() if s == "api") * hour * (API_GATEWAY_REST - API_GATEWAY_HTTP)
+    )
+    ops = ["| service | operation | whole trial | steady state, per hour |", "|---|---|---:|---:|"]
+    for key, n in sorted(busy.items(), key=lambda kv: -kv[1]):
+        if n:
+            ops.append(f"| {key[0]} | {key[1]} | {n} | {steady.get(key, 0) * hour:,.0f} |")
+    return "\n".join(
+        [
+            "# Control-plane cost per trial-hour, counted on the embedded local stack",
+            "",
+            f"Machine: {describe()}.  ",
+            f"Date: {time.strftime('%Y-%m-%d')}. Command: `.venv/bin/python bench/control_plane_cost.py "
+            f"--minutes {args.minutes:g} --idle-minutes {args.idle_minutes:g} --step {args.step:g}"
+            f"{' --write' if args.write else ''}`.",
+            "",
+            "AWS defaults: agents heartbeat every 30 s and learn of work by their doorbell (an SQS long poll, "
+            "presigned); trials report at most every 5 s and, under an agent, heartbeat once a minute. "
+            f"Prices: us-east-1 list prices; Lambda at 128 MB and an assumed {LAMBDA_MS} ms per invocation; "
+            "DynamoDB on demand, one request unit per call (items under 1 KB); SQS FIFO for the control "
+            "plane's queues. CloudWatch Logs ingestion (per GB of output) is not counted.",
+            "",
+            f"One trial of bench/contexts/cost/trial.py: {steps} steps of {args.step:g} s ({busy_s / 60:.1f} min "
+            f"from submit to its end, {state}). Its requests split into a steady state (counted between 10% and "
+            f"85% of its steps, {steady_s / 60:.1f} min) and what a trial costs once (submit, queue, launch, "
+            "Step Functions transitions, first and last checkpoint): the whole trial minus its steady rate.",
+            "",
+            "| | USD |",
+            "|---|---:|",
+            f"| running, per trial-hour | {running:.6f} |",
+            f"| once per trial | {fixed:.6f} |",
+            f"| **a one-hour trial** | **{running + fixed:.6f}** |",
+            f"| a one-hour trial, with an HTTP API instead of the REST API | {running + fixed - api_share:.6f} |",
+            f"| an idle agent, per hour | {_usd(idle, 0) * 3600 / idle_s:.6f} |",
+            "",
+            "## Steady state, per trial-hour",
+            "",
+            *_table(steady, hour, 0, "per hour"),
+            "",
+            "## The whole trial, once",
+            "",
+            *_table(busy, 1.0, sfn, "in all"),
+            "",
+            f"## One idle agent ({idle_s / 60:.1f} min), per agent-hour",
+            "",
+            *_table(idle, 3600 / idle_s, 0, "per hour"),
+            "",
+            "## Every request",
+            "",
+            *ops,
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
