@@ -36,7 +36,7 @@ STAGES = [
     ("step_functions", "execution start → slot request consumed by the scheduler"),
     ("schedule", "scheduler pass: request queued → slots granted"),
     ("launch", "grant → launch message consumed (Launch state + queue)"),
-    ("agent", "launch → process spawned (agent poll, download, extract)"),
+    ("agent", "launch → process spawned (doorbell rung, heartbeat, download, extract)"),
     ("process_start", "spawn → Python, torch and harness imported"),
     ("init", "imports → harness.init() returned (GET /info)"),
     ("first_batch", "init → first batch done (model, data, forward, backward)"),
@@ -46,6 +46,19 @@ STAGES = [
 
 def _iso(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _wait_idle(api: ApiClient, experiment_id: int) -> None:
+    """Until the run's experiment has ended and no job holds or waits for a slot: the next run starts on
+    an idle stack, so no stage counts a wait behind this one."""
+    deadline = time.monotonic() + 180
+    while (
+        api.get_experiment(experiment_id)["experiment"]["state"] not in ("COMPLETED", "ERROR", "CANCELED")
+        or api.list_jobs()
+    ):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"experiment {experiment_id}: the stack was not idle within 180 s")
+        time.sleep(0.2)
 
 
 def one_run(api: ApiClient, moto_url: str, context: Path, n: int) -> dict[str, float]:
@@ -94,6 +107,7 @@ def one_run(api: ApiClient, moto_url: str, context: Path, n: int) -> dict[str, f
     machine = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
     execution = machine.replace(":stateMachine:", ":execution:") + f":trial-{trial_id}-0"
     started_exec = sfn.describe_execution(executionArn=execution)["startDate"].timestamp()
+    _wait_idle(api, experiment_id)
     return {
         "pack": t_packed - t0,
         "upload": t_uploaded - t_packed,
@@ -140,7 +154,8 @@ def main() -> int:
         "# Submit latency on the embedded local stack",
         "",
         f"Machine: {describe()}.  ",
-        f"Date: {time.strftime('%Y-%m-%d')}. Runs: {args.runs} (the first includes the stack's warm-up). "
+        f"Date: {time.strftime('%Y-%m-%d')}. Runs: {args.runs} (the first includes the stack's warm-up), "
+        "each on an idle stack (the previous run ended and its slot free). "
         "Command: `.venv/bin/python bench/submit_latency.py --runs "
         f"{args.runs} --write`.",
         "",
