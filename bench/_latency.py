@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 #: The benches' own polling of the API and the stack's records.
@@ -30,3 +31,14 @@ def stage_row(key: str, what: str, results: list[dict[str, float]]) -> str:
     """``| key | what | median | max |`` of one stage or milestone over the runs."""
     values = [r[key] for r in results]
     return f"| {key.strip()} | {what} | {statistics.median(values):.3f} | {max(values):.3f} |"
+
+
+def upload_context(api: Any, folder: Path) -> str:
+    """Pack `folder` and upload it as `det experiment create` does (a det._client.ApiClient); its sha256."""
+    from det._context import pack
+
+    packed = pack(folder)
+    answer = api.request_context_upload(packed.sha256, len(packed.data))
+    if answer.get("upload"):
+        api.upload(answer["upload"], packed.data)
+    return packed.sha256

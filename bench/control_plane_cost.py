@@ -27,9 +27,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._latency import upload_context  # noqa: E402
 from bench.machine import describe  # noqa: E402
 from det._client import ApiClient  # noqa: E402
-from det._context import pack  # noqa: E402
 from infra.local_stack import BackgroundStack  # noqa: E402
 from infra.moto_compat import COUNTS_PATH  # noqa: E402
 
@@ -127,10 +127,7 @@ def main() -> int:
     moto = stack.state["moto_url"]
     try:
         with ApiClient(stack.state["api_url"]) as api:
-            packed = pack(context)
-            answer = api.request_context_upload(packed.sha256, len(packed.data))
-            if answer.get("upload"):
-                api.upload(answer["upload"], packed.data)
+            sha = upload_context(api, context)
             time.sleep(35)  # one whole heartbeat interval: the agent has its bell and its interval
             counts(moto, reset=True)
             idle_started = time.monotonic()
@@ -152,9 +149,7 @@ def main() -> int:
                 },
                 "max_restarts": 0,
             }
-            created = api.create_experiment(
-                config, context_sha256=packed.sha256, validate_only=False, activate=True
-            )
+            created = api.create_experiment(config, context_sha256=sha, validate_only=False, activate=True)
             experiment_id = int(created["experiment"]["id"])
             polls = 0
             window: list[tuple[float, Counter[tuple[str, str]], int]] = []  # the steady state's ends

@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._latency import upload_context  # noqa: E402
 from bench.machine import describe  # noqa: E402
 from det._client import ApiClient  # noqa: E402
-from det._context import pack  # noqa: E402
 from infra.local_stack import BackgroundStack  # noqa: E402
 
 MODES = ("plain", "core", "trainer")
@@ -93,13 +93,10 @@ def main() -> int:
     started = time.monotonic()
     try:
         with ApiClient(stack.state["api_url"]) as api:
-            packed = pack(context)
-            answer = api.request_context_upload(packed.sha256, len(packed.data))
-            if answer.get("upload"):
-                api.upload(answer["upload"], packed.data)
+            sha = upload_context(api, context)
             for n in range(args.rounds):
                 for mode in MODES:
-                    seconds = one_trial(api, packed.sha256, mode, args.batches, args.report_every)
+                    seconds = one_trial(api, sha, mode, args.batches, args.report_every)
                     results[mode].append(seconds)
                     print(f"round {n + 1} {mode}: {seconds * 1e6:.1f} µs per batch", flush=True)
     finally:
