@@ -29,7 +29,7 @@ class LocalAgents:
         """Record the run (one node record per agent for a run on several) for the next heartbeats."""
         run = self._runs.launch(run_id, launch_token)
         if run is not None:
-            self._ring(run_id)
+            self._ring_holders(run)  # the record it returns names its agents: no second read
         return run
 
     def stop(self, run_id: str) -> None:
@@ -42,8 +42,10 @@ class LocalAgents:
 
     def _ring(self, run_id: str) -> None:
         held = self._runs.held(run_id)
-        if held is None:
-            return
+        if held is not None:
+            self._ring_holders(held)
+
+    def _ring_holders(self, held: Run | Node) -> None:
         agents = {held.agent_id} if isinstance(held, Node) else {p.agent_id for p in held.placements}
         for agent_id in sorted(agents):
             self._bells.ring(agent_id)
