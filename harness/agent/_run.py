@@ -350,8 +350,9 @@ class Run:
         with self._lock:
             if self._exited.is_set():
                 return
+            # The line first: once killed, the run's exit (and its last logs) may be reported at once.
+            self._agent_line(f"still running {grace:g} s after SIGTERM: SIGKILL sent to the process group")
             self._signal_group(signal.SIGKILL)
-        self._agent_line(f"still running {grace:g} s after SIGTERM: SIGKILL sent to the process group")
 
     def _signal_group(self, sig: signal.Signals) -> None:
         """Signal the process group (callers hold ``_lock``)."""
