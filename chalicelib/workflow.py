@@ -29,8 +29,12 @@ from typing import Any
 from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
 from contract.messages import MessageType
 
-#: The task-token waits' HeartbeatSeconds; the passes beat every `TASK_BEAT_INTERVAL_S` (the pool's
-#: sweep runs every minute), so a wait times out only when nothing schedules the pool for 10 minutes.
+#: The launch wait's HeartbeatSeconds; the passes beat every `TASK_BEAT_INTERVAL_S` (the pool's sweep runs
+#: every minute), so a wait times out only when nothing schedules the pool for 10 minutes. The wait for
+#: slots has none: beating every queued request would make each pass's work grow with the queue (100,000
+#: queued requests would need 800 heartbeats a second); its request is kept in DynamoDB from the moment
+#: the scheduler takes the message, and a message the scheduler cannot take lands in the dead-letter
+#: queue, where it is seen and redriven, instead of being lost.
 TASK_HEARTBEAT_S = 600
 TASK_BEAT_INTERVAL_S = 120
 #: The task-token waits' TimeoutSeconds: as long as Step Functions allows. A trial may wait in the queue
@@ -45,7 +49,7 @@ class WorkflowResources:
     scheduler_queue_url: str
     launch_queue_url: str
     events_queue_url: str
-    #: How long each task-token wait (for slots, for the run's exit) may go without a heartbeat: the
+    #: How long the launch wait (for the run's exit) may go without a heartbeat: the
     #: scheduling passes send them (`services.scheduler`); a lost message or a dead consumer then ends
     #: the wait (NotLaunched: the run ends and the trial restarts or errors) instead of a year's wait.
     task_heartbeat_s: int = TASK_HEARTBEAT_S
@@ -174,7 +178,6 @@ def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
                 "RequestSlots": {
                     "Type": "Task",
                     "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
-                    "HeartbeatSeconds": res.task_heartbeat_s,
                     "TimeoutSeconds": TASK_TIMEOUT_S,
                     "Parameters": {
                         "QueueUrl": res.scheduler_queue_url,

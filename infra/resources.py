@@ -39,7 +39,9 @@ TABLES: tuple[TableSpec, ...] = (
         "runs",
         ("run_id", "S"),
         indexes=(
-            Index("pending", ("pending_pool", "S"), ("queued_at", "S")),
+            # A pool's queue and one job's part of it, head first (`queue_head.queue_sort_key`).
+            Index("pending", ("pending_pool", "S"), ("queue_key", "S")),
+            Index("pending_job", ("pending_job", "S"), ("queue_key", "S")),
             Index("allocated", ("alloc_pool", "S"), ("run_id", "S")),
             Index("by_agent", ("active_agent", "S"), ("run_id", "S")),
         ),
@@ -52,6 +54,8 @@ TABLES: tuple[TableSpec, ...] = (
     ),
     TableSpec("metrics", ("trial_id", "N"), ("key", "S")),
     TableSpec("counters", ("name", "S")),
+    # One item per pool: what waits in its queue (`chalicelib.aws.queue_table`).
+    TableSpec("pools", ("pool", "S")),
 )
 
 

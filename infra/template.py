@@ -114,6 +114,9 @@ def _api_policy() -> dict[str, Any]:
                     "dynamodb:GetItem",
                     "dynamodb:PutItem",
                     "dynamodb:UpdateItem",
+                    # Deleting an experiment's records (one by one, and the metrics in batches).
+                    "dynamodb:DeleteItem",
+                    "dynamodb:BatchWriteItem",
                     "dynamodb:Query",
                     "dynamodb:Scan",
                 ],

@@ -127,6 +127,19 @@ def transition(
     Returns the new record, or None when the condition failed (a stale or illegal update), so callers
     decide whether that is idempotent success (already there) or a conflict.
     """
+    update = transition_update(target, sources, sets, removes, extra_condition, extra_values)
+    return conditional_update(tbl, key, *update)
+
+
+def transition_update(
+    target: str,
+    sources: list[str],
+    sets: Mapping[str, Any] | None = None,
+    removes: tuple[str, ...] = (),
+    extra_condition: str = "",
+    extra_values: Mapping[str, Any] | None = None,
+) -> tuple[str, str, dict[str, str], dict[str, Any]]:
+    """The UpdateItem of `transition`: (update expression, condition, names, values)."""
     names: dict[str, str] = {"#state": "state", "#version": "version"}
     values: dict[str, Any] = {":target": target, ":one": 1}
     assignments = ["#state = :target", "#version = if_not_exists(#version, :zero) + :one"]
@@ -148,7 +161,7 @@ def transition(
         for i, field in enumerate(removes):
             names[f"#r{i}"] = field
         expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
-    return conditional_update(tbl, key, expression, condition, names, values)
+    return expression, condition, names, values
 
 
 def conditional_update(

@@ -12,15 +12,20 @@ record (`rendezvous`: node rank → address and port).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.aws import dynamo
+from chalicelib.aws import dynamo, queue_table
+from chalicelib.domain.queue_head import QueueSummary, queue_fields, sort_key
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
 from chalicelib.domain.updates import RunMove, RunMoves
 from chalicelib.services.ports import AgentRecord, Host
+
+#: Attempts at a transaction that another write got in the way of.
+_TRIES = 5
 
 
 def _sources(target: RunState) -> list[str]:
@@ -32,22 +37,14 @@ class DynamoRuns(RunMoves):
         self._table = dynamo.table("runs")
 
     def put_request(self, request: Run) -> bool:
-        item = {
-            **request.to_item(),
-            "state": str(RunState.PENDING),
-            "pending_pool": request.pool,
-            "version": 0,
-        }
-        try:
-            # to_dynamo: a run carries floats (its job's weight and queue position), which boto3 refuses.
-            self._table.put_item(
-                Item=dynamo.to_dynamo(item), ConditionExpression="attribute_not_exists(run_id)"
-            )
-        except ClientError as error:
-            if dynamo.is_condition_failure(error):
+        queued = replace(request, state=RunState.PENDING)
+        item = {**queued.to_item(), **queue_fields(queued), "version": 0}
+        for _ in range(_TRIES):
+            if queue_table.transact([queue_table.put_run(item), queue_table.count_change(queued, +1)]):
+                return True
+            if self.held(request.run_id) is not None:
                 return False  # a redelivered request: the first one is already queued
-            raise
-        return True
+        raise RuntimeError(f"run {request.run_id}: could not queue its request (conflicting writes)")
 
     def get(self, run_id: str) -> Run | None:
         record = self.held(run_id)
@@ -60,6 +57,20 @@ class DynamoRuns(RunMoves):
     def pending(self, pool: str) -> list[Run]:
         return self._runs(dynamo.query_index(self._table, "pending", "pending_pool", pool))
 
+    def queue_summary(self, pool: str) -> QueueSummary:
+        return queue_table.summary(pool)
+
+    def queue_page(self, pool: str, after: str | None, limit: int) -> tuple[list[Run], str | None]:
+        return queue_table.page("pending", "pending_pool", pool, after, limit)
+
+    def job_queue_page(
+        self, pool: str, job: str, after: str | None, limit: int
+    ) -> tuple[list[Run], str | None]:
+        return queue_table.page("pending_job", "pending_job", f"{pool} {job}", after, limit)
+
+    def prune_queue_summary(self, pool: str) -> None:
+        queue_table.prune(pool)
+
     def allocated(self, pool: str) -> list[Run]:
         return self._runs(dynamo.query_index(self._table, "allocated", "alloc_pool", pool))
 
@@ -68,23 +79,54 @@ class DynamoRuns(RunMoves):
         return [held_record(item) for item in items]
 
     def delete(self, run_id: str) -> None:
-        self._table.delete_item(Key={"run_id": run_id})
+        for _ in range(_TRIES):
+            record = self.held(run_id)
+            if not isinstance(record, Run) or record.state is not RunState.PENDING:
+                self._table.delete_item(Key={"run_id": run_id})
+                return
+            delete = queue_table.delete_run(run_id, record.version)
+            if queue_table.transact([delete, queue_table.count_change(record, -1)]):
+                return
+        raise RuntimeError(f"run {run_id}: could not delete it (conflicting writes)")
 
     @staticmethod
     def _runs(items: Any) -> list[Run]:
         return [Run.from_item(item) for item in items]
 
     def _move(self, run_id: str, move: RunMove) -> dict[str, Any] | None:
-        return dynamo.transition(
-            self._table,
-            {"run_id": run_id},
+        sources = _sources(move.target)
+        if str(RunState.PENDING) in sources:
+            # Leaving the queue: the pool's summary moves with the record, in one transaction.
+            for _ in range(_TRIES):
+                record = self.held(run_id)
+                if not isinstance(record, Run) or record.state is not RunState.PENDING:
+                    break
+                moved = self._leave_queue(record, move)
+                if moved is not None:
+                    return moved
+            sources = [s for s in sources if s != str(RunState.PENDING)]
+            if not sources:
+                return None
+        return dynamo.transition(self._table, {"run_id": run_id}, str(move.target), sources, *_extra(move))
+
+    def _leave_queue(self, run: Run, move: RunMove) -> dict[str, Any] | None:
+        """Move a PENDING run out of the queue if it is still the version read; its new record, or None."""
+        condition, values = _extra(move)[2:] if move.agent_id is not None else ("", {})
+        condition = " AND ".join(filter(None, ["#version = :read", condition]))
+        update = dynamo.transition_update(
             str(move.target),
-            _sources(move.target),
-            sets=move.sets,
-            removes=move.removes,
-            extra_condition="agent_id = :agent" if move.agent_id is not None else "",
-            extra_values={":agent": move.agent_id} if move.agent_id is not None else None,
+            [str(RunState.PENDING)],
+            move.sets,
+            move.removes,
+            condition,
+            {**values, ":read": run.version},
         )
+        if not queue_table.transact(
+            [queue_table.run_update(run.run_id, update), queue_table.count_change(run, -1)]
+        ):
+            return None
+        item = self._table.get_item(Key={"run_id": run.run_id}, ConsistentRead=True).get("Item")
+        return dynamo.plain(item) if item else None
 
     def _now(self) -> str:
         return dynamo.now_iso()
@@ -131,6 +173,8 @@ class DynamoRuns(RunMoves):
         dynamo.update_fields(self._table, {"run_id": run_id}, {"pausing": True}, pk="run_id")
 
     def update_job(self, run_id: str, fields: Mapping[str, Any], *, only_pending: bool = False) -> Run | None:
+        if "pending_pool" in fields:
+            return self._move_pool(run_id, fields)
         states = [RunState.PENDING] if only_pending else [s for s in RunState if s is not RunState.EXITED]
         states_in = {f":s{i}": str(state) for i, state in enumerate(states)}
         names = {"#state": "state", "#kind": "kind"}
@@ -145,7 +189,43 @@ class DynamoRuns(RunMoves):
         item = dynamo.conditional_update(
             self._table, {"run_id": run_id}, "SET " + ", ".join(assignments), condition, names, values
         )
-        return Run.from_item(item) if item is not None else None
+        if item is None:
+            return None
+        run = Run.from_item(item)
+        key = sort_key(run)
+        if run.state is RunState.PENDING and item.get("queue_key") != key:
+            # Its place in the queue changed (priority, queue position): the index's sort key follows.
+            dynamo.update_fields(
+                self._table,
+                {"run_id": run_id},
+                {"queue_key": key},
+                condition="attribute_exists(#pk) AND attribute_exists(pending_pool)",
+                pk="run_id",
+            )
+        return run
+
+    def _move_pool(self, run_id: str, fields: Mapping[str, Any]) -> Run | None:
+        """A waiting run to another pool's queue, both pools' summaries with it."""
+        for _ in range(_TRIES):
+            run = self.get(run_id)
+            if run is None or run.state is not RunState.PENDING:
+                return None
+            moved = replace(run, **{k: v for k, v in fields.items() if k != "pending_pool"})
+            sets = {**fields, **queue_fields(moved)}
+            update = dynamo.transition_update(
+                str(RunState.PENDING),
+                [str(RunState.PENDING)],
+                sets,
+                (),
+                "#version = :read",
+                {":read": run.version},
+            )
+            changes = [queue_table.count_change(run, -1), queue_table.count_change(moved, +1)]
+            if moved.pool == run.pool:
+                changes = []
+            if queue_table.transact([queue_table.run_update(run_id, update), *changes]):
+                return self.get(run_id)
+        return None
 
     def note_task_beat(self, run_id: str, at: str) -> None:
         dynamo.update_fields(self._table, {"run_id": run_id}, {"beat_at": at}, pk="run_id")
@@ -162,6 +242,13 @@ class DynamoRuns(RunMoves):
     def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
         flag = "pausing" if pause else "requeue"
         dynamo.update_fields(self._table, {"run_id": run_id}, {"preempt": True, flag: True}, pk="run_id")
+
+
+def _extra(move: RunMove) -> tuple[dict[str, Any], tuple[str, ...], str, dict[str, Any]]:
+    """A move's sets, removes and the condition of an agent's own move (`transition`'s arguments)."""
+    if move.agent_id is None:
+        return dict(move.sets), move.removes, "", {}
+    return dict(move.sets), move.removes, "agent_id = :agent", {":agent": move.agent_id}
 
 
 def _live_condition() -> tuple[str, dict[str, Any]]:

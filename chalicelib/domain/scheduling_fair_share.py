@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
+from chalicelib.domain.queue_head import ANY_PRIORITY
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, queue_order
 from chalicelib.domain.scheduling_pass import PassPlan, PassState, PoolShape
 
@@ -51,6 +53,8 @@ def fair_share_pass(
     requests: Sequence[SlotRequest],
     holdings: Sequence[Holding],
     agents: Sequence[AgentCapacity],
+    *,
+    waiting_slots: Mapping[str, int] | None = None,
 ) -> PassPlan:
     held: dict[str, int] = {}
     weight: dict[str, float] = {}
@@ -80,7 +84,10 @@ def fair_share_pass(
             weight.setdefault(job, max(request.weight, _EPSILON))
             rank[job] = (0, request.queue_position, job)
         queue.append(request)
-    demand = {job: held.get(job, 0) + sum(r.slots for r in pending.get(job, [])) for job in weight}
+    asked = {job: sum(r.slots for r in queue) for job, queue in pending.items()}
+    if waiting_slots is not None:  # only each job's head was read: its whole demand is known apart
+        asked = {job: max(n, waiting_slots.get(job, 0)) for job, n in asked.items()}
+    demand = {job: held.get(job, 0) + asked.get(job, 0) for job in weight}
     shares = water_fill(state.capacity.total_slots, demand, weight)
     state.plan.shares = shares
     alloc = {job: float(held.get(job, 0)) for job in weight}
@@ -141,7 +148,16 @@ def fair_share_pass(
         nxt[job] += 1
         if nxt[job] < len(pending[job]):
             heapq.heappush(heap, (alloc[job] / weight[job], position[job], job))
-    return state.plan
+    plan = state.leave_room(
+        preemption, lambda holding: alloc[holding.job_id] > shares[holding.job_id] + _EPSILON
+    )
+    # Every job whose requests given were all placed, made room for or can never fit: the pass would
+    # have gone on to its next request.
+    given = {request.job_id for request in requests}
+    plan.exhausted = {job for job in given if job not in pending or nxt[job] >= len(pending[job])}
+    if plan.room.preemptible is not None:  # any request of a job below its share may preempt them
+        plan.room = replace(plan.room, preemptible=ANY_PRIORITY)
+    return plan
 
 
 def _rest_wait(state: PassState, rest: Sequence[SlotRequest], job: str, alloc: float, share: float) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 
+from chalicelib.domain.queue_head import Room
 from chalicelib.domain.scheduling import AgentCapacity, Assignment, Holding, SlotRequest
 from chalicelib.domain.scheduling_capacity import PassCapacity
 from chalicelib.domain.scheduling_victims import (
@@ -25,13 +26,17 @@ class PassPlan:
     (checkpoint, exit, requeue) so that a waiting request fits; their slots are reserved for it.
     ``preempted_for``: victim run id -> the request it makes room for. ``blocked``: run id -> why it waits
     (every request not assigned). ``shares``: the fair-share scheduler's slots per job (empty for the
-    priority scheduler)."""
+    priority scheduler). ``room``: what is left for requests the pass was not given (`queue_head`)."""
 
     assignments: list[Assignment] = field(default_factory=list)
     preempt: list[str] = field(default_factory=list)
     preempted_for: dict[str, str] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
+    room: Room = field(default_factory=Room)
+    #: Fair share: the jobs whose every request given was placed or made room for (the pass would have
+    #: gone on with their next one).
+    exhausted: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,30 @@ class PassState:
         self.plan.blocked[request.run_id] = (
             f"preempting {runs} to make room; it starts once they checkpoint and exit"
         )
+
+    def leave_room(
+        self, preemption: bool, preemptible: Callable[[Holding], bool], bypass_above: int | None = None
+    ) -> PassPlan:
+        """The plan, with what is left for requests it was not given (``preemptible``: a holding that
+        some request could still preempt; ``bypass_above``: requests of a lower priority than this may
+        ignore the blocked heads' protection)."""
+        capacity = self.capacity
+        preempted = set(self.plan.preempt)
+        lowest = None
+        if preemption:
+            for holding in self.holdings:
+                if not holding.stopping and holding.run_id not in preempted and preemptible(holding):
+                    lowest = holding.priority if lowest is None else max(lowest, holding.priority)
+        self.plan.room = Room(
+            most_free=capacity.most_free(),
+            idle={size: n for size, n in capacity.idle_count.items() if n > 0},
+            largest=capacity.largest,
+            freeing=capacity.freeing_total if preemption else 0,
+            preemptible=lowest,
+            all_protected=capacity.all_protected,
+            bypass_above=bypass_above,
+        )
+        return self.plan
 
     # -- reasons -------------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ holdings, agents) -> PassPlan` (runs to start, runs to preempt, why the others w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from chalicelib.domain.pools import PoolSpec, SchedulerKind
@@ -36,7 +36,7 @@ from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, qu
 from chalicelib.domain.scheduling_fair_share import fair_share_pass
 from chalicelib.domain.scheduling_pass import PassPlan, PassState, PoolShape, shape_refusal
 
-__all__ = ["PassPlan", "PoolPolicy", "can_ever_fit", "plan_pass"]
+__all__ = ["PassPlan", "PoolPolicy", "PriorityPass", "can_ever_fit", "plan_pass"]
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,18 @@ def plan_pass(
     requests: Sequence[SlotRequest],
     holdings: Sequence[Holding],
     agents: Sequence[AgentCapacity],
+    waiting_slots: Mapping[str, int] | None = None,
 ) -> PassPlan:
     """One scheduling pass of a pool (see the module docstring). ``agents``' ``used`` counts every
-    holding's slots; ``holdings`` are the runs holding them (the candidates for preemption)."""
+    holding's slots; ``holdings`` are the runs holding them (the candidates for preemption).
+
+    ``requests`` may be only the head of the queue (each job's head, for fair share): every decision
+    on a request depends only on those ahead of it. ``waiting_slots`` (job id -> slots it waits for in
+    all) then gives the fair-share scheduler each job's whole demand."""
     if policy.kind == "fair_share":
-        return fair_share_pass(policy.preemption, policy.shape, requests, holdings, agents)
+        return fair_share_pass(
+            policy.preemption, policy.shape, requests, holdings, agents, waiting_slots=waiting_slots
+        )
     return _priority_pass(policy, requests, holdings, agents)
 
 
@@ -95,43 +102,64 @@ def _priority_pass(
     holdings: Sequence[Holding],
     agents: Sequence[AgentCapacity],
 ) -> PassPlan:
-    state = PassState(agents, holdings, policy.shape, _priority_worthiness, monotone_victims=True)
-    capacity = state.capacity
-    blocked = state.plan.blocked
-    heads: list[SlotRequest] = []
-    failed = _Failures(capacity.largest)
-    settled: dict[tuple[int, int], str] = {}  # (slots, capacity version) -> why it waits
-    order = queue_order(requests)
-    for i, request in enumerate(order):
-        if capacity.total_free == 0 and not _may_preempt(policy, state, request):
-            _all_wait(state, order[i:])
-            break
-        bypass = policy.preemption and bool(heads) and request.priority > heads[-1].priority
-        if not bypass and capacity.all_protected:  # nothing is left for it: only say why
-            key = (request.slots, capacity.version)
-            reason = settled.get(key)
-            if reason is None:
-                reason = settled[key] = state.never_fits(request.slots) or _reason(state, request, heads)
-            blocked[request.run_id] = reason
-            continue
-        never = state.never_fits(request.slots)
-        if never is not None:
-            blocked[request.run_id] = never
-            continue
-        avoid: set[int] | tuple[()] = () if bypass else capacity.protected
-        if state.place(request, avoid) is not None:
-            continue
-        if policy.preemption and not failed.known(request.slots, avoid):
-            if state.wait_for_freeing(request, avoid):
+    return PriorityPass(policy, holdings, agents).feed(queue_order(requests))
+
+
+class PriorityPass:
+    """The priority pass, fed the queue a part at a time (`feed`, in queue order): each decision depends
+    only on the requests ahead, so a pass over the head of the queue goes on where it stopped when the
+    reader brings the next page, instead of planning again from the first request."""
+
+    def __init__(
+        self, policy: PoolPolicy, holdings: Sequence[Holding], agents: Sequence[AgentCapacity]
+    ) -> None:
+        self.policy = policy
+        self.state = PassState(agents, holdings, policy.shape, _priority_worthiness, monotone_victims=True)
+        self.heads: list[SlotRequest] = []
+        self.failed = _Failures(self.state.capacity.largest)
+        self.settled: dict[tuple[int, int], str] = {}  # (slots, capacity version) -> why it waits
+        #: Nothing after this point can be placed or preempt: every later request only waits.
+        self.closed = False
+
+    def feed(self, order: Sequence[SlotRequest]) -> PassPlan:
+        """Decide ``order`` (sorted, after every request fed before); the plan so far."""
+        policy, state, heads = self.policy, self.state, self.heads
+        capacity = state.capacity
+        blocked = state.plan.blocked
+        for i, request in enumerate(order):
+            if self.closed or (capacity.total_free == 0 and not _may_preempt(policy, state, request)):
+                self.closed = True
+                _all_wait(state, order[i:])
+                break
+            bypass = policy.preemption and bool(heads) and request.priority > heads[-1].priority
+            if not bypass and capacity.all_protected:  # nothing is left for it: only say why
+                key = (request.slots, capacity.version)
+                reason = self.settled.get(key)
+                if reason is None:
+                    reason = self.settled[key] = state.never_fits(request.slots) or _reason(
+                        state, request, heads
+                    )
+                blocked[request.run_id] = reason
                 continue
-            table_key = (request.slots, request.priority, frozenset(avoid))
-            if state.preempt_for(request, _lower_than(request.priority), avoid, table_key) is not None:
+            never = state.never_fits(request.slots)
+            if never is not None:
+                blocked[request.run_id] = never
                 continue
-            failed.add(request.slots, avoid)
-        blocked[request.run_id] = _reason(state, request, heads)
-        capacity.protect_for(request.slots)
-        heads.append(request)
-    return state.plan
+            avoid: set[int] | tuple[()] = () if bypass else capacity.protected
+            if state.place(request, avoid) is not None:
+                continue
+            if policy.preemption and not self.failed.known(request.slots, avoid):
+                if state.wait_for_freeing(request, avoid):
+                    continue
+                table_key = (request.slots, request.priority, frozenset(avoid))
+                if state.preempt_for(request, _lower_than(request.priority), avoid, table_key) is not None:
+                    continue
+                self.failed.add(request.slots, avoid)
+            blocked[request.run_id] = _reason(state, request, heads)
+            capacity.protect_for(request.slots)
+            heads.append(request)
+        bypass_above = heads[-1].priority if policy.preemption and heads else None
+        return state.leave_room(policy.preemption, lambda holding: True, bypass_above)
 
 
 class _Failures:

@@ -102,7 +102,9 @@ class RunMoves:
         if nodes:
             per_node = run.slots // len(nodes)
             fields["nodes"] = [{"agent_id": agent, "slots": per_node} for agent in nodes]
-        return _run(self._move(run_id, RunMove(RunState.ASSIGNED, fields, removes=("pending_pool",))))
+        return _run(
+            self._move(run_id, RunMove(RunState.ASSIGNED, fields, removes=("pending_pool", "pending_job")))
+        )
 
     def launch(self, run_id: str, launch_token: str) -> Run | None:
         """Launched: kept for its agent's next heartbeat, or as one node record per agent."""
@@ -126,7 +128,7 @@ class RunMoves:
     def exit(self, run_id: str, exit_code: int, reason: str) -> Run | Node | None:
         """Ended, for any reason: out of every index (no slots held, no agent expected to run it)."""
         fields = {"exit_code": exit_code, "reason": reason[:MAX_REASON], "exited_at": self._now()}
-        removes = ("pending_pool", "alloc_pool", "active_agent")
+        removes = ("pending_pool", "pending_job", "alloc_pool", "active_agent")
         return _held(self._move(run_id, RunMove(RunState.EXITED, fields, removes=removes)))
 
 

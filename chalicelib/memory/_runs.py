@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from chalicelib.domain.queue_head import QueueSummary, queue_fields
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState
 from chalicelib.domain.updates import RunMove, RunMoves
@@ -25,7 +26,7 @@ class MemoryRuns(RunMoves):
         if request.run_id in self.items:
             return False  # a redelivered request: the first one is already queued
         item = stored(request.to_item())
-        item.update(state=str(RunState.PENDING), pending_pool=request.pool, version=0)
+        item.update(state=str(RunState.PENDING), version=0, **queue_fields(request))
         self.items[request.run_id] = item
         return True
 
@@ -37,7 +38,39 @@ class MemoryRuns(RunMoves):
         return _held(self.items.get(run_id))
 
     def pending(self, pool: str) -> list[Run]:
-        return [Run.from_item(item) for item in self._indexed("pending_pool", pool, order="queued_at")]
+        return [Run.from_item(item) for item in self._indexed("pending_pool", pool, order="queue_key")]
+
+    def queue_summary(self, pool: str) -> QueueSummary:
+        sizes: dict[int, int] = {}
+        jobs: dict[str, tuple[int, int]] = {}
+        waiting = self.pending(pool)
+        for run in waiting:
+            sizes[run.slots] = sizes.get(run.slots, 0) + 1
+            count, slots = jobs.get(str(run.experiment_id), (0, 0))
+            jobs[str(run.experiment_id)] = (count + 1, slots + run.slots)
+        return QueueSummary(len(waiting), sum(r.slots for r in waiting), sizes, jobs)
+
+    def queue_page(self, pool: str, after: str | None, limit: int) -> tuple[list[Run], str | None]:
+        return self._page("pending_pool", pool, after, limit)
+
+    def job_queue_page(
+        self, pool: str, job: str, after: str | None, limit: int
+    ) -> tuple[list[Run], str | None]:
+        return self._page("pending_job", f"{pool} {job}", after, limit)
+
+    def prune_queue_summary(self, pool: str) -> None:
+        """Nothing to prune: the summary is counted from the records."""
+
+    def _page(
+        self, attribute: str, value: str, after: str | None, limit: int
+    ) -> tuple[list[Run], str | None]:
+        items = [
+            i
+            for i in self._indexed(attribute, value, order="queue_key")
+            if after is None or i["queue_key"] > after
+        ]
+        page = [Run.from_item(item) for item in items[:limit]]
+        return page, (str(items[limit - 1]["queue_key"]) if len(items) > limit else None)
 
     def allocated(self, pool: str) -> list[Run]:
         return [Run.from_item(item) for item in self._indexed("alloc_pool", pool)]
@@ -90,6 +123,9 @@ class MemoryRuns(RunMoves):
         if only_pending and run.get("state") != str(RunState.PENDING):
             return None
         run.update({name: stored(value) for name, value in fields.items()})
+        updated = Run.from_item(read(run) or {})
+        if updated.state is RunState.PENDING:
+            run.update(queue_fields(updated))  # its place in the queue follows its job
         return _run(read(run))
 
     def note_task_beat(self, run_id: str, at: str) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from chalicelib.domain.queue_head import QueueSummary
 from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricReport, SearcherWish, Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import ExperimentState, TrialState
@@ -127,7 +128,29 @@ class RunStore(Protocol):
         """A run, or one node of a run, as an agent holds it (by the id its launch spec gave)."""
         ...
 
-    def pending(self, pool: str) -> list[Run]: ...
+    def pending(self, pool: str) -> list[Run]:
+        """Every request waiting in the pool, in queue order (for users: a pass reads `queue_page`)."""
+        ...
+
+    def queue_summary(self, pool: str) -> QueueSummary:
+        """What waits in the pool, as kept with every request entering and leaving its queue."""
+        ...
+
+    def queue_page(self, pool: str, after: str | None, limit: int) -> tuple[list[Run], str | None]:
+        """Up to ``limit`` requests of the pool's queue after the sort key ``after`` (from the head when
+        None), in queue order; and the sort key to go on from (None: the queue ends there)."""
+        ...
+
+    def job_queue_page(
+        self, pool: str, job: str, after: str | None, limit: int
+    ) -> tuple[list[Run], str | None]:
+        """`queue_page` of one job's requests."""
+        ...
+
+    def prune_queue_summary(self, pool: str) -> None:
+        """Forget the summary's counters of jobs with nothing queued."""
+        ...
+
     def allocated(self, pool: str) -> list[Run]: ...
     def for_agent(self, agent_id: str) -> list[Run | Node]: ...
     def assign(self, run_id: str, agent_id: str, nodes: tuple[str, ...] = ()) -> Run | None: ...

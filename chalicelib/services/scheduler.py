@@ -11,8 +11,10 @@ agent): without that, their trials would wait forever for an exit nobody is left
 
 The pass itself is `scheduling_policies.plan_pass` under the pool's configured policy (priority with
 preemption on or off, or fair share): it grants what fits, names the running runs to preempt (they are
-told to stop through the pause path: checkpoint, exit, requeue) and says why every other request waits;
-that reason is kept on the request for `det job list`.
+told to stop through the pause path: checkpoint, exit, requeue) and says why every request it read waits;
+that reason is kept on the request for `det job list`. It reads the runs holding slots (bounded by the
+pool's slots), the pool's queue summary (one item) and the head of the queue only as far as a request
+could still be placed (`queue_reading`): its reads grow with what changes, not with the queue.
 """
 
 from __future__ import annotations
@@ -22,16 +24,20 @@ import logging
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Run
-from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, submission_position
-from chalicelib.domain.scheduling_policies import PoolPolicy, plan_pass
+from chalicelib.domain.scheduling import AgentCapacity, Holding
+from chalicelib.domain.scheduling_policies import PoolPolicy
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.services import job_updates, pausing, runs
 from chalicelib.services.clock import epoch_of, iso_utc
 from chalicelib.services.ports import Ports
+from chalicelib.services.queue_reading import plan_head, queue_position
 from chalicelib.workflow import TASK_BEAT_INTERVAL_S, TASK_HEARTBEAT_S
 from contract import messages
 
 log = logging.getLogger(__name__)
+
+#: At most this many wait reasons are written in one pass (see `_note_reasons`).
+REASON_WRITES = 100
 
 
 def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
@@ -59,6 +65,8 @@ def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
             # Canceled or killed after its execution asked for slots: it never starts, and its
             # workflow goes on at once (to Cancel) instead of waiting in the queue for slots.
             pausing.drop_request_of_canceled_trial(ports, queued)
+    elif isinstance(message, messages.Sweep):
+        ports.runs.prune_queue_summary(message.pool)
     schedule_pool(ports, message.pool)
 
 
@@ -81,25 +89,22 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         holding.append(run)
         for placement in run.placements:
             used[placement.agent_id] = used.get(placement.agent_id, 0) + placement.slots
-    pending = [run for run in ports.runs.pending(pool) if _still_awaited(ports, run, now)]
-    ports.compute.set_desired_slots(pool, sum(used.values()) + sum(r.slots for r in pending))
-    if not pending:
+    summary = ports.runs.queue_summary(pool)
+    ports.compute.set_desired_slots(pool, sum(used.values()) + summary.slots)
+    if summary.requests <= 0:
         return []
     agents = [
         AgentCapacity(agent_id=host.host_id, slots=host.slots, used=used.get(host.host_id, 0))
         for host in hosts
     ]
     spec = ports.settings.pool(pool) or PoolSpec(name=pool)
-    plan = plan_pass(
-        PoolPolicy.of(spec), [_request(r) for r in pending], [_holding(r) for r in holding], agents
-    )
+    head = plan_head(ports, pool, PoolPolicy.of(spec), summary, [_holding(r) for r in holding], agents)
+    plan, pending = head.plan, head.read
     by_id = {r.run_id: r for r in [*pending, *holding]}
     for victim in plan.preempt:
         log.info("pool %s: preempting run %s for %s", pool, victim, plan.preempted_for.get(victim))
         pausing.preempt_run(ports, by_id[victim])
-    for run_id, reason in plan.blocked.items():
-        if by_id[run_id].wait_reason != reason:
-            ports.runs.note_wait_reason(run_id, reason)
+    _note_reasons(ports, head.read, plan.blocked)
     granted = []
     for assignment in plan.assignments:
         if ports.runs.assign(assignment.run_id, assignment.agent_id, assignment.nodes) is None:
@@ -116,29 +121,42 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     return granted
 
 
+def _note_reasons(ports: Ports, read: list[Run], blocked: dict[str, str]) -> None:
+    """Keep why each request waits on it, for `det job list`: only where it changed, and for at most
+    `REASON_WRITES` requests a pass, nearest the head first (a freed slot changes the reason of every
+    request read, and a pass may read thousands)."""
+    written = 0
+    for run in read:
+        reason = blocked.get(run.run_id)
+        if reason is not None and run.wait_reason != reason:
+            ports.runs.note_wait_reason(run.run_id, reason)
+            written += 1
+            if written >= REASON_WRITES:
+                return
+
+
 def _still_awaited(ports: Ports, run: Run, now: float) -> bool:
     """Keep the run's workflow wait alive (a task heartbeat every `TASK_BEAT_INTERVAL_S`: its slot
     request while it waits, its launch while it runs); False once the workflow waits for it no more (the
     wait timed out: a lost message, a consumer that was down), after ending the run so its slots and
     processes do not outlive it. A run assigned whose launch never came is ended the same way."""
+    if run.state == RunState.PENDING:
+        return True  # its slot request waits without a heartbeat (see `workflow`)
     if run.state == RunState.ASSIGNED:
         stale = run.assigned_at is not None and now - epoch_of(run.assigned_at) > TASK_HEARTBEAT_S
         if stale and ports.runs.exit(run.run_id, -1, "its launch never came") is not None:
             ports.compute.stop(run.run_id)
             return False
         return not stale
-    token = run.slot_token if run.state == RunState.PENDING else run.launch_token
-    last = run.beat_at or (run.queued_at if run.state == RunState.PENDING else run.launched_at)
+    token = run.launch_token
+    last = run.beat_at or run.launched_at
     if not token or (last and now - epoch_of(last) < TASK_BEAT_INTERVAL_S):
         return True
     if ports.workflows.heartbeat(token):
         ports.runs.note_task_beat(run.run_id, iso_utc(now))
         return True
     reason = "its workflow stopped waiting for it (no task heartbeat in time); the trial was restarted"
-    if run.state == RunState.PENDING:
-        ports.runs.exit(run.run_id, -1, reason)
-    else:
-        runs.end_run(ports, run, -1, reason)
+    runs.end_run(ports, run, -1, reason)
     log.warning("run %s: %s", run.run_id, reason)
     return False
 
@@ -148,23 +166,6 @@ def _canceled(trial: Trial | None) -> bool:
         TrialState.STOPPING_CANCELED,
         TrialState.STOPPING_KILLED,
         TrialState.CANCELED,
-    )
-
-
-def _position(run: Run) -> float:
-    """The job's queue position (moved by `det job update`), else its submission time."""
-    return run.queue_position if run.queue_position is not None else submission_position(run.queued_at)
-
-
-def _request(run: Run) -> SlotRequest:
-    return SlotRequest(
-        run_id=run.run_id,
-        slots=run.slots,
-        priority=run.priority,
-        queued_at=run.queued_at,
-        job_id=str(run.experiment_id),
-        weight=run.weight,
-        queue_position=_position(run),
     )
 
 
@@ -179,7 +180,7 @@ def _holding(run: Run) -> Holding:
         priority=run.priority,
         placements=placements,
         weight=run.weight,
-        queue_position=_position(run),
+        queue_position=queue_position(run),
         started_at=run.assigned_at or "",
         stopping=run.preempt or run.pausing,
     )

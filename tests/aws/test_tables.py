@@ -4,9 +4,12 @@ on the in-memory twin too (`chalicelib.memory`): the services' unit tests rely o
 from __future__ import annotations
 
 import dataclasses
+import uuid
+from collections import Counter
 
 import pytest
 
+from chalicelib.domain.queue_head import QueueSummary
 from chalicelib.domain.records import Checkpoint, Experiment, Trial
 from chalicelib.domain.run_records import Run
 
@@ -211,3 +214,68 @@ def test_a_large_searcher_snapshot_fits_in_one_item(ports):
     }
     assert ports.experiments.save_searcher(1, snapshot, expected_version=0)
     assert ports.experiments.get(1).searcher == snapshot
+
+
+def _recount(ports, pool: str) -> QueueSummary:
+    waiting = ports.runs.pending(pool)
+    sizes = Counter(r.slots for r in waiting)
+    jobs: dict[str, tuple[int, int]] = {}
+    for r in waiting:
+        n, slots = jobs.get(str(r.experiment_id), (0, 0))
+        jobs[str(r.experiment_id)] = (n + 1, slots + r.slots)
+    return QueueSummary(len(waiting), sum(r.slots for r in waiting), dict(sizes), jobs)
+
+
+def test_the_queue_summary_and_order_follow_every_request_in_and_out(ports):
+    """Issue 12: a pass reads the pool's summary and the head of its queue, never the whole queue; the
+    summary moves with each request entering, leaving or changing pools, once per request."""
+    pool, other = f"q{uuid.uuid4().hex[:8]}", f"r{uuid.uuid4().hex[:8]}"
+    runs = ports.runs
+
+    def request(i: int, job: int, slots: int, priority: int) -> Run:
+        return Run(
+            run_id=f"{pool}.{i}",
+            trial_id=i,
+            experiment_id=job,
+            pool=pool,
+            slots=slots,
+            priority=priority,
+            state="PENDING",
+            queued_at=f"2026-01-01T00:00:{i:02d}Z",
+        )
+
+    queued = [
+        request(i, *spec)
+        for i, spec in enumerate([(1, 1, 42), (1, 4, 42), (2, 2, 10), (3, 8, 60), (2, 1, 42)])
+    ]
+    for run in queued:
+        assert runs.put_request(run)
+    assert not runs.put_request(queued[0])  # redelivered: counted once
+    summary = runs.queue_summary(pool)
+    assert summary == _recount(ports, pool)
+    assert summary == QueueSummary(5, 16, {1: 2, 4: 1, 2: 1, 8: 1}, {"1": (2, 5), "2": (2, 3), "3": (1, 8)})
+
+    # The head first, page by page: priority 10, then 42 by submission, then 60.
+    first, after = runs.queue_page(pool, None, 2)
+    rest, end = runs.queue_page(pool, after, 10)
+    assert [r.run_id for r in first + rest] == [f"{pool}.{i}" for i in (2, 0, 1, 4, 3)] and end is None
+    job_two, _ = runs.job_queue_page(pool, "2", None, 10)
+    assert [r.run_id for r in job_two] == [f"{pool}.2", f"{pool}.4"]
+
+    assert runs.update_job(f"{pool}.3", {"priority": 5}) is not None  # `det job update`: to the head
+    assert runs.queue_page(pool, None, 1)[0][0].run_id == f"{pool}.3"
+    runs.assign(f"{pool}.2", "agent-a")
+    runs.exit(f"{pool}.0", -1, "canceled while queued")
+    runs.exit(f"{pool}.0", -1, "again")  # changes nothing
+    moved = {"pool": other, "pending_pool": other}
+    assert runs.update_job(f"{pool}.1", moved, only_pending=True).pool == other
+    assert runs.update_job(f"{pool}.2", moved, only_pending=True) is None  # granted: stays
+    assert (
+        runs.queue_summary(pool)
+        == _recount(ports, pool)
+        == QueueSummary(2, 9, {8: 1, 1: 1}, {"3": (1, 8), "2": (1, 1)})
+    )
+    assert runs.queue_summary(other) == _recount(ports, other) == QueueSummary(1, 4, {4: 1}, {"1": (1, 4)})
+    runs.delete(f"{pool}.4")
+    runs.prune_queue_summary(pool)
+    assert runs.queue_summary(pool) == _recount(ports, pool) == QueueSummary(1, 8, {8: 1}, {"3": (1, 8)})

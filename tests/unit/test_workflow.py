@@ -68,7 +68,11 @@ def test_the_task_token_waits_last_as_long_as_step_functions_allows():
     waits = [s for s in states.values() if s.get("Resource", "").endswith(".waitForTaskToken")]
     assert len(waits) == 2
     for wait in waits:
-        assert wait["TimeoutSeconds"] == 99_999_999 and wait["HeartbeatSeconds"] < wait["TimeoutSeconds"]
+        assert wait["TimeoutSeconds"] == 99_999_999
+    # The launch wait has a heartbeat (the passes beat the runs holding slots: as many as the pool has
+    # slots); the wait for slots has none, so that no pass has to touch every queued request.
+    assert states["Launch"]["HeartbeatSeconds"] < states["Launch"]["TimeoutSeconds"]
+    assert "HeartbeatSeconds" not in states["RequestSlots"]
 
 
 def test_every_task_retries_service_errors_and_catches_what_is_left():

@@ -102,7 +102,7 @@ def test_a_slot_request_of_a_trial_killed_meanwhile_leaves_the_queue_at_once(por
     assert flow.exit_answer(run_id)["canceled"] is True  # the workflow's Cancel, not a wait for slots
 
 
-def test_the_passes_keep_waiting_workflows_alive_and_end_runs_whose_workflow_gave_up(ports, flow):
+def test_the_passes_keep_launch_waits_alive_and_end_runs_whose_workflow_gave_up(ports, flow):
     runs.heartbeat(ports, "agent-1", "default", 1, [])
     busy = _submit(flow, priority=42)
     flow.place(busy)
@@ -113,9 +113,11 @@ def test_the_passes_keep_waiting_workflows_alive_and_end_runs_whose_workflow_gav
     ports.clock.advance(TASK_BEAT_INTERVAL_S + 1)
     runs.heartbeat(ports, "agent-1", "default", 1, [busy_run])  # the agent is alive
     scheduler.schedule_pool(ports, "default")
-    assert ports.workflows.beats == {f"slots-{waiting}": 1, f"launch-{busy_run}": 1}
+    # Only the launch wait has a heartbeat: a queued request's wait for slots has none, so a pass never
+    # touches every queued request.
+    assert ports.workflows.beats == {f"launch-{busy_run}": 1}
     scheduler.schedule_pool(ports, "default")  # not due again yet
-    assert sum(ports.workflows.beats.values()) == 2
+    assert sum(ports.workflows.beats.values()) == 1
 
     # Both workflows stop waiting (their waits timed out: a lost message, a consumer that was down).
     ports.workflows.end(f"slots-{waiting}")
@@ -123,8 +125,9 @@ def test_the_passes_keep_waiting_workflows_alive_and_end_runs_whose_workflow_gav
     ports.clock.advance(TASK_BEAT_INTERVAL_S + 1)
     runs.heartbeat(ports, "agent-1", "default", 1, [busy_run])
     scheduler.schedule_pool(ports, "default")
-    assert ports.runs.get(waiting).state == RunState.EXITED
     assert ports.runs.get(busy_run).state == RunState.EXITED  # its processes are killed at the next beat
+    # Its slot came free; the waiting request's grant finds its workflow gone, and the run ends.
+    assert ports.runs.get(waiting).state == RunState.EXITED
     assert runs.heartbeat(ports, "agent-1", "default", 1, [busy_run])["kill"] == [busy_run]
 
 
