@@ -4,7 +4,7 @@ Run from the repository root:
     .venv/bin/python bench/control_plane_cost.py [--minutes 3] [--idle-minutes 2] [--step 0.05] [--write]
 
 The stack runs with the AWS defaults (agents heartbeat every 30 s, `STRATUS_AGENT_HEARTBEAT_S`; trials
-report at most every 5 s, `STRATUS_REPORT_INTERVAL`). It counts every request its API was asked
+send their reports every 30 s, `STRATUS_REPORT_INTERVAL_S`; the local stack's own defaults are 5 s). It counts every request its API was asked
 (each an API Gateway request and a Lambda invocation on AWS) and every request to the AWS services (moto),
 by operation (`infra.moto_compat.RequestCounts`); Step Functions transitions are read from the trial's
 execution history. Two phases: one agent idle (the cost of an agent-hour with nothing to run), then one
@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._latency import upload_context  # noqa: E402
 from bench.machine import describe  # noqa: E402
+from chalicelib.settings import DEFAULT_AGENT_HEARTBEAT_S, DEFAULT_REPORT_INTERVAL_S  # noqa: E402
 from det._client import ApiClient  # noqa: E402
 from infra.local_stack import BackgroundStack  # noqa: E402
 from infra.moto_compat import COUNTS_PATH  # noqa: E402
@@ -123,7 +124,11 @@ def main() -> int:
     context = work / "context"
     context.mkdir()
     (context / "trial.py").write_text((ROOT / "bench" / "contexts" / "cost" / "trial.py").read_text())
-    stack = BackgroundStack(work / "stack", slots=1, env={"STRATUS_AGENT_HEARTBEAT_S": "30"})
+    aws_defaults = {
+        "STRATUS_AGENT_HEARTBEAT_S": f"{DEFAULT_AGENT_HEARTBEAT_S:g}",
+        "STRATUS_REPORT_INTERVAL_S": f"{DEFAULT_REPORT_INTERVAL_S:g}",
+    }
+    stack = BackgroundStack(work / "stack", slots=1, env=aws_defaults)
     moto = stack.state["moto_url"]
     try:
         with ApiClient(stack.state["api_url"]) as api:
@@ -218,7 +223,7 @@ def _report(args, steps, state, idle, idle_s, busy, busy_s, steady, steady_s, sf
             f"{' --write' if args.write else ''}`.",
             "",
             "AWS defaults: agents heartbeat every 30 s and learn of work by their doorbell (an SQS long poll, "
-            "presigned); trials report at most every 5 s and, under an agent, heartbeat once a minute. "
+            "presigned); trials send their reports every 30 s and, under an agent, heartbeat once a minute. "
             f"Prices: us-east-1 list prices; Lambda at 128 MB and an assumed {LAMBDA_MS} ms per invocation; "
             "DynamoDB on demand, one request unit per call (items under 1 KB); SQS FIFO for the control "
             "plane's queues. CloudWatch Logs ingestion (per GB of output) is not counted.",

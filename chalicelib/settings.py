@@ -15,6 +15,11 @@ from chalicelib.domain.pools import DEFAULT_POOLS, PoolConfigError, PoolSpec, po
 #: How often agents heartbeat (their liveness; work reaches them by their doorbell, `chalicelib.aws.bells`):
 #: tens of seconds on AWS, where every beat is an API call and DynamoDB writes; the local stack sets a few.
 DEFAULT_AGENT_HEARTBEAT_S = 30.0
+#: How long a trial's report sender gathers reports before it sends them (`STRATUS_REPORT_INTERVAL` in
+#: its environment; the local stack sets 5). Every send is an API request and a few DynamoDB writes:
+#: 30 s keeps a trial's steady cost in AWS under half a cent an hour (`bench/results/control_plane_cost.md`);
+#: checkpoints, preemption checks and the end of the trial flush at once whatever the interval.
+DEFAULT_REPORT_INTERVAL_S = 30.0
 #: An agent silent for longer is presumed lost (its runs end; their trials restart elsewhere). Unless set,
 #: it follows the heartbeat: `AGENT_TIMEOUT_BEATS` missed beats, and never under this.
 DEFAULT_AGENT_TIMEOUT_S = 30.0
@@ -41,6 +46,7 @@ class Settings:
     agent_timeout_s: float
     presign_expiry_s: int
     agent_heartbeat_s: float = DEFAULT_AGENT_HEARTBEAT_S
+    report_interval_s: float = DEFAULT_REPORT_INTERVAL_S
     #: The resource pools (`STRATUS_POOLS`, JSON: a list of `PoolSpec` fields; one "default" pool,
     #: priority scheduler with preemption, when unset).
     pools: tuple[PoolSpec, ...] = DEFAULT_POOLS
@@ -79,6 +85,7 @@ def get_settings() -> Settings:
         agent_token=_required("STRATUS_AGENT_TOKEN"),
         agent_timeout_s=_agent_timeout(),
         agent_heartbeat_s=_agent_heartbeat(),
+        report_interval_s=_report_interval(),
         presign_expiry_s=int(os.environ.get("STRATUS_PRESIGN_EXPIRY_S", DEFAULT_PRESIGN_EXPIRY_S)),
         pools=_pools(),
     )
@@ -88,6 +95,13 @@ def _agent_heartbeat() -> float:
     value = float(os.environ.get("STRATUS_AGENT_HEARTBEAT_S") or DEFAULT_AGENT_HEARTBEAT_S)
     if not 0 < value <= 300:
         raise RuntimeError(f"STRATUS_AGENT_HEARTBEAT_S={value:g} must be between 0 and 300 seconds")
+    return value
+
+
+def _report_interval() -> float:
+    value = float(os.environ.get("STRATUS_REPORT_INTERVAL_S") or DEFAULT_REPORT_INTERVAL_S)
+    if not 0 <= value <= 60:
+        raise RuntimeError(f"STRATUS_REPORT_INTERVAL_S={value:g} must be between 0 and 60 seconds")
     return value
 
 

@@ -154,6 +154,8 @@ class LocalStack:
         os.environ["STRATUS_POOLS"] = pools_to_json(pool.spec for pool in self.pools)
         # Agents learn of work by their doorbell: the heartbeat is only their liveness.
         os.environ.setdefault("STRATUS_AGENT_HEARTBEAT_S", str(LOCAL_AGENT_HEARTBEAT_S))
+        # Metrics show within seconds on this machine, where requests cost nothing.
+        os.environ.setdefault("STRATUS_REPORT_INTERVAL_S", str(LOCAL_REPORT_INTERVAL_S))
 
     def _start_moto(self) -> None:
         import httpx
@@ -344,6 +346,8 @@ class LocalStack:
 
 #: The local agents' heartbeat interval (seconds; `STRATUS_AGENT_HEARTBEAT_S` sets another).
 LOCAL_AGENT_HEARTBEAT_S = 5.0
+#: How long trials gather reports before sending them on the local stack (`STRATUS_REPORT_INTERVAL_S`).
+LOCAL_REPORT_INTERVAL_S = 5.0
 
 
 class BackgroundStack:

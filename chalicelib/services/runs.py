@@ -24,7 +24,7 @@ from chalicelib.services import tokens
 from chalicelib.services.ports import Ports
 from contract import messages
 from contract.entrypoint import legacy_trial_argv
-from contract.env import TrialEnv
+from contract.env import REPORT_INTERVAL, TrialEnv
 from contract.launch import LaunchSpec
 
 log = logging.getLogger(__name__)
@@ -333,6 +333,8 @@ def launch_spec(ports: Ports, held: Run | Node) -> LaunchSpec:
     config = experiment.parsed_config
     # GPU flavours of images and variables come with the GPU backends; agents run the CPU flavour for now.
     environment = config.environment.variables_for(gpu=False)
+    # How often its reports are sent, as this backend sets it (the experiment's own value wins).
+    environment.setdefault(REPORT_INTERVAL, f"{settings.report_interval_s:g}")
     node = held if isinstance(held, Node) else None
     trial_env = TrialEnv(
         master=settings.api_url,

@@ -22,7 +22,7 @@ REQUIRED = {
 def env(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     for name, value in REQUIRED.items():
         monkeypatch.setenv(name, value)
-    for name in ("STRATUS_AGENT_HEARTBEAT_S", "STRATUS_AGENT_TIMEOUT_S"):
+    for name in ("STRATUS_AGENT_HEARTBEAT_S", "STRATUS_AGENT_TIMEOUT_S", "STRATUS_REPORT_INTERVAL_S"):
         monkeypatch.delenv(name, raising=False)
     reset_settings()
     yield monkeypatch
@@ -53,4 +53,15 @@ def test_a_heartbeat_interval_out_of_range_is_named(env, value: str) -> None:
     with pytest.raises(
         RuntimeError, match=f"STRATUS_AGENT_HEARTBEAT_S={float(value):g} must be between 0 and 300"
     ):
+        get_settings()
+
+
+def test_the_report_interval_is_30_s_unless_set(env) -> None:
+    assert get_settings().report_interval_s == 30.0
+    env.setenv("STRATUS_REPORT_INTERVAL_S", "5")
+    reset_settings()
+    assert get_settings().report_interval_s == 5.0
+    env.setenv("STRATUS_REPORT_INTERVAL_S", "61")
+    reset_settings()
+    with pytest.raises(RuntimeError, match="STRATUS_REPORT_INTERVAL_S=61 must be between 0 and 60"):
         get_settings()

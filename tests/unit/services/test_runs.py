@@ -25,6 +25,20 @@ def test_a_launch_moves_the_run_to_its_agent_and_the_trial_to_pulling(ports, flo
     assert ports.trials.get(trial_id).state == "PULLING"
 
 
+def test_the_launch_sets_the_backends_report_interval_unless_the_experiment_does(ports, flow):
+    """Issue 12: how often a trial sends its reports is the backend's choice (30 s in AWS, where each send
+    costs requests; 5 s on the local stack), unless the experiment's own environment says otherwise."""
+    (first,) = flow.trial_ids(flow.submit().id)
+    assert (
+        flow.place(first)["environment"]["STRATUS_REPORT_INTERVAL"] == f"{ports.settings.report_interval_s:g}"
+    )
+    own = flow.submit(environment={"environment_variables": ["STRATUS_REPORT_INTERVAL=1"]})
+    (second,) = flow.trial_ids(own.id)
+    runs.heartbeat(ports, "agent-1", "default", 1, [f"{first}.1"])
+    ports.runs.exit(f"{first}.1", 0, "done")
+    assert flow.place(second)["environment"]["STRATUS_REPORT_INTERVAL"] == "1"
+
+
 def test_a_run_that_ended_before_its_launch_answers_the_launch_token(ports, flow):
     (trial_id,) = flow.trial_ids(flow.submit().id)
     runs.heartbeat(ports, "agent-1", "default", 1, [])
