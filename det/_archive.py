@@ -16,11 +16,19 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterator, Sequence
+from typing import IO, Protocol, cast
 
 import zstandard
 
 from det._collect import DETIGNORE, ContextFile
 from det.errors import ContextError
+
+
+class Writable(Protocol):
+    """Where the archive goes: a binary file, or anything that takes bytes the same way."""
+
+    def write(self, data: bytes, /) -> int: ...
+
 
 ZSTD_LEVEL = 3
 ARCHIVE_MTIME = 1_577_836_800
@@ -30,24 +38,31 @@ _BLOCK = 512
 _RECORD = 20 * _BLOCK
 _ZEROS = bytes(_RECORD)
 _BATCH_BYTES = 4 << 20
+_PIECE = 1 << 20  # a file is read at most this much at a time
 _MAX_UINT_FIELD = 8**11 - 1  # the largest size a 12-byte octal field holds
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def write_archive(files: Sequence[ContextFile]) -> bytes:
-    """The ``.tar.zst`` of `files` (sorted by name), each file read once and checked against its size."""
-    out = io.BytesIO()
+def write_archive(files: Sequence[ContextFile], out: Writable) -> None:
+    """Write the ``.tar.zst`` of `files` (sorted by name) to `out`, each file read once, a piece at a
+    time, and checked against its size: memory stays flat whatever the files' sizes."""
     compressor = zstandard.ZstdCompressor(
         level=ZSTD_LEVEL, threads=_threads(), write_checksum=True, write_content_size=False
     )
     written = 0
-    with compressor.stream_writer(out, closefd=False) as writer:
+    with compressor.stream_writer(cast(IO[bytes], out), closefd=False) as writer:
         for chunk in _tar_chunks(files):
             writer.write(chunk)
             written += len(chunk)
         end = 2 * _BLOCK
         end += -(written + end) % _RECORD
         writer.write(_ZEROS[:end] if end <= _RECORD else bytes(end))
+
+
+def archive_bytes(files: Sequence[ContextFile]) -> bytes:
+    """The archive in memory (small contexts and tests; `det._context.pack` writes a file)."""
+    out = io.BytesIO()
+    write_archive(files, out)
     return out.getvalue()
 
 
@@ -114,8 +129,9 @@ def _entry_header(name: str, mode: int, size: int, typeflag: bytes, linkname: st
     return pax + records + bytes(-len(records) % _BLOCK) + _header(bname, mode, size, typeflag, blink)
 
 
-def _read_exact(file: ContextFile) -> bytes:
-    """The `file.size` bytes of a file, or a ContextError if it changed since it was listed."""
+def _file_pieces(file: ContextFile) -> Iterator[bytes]:
+    """The `file.size` bytes of a file in pieces of at most `_PIECE` bytes, or a ContextError if it
+    changed since it was listed (shorter, or longer: one byte past its size is asked for at the end)."""
     try:
         fd = os.open(file.source, _OPEN_FLAGS)
     except OSError as exc:
@@ -123,28 +139,30 @@ def _read_exact(file: ContextFile) -> bytes:
             f"cannot read {file.source}: {exc.strerror}; fix its permissions or add it to {DETIGNORE}"
         ) from exc
     try:
-        data = os.read(fd, file.size + 1)
-        if len(data) < file.size:  # a short read of a big file: read the rest
-            parts = [data]
-            got = len(data)
-            while got <= file.size:
-                chunk = os.read(fd, file.size + 1 - got)
-                if not chunk:
-                    break
-                parts.append(chunk)
-                got += len(chunk)
-            data = b"".join(parts)
-    except OSError as exc:
-        raise ContextError(
-            f"cannot read {file.source}: {exc.strerror}; fix its permissions or add it to {DETIGNORE}"
-        ) from exc
+        left = file.size
+        while True:
+            try:
+                piece = os.read(fd, min(left, _PIECE) + (left <= _PIECE))
+            except OSError as exc:
+                raise ContextError(
+                    f"cannot read {file.source}: {exc.strerror}; fix its permissions or add it to {DETIGNORE}"
+                ) from exc
+            if len(piece) > left:
+                raise _changed(file)
+            if not piece:
+                if left:
+                    raise _changed(file)
+                return
+            left -= len(piece)
+            yield piece
     finally:
         os.close(fd)
-    if len(data) != file.size:
-        raise ContextError(
-            f"{file.source} changed while the context was being packed; pack again once it is written"
-        )
-    return data
+
+
+def _changed(file: ContextFile) -> ContextError:
+    return ContextError(
+        f"{file.source} changed while the context was being packed; pack again once it is written"
+    )
 
 
 def _threads() -> int:
@@ -161,13 +179,16 @@ def _tar_chunks(files: Sequence[ContextFile]) -> Iterator[bytes | bytearray]:
         if f.size > _MAX_UINT_FIELD:
             raise ContextError(f"{f.source} is too large for a tar entry; add it to {DETIGNORE}")
         batch += _entry_header(f.name, 0o755 if f.executable else 0o644, f.size, b"0")
-        data = _read_exact(f)
-        if len(data) >= _BATCH_BYTES:
-            yield batch
-            batch = bytearray()
-            yield data
-        else:
-            batch += data
+        for piece in _file_pieces(f):
+            if len(piece) >= _BATCH_BYTES:
+                yield batch
+                batch = bytearray()
+                yield piece
+            else:
+                batch += piece
+                if len(batch) >= _BATCH_BYTES:
+                    yield batch
+                    batch = bytearray()
         batch += _ZEROS[: -f.size % _BLOCK]
         if len(batch) >= _BATCH_BYTES:
             yield batch

@@ -9,7 +9,7 @@ becomes `ApiError` (`NotFoundError` for 404), a refused or timed-out connection 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -233,21 +233,32 @@ class ApiClient:
     def upload(
         self,
         upload: Mapping[str, Any],
-        data: bytes,
+        data: bytes | Iterable[bytes],
+        size: int | None = None,
         on_chunk: Callable[[int], None] | None = None,
     ) -> None:
-        """Send `data` to the presigned URL of `POST /contexts`, streamed in chunks."""
+        """Send `data` (bytes, or pieces of `size` bytes in all, read as they are sent) to the presigned
+        URL of `POST /contexts`, streamed in chunks."""
         url = str(upload["url"])
         headers = {str(k): str(v) for k, v in (upload.get("headers") or {}).items()}
+        if isinstance(data, bytes | bytearray):
+            whole = bytes(data)
+            size = len(whole)
+            pieces: Iterable[bytes] = (whole[i : i + UPLOAD_CHUNK] for i in range(0, size, UPLOAD_CHUNK))
+        elif size is None:
+            raise ValueError("upload: the size of streamed data must be given")
+        else:
+            pieces = data
         # S3 refuses chunked transfer encoding on a presigned PUT: give the length up front.
-        headers["Content-Length"] = str(len(data))
+        headers["Content-Length"] = str(size)
 
         def chunks() -> Iterator[bytes]:
-            for start in range(0, len(data), UPLOAD_CHUNK):
-                chunk = data[start : start + UPLOAD_CHUNK]
-                yield chunk
-                if on_chunk is not None:
-                    on_chunk(len(chunk))
+            for piece in pieces:
+                for start in range(0, len(piece), UPLOAD_CHUNK):
+                    chunk = piece[start : start + UPLOAD_CHUNK]
+                    yield chunk
+                    if on_chunk is not None:
+                        on_chunk(len(chunk))
 
         # A separate client: the URL points at S3, not at the API, and must carry none of its headers.
         with httpx.Client(transport=self._transport, timeout=UPLOAD_TIMEOUT) as s3:

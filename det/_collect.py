@@ -70,6 +70,9 @@ class ContextFile:
     executable: bool = False
     link_target: str | None = None
     """For a symlink: its target, relative to the link's folder, staying inside the archive."""
+    stamp: tuple[int, int, int] = (0, 0, 0)
+    """(mtime_ns, ctime_ns, inode) of what is read: with the size, what tells an unchanged file (the
+    manifest cache of `det._context`); zeros for a symlink, whose target is all it ships."""
 
     @property
     def is_symlink(self) -> bool:
@@ -117,7 +120,9 @@ class _Walker:
                 if _always_ignored(name, False) or (rules and rules.excluded(rel, False)):
                     continue
                 st = entry.stat(follow_symlinks=False)
-                self.out.append(ContextFile(rel, entry.path, st.st_size, bool(st.st_mode & 0o111)))
+                self.out.append(
+                    ContextFile(rel, entry.path, st.st_size, bool(st.st_mode & 0o111), stamp=_stamp(st))
+                )
 
     def _link(
         self, entry: os.DirEntry[str], rel: str, tree: str, tree_name: str, stack: tuple[str, ...]
@@ -146,7 +151,13 @@ class _Walker:
                 )
             self.walk(real, rel + "/", real, rel, (*stack, real))
         elif stat.S_ISREG(st.st_mode):
-            self.out.append(ContextFile(rel, entry.path, st.st_size, bool(st.st_mode & 0o111)))
+            self.out.append(
+                ContextFile(rel, entry.path, st.st_size, bool(st.st_mode & 0o111), stamp=_stamp(st))
+            )
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 def _include_name(include: Path) -> str:
@@ -194,7 +205,9 @@ def collect(root: Path, includes: Sequence[Path] = ()) -> list[ContextFile]:
         if stat.S_ISDIR(st.st_mode):
             walker.walk(real, name + "/", real, name, (real,))
         elif stat.S_ISREG(st.st_mode):
-            out.append(ContextFile(name, os.fspath(include), st.st_size, bool(st.st_mode & 0o111)))
+            out.append(
+                ContextFile(name, os.fspath(include), st.st_size, bool(st.st_mode & 0o111), stamp=_stamp(st))
+            )
         else:
             raise ContextError(f"cannot include {include}: it is neither a file nor a folder")
     out.sort(key=lambda f: f.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
@@ -21,22 +21,30 @@ class PackedContext(Protocol):
     """What `det._context.pack` returns."""
 
     @property
-    def data(self) -> bytes: ...
-    @property
     def sha256(self) -> str: ...
+    @property
+    def size(self) -> int: ...
     @property
     def num_files(self) -> int: ...
     @property
     def file_bytes(self) -> int: ...
+    @property
+    def reused(self) -> bool: ...
+    def pieces(self) -> Iterator[bytes]: ...
+    def discard(self) -> None: ...
 
 
-PackFn = Callable[[Path, Sequence[Path]], PackedContext]
+class ContextCache(Protocol):
+    """`det._context.ManifestCache`."""
 
 
-def _default_pack(root: Path, includes: Sequence[Path]) -> PackedContext:
+PackFn = Callable[[Path, Sequence[Path], "ContextCache | None"], PackedContext]
+
+
+def _default_pack(root: Path, includes: Sequence[Path], cache: ContextCache | None = None) -> PackedContext:
     from det import _context  # imported late: packing pulls in zstandard
 
-    packed: PackedContext = _context.pack(root, includes)
+    packed: PackedContext = _context.pack(root, includes, cache)  # type: ignore[arg-type]
     return packed
 
 
@@ -67,6 +75,18 @@ class Runtime:
             return pwd.getpwuid(os.getuid()).pw_name
         except (ImportError, KeyError, OSError):
             return None
+
+    def context_cache(self) -> ContextCache | None:
+        """The manifest cache of packed contexts (`det._context`), in the user's cache folder; None
+        where the environment names no home (or `STRATUS_CONTEXT_CACHE=off`)."""
+        env = self.environ
+        if env.get("STRATUS_CONTEXT_CACHE", "").lower() in ("off", "0", "false", "no"):
+            return None
+        if not (env.get("STRATUS_HOME") or env.get("XDG_CACHE_HOME") or env.get("HOME")):
+            return None
+        from det import _context
+
+        return _context.ManifestCache(_context.cache_folder(env))
 
     def err_is_tty(self) -> bool:
         return _isatty(self.err)

@@ -23,24 +23,41 @@ from det.errors import ApiError
 
 
 def pack_and_upload(args: argparse.Namespace, rt: Runtime, client: ApiClient) -> str | None:
-    """Pack the CONTEXT folder (if any) and upload it unless S3 has it; its SHA-256, or None."""
+    """Pack the CONTEXT folder (if any) and upload it unless S3 has it; its SHA-256, or None. An
+    unchanged folder is not packed again to learn its hash (the manifest cache, `det._context`)."""
     if args.model_def is None:
         return None
-    packed = rt.pack(args.model_def, list(args.include))
-    rt.note(
-        f"Preparing files to send to master... {format_bytes(packed.file_bytes)} and {packed.num_files} files"
-    )
-    upload_context(rt, client, packed)
-    return str(packed.sha256)
+    includes = list(args.include)
+    packed = rt.pack(args.model_def, includes, rt.context_cache())
+    try:
+        rt.note(
+            f"Preparing files to send to master... {format_bytes(packed.file_bytes)} and {packed.num_files} files"
+        )
+        if upload_context(rt, client, packed):
+            return str(packed.sha256)
+    finally:
+        packed.discard()
+    # The folder is as it was when its hash was cached, but the store lost that archive: pack it now.
+    repacked = rt.pack(args.model_def, includes, None)
+    try:
+        upload_context(rt, client, repacked)
+        return str(repacked.sha256)
+    finally:
+        repacked.discard()
 
 
-def upload_context(rt: Runtime, client: ApiClient, packed: PackedContext) -> None:
-    size = len(packed.data)
+def upload_context(rt: Runtime, client: ApiClient, packed: PackedContext) -> bool:
+    """Upload the archive unless the store has it; False when it must be uploaded but was not packed
+    (the manifest cache answered its hash)."""
+    size = packed.size
     short = packed.sha256[:12]
     answer = client.request_context_upload(packed.sha256, size)
     if answer.get("exists"):
-        rt.note(f"context already uploaded (sha256 {short}…), skipping upload")
-        return
+        unchanged = " (unchanged since it was packed, not packed again)" if packed.reused else ""
+        rt.note(f"context already uploaded (sha256 {short}…){unchanged}, skipping upload")
+        return True
+    if packed.reused:
+        return False
     upload = answer.get("upload")
     if not upload:
         raise ApiError(
@@ -58,6 +75,7 @@ def upload_context(rt: Runtime, client: ApiClient, packed: PackedContext) -> Non
     )
     with Progress(*columns, console=Console(file=rt.err), disable=not tty) as progress:
         task = progress.add_task("upload", total=size)
-        client.upload(upload, packed.data, on_chunk=lambda n: progress.advance(task, n))
+        client.upload(upload, packed.pieces(), size, on_chunk=lambda n: progress.advance(task, n))
     if not tty:
         rt.note(f"Uploaded context ({format_bytes(size)}, sha256 {short}…)")
+    return True

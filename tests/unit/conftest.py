@@ -20,7 +20,7 @@ import re
 import socket
 import subprocess
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -66,9 +66,20 @@ class Packed:
     sha256: str
     num_files: int
     file_bytes: int
+    reused: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def pieces(self) -> Iterator[bytes]:
+        yield self.data
+
+    def discard(self) -> None:
+        pass
 
 
-def fake_pack(root: Path, includes: Sequence[Path]) -> Packed:
+def fake_pack(root: Path, includes: Sequence[Path], cache: object = None) -> Packed:
     data = b"tar.zst of " + str(root).encode() + b"".join(str(i).encode() for i in includes)
     data *= 40_000  # several upload chunks
     return Packed(data, hashlib.sha256(data).hexdigest(), 3, 1234)
@@ -320,7 +331,7 @@ class FakeApi:
         for m in messages:
             lines.append({"timestamp": 1714564800000 + 1000 * len(lines), "message": m, "rank": None})
 
-    def pack(self, root: Path, includes: Sequence[Path]) -> Packed:
+    def pack(self, root: Path, includes: Sequence[Path], cache: object = None) -> Packed:
         self.packed.append(root)
         return fake_pack(root, includes)
 

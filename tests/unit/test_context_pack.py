@@ -342,7 +342,7 @@ def test_too_large_names_total_limit_and_five_largest(
     root = make_tree(tmp_path / "ctx", {name: b"x" * size for name, size in sizes.items()})
     monkeypatch.setattr(_context, "MAX_CONTEXT_BYTES", 2000)
     read: list[ContextFile] = []
-    monkeypatch.setattr(_archive, "_read_exact", lambda f: read.append(f) or b"")
+    monkeypatch.setattr(_archive, "_file_pieces", lambda f: read.append(f) or iter([b""]))
     with pytest.raises(ContextError) as err:
         pack(root)
     message = str(err.value)
