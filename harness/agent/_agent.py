@@ -18,6 +18,7 @@ from harness.agent._bell import BellListener
 from harness.agent._run import REASON_AGENT_STOPPED, Run
 from harness.agent._settings import Settings
 from harness.agent._tokens import TokenBroker
+from harness.agent._warm_client import WarmServer
 from harness.errors import ApiCallError
 
 log = logging.getLogger("harness.agent")
@@ -80,6 +81,8 @@ class Agent:
         self.interval = settings.heartbeat_interval
         #: Rings when the control plane has something for this agent: it heartbeats at once.
         self.bell = BellListener(self._waker.wake)
+        #: The warm interpreter runs are forked from where that is safe (`--warm-start`).
+        self.warm = WarmServer() if settings.warm_start else None
 
     # ---- control ------------------------------------------------------------------------------------
 
@@ -93,6 +96,8 @@ class Agent:
     def run(self) -> int:
         """Heartbeat until stopped, then kill every run, report their exits and return 0."""
         self.settings.runs_dir.mkdir(parents=True, exist_ok=True)
+        if self.warm is not None:
+            self.warm.start_in_background()
         try:
             while not self._stop_requested:
                 self.heartbeat_once()
@@ -192,6 +197,7 @@ class Agent:
                 gpus=self._take_gpus(spec),
                 on_done=self._run_done,
                 broker=self.broker,
+                warm=self.warm,
             )
             self._runs[spec.run_id] = run
         log.info("launching run %s of trial %s (%d slots)", spec.run_id, spec.trial_id, spec.slots)
@@ -288,5 +294,7 @@ class Agent:
         self.bell.close()
         self.api.close()
         self.broker.close()
+        if self.warm is not None:
+            self.warm.stop()
         self._waker.close()
         log.info("agent stopped")

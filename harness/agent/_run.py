@@ -39,6 +39,7 @@ from harness.agent._spawn import (
     record_process,
 )
 from harness.agent._tokens import TokenBroker
+from harness.agent._warm_client import WarmProcess, WarmServer
 from harness.errors import ApiCallError, UnsafeArchiveError
 from harness.trial_process import HOOK, build_script
 
@@ -84,12 +85,14 @@ class Run:
         gpus: tuple[str, ...] | None = None,
         on_done: Callable[[Run], None] | None = None,
         broker: TokenBroker | None = None,
+        warm: WarmServer | None = None,
     ) -> None:
         self.spec = spec
         self.gpus = gpus
         #: Hands the run token to the run's own processes only (`contract.run_token`); without one, the
         #: token is in the run's environment.
         self._broker = broker
+        self._warm = warm
         self._settings = settings
         self._api = api
         self._give_up = give_up
@@ -98,7 +101,7 @@ class Run:
         self.context_dir = self.run_dir / "context"
         self._marker = self.run_dir / _HOOK_FAILED_MARKER
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | WarmProcess | None = None
         self._kill_requested = threading.Event()
         self._reason_override: str | None = None
         self._exited = threading.Event()  # the process ended, or will never start
@@ -219,8 +222,16 @@ class Run:
         with self._lock:
             if self._kill_requested.is_set():
                 return 128 + signal.SIGTERM, "killed before the process started"
+            proc: subprocess.Popen[bytes] | WarmProcess | None = None
+            if self._warm is not None:
+                warm = self._warm.spawn(self.spec.entrypoint, self.context_dir, env)
+                if isinstance(warm, str):
+                    self._agent_line(f"cold start: {warm}")
+                else:
+                    proc = warm
+                    self._agent_line(f"warm start: pid {warm.pid} forked from the agent's warm interpreter")
             try:
-                proc = subprocess.Popen(
+                proc = proc or subprocess.Popen(
                     [shutil.which("bash") or "/bin/bash", "-c", script],
                     cwd=self.context_dir,
                     env=env,

@@ -62,6 +62,8 @@ class Settings:
     give_up_after: float | None = None
     #: Stop at once when this process (the embedded stack that started the agent) is gone.
     parent_pid: int | None = None
+    #: Keep a warm interpreter and fork runs from it where that is safe (`harness.agent._warm`).
+    warm_start: bool = False
 
     def __post_init__(self) -> None:
         if self.slots < 0:
@@ -144,6 +146,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PID",
         help="stop, ending every run, as soon as process PID (the stack that started the agent) is gone",
     )
+    p.add_argument(
+        "--warm-start",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep a warm interpreter (torch and the harness imported) and fork runs from it where safe "
+        "(default: $STRATUS_WARM_START, else off)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -186,6 +195,11 @@ def parse_cli(argv: Sequence[str] | None = None, environ: Mapping[str, str] | No
             kill_grace=ns.kill_grace,
             give_up_after=ns.give_up_after,
             parent_pid=ns.parent_pid,
+            warm_start=(
+                ns.warm_start
+                if ns.warm_start is not None
+                else env.get("STRATUS_WARM_START", "").strip().lower() in ("1", "true", "yes", "on")
+            ),
         )
     except ValueError as e:
         parser.error(str(e))
