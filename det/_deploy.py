@@ -216,7 +216,13 @@ def up(
         )
     directory.mkdir(parents=True, exist_ok=True)
     command = stack_command(
-        args.port, args.slots, directory, agents, pools=pools, cluster_config=cluster_config
+        args.port,
+        args.slots,
+        directory,
+        agents,
+        pools=pools,
+        cluster_config=cluster_config,
+        warm_start=bool(getattr(args, "warm_start", False)),
     )
     if not args.detach:
         return subprocess.call(command)

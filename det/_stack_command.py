@@ -21,9 +21,12 @@ def stack_command(
     *,
     pools: Sequence[str] = (),
     cluster_config: Path | None = None,
+    warm_start: bool = False,
 ) -> list[str]:
     """The stack's command line. `pools` are `--pool` values and `cluster_config` a file."""
     extra = [arg for pool in pools for arg in ("--pool", pool)]
+    if warm_start:
+        extra.append("--warm-start")
     if cluster_config is not None:
         extra += ["--cluster-config", str(cluster_config)]
     return [

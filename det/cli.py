@@ -277,6 +277,12 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="resource pools in the shape of Determined's master config (`resource_pools:` with pool_name, "
         "scheduler {type, preemption, default_priority}, plus agents and slots_per_agent)",
     )
+    up.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="agents keep a warm interpreter (torch and the harness imported) and fork trials from it where "
+        "safe, cutting each trial's start by the imports (their logs say warm or cold, and why)",
+    )
     up.add_argument("--port", type=int, default=8080, metavar="P", help="port of the API (default: 8080)")
     up.add_argument(
         "--detach",

@@ -98,8 +98,11 @@ class LocalStack:
         stack: str = "stratus",
         agents: int = 1,
         pools: Sequence[LocalPool] | None = None,
+        warm_start: bool = False,
     ) -> None:
         self.port = port or free_port()
+        #: Agents fork trials from a warm interpreter where safe (`harness.agent._warm`).
+        self.warm_start = warm_start
         self.slots = slots
         self.state_dir = state_dir
         self.stack = stack
@@ -290,6 +293,7 @@ class LocalStack:
             str(os.getpid()),
             "--give-up-after",
             str(AGENT_GIVE_UP_S),
+            "--warm-start" if self.warm_start else "--no-warm-start",
         ]
         self._agents.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
         log.info("agent %s of pool %s with %d slots", agent_id, pool, slots)
@@ -418,6 +422,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--state-dir", type=Path, default=Path.home() / ".stratus" / "local")
     parser.add_argument("--stack", default="stratus")
+    parser.add_argument(
+        "--warm-start",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="agents fork trials from a warm interpreter where safe (default: $STRATUS_WARM_START, else off)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -436,6 +446,11 @@ def main(argv: list[str] | None = None) -> int:
         stack=args.stack,
         agents=args.agents,
         pools=pools if configured else None,
+        warm_start=(
+            args.warm_start
+            if args.warm_start is not None
+            else os.environ.get("STRATUS_WARM_START", "").strip().lower() in ("1", "true", "yes", "on")
+        ),
     )
     try:
         stack.start()

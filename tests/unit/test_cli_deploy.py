@@ -359,3 +359,26 @@ def test_status_lists_the_pools_of_a_stack_with_several(tmp_path: Path) -> None:
         "  pools:   default (1 agent of 2 slots, priority, preemption); "
         "cpu (3 agents of 1 slot, priority, no preemption)"
     ) in streams.out.getvalue().splitlines()
+
+
+def test_up_with_warm_start_starts_the_stack_with_it(tmp_path: Path) -> None:
+    """Issue 12: `det deploy local up --warm-start` reaches the stack, which hands it to its agents."""
+    started: list[list[str]] = []
+    directory = tmp_path / "local"
+
+    def spawn(command: list[str], log: Path) -> FakeProcess:
+        started.append(command)
+        write_state(directory, 4242)
+        return FakeProcess(4242)
+
+    streams = Streams()
+    code = _deploy.up(
+        up_args(warm_start=True),
+        runtime(tmp_path, streams),
+        spawn=spawn,
+        alive=lambda pid: False,
+        port_taken=lambda port: False,
+    )
+    assert code == 0, streams.err.getvalue()
+    assert started[0][-1] == "--warm-start"
+    assert cli.build_parser().parse_args(["deploy", "local", "up", "--warm-start"]).warm_start is True
