@@ -1,10 +1,12 @@
-"""Context packing throughput: `det._context.pack()` against GNU ``tar -cf - . | zstd -3``.
+"""Context packing throughput: `det._context.pack()` against GNU ``tar -cf - . | zstd -3`` and
+Determined's own packer (time, peak memory, bytes sent), and the resubmit of an unchanged tree.
 
 Builds (once, under ``bench/.work/``, which git ignores) a 20,000-file tree of about 90 MiB from a
 fixed seed: source-like text files of a few KiB, and a hundred larger binary-ish files of random and
 repetitive data. Then times, best of 3, on the same tree in the same run:
 
-* ``pack()`` (walk, read, tar, zstd level 3 in memory, SHA-256),
+* ``pack()`` (walk, read, tar, zstd level 3 to a temporary file, SHA-256 on the way),
+* ``pack()`` again with the manifest cache (the resubmit of an unchanged tree: walk and stat only),
 * GNU ``tar -cf - . | zstd -3`` and the same with ``zstd -3 -T0`` (all cores),
 * ``extract()`` of the packed archive (the compute side), for reference.
 
@@ -18,6 +20,7 @@ without them, only our own figures are printed.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import random
 import shutil
@@ -32,7 +35,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import zstandard  # noqa: E402
 
-from det import _context  # noqa: E402
+from det import _archive, _context  # noqa: E402
 from harness._archive import extract  # noqa: E402
 
 SEED = 20240611
@@ -189,8 +192,106 @@ def machine() -> dict[str, str]:
         "zstandard / libzstd": f"{zstandard.__version__} / {'.'.join(map(str, zstandard.ZSTD_VERSION))}",
         "zstd CLI": _cmd(["zstd", "--version"]).strip("* "),
         "tar": _cmd(["tar", "--version"]),
-        "zstd workers used by pack()": str(_context._threads()),
+        "zstd workers used by pack()": str(_archive._threads()),
     }
+
+
+DETERMINED_LABEL = "Determined 0.38 `read_v1_context` + request body"
+
+# The peak resident set of this process image: VmHWM, not ru_maxrss, which Linux carries over an exec
+# from the process that forked it (the benchmark itself, hundreds of MiB by then).
+_PEAK = """
+def peak_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+"""
+
+_OURS = (
+    _PEAK
+    + """
+import json, sys, time
+sys.path.insert(0, {root!r})
+from det import _context
+start = time.perf_counter()
+packed = _context.pack({tree!r})
+sent = sum(len(piece) for piece in packed.pieces())
+took = time.perf_counter() - start
+packed.discard()
+print(json.dumps({{"s": took, "bytes": sent, "peak_kib": peak_kib()}}))
+"""
+)
+
+_IMPORT_ONLY = (
+    _PEAK
+    + """
+import json, sys
+sys.path.insert(0, {root!r})
+from det import _context
+print(json.dumps({{"s": 0.0, "bytes": 0, "peak_kib": peak_kib()}}))
+"""
+)
+
+_DETERMINED = (
+    _PEAK
+    + """
+import json, pathlib, time
+from determined.common import context
+from determined.common.api import bindings
+start = time.perf_counter()
+files = context.read_v1_context(pathlib.Path({tree!r}))
+req = bindings.v1CreateExperimentRequest(config="name: bench", modelDefinition=files, activate=True)
+body = json.dumps(req.to_json()).encode()
+took = time.perf_counter() - start
+print(json.dumps({{"s": took, "bytes": len(body), "peak_kib": peak_kib()}}))
+"""
+)
+
+_TAR_ZSTD = """
+import json, resource, subprocess, time
+start = time.perf_counter()
+out = subprocess.run(["bash", "-c", "set -o pipefail; tar -cf - . | zstd -3 -q -c | wc -c"],
+                     cwd={tree!r}, capture_output=True, text=True, check=True)
+took = time.perf_counter() - start
+print(json.dumps({{"s": took, "bytes": int(out.stdout), "peak_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}}))
+"""
+
+
+def _child(python: str, code: str) -> dict[str, float]:
+    done = subprocess.run(
+        [python, "-c", code.format(root=str(HERE.parent), tree=str(TREE))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def memory_rows(determined_python: str) -> list[tuple[str, dict[str, float]]]:
+    """Each packer in a fresh process: best time of two, and the peak memory of that run."""
+
+    def best(python: str, code: str) -> dict[str, float]:
+        return min((_child(python, code) for _ in range(2)), key=lambda row: row["s"])
+
+    rows = [
+        ("Stratus `pack()` + reading it back for the upload", best(sys.executable, _OURS)),
+        (
+            "(the same interpreter with `det._context` imported, nothing packed)",
+            _child(sys.executable, _IMPORT_ONLY),
+        ),
+    ]
+    if shutil.which("tar") and shutil.which("zstd"):
+        rows.append(("GNU `tar -cf - . | zstd -3`", best(sys.executable, _TAR_ZSTD)))
+    if Path(determined_python).exists():
+        rows.append((DETERMINED_LABEL, best(determined_python, _DETERMINED)))
+    else:
+        print(f"no {determined_python}: Determined's packer is left out", file=sys.stderr)
+    for label, row in rows:
+        print(
+            f"{label}: {row['s']:.2f} s, peak {row['peak_kib'] / 1024:.0f} MiB, {row['bytes'] / 2**20:.1f} MiB",
+            file=sys.stderr,
+        )
+    return rows
 
 
 def main() -> int:
@@ -201,6 +302,12 @@ def main() -> int:
         "--write", action="store_true", help=f"write the results to {RESULTS.relative_to(HERE.parent)}"
     )
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--determined-python",
+        default=str(HERE / ".work" / "determined-venv" / "bin" / "python"),
+        help="a Python with `determined` installed (python3 -m venv bench/.work/determined-venv && "
+        "bench/.work/determined-venv/bin/pip install determined); its row is left out when missing",
+    )
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -218,7 +325,17 @@ def main() -> int:
     rows.append(("`collect()` only (walk + stat)", t_collect, None))
     t_pack, packed = best_of(args.runs, lambda: _context.pack(TREE))
     assert isinstance(packed, _context.PackedContext)
-    rows.append(("`pack()` (tar + zstd -3, multi-threaded, + sha256)", t_pack, len(packed.data)))
+    rows.append(
+        ("`pack()` (tar + zstd -3, multi-threaded, + sha256, to a temporary file)", t_pack, packed.size)
+    )
+    cache = _context.ManifestCache(HERE / ".work" / "manifest_cache")
+    shutil.rmtree(cache.folder, ignore_errors=True)
+    _context.pack(TREE, (), cache).discard()  # packed once: the manifest is cached
+    t_resubmit, again = best_of(args.runs, lambda: _context.pack(TREE, (), cache))
+    assert isinstance(again, _context.PackedContext) and again.reused and again.sha256 == packed.sha256
+    rows.append(
+        ("resubmit of the unchanged tree (`pack()` with the manifest cache: walk + stat)", t_resubmit, None)
+    )
 
     have_gnu = shutil.which("tar") is not None and shutil.which("zstd") is not None
     if have_gnu:
@@ -292,6 +409,34 @@ def main() -> int:
     if have_gnu:
         gnu = next(t for label, t, _ in rows if label.endswith("zstd -3`"))
         lines += ["", f"`pack()` / `tar | zstd -3` time ratio: {t_pack / gnu:.2f}."]
+    memory = memory_rows(args.determined_python)
+    lines += [
+        "",
+        "## Peak memory and bytes sent",
+        "",
+        "Each packer in a fresh process on the same tree (page cache warm), its peak resident set "
+        "(`VmHWM`) at the end; `pack()` then reads the archive back the way the upload sends it "
+        "(1 MiB pieces). Determined's row is what `det experiment create` does before its request: "
+        "`context.read_v1_context` (every file base64-encoded into a `v1File`) and the JSON body of "
+        "`v1CreateExperimentRequest`, from `determined` installed in its own venv "
+        "(`--determined-python`, never a dependency of this project). For `tar | zstd`, the larger of "
+        "the two processes.",
+        "",
+        "| packer | time | peak memory | bytes sent |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, row in memory:
+        lines.append(
+            f"| {label} | {row['s']:.2f} s | {row['peak_kib'] / 1024:.0f} MiB | {row['bytes'] / 2**20:.1f} MiB |"
+        )
+    ours = dict(memory).get("Stratus `pack()` + reading it back for the upload")
+    theirs = dict(memory).get(DETERMINED_LABEL)
+    if ours and theirs:
+        lines += [
+            "",
+            f"Peak memory, `pack()` / Determined: {ours['peak_kib'] / theirs['peak_kib']:.2f} (goal: at most "
+            f"0.2); bytes sent: {ours['bytes'] / theirs['bytes']:.2f}; time: {ours['s'] / theirs['s']:.2f}.",
+        ]
     lines += ["", "Machine:", ""]
     lines += [f"- {k}: {v}" for k, v in machine().items()]
     lines += ["", f"Run: `.venv/bin/python bench/pack_throughput.py --write` ({time.strftime('%Y-%m-%d')})."]

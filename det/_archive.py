@@ -5,8 +5,10 @@ The archive
     target is over 100 bytes or not ASCII), entries sorted by name, owner 0:0 with empty user and group names, a
     fixed modification time, mode 0o755 for files with any execute bit and 0o644 otherwise
     (symlinks 0o777), ended by two zero blocks and padded to a 10240-byte record; compressed with
-    zstd level 3 in multi-threaded mode (its output does not depend on the number of workers, but
-    differs from single-threaded mode, so at least one worker is always used) with a checksum.
+    zstd level 3 in multi-threaded mode with jobs of 2 MiB (its output does not depend on the number of
+    workers, but differs from single-threaded mode, so at least one worker is always used; the job size
+    is fixed, since it changes the output, and small, since each worker holds a few jobs: the packer's
+    peak memory is about 60 MiB on any tree, `bench/results/pack_throughput.md`) with a checksum.
     The same tree gives the same bytes wherever and whenever it is packed, with the same
     zstandard (libzstd) version, so the SHA-256 addresses the upload in S3.
 """
@@ -31,6 +33,8 @@ class Writable(Protocol):
 
 
 ZSTD_LEVEL = 3
+ZSTD_JOB_SIZE = 2 << 20
+MAX_WORKERS = 4
 ARCHIVE_MTIME = 1_577_836_800
 """2020-01-01T00:00:00Z: the modification time of every entry (after 1980, so zip accepts it)."""
 
@@ -46,9 +50,10 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC"
 def write_archive(files: Sequence[ContextFile], out: Writable) -> None:
     """Write the ``.tar.zst`` of `files` (sorted by name) to `out`, each file read once, a piece at a
     time, and checked against its size: memory stays flat whatever the files' sizes."""
-    compressor = zstandard.ZstdCompressor(
-        level=ZSTD_LEVEL, threads=_threads(), write_checksum=True, write_content_size=False
+    params = zstandard.ZstdCompressionParameters.from_level(
+        ZSTD_LEVEL, threads=_threads(), job_size=ZSTD_JOB_SIZE, write_checksum=True, write_content_size=False
     )
+    compressor = zstandard.ZstdCompressor(compression_params=params)
     written = 0
     with compressor.stream_writer(cast(IO[bytes], out), closefd=False) as writer:
         for chunk in _tar_chunks(files):
@@ -166,8 +171,9 @@ def _changed(file: ContextFile) -> ContextError:
 
 
 def _threads() -> int:
-    """zstd workers: at least 1, since single-threaded mode (0) writes different bytes."""
-    return max(1, os.cpu_count() or 1)
+    """zstd workers: at least 1, since single-threaded mode (0) writes different bytes; at most
+    `MAX_WORKERS`, since each holds its jobs in memory."""
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
 
 
 def _tar_chunks(files: Sequence[ContextFile]) -> Iterator[bytes | bytearray]:

@@ -31,7 +31,7 @@ from typing import BinaryIO
 
 import zstandard
 
-from det._archive import ZSTD_LEVEL, write_archive
+from det._archive import ZSTD_JOB_SIZE, ZSTD_LEVEL, write_archive
 from det._collect import DETIGNORE, ContextFile, collect
 from det.errors import ContextError
 
@@ -41,7 +41,7 @@ MAX_CONTEXT_BYTES = 99_614_720
 """95 MiB: the most file bytes a context may ship."""
 
 #: Changes whenever the archive's bytes for the same files could change (format, compression).
-ARCHIVE_FORMAT = f"tar-v1+zstd-{ZSTD_LEVEL}+libzstd-{zstandard.ZSTD_VERSION}"
+ARCHIVE_FORMAT = f"tar-v1+zstd-{ZSTD_LEVEL}-job{ZSTD_JOB_SIZE}+libzstd-{zstandard.ZSTD_VERSION}"
 RACY_S = 2.0
 _PIECE = 1 << 20
 
