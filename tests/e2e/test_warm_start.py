@@ -54,7 +54,7 @@ def test_examples_run_warm_to_completed(warm_det: Det) -> None:
             timeout=300,
         ),
     )
-    assert trial["best_validation"] > 0.8
+    assert trial["best_validation"] > 0.5  # it learned (one epoch: 0.7 to 0.9; chance is 0.1)
     assert "warm start: pid" in warm_det("trial", "logs", str(trial["id"])).out
 
 
