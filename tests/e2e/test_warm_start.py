@@ -6,32 +6,32 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from infra.local_stack import BackgroundStack
-from tests.e2e.conftest import Det
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def warm_det(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Det]:
+def warm_det(tmp_path_factory: pytest.TempPathFactory, det_runner: Any) -> Iterator[Any]:
     stack = BackgroundStack(tmp_path_factory.mktemp("warm-stack"), slots=2, env={"STRATUS_WARM_START": "1"})
     try:
-        yield Det(stack.state["api_url"])
+        yield det_runner(stack.state["api_url"])
     finally:
         stack.stop()
 
 
-def _trial_of(det: Det, result) -> dict:  # noqa: ANN001
+def _trial_of(det: Any, result) -> dict:  # noqa: ANN001
     assert result.code == 0, result.out + result.err
     (trial,) = det.describe_experiment(det.created_experiment_id(result.out))["trials"]
     assert trial["state"] == "COMPLETED"
     return trial
 
 
-def test_examples_run_warm_to_completed(warm_det: Det) -> None:
+def test_examples_run_warm_to_completed(warm_det: Any) -> None:
     digits = _trial_of(
         warm_det, warm_det("experiment", "create", "examples/digits/const.yaml", "examples/digits", "-f")
     )
@@ -58,7 +58,7 @@ def test_examples_run_warm_to_completed(warm_det: Det) -> None:
     assert "warm start: pid" in warm_det("trial", "logs", str(trial["id"])).out
 
 
-def test_a_context_with_a_startup_hook_starts_cold_and_says_why(warm_det: Det, tmp_path: Path) -> None:
+def test_a_context_with_a_startup_hook_starts_cold_and_says_why(warm_det: Any, tmp_path: Path) -> None:
     (tmp_path / "startup-hook.sh").write_text("export FROM_HOOK=yes\n")
     config = (
         "name: hooked\nentrypoint: python3 main.py\n"

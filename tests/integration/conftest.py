@@ -8,10 +8,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+
+from harness.agent._settings import Settings
+from tests.integration.fake_agent_api import TOKEN, FakeApi
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -96,3 +99,34 @@ def workdir(tmp_path: Path) -> Workdir:
 def wait_s() -> float:
     """How long a test waits for a process or a thread: a guard against hangs, not a timing assertion."""
     return WAIT_S
+
+
+# ---- the fake agent API of test_agent.py and test_warm_start.py ----------------------------------------
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApi]:
+    fake = FakeApi()
+    fake.thread.start()
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, api: FakeApi) -> Settings:
+    return Settings(
+        api_url=api.url,
+        agent_id="agent-1",
+        pool="default",
+        slots=2,
+        work_dir=tmp_path / "work",
+        token=TOKEN,
+        heartbeat_interval=0.05,
+        kill_grace=1.0,
+        log_flush_interval=0.1,
+        log_flush_timeout=5.0,
+        shutdown_timeout=5.0,
+        request_timeout=5.0,
+        retry_max_backoff=0.2,
+    )

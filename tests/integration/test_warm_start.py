@@ -18,7 +18,7 @@ from contract.launch import LaunchSpec
 from harness.agent._run import Run
 from harness.agent._warm import cold_reason, plain_python
 from harness.agent._warm_client import WarmProcess, WarmServer
-from tests.integration.test_agent import FakeApi, Runner, api, settings, spec_for  # noqa: F401
+from tests.integration.fake_agent_api import FakeApi, Runner, spec_for
 
 PY = sys.executable
 
@@ -154,8 +154,8 @@ def test_a_warm_interpreter_that_started_threads_refuses_to_fork(tmp_path: Path)
 
 
 def test_the_agent_forks_a_plain_run_warm_and_starts_a_hooked_one_cold(
-    api: FakeApi,  # noqa: F811
-    settings,  # noqa: F811
+    api: FakeApi,
+    settings,
     warm: WarmServer,
 ) -> None:
     runner = Runner(settings)

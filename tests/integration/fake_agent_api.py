@@ -1,0 +1,221 @@
+"""A fake of the control plane's agent routes over real HTTP (`FakeApi`), and what the agent tests build on
+it: launch specs with real context archives, runs started directly (`Runner`), a polling wait. Shared by
+test_agent.py and test_warm_start.py; their fixtures `api` and `settings` are in conftest.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeVar
+
+import zstandard
+
+from contract.launch import LaunchSpec
+from harness.agent._api import AgentApi
+from harness.agent._run import Run
+from harness.agent._settings import Settings
+
+T = TypeVar("T")
+TOKEN = "agent-token-s3cr3t-6f1d"
+
+
+def wait_until(cond: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
+    """Poll ``cond`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def make_context(files: dict[str, str]) -> bytes:
+    """A .tar.zst context archive, built with tarfile + zstandard."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return zstandard.ZstdCompressor().compress(buf.getvalue())
+
+
+class FakeApi:
+    """Records every call in arrival order; answers heartbeats from ``launch`` / ``kill``."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.calls: list[dict[str, Any]] = []
+        self.launch: list[dict[str, Any]] = []
+        self.kill: list[str] = []
+        self.preempt: list[str] = []
+        self.repeat_launch = False  # answer every heartbeat with the same launches
+        self.contexts: dict[str, bytes] = {}
+        self.fail: dict[str, int] = {}  # path kind (or "context") -> how many more calls answer 503
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _answer(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                with fake.cond:
+                    failing = fake.fail.get("context", 0) > 0
+                    if failing:
+                        fake.fail["context"] -= 1
+                fake._record("GET", self.path, None, self.headers.get("Authorization"), failed=failing)
+                data = fake.contexts.get(self.path.split("?")[0])
+                if failing:
+                    self._answer(503, b'{"error": "Unavailable", "message": "try again"}')
+                elif data is None:
+                    self._answer(404, b'{"error": "NotFound", "message": "no such context"}')
+                else:
+                    self._answer(200, data, "application/octet-stream")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                kind = fake._kind(self.path)
+                with fake.cond:
+                    failing = fake.fail.get(kind, 0) > 0
+                    if failing:
+                        fake.fail[kind] -= 1
+                fake._record("POST", self.path, body, self.headers.get("Authorization"), failed=failing)
+                if failing:
+                    self._answer(503, b'{"error": "Unavailable", "message": "try again"}')
+                    return
+                answer: dict[str, Any] = {}
+                if kind == "heartbeat":
+                    with fake.cond:
+                        answer = {
+                            "launch": list(fake.launch),
+                            "kill": list(fake.kill),
+                            "preempt": list(fake.preempt),
+                        }
+                        if not fake.repeat_launch:
+                            fake.launch.clear()
+                            fake.kill.clear()
+                self._answer(200, json.dumps(answer).encode())
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    @staticmethod
+    def _kind(path: str) -> str:
+        for kind in ("heartbeat", "started", "exit", "logs"):
+            if path.rstrip("/").endswith("/" + kind):
+                return kind
+        return "other"
+
+    def _record(self, method: str, path: str, body: Any, auth: str | None, failed: bool = False) -> None:
+        with self.cond:
+            self.calls.append(
+                {
+                    "method": method,
+                    "path": path,
+                    "body": body,
+                    "auth": auth,
+                    "kind": self._kind(path),
+                    "failed": failed,
+                }
+            )
+            self.cond.notify_all()
+
+    # -- views -----------------------------------------------------------------------------------------
+
+    def of(self, kind: str, run_id: str | None = None, *, ok: bool = True) -> list[dict[str, Any]]:
+        with self.cond:
+            calls = [c for c in self.calls if c["kind"] == kind and not (ok and c["failed"])]
+        if run_id is None:
+            return calls
+        return [
+            c for c in calls if f"/runs/{run_id}/" in c["path"] or (c["body"] or {}).get("run_id") == run_id
+        ]
+
+    def log_lines(self, run_id: str) -> list[str]:
+        return [line["message"] for c in self.of("logs", run_id) for line in c["body"]["lines"]]
+
+    def wait_exit(self, run_id: str, timeout: float = 15.0) -> dict[str, Any]:
+        with self.cond:
+            ok = self.cond.wait_for(lambda: bool(self.of("exit", run_id)), timeout)
+        assert ok, f"no exit reported for {run_id}; calls: {[c['path'] for c in self.calls]}"
+        return self.of("exit", run_id)[0]["body"]
+
+    def wait_log(self, run_id: str, text: str, timeout: float = 15.0) -> None:
+        with self.cond:
+            ok = self.cond.wait_for(lambda: any(text in m for m in self.log_lines(run_id)), timeout)
+        assert ok, f"{text!r} never logged by {run_id}: {self.log_lines(run_id)}"
+
+    def wait_calls(self, pred: Callable[[], bool], timeout: float = 15.0, what: str = "calls") -> None:
+        with self.cond:
+            ok = self.cond.wait_for(pred, timeout)
+        assert ok, f"timed out waiting for {what}"
+
+
+_counter = iter(range(1, 1_000_000))
+
+
+def spec_for(
+    api: FakeApi,
+    entrypoint: list[str] | str,
+    files: dict[str, str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    n = next(_counter)
+    path = f"/ctx/{n}.tar.zst"
+    api.contexts[path] = make_context(files or {"README": "empty\n"})
+    spec: dict[str, Any] = {
+        "run_id": f"run-{n}",
+        "trial_id": 100 + n,
+        "experiment_id": 7,
+        "slots": 1,
+        "entrypoint": entrypoint,
+        "environment": {"STRATUS_RUN_TOKEN": "run-token-x", "FROM_SPEC": "yes"},
+        "context_url": f"{api.url}{path}?X-Amz-Signature=abc",
+        "api_url": api.url,
+    }
+    spec.update(extra)
+    return spec
+
+
+class Runner:
+    """Runs started directly (no heartbeat loop), with their client and give-up event."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = AgentApi(settings.api_url, settings.agent_id, settings.token, timeout=5)
+        self.give_up = threading.Event()
+        self.runs: list[Run] = []
+
+    def start(self, spec: dict[str, Any], settings: Settings | None = None) -> Run:
+        run = Run(LaunchSpec.from_json(spec), settings or self.settings, self.client, give_up=self.give_up)
+        self.runs.append(run)
+        run.start()
+        return run
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.kill()
+        for run in self.runs:
+            run.wait(10)
+        self.give_up.set()
+        self.client.close()
