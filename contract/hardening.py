@@ -41,12 +41,19 @@ def _prctl() -> Any:
         return None
 
 
+PR_SET_PDEATHSIG = 1
 _PRCTL = _prctl()  # resolved once, so a forked child calls it without loading anything
 
 
 def not_dumpable() -> bool:
     """Make this process non-dumpable; True when it took."""
     return _PRCTL is not None and _PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+def end_with_parent(sig: int) -> bool:
+    """Have the kernel send this process ``sig`` when its parent dies (PR_SET_PDEATHSIG; a fork's child
+    does not inherit it); True when it took."""
+    return _PRCTL is not None and _PRCTL(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
 
 
 def confine_trial() -> None:

@@ -139,7 +139,14 @@ def _fork_refusal() -> str | None:
 
 
 def serve(path: str) -> Job:
-    """Import, listen on ``path``, fork for each request; returns only in a forked child, with its job."""
+    """Import, listen on ``path``, fork for each request; returns only in a forked child, with its job.
+    It ends with the agent that started it, however the agent ends (SIGTERM when its parent dies)."""
+    from contract.hardening import end_with_parent
+
+    parent = os.getppid()
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # its children live on in their sessions
+    if end_with_parent(signal.SIGTERM) and os.getppid() != parent:
+        os._exit(0)  # the agent died before the request took
     for name in os.environ.get(IMPORTS_ENV, ",".join(DEFAULT_IMPORTS)).split(","):
         if name.strip():
             try:
@@ -155,7 +162,6 @@ def serve(path: str) -> Job:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd carries it
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # its children live on in their sessions
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_r, selectors.EVENT_READ, "child")

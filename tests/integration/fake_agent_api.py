@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, TypeVar
 
 import zstandard
@@ -47,6 +48,15 @@ def make_context(files: dict[str, str]) -> bytes:
             info.mode = 0o755
             tar.addfile(info, io.BytesIO(data))
     return zstandard.ZstdCompressor().compress(buf.getvalue())
+
+
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (an orphan may wait a while for its reaper)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 class FakeApi:

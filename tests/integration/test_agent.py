@@ -28,21 +28,12 @@ import zstandard
 from harness.agent._agent import Agent
 from harness.agent._settings import Settings, detect_gpus
 from harness.errors import UnsafeArchiveError
-from tests.integration.fake_agent_api import TOKEN, FakeApi, Runner, spec_for, wait_until
+from tests.integration.fake_agent_api import TOKEN, FakeApi, Runner, pid_alive, spec_for, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
-
-
-def pid_alive(pid: int) -> bool:
-    """Alive and not a zombie (an orphan may wait a while for its reaper)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from contract.launch import LaunchSpec
 from harness.agent._run import Run
 from harness.agent._warm import cold_reason, plain_python
 from harness.agent._warm_client import WarmProcess, WarmServer
-from tests.integration.fake_agent_api import FakeApi, Runner, spec_for
+from tests.integration.fake_agent_api import FakeApi, Runner, pid_alive, spec_for, wait_until
 
 PY = sys.executable
 
@@ -187,3 +188,27 @@ def test_the_agent_forks_a_plain_run_warm_and_starts_a_hooked_one_cold(
         )
     finally:
         runner.close()
+
+
+def test_the_warm_interpreter_ends_with_an_agent_killed_outright(tmp_path: Path) -> None:
+    """An agent killed with SIGKILL cannot stop its warm interpreter: the kernel ends it (PDEATHSIG)."""
+    agent = subprocess.Popen(
+        [
+            PY,
+            "-c",
+            "import os, sys, time\n"
+            "from harness.agent._warm_client import WarmServer\n"
+            "server = WarmServer(base={**os.environ, 'STRATUS_WARM_IMPORTS': 'json'})\n"
+            "assert server.start()\n"
+            "print(server._proc.pid, flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert agent.stdout is not None
+    warm_pid = int(agent.stdout.readline())
+    assert pid_alive(warm_pid)
+    agent.kill()
+    agent.wait()
+    wait_until(lambda: not pid_alive(warm_pid), 20, "the warm interpreter to end with its agent")
