@@ -206,9 +206,11 @@ def test_the_warm_interpreter_ends_with_an_agent_killed_outright(tmp_path: Path)
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert agent.stdout is not None
-    warm_pid = int(agent.stdout.readline())
-    assert pid_alive(warm_pid)
-    agent.kill()
-    agent.wait()
+    try:
+        assert agent.stdout is not None
+        warm_pid = int(agent.stdout.readline())
+        assert pid_alive(warm_pid)
+    finally:
+        agent.kill()
+        agent.wait()
     wait_until(lambda: not pid_alive(warm_pid), 20, "the warm interpreter to end with its agent")
