@@ -90,8 +90,17 @@ class WarmServer:
         self._ready = threading.Event()
 
     def start_in_background(self) -> None:
-        """Start it without holding the agent up: runs launched meanwhile start cold."""
-        threading.Thread(target=self.start, name="warm-start", daemon=True).start()
+        """Start it without holding the agent up: runs launched meanwhile start cold. The thread that
+        starts it stays with it until it ends: the kernel's parent-death signal (`end_with_parent`) follows
+        the thread that forked it, not the agent's process."""
+        threading.Thread(target=self._start_and_stay, name="warm-start", daemon=True).start()
+
+    def _start_and_stay(self) -> None:
+        if self.start() and self._proc is not None:
+            code = self._proc.wait()
+            if self._ready.is_set():
+                log.warning("warm start off: the warm interpreter exited with code %s", code)
+            self._ready.clear()
 
     def start(self) -> bool:
         """Start it and wait until it has imported what it preloads; False (logged) when it cannot."""
