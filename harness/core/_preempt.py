@@ -35,6 +35,9 @@ HEARTBEAT_INTERVAL_S = 5.0
 AGENT_WATCHED_HEARTBEAT_S = 60.0
 #: How often the chief's thread looks for the agent's stop file between heartbeats (a stat call).
 MARKER_POLL_S = 0.2
+#: The least time between two looks for the stop file from `should_preempt()` itself: a loop that asks
+#: after every batch pays a stat (3 µs on a small VM) every 20 ms at most, not every batch.
+MARKER_CHECK_S = 0.02
 
 _Handler = Any  # what signal.getsignal returns: a callable, SIG_DFL, SIG_IGN or None
 
@@ -125,6 +128,7 @@ class PlatformPreemptContext(PreemptContext):
         self._trial_id = trial_id
         self._interval = heartbeat_interval_s
         self._marker = os.environ.get(trial_env.PREEMPT_FILE) or None
+        self._next_look = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if distributed.is_chief:
@@ -138,7 +142,10 @@ class PlatformPreemptContext(PreemptContext):
         super().close()
 
     def should_preempt(self, auto_ack: bool = True) -> bool:
-        self._check_marker()  # a stat: seen at once, not at the watcher's next look
+        now = time.monotonic()
+        if now >= self._next_look:  # a stat: seen within 20 ms, not at the watcher's next look
+            self._next_look = now + MARKER_CHECK_S
+            self._check_marker()
         stop = super().should_preempt(auto_ack)
         if stop and self._before_stopping is not None:
             self._before_stopping()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core import Context
 from harness.core._distributed import DistributedContext
 from harness.errors import TrialDefinitionError
+from harness.pytorch._data import to_device
 from harness.pytorch._lr_scheduler import LRScheduler
 
 if TYPE_CHECKING:
@@ -110,8 +111,6 @@ class PyTorchTrialContext:
         return False
 
     def to_device(self, data: Any) -> Any:
-        from harness.pytorch._data import to_device
-
         return to_device(data, self.device)
 
     def current_train_batch(self) -> int:

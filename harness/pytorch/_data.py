@@ -230,17 +230,25 @@ def _dataset_length(dataset: Any) -> int:
 
 
 def to_device(data: Any, device: torch.device) -> Any:
-    """`data` with every tensor moved to `device` (lists, tuples, dicts and namedtuples are walked)."""
+    """`data` with every tensor moved to `device` (lists, tuples, dicts and namedtuples are walked);
+    tensors already there are passed on as they are (no call into torch per tensor per batch)."""
     import torch
 
-    if isinstance(data, torch.Tensor):
-        return data.to(device)
+    return _moved(data, device, torch.Tensor)
+
+
+def _moved(data: Any, device: Any, tensor: Any) -> Any:
+    if isinstance(data, tensor):
+        return data if data.device == device else data.to(device)
+    kind = type(data)
+    if kind is tuple or kind is list:  # the usual batch, without the ABC checks below
+        return kind([_moved(v, device, tensor) for v in data])
     if isinstance(data, Mapping):
-        return type(data)({k: to_device(v, device) for k, v in data.items()})  # type: ignore[call-arg]
+        return kind({k: _moved(v, device, tensor) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(to_device(v, device) for v in data))
+        return kind(*(_moved(v, device, tensor) for v in data))
     if isinstance(data, Sequence) and not isinstance(data, str | bytes):
-        return type(data)(to_device(v, device) for v in data)  # type: ignore[call-arg]
+        return kind(_moved(v, device, tensor) for v in data)
     return data
 
 

@@ -20,13 +20,31 @@ from harness.pytorch._trial import (
 )
 
 
-def training_metrics(out: Any) -> dict[str, float]:
-    """The metrics of one `train_batch` result: a mapping of scalars, a bare loss, or None."""
+def training_metrics(out: Any) -> dict[str, Any]:
+    """The metrics of one `train_batch` result (a mapping of scalars, a bare loss, or None), tensors kept
+    and detached: reading a CUDA tensor's value waits for the GPU, so `metric_values` reads them once per
+    reporting period, not after every batch."""
     if out is None:
         return {}
-    if isinstance(out, Mapping):
-        return {str(k): scalar(str(k), v) for k, v in out.items()}
-    return {"loss": scalar("loss", out)}
+    if isinstance(out, dict | Mapping):
+        return {str(k): _kept(str(k), v) for k, v in out.items()}
+    return {"loss": _kept("loss", out)}
+
+
+def metric_values(per_batch: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """`training_metrics` of several batches as numbers."""
+    return [{name: scalar(name, value) for name, value in metrics.items()} for metrics in per_batch]
+
+
+def _kept(name: str, value: Any) -> Any:
+    numel = getattr(value, "numel", None)
+    if numel is None or not hasattr(value, "detach"):
+        return scalar(name, value)
+    if numel() != 1:
+        raise TrialDefinitionError(
+            f"metric {name!r} is not a scalar (a tensor of {numel()} elements); return one number per name."
+        )
+    return value.detach()
 
 
 def average_across_ranks(context: PyTorchTrialContext, metrics: dict[str, Any]) -> dict[str, Any]:

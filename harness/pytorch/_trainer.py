@@ -42,7 +42,13 @@ from harness.pytorch._checkpoint import TrainerProgress, restore_checkpoint, sav
 from harness.pytorch._context import PyTorchTrialContext
 from harness.pytorch._data import batches_per_epoch, training_batches
 from harness.pytorch._lr_scheduler import LRScheduler
-from harness.pytorch._metrics import average_across_ranks, evaluate, searcher_metric, training_metrics
+from harness.pytorch._metrics import (
+    average_across_ranks,
+    evaluate,
+    metric_values,
+    searcher_metric,
+    training_metrics,
+)
 from harness.pytorch._plain_loader import PlainLoaderStream
 from harness.pytorch._trial import PyTorchCallback, PyTorchTrial, Reducer, overrides, reduce_metrics
 from harness.pytorch._units import Scale, TrainUnit, length_in_batches, parse_length
@@ -228,7 +234,7 @@ class _TrainLoop:
                 _next_multiple(self.batches, self.validation_every),
                 _next_multiple(self.batches, self.checkpoint_every),
             )
-            per_batch = [self._train_batch(i) for i in range(self.batches, end)]
+            per_batch = metric_values([self._train_batch(i) for i in range(self.batches, end)])
             averaged = average_across_ranks(self.ctx, reduce_metrics(per_batch, Reducer.AVG))
             self.core.train.report_training_metrics(steps_completed=self.batches, metrics=averaged)
             for callback in self.callbacks.values():
@@ -243,7 +249,7 @@ class _TrainLoop:
                 return True
         return False
 
-    def _train_batch(self, index: int) -> dict[str, float]:
+    def _train_batch(self, index: int) -> dict[str, Any]:
         epoch = index // self.per_epoch if self.per_epoch else 0
         if self.per_epoch and index % self.per_epoch == 0:
             for callback in self.callbacks.values():

@@ -434,6 +434,36 @@ def test_context_accessors() -> None:
         context.get_global_batch_size()
 
 
+def test_to_device_walks_every_container_and_keeps_tensors_already_there() -> None:
+    from collections import namedtuple
+
+    from harness.pytorch._data import to_device
+
+    pair = namedtuple("pair", "x y")
+    x, y = torch.ones(2), torch.zeros(2)
+    moved = to_device({"batch": [x, (y, "label")], "named": pair(x, 3)}, torch.device("cpu"))
+    assert moved["batch"][0] is x and moved["batch"][1][0] is y and moved["batch"][1][1] == "label"
+    assert isinstance(moved["batch"], list) and isinstance(moved["batch"][1], tuple)
+    assert isinstance(moved["named"], pair) and moved["named"].x is x and moved["named"].y == 3
+    doubles = to_device((x,), torch.device("meta"))
+    assert doubles[0].device.type == "meta"  # a tensor elsewhere is moved
+
+
+def test_batch_metrics_keep_no_graph_and_are_read_once_per_report() -> None:
+    from harness.pytorch._metrics import metric_values, training_metrics
+
+    weight = torch.ones(3, requires_grad=True)
+    loss = (weight * 2).sum()
+    kept = training_metrics({"loss": loss, "count": 4})
+    assert isinstance(kept["loss"], torch.Tensor)
+    assert not kept["loss"].requires_grad  # detached: the batch's graph is not held until the report
+    assert metric_values([kept, training_metrics(loss)]) == [{"loss": 6.0, "count": 4.0}, {"loss": 6.0}]
+    with pytest.raises(harness.TrialDefinitionError, match="'acc' is not a scalar.*3 elements"):
+        training_metrics({"acc": torch.ones(3)})  # named at the batch that returned it, not at the report
+    with pytest.raises(harness.TrialDefinitionError, match="'name' is a str"):
+        training_metrics({"name": "x"})
+
+
 # --- the data loader ----------------------------------------------------------------------------
 
 
