@@ -53,6 +53,9 @@ class WorkflowResources:
     #: scheduling passes send them (`services.scheduler`); a lost message or a dead consumer then ends
     #: the wait (NotLaunched: the run ends and the trial restarts or errors) instead of a year's wait.
     task_heartbeat_s: int = TASK_HEARTBEAT_S
+    #: The ARN partition of the service integrations (`aws`, `aws-cn`, `aws-us-gov`); the template passes
+    #: `${AWS::Partition}`, which CloudFormation fills in.
+    partition: str = "aws"
 
 
 _TRIAL_KEY = {"id": {"N.$": "States.Format('{}', $.trial_id)"}}
@@ -141,6 +144,15 @@ def _with_retries(states: dict[str, Any]) -> dict[str, Any]:
 
 
 def compile_trial_workflow(res: WorkflowResources) -> dict[str, Any]:
+    """The trial's state machine (Amazon States Language) over the stack's resources."""
+    definition = _compile(res)
+    for state in definition["States"].values():
+        if state["Type"] == "Task":
+            state["Resource"] = state["Resource"].replace("arn:aws:", f"arn:{res.partition}:", 1)
+    return definition
+
+
+def _compile(res: WorkflowResources) -> dict[str, Any]:
     enqueue = _set_trial_state(res.trials_table, TrialState.QUEUED, " ADD attempts :one")
     enqueue["ReturnValues"] = "UPDATED_NEW"
     ended = {":t": {"S.$": "$$.State.EnteredTime"}}

@@ -34,7 +34,9 @@ def _table(spec_name: str) -> dict[str, Any]:
     request = table_request_for_cfn(spec)
     return {
         "Type": "AWS::DynamoDB::Table",
-        "DeletionPolicy": "Retain",
+        # The records go with the stack (a re-created stack must be able to make its tables again); the
+        # bucket, which holds the checkpoints and contexts, is kept and adopted by the next stack.
+        "DeletionPolicy": "Delete",
         "UpdateReplacePolicy": "Retain",
         "Properties": request,
     }
@@ -127,17 +129,17 @@ def _api_policy() -> dict[str, Any]:
                 "Effect": "Allow",
                 "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
                 "Resource": [
-                    _sub("arn:${AWS::Partition}:s3:::${Bucket}/contexts/*"),
-                    _sub("arn:${AWS::Partition}:s3:::${Bucket}/uploads/*"),
-                    _sub("arn:${AWS::Partition}:s3:::${Bucket}/checkpoints/*"),
-                    _sub("arn:${AWS::Partition}:s3:::${Bucket}/submissions/*"),
+                    _sub("arn:${AWS::Partition}:s3:::${BucketName}/contexts/*"),
+                    _sub("arn:${AWS::Partition}:s3:::${BucketName}/uploads/*"),
+                    _sub("arn:${AWS::Partition}:s3:::${BucketName}/checkpoints/*"),
+                    _sub("arn:${AWS::Partition}:s3:::${BucketName}/submissions/*"),
                 ],
             },
             {
                 "Sid": "HeadMissingObjects",
                 "Effect": "Allow",
                 "Action": "s3:ListBucket",
-                "Resource": _sub("arn:${AWS::Partition}:s3:::${Bucket}"),
+                "Resource": _sub("arn:${AWS::Partition}:s3:::${BucketName}"),
             },
             {
                 "Sid": "Queues",
@@ -177,7 +179,9 @@ def _api_policy() -> dict[str, Any]:
                 "Sid": "AnswerTaskTokens",
                 "Effect": "Allow",
                 "Action": ["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
-                "Resource": {"Ref": "TrialRunStateMachine"},
+                # These actions have no resource type (the service authorization reference lists none):
+                # a task token names its execution, so only "*" is sure to be allowed.
+                "Resource": "*",
             },
             {
                 "Sid": "TrialLogs",
@@ -268,6 +272,25 @@ def _sweep_schedule() -> dict[str, Any]:
     }
 
 
+#: The stack's parameters. `det deploy aws up` fills them in: the bucket's name is lower case (a stack
+#: name may have capitals, a bucket's may not), and a bucket kept from a deleted stack of the same name
+#: is adopted (`CreateBucket` false) instead of failing on a name that is taken.
+PARAMETERS: dict[str, Any] = {
+    "BucketName": {
+        "Type": "String",
+        "Description": "The bucket of contexts and checkpoints (made unless CreateBucket is false)",
+        "AllowedPattern": "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        "ConstraintDescription": "3 to 63 lower-case letters, digits, dots and hyphens",
+    },
+    "CreateBucket": {
+        "Type": "String",
+        "AllowedValues": ["true", "false"],
+        "Default": "true",
+        "Description": "false: the bucket exists already (kept from an earlier stack of this name)",
+    },
+}
+
+
 def template() -> dict[str, Any]:
     definition = compile_trial_workflow(
         WorkflowResources(
@@ -275,15 +298,17 @@ def template() -> dict[str, Any]:
             scheduler_queue_url="${SchedulerQueue}",
             launch_queue_url="${LaunchQueue}",
             events_queue_url="${EventsQueue}",
+            partition="${AWS::Partition}",
         )
     )
     resources: dict[str, Any] = {
         "Bucket": {
             "Type": "AWS::S3::Bucket",
+            "Condition": "MakeBucket",
             "DeletionPolicy": "Retain",
             "UpdateReplacePolicy": "Retain",
             "Properties": {
-                "BucketName": _sub("${AWS::StackName}-${AWS::AccountId}-${AWS::Region}"),
+                "BucketName": {"Ref": "BucketName"},
                 "PublicAccessBlockConfiguration": {
                     "BlockPublicAcls": True,
                     "BlockPublicPolicy": True,
@@ -353,7 +378,7 @@ def template() -> dict[str, Any]:
         resources[logical] = _queue(kind)
         resources[logical + "Dlq"] = _dlq(kind)
     outputs = {
-        "BucketName": {"Value": {"Ref": "Bucket"}},
+        "BucketName": {"Value": {"Ref": "BucketName"}},
         "SchedulerQueueUrl": {"Value": {"Ref": "SchedulerQueue"}},
         "LaunchQueueUrl": {"Value": {"Ref": "LaunchQueue"}},
         "EventsQueueUrl": {"Value": {"Ref": "EventsQueue"}},
@@ -364,6 +389,8 @@ def template() -> dict[str, Any]:
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "Stratus: serverless control plane for deep-learning experiments",
+        "Parameters": PARAMETERS,
+        "Conditions": {"MakeBucket": {"Fn::Equals": [{"Ref": "CreateBucket"}, "true"]}},
         "Resources": resources,
         "Outputs": outputs,
     }
