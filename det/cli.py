@@ -6,6 +6,7 @@
     det [-m MASTER] trial|t       describe | logs | kill
     det [-m MASTER] job|j         list|ls
     det deploy local              up | status | down
+    det deploy aws                up | down | list | status
 
 Every `DetError` ends the command with one line `Error: <message>` on stderr (plus one indented
 line per config problem) and the error's exit code; Ctrl-C ends it with 130, quietly.
@@ -23,7 +24,18 @@ from pathlib import Path
 from typing import TextIO
 
 from contract.log_levels import LEVELS
-from det import _checkpoint, _cluster, _deploy, _experiment, _job, _lifecycle, _stop, _submit, _trial
+from det import (
+    _checkpoint,
+    _cluster,
+    _deploy,
+    _deploy_aws,
+    _experiment,
+    _job,
+    _lifecycle,
+    _stop,
+    _submit,
+    _trial,
+)
 from det._runtime import DEFAULT_MASTER, Runtime
 from det.errors import ApiError, DetError
 
@@ -303,6 +315,7 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="also delete what the stack keeps (experiments, trials, metrics, logs, checkpoints, contexts)",
     )
     down.set_defaults(command=_deploy.down)
+    _deploy_aws.add_parser(targets, _needs_subcommand)
 
 
 def _needs_subcommand(parser: argparse.ArgumentParser) -> Command:

@@ -1,13 +1,15 @@
 """The stack's resources as a CloudFormation template, for a real AWS account.
 
-    python -m infra.template > stratus.cfn.json
-    aws cloudformation deploy --template-file stratus.cfn.json --stack-name stratus --capabilities CAPABILITY_NAMED_IAM
+    det deploy aws up --cluster-id mylab          # renders it and deploys it (det/_deploy_aws.py)
+    python -m infra.template > stratus.cfn.json   # or by hand, with BucketName (and CreateBucket=false
+                                                  # to adopt a bucket kept from an earlier stack)
 
 Built from the same declarations as the local stack (`infra/resources.py`). IAM is least privilege:
 the API role reaches only this stack's tables, queues, bucket prefixes, log group and state machine; the
 state machine's role can only update the trials table and send to its three queues; the agent role has
 no AWS permission at all (agents speak only to the API, with a token, and move bytes through presigned
-URLs). The Chalice app itself is deployed with `chalice deploy` using `ApiRoleArn` (see README).
+URLs). Every ARN names its partition. The Chalice app is not in this stack yet: it is deployed with
+`chalice deploy` using `ApiRoleArn` (see README).
 """
 
 from __future__ import annotations

@@ -1,0 +1,30 @@
+"""The stack's CloudFormation template passes cfn-lint (AWS's own linter: resource schemas, IAM policy
+shapes, intrinsic functions), as `det deploy aws up` renders it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from infra.template import template
+
+#: cfn-lint's command line, as its console script runs it.
+CFN_LINT = [sys.executable, "-c", "import sys; from cfnlint.runner import main; sys.exit(main())"]
+
+
+def test_the_rendered_template_is_cfn_lint_clean(tmp_path: Path) -> None:
+    path = tmp_path / "stratus.cfn.json"
+    path.write_text(json.dumps(template(), indent=2, sort_keys=True))
+    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_cfn_lint_finds_a_broken_template(tmp_path: Path) -> None:
+    broken = template()
+    broken["Resources"]["TrialsTable"]["Properties"]["BillingMode"] = "FREE"  # not a billing mode
+    path = tmp_path / "broken.cfn.json"
+    path.write_text(json.dumps(broken))
+    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
+    assert linted.returncode != 0 and "FREE" in linted.stdout
