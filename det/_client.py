@@ -30,10 +30,15 @@ Json = dict[str, Any]
 
 class ApiClient:
     """A thin client of the user-facing routes. `transport` lets tests answer in memory; `user` (the OS
-    user) goes in `contract.owner.USER_HEADER`, the owner label of what it creates."""
+    user) goes in `contract.owner.USER_HEADER`, the owner label of what it creates; `auth` signs each
+    request (`det._sigv4`, for an API in AWS)."""
 
     def __init__(
-        self, master_url: str, transport: httpx.BaseTransport | None = None, user: str | None = None
+        self,
+        master_url: str,
+        transport: httpx.BaseTransport | None = None,
+        user: str | None = None,
+        auth: httpx.Auth | None = None,
     ) -> None:
         self.master_url = master_url.rstrip("/")
         self._transport = transport
@@ -41,7 +46,7 @@ class ApiClient:
         if (name := clean_user_name(user)) is not None:
             headers[USER_HEADER] = name
         self._http = httpx.Client(
-            base_url=self.master_url, transport=transport, timeout=API_TIMEOUT, headers=headers
+            base_url=self.master_url, transport=transport, timeout=API_TIMEOUT, headers=headers, auth=auth
         )
 
     def close(self) -> None:

@@ -61,7 +61,10 @@ class Runtime:
     inp: TextIO = field(default_factory=lambda: sys.stdin)
 
     def client(self) -> ApiClient:
-        return ApiClient(self.master, transport=self.transport, user=self.user_name())
+        from det._sigv4 import auth_for
+
+        auth = auth_for(self.master, self.environ)
+        return ApiClient(self.master, transport=self.transport, user=self.user_name(), auth=auth)
 
     def user_name(self) -> str | None:
         """The OS user running the CLI, as `getpass.getuser` finds it (the environment first): the API
