@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolConfigError, PoolSpec, pools_from_json
 
@@ -66,13 +67,45 @@ def _required(name: str) -> str:
     return value
 
 
+class SecretReader(Protocol):
+    def __call__(self, secret_id: str, *, region: str, endpoint_url: str | None) -> str: ...
+
+
+#: Reads a Secrets Manager secret (`chalicelib.aws.secrets.read_secret`, registered by app.py: the
+#: services read settings, and must not reach AWS but through their ports).
+_secret_reader: SecretReader | None = None
+
+
+def read_secrets_with(reader: SecretReader) -> None:
+    global _secret_reader
+    _secret_reader = reader
+    reset_settings()
+
+
+def _secret(name: str, region: str, endpoint_url: str | None) -> str:
+    """A secret: from Secrets Manager where `<name>_ARN` names one (in AWS), else the variable itself
+    (the local stack and tests, which generate theirs)."""
+    secret_id = os.environ.get(f"{name}_ARN", "")
+    if secret_id:
+        if _secret_reader is None:
+            raise RuntimeError(f"{name}_ARN is set but nothing reads secrets (app.py registers the reader)")
+        return _secret_reader(secret_id, region=region, endpoint_url=endpoint_url)
+    if not os.environ.get(name):
+        raise RuntimeError(
+            f"neither {name}_ARN (a Secrets Manager secret) nor {name} is set; the stack's deployment sets one"
+        )
+    return os.environ[name]
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     stack = os.environ.get("STRATUS_STACK", "stratus")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    endpoint_url = os.environ.get("AWS_ENDPOINT_URL") or None
     return Settings(
         stack=stack,
-        region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
-        endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None,
+        region=region,
+        endpoint_url=endpoint_url,
         bucket=_required("STRATUS_BUCKET"),
         table_prefix=os.environ.get("STRATUS_TABLE_PREFIX", f"{stack}-"),
         scheduler_queue_url=_required("STRATUS_SCHEDULER_QUEUE_URL"),
@@ -81,8 +114,8 @@ def get_settings() -> Settings:
         state_machine_arn=_required("STRATUS_STATE_MACHINE_ARN"),
         log_group=os.environ.get("STRATUS_LOG_GROUP", f"/{stack}/trials"),
         api_url=os.environ.get("STRATUS_API_URL", ""),
-        token_secret=_required("STRATUS_TOKEN_SECRET"),
-        agent_token=_required("STRATUS_AGENT_TOKEN"),
+        token_secret=_secret("STRATUS_TOKEN_SECRET", region, endpoint_url),
+        agent_token=_secret("STRATUS_AGENT_TOKEN", region, endpoint_url),
         agent_timeout_s=_agent_timeout(),
         agent_heartbeat_s=_agent_heartbeat(),
         report_interval_s=_report_interval(),

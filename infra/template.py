@@ -186,6 +186,13 @@ def _api_policy() -> dict[str, Any]:
                 "Resource": "*",
             },
             {
+                # The run tokens' key and the agents' token (chalicelib.aws.secrets), read at cold start.
+                "Sid": "ReadTokens",
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": [{"Ref": "TokenSecret"}, {"Ref": "AgentTokenSecret"}],
+            },
+            {
                 "Sid": "TrialLogs",
                 "Effect": "Allow",
                 "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"],
@@ -387,6 +394,9 @@ def template() -> dict[str, Any]:
         "StateMachineArn": {"Value": {"Ref": "TrialRunStateMachine"}},
         "ApiRoleArn": {"Value": {"Fn::GetAtt": ["ApiRole", "Arn"]}},
         "AgentRoleArn": {"Value": {"Fn::GetAtt": ["AgentRole", "Arn"]}},
+        # For the functions' STRATUS_TOKEN_SECRET_ARN and STRATUS_AGENT_TOKEN_ARN.
+        "TokenSecretArn": {"Value": {"Ref": "TokenSecret"}},
+        "AgentTokenSecretArn": {"Value": {"Ref": "AgentTokenSecret"}},
     }
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
