@@ -9,12 +9,8 @@ import logging
 
 from chalice.app import Chalice
 
-from chalicelib import settings
 from chalicelib.api import compute_routes, job_routes, lifecycle_routes, stop_routes, user_routes
-from chalicelib.aws.secrets import read_secret
 from chalicelib.handlers import events
-
-settings.read_secrets_with(read_secret)  # the tokens from Secrets Manager where *_ARN names them
 
 app = Chalice(app_name="stratus")
 app.log.setLevel(logging.INFO)

@@ -71,7 +71,7 @@ class SecretReader(Protocol):
     def __call__(self, secret_id: str, *, region: str, endpoint_url: str | None) -> str: ...
 
 
-#: Reads a Secrets Manager secret (`chalicelib.aws.secrets.read_secret`, registered by app.py: the
+#: Reads a Secrets Manager secret (`chalicelib.aws.secrets.read_secret`, registered by `wiring`: the
 #: services read settings, and must not reach AWS but through their ports).
 _secret_reader: SecretReader | None = None
 
@@ -88,7 +88,9 @@ def _secret(name: str, region: str, endpoint_url: str | None) -> str:
     secret_id = os.environ.get(f"{name}_ARN", "")
     if secret_id:
         if _secret_reader is None:
-            raise RuntimeError(f"{name}_ARN is set but nothing reads secrets (app.py registers the reader)")
+            raise RuntimeError(
+                f"{name}_ARN is set but nothing reads secrets (chalicelib.wiring registers the reader)"
+            )
         return _secret_reader(secret_id, region=region, endpoint_url=endpoint_url)
     if not os.environ.get(name):
         raise RuntimeError(

@@ -6,8 +6,13 @@ from __future__ import annotations
 import threading
 
 from chalicelib.aws import aws_ports, clients
+from chalicelib.aws.secrets import read_secret
 from chalicelib.services.ports import Ports
-from chalicelib.settings import reset_settings
+from chalicelib.settings import read_secrets_with, reset_settings
+
+# Every entry point (the API's routes, each queue's handler: separate Lambda functions) comes through
+# here, so here the settings learn to read the tokens from Secrets Manager where *_ARN names them.
+read_secrets_with(read_secret)
 
 _local = threading.local()
 _generation = 0

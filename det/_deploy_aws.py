@@ -6,20 +6,22 @@ contexts) and adopted by the next stack of that name. Credentials, profile and r
 AWS tool takes them (`--profile`, `--region`, or the environment and `~/.aws`); `AWS_ENDPOINT_URL` points
 every call at another endpoint (the tests' moto server).
 
-What this command deploys today: the infrastructure of `infra/template.py` (tables, queues, bucket, state
-machine, roles, secrets, sweep schedule). The control plane's Lambda functions and API are not in the
-stack yet: `python -m infra.package` builds their package, and deploying it is the next step.
+`up` builds the control plane's Lambda package (`infra/package.py`, or `--package ZIP`), makes the
+bucket if it is new, uploads the package there (named by its hash: an unchanged one is not sent again)
+and creates or updates the stack of `infra/template.py`: the infrastructure, the Lambda functions (the API
+and one per queue, fed by it) and the REST API with each route's authorization, wired together (the API's
+URL included) in one deployment; it prints the `DET_MASTER` to use.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from det._aws_calls import AwsCalls
 from det._render import table
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
@@ -53,6 +55,11 @@ def add_parser(targets: argparse._SubParsersAction[argparse.ArgumentParser], nee
         "--dry-run", action="store_true", help="show what would be deployed, change nothing"
     )
     up_parser.add_argument("--template-out", metavar="FILE", help="also write the rendered template there")
+    up_parser.add_argument(
+        "--package",
+        metavar="ZIP",
+        help="the Lambda package to deploy (default: built by python -m infra.package)",
+    )
     up_parser.set_defaults(command=up)
     down_parser = sub.add_parser("down", help="stop every trial run of the stack and delete it")
     common(down_parser)
@@ -75,29 +82,34 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
 
     stack = _stack_name(args.cluster_id)
     tags = _tags(args.add_tag, stack)
-    aws = _Aws(args)
+    aws = AwsCalls(args)
     account, region = aws.identity()
     bucket = bucket_name(stack, account, region)
-    adopt = aws.bucket_exists(bucket)
-    body = json.dumps(template(), sort_keys=True)
-    parameters = {"BucketName": bucket, "CreateBucket": "false" if adopt else "true"}
+    kept = aws.bucket_exists(bucket)
+    rendered = template()
+    body = json.dumps(rendered, sort_keys=True)
     existing = aws.stack(stack)
     if args.template_out:
-        with open(args.template_out, "w") as out:
-            out.write(body + "\n")
+        Path(args.template_out).write_text(body + "\n")
     action = "update" if existing is not None else "create"
     rt.say(f"Stratus stack {stack!r} in account {account}, region {region}: {action}")
-    rt.say(f"  bucket {bucket}: " + ("kept from before, adopted" if adopt else "made by the stack"))
-    resources = template()["Resources"]
+    rt.say(f"  bucket {bucket}: " + ("kept from before, adopted" if kept else "made now, kept across stacks"))
+    # The bucket is made here, not by the stack: the package goes into it before the stack exists.
     rt.say(
-        "  resources: "
-        + _resource_summary({k: r for k, r in resources.items() if not (adopt and "Condition" in r)})
+        "  resources: " + _resource_summary({k: r for k, r in rendered["Resources"].items() if k != "Bucket"})
     )
     rt.say("  tags: " + ", ".join(f"{t['Key']}={t['Value']}" for t in tags))
     if args.dry_run:
         aws.validate(body)
-        rt.say(f"dry run: the template ({len(body):,} bytes) is valid; nothing was changed")
+        rt.say(
+            f"dry run: the template ({len(body):,} bytes) is valid; nothing was built, uploaded or changed"
+        )
         return 0
+    package = _package(rt, args.package)
+    if not kept:
+        aws.make_bucket(bucket, tags)
+    key = aws.upload_package(rt, bucket, package)
+    parameters = {"BucketName": bucket, "CreateBucket": "false", "CodeKey": key}
     since = aws.last_event_time(stack) if existing is not None else None
     started = aws.deploy(stack, body, parameters, tags, update=existing is not None)
     if not started:
@@ -106,13 +118,31 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     final = _follow(rt, aws, stack, since)
     if final in _FAILED or not final.endswith("_COMPLETE"):
         raise StackError(f"stack {stack!r} ended {final}; the events above name the resource that failed")
-    _print_outputs(rt, aws.stack(stack) or {})
+    found = aws.stack(stack) or {}
+    _print_outputs(rt, found)
+    if url := _outputs(found).get("ApiUrl"):
+        rt.say(f"Point det at it (requests are signed with your AWS credentials):\n  export DET_MASTER={url}")
     return 0
+
+
+def _package(rt: Runtime, given: str | None) -> Path:
+    """The Lambda package: the one given, or built now (`infra/package.py`; its dependencies cached)."""
+    if given:
+        path = Path(given)
+        if not path.is_file():
+            raise UsageError(f"--package {given!r} is not a file; build one with `python -m infra.package`")
+        return path
+    from infra.package import ROOT, build
+
+    rt.note("building the control plane's Lambda package (python -m infra.package)")
+    built = build(ROOT / "build" / "lambda" / "stratus.zip")
+    rt.note(built.summary())
+    return built.path
 
 
 def down(args: argparse.Namespace, rt: Runtime) -> int:
     stack = _stack_name(args.cluster_id)
-    aws = _Aws(args)
+    aws = AwsCalls(args)
     found = aws.stack(stack)
     if found is None:
         raise StackError(
@@ -143,7 +173,7 @@ def down(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 def list_stacks(args: argparse.Namespace, rt: Runtime) -> int:
-    aws = _Aws(args)
+    aws = AwsCalls(args)
     rows = []
     for found in aws.stacks():
         tags = {t["Key"]: t["Value"] for t in found.get("Tags", [])}
@@ -156,7 +186,7 @@ def list_stacks(args: argparse.Namespace, rt: Runtime) -> int:
 
 def status(args: argparse.Namespace, rt: Runtime) -> int:
     stack = _stack_name(args.cluster_id)
-    aws = _Aws(args)
+    aws = AwsCalls(args)
     found = aws.stack(stack)
     if found is None:
         rt.say(f"no stack {stack!r} in region {aws.region}")
@@ -224,7 +254,7 @@ def _time(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if hasattr(value, "strftime") else str(value or "")
 
 
-def _follow(rt: Runtime, aws: _Aws, stack: str, since: Any) -> str:
+def _follow(rt: Runtime, aws: AwsCalls, stack: str, since: Any) -> str:
     """Print the stack's events as they come until it settles; its final state."""
     seen: set[str] = set()
     while True:
@@ -242,136 +272,3 @@ def _follow(rt: Runtime, aws: _Aws, stack: str, since: Any) -> str:
             rt.note(f"stack {stack}: {state}")
             return state
         rt.sleep(POLL_S)
-
-
-class _Aws:
-    """The boto3 calls of these commands (one session: the profile, the region, AWS_ENDPOINT_URL)."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        import boto3
-        import botocore.exceptions
-
-        self._errors = botocore.exceptions
-        try:
-            # AWS_REGION is what AWS CLI v2 and the SDKs of other languages read; boto3 reads only
-            # AWS_DEFAULT_REGION (and the profile's).
-            region = args.region or os.environ.get("AWS_REGION") or None
-            self._session = boto3.session.Session(profile_name=args.profile, region_name=region)
-        except botocore.exceptions.ProfileNotFound as e:
-            raise UsageError(
-                f"--profile {args.profile!r}: {e}; `aws configure list-profiles` lists them"
-            ) from e
-        if not self._session.region_name:
-            raise UsageError("no AWS region: pass --region, set AWS_REGION, or give the profile a region")
-        self.region: str = self._session.region_name
-        self._cfn = self._session.client("cloudformation")
-
-    def identity(self) -> tuple[str, str]:
-        try:
-            account = self._session.client("sts").get_caller_identity()["Account"]
-        except self._errors.NoCredentialsError as e:
-            raise UsageError("no AWS credentials: configure them (`aws configure`) or pass --profile") from e
-        return str(account), self.region
-
-    def bucket_exists(self, bucket: str) -> bool:
-        try:
-            self._session.client("s3").head_bucket(Bucket=bucket)
-        except self._errors.ClientError as e:
-            code = str(e.response.get("Error", {}).get("Code"))
-            if code in ("404", "NoSuchBucket", "NotFound"):
-                return False
-            raise StackError(
-                f"bucket {bucket!r} exists and is not yours ({code}); choose another --cluster-id"
-            ) from e
-        return True
-
-    def stack(self, name: str) -> dict[str, Any] | None:
-        try:
-            found = self._cfn.describe_stacks(StackName=name)["Stacks"]
-        except self._errors.ClientError as e:
-            if "does not exist" in str(e):
-                return None
-            raise
-        live = [s for s in found if s["StackStatus"] != "DELETE_COMPLETE"]
-        return live[0] if live else None
-
-    def stacks(self) -> Iterator[dict[str, Any]]:
-        for page in self._cfn.get_paginator("describe_stacks").paginate():
-            yield from page["Stacks"]
-
-    def resources(self, name: str) -> list[dict[str, Any]]:
-        return [
-            r
-            for r in self._cfn.describe_stack_resources(StackName=name)["StackResources"]
-            if "ResourceType" in r
-        ]
-
-    def validate(self, body: str) -> None:
-        self._cfn.validate_template(TemplateBody=body)
-
-    def deploy(
-        self, name: str, body: str, parameters: dict[str, str], tags: list[dict[str, str]], *, update: bool
-    ) -> bool:
-        request = {
-            "StackName": name,
-            "TemplateBody": body,
-            "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
-            "Capabilities": ["CAPABILITY_IAM"],
-            "Tags": tags,
-        }
-        if not update:
-            self._cfn.create_stack(**request)
-            return True
-        try:
-            self._cfn.update_stack(**request)
-        except self._errors.ClientError as e:
-            if "No updates are to be performed" in str(e):
-                return False
-            raise
-        return True
-
-    def delete(self, name: str) -> None:
-        self._cfn.delete_stack(StackName=name)
-
-    def events(self, name: str, since: Any) -> list[dict[str, Any]]:
-        try:
-            events = self._cfn.describe_stack_events(StackName=name)["StackEvents"]
-        except self._errors.ClientError:
-            return []  # a deleted stack's events are gone with it
-        fresh = [e for e in events if since is None or e["Timestamp"] > since]
-        return sorted(fresh, key=lambda e: e["Timestamp"])
-
-    def last_event_time(self, name: str) -> Any:
-        events = self._cfn.describe_stack_events(StackName=name)["StackEvents"]
-        return max((e["Timestamp"] for e in events), default=None)
-
-    def stop_executions(self, machine: str | None) -> int:
-        if not machine:
-            return 0
-        states = self._session.client("stepfunctions")
-        stopped = 0
-        pages = states.get_paginator("list_executions").paginate(
-            stateMachineArn=machine, statusFilter="RUNNING"
-        )
-        try:
-            for page in pages:
-                for execution in page["executions"]:
-                    states.stop_execution(executionArn=execution["executionArn"], cause="det deploy aws down")
-                    stopped += 1
-        except states.exceptions.StateMachineDoesNotExist:
-            pass  # gone already (deleted by hand; or moto, whose executing backend does not see CloudFormation's)
-        return stopped
-
-    def delete_bucket(self, bucket: str) -> int:
-        s3 = self._session.client("s3")
-        removed = 0
-        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
-            keys = [
-                {"Key": v["Key"], "VersionId": v["VersionId"]}
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
-            ]
-            if keys:
-                s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-                removed += len(keys)
-        s3.delete_bucket(Bucket=bucket)
-        return removed

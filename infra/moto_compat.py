@@ -135,6 +135,10 @@ def moto_server(host: str, port: int, wrap: Callable[[WsgiApp], WsgiApp] = lambd
     )
     from werkzeug.serving import make_server
 
+    from infra.moto_cfn import patch_rest_api_body
+
+    patch_rest_api_body()  # the stack's REST API is made from its Body, as in API Gateway
+
     class Server(ThreadedMotoServer):  # type: ignore[misc]
         def _server_entry(self) -> None:
             app = CountingApp(wrap(QueryAuthRouting(DomainDispatcherApplication(create_backend_app))))

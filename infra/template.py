@@ -8,8 +8,8 @@ Built from the same declarations as the local stack (`infra/resources.py`). IAM 
 the API role reaches only this stack's tables, queues, bucket prefixes, log group and state machine; the
 state machine's role can only update the trials table and send to its three queues; the agent role has
 no AWS permission at all (agents speak only to the API, with a token, and move bytes through presigned
-URLs). Every ARN names its partition. The Chalice app is not in this stack yet: it is deployed with
-`chalice deploy` using `ApiRoleArn` (see README).
+URLs). Every ARN names its partition. With a `CodeKey` (the Lambda package in the bucket), the stack
+also runs the control plane: `infra/template_app.py`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
 from contract.messages import Sweep
 from infra.resources import TABLES, table_request
+from infra.template_app import CONDITIONS, PARAMETERS, QUEUE_IDS, app_resources
 
-_QUEUE_IDS = {"scheduler": "SchedulerQueue", "launch": "LaunchQueue", "events": "EventsQueue"}
+_QUEUE_IDS = QUEUE_IDS
 _TABLE_IDS = {spec.name: spec.name.capitalize() + "Table" for spec in TABLES}
 
 
@@ -281,25 +282,6 @@ def _sweep_schedule() -> dict[str, Any]:
     }
 
 
-#: The stack's parameters. `det deploy aws up` fills them in: the bucket's name is lower case (a stack
-#: name may have capitals, a bucket's may not), and a bucket kept from a deleted stack of the same name
-#: is adopted (`CreateBucket` false) instead of failing on a name that is taken.
-PARAMETERS: dict[str, Any] = {
-    "BucketName": {
-        "Type": "String",
-        "Description": "The bucket of contexts and checkpoints (made unless CreateBucket is false)",
-        "AllowedPattern": "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
-        "ConstraintDescription": "3 to 63 lower-case letters, digits, dots and hyphens",
-    },
-    "CreateBucket": {
-        "Type": "String",
-        "AllowedValues": ["true", "false"],
-        "Default": "true",
-        "Description": "false: the bucket exists already (kept from an earlier stack of this name)",
-    },
-}
-
-
 def template() -> dict[str, Any]:
     definition = compile_trial_workflow(
         WorkflowResources(
@@ -386,7 +368,10 @@ def template() -> dict[str, Any]:
     for kind, logical in _QUEUE_IDS.items():
         resources[logical] = _queue(kind)
         resources[logical + "Dlq"] = _dlq(kind)
+    functions, function_outputs = app_resources()
+    resources.update(functions)
     outputs = {
+        **function_outputs,
         "BucketName": {"Value": {"Ref": "BucketName"}},
         "SchedulerQueueUrl": {"Value": {"Ref": "SchedulerQueue"}},
         "LaunchQueueUrl": {"Value": {"Ref": "LaunchQueue"}},
@@ -402,7 +387,7 @@ def template() -> dict[str, Any]:
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "Stratus: serverless control plane for deep-learning experiments",
         "Parameters": PARAMETERS,
-        "Conditions": {"MakeBucket": {"Fn::Equals": [{"Ref": "CreateBucket"}, "true"]}},
+        "Conditions": CONDITIONS,
         "Resources": resources,
         "Outputs": outputs,
     }

@@ -1,10 +1,14 @@
 """`det deploy aws` against moto's CloudFormation (real boto3 calls through AWS_ENDPOINT_URL): a dry run
-changes nothing; up, down and up again keep the bucket and adopt it; bad names are refused."""
+changes nothing; up uploads the package and makes the functions, their event sources and the API; down
+and up again keep the bucket and adopt it; bad names are refused. The package here is a small stand-in
+(moto stores a function's code, never runs it): the real one is built and import-checked by
+tests/integration/test_lambda_package.py."""
 
 from __future__ import annotations
 
 import io
 import uuid
+import zipfile
 from pathlib import Path
 
 import boto3
@@ -18,13 +22,17 @@ pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 
 
 @pytest.fixture
-def det(moto_url: str, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def det(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # noqa: ANN201
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    package = tmp_path / "stratus.zip"
+    with zipfile.ZipFile(package, "w") as archive:
+        archive.writestr("app.py", "app = None\n")
 
     def run(*argv: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         runtime = Runtime(environ={}, out=out, err=err, inp=io.StringIO(), sleep=lambda s: None)
-        code = main(["deploy", "aws", *argv, "--region", "us-east-1"], runtime=runtime)
+        extra = ["--package", str(package)] if argv[0] == "up" else []
+        code = main(["deploy", "aws", *argv, *extra, "--region", "us-east-1"], runtime=runtime)
         return code, out.getvalue(), err.getvalue()
 
     return run
@@ -47,7 +55,7 @@ def test_a_dry_run_shows_the_plan_and_changes_nothing(det, tmp_path: Path) -> No
     code, out, _ = det("up", "--cluster-id", stack, "--dry-run", "--template-out", str(tmp_path / "t.json"))
     assert code == 0, out
     bucket = f"{stack.lower()}-123456789012-us-east-1"  # lower case: a bucket name cannot have capitals
-    assert f"bucket {bucket}: made by the stack" in out and "dry run: the template" in out
+    assert f"bucket {bucket}: made now, kept across stacks" in out and "dry run: the template" in out
     assert "8 DynamoDB::Table" in out and "1 StepFunctions::StateMachine" in out
     assert (tmp_path / "t.json").read_text().startswith("{")
     assert bucket not in _buckets() and not _tables(stack)
@@ -61,6 +69,39 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     assert "CREATE_COMPLETE" in err and "BucketName" in out
     bucket = f"{stack.lower()}-123456789012-us-east-1"
     assert len(_tables(stack)) == 8 and bucket in _buckets()
+    # The control plane: the API function and one function per queue, each fed by its queue, behind the API.
+    functions = {
+        f["FunctionName"]: f
+        for f in boto3.client("lambda").list_functions()["Functions"]
+        if f["FunctionName"].startswith(stack)
+    }
+    assert set(functions) == {f"{stack}-api", f"{stack}-on-scheduler-message", f"{stack}-on-launch-message",
+                              f"{stack}-on-trial-event"}  # fmt: skip
+    api = functions[f"{stack}-api"]
+    assert api["Handler"] == "app.app" and api["Runtime"] == "python3.11"
+    variables = functions[f"{stack}-on-launch-message"]["Environment"]["Variables"]
+    assert variables["STRATUS_BUCKET"] == bucket and variables["STRATUS_STACK"] == stack
+    # The key is read from Secrets Manager (STRATUS_TOKEN_SECRET_ARN: moto's CloudFormation makes no
+    # secrets, so it is empty here), never set in plain text.
+    assert "STRATUS_TOKEN_SECRET" not in variables and "STRATUS_AGENT_TOKEN" not in variables
+    api_url = next(line.split("=", 1)[1] for line in out.splitlines() if "export DET_MASTER=" in line)
+    assert variables["STRATUS_API_URL"] == api_url and api_url.endswith("/api")
+    sources = boto3.client("lambda").list_event_source_mappings()["EventSourceMappings"]
+    fed = {
+        m["FunctionArn"].rsplit(":", 1)[1]: m["EventSourceArn"].rsplit(":", 1)[1]
+        for m in sources
+        if stack in m["FunctionArn"]
+    }
+    assert fed == {f"{stack}-on-scheduler-message": f"{stack}-scheduler.fifo",
+                   f"{stack}-on-launch-message": f"{stack}-launch", f"{stack}-on-trial-event": f"{stack}-trial-events"}  # fmt: skip
+    apigateway = boto3.client("apigateway")
+    (rest_api,) = [a for a in apigateway.get_rest_apis()["items"] if a["name"] == stack]
+    resources = apigateway.get_resources(restApiId=rest_api["id"], embed=["methods"])["items"]
+    routes = {r["path"]: r.get("resourceMethods", {}) for r in resources}
+    assert routes["/experiments"]["POST"]["authorizationType"] == "AWS_IAM"  # users sign (SigV4)
+    assert (
+        routes["/agents/{agent_id}/heartbeat"]["POST"]["authorizationType"] == "NONE"
+    )  # agents: their token
     boto3.client("s3").put_object(Bucket=bucket, Key="checkpoints/1/weights", Body=b"w")
     code, out, _ = det("list")
     assert code == 0 and stack in out and bucket in out
@@ -75,13 +116,11 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
 
     code, out, err = det("up", "--cluster-id", stack)  # the same name again: the bucket is taken (by us)
     assert code == 0, err
-    assert (
-        "kept from before, adopted" in out and "S3::Bucket" not in out.split("resources:")[1].split("\n")[0]
-    )
+    assert "kept from before, adopted" in out and "already uploaded" in err
     assert len(_tables(stack)) == 8
     assert boto3.client("s3").get_object(Bucket=bucket, Key="checkpoints/1/weights")["Body"].read() == b"w"
     code, out, _ = det("down", "--cluster-id", stack, "--yes", "--delete-bucket")
-    assert code == 0 and f"deleted bucket {bucket} (1 objects)" in out
+    assert code == 0 and f"deleted bucket {bucket} (2 objects)" in out  # the checkpoint and the package
     assert bucket not in _buckets()
 
 

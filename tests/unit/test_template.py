@@ -89,3 +89,33 @@ def test_a_sweep_reaches_the_scheduler_queue_every_minute_and_only_from_its_rule
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
     assert statement["Action"] == "sqs:SendMessage"
     assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["SweepRule", "Arn"]}}}
+
+
+def test_the_control_plane_runs_in_the_stack_when_a_package_is_given():
+    built = template()
+    resources = built["Resources"]
+    functions = {k: r for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function"}
+    assert len(functions) == 4 and all(r["Condition"] == "HasCode" for r in functions.values())
+    assert built["Conditions"]["HasCode"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "CodeKey"}, ""]}]}
+    handlers = {r["Properties"]["Handler"] for r in functions.values()}
+    assert handlers == {
+        "app.app",
+        "chalicelib.handlers.events.on_scheduler_message",
+        "chalicelib.handlers.events.on_launch_message",
+        "chalicelib.handlers.events.on_trial_event",
+    }
+    variables = resources["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["STRATUS_TOKEN_SECRET_ARN"] == {"Ref": "TokenSecret"}  # a secret's ARN, not its value
+    assert "STRATUS_TOKEN_SECRET" not in variables and "STRATUS_AGENT_TOKEN" not in variables
+    # The API's URL reaches the functions without a cycle: the REST API names the function by ARN only.
+    body = json.dumps(resources["RestApi"]["Properties"]["Body"])
+    assert "ApiFunction" not in body and "function:${AWS::StackName}-api/invocations" in body
+    assert "RestApi" in json.dumps(variables["STRATUS_API_URL"])
+    sources = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    assert {s["Properties"]["EventSourceArn"]["Fn::GetAtt"][0] for s in sources} == {
+        "SchedulerQueue",
+        "LaunchQueue",
+        "EventsQueue",
+    }
+    logs = [r for r in resources.values() if r["Type"] == "AWS::Logs::LogGroup"]
+    assert all("RetentionInDays" in r["Properties"] for r in logs) and len(logs) == 5

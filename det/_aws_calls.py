@@ -1,0 +1,198 @@
+"""The AWS calls of `det deploy aws` (`det/_deploy_aws.py`), on one boto3 session: the profile, the
+region (`--region`, `AWS_REGION`, the profile's), and `AWS_ENDPOINT_URL` where it is set."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from det._runtime import Runtime
+from det.errors import StackError, UsageError
+
+
+class AwsCalls:
+    """The boto3 calls of these commands (one session: the profile, the region, AWS_ENDPOINT_URL)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import boto3
+        import botocore.exceptions
+
+        self._errors = botocore.exceptions
+        try:
+            # AWS_REGION is what AWS CLI v2 and the SDKs of other languages read; boto3 reads only
+            # AWS_DEFAULT_REGION (and the profile's).
+            region = args.region or os.environ.get("AWS_REGION") or None
+            self._session = boto3.session.Session(profile_name=args.profile, region_name=region)
+        except botocore.exceptions.ProfileNotFound as e:
+            raise UsageError(
+                f"--profile {args.profile!r}: {e}; `aws configure list-profiles` lists them"
+            ) from e
+        if not self._session.region_name:
+            raise UsageError("no AWS region: pass --region, set AWS_REGION, or give the profile a region")
+        self.region: str = self._session.region_name
+        self._cfn = self._session.client("cloudformation")
+
+    def identity(self) -> tuple[str, str]:
+        try:
+            account = self._session.client("sts").get_caller_identity()["Account"]
+        except self._errors.NoCredentialsError as e:
+            raise UsageError("no AWS credentials: configure them (`aws configure`) or pass --profile") from e
+        return str(account), self.region
+
+    def bucket_exists(self, bucket: str) -> bool:
+        try:
+            self._session.client("s3").head_bucket(Bucket=bucket)
+        except self._errors.ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code"))
+            if code in ("404", "NoSuchBucket", "NotFound"):
+                return False
+            raise StackError(
+                f"bucket {bucket!r} exists and is not yours ({code}); choose another --cluster-id"
+            ) from e
+        return True
+
+    def stack(self, name: str) -> dict[str, Any] | None:
+        try:
+            found = self._cfn.describe_stacks(StackName=name)["Stacks"]
+        except self._errors.ClientError as e:
+            if "does not exist" in str(e):
+                return None
+            raise
+        live = [s for s in found if s["StackStatus"] != "DELETE_COMPLETE"]
+        return live[0] if live else None
+
+    def stacks(self) -> Iterator[dict[str, Any]]:
+        for page in self._cfn.get_paginator("describe_stacks").paginate():
+            yield from page["Stacks"]
+
+    def resources(self, name: str) -> list[dict[str, Any]]:
+        return [
+            r
+            for r in self._cfn.describe_stack_resources(StackName=name)["StackResources"]
+            if "ResourceType" in r
+        ]
+
+    def validate(self, body: str) -> None:
+        self._cfn.validate_template(TemplateBody=body)
+
+    def deploy(
+        self, name: str, body: str, parameters: dict[str, str], tags: list[dict[str, str]], *, update: bool
+    ) -> bool:
+        request = {
+            "StackName": name,
+            "TemplateBody": body,
+            "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+            "Capabilities": ["CAPABILITY_IAM"],
+            "Tags": tags,
+        }
+        if not update:
+            self._cfn.create_stack(**request)
+            return True
+        try:
+            self._cfn.update_stack(**request)
+        except self._errors.ClientError as e:
+            if "No updates are to be performed" in str(e):
+                return False
+            raise
+        return True
+
+    def delete(self, name: str) -> None:
+        self._cfn.delete_stack(StackName=name)
+
+    def events(self, name: str, since: Any) -> list[dict[str, Any]]:
+        try:
+            events = self._cfn.describe_stack_events(StackName=name)["StackEvents"]
+        except self._errors.ClientError:
+            return []  # a deleted stack's events are gone with it
+        fresh = [e for e in events if since is None or e["Timestamp"] > since]
+        return sorted(fresh, key=lambda e: e["Timestamp"])
+
+    def last_event_time(self, name: str) -> Any:
+        events = self._cfn.describe_stack_events(StackName=name)["StackEvents"]
+        return max((e["Timestamp"] for e in events), default=None)
+
+    def stop_executions(self, machine: str | None) -> int:
+        if not machine:
+            return 0
+        states = self._session.client("stepfunctions")
+        stopped = 0
+        pages = states.get_paginator("list_executions").paginate(
+            stateMachineArn=machine, statusFilter="RUNNING"
+        )
+        try:
+            for page in pages:
+                for execution in page["executions"]:
+                    states.stop_execution(executionArn=execution["executionArn"], cause="det deploy aws down")
+                    stopped += 1
+        except states.exceptions.StateMachineDoesNotExist:
+            pass  # gone already (deleted by hand; or moto, whose executing backend does not see CloudFormation's)
+        return stopped
+
+    def make_bucket(self, bucket: str, tags: list[dict[str, str]]) -> None:
+        """The stack's bucket, as the template would make it: private, encrypted, tagged."""
+        s3 = self._session.client("s3")
+        where = (
+            {}
+            if self.region == "us-east-1"
+            else {"CreateBucketConfiguration": {"LocationConstraint": self.region}}
+        )
+        s3.create_bucket(Bucket=bucket, **where)
+        s3.put_public_access_block(
+            Bucket=bucket,
+            PublicAccessBlockConfiguration={
+                "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True,
+            },
+        )  # fmt: skip
+        s3.put_bucket_encryption(
+            Bucket=bucket,
+            ServerSideEncryptionConfiguration={
+                "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+            },
+        )
+        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tags})
+
+    def upload_package(self, rt: Runtime, bucket: str, package: Path) -> str:
+        """The package's key in the bucket (named by its hash: an unchanged package is not sent again)."""
+        digest = hashlib.sha256(package.read_bytes()).hexdigest()
+        key = f"deploy/stratus-{digest[:16]}.zip"
+        s3 = self._session.client("s3")
+        try:
+            s3.head_object(Bucket=bucket, Key=key)
+            rt.note(f"package {key} already uploaded")
+            return key
+        except self._errors.ClientError:
+            pass
+        size = package.stat().st_size
+        sent = [0]
+        tty = rt.err_is_tty()
+
+        def progress(count: int) -> None:
+            sent[0] += count
+            if tty:
+                rt.err.write(f"\r  uploading {package.name}: {sent[0] / 2**20:.1f} / {size / 2**20:.1f} MiB")
+                rt.err.flush()
+
+        s3.upload_file(str(package), bucket, key, Callback=progress)
+        rt.note(
+            ("\n" if tty else "")
+            + f"  uploaded {package.name} ({size / 2**20:.1f} MiB) as s3://{bucket}/{key}"
+        )
+        return key
+
+    def delete_bucket(self, bucket: str) -> int:
+        s3 = self._session.client("s3")
+        removed = 0
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            keys = [
+                {"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ]
+            if keys:
+                s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+                removed += len(keys)
+        s3.delete_bucket(Bucket=bucket)
+        return removed

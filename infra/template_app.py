@@ -1,0 +1,180 @@
+"""The control plane in the stack: its Lambda functions, their queues' event sources, and the REST API,
+from the Chalice app itself (its routes, their authorizers, its SQS handlers), plus the stack's
+parameters. `det deploy aws up` builds the package (`infra/package.py`), uploads it to the stack's bucket
+and passes its key as `CodeKey`; without one (the template deployed by hand) the stack holds the
+infrastructure only.
+
+The API function learns the API's URL (for the launch specs it hands agents) from an environment variable
+that names the REST API, so the REST API must not depend on the function: its integrations name the
+function by its ARN, built from the stack's name, not by a reference.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chalicelib.settings import QUEUES
+
+#: What each SQS handler of the app consumes: the queue's logical id in the template, by kind.
+QUEUE_IDS = {"scheduler": "SchedulerQueue", "launch": "LaunchQueue", "events": "EventsQueue"}
+RUNTIME = "python3.11"
+STAGE = "api"
+#: The handlers' timeout; the queues' visibility timeout is six times it, as AWS advises.
+TIMEOUT_S = 30
+MEMORY_MB = 512
+LOG_RETENTION_DAYS = 30
+API_FUNCTION = "ApiFunction"
+
+PARAMETERS: dict[str, Any] = {
+    "BucketName": {
+        "Type": "String",
+        "Description": "The bucket of contexts, checkpoints and the package (made unless CreateBucket is false)",
+        "AllowedPattern": "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        "ConstraintDescription": "3 to 63 lower-case letters, digits, dots and hyphens",
+    },
+    "CreateBucket": {
+        "Type": "String",
+        "AllowedValues": ["true", "false"],
+        "Default": "true",
+        "Description": "false: the bucket exists already (made by det deploy aws up, or kept from an earlier stack)",
+    },
+    "CodeKey": {
+        "Type": "String",
+        "Default": "",
+        "Description": "The Lambda package's key in the bucket; empty: no functions, no API (infrastructure only)",
+    },
+}
+CONDITIONS: dict[str, Any] = {
+    "MakeBucket": {"Fn::Equals": [{"Ref": "CreateBucket"}, "true"]},
+    "HasCode": {"Fn::Not": [{"Fn::Equals": [{"Ref": "CodeKey"}, ""]}]},
+}
+
+
+def _sub(text: str) -> dict[str, str]:
+    return {"Fn::Sub": text}
+
+
+def _function_name(suffix: str) -> dict[str, str]:
+    return _sub("${AWS::StackName}-" + suffix)
+
+
+def _environment() -> dict[str, Any]:
+    return {
+        "STRATUS_STACK": {"Ref": "AWS::StackName"},
+        "STRATUS_BUCKET": {"Ref": "BucketName"},
+        "STRATUS_SCHEDULER_QUEUE_URL": {"Ref": "SchedulerQueue"},
+        "STRATUS_LAUNCH_QUEUE_URL": {"Ref": "LaunchQueue"},
+        "STRATUS_EVENTS_QUEUE_URL": {"Ref": "EventsQueue"},
+        "STRATUS_STATE_MACHINE_ARN": {"Ref": "TrialRunStateMachine"},
+        "STRATUS_TOKEN_SECRET_ARN": {"Ref": "TokenSecret"},
+        "STRATUS_AGENT_TOKEN_ARN": {"Ref": "AgentTokenSecret"},
+        "STRATUS_API_URL": _sub("https://${RestApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/" + STAGE),
+    }
+
+
+def _function(suffix: str, handler: str) -> dict[str, Any]:
+    return {
+        "Type": "AWS::Lambda::Function",
+        "Condition": "HasCode",
+        "DependsOn": [f"{_logical(suffix)}Logs"],
+        "Properties": {
+            "FunctionName": _function_name(suffix),
+            "Runtime": RUNTIME,
+            "Handler": handler,
+            "Role": {"Fn::GetAtt": ["ApiRole", "Arn"]},
+            "Code": {"S3Bucket": {"Ref": "BucketName"}, "S3Key": {"Ref": "CodeKey"}},
+            "MemorySize": MEMORY_MB,
+            "Timeout": TIMEOUT_S,
+            "Environment": {"Variables": _environment()},
+        },
+    }
+
+
+def _logs(suffix: str) -> dict[str, Any]:
+    return {
+        "Type": "AWS::Logs::LogGroup",
+        "Condition": "HasCode",
+        "Properties": {
+            "LogGroupName": _sub("/aws/lambda/${AWS::StackName}-" + suffix),
+            "RetentionInDays": LOG_RETENTION_DAYS,
+        },
+    }
+
+
+def _logical(suffix: str) -> str:
+    return "".join(part.capitalize() for part in suffix.split("-")) + "Function"
+
+
+def _swagger(chalice_app: Any) -> dict[str, Any]:
+    from chalice.deploy.swagger import CFNSwaggerGenerator
+
+    swagger: dict[str, Any] = CFNSwaggerGenerator().generate_swagger(chalice_app)
+    text = json.dumps(swagger).replace(
+        "${APIHandler.Arn}",
+        "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-api",
+    )
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def app_resources() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The functions, event sources, API and log groups (each on the HasCode condition), and outputs."""
+    import app as chalice_app_module
+
+    chalice_app = chalice_app_module.app
+    resources: dict[str, Any] = {
+        API_FUNCTION: _function("api", "app.app"),
+        f"{API_FUNCTION}Logs": _logs("api"),
+        "RestApi": {
+            "Type": "AWS::ApiGateway::RestApi",
+            "Condition": "HasCode",
+            "Properties": {
+                "Name": {"Ref": "AWS::StackName"},
+                "Body": _swagger(chalice_app),
+                "EndpointConfiguration": {"Types": ["REGIONAL"]},
+            },
+        },
+        "RestApiDeployment": {
+            "Type": "AWS::ApiGateway::Deployment",
+            "Condition": "HasCode",
+            "Properties": {"RestApiId": {"Ref": "RestApi"}, "StageName": STAGE},
+        },
+        "ApiInvokePermission": {
+            "Type": "AWS::Lambda::Permission",
+            "Condition": "HasCode",
+            "Properties": {
+                "Action": "lambda:InvokeFunction",
+                "FunctionName": {"Ref": API_FUNCTION},
+                "Principal": "apigateway.amazonaws.com",
+                "SourceArn": _sub(
+                    "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${RestApi}/*"
+                ),
+            },
+        },
+    }
+    sources: list[Any] = list(chalice_app.event_sources)
+    for source in sources:
+        kind = next(kind for kind, name in QUEUES.items() if source.queue.endswith("-" + name))
+        suffix = source.name.replace("_", "-")
+        logical = _logical(suffix)
+        resources[logical] = _function(suffix, source.handler_string)
+        resources[f"{logical}Logs"] = _logs(suffix)
+        resources[f"{logical}Source"] = {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Condition": "HasCode",
+            "Properties": {
+                "EventSourceArn": {"Fn::GetAtt": [QUEUE_IDS[kind], "Arn"]},
+                "FunctionName": {"Ref": logical},
+                "BatchSize": source.batch_size,
+                "Enabled": True,
+            },
+        }
+    outputs = {
+        "ApiUrl": {
+            "Condition": "HasCode",
+            "Description": "DET_MASTER for the det CLI",
+            "Value": _sub("https://${RestApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/" + STAGE),
+        }
+    }
+    return resources, outputs
