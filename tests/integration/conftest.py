@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.agent._settings import Settings
-from tests.integration.fake_agent_api import TOKEN, FakeApi
+from harness.agent.testing import TOKEN, FakeApi
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

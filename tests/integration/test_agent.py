@@ -27,8 +27,8 @@ import zstandard
 
 from harness.agent._agent import Agent
 from harness.agent._settings import Settings, detect_gpus
+from harness.agent.testing import TOKEN, FakeApi, Runner, pid_alive, spec_for, wait_until
 from harness.errors import UnsafeArchiveError
-from tests.integration.fake_agent_api import TOKEN, FakeApi, Runner, pid_alive, spec_for, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ from contract.launch import LaunchSpec
 from harness.agent._run import Run
 from harness.agent._warm import cold_reason, plain_python
 from harness.agent._warm_client import WarmProcess, WarmServer
-from tests.integration.fake_agent_api import FakeApi, Runner, pid_alive, spec_for, wait_until
+from harness.agent.testing import FakeApi, Runner, pid_alive, spec_for, wait_until
 
 PY = sys.executable
 

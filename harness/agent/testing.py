@@ -1,6 +1,7 @@
-"""A fake of the control plane's agent routes over real HTTP (`FakeApi`), and what the agent tests build on
-it: launch specs with real context archives, runs started directly (`Runner`), a polling wait. Shared by
-test_agent.py and test_warm_start.py; their fixtures `api` and `settings` are in conftest.py."""
+"""A testing module for the agent: a fake of the control plane's agent routes over real HTTP (`FakeApi`),
+launch specs with real context archives (`spec_for`), runs started directly (`Runner`), and a polling
+wait. The agent's integration tests build on it (tests/integration: test_agent.py, test_warm_start.py;
+their fixtures `api` and `settings` are in conftest.py); nothing in the agent imports it."""
 
 from __future__ import annotations
 
@@ -168,7 +169,8 @@ class FakeApi:
         with self.cond:
             ok = self.cond.wait_for(lambda: bool(self.of("exit", run_id)), timeout)
         assert ok, f"no exit reported for {run_id}; calls: {[c['path'] for c in self.calls]}"
-        return self.of("exit", run_id)[0]["body"]
+        body: dict[str, Any] = self.of("exit", run_id)[0]["body"]
+        return body
 
     def wait_log(self, run_id: str, text: str, timeout: float = 15.0) -> None:
         with self.cond:
