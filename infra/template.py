@@ -107,7 +107,7 @@ def _assume(service: str) -> dict[str, Any]:
     }
 
 
-def _api_policy() -> dict[str, Any]:
+def api_policy() -> dict[str, Any]:
     queue_arns = [{"Fn::GetAtt": [q, "Arn"]} for q in _QUEUE_IDS.values()]
     return {
         "Version": "2012-10-17",
@@ -320,6 +320,7 @@ def template() -> dict[str, Any]:
         "TokenSecret": {
             "Type": "AWS::SecretsManager::Secret",
             "Properties": {
+                "Name": _sub("${AWS::StackName}/run-token-key"),
                 "Description": "HMAC key of the run tokens",
                 "GenerateSecretString": {"PasswordLength": 48, "ExcludePunctuation": True},
             },
@@ -327,6 +328,7 @@ def template() -> dict[str, Any]:
         "AgentTokenSecret": {
             "Type": "AWS::SecretsManager::Secret",
             "Properties": {
+                "Name": _sub("${AWS::StackName}/agent-token"),
                 "Description": "Bearer token of the agents",
                 "GenerateSecretString": {"PasswordLength": 48, "ExcludePunctuation": True},
             },
@@ -342,7 +344,7 @@ def template() -> dict[str, Any]:
             "Type": "AWS::IAM::Role",
             "Properties": {
                 "AssumeRolePolicyDocument": _assume("lambda.amazonaws.com"),
-                "Policies": [{"PolicyName": "control-plane", "PolicyDocument": _api_policy()}],
+                "Policies": [{"PolicyName": "control-plane", "PolicyDocument": api_policy()}],
             },
         },
         "AgentRole": {
