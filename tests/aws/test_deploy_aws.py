@@ -42,8 +42,14 @@ def _name() -> str:
     return "Lab-" + uuid.uuid4().hex[:8]
 
 
+def _all(service: str, operation: str, key: str, **kwargs: object) -> list:
+    """Every item of a listing, page by page (the moto server is shared with the other tests' stacks)."""
+    pages = boto3.client(service).get_paginator(operation).paginate(**kwargs)
+    return [item for page in pages for item in page[key]]
+
+
 def _tables(stack: str) -> list[str]:
-    return [t for t in boto3.client("dynamodb").list_tables()["TableNames"] if t.startswith(stack + "-")]
+    return [t for t in _all("dynamodb", "list_tables", "TableNames") if t.startswith(stack + "-")]
 
 
 def _buckets() -> set[str]:
@@ -72,7 +78,7 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     # The control plane: the API function and one function per queue, each fed by its queue, behind the API.
     functions = {
         f["FunctionName"]: f
-        for f in boto3.client("lambda").list_functions()["Functions"]
+        for f in _all("lambda", "list_functions", "Functions")
         if f["FunctionName"].startswith(stack)
     }
     assert set(functions) == {f"{stack}-api", f"{stack}-on-scheduler-message", f"{stack}-on-launch-message",
@@ -86,7 +92,7 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     assert "STRATUS_TOKEN_SECRET" not in variables and "STRATUS_AGENT_TOKEN" not in variables
     api_url = next(line.split("=", 1)[1] for line in out.splitlines() if "export DET_MASTER=" in line)
     assert variables["STRATUS_API_URL"] == api_url and api_url.endswith("/api")
-    sources = boto3.client("lambda").list_event_source_mappings()["EventSourceMappings"]
+    sources = _all("lambda", "list_event_source_mappings", "EventSourceMappings")
     fed = {
         m["FunctionArn"].rsplit(":", 1)[1]: m["EventSourceArn"].rsplit(":", 1)[1]
         for m in sources
@@ -94,9 +100,8 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     }
     assert fed == {f"{stack}-on-scheduler-message": f"{stack}-scheduler.fifo",
                    f"{stack}-on-launch-message": f"{stack}-launch", f"{stack}-on-trial-event": f"{stack}-trial-events"}  # fmt: skip
-    apigateway = boto3.client("apigateway")
-    (rest_api,) = [a for a in apigateway.get_rest_apis()["items"] if a["name"] == stack]
-    resources = apigateway.get_resources(restApiId=rest_api["id"], embed=["methods"])["items"]
+    (rest_api,) = [a for a in _all("apigateway", "get_rest_apis", "items") if a["name"] == stack]
+    resources = _all("apigateway", "get_resources", "items", restApiId=rest_api["id"], embed=["methods"])
     routes = {r["path"]: r.get("resourceMethods", {}) for r in resources}
     assert routes["/experiments"]["POST"]["authorizationType"] == "AWS_IAM"  # users sign (SigV4)
     assert (
