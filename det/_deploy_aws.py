@@ -89,6 +89,11 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     rendered = template()
     body = json.dumps(rendered, sort_keys=True)
     existing = aws.stack(stack)
+    if existing is not None and existing["StackStatus"] == "ROLLBACK_COMPLETE":
+        raise StackError(
+            f"stack {stack!r} failed to create earlier (ROLLBACK_COMPLETE) and cannot be updated; "
+            f"`det deploy aws down --cluster-id {stack}` deletes it, then run up again"
+        )
     if args.template_out:
         Path(args.template_out).write_text(body + "\n")
     action = "update" if existing is not None else "create"
@@ -134,6 +139,11 @@ def _package(rt: Runtime, given: str | None) -> Path:
         return path
     from infra.package import ROOT, build
 
+    if not (ROOT / "app.py").is_file() or not (ROOT / "requirements.txt").is_file():
+        raise UsageError(
+            "the Lambda package is built from a Stratus checkout (app.py, requirements.txt); run det from "
+            "one, or pass --package with a zip built by `python -m infra.package`"
+        )
     rt.note("building the control plane's Lambda package (python -m infra.package)")
     built = build(ROOT / "build" / "lambda" / "stratus.zip")
     rt.note(built.summary())
