@@ -33,13 +33,14 @@ from chalicelib.settings import DEFAULT_AGENT_HEARTBEAT_S, DEFAULT_REPORT_INTERV
 from det._client import ApiClient  # noqa: E402
 from infra.local_stack import BackgroundStack  # noqa: E402
 from infra.moto_compat import COUNTS_PATH  # noqa: E402
+from infra.template_app import MEMORY_MB  # noqa: E402
 
 # AWS list prices, us-east-1, USD (2025): per request unless named.
 API_GATEWAY_REST = 3.50e-6  # Chalice deploys a REST API
 API_GATEWAY_HTTP = 1.00e-6
 LAMBDA_REQUEST = 0.20e-6
 LAMBDA_GB_S = 16.6667e-6
-LAMBDA_GB = 0.125  # Chalice's default 128 MB
+LAMBDA_GB = MEMORY_MB / 1024  # the functions' size in the template
 LAMBDA_MS = 40  # assumed billed duration of one handler (a few DynamoDB calls)
 DYNAMO_WRITE = 0.625e-6  # on-demand, per write request unit (an item under 1 KB)
 DYNAMO_READ = 0.125e-6  # on-demand, per read request unit (strongly consistent, under 4 KB)
@@ -224,7 +225,7 @@ def _report(args, steps, state, idle, idle_s, busy, busy_s, steady, steady_s, sf
             "",
             "AWS defaults: agents heartbeat every 30 s and learn of work by their doorbell (an SQS long poll, "
             "presigned); trials send their reports every 30 s and, under an agent, heartbeat once a minute. "
-            f"Prices: us-east-1 list prices; Lambda at 128 MB and an assumed {LAMBDA_MS} ms per invocation; "
+            f"Prices: us-east-1 list prices; Lambda at {MEMORY_MB} MB and an assumed {LAMBDA_MS} ms per invocation; "
             "DynamoDB on demand, one request unit per call (items under 1 KB); SQS FIFO for the control "
             "plane's queues. CloudWatch Logs ingestion (per GB of output) is not counted.",
             "",

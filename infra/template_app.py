@@ -22,7 +22,7 @@ RUNTIME = "python3.11"
 STAGE = "api"
 #: The handlers' timeout; the queues' visibility timeout is six times it, as AWS advises.
 TIMEOUT_S = 30
-MEMORY_MB = 512
+MEMORY_MB = 256  # pydantic, numpy and boto3 imported; the cost benches price this size
 LOG_RETENTION_DAYS = 30
 API_FUNCTION = "ApiFunction"
 

@@ -1,0 +1,107 @@
+"""What a deployed stack costs per month with nothing running, from the template and AWS list prices.
+Run from the repository root:
+
+    .venv/bin/python bench/idle_cost.py [--sweep-ms 300] [--write]
+
+An estimate, not a measurement (no AWS account here): it counts what the rendered template
+(`infra/template.py`) keeps running when idle and prices it. The sweep schedule sends a message to the
+scheduler queue every minute and its function runs a scheduling pass (`--sweep-ms` long, reading the pool's
+summary and holdings); Lambda's SQS event sources long-poll every queue they feed whether or not messages
+come (AWS documents five concurrent pollers per queue, each a 20 s `ReceiveMessage`); the two secrets are
+billed per month; the package sits in S3. DynamoDB on demand, SQS and API Gateway cost nothing idle
+beyond that. The always-on alternative: Determined's master on an m5.large with its database, as the
+issue compares (about 0.30 USD an hour).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.control_plane_cost import DYNAMO_READ, LAMBDA_GB_S, LAMBDA_REQUEST, SQS_FIFO, SQS_STANDARD  # noqa: E402
+from bench.machine import describe  # noqa: E402
+from infra.template import template  # noqa: E402
+from infra.template_app import MEMORY_MB  # noqa: E402
+
+MINUTES_A_MONTH = 30 * 24 * 60
+SECRET_A_MONTH = 0.40  # Secrets Manager, per secret
+S3_GB_A_MONTH = 0.023
+POLLERS_PER_QUEUE = 5  # Lambda's SQS event source, documented starting concurrency
+LONG_POLL_S = 20
+SWEEP_READ_UNITS = (
+    25  # the pool's summary, its holdings and a head page (bench/scheduling_reads.py: idle pool)
+)
+MASTER_AN_HOUR = 0.30
+
+
+def rows(sweep_ms: float, package_mb: float) -> list[tuple[str, float, float]]:
+    """(what, count a month, USD a month)."""
+    built = template()
+    resources = built["Resources"]
+    sources = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    fifo = sum(1 for s in sources if s["Properties"]["EventSourceArn"]["Fn::GetAtt"][0] == "SchedulerQueue")
+    secrets = sum(1 for r in resources.values() if r["Type"] == "AWS::SecretsManager::Secret")
+    sweeps = MINUTES_A_MONTH  # rate(1 minute)
+    polls_per_queue = POLLERS_PER_QUEUE * MINUTES_A_MONTH * 60 / LONG_POLL_S
+    gb_s = sweeps * (MEMORY_MB / 1024) * sweep_ms / 1000
+    return [
+        ("sweep messages sent to the scheduler queue (EventBridge schedule: free)", sweeps, sweeps * SQS_FIFO),
+        ("sweep passes: Lambda invocations", sweeps, sweeps * LAMBDA_REQUEST),
+        (f"sweep passes: Lambda GB-seconds ({MEMORY_MB} MB, {sweep_ms:g} ms)", gb_s, gb_s * LAMBDA_GB_S),
+        ("sweep passes: DynamoDB read units", sweeps * SWEEP_READ_UNITS, sweeps * SWEEP_READ_UNITS * DYNAMO_READ),
+        ("empty long polls of the FIFO queue by its event source", polls_per_queue * fifo, polls_per_queue * fifo * SQS_FIFO),
+        (
+            "empty long polls of the standard queues by their event sources",
+            polls_per_queue * (len(sources) - fifo),
+            polls_per_queue * (len(sources) - fifo) * SQS_STANDARD,
+        ),
+        ("secrets (Secrets Manager)", secrets, secrets * SECRET_A_MONTH),
+        (f"the Lambda package in S3 ({package_mb:.0f} MB)", package_mb / 1024, package_mb / 1024 * S3_GB_A_MONTH),
+    ]  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sweep-ms", type=float, default=300)
+    parser.add_argument(
+        "--package-mb", type=float, default=40, help="the zipped package (python -m infra.package)"
+    )
+    parser.add_argument("--write", action="store_true", help="write bench/results/idle_cost.md")
+    args = parser.parse_args()
+    lines = rows(args.sweep_ms, args.package_mb)
+    total = sum(usd for _, _, usd in lines)
+    free = sum(
+        usd for what, _, usd in lines if "SQS" in what or "long polls" in what or "sweep messages" in what
+    )
+    text = "\n".join(
+        [
+            "# An idle stack, per month (estimate)",
+            "",
+            f"Machine: {describe()}.  ",
+            f"Date: {time.strftime('%Y-%m-%d')}. Command: `.venv/bin/python bench/idle_cost.py --sweep-ms "
+            f"{args.sweep_ms:g} --package-mb {args.package_mb:g}{' --write' if args.write else ''}`.",
+            "",
+            (__doc__ or "").split("\n\n", 1)[1].strip(),
+            "",
+            "| what | a month | USD a month |",
+            "|---|---:|---:|",
+            *[f"| {what} | {count:,.0f} | {usd:.4f} |" for what, count, usd in lines],
+            f"| **an idle stack** | | **{total:.2f}** |",
+            f"| of which SQS (the first million requests a month are free) | | {free:.2f} |",
+            f"| Determined's always-on master, for comparison | 720 h | {MASTER_AN_HOUR * 720:.2f} |",
+            "",
+        ]
+    )
+    print(text)
+    if args.write:
+        (ROOT / "bench" / "results" / "idle_cost.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
