@@ -16,8 +16,10 @@ URL included) in one deployment; it prints the `DET_MASTER` to use.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,29 @@ def add_parser(targets: argparse._SubParsersAction[argparse.ArgumentParser], nee
 # ---- commands -----------------------------------------------------------------------------------
 
 
+def _aws_errors(
+    command: Callable[[argparse.Namespace, Runtime], int],
+) -> Callable[[argparse.Namespace, Runtime], int]:
+    """An AWS error the command does not handle itself ends it with one line naming it, not a traceback."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace, rt: Runtime) -> int:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return command(args, rt)
+        except ClientError as e:
+            error = e.response.get("Error", {})
+            raise StackError(
+                f"AWS refused {e.operation_name}: {error.get('Code')}: {error.get('Message')}"
+            ) from e
+        except BotoCoreError as e:
+            raise StackError(f"AWS call failed: {e}") from e
+
+    return run
+
+
+@_aws_errors
 def up(args: argparse.Namespace, rt: Runtime) -> int:
     from infra.template import template
 
@@ -150,6 +175,7 @@ def _package(rt: Runtime, given: str | None) -> Path:
     return built.path
 
 
+@_aws_errors
 def down(args: argparse.Namespace, rt: Runtime) -> int:
     stack = _stack_name(args.cluster_id)
     aws = AwsCalls(args)
@@ -182,6 +208,7 @@ def down(args: argparse.Namespace, rt: Runtime) -> int:
     return 0
 
 
+@_aws_errors
 def list_stacks(args: argparse.Namespace, rt: Runtime) -> int:
     aws = AwsCalls(args)
     rows = []
@@ -194,6 +221,7 @@ def list_stacks(args: argparse.Namespace, rt: Runtime) -> int:
     return 0
 
 
+@_aws_errors
 def status(args: argparse.Namespace, rt: Runtime) -> int:
     stack = _stack_name(args.cluster_id)
     aws = AwsCalls(args)

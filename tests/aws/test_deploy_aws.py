@@ -141,3 +141,11 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
 def test_bad_input_is_refused_with_one_line_naming_it(det, argv: list[str], message: str) -> None:
     code, _, err = det(*argv)
     assert code != 0 and message in err
+
+
+def test_an_aws_error_ends_the_command_with_one_line_naming_it(det, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens: botocore cannot connect
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    code, _, err = det("status", "--cluster-id", "Lab")
+    assert code == 1 and err.startswith("Error: AWS call failed: Could not connect to the endpoint URL")
+    assert "Traceback" not in err
