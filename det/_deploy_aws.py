@@ -177,9 +177,7 @@ def _package(rt: Runtime, given: str | None) -> Path:
 
 @_aws_errors
 def down(args: argparse.Namespace, rt: Runtime) -> int:
-    stack = _stack_name(args.cluster_id)
-    aws = AwsCalls(args)
-    found = aws.stack(stack)
+    stack, aws, found = _lookup(args)
     if found is None:
         raise StackError(
             f"no stack {stack!r} in region {aws.region}; `det deploy aws list` shows the ones there"
@@ -223,9 +221,7 @@ def list_stacks(args: argparse.Namespace, rt: Runtime) -> int:
 
 @_aws_errors
 def status(args: argparse.Namespace, rt: Runtime) -> int:
-    stack = _stack_name(args.cluster_id)
-    aws = AwsCalls(args)
-    found = aws.stack(stack)
+    stack, aws, found = _lookup(args)
     if found is None:
         rt.say(f"no stack {stack!r} in region {aws.region}")
         return 3
@@ -240,6 +236,13 @@ def status(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 # ---- helpers --------------------------------------------------------------------------------------
+
+
+def _lookup(args: argparse.Namespace) -> tuple[str, AwsCalls, dict[str, Any] | None]:
+    """The cluster's stack name, the AWS calls, and the live stack of that name (None if there is none)."""
+    stack = _stack_name(args.cluster_id)
+    aws = AwsCalls(args)
+    return stack, aws, aws.stack(stack)
 
 
 def bucket_name(stack: str, account: str, region: str) -> str:

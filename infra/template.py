@@ -24,7 +24,6 @@ from contract.messages import Sweep
 from infra.resources import TABLES, table_request
 from infra.template_app import CONDITIONS, PARAMETERS, QUEUE_IDS, app_resources
 
-_QUEUE_IDS = QUEUE_IDS
 _TABLE_IDS = {spec.name: spec.name.capitalize() + "Table" for spec in TABLES}
 
 
@@ -63,7 +62,7 @@ def _queue(kind: str) -> dict[str, Any]:
         "MessageRetentionPeriod": 1_209_600,
         "SqsManagedSseEnabled": True,
         "RedrivePolicy": {
-            "deadLetterTargetArn": {"Fn::GetAtt": [_QUEUE_IDS[kind] + "Dlq", "Arn"]},
+            "deadLetterTargetArn": {"Fn::GetAtt": [QUEUE_IDS[kind] + "Dlq", "Arn"]},
             "maxReceiveCount": 5,
         },
     }
@@ -108,7 +107,7 @@ def _assume(service: str) -> dict[str, Any]:
 
 
 def api_policy() -> dict[str, Any]:
-    queue_arns = [{"Fn::GetAtt": [q, "Arn"]} for q in _QUEUE_IDS.values()]
+    queue_arns = [{"Fn::GetAtt": [q, "Arn"]} for q in QUEUE_IDS.values()]
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -227,7 +226,7 @@ def _states_policy() -> dict[str, Any]:
                 "Sid": "Queues",
                 "Effect": "Allow",
                 "Action": "sqs:SendMessage",
-                "Resource": [{"Fn::GetAtt": [q, "Arn"]} for q in _QUEUE_IDS.values()],
+                "Resource": [{"Fn::GetAtt": [q, "Arn"]} for q in QUEUE_IDS.values()],
             },
         ],
     }
@@ -367,7 +366,7 @@ def template() -> dict[str, Any]:
     resources.update(_sweep_schedule())
     for spec in TABLES:
         resources[_TABLE_IDS[spec.name]] = _table(spec.name)
-    for kind, logical in _QUEUE_IDS.items():
+    for kind, logical in QUEUE_IDS.items():
         resources[logical] = _queue(kind)
         resources[logical + "Dlq"] = _dlq(kind)
     functions, function_outputs = app_resources()
