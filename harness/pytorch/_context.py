@@ -3,6 +3,7 @@ the wrappers that let the trainer checkpoint, restore and distribute the model."
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +112,15 @@ class PyTorchTrialContext:
         return False
 
     def to_device(self, data: Any) -> Any:
+        """`data` with its tensors on this process's device. On a machine where the CPU is the only
+        device a tensor can be on, every tensor is already there and `data` is returned as it is."""
+        if self._on_cpu_only():
+            return data
         return to_device(data, self.device)
+
+    def _on_cpu_only(self) -> bool:
+        """Whether this process's device is the CPU and no other device exists (nothing to move)."""
+        return self.device.type == "cpu" and _cpu_only()
 
     def current_train_batch(self) -> int:
         """The index of the batch being trained (batches trained before it)."""
@@ -214,6 +223,15 @@ class PyTorchTrialContext:
     def _set_position(self, batch: int, batches_per_epoch: int) -> None:
         self._current_batch = batch
         self._batches_per_epoch = batches_per_epoch
+
+
+@functools.cache
+def _cpu_only() -> bool:
+    """Whether no accelerator (CUDA or Apple's MPS) is available to hold a tensor."""
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return not torch.cuda.is_available() and not (mps is not None and mps.is_available())
 
 
 def _default_device(distributed: DistributedContext) -> torch.device:

@@ -96,18 +96,19 @@ class DataLoader:
         import torch
         import torch.utils.data
 
+        workers = bool(self._loader_kwargs["num_workers"])
         sampler = self._batch_sampler(
-            seed=seed, repeat=repeat, skip=skip, num_replicas=num_replicas, rank=rank
+            seed=seed, repeat=repeat, skip=skip, num_replicas=num_replicas, rank=rank, seeded=workers
         )
         generator = self.generator or torch.Generator().manual_seed(seed)
         # With workers, each batch is read under RNGs seeded from its number (_workers.py).
-        dataset: Any = SeededPerBatch(self.dataset) if self._loader_kwargs["num_workers"] else self.dataset
+        dataset: Any = SeededPerBatch(self.dataset) if workers else self.dataset
         return torch.utils.data.DataLoader(
             dataset, batch_sampler=sampler, generator=generator, **self._loader_kwargs
         )
 
     def _batch_sampler(
-        self, *, seed: int, repeat: bool, skip: int, num_replicas: int, rank: int
+        self, *, seed: int, repeat: bool, skip: int, num_replicas: int, rank: int, seeded: bool = True
     ) -> EpochBatchSampler:
         return EpochBatchSampler(
             size=_dataset_length(self.dataset) if self.batch_sampler is None else 0,
@@ -121,12 +122,14 @@ class DataLoader:
             skip=skip,
             num_replicas=num_replicas,
             rank=rank,
+            seeded=seeded,
         )
 
 
 class EpochBatchSampler:
     """Yields lists of dataset indices; see the module docstring for the order. `__len__` is the number
-    of batches of one epoch on this rank."""
+    of batches of one epoch on this rank. With `seeded`, each batch is a `SeededBatch` carrying the seed
+    its worker reads it under; without (no worker processes, nothing to seed), a plain list."""
 
     def __init__(
         self,
@@ -142,6 +145,7 @@ class EpochBatchSampler:
         skip: int,
         num_replicas: int,
         rank: int,
+        seeded: bool = True,
     ) -> None:
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} of {num_replicas} replicas is impossible.")
@@ -156,6 +160,7 @@ class EpochBatchSampler:
         self.skip = skip
         self.num_replicas = num_replicas
         self.rank = rank
+        self.seeded = seeded
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches of epoch `epoch`."""
@@ -169,19 +174,24 @@ class EpochBatchSampler:
         return len(self.epoch_batches(0))
 
     def __iter__(self) -> Iterator[list[int]]:
-        """This rank's batches from number `skip` on, each a `SeededBatch` (see _workers.py)."""
+        """This rank's batches from number `skip` on (each a `SeededBatch` when `seeded`, _workers.py)."""
         if not self.repeat:
-            for number, batch in enumerate(self.epoch_batches(0)[self.skip :], start=self.skip):
-                yield SeededBatch(batch, batch_seed(self.seed, self.rank, number))
+            yield from self._numbered(self.epoch_batches(0)[self.skip :], self.skip)
             return
         per_epoch = len(self)
         if per_epoch == 0:
             raise ValueError("the training data gives no batch on this rank; use a smaller batch size.")
         epoch, within = divmod(self.skip, per_epoch)
         while True:
-            for i, batch in enumerate(self.epoch_batches(epoch)[within:], start=within):
-                yield SeededBatch(batch, batch_seed(self.seed, self.rank, epoch * per_epoch + i))
+            yield from self._numbered(self.epoch_batches(epoch)[within:], epoch * per_epoch + within)
             epoch, within = epoch + 1, 0
+
+    def _numbered(self, batches: list[list[int]], first: int) -> Iterator[list[int]]:
+        if not self.seeded:
+            yield from batches
+            return
+        for number, batch in enumerate(batches, start=first):
+            yield SeededBatch(batch, batch_seed(self.seed, self.rank, number))
 
     def _all_batches(self, epoch: int) -> list[list[int]]:
         if self.batch_sampler is not None:

@@ -4,6 +4,7 @@ metric picked from them."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,16 +24,44 @@ from harness.pytorch._trial import (
 def training_metrics(out: Any) -> dict[str, Any]:
     """The metrics of one `train_batch` result (a mapping of scalars, a bare loss, or None), tensors kept
     and detached: reading a CUDA tensor's value waits for the GPU, so `metric_values` reads them once per
-    reporting period, not after every batch."""
+    reporting period, not after every batch. Called after every batch: the usual result, a dict of
+    one-element tensors by name, takes the shortest path."""
     if out is None:
         return {}
-    if isinstance(out, dict | Mapping):
-        return {str(k): _kept(str(k), v) for k, v in out.items()}
-    return {"loss": _kept("loss", out)}
+    if type(out) is not dict:
+        out = dict(out) if isinstance(out, Mapping) else {"loss": out}
+    tensor = _tensor_type()
+    kept = {}
+    for name, value in out.items():
+        if type(name) is not str:
+            name = str(name)
+        kept[name] = value.detach() if type(value) is tensor and value.numel() == 1 else _kept(name, value)
+    return kept
+
+
+@functools.cache
+def _tensor_type() -> Any:
+    import torch
+
+    return torch.Tensor
 
 
 def metric_values(per_batch: list[dict[str, Any]]) -> list[dict[str, float]]:
-    """`training_metrics` of several batches as numbers."""
+    """`training_metrics` of several batches as numbers. Where every value is a zero-dimensional
+    floating-point tensor of one dtype on one device (a loss, an accuracy), they are read in one go:
+    one copy from the GPU instead of one per value."""
+    tensor = _tensor_type()
+    values = [value for metrics in per_batch for value in metrics.values()]
+    if len(values) > 1 and all(type(v) is tensor for v in values) and len({v.dtype for v in values}) == 1:
+        import torch
+
+        try:
+            stacked = torch.stack(values)  # refuses tensors of other shapes or on other devices
+        except RuntimeError:
+            stacked = None
+        if stacked is not None and stacked.dim() == 1 and stacked.is_floating_point():
+            numbers = iter(stacked.tolist())
+            return [{name: next(numbers) for name in metrics} for metrics in per_batch]
     return [{name: scalar(name, value) for name, value in metrics.items()} for metrics in per_batch]
 
 

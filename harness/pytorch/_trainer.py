@@ -142,6 +142,7 @@ class _TrainLoop:
         self.last_validation: dict[str, Any] = {}
         self.data_position: dict[str, Any] | None = None
         self.stream: Iterator[Any] = iter(())
+        self.batches_stay = False
 
     # ---- the run -------------------------------------------------------------------------------
 
@@ -198,6 +199,7 @@ class _TrainLoop:
         )
         for model in self.ctx.models:
             model.train()
+        self.batches_stay = self.ctx._on_cpu_only()  # no device to move batches to
         for callback in self.callbacks.values():
             callback.on_training_start()
         if self.step_zero and self.batches == 0 and self.validated_at != 0:
@@ -254,7 +256,7 @@ class _TrainLoop:
         if self.per_epoch and index % self.per_epoch == 0:
             for callback in self.callbacks.values():
                 callback.on_training_epoch_start(epoch)
-        batch = self.ctx.to_device(next(self.stream))
+        batch = next(self.stream) if self.batches_stay else self.ctx.to_device(next(self.stream))
         self.ctx._set_position(index, self.per_epoch)
         out = self.trial.train_batch(batch, epoch, index)
         self.batches = index + 1

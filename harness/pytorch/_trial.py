@@ -164,6 +164,8 @@ def reduce_metrics(
 
 def scalar(name: str, value: Any) -> float:
     """A metric value as a float (tensors and numpy scalars unwrapped)."""
+    if type(value) is float:
+        return value
     if hasattr(value, "detach"):
         value = value.detach()
     if hasattr(value, "item") and callable(value.item):

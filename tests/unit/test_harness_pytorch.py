@@ -449,6 +449,22 @@ def test_to_device_walks_every_container_and_keeps_tensors_already_there() -> No
     assert doubles[0].device.type == "meta"  # a tensor elsewhere is moved
 
 
+def test_context_passes_batches_through_where_the_cpu_is_the_only_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from harness.pytorch import _context
+
+    batch = (torch.ones(2), torch.zeros(2))
+    monkeypatch.setattr(_context, "_cpu_only", lambda: True)
+    with init(hparams=HPARAMS, exp_conf={}) as context:
+        assert context.to_device(batch) is batch  # nothing could be elsewhere: not even walked
+        context.device = torch.device("meta")
+        assert context.to_device(batch)[0].device.type == "meta"
+    monkeypatch.setattr(_context, "_cpu_only", lambda: False)
+    with init(hparams=HPARAMS, exp_conf={}) as context:
+        assert context.to_device(batch) is not batch and context.to_device(batch)[0] is batch[0]
+
+
 def test_batch_metrics_keep_no_graph_and_are_read_once_per_report() -> None:
     from harness.pytorch._metrics import metric_values, training_metrics
 
@@ -462,6 +478,27 @@ def test_batch_metrics_keep_no_graph_and_are_read_once_per_report() -> None:
         training_metrics({"acc": torch.ones(3)})  # named at the batch that returned it, not at the report
     with pytest.raises(harness.TrialDefinitionError, match="'name' is a str"):
         training_metrics({"name": "x"})
+
+
+def test_batch_metrics_read_in_one_go_match_value_by_value() -> None:
+    from harness.pytorch._metrics import metric_values, training_metrics
+    from harness.pytorch._trial import scalar
+
+    losses = [
+        training_metrics({"loss": torch.tensor(i / 3), "acc": torch.tensor(1 - i / 7)}) for i in range(5)
+    ]
+    one_by_one = [{name: scalar(name, v) for name, v in m.items()} for m in losses]
+    assert metric_values(losses) == one_by_one  # the stacked read gives the same floats
+    mixed = [
+        training_metrics({"loss": torch.tensor(0.5)}),
+        training_metrics({"loss": torch.tensor([1.5])}),  # one element, one dimension: not stackable
+        training_metrics({"loss": torch.tensor(2, dtype=torch.int64)}),
+        training_metrics({"loss": torch.tensor(float("nan"), dtype=torch.float64)}),
+    ]
+    values = metric_values(mixed)
+    assert (
+        values[:3] == [{"loss": 0.5}, {"loss": 1.5}, {"loss": 2.0}] and values[3]["loss"] != values[3]["loss"]
+    )
 
 
 # --- the data loader ----------------------------------------------------------------------------
@@ -482,6 +519,20 @@ def sampler(**kwargs: Any) -> EpochBatchSampler:
         "rank": 0,
     }
     return EpochBatchSampler(**{**base, **kwargs})
+
+
+def test_batches_carry_their_seed_only_for_worker_processes() -> None:
+    from harness.pytorch._workers import SeededBatch
+
+    seeded = next(iter(sampler()))
+    plain = next(iter(sampler(seeded=False)))
+    assert isinstance(seeded, SeededBatch) and type(plain) is list and plain == list(seeded)
+    loader = DataLoader(list(range(20)), batch_size=4)
+    assert loader.get_data_loader().batch_sampler.seeded is False  # type: ignore[union-attr]
+    with_workers = DataLoader(list(range(20)), batch_size=4, num_workers=1)
+    assert with_workers.get_data_loader().batch_sampler.seeded is True  # type: ignore[union-attr]
+    resumed = list(_take(iter(sampler(seeded=False, repeat=True, skip=3)), 2))
+    assert resumed == [list(b) for b in list(_take(iter(sampler(repeat=True)), 5))[3:5]]
 
 
 def test_batches_depend_only_on_seed_and_position() -> None:
