@@ -38,6 +38,7 @@ class MessageType(StrEnum):
     TRIAL_PAUSED = "trial_paused"
     VALIDATION = "validation"
     DELETE_EXPERIMENT = "delete_experiment"
+    COMPUTE_EVENT = "compute_event"
 
 
 @dataclass(frozen=True)
@@ -147,9 +148,19 @@ class DeleteExperiment(_Message):
     experiment_id: int
 
 
+@dataclass(frozen=True)
+class ComputeEvent(_Message):
+    """An AWS event about the stack's compute (an EC2 spot interruption warning, a Batch or SageMaker job's
+    state change), as the stack's EventBridge rules put it on the events queue: their input transformer
+    wraps the whole event, `{"type": "compute_event", "event": <aws.events.event.json>}`."""
+
+    TYPE: ClassVar[MessageType] = MessageType.COMPUTE_EVENT
+    event: dict[str, Any]
+
+
 SchedulerMessage = RequestSlots | ReleaseSlots | CapacityChanged | Sweep
 TrialEvent = TrialExited | TrialPaused | ValidationReported
-EventsQueueMessage = TrialEvent | DeleteExperiment
+EventsQueueMessage = TrialEvent | DeleteExperiment | ComputeEvent
 Message = SchedulerMessage | Launch | EventsQueueMessage
 
 MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
@@ -162,6 +173,7 @@ MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
     MessageType.TRIAL_PAUSED: TrialPaused,
     MessageType.VALIDATION: ValidationReported,
     MessageType.DELETE_EXPERIMENT: DeleteExperiment,
+    MessageType.COMPUTE_EVENT: ComputeEvent,
 }
 SCHEDULER_TYPES = frozenset(
     {MessageType.REQUEST, MessageType.RELEASE, MessageType.CAPACITY, MessageType.SWEEP}
@@ -173,6 +185,7 @@ EVENT_TYPES = frozenset(
         MessageType.TRIAL_PAUSED,
         MessageType.VALIDATION,
         MessageType.DELETE_EXPERIMENT,
+        MessageType.COMPUTE_EVENT,
     }
 )
 
@@ -214,15 +227,17 @@ def parse_launch(body: str | bytes | Mapping[str, Any]) -> Launch:
 
 def parse_event(body: str | bytes | Mapping[str, Any]) -> TrialEvent:
     """A trial event (the searcher's); a `DeleteExperiment` of the same queue is refused here."""
-    message = parse(body, EVENT_TYPES - {MessageType.DELETE_EXPERIMENT})
+    message = parse(body, EVENT_TYPES - {MessageType.DELETE_EXPERIMENT, MessageType.COMPUTE_EVENT})
     assert isinstance(message, TrialExited | TrialPaused | ValidationReported)
     return message
 
 
 def parse_events_queue(body: str | bytes | Mapping[str, Any]) -> EventsQueueMessage:
-    """Any message of the events queue: a trial event or a `DeleteExperiment`."""
+    """Any message of the events queue: a trial event, a `DeleteExperiment` or a `ComputeEvent`."""
     message = parse(body, EVENT_TYPES)
-    assert isinstance(message, TrialExited | TrialPaused | ValidationReported | DeleteExperiment)
+    assert isinstance(
+        message, TrialExited | TrialPaused | ValidationReported | DeleteExperiment | ComputeEvent
+    )
     return message
 
 
@@ -276,9 +291,16 @@ def _to_str(value: Any) -> str:
     return str(value)
 
 
+def _to_object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(value)
+    return dict(value)
+
+
 #: A field's annotation -> how to read it, and what it must be.
 _CONVERTERS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "int": (_to_int, "a whole number"),
     "float": (_to_float, "a number"),
     "str": (_to_str, "a string"),
+    "dict[str, Any]": (_to_object, "a JSON object"),
 }

@@ -41,6 +41,7 @@ _AGENT_CELLS: dict[str, Cell] = {
     "Containers": field("containers"),
     "Resource Pool": field("resource_pool"),
     "Enabled": field("alive"),
+    "Draining": field("draining"),
 }
 _SLOT_CELLS: dict[str, Cell] = {
     "Agent ID": field("agent_id"),

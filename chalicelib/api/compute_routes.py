@@ -14,7 +14,7 @@ from chalicelib.api import agent_models, models, report_models, views
 from chalicelib.api.auth import AgentPrincipal, RunPrincipal
 from chalicelib.api.routing import View, route
 from chalicelib.domain.records import LogLine
-from chalicelib.services import run_logs, runs, trial_reports
+from chalicelib.services import draining, run_logs, runs, trial_reports
 from chalicelib.wiring import ports
 
 bp = Blueprint(__name__)
@@ -47,6 +47,9 @@ def agent_heartbeat(
     agent: AgentPrincipal, body: models.AgentHeartbeat, agent_id: str
 ) -> agent_models.AgentInstructions:
     """An agent's capacity and running runs in; runs to launch and to kill out."""
+    if body.draining and not body.stopping:
+        reason = "its agent reports that its machine is about to go"
+        draining.drain_agent(ports(), agent_id, reason, pool=body.pool)
     instructions = runs.heartbeat(
         ports(), agent_id, body.pool, body.slots, body.running, stopping=body.stopping
     )

@@ -40,7 +40,7 @@ def list_resource_pools(user: UserPrincipal) -> qm.ResourcePoolList:
             qm.ResourcePool(
                 name=pool.spec.name,
                 description=pool.spec.description,
-                type="static",
+                type="static" if pool.spec.backend == "local" else "aws",
                 scheduler_type=pool.spec.scheduler,
                 preemption=pool.spec.preemption and pool.spec.scheduler == "priority",
                 default_priority=pool.spec.default_priority,
@@ -81,6 +81,7 @@ def list_agents(user: UserPrincipal) -> qm.AgentList:
                 containers=agent.runs,
                 last_heartbeat=agent.last_heartbeat,
                 alive=agent.alive,
+                draining=agent.draining,
             )
             for agent in cluster.list_agents(ports())
         ]

@@ -258,6 +258,9 @@ class AgentHeartbeat(_Body):
     #: The agent is stopping (its last beat): it is granted nothing more, and the runs assigned to it that
     #: it has not started go back to the queue at once (those it runs it stops, reporting `requeue`).
     stopping: bool = False
+    #: The agent's machine is about to go (a spot interruption notice): nothing more is placed on it, and
+    #: its runs are preempted (they checkpoint, exit and resume elsewhere). It stays set once sent.
+    draining: bool = False
 
 
 class LaunchSpec(BaseModel):

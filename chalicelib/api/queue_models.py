@@ -49,7 +49,8 @@ class JobUpdateResponse(BaseModel):
 class ResourcePool(BaseModel):
     name: str
     description: str
-    type: Literal["static"]
+    #: Determined's pool types: agents that are there (`static`), or machines the control plane starts.
+    type: Literal["static", "aws"]
     scheduler_type: Literal["priority", "fair_share"]
     preemption: bool
     default_priority: int
@@ -74,6 +75,8 @@ class Agent(BaseModel):
     containers: int
     last_heartbeat: str
     alive: bool
+    #: Its machine is about to go (a spot interruption, a scale-in): nothing more is placed on it.
+    draining: bool = False
 
 
 class AgentList(BaseModel):

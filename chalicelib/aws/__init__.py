@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chalicelib.aws.autoscaling import AwsAutoScaling
 from chalicelib.aws.bells import SqsBells
 from chalicelib.aws.checkpoint_table import DynamoCheckpoints, DynamoIds, DynamoMetrics
 from chalicelib.aws.experiment_table import DynamoExperiments
@@ -10,7 +11,9 @@ from chalicelib.aws.messaging import SqsQueues, StepFunctions
 from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
 from chalicelib.aws.storage import S3Blobs
 from chalicelib.aws.trial_table import DynamoTrials
+from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
+from chalicelib.compute.router import ComputeRouter
 from chalicelib.services.clock import SystemClock
 from chalicelib.services.ports import Ports
 from chalicelib.settings import get_settings
@@ -19,6 +22,12 @@ from chalicelib.settings import get_settings
 def aws_ports() -> Ports:
     settings = get_settings()
     runs, agents, bells = DynamoRuns(), DynamoAgents(), SqsBells()
+    timeout, clock = settings.agent_timeout_s, SystemClock()
+    compute = ComputeRouter(
+        LocalAgents(runs, agents, timeout, bells),
+        settings,
+        ec2=lambda: Ec2Scaler(AwsAutoScaling(), agents, runs, clock, timeout),
+    )
     return Ports(
         experiments=DynamoExperiments(),
         trials=DynamoTrials(),
@@ -32,7 +41,7 @@ def aws_ports() -> Ports:
         queues=SqsQueues(),
         logs=CloudWatchLogs(),
         settings=settings,
-        clock=SystemClock(),
-        compute=LocalAgents(runs, agents, settings.agent_timeout_s, bells),
+        clock=clock,
+        compute=compute,
         bells=bells,
     )

@@ -262,29 +262,50 @@ class DynamoAgents:
     def __init__(self) -> None:
         self._table = dynamo.table("agents")
 
-    def heartbeat(self, agent_id: str, pool: str, slots: int) -> bool:
+    def heartbeat(self, agent_id: str, pool: str, slots: int, *, busy: bool = False) -> bool:
         """Record the agent; True when it is new or its capacity changed (the scheduler should run)."""
+        now = dynamo.number(dynamo.now_epoch())
+        update = "SET #pool = :p, slots = :s, last_seen = :t, first_seen = if_not_exists(first_seen, :t)"
         answer = self._table.update_item(
             Key={"agent_id": agent_id},
-            UpdateExpression="SET #pool = :p, slots = :s, last_seen = :t",
+            UpdateExpression=update + (", busy_at = :t" if busy else ""),
             ExpressionAttributeNames={"#pool": "pool"},
-            ExpressionAttributeValues={":p": pool, ":s": slots, ":t": dynamo.number(dynamo.now_epoch())},
+            ExpressionAttributeValues={":p": pool, ":s": slots, ":t": now},
             ReturnValues="ALL_OLD",
         )
         old: dict[str, Any] = dynamo.plain(answer.get("Attributes") or {})
         return bool(old.get("slots") != slots or old.get("pool") != pool)
 
+    def set_draining(self, agent_id: str) -> bool:
+        try:
+            self._table.update_item(
+                Key={"agent_id": agent_id},
+                UpdateExpression="SET draining = :yes",
+                ConditionExpression="attribute_exists(agent_id) AND NOT draining = :yes",
+                ExpressionAttributeValues={":yes": True},
+            )
+        except ClientError as e:
+            if dynamo.is_condition_failure(e):
+                return False
+            raise
+        return True
+
     def alive(self, pool: str, timeout_s: float) -> list[Host]:
-        items = dynamo.query_index(self._table, "by_pool", "pool", pool)
         horizon = dynamo.now_epoch() - timeout_s
-        return [Host(str(i["agent_id"]), int(i["slots"])) for i in items if float(i["last_seen"]) >= horizon]
+        return [
+            Host(record.agent_id, record.slots, accepting=not record.draining)
+            for record in self.in_pool(pool)
+            if record.last_seen >= horizon
+        ]
+
+    def get(self, agent_id: str) -> AgentRecord | None:
+        item = self._table.get_item(Key={"agent_id": agent_id}, ConsistentRead=True).get("Item")
+        return AgentRecord.of(item) if item else None
+
+    def in_pool(self, pool: str) -> list[AgentRecord]:
+        items = dynamo.query_index(self._table, "by_pool", "pool", pool)
+        return sorted((AgentRecord.of(i) for i in items), key=lambda agent: agent.agent_id)
 
     def every(self) -> list[AgentRecord]:
         items = list(dynamo.scan_all(self._table))
-        return sorted(
-            (
-                AgentRecord(str(i["agent_id"]), str(i["pool"]), int(i["slots"]), float(i["last_seen"]))
-                for i in items
-            ),
-            key=lambda agent: agent.agent_id,
-        )
+        return sorted((AgentRecord.of(i) for i in items), key=lambda agent: agent.agent_id)

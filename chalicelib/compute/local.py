@@ -8,7 +8,7 @@ heartbeat at once instead of at their next beat."""
 from __future__ import annotations
 
 from chalicelib.domain.run_records import Node, Run
-from chalicelib.services.ports import AgentStore, Bells, Host, RunStore
+from chalicelib.services.ports import AgentStore, Bells, Demand, Host, RunStore
 
 
 class LocalAgents:
@@ -22,8 +22,11 @@ class LocalAgents:
         """The agents that heartbeated within the timeout."""
         return self._agents.alive(pool, self._timeout_s)
 
-    def set_desired_slots(self, pool: str, slots: int) -> None:
+    def set_demand(self, pool: str, demand: Demand) -> None:
         """Nothing to scale: the pool is the agents that were started."""
+
+    def sweep(self, pool: str) -> None:
+        """Nothing to let go: agents stop when they are stopped."""
 
     def launch(self, run_id: str, launch_token: str) -> Run | None:
         """Record the run (one node record per agent for a run on several) for the next heartbeats."""

@@ -5,6 +5,10 @@ The scheduler kinds are Determined's: `priority` (lower number first, default 42
 on, a job that cannot fit stops lower-priority running trials through the pause path) and `fair_share`
 (the pool's slots divided among active jobs by weight). A pool whose shape is known (its agents' slots
 and how many agents it can have) refuses at submission a request that could never fit in it.
+
+A pool's `backend` says where its runs execute: `local` (agents started by hand or by the local stack),
+or `ec2` (an Auto Scaling group per pool, scaled by the control plane from the queue), `batch` and
+`sagemaker`; a cloud pool's `provider` holds what its backend needs (Determined's `provider` keys).
 """
 
 from __future__ import annotations
@@ -18,10 +22,33 @@ from chalicelib.errors import StratusError
 
 SchedulerKind = Literal["priority", "fair_share"]
 SCHEDULER_KINDS: tuple[SchedulerKind, ...] = ("priority", "fair_share")
+Backend = Literal["local", "ec2", "batch", "sagemaker"]
+BACKENDS: tuple[Backend, ...] = ("local", "ec2", "batch", "sagemaker")
 
 #: Determined's default job priority (1-99, lower runs first).
 DEFAULT_PRIORITY = 42
 DEFAULT_POOL = "default"
+
+
+@dataclass(frozen=True)
+class Provider:
+    """What a cloud pool's backend needs (Determined's `provider` keys, periods in seconds)."""
+
+    #: Instance types, the first preferred (an EC2 group's overrides; Batch's compute environment).
+    instance_types: tuple[str, ...] = ()
+    min_instances: int = 0
+    max_instances: int = 5
+    spot: bool = False
+    #: The most to pay per instance-hour for spot, in USD ("" = up to the on-demand price).
+    spot_max_price: str = ""
+    #: An instance idle this long is scaled in (Determined's `max_idle_agent_period`, 10 minutes).
+    max_idle_agent_period_s: float = 600.0
+    #: An instance whose agent has not heartbeated this long after launch is replaced (20 minutes).
+    max_agent_starting_period_s: float = 1200.0
+    #: The container image of Batch and SageMaker jobs.
+    image: str = ""
+    #: The backend's resource for this pool: the Auto Scaling group, the Batch job queue (set at deploy).
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -36,6 +63,8 @@ class PoolSpec:
     slots_per_agent: int | None = None
     #: The most agents the pool can have, where known (the local stack's count, an ASG's maximum).
     max_agents: int | None = None
+    backend: Backend = "local"
+    provider: Provider | None = None
 
     @property
     def max_slots(self) -> int | None:
@@ -83,7 +112,16 @@ def pool_from_dict(item: Any) -> PoolSpec:
         raise PoolConfigError(
             f"pool {item['name']!r} has unknown fields {unknown}; the fields are {sorted(known)}"
         )
+    provider = item.get("provider")
+    if provider is not None:
+        item = {**item, "provider": provider_from_dict(item["name"], provider)}
     spec = PoolSpec(**item)
+    if spec.backend not in BACKENDS:
+        raise PoolConfigError(
+            f"pool {spec.name!r} has backend {spec.backend!r}; use one of {', '.join(BACKENDS)}"
+        )
+    if spec.backend != "local" and spec.provider is None:
+        raise PoolConfigError(f"pool {spec.name!r} has backend {spec.backend!r} and no provider; add one")
     if spec.scheduler not in SCHEDULER_KINDS:
         raise PoolConfigError(
             f"pool {spec.name!r} has scheduler {spec.scheduler!r}; use one of {', '.join(SCHEDULER_KINDS)}"
@@ -97,6 +135,26 @@ def pool_from_dict(item: Any) -> PoolSpec:
         if value is not None and (not isinstance(value, int) or value < 1):
             raise PoolConfigError(f"pool {spec.name!r} has {name} {value!r}; use a positive integer")
     return spec
+
+
+def provider_from_dict(pool: str, item: Any) -> Provider:
+    if isinstance(item, Provider):
+        return item
+    if not isinstance(item, dict):
+        raise PoolConfigError(f"pool {pool!r} has provider {item!r}; use an object with Provider's fields")
+    known = {f.name for f in fields(Provider)}
+    unknown = sorted(set(item) - known)
+    if unknown:
+        raise PoolConfigError(
+            f"pool {pool!r}'s provider has unknown fields {unknown}; the fields are {sorted(known)}"
+        )
+    provider = Provider(**{**item, "instance_types": tuple(item.get("instance_types") or ())})
+    if not 0 <= provider.min_instances <= provider.max_instances:
+        raise PoolConfigError(
+            f"pool {pool!r} has min_instances {provider.min_instances} and max_instances "
+            f"{provider.max_instances}; use 0 <= min <= max"
+        )
+    return provider
 
 
 def pools_to_json(pools: Iterable[PoolSpec]) -> str:

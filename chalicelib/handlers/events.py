@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from chalice.app import Blueprint, SQSEvent
 
-from chalicelib.services import deleting, runs, scheduler, searching
+from chalicelib.services import compute_events, deleting, runs, scheduler, searching
 from chalicelib.services.ports import Ports
 from chalicelib.settings import queue_name
 from chalicelib.wiring import ports
@@ -56,8 +56,11 @@ def on_trial_event(event: SQSEvent) -> None:
 
 
 def handle_events_message(ports: Ports, message: messages.EventsQueueMessage) -> None:
-    """The events queue: trial events go to the searcher; a `DeleteExperiment` goes on deleting."""
+    """The events queue: trial events go to the searcher; a `DeleteExperiment` goes on deleting; an AWS
+    compute event (a spot interruption warning) drains its instance's agent."""
     if isinstance(message, messages.DeleteExperiment):
         deleting.carry_on(ports, message.experiment_id)
+    elif isinstance(message, messages.ComputeEvent):
+        compute_events.handle(ports, message.event)
     else:
         searching.handle_event(ports, message)  # it ignores a late event of an experiment being deleted

@@ -18,9 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
+from chalicelib.compute.router import ComputeRouter
 from chalicelib.memory._checkpoints import MemoryCheckpoints, MemoryIds, MemoryMetrics
 from chalicelib.memory._clock import EPOCH_2026, MemoryClock, memory_settings
+from chalicelib.memory._cloud import MemoryAutoScaling
 from chalicelib.memory._compute import MemoryBells, RecordingCompute
 from chalicelib.memory._messaging import MemoryQueues, MemoryWorkflows, SchedulerMessage
 from chalicelib.memory._runs import MemoryAgents, MemoryRuns
@@ -32,6 +35,7 @@ from chalicelib.settings import Settings
 __all__ = [
     "EPOCH_2026",
     "MemoryAgents",
+    "MemoryAutoScaling",
     "MemoryBlobs",
     "MemoryCheckpoints",
     "MemoryClock",
@@ -71,6 +75,8 @@ class MemoryPorts(Ports):
     clock: MemoryClock
     compute: ComputeBackend
     bells: MemoryBells
+    #: The Auto Scaling groups of the stack's ec2 pools (`add_group` one per ec2 pool of the settings).
+    autoscaling: MemoryAutoScaling
 
 
 def memory_ports(
@@ -83,7 +89,17 @@ def memory_ports(
     settings = settings or memory_settings()
     clock = clock or MemoryClock()
     runs, agents, bells = MemoryRuns(clock), MemoryAgents(clock), MemoryBells()
-    backend = compute(runs) if compute else LocalAgents(runs, agents, settings.agent_timeout_s, bells)
+    autoscaling = MemoryAutoScaling(clock)
+    timeout = settings.agent_timeout_s
+    backend = (
+        compute(runs)
+        if compute
+        else ComputeRouter(
+            LocalAgents(runs, agents, timeout, bells),
+            settings,
+            ec2=lambda: Ec2Scaler(autoscaling, agents, runs, clock, timeout),
+        )
+    )
     return MemoryPorts(
         experiments=MemoryExperiments(),
         trials=MemoryTrials(),
@@ -100,4 +116,5 @@ def memory_ports(
         clock=clock,
         compute=backend,
         bells=bells,
+        autoscaling=autoscaling,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.domain.run_records import Run
-from chalicelib.services.ports import Host, RunStore
+from chalicelib.services.ports import Demand, Host, RunStore
 
 
 class RecordingCompute:
@@ -16,7 +16,8 @@ class RecordingCompute:
     def __init__(self, runs: RunStore) -> None:
         self._runs = runs
         self.pools: dict[str, dict[str, Host]] = {}
-        self.desired_slots: dict[str, int] = {}
+        self.demands: dict[str, list[Demand]] = {}
+        self.sweeps: list[str] = []
         self.launched: list[str] = []
         self.stopped: list[str] = []
         self.nudged: list[str] = []
@@ -31,8 +32,11 @@ class RecordingCompute:
     def hosts(self, pool: str) -> list[Host]:
         return sorted(self.pools.get(pool, {}).values(), key=lambda host: host.host_id)
 
-    def set_desired_slots(self, pool: str, slots: int) -> None:
-        self.desired_slots[pool] = slots
+    def set_demand(self, pool: str, demand: Demand) -> None:
+        self.demands.setdefault(pool, []).append(demand)
+
+    def sweep(self, pool: str) -> None:
+        self.sweeps.append(pool)
 
     def launch(self, run_id: str, launch_token: str) -> Run | None:
         record = self._runs.launch(run_id, launch_token)

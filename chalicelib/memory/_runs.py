@@ -161,27 +161,42 @@ class MemoryAgents:
         self.items: dict[str, Record] = {}
         self._clock = clock
 
-    def heartbeat(self, agent_id: str, pool: str, slots: int) -> bool:
+    def heartbeat(self, agent_id: str, pool: str, slots: int, *, busy: bool = False) -> bool:
         """Record the agent; True when it is new or its capacity changed (the scheduler should run)."""
         old = self.items.get(agent_id, {})
+        now = self._clock.now()
         self.items[agent_id] = {
+            **old,
             "agent_id": agent_id,
             "pool": pool,
             "slots": slots,
-            "last_seen": self._clock.now(),
+            "last_seen": now,
+            "first_seen": old.get("first_seen", now),
+            **({"busy_at": now} if busy else {}),
         }
         return bool(old.get("slots") != slots or old.get("pool") != pool)
+
+    def set_draining(self, agent_id: str) -> bool:
+        item = self.items.get(agent_id)
+        if item is None or item.get("draining"):
+            return False
+        item["draining"] = True
+        return True
 
     def alive(self, pool: str, timeout_s: float) -> list[Host]:
         horizon = self._clock.now() - timeout_s
         return [
-            Host(agent_id, int(self.items[agent_id]["slots"]))
-            for agent_id in sorted(self.items)
-            if self.items[agent_id]["pool"] == pool and self.items[agent_id]["last_seen"] >= horizon
+            Host(agent_id, int(item["slots"]), accepting=not item.get("draining"))
+            for agent_id, item in sorted(self.items.items())
+            if item["pool"] == pool and item["last_seen"] >= horizon
         ]
 
+    def get(self, agent_id: str) -> AgentRecord | None:
+        item = self.items.get(agent_id)
+        return AgentRecord.of(item) if item is not None else None
+
+    def in_pool(self, pool: str) -> list[AgentRecord]:
+        return [record for record in self.every() if record.pool == pool]
+
     def every(self) -> list[AgentRecord]:
-        return [
-            AgentRecord(agent_id, str(item["pool"]), int(item["slots"]), float(item["last_seen"]))
-            for agent_id, item in sorted(self.items.items())
-        ]
+        return [AgentRecord.of(item) for _, item in sorted(self.items.items())]

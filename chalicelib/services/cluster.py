@@ -33,6 +33,7 @@ class AgentStatus:
     runs: int  # Determined's "Containers": the runs it holds
     last_heartbeat: str
     alive: bool
+    draining: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ def list_agents(ports: Ports) -> list[AgentStatus]:
             runs=len(holders.get(agent.agent_id, [])),
             last_heartbeat=iso_utc(agent.last_seen),
             alive=agent.last_seen >= horizon,
+            draining=agent.draining,
         )
         for agent in agents
     ]

@@ -79,7 +79,7 @@ def heartbeat(
 ) -> dict[str, Any]:
     if stopping:
         return _agent_stopping(ports, agent_id, pool, running)
-    if ports.agents.heartbeat(agent_id, pool, slots):
+    if ports.agents.heartbeat(agent_id, pool, slots, busy=bool(running)):
         ports.queues.to_scheduler(
             pool,
             messages.CapacityChanged(pool).to_body(),
@@ -210,7 +210,13 @@ def agents_lost(ports: Ports, run: Run, agents: Sequence[str], timeout_s: float)
         log.warning("run %s: %s", run.run_id, reason)
         return True
     reason = f"lost agent {names}: no heartbeat for {timeout_s:.0f} s; the run's processes are presumed gone"
-    if not end_run(ports, run, AGENT_LOST_EXIT_CODE, reason):
+    # A machine that was draining went away as announced (a spot reclaim): not the trial's failure.
+    reclaimed = any(getattr(ports.agents.get(agent), "draining", False) for agent in agents)
+    if reclaimed:
+        reason = (
+            f"lost agent {names}, whose machine was reclaimed; the trial resumes from its last checkpoint"
+        )
+    if not end_run(ports, run, AGENT_LOST_EXIT_CODE, reason, requeue=reclaimed):
         return False
     log.warning("run %s: %s", run.run_id, reason)
     return True

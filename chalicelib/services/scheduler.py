@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 
 from chalicelib.domain.pools import PoolSpec
+from chalicelib.domain.queue_head import QueueSummary
 from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.scheduling import AgentCapacity, Holding
@@ -29,7 +30,7 @@ from chalicelib.domain.scheduling_policies import PoolPolicy
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.services import job_updates, pausing, runs
 from chalicelib.services.clock import epoch_of, iso_utc
-from chalicelib.services.ports import Ports
+from chalicelib.services.ports import Demand, Ports
 from chalicelib.services.queue_reading import plan_head, queue_position
 from chalicelib.workflow import TASK_BEAT_INTERVAL_S, TASK_HEARTBEAT_S
 from contract import messages
@@ -40,7 +41,17 @@ log = logging.getLogger(__name__)
 REASON_WRITES = 100
 
 
+#: The pool of a sweep meant for every pool (the stack's one schedule): fanned out into one per pool.
+EVERY_POOL = "*"
+
+
 def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
+    if isinstance(message, messages.Sweep) and message.pool == EVERY_POOL:
+        at = message.at or ports.clock.now_iso()  # the same timer tick, delivered twice: one sweep each
+        for spec in ports.settings.pools:
+            body = messages.Sweep(spec.name, at).to_body()
+            ports.queues.to_scheduler(spec.name, body, dedup_id=f"sweep-{spec.name}-{at}")
+        return
     if isinstance(message, messages.RequestSlots):
         experiment = ports.experiments.get(message.experiment_id)
         request = Run(
@@ -67,6 +78,7 @@ def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
             pausing.drop_request_of_canceled_trial(ports, queued)
     elif isinstance(message, messages.Sweep):
         ports.runs.prune_queue_summary(message.pool)
+        ports.compute.sweep(message.pool)
     schedule_pool(ports, message.pool)
 
 
@@ -90,16 +102,17 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         for placement in run.placements:
             used[placement.agent_id] = used.get(placement.agent_id, 0) + placement.slots
     summary = ports.runs.queue_summary(pool)
-    ports.compute.set_desired_slots(pool, sum(used.values()) + summary.slots)
     if summary.requests <= 0:
         return []
     agents = [
         AgentCapacity(agent_id=host.host_id, slots=host.slots, used=used.get(host.host_id, 0))
         for host in hosts
+        if host.accepting
     ]
     spec = ports.settings.pool(pool) or PoolSpec(name=pool)
     head = plan_head(ports, pool, PoolPolicy.of(spec), summary, [_holding(r) for r in holding], agents)
     plan, pending = head.plan, head.read
+    _tell_demand(ports, pool, summary, pending, plan.blocked)
     by_id = {r.run_id: r for r in [*pending, *holding]}
     for victim in plan.preempt:
         log.info("pool %s: preempting run %s for %s", pool, victim, plan.preempted_for.get(victim))
@@ -119,6 +132,17 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     if granted:
         log.info("pool %s: granted %s", pool, granted)
     return granted
+
+
+def _tell_demand(
+    ports: Ports, pool: str, summary: QueueSummary, read: list[Run], blocked: dict[str, str]
+) -> None:
+    """Tell the backend what this pass could not place: the blocked requests it read, and the slots of
+    those it did not read (a backend that scales grows the pool for them)."""
+    sizes = tuple(run.slots for run in read if run.run_id in blocked)
+    unread = max(0, summary.slots - sum(run.slots for run in read))
+    if sizes or unread:
+        ports.compute.set_demand(pool, Demand(blocked=sizes, unread_slots=unread))
 
 
 def _note_reasons(ports: Ports, read: list[Run], blocked: dict[str, str]) -> None:

@@ -214,6 +214,7 @@ def test_agent_and_slot_lists_in_determined_columns(api, table_rows) -> None:
             "containers": 1,
             "last_heartbeat": "2026-01-01T00:00:00.000Z",
             "alive": True,
+            "draining": False,
         },
     ]
     api.cluster["slots"] = [
@@ -249,10 +250,11 @@ def test_agent_and_slot_lists_in_determined_columns(api, table_rows) -> None:
         "Containers",
         "Resource Pool",
         "Enabled",
+        "Draining",
     ]
-    assert agents[1][0] == "agent-1" and agents[1][2:] == ["2", "1", "1", "default", "True"]
+    assert agents[1][0] == "agent-1" and agents[1][2:] == ["2", "1", "1", "default", "True", "False"]
     assert slots[0] == ["Agent ID", "Resource Pool", "Slot ID", "Enabled", "Allocation ID", "Task Name"]
     assert slots[1] == ["agent-1", "default", "0", "True", "7.1", "Trial 7 (Experiment 3)"]
     assert slots[2] == ["agent-1", "default", "1", "True", "", ""]
-    assert csv[0] == "ID,Last Heartbeat,Slots,Slots Used,Containers,Resource Pool,Enabled"
+    assert csv[0] == "ID,Last Heartbeat,Slots,Slots Used,Containers,Resource Pool,Enabled,Draining"
     assert json.loads(api.run("s", "ls", "--json").out)["slots"][0]["trial_id"] == 7

@@ -9,7 +9,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.run_records import Run
 from chalicelib.memory import RecordingCompute, memory_ports
 from chalicelib.services import runs, scheduler
-from chalicelib.services.ports import Host
+from chalicelib.services.ports import Demand, Host
 from contract import messages
 
 
@@ -59,7 +59,7 @@ def test_the_scheduler_grants_on_the_backends_hosts_and_asks_for_what_it_needs(r
     for run_id, slots in (("1.1", 2), ("2.1", 2)):
         ports.runs.put_request(_request(run_id, slots, queued_at=f"2026-01-01T00:00:0{run_id[0]}.000Z"))
     assert scheduler.schedule_pool(ports, "default") == [("1.1", "i-1")]
-    assert ports.compute.desired_slots == {"default": 4}  # 2 held, 2 waiting
+    assert ports.compute.demands == {"default": [Demand(blocked=(2,))]}  # 2.1 read and not placed
     runs.handle_launch(
         ports, messages.Launch(token="launch-1.1", run_id="1.1", trial_id=1, experiment_id=1, agent_id="i-1")
     )
@@ -71,7 +71,7 @@ def test_the_scheduler_grants_on_the_backends_hosts_and_asks_for_what_it_needs(r
     assert ports.runs.get("1.1").exit_code == runs.AGENT_LOST_EXIT_CODE
     assert ports.compute.stopped == ["1.1"]
     assert ports.workflows.answers["launch-1.1"]["exit_code"] == runs.AGENT_LOST_EXIT_CODE
-    assert ports.compute.desired_slots == {"default": 2}
+    assert len(ports.compute.demands["default"]) == 1  # everything placed: nothing more asked for
 
 
 def test_a_grant_whose_workflow_ended_is_stopped(recorded):
@@ -81,4 +81,4 @@ def test_a_grant_whose_workflow_ended_is_stopped(recorded):
     ports.workflows.end("gone")
     assert scheduler.schedule_pool(ports, "default") == []
     assert ports.compute.stopped == ["1.1"]
-    assert ports.compute.desired_slots == {"default": 1}  # asked for before the grant failed
+    assert ports.compute.demands == {}  # it was placed: no demand, though its grant then failed

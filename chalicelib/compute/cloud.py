@@ -1,0 +1,43 @@
+"""What the cloud backends need of AWS, as protocols: the boto3 adapters live in `chalicelib.aws`
+(`chalicelib.aws.autoscaling`), the in-memory twins in `chalicelib.memory` (tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class GroupInstance:
+    """An instance of an Auto Scaling group: its id, its lifecycle state in the group (`Pending`,
+    `InService`, `Terminating`, ...) and when EC2 launched it (epoch s)."""
+
+    instance_id: str
+    lifecycle_state: str
+    launched_at: float
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    desired: int
+    min_size: int
+    max_size: int
+    instances: tuple[GroupInstance, ...] = ()
+
+    def live(self) -> list[GroupInstance]:
+        """The instances that are coming up or in service (not leaving)."""
+        return [i for i in self.instances if i.lifecycle_state.startswith(("Pending", "InService"))]
+
+
+class AutoScalingApi(Protocol):
+    def group(self, name: str) -> Group | None:
+        """The group and its instances, or None when there is no such group."""
+        ...
+
+    def set_desired(self, name: str, desired: int) -> None: ...
+
+    def terminate(self, instance_id: str) -> None:
+        """Terminate one instance of its group and lower the group's desired size by one (so that it is
+        not replaced): the only way the control plane shrinks a group, choosing which instance goes."""
+        ...

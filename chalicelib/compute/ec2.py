@@ -1,0 +1,122 @@
+"""The `ec2` backend's scaling: one Auto Scaling group per pool, sized by the control plane.
+
+Instances run the same agent as the local backend (`harness.agent --aws`, the instance id as agent id),
+so launching, stopping and nudging runs is `LocalAgents`' work; this module only decides how many
+instances a pool has (`chalicelib.domain.capacity`):
+
+- `set_demand` (each scheduling pass that could not place everything) raises the group's desired size
+  to the instances alive plus those the blocked requests need, within the pool's bounds. It never lowers
+  it, and calls AWS only when the target is above the instances alive (one Describe, and a Set when the
+  desired size must grow), so a pass that places everything costs no AWS call.
+- `sweep` (the pool's periodic sweep) terminates, one by one and lowering the desired size, the instances
+  idle past the pool's idle period (none while requests wait, never below the minimum), and replaces
+  those whose agent never joined or went silent; the instance is marked draining first, so that no pass
+  places anything on it meanwhile (a pool's passes and sweeps are serialised by its message group). A
+  desired size that no longer has a request behind it (instances that never came) is brought back down.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from chalicelib.compute.cloud import AutoScalingApi, Group
+from chalicelib.domain.capacity import Instance, Periods, scale_out_target, to_terminate
+from chalicelib.domain.pools import PoolSpec, Provider
+from chalicelib.services.ports import AgentStore, Clock, Demand, RunStore
+
+log = logging.getLogger(__name__)
+
+
+class Ec2Scaler:
+    def __init__(
+        self, api: AutoScalingApi, agents: AgentStore, runs: RunStore, clock: Clock, agent_timeout_s: float
+    ) -> None:
+        self._api = api
+        self._agents = agents
+        self._runs = runs
+        self._clock = clock
+        self._timeout_s = agent_timeout_s
+
+    def set_demand(self, spec: PoolSpec, demand: Demand) -> None:
+        provider = _provider(spec)
+        per_agent = spec.slots_per_agent or 1
+        alive = [h for h in self._agents.alive(spec.name, self._timeout_s) if h.accepting]
+        blocked = [*demand.blocked, *[per_agent] * math.ceil(demand.unread_slots / per_agent)]
+        target = scale_out_target(
+            alive=len(alive),
+            blocked=blocked,
+            slots_per_agent=per_agent,
+            min_instances=provider.min_instances,
+            max_instances=provider.max_instances,
+        )
+        if target <= len(alive):
+            return
+        group = self._group(provider)
+        if group is None or target <= group.desired:
+            return
+        log.info("pool %s: %d instance(s) wanted (%d alive); group %s desired %d -> %d", spec.name,
+                 target, len(alive), group.name, group.desired, target)  # fmt: skip
+        self._api.set_desired(group.name, target)
+
+    def sweep(self, spec: PoolSpec) -> None:
+        provider = _provider(spec)
+        group = self._group(provider)
+        if group is None:
+            return
+        records = {record.agent_id: record for record in self._agents.in_pool(spec.name)}
+        holding = {p.agent_id for run in self._runs.allocated(spec.name) for p in run.placements}
+        live = group.live()
+        instances = []
+        for member in live:
+            record = records.get(member.instance_id)
+            instances.append(
+                Instance(
+                    instance_id=member.instance_id,
+                    launched_at=member.launched_at,
+                    first_seen=record.first_seen if record else None,
+                    last_seen=record.last_seen if record else None,
+                    busy_at=record.busy_at if record else None,
+                    holds_runs=member.instance_id in holding,
+                    draining=bool(record and record.draining),
+                )
+            )
+        waiting = self._runs.queue_summary(spec.name).requests > 0
+        periods = Periods(
+            idle_s=provider.max_idle_agent_period_s,
+            starting_s=provider.max_agent_starting_period_s,
+            agent_timeout_s=self._timeout_s,
+        )
+        victims = to_terminate(
+            instances, now=self._clock.now(), periods=periods, min_instances=provider.min_instances,
+            queue_waiting=waiting,
+        )  # fmt: skip
+        for instance_id, reason in victims:
+            if instance_id in records:
+                self._agents.set_draining(instance_id)
+            log.info("pool %s: terminating instance %s: %s", spec.name, instance_id, reason)
+            self._api.terminate(instance_id)
+        left = len(live) - len(victims)
+        if not waiting and group.desired - len(victims) > max(left, provider.min_instances):
+            # Instances asked for and never come, with nothing waiting for them any more.
+            log.info(
+                "pool %s: group %s desired back to %d",
+                spec.name,
+                group.name,
+                max(left, provider.min_instances),
+            )
+            self._api.set_desired(group.name, max(left, provider.min_instances))
+
+    def _group(self, provider: Provider) -> Group | None:
+        group = self._api.group(provider.group)
+        if group is None:
+            log.error(
+                "the Auto Scaling group %r of a pool does not exist; redeploy the stack", provider.group
+            )
+        return group
+
+
+def _provider(spec: PoolSpec) -> Provider:
+    if spec.provider is None or not spec.provider.group:
+        raise ValueError(f"pool {spec.name!r} is an ec2 pool without an Auto Scaling group in its provider")
+    return spec.provider

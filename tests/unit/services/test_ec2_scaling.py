@@ -1,0 +1,126 @@
+"""An `ec2` pool on the in-memory twin: the scheduler grows its Auto Scaling group for what waits, the
+sweep lets idle instances go, and an instance about to be reclaimed drains (its runs preempted, nothing
+more placed on it); a run lost with a reclaimed instance goes back to the queue without a restart."""
+
+from __future__ import annotations
+
+import pytest
+
+from chalicelib.domain.pools import DEFAULT_POOL, PoolSpec, Provider
+from chalicelib.domain.states import RunState
+from chalicelib.handlers.events import handle_events_message
+from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
+from chalicelib.services import draining, runs, scheduler
+from chalicelib.services.ports import Host
+from contract import messages
+
+GROUP = "memory-default"
+EC2_POOL = PoolSpec(
+    DEFAULT_POOL,
+    backend="ec2",
+    slots_per_agent=1,
+    max_agents=3,
+    provider=Provider(
+        instance_types=("g5.xlarge",), max_instances=3, max_idle_agent_period_s=600, group=GROUP
+    ),
+)
+
+
+@pytest.fixture
+def ports() -> MemoryPorts:
+    stack = memory_ports(settings=memory_settings(pools=(EC2_POOL,)))
+    stack.autoscaling.add_group(GROUP, min_size=0, max_size=3)
+    return stack
+
+
+def _join(ports: MemoryPorts, *running: str) -> None:
+    """Every instance of the group heartbeats as its agent (agent id = instance id)."""
+    for instance_id in ports.autoscaling.instance_ids(GROUP):
+        held = [r for r in running if r.startswith(instance_id + ":")]
+        runs.heartbeat(ports, instance_id, DEFAULT_POOL, 1, [r.split(":", 1)[1] for r in held])
+
+
+def test_the_group_grows_from_zero_for_what_waits_and_no_more(ports, flow) -> None:
+    experiment = flow.submit(flow.TWO_AT_ONCE)
+    first, second = flow.trial_ids(experiment.id)[:2]
+    flow.request_slots(first)
+    flow.request_slots(second)
+    assert ports.autoscaling.groups[GROUP].desired == 2  # two one-slot requests, one-slot instances
+    calls = len(ports.autoscaling.calls)
+    scheduler.schedule_pool(ports, DEFAULT_POOL)
+    assert ports.autoscaling.groups[GROUP].desired == 2  # the instances are coming: not asked again
+    assert [c for c in ports.autoscaling.calls[calls:] if c[0] == "set_desired"] == []
+    _join(ports)
+    granted = scheduler.schedule_pool(ports, DEFAULT_POOL)
+    assert sorted(agent for _, agent in granted) == ports.autoscaling.instance_ids(GROUP)
+    calls = len(ports.autoscaling.calls)
+    scheduler.schedule_pool(ports, DEFAULT_POOL)
+    assert ports.autoscaling.calls[calls:] == []  # everything placed: no AWS call at all
+
+
+def test_idle_instances_go_after_the_idle_period_and_the_group_returns_to_zero(ports, flow) -> None:
+    (trial_id,) = flow.trial_ids(flow.submit().id)
+    run_id = flow.request_slots(trial_id)
+    _join(ports)
+    (instance,) = ports.autoscaling.instance_ids(GROUP)
+    assert scheduler.schedule_pool(ports, DEFAULT_POOL) == [(run_id, instance)]
+    flow.launch(run_id)
+    _join(ports, f"{instance}:{run_id}")
+    runs.exited(ports, instance, run_id, 0, "done")
+    ports.clock.advance(30)
+    _join(ports)  # idle from here
+    scheduler.handle_message(ports, messages.Sweep(DEFAULT_POOL))
+    assert ports.autoscaling.instance_ids(GROUP) == [instance]  # not idle long enough
+    ports.clock.advance(601)
+    _join(ports)
+    scheduler.handle_message(ports, messages.Sweep(DEFAULT_POOL))
+    assert ports.autoscaling.instance_ids(GROUP) == [] and ports.autoscaling.groups[GROUP].desired == 0
+    assert ports.agents.get(instance).draining  # nothing is placed on it while it goes
+
+
+def test_a_sweep_for_every_pool_fans_out_one_per_pool(ports) -> None:
+    scheduler.handle_message(ports, messages.Sweep("*", at="2026-01-01T00:00:00Z"))
+    assert [m.body for m in ports.queues.scheduler] == [
+        messages.Sweep(DEFAULT_POOL, "2026-01-01T00:00:00Z").to_body()
+    ]
+
+
+def test_a_spot_warning_drains_the_agent_and_preempts_its_run(ports, flow) -> None:
+    (trial_id,) = flow.trial_ids(flow.submit().id)
+    run_id = flow.request_slots(trial_id)
+    _join(ports)
+    (instance,) = ports.autoscaling.instance_ids(GROUP)
+    scheduler.schedule_pool(ports, DEFAULT_POOL)
+    flow.launch(run_id)
+    _join(ports, f"{instance}:{run_id}")
+    warning = {
+        "source": "aws.ec2",
+        "detail-type": "EC2 Spot Instance Interruption Warning",
+        "time": "2026-01-01T00:01:00Z",
+        "detail": {"instance-id": instance, "instance-action": "terminate"},
+    }
+    for _ in range(2):  # SQS delivers at least once
+        handle_events_message(ports, messages.ComputeEvent(warning))
+    assert ports.runs.get(run_id).preempt
+    assert ports.compute.hosts(DEFAULT_POOL) == [Host(instance, 1, accepting=False)]
+    answer = runs.heartbeat(ports, instance, DEFAULT_POOL, 1, [run_id])
+    assert answer["preempt"] == [run_id]  # the agent passes it on: the trial checkpoints and exits
+
+
+def test_a_run_lost_with_a_reclaimed_instance_is_requeued_not_restarted(ports, flow) -> None:
+    (trial_id,) = flow.trial_ids(flow.submit().id)
+    run_id = flow.request_slots(trial_id)
+    _join(ports)
+    (instance,) = ports.autoscaling.instance_ids(GROUP)
+    scheduler.schedule_pool(ports, DEFAULT_POOL)
+    flow.launch(run_id)
+    runs.started(ports, instance, run_id, pid=4242)
+    _join(ports, f"{instance}:{run_id}")
+    draining.drain_agent(ports, instance, "test: reclaimed")
+    ports.autoscaling.lose(instance)  # gone before the trial could exit; the group replaces it
+    ports.clock.advance(ports.settings.agent_timeout_s + 1)
+    scheduler.schedule_pool(ports, DEFAULT_POOL)
+    run = ports.runs.get(run_id)
+    assert run.state == RunState.EXITED and "reclaimed" in (run.reason or "")
+    answer = ports.workflows.answers[f"launch-{run_id}"]
+    assert answer["requeue"] is True
