@@ -8,7 +8,7 @@ import os
 import select
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 from contract.errors import InvalidLaunchSpecError
@@ -73,6 +73,12 @@ class Agent:
         self._waker = Waker()
         self._stop_requested = False
         self._force = False
+        #: Drain requests (deadline, reason) not yet seen by the loop: appended from any thread or a
+        #: signal handler (a deque's append takes no lock the interrupted thread could hold).
+        self._drain_requests: deque[tuple[float, str]] = deque()
+        #: Set once the agent drains: heartbeats say so, and the runs' exits are reported `requeue`.
+        self._draining = threading.Event()
+        self._drain_deadline: float | None = None
         self._api_down_since: float | None = None
         self._api_warned_at = 0.0
         #: Hands each run's token to that run's processes only (`contract.run_token`).
@@ -93,6 +99,23 @@ class Agent:
         self._stop_requested = True
         self._waker.wake()
 
+    def drain(self, deadline: float, reason: str) -> None:
+        """The machine goes away at ``deadline`` (on `time.monotonic`): a spot interruption, a shutdown.
+
+        From the loop's next turn (woken now): every heartbeat says ``draining`` (the control plane grants
+        nothing more here), every run is asked to checkpoint and exit (`Run.request_preempt`) and its
+        exit is reported with ``requeue`` (unless the control plane kills it), launches are refused
+        (requeued); once no run is left, or at
+        ``deadline - kill_grace``, the agent stops as on `request_stop` (what is left is killed). Idempotent,
+        the earliest deadline wins; safe from any thread and in a signal handler (it only records the
+        request and wakes the loop, which does the rest)."""
+        self._drain_requests.append((deadline, reason))
+        self._waker.wake()
+
+    @property
+    def draining(self) -> bool:
+        return self._draining.is_set()
+
     def run(self) -> int:
         """Heartbeat until stopped, then kill every run, report their exits and return 0."""
         self.settings.runs_dir.mkdir(parents=True, exist_ok=True)
@@ -100,13 +123,14 @@ class Agent:
             self.warm.start_in_background()
         try:
             while not self._stop_requested:
+                self._start_draining()
                 self.heartbeat_once()
-                if self._stop_requested:
+                if self._stop_requested or self._drained():
                     break
                 if self._orphaned():
                     self.give_up.set()  # nobody to report to: end the runs without retrying reports
                     break
-                self._waker.wait(self.interval)
+                self._waker.wait(self._until_next_beat())
         finally:
             self._shutdown()
         return 0
@@ -125,7 +149,9 @@ class Agent:
     def heartbeat_once(self) -> bool:
         """One heartbeat and its answer; False if the API could not be reached or refused it."""
         try:
-            answer = self.api.heartbeat(self.settings.pool, self.settings.slots, self.running_ids())
+            answer = self.api.heartbeat(
+                self.settings.pool, self.settings.slots, self.running_ids(), draining=self.draining
+            )
         except ApiCallError as e:
             self._heartbeat_failed(e)
             return False
@@ -162,6 +188,52 @@ class Agent:
             return True
         return False
 
+    # ---- draining -----------------------------------------------------------------------------------
+
+    def _start_draining(self) -> None:
+        """Take the drain requests made since the last turn (the loop's thread only)."""
+        started = False
+        while self._drain_requests:
+            deadline, reason = self._drain_requests.popleft()
+            if self._drain_deadline is not None and deadline >= self._drain_deadline:
+                continue
+            left = deadline - time.monotonic()
+            if self._drain_deadline is None:
+                started = True
+                log.warning("draining (%s): the machine goes away in %.0f s", reason, left)
+            else:
+                log.warning("draining: the machine now goes away in %.0f s (%s)", left, reason)
+            self._drain_deadline = deadline
+        if not started:
+            return
+        self._draining.set()  # first: a run ending from now on is reported `requeue`
+        with self._lock:
+            runs = list(self._runs.values())
+        for run in runs:
+            log.info("draining: run %s is asked to checkpoint and exit", run.run_id)
+            run.request_preempt()
+
+    def _drained(self) -> bool:
+        """Draining, and every run has ended (its exit reported) or the time to stop them has come."""
+        deadline = self._drain_deadline
+        if deadline is None:
+            return False
+        with self._lock:
+            left = len(self._runs)
+        if not left:
+            log.info("drained: every run has ended; stopping")
+            return True
+        if time.monotonic() >= deadline - self.settings.kill_grace:
+            log.warning("drain time is up with %d runs still running: stopping them", left)
+            return True
+        return False
+
+    def _until_next_beat(self) -> float:
+        if self._drain_deadline is None:
+            return self.interval
+        stop_at = self._drain_deadline - self.settings.kill_grace
+        return min(self.interval, max(0.0, stop_at - time.monotonic()))
+
     def _heartbeat_failed(self, err: ApiCallError) -> None:
         now = time.monotonic()
         hint = " (check STRATUS_AGENT_TOKEN)" if err.status in (401, 403) else ""
@@ -185,6 +257,11 @@ class Agent:
             if isinstance(run_id, str | int) and not isinstance(run_id, bool) and self._claim(str(run_id)):
                 self._report_exit_async(str(run_id), 1, f"invalid launch spec: {e}")
             return None
+        if self.draining:
+            if self._claim(spec.run_id):  # granted before the control plane heard of the drain
+                log.info("draining: run %s is not started; it goes back to the queue", spec.run_id)
+                self._report_exit_async(spec.run_id, 0, "agent draining: not started", requeue=True)
+            return None
         with self._lock:
             if spec.run_id in self._runs or spec.run_id in self._finished:
                 log.debug("launch of run %s repeated: ignored", spec.run_id)
@@ -198,6 +275,7 @@ class Agent:
                 on_done=self._run_done,
                 broker=self.broker,
                 warm=self.warm,
+                requeue=self._draining,
             )
             self._runs[spec.run_id] = run
         log.info("launching run %s of trial %s (%d slots)", spec.run_id, spec.trial_id, spec.slots)
@@ -257,10 +335,10 @@ class Agent:
                 )
         self._waker.wake()  # report the freed capacity now, not after the interval
 
-    def _report_exit_async(self, run_id: str, code: int, reason: str) -> None:
+    def _report_exit_async(self, run_id: str, code: int, reason: str, *, requeue: bool = False) -> None:
         def report() -> None:
             call_with_retry(
-                lambda: self.api.exited(run_id, code, reason),
+                lambda: self.api.exited(run_id, code, reason, requeue=requeue),
                 what=f"reporting the exit of run {run_id}",
                 give_up=self.give_up,
                 max_backoff=self.settings.retry_max_backoff,
@@ -270,7 +348,9 @@ class Agent:
 
     def _shutdown(self) -> None:
         try:  # the last beat: nothing more is granted here; what it holds unstarted is requeued now
-            self.api.heartbeat(self.settings.pool, 0, self.running_ids(), stopping=True)
+            self.api.heartbeat(
+                self.settings.pool, 0, self.running_ids(), stopping=True, draining=self.draining
+            )
         except ApiCallError as e:
             log.warning("could not tell the API that this agent stops (%s); its runs are requeued", e)
         with self._lock:

@@ -86,12 +86,22 @@ class AgentApi:
             raise ApiCallError(str(e), status=e.status, code=e.code) from e
 
     def heartbeat(
-        self, pool: str, slots: int, running: Sequence[str], *, stopping: bool = False
+        self,
+        pool: str,
+        slots: int,
+        running: Sequence[str],
+        *,
+        stopping: bool = False,
+        draining: bool = False,
     ) -> HeartbeatAnswer:
-        """One beat; ``stopping``: the last one (the agent takes nothing more; see docs/contracts.md)."""
+        """One beat; ``stopping``: the last one (the agent takes nothing more; see docs/contracts.md);
+        ``draining``: the agent's machine is going away (a spot interruption, a shutdown): it is granted
+        nothing more and its runs are preempted, then it stops."""
         body: dict[str, Any] = {"pool": pool, "slots": slots, "running": list(running)}
         if stopping:
             body["stopping"] = True
+        if draining:
+            body["draining"] = True
         data = self._post(f"/agents/{self._agent}/heartbeat", body)
         launch = data.get("launch") or []
         kill = data.get("kill") or []

@@ -1,18 +1,30 @@
-"""``python -m harness.agent``: parse the settings, log to stderr, run the agent until SIGTERM/SIGINT."""
+"""``python -m harness.agent``: parse the settings, log to stderr, run the agent until SIGTERM/SIGINT.
+
+With ``--aws`` a spot interruption notice drains the agent (`harness.agent._aws.SpotWatcher`), and so
+does SIGTERM (an instance shutdown, a scale-in): its runs get `SIGTERM_DRAIN_S` to checkpoint and exit,
+then the agent stops as it does on SIGTERM without ``--aws``; a second SIGTERM stops it at once, a third
+stops waiting for the runs' exit reports.
+"""
 
 from __future__ import annotations
 
 import logging
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from types import FrameType
 
 from contract.hardening import not_dumpable
 from harness.agent._agent import Agent
+from harness.agent._aws import ImdsClient, SpotWatcher
 from harness.agent._settings import TOKEN_ENV, parse_cli
 
 log = logging.getLogger("harness.agent")
+
+#: With ``--aws``, how long the runs have to checkpoint and exit after SIGTERM before the agent stops
+#: them (then SIGTERM to their processes, and SIGKILL `--kill-grace` seconds later).
+SIGTERM_DRAIN_S = 5.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,11 +45,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         s.api_url,
         s.work_dir,
     )
+    if opts.instance is not None:
+        log.info(
+            "on EC2: instance %s (%s), address %s; spot notices polled every %g s at %s",
+            opts.instance.instance_id,
+            opts.instance.life_cycle,
+            s.address,
+            s.spot_poll_interval,
+            s.imds_url,
+        )
     agent = Agent(s)
+    sigterms = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal sigterms
+        if s.aws and signum == signal.SIGTERM:
+            sigterms += 1
+            if sigterms == 1:  # the machine is going away: drain (the runs checkpoint and are requeued)
+                agent.drain(time.monotonic() + SIGTERM_DRAIN_S + s.kill_grace, "SIGTERM")
+                return
         agent.request_stop()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return agent.run()
+    if not s.aws:
+        return agent.run()
+    imds = ImdsClient(s.imds_url)
+    watcher = SpotWatcher(imds, agent.drain, interval=s.spot_poll_interval)
+    watcher.start()
+    try:
+        return agent.run()
+    finally:
+        watcher.stop()
+        imds.close()

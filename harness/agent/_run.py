@@ -86,7 +86,10 @@ class Run:
         on_done: Callable[[Run], None] | None = None,
         broker: TokenBroker | None = None,
         warm: WarmServer | None = None,
+        requeue: threading.Event | None = None,
     ) -> None:
+        """``requeue``: once set (its agent drains), the run's exit is reported with ``requeue``, unless
+        the control plane killed it."""
         self.spec = spec
         self.gpus = gpus
         #: Hands the run token to the run's own processes only (`contract.run_token`); without one, the
@@ -97,6 +100,7 @@ class Run:
         self._api = api
         self._give_up = give_up
         self._on_done = on_done
+        self._requeue = requeue
         self.run_dir = settings.runs_dir / run_dir_name(spec.run_id)
         self.context_dir = self.run_dir / "context"
         self._marker = self.run_dir / _HOOK_FAILED_MARKER
@@ -104,6 +108,7 @@ class Run:
         self._proc: subprocess.Popen[bytes] | WarmProcess | None = None
         self._kill_requested = threading.Event()
         self._reason_override: str | None = None
+        self._killed_by_plane = False  # a kill without a reason: the control plane's, not the agent's
         self._exited = threading.Event()  # the process ended, or will never start
         self._done = threading.Event()  # the exit is reported (or given up on)
         self.exit_code: int | None = None
@@ -167,6 +172,7 @@ class Run:
         with self._lock:
             if reason is not None and not self._exited.is_set():
                 self._reason_override = reason
+            self._killed_by_plane |= reason is None
             if self._kill_requested.is_set():
                 return
             self._kill_requested.set()
@@ -188,7 +194,10 @@ class Run:
             self._agent_line(reason)
         finally:
             self._exited.set()
-            requeued = self._reason_override == REASON_AGENT_STOPPED  # the agent stops: requeue it
+            # The agent stops, or drains (its machine goes away): the trial goes back to the queue.
+            requeued = self._reason_override == REASON_AGENT_STOPPED or (
+                self._requeue is not None and self._requeue.is_set() and not self._killed_by_plane
+            )
             reason = self._reason_override or reason
             self.exit_code, self.reason = code, reason
             log.info("run %s ended: exit code %d, %s", self.run_id, code, reason)

@@ -8,9 +8,11 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.agent._aws import IMDS_URL, SPOT_POLL_S, ImdsClient, ImdsError, Instance
 
 TOKEN_ENV = "STRATUS_AGENT_TOKEN"
 
@@ -64,6 +66,11 @@ class Settings:
     parent_pid: int | None = None
     #: Keep a warm interpreter and fork runs from it where that is safe (`harness.agent._warm`).
     warm_start: bool = False
+    #: On EC2 (`--aws`): the instance's id and address come from its metadata service at ``imds_url``,
+    #: which is polled every ``spot_poll_interval`` seconds for a spot interruption (the agent drains).
+    aws: bool = False
+    imds_url: str = IMDS_URL
+    spot_poll_interval: float = SPOT_POLL_S
 
     def __post_init__(self) -> None:
         if self.slots < 0:
@@ -72,6 +79,8 @@ class Settings:
             raise ValueError("heartbeat interval must be > 0")
         if self.kill_grace < 0:
             raise ValueError("kill grace must be >= 0")
+        if self.spot_poll_interval <= 0:
+            raise ValueError("spot poll interval must be > 0")
 
     @property
     def runs_dir(self) -> Path:
@@ -108,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
         f"The agent token is read from ${TOKEN_ENV}.",
     )
     p.add_argument("--api", required=True, help="control plane base URL")
-    p.add_argument("--agent-id", required=True)
+    p.add_argument("--agent-id", default=None, help="required, except with --aws (the instance id)")
     p.add_argument("--pool", required=True, help="resource pool this agent serves")
     p.add_argument(
         "--slots", type=int, default=None, help="slots offered (default: number of CUDA devices, else 1)"
@@ -153,6 +162,26 @@ def _parser() -> argparse.ArgumentParser:
         help="keep a warm interpreter (torch and the harness imported) and fork runs from it where safe "
         "(default: $STRATUS_WARM_START, else off)",
     )
+    p.add_argument(
+        "--aws",
+        action="store_true",
+        help="on EC2: the agent id (unless --agent-id) and --address come from the instance metadata "
+        "service (IMDSv2), and a spot interruption notice or SIGTERM drains the agent: its runs "
+        "checkpoint, go back to the queue, and the agent exits",
+    )
+    p.add_argument(
+        "--imds-url",
+        default=IMDS_URL,
+        metavar="URL",
+        help=f"the instance metadata service of --aws (default: {IMDS_URL})",
+    )
+    p.add_argument(
+        "--spot-poll-interval",
+        type=float,
+        default=SPOT_POLL_S,
+        metavar="SECONDS",
+        help=f"how often --aws looks for a spot interruption notice (default: {SPOT_POLL_S:g}, AWS's advice)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -169,28 +198,55 @@ def _credential(token_file: Path | None, env: Mapping[str, str]) -> str:
     return token
 
 
+def _read_instance(imds_url: str, imds: Callable[[str], ImdsClient]) -> Instance:
+    """The instance `--aws` runs on, from its metadata service; one clear error off EC2."""
+    client = imds(imds_url)
+    try:
+        return client.instance()
+    except ImdsError as e:
+        raise SystemExit(
+            f"harness.agent: --aws cannot read this instance's metadata at {imds_url} ({e}). "
+            "--aws needs to run on an EC2 instance (or --imds-url to name another metadata service)."
+        ) from e
+    finally:
+        client.close()
+
+
 @dataclass(frozen=True)
 class CliOptions:
     settings: Settings
     log_level: str
+    #: The instance the agent runs on (`--aws`), else None.
+    instance: Instance | None = None
 
 
-def parse_cli(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> CliOptions:
+def parse_cli(
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    imds: Callable[[str], ImdsClient] = ImdsClient,
+) -> CliOptions:
+    """The settings from the command line and the environment; with `--aws`, from the instance metadata
+    service too (``imds(url)`` makes its client)."""
     env = os.environ if environ is None else environ
     parser = _parser()
     ns = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    if ns.agent_id is None and not ns.aws:
+        parser.error("the following arguments are required: --agent-id (or --aws on EC2: the instance id)")
+    token = _credential(ns.token_file, env)  # first: the file is gone even if the instance cannot be read
+    instance = _read_instance(ns.imds_url, imds) if ns.aws else None
     gpus = detect_gpus(env)
     slots: int = ns.slots if ns.slots is not None else (len(gpus) or 1)
     try:
         settings = Settings(
             api_url=str(ns.api).rstrip("/"),
-            agent_id=ns.agent_id,
+            agent_id=ns.agent_id or (instance.instance_id if instance else ""),
             pool=ns.pool,
             slots=slots,
             work_dir=Path(ns.work_dir).resolve(),
-            token=_credential(ns.token_file, env),
+            token=token,
             gpus=gpus,
-            address=ns.address.strip(),
+            address=ns.address.strip() or (instance.local_ipv4 if instance else ""),
             heartbeat_interval=ns.heartbeat_interval,
             kill_grace=ns.kill_grace,
             give_up_after=ns.give_up_after,
@@ -200,7 +256,10 @@ def parse_cli(argv: Sequence[str] | None = None, environ: Mapping[str, str] | No
                 if ns.warm_start is not None
                 else env.get("STRATUS_WARM_START", "").strip().lower() in ("1", "true", "yes", "on")
             ),
+            aws=ns.aws,
+            imds_url=str(ns.imds_url).rstrip("/"),
+            spot_poll_interval=ns.spot_poll_interval,
         )
     except ValueError as e:
         parser.error(str(e))
-    return CliOptions(settings=settings, log_level=ns.log_level)
+    return CliOptions(settings=settings, log_level=ns.log_level, instance=instance)

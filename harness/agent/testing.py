@@ -1,7 +1,9 @@
 """A testing module for the agent: a fake of the control plane's agent routes over real HTTP (`FakeApi`),
 launch specs with real context archives (`spec_for`), runs started directly (`Runner`), and a polling
-wait. The agent's integration tests build on it (tests/integration: test_agent.py, test_warm_start.py;
-their fixtures `api` and `settings` are in conftest.py); nothing in the agent imports it."""
+wait. The agent's integration tests build on it (tests/integration: test_agent.py, test_warm_start.py,
+test_agent_spot.py; their fixtures `api` and `settings` are in conftest.py); nothing in the agent imports
+it. `FakeApi` also answers the few trial routes a `harness.init()` trial needs to start, heartbeat and
+store a checkpoint (its files PUT to the fake's own presigned URLs, kept in ``objects``)."""
 
 from __future__ import annotations
 
@@ -72,6 +74,7 @@ class FakeApi:
         self.repeat_launch = False  # answer every heartbeat with the same launches
         self.contexts: dict[str, bytes] = {}
         self.fail: dict[str, int] = {}  # path kind (or "context") -> how many more calls answer 503
+        self.objects: dict[str, bytes] = {}  # path -> body of each PUT to a presigned upload URL
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -94,7 +97,9 @@ class FakeApi:
                         fake.fail["context"] -= 1
                 fake._record("GET", self.path, None, self.headers.get("Authorization"), failed=failing)
                 data = fake.contexts.get(self.path.split("?")[0])
-                if failing:
+                if not failing and fake._kind(self.path) == "trial_info":
+                    self._answer(200, b'{"config": {}}')
+                elif failing:
                     self._answer(503, b'{"error": "Unavailable", "message": "try again"}')
                 elif data is None:
                     self._answer(404, b'{"error": "NotFound", "message": "no such context"}')
@@ -114,7 +119,10 @@ class FakeApi:
                     self._answer(503, b'{"error": "Unavailable", "message": "try again"}')
                     return
                 answer: dict[str, Any] = {}
-                if kind == "heartbeat":
+                if kind == "trial_checkpoints_uploads":
+                    prefix = f"{fake.url}/s3/{body['uuid']}"
+                    answer = {"urls": {n: f"{prefix}/{n}?X-Amz-Signature=x" for n in body["files"]}}
+                elif kind == "heartbeat":
                     with fake.cond:
                         answer = {
                             "launch": list(fake.launch),
@@ -126,12 +134,27 @@ class FakeApi:
                             fake.kill.clear()
                 self._answer(200, json.dumps(answer).encode())
 
+            def do_PUT(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(length)
+                fake._record("PUT", self.path, None, self.headers.get("Authorization"))
+                with fake.cond:
+                    fake.objects[self.path.split("?")[0]] = data
+                self._answer(200, b"")
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     @staticmethod
     def _kind(path: str) -> str:
+        path = path.split("?")[0]
+        if path.startswith("/s3/"):
+            return "upload"
+        if path.startswith("/trials/"):  # a harness.init() trial's own calls
+            for kind in ("heartbeat", "info", "checkpoints/uploads", "checkpoints", "reports"):
+                if path.rstrip("/").endswith("/" + kind):
+                    return "trial_" + kind.replace("/", "_")
         for kind in ("heartbeat", "started", "exit", "logs"):
             if path.rstrip("/").endswith("/" + kind):
                 return kind
