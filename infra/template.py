@@ -4,27 +4,34 @@
     python -m infra.template > stratus.cfn.json   # or by hand, with BucketName (and CreateBucket=false
                                                   # to adopt a bucket kept from an earlier stack)
 
-Built from the same declarations as the local stack (`infra/resources.py`). IAM is least privilege:
-the API role reaches only this stack's tables, queues, bucket prefixes, log group and state machine; the
-state machine's role can only update the trials table and send to its three queues; the agent role has
-no AWS permission at all (agents speak only to the API, with a token, and move bytes through presigned
-URLs). Every ARN names its partition. With a `CodeKey` (the Lambda package in the bucket), the stack
-also runs the control plane: `infra/template_app.py`.
+Built from the same declarations as the local stack (`infra/resources.py`). IAM is least privilege
+(`infra/template_iam.py`): the API role reaches only this stack's tables, queues, bucket prefixes, log
+group and state machine; the state machine's role can only update the trials table and send to its
+three queues; the agent role has no AWS permission at all (agents speak only to the API, with a token,
+and move bytes through presigned URLs) unless the stack has EC2 pools, whose instances may read the
+compute package and call the credential route (`infra/compute_resources.py`). Every ARN names its
+partition. With a `CodeKey` (the Lambda package in the bucket), the stack also runs the control plane:
+`infra/template_app.py`.
+
+    template()                     # the default pool only: the stack starts no machine
+    template(pools)                # plus an Auto Scaling group and a launch template per EC2 pool
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec
 from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
 from contract.messages import Sweep
+from infra.compute_resources import compute_resources
 from infra.resources import TABLES, table_request
 from infra.template_app import CONDITIONS, PARAMETERS, QUEUE_IDS, app_resources
-
-_TABLE_IDS = {spec.name: spec.name.capitalize() + "Table" for spec in TABLES}
+from infra.template_iam import TABLE_IDS, api_policy, assume, states_policy
 
 
 def _sub(text: str) -> dict[str, str]:
@@ -89,149 +96,6 @@ def _dlq(kind: str) -> dict[str, Any]:
     return {"Type": "AWS::SQS::Queue", "Properties": properties}
 
 
-def _table_arns() -> list[Any]:
-    arns: list[Any] = []
-    for spec in TABLES:
-        arn = {"Fn::GetAtt": [_TABLE_IDS[spec.name], "Arn"]}
-        arns.append(arn)
-        if spec.indexes:
-            arns.append({"Fn::Join": ["", [arn, "/index/*"]]})
-    return arns
-
-
-def _assume(service: str) -> dict[str, Any]:
-    return {
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
-    }
-
-
-def api_policy() -> dict[str, Any]:
-    queue_arns = [{"Fn::GetAtt": [q, "Arn"]} for q in QUEUE_IDS.values()]
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "Tables",
-                "Effect": "Allow",
-                "Action": [
-                    "dynamodb:GetItem",
-                    "dynamodb:PutItem",
-                    "dynamodb:UpdateItem",
-                    # Deleting an experiment's records (one by one, and the metrics in batches).
-                    "dynamodb:DeleteItem",
-                    "dynamodb:BatchWriteItem",
-                    "dynamodb:Query",
-                    "dynamodb:Scan",
-                ],
-                "Resource": _table_arns(),
-            },
-            {
-                "Sid": "ContextsAndCheckpoints",
-                "Effect": "Allow",
-                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                "Resource": [
-                    _sub("arn:${AWS::Partition}:s3:::${BucketName}/contexts/*"),
-                    _sub("arn:${AWS::Partition}:s3:::${BucketName}/uploads/*"),
-                    _sub("arn:${AWS::Partition}:s3:::${BucketName}/checkpoints/*"),
-                    _sub("arn:${AWS::Partition}:s3:::${BucketName}/submissions/*"),
-                ],
-            },
-            {
-                "Sid": "HeadMissingObjects",
-                "Effect": "Allow",
-                "Action": "s3:ListBucket",
-                "Resource": _sub("arn:${AWS::Partition}:s3:::${BucketName}"),
-            },
-            {
-                "Sid": "Queues",
-                "Effect": "Allow",
-                "Action": [
-                    "sqs:SendMessage",
-                    "sqs:ReceiveMessage",
-                    "sqs:DeleteMessage",
-                    "sqs:GetQueueAttributes",
-                ],
-                "Resource": queue_arns,
-            },
-            {
-                # Agents' doorbells (chalicelib.aws.bells): a queue per agent, made at its first heartbeat
-                # and deleted at its last; ReceiveMessage because the agents' presigned polls act as this role.
-                "Sid": "AgentBells",
-                "Effect": "Allow",
-                "Action": [
-                    "sqs:CreateQueue",
-                    "sqs:GetQueueUrl",
-                    "sqs:TagQueue",
-                    "sqs:SendMessage",
-                    "sqs:ReceiveMessage",
-                    "sqs:DeleteQueue",
-                ],
-                "Resource": _sub(
-                    "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-agent-*"
-                ),
-            },
-            {
-                "Sid": "StartTrialRuns",
-                "Effect": "Allow",
-                "Action": "states:StartExecution",
-                "Resource": {"Ref": "TrialRunStateMachine"},
-            },
-            {
-                "Sid": "AnswerTaskTokens",
-                "Effect": "Allow",
-                "Action": ["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
-                # These actions have no resource type (the service authorization reference lists none):
-                # a task token names its execution, so only "*" is sure to be allowed.
-                "Resource": "*",
-            },
-            {
-                # The run tokens' key and the agents' token (chalicelib.aws.secrets), read at cold start.
-                "Sid": "ReadTokens",
-                "Effect": "Allow",
-                "Action": "secretsmanager:GetSecretValue",
-                "Resource": [{"Ref": "TokenSecret"}, {"Ref": "AgentTokenSecret"}],
-            },
-            {
-                "Sid": "TrialLogs",
-                "Effect": "Allow",
-                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"],
-                "Resource": _sub(
-                    "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/${AWS::StackName}/trials:*"
-                ),
-            },
-            {
-                "Sid": "OwnLambdaLogs",
-                "Effect": "Allow",
-                "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-                "Resource": _sub(
-                    "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/aws/lambda/${AWS::StackName}-*"
-                ),
-            },
-        ],
-    }
-
-
-def _states_policy() -> dict[str, Any]:
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "TrialStates",
-                "Effect": "Allow",
-                "Action": "dynamodb:UpdateItem",
-                "Resource": {"Fn::GetAtt": ["TrialsTable", "Arn"]},
-            },
-            {
-                "Sid": "Queues",
-                "Effect": "Allow",
-                "Action": "sqs:SendMessage",
-                "Resource": [{"Fn::GetAtt": [q, "Arn"]} for q in QUEUE_IDS.values()],
-            },
-        ],
-    }
-
-
 def _sweep_schedule() -> dict[str, Any]:
     """A `sweep` message to the scheduler queue every minute, so a scheduling pass runs (and ends the runs
     of agents that stopped heartbeating) even when nothing else happens; EventBridge may send to that
@@ -281,7 +145,9 @@ def _sweep_schedule() -> dict[str, Any]:
     }
 
 
-def template() -> dict[str, Any]:
+def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
+    """The stack of these resource pools: its EC2 pools' groups and launch templates come from
+    `infra/compute_resources.py`; with local pools only, the stack starts no machine."""
     definition = compile_trial_workflow(
         WorkflowResources(
             trials_table="${TrialsTable}",
@@ -291,6 +157,8 @@ def template() -> dict[str, Any]:
             partition="${AWS::Partition}",
         )
     )
+    ec2 = any(pool.backend == "ec2" for pool in pools)
+    parameters, conditions, compute, compute_outputs = compute_resources(pools)
     resources: dict[str, Any] = {
         "Bucket": {
             "Type": "AWS::S3::Bucket",
@@ -335,22 +203,22 @@ def template() -> dict[str, Any]:
         "StatesRole": {
             "Type": "AWS::IAM::Role",
             "Properties": {
-                "AssumeRolePolicyDocument": _assume("states.amazonaws.com"),
-                "Policies": [{"PolicyName": "trial-run", "PolicyDocument": _states_policy()}],
+                "AssumeRolePolicyDocument": assume("states.amazonaws.com"),
+                "Policies": [{"PolicyName": "trial-run", "PolicyDocument": states_policy()}],
             },
         },
         "ApiRole": {
             "Type": "AWS::IAM::Role",
             "Properties": {
-                "AssumeRolePolicyDocument": _assume("lambda.amazonaws.com"),
+                "AssumeRolePolicyDocument": assume("lambda.amazonaws.com"),
                 "Policies": [{"PolicyName": "control-plane", "PolicyDocument": api_policy()}],
             },
         },
         "AgentRole": {
             "Type": "AWS::IAM::Role",
             "Properties": {
-                "AssumeRolePolicyDocument": _assume("ec2.amazonaws.com"),
-                "Description": "Agents need no AWS permission",
+                "AssumeRolePolicyDocument": assume("ec2.amazonaws.com"),
+                "Description": "EC2 agents: their AgentPolicy" if ec2 else "Agents need no AWS permission",
             },
         },
         "TrialRunStateMachine": {
@@ -365,14 +233,16 @@ def template() -> dict[str, Any]:
     }
     resources.update(_sweep_schedule())
     for spec in TABLES:
-        resources[_TABLE_IDS[spec.name]] = _table(spec.name)
+        resources[TABLE_IDS[spec.name]] = _table(spec.name)
     for kind, logical in QUEUE_IDS.items():
         resources[logical] = _queue(kind)
         resources[logical + "Dlq"] = _dlq(kind)
-    functions, function_outputs = app_resources()
+    functions, function_outputs = app_resources(pools)
     resources.update(functions)
+    resources.update(compute)
     outputs = {
         **function_outputs,
+        **compute_outputs,
         "BucketName": {"Value": {"Ref": "BucketName"}},
         "SchedulerQueueUrl": {"Value": {"Ref": "SchedulerQueue"}},
         "LaunchQueueUrl": {"Value": {"Ref": "LaunchQueue"}},
@@ -387,8 +257,8 @@ def template() -> dict[str, Any]:
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "Stratus: serverless control plane for deep-learning experiments",
-        "Parameters": PARAMETERS,
-        "Conditions": CONDITIONS,
+        "Parameters": {**PARAMETERS, **parameters},
+        "Conditions": {**CONDITIONS, **conditions},
         "Resources": resources,
         "Outputs": outputs,
     }
@@ -397,3 +267,14 @@ def template() -> dict[str, Any]:
 if __name__ == "__main__":
     json.dump(template(), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
+
+
+def pools_from_wire(wire: Sequence[Mapping[str, Any]]) -> tuple[PoolSpec, ...]:
+    """Pools in the control plane's JSON form (what `det deploy aws up` makes of its flags or pools file),
+    checked by the control plane's own rules; ValueError naming the problem."""
+    from chalicelib.domain.pools import PoolConfigError, pools_from_json
+
+    try:
+        return pools_from_json(json.dumps(list(wire)))
+    except PoolConfigError as e:
+        raise ValueError(str(e)) from e

@@ -2,7 +2,8 @@
 from the Chalice app itself (its routes, their authorizers, its SQS handlers), plus the stack's
 parameters. `det deploy aws up` builds the package (`infra/package.py`), uploads it to the stack's bucket
 and passes its key as `CodeKey`; without one (the template deployed by hand) the stack holds the
-infrastructure only.
+infrastructure only. The functions learn the resource pools from `STRATUS_POOLS` (absent for the default
+pool), each EC2 pool with its Auto Scaling group's name.
 
 The API function learns the API's URL (for the launch specs it hands agents) from an environment variable
 that names the REST API, so the REST API must not depend on the function: its integrations name the
@@ -12,8 +13,11 @@ function by its ARN, built from the stack's name, not by a reference.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec, pools_to_json
 from chalicelib.settings import QUEUES
 
 #: What each SQS handler of the app consumes: the queue's logical id in the template, by kind.
@@ -25,6 +29,10 @@ TIMEOUT_S = 30
 MEMORY_MB = 256  # pydantic, numpy and boto3 imported; the cost benches price this size
 LOG_RETENTION_DAYS = 30
 API_FUNCTION = "ApiFunction"
+#: The API's URL (an `Fn::Sub` string): the `ApiUrl` output, the functions' and the EC2 agents' `--api`.
+API_URL = "https://${RestApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/" + STAGE
+#: The EC2 pools' scaling permissions (`infra/compute_resources.py`): every function waits for them.
+COMPUTE_POLICY = "ComputeControlPolicy"
 
 PARAMETERS: dict[str, Any] = {
     "BucketName": {
@@ -59,7 +67,27 @@ def _function_name(suffix: str) -> dict[str, str]:
     return _sub("${AWS::StackName}-" + suffix)
 
 
-def _environment() -> dict[str, Any]:
+def group_name(pool: str) -> str:
+    """An EC2 pool's Auto Scaling group name (an `Fn::Sub` string): the IAM policy allows `<stack>-*`."""
+    return "${AWS::StackName}-" + pool
+
+
+def _pools_variable(pools: Sequence[PoolSpec]) -> dict[str, str]:
+    """`STRATUS_POOLS`: the pools' JSON, each EC2 pool's `provider.group` its group's name. JSON braces
+    are plain text to `Fn::Sub`; a `${` of the pools' own text is escaped (`${!`) so it stays literal."""
+    with_groups = [
+        replace(pool, provider=replace(pool.provider, group=group_name(pool.name)))
+        if pool.backend == "ec2" and pool.provider is not None
+        else pool
+        for pool in pools
+    ]
+    text = pools_to_json(with_groups).replace("${", "${!").replace("${!AWS::StackName}", "${AWS::StackName}")
+    return _sub(text)
+
+
+def _environment(pools: Sequence[PoolSpec]) -> dict[str, Any]:
+    # The default pools are the settings' default: their stack's functions need no STRATUS_POOLS.
+    pools_variable = {} if tuple(pools) == DEFAULT_POOLS else {"STRATUS_POOLS": _pools_variable(pools)}
     return {
         "STRATUS_STACK": {"Ref": "AWS::StackName"},
         "STRATUS_BUCKET": {"Ref": "BucketName"},
@@ -69,15 +97,18 @@ def _environment() -> dict[str, Any]:
         "STRATUS_STATE_MACHINE_ARN": {"Ref": "TrialRunStateMachine"},
         "STRATUS_TOKEN_SECRET_ARN": {"Ref": "TokenSecret"},
         "STRATUS_AGENT_TOKEN_ARN": {"Ref": "AgentTokenSecret"},
-        "STRATUS_API_URL": _sub("https://${RestApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/" + STAGE),
+        "STRATUS_API_URL": _sub(API_URL),
+        **pools_variable,
     }
 
 
-def _function(suffix: str, handler: str) -> dict[str, Any]:
+def _function(suffix: str, handler: str, pools: Sequence[PoolSpec]) -> dict[str, Any]:
+    # A function may scale a group as soon as it exists: the policy that allows it comes first.
+    compute = [COMPUTE_POLICY] if any(pool.backend == "ec2" for pool in pools) else []
     return {
         "Type": "AWS::Lambda::Function",
         "Condition": "HasCode",
-        "DependsOn": [f"{_logical(suffix)}Logs"],
+        "DependsOn": [f"{_logical(suffix)}Logs", *compute],
         "Properties": {
             "FunctionName": _function_name(suffix),
             "Runtime": RUNTIME,
@@ -86,7 +117,7 @@ def _function(suffix: str, handler: str) -> dict[str, Any]:
             "Code": {"S3Bucket": {"Ref": "BucketName"}, "S3Key": {"Ref": "CodeKey"}},
             "MemorySize": MEMORY_MB,
             "Timeout": TIMEOUT_S,
-            "Environment": {"Variables": _environment()},
+            "Environment": {"Variables": _environment(pools)},
         },
     }
 
@@ -118,13 +149,14 @@ def _swagger(chalice_app: Any) -> dict[str, Any]:
     return loaded
 
 
-def app_resources() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The functions, event sources, API and log groups (each on the HasCode condition), and outputs."""
+def app_resources(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The functions (configured with `pools`), event sources, API and log groups (each on the HasCode
+    condition), and outputs."""
     import app as chalice_app_module
 
     chalice_app = chalice_app_module.app
     resources: dict[str, Any] = {
-        API_FUNCTION: _function("api", "app.app"),
+        API_FUNCTION: _function("api", "app.app", pools),
         f"{API_FUNCTION}Logs": _logs("api"),
         "RestApi": {
             "Type": "AWS::ApiGateway::RestApi",
@@ -158,7 +190,7 @@ def app_resources() -> tuple[dict[str, Any], dict[str, Any]]:
         kind = next(kind for kind, name in QUEUES.items() if source.queue.endswith("-" + name))
         suffix = source.name.replace("_", "-")
         logical = _logical(suffix)
-        resources[logical] = _function(suffix, source.handler_string)
+        resources[logical] = _function(suffix, source.handler_string, pools)
         resources[f"{logical}Logs"] = _logs(suffix)
         resources[f"{logical}Source"] = {
             "Type": "AWS::Lambda::EventSourceMapping",
@@ -174,7 +206,7 @@ def app_resources() -> tuple[dict[str, Any], dict[str, Any]]:
         "ApiUrl": {
             "Condition": "HasCode",
             "Description": "DET_MASTER for the det CLI",
-            "Value": _sub("https://${RestApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/" + STAGE),
+            "Value": _sub(API_URL),
         }
     }
     return resources, outputs

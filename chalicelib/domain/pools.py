@@ -14,6 +14,7 @@ or `ec2` (an Auto Scaling group per pool, scaled by the control plane from the q
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
@@ -24,6 +25,9 @@ SchedulerKind = Literal["priority", "fair_share"]
 SCHEDULER_KINDS: tuple[SchedulerKind, ...] = ("priority", "fair_share")
 Backend = Literal["local", "ec2", "batch", "sagemaker"]
 BACKENDS: tuple[Backend, ...] = ("local", "ec2", "batch", "sagemaker")
+
+#: A pool's name: the stack's resources are named after it (an Auto Scaling group `<stack>-<pool>`).
+POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
 #: Determined's default job priority (1-99, lower runs first).
 DEFAULT_PRIORITY = 42
@@ -106,6 +110,11 @@ def pools_from_json(text: str) -> tuple[PoolSpec, ...]:
 def pool_from_dict(item: Any) -> PoolSpec:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
         raise PoolConfigError(f"each pool needs a non-empty string 'name'; got {item!r}")
+    if not POOL_NAME.match(item["name"]):
+        raise PoolConfigError(
+            f"pool name {item['name']!r} must be letters, digits, '-' or '_' (at most 63), starting with a "
+            "letter or digit"
+        )
     known = {f.name for f in fields(PoolSpec)}
     unknown = sorted(set(item) - known)
     if unknown:

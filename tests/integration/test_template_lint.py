@@ -1,5 +1,5 @@
 """The stack's CloudFormation template passes cfn-lint (AWS's own linter: resource schemas, IAM policy
-shapes, intrinsic functions), as `det deploy aws up` renders it."""
+shapes, intrinsic functions), as `det deploy aws up` renders it, with and without EC2 pools."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from chalicelib.domain.pools import PoolSpec, Provider
 from infra.template import template
 
 #: cfn-lint's command line, as its console script runs it.
@@ -17,6 +18,29 @@ CFN_LINT = [sys.executable, "-c", "import sys; from cfnlint.runner import main; 
 def test_the_rendered_template_is_cfn_lint_clean(tmp_path: Path) -> None:
     path = tmp_path / "stratus.cfn.json"
     path.write_text(json.dumps(template(), indent=2, sort_keys=True))
+    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_a_template_with_a_spot_and_an_on_demand_ec2_pool_is_cfn_lint_clean(tmp_path: Path) -> None:
+    pools = [
+        PoolSpec(name="default"),
+        PoolSpec(
+            name="gpu-spot",
+            slots_per_agent=1,
+            backend="ec2",
+            provider=Provider(instance_types=("g5.xlarge", "g6.xlarge"), spot=True, spot_max_price="0.60"),
+        ),
+        PoolSpec(
+            name="cpu",
+            backend="ec2",
+            provider=Provider(instance_types=("m5.xlarge",), min_instances=1, max_instances=3),
+        ),
+    ]
+    rendered = template(pools)
+    assert {"GpuSpotPoolGroup", "CpuPoolGroup", "SpotWarningRule"} <= set(rendered["Resources"])
+    path = tmp_path / "pools.cfn.json"
+    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
     linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
     assert linted.returncode == 0, linted.stdout + linted.stderr
 

@@ -1,0 +1,370 @@
+"""The EC2 pools' part of the stack (`infra/template.py` merges it): an Auto Scaling group and a launch
+template per pool, the agents' security group, instance profile and policy, the control plane's scaling
+permissions, and the spot interruption warnings routed to the events queue.
+
+    parameters, conditions, resources, outputs = compute_resources(pools)
+
+Nothing for a stack without EC2 pools. A group has no desired capacity: the control plane alone sets it
+(upward with `SetDesiredCapacity`, downward only by terminating the instances it chose idle, so every
+instance is protected from AWS's own scale-in), and a stack update never resets a scaled group.
+
+The pools' resources wait for the control plane (`HasCode`): their agents need its API (the user data's
+`--api`, the agent policy's credential route), and nothing else scales the groups. `det deploy aws up`
+fills the parameters: the Deep Learning AMI (`AgentAmiId`, resolved from AWS's public SSM parameter),
+the subnets and their VPC, the compute package's key (`ComputeKey`, uploaded next to the Lambda package).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
+from infra.template_app import COMPUTE_POLICY, QUEUE_IDS, STAGE, group_name
+from infra.user_data import user_data
+
+Template = dict[str, Any]
+
+#: What a pool name may be to stand unquoted in its agents' unit and name its group and launch template.
+ROOT_VOLUME_GB = 200  # as Determined's agents
+#: The Deep Learning AMI's root device on Amazon Linux 2023 (an Ubuntu DLAMI's is /dev/sda1).
+ROOT_DEVICE = "/dev/xvda"
+SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
+#: The events queue's message of any AWS event (contract `ComputeEvent`): EventBridge fills in the event.
+COMPUTE_EVENT = '{"type": "compute_event", "event": <aws.events.event.json>}'
+EVENTS_QUEUE = QUEUE_IDS["events"]
+
+PARAMETERS: Template = {
+    "AgentAmiId": {
+        "Type": "AWS::EC2::Image::Id",
+        "Description": "The agents' AMI: a Deep Learning AMI with PyTorch (det deploy aws up resolves it)",
+    },
+    "AgentSubnetIds": {
+        "Type": "CommaDelimitedList",
+        "Description": "The subnets of the agents' instances (det deploy aws up: --agent-subnet-id, else the default VPC's)",
+    },
+    "AgentVpcId": {"Type": "AWS::EC2::VPC::Id", "Description": "The VPC of AgentSubnetIds"},
+    "InboundCidr": {
+        "Type": "String",
+        "Default": "0.0.0.0/0",
+        "AllowedPattern": r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$",
+        "Description": "Where SSH to the agents may come from (only with a KeyName)",
+    },
+    "KeyName": {
+        "Type": "String",
+        "Default": "",
+        "Description": "An EC2 key pair for SSH to the agents; empty: no SSH",
+    },
+    "ComputeKey": {
+        "Type": "String",
+        "Default": "",
+        "AllowedPattern": r"^(compute/[A-Za-z0-9._+-]+)?$",
+        "Description": "The agents' package in the bucket (compute/...), uploaded by det deploy aws up; "
+        "empty: the instances cannot install the agent",
+    },
+}
+CONDITIONS: Template = {"HasKeyName": {"Fn::Not": [{"Fn::Equals": [{"Ref": "KeyName"}, ""]}]}}
+
+
+class ComputeTemplateError(ValueError):
+    """An EC2 pool the template cannot render (the message names the pool and the fix)."""
+
+
+def _sub(text: str) -> dict[str, str]:
+    return {"Fn::Sub": text}
+
+
+def logical_ids(pools: Sequence[PoolSpec]) -> dict[str, str]:
+    """Each pool's logical id prefix (`gpu-a` -> `GpuAPool`): its name's letters and digits, each part
+    capitalised; where two names give the same one, each ends with a hash of its name instead."""
+    bases = {
+        pool.name: "".join(p[:1].upper() + p[1:] for p in re.split(r"[^A-Za-z0-9]+", pool.name))
+        for pool in pools
+    }
+    taken = list(bases.values())
+    return {
+        name: (
+            base if base and taken.count(base) == 1 else base + hashlib.sha1(name.encode()).hexdigest()[:8]
+        )
+        + "Pool"
+        for name, base in bases.items()
+    }
+
+
+def _provider(pool: PoolSpec) -> Provider:
+    if not POOL_NAME.match(pool.name):
+        raise ComputeTemplateError(
+            f"pool name {pool.name!r} cannot name an EC2 Auto Scaling group; use letters, digits, '-' or '_' "
+            "(at most 63, starting with a letter or digit)"
+        )
+    if pool.provider is None or not pool.provider.instance_types:
+        raise ComputeTemplateError(
+            f"EC2 pool {pool.name!r} has no instance type; give its provider an instance_type (e.g. g5.xlarge)"
+        )
+    return pool.provider
+
+
+def compute_resources(pools: Sequence[PoolSpec]) -> tuple[Template, Template, Template, Template]:
+    """The EC2 pools' (parameters, conditions, resources, outputs): all empty without EC2 pools."""
+    ec2 = [pool for pool in pools if pool.backend == "ec2"]
+    if not ec2:
+        return {}, {}, {}, {}
+    providers = {pool.name: _provider(pool) for pool in ec2}
+    if len(providers) < len(ec2):
+        names = [pool.name for pool in ec2]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        raise ComputeTemplateError(f"EC2 pool {twice[0]!r} is given twice; name each pool once")
+    ids = logical_ids(ec2)
+    resources: Template = {**_agent_network(), **_agent_identity(), **_spot_warnings()}
+    resources[COMPUTE_POLICY] = _control_policy()
+    outputs: Template = {}
+    for pool in ec2:
+        logical = ids[pool.name]
+        resources[logical + "LaunchTemplate"] = _launch_template(pool)
+        resources[logical + "Group"] = _group(pool, providers[pool.name], logical + "LaunchTemplate")
+        outputs[logical + "GroupName"] = {
+            "Condition": "HasCode",
+            "Description": f"The Auto Scaling group of pool {pool.name}",
+            "Value": {"Ref": logical + "Group"},
+        }
+    return dict(PARAMETERS), dict(CONDITIONS), resources, outputs
+
+
+def _tags(pool: str) -> list[dict[str, Any]]:
+    return [
+        {"Key": "stratus:cluster-id", "Value": {"Ref": "AWS::StackName"}},
+        {"Key": "stratus:pool", "Value": pool},
+        {"Key": "Name", "Value": _sub(group_name(pool))},
+    ]
+
+
+def _launch_template(pool: PoolSpec) -> Template:
+    return {
+        "Type": "AWS::EC2::LaunchTemplate",
+        "Condition": "HasCode",
+        "Properties": {
+            "LaunchTemplateName": _sub(group_name(pool.name)),
+            "LaunchTemplateData": {
+                "ImageId": {"Ref": "AgentAmiId"},
+                "IamInstanceProfile": {"Arn": {"Fn::GetAtt": ["AgentInstanceProfile", "Arn"]}},
+                "SecurityGroupIds": [{"Fn::GetAtt": ["AgentSecurityGroup", "GroupId"]}],
+                # IMDSv2 only; two hops so that a trial in a container still reaches it (as Determined).
+                "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
+                "BlockDeviceMappings": [
+                    {
+                        "DeviceName": ROOT_DEVICE,
+                        "Ebs": {
+                            "VolumeSize": ROOT_VOLUME_GB,
+                            "VolumeType": "gp3",
+                            "DeleteOnTermination": True,
+                            "Encrypted": True,
+                        },
+                    }
+                ],
+                # An instance that shuts itself down is gone, not a stopped instance still paid for its disk.
+                "InstanceInitiatedShutdownBehavior": "terminate",
+                "KeyName": {"Fn::If": ["HasKeyName", {"Ref": "KeyName"}, {"Ref": "AWS::NoValue"}]},
+                "UserData": user_data(pool.name, pool.slots_per_agent or 1),
+                "TagSpecifications": [
+                    {"ResourceType": kind, "Tags": _tags(pool.name)} for kind in ("instance", "volume")
+                ],
+            },
+        },
+    }
+
+
+def _group(pool: PoolSpec, provider: Provider, launch_template: str) -> Template:
+    distribution: Template = {
+        "OnDemandBaseCapacity": 0,
+        "OnDemandPercentageAboveBaseCapacity": 0 if provider.spot else 100,
+        "OnDemandAllocationStrategy": "prioritized",  # the instance types in the pool's order
+        "SpotAllocationStrategy": "price-capacity-optimized",
+    }
+    if provider.spot_max_price:
+        distribution["SpotMaxPrice"] = provider.spot_max_price
+    return {
+        "Type": "AWS::AutoScaling::AutoScalingGroup",
+        "Condition": "HasCode",
+        # The instances fetch the compute package as they boot: their role may do so first.
+        "DependsOn": ["AgentPolicy"],
+        "Properties": {
+            "AutoScalingGroupName": _sub(group_name(pool.name)),
+            "MinSize": str(provider.min_instances),
+            "MaxSize": str(provider.max_instances),
+            # No DesiredCapacity: the control plane owns it, and a stack update must not reset it.
+            "VPCZoneIdentifier": {"Ref": "AgentSubnetIds"},
+            # AWS never picks the instance to stop: the control plane terminates idle ones by id.
+            "NewInstancesProtectedFromScaleIn": True,
+            # A rebalance would stop a busy instance without draining it; spot warnings drain instead.
+            "CapacityRebalance": False,
+            "MixedInstancesPolicy": {
+                "LaunchTemplate": {
+                    "LaunchTemplateSpecification": {
+                        "LaunchTemplateId": {"Ref": launch_template},
+                        "Version": {"Fn::GetAtt": [launch_template, "LatestVersionNumber"]},
+                    },
+                    "Overrides": [{"InstanceType": kind} for kind in provider.instance_types],
+                },
+                "InstancesDistribution": distribution,
+            },
+            "Tags": [{**tag, "PropagateAtLaunch": True} for tag in _tags(pool.name)],
+        },
+    }
+
+
+def _agent_network() -> Template:
+    group_id = {"Fn::GetAtt": ["AgentSecurityGroup", "GroupId"]}
+    return {
+        "AgentSecurityGroup": {
+            "Type": "AWS::EC2::SecurityGroup",
+            "Properties": {
+                # Agents poll the API: nothing comes in but a trial's other nodes (and SSH with a key).
+                "GroupDescription": "Stratus agents: the nodes of a trial reach each other",
+                "VpcId": {"Ref": "AgentVpcId"},
+                "Tags": [
+                    {"Key": "stratus:cluster-id", "Value": {"Ref": "AWS::StackName"}},
+                    {"Key": "Name", "Value": _sub("${AWS::StackName}-agents")},
+                ],
+            },
+        },
+        "AgentSelfIngress": {
+            "Type": "AWS::EC2::SecurityGroupIngress",
+            "Properties": {
+                "Description": "The nodes of a trial: NCCL, gloo and the rendezvous on any port",
+                "GroupId": group_id,
+                "IpProtocol": "-1",
+                "SourceSecurityGroupId": group_id,
+            },
+        },
+        "AgentSshIngress": {
+            "Type": "AWS::EC2::SecurityGroupIngress",
+            "Condition": "HasKeyName",
+            "Properties": {
+                "Description": "SSH with the key pair of the stack",
+                "GroupId": group_id,
+                "IpProtocol": "tcp",
+                "FromPort": 22,
+                "ToPort": 22,
+                "CidrIp": {"Ref": "InboundCidr"},
+            },
+        },
+    }
+
+
+def _agent_identity() -> Template:
+    """The instance profile of the template's agent role, and the role's policy: read the compute
+    package, and call the one route that turns the instance's identity into its agent credential."""
+    return {
+        "AgentInstanceProfile": {
+            "Type": "AWS::IAM::InstanceProfile",
+            "Properties": {"Roles": [{"Ref": "AgentRole"}]},
+        },
+        "AgentPolicy": {
+            "Type": "AWS::IAM::Policy",
+            "Condition": "HasCode",
+            "Properties": {
+                "PolicyName": "agent",
+                "Roles": [{"Ref": "AgentRole"}],
+                "PolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "ComputePackage",
+                            "Effect": "Allow",
+                            "Action": "s3:GetObject",
+                            "Resource": _sub("arn:${AWS::Partition}:s3:::${BucketName}/compute/*"),
+                        },
+                        {
+                            "Sid": "AgentCredential",
+                            "Effect": "Allow",
+                            "Action": "execute-api:Invoke",
+                            "Resource": _sub(
+                                "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${RestApi}/"
+                                + STAGE
+                                + "/POST/agents/*/iam-credential"
+                            ),
+                        },
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _control_policy() -> Template:
+    """What the control plane's functions (all of them run as `ApiRole`) need to scale the groups."""
+    return {
+        "Type": "AWS::IAM::Policy",
+        "Properties": {
+            "PolicyName": "ec2-pools",
+            "Roles": [{"Ref": "ApiRole"}],
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "ScaleTheStacksGroups",
+                        "Effect": "Allow",
+                        "Action": [
+                            "autoscaling:SetDesiredCapacity",
+                            "autoscaling:TerminateInstanceInAutoScalingGroup",
+                        ],
+                        "Resource": _sub(
+                            "arn:${AWS::Partition}:autoscaling:${AWS::Region}:${AWS::AccountId}:autoScalingGroup:*"
+                            ":autoScalingGroupName/${AWS::StackName}-*"
+                        ),
+                    },
+                    {
+                        # These describe actions have no resource type: only "*" allows them.
+                        "Sid": "DescribeGroupsAndInstances",
+                        "Effect": "Allow",
+                        "Action": ["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances"],
+                        "Resource": "*",
+                    },
+                ],
+            },
+        },
+    }
+
+
+def _spot_warnings() -> Template:
+    """EC2's two-minute spot interruption warnings, as `compute_event` messages on the events queue
+    (the agents' IMDS watchers see the same notice: whichever comes first drains the instance)."""
+    return {
+        "SpotWarningRule": {
+            "Type": "AWS::Events::Rule",
+            "Properties": {
+                "Description": "Spot interruption warnings: the control plane drains the instance",
+                "State": "ENABLED",
+                "EventPattern": {"source": ["aws.ec2"], "detail-type": [SPOT_WARNING]},
+                "Targets": [
+                    {
+                        "Id": "spot-warning",
+                        "Arn": {"Fn::GetAtt": [EVENTS_QUEUE, "Arn"]},
+                        "InputTransformer": {"InputPathsMap": {}, "InputTemplate": COMPUTE_EVENT},
+                    }
+                ],
+            },
+        },
+        "EventsQueuePolicy": {
+            "Type": "AWS::SQS::QueuePolicy",
+            "Properties": {
+                "Queues": [{"Ref": EVENTS_QUEUE}],
+                "PolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "events.amazonaws.com"},
+                            "Action": "sqs:SendMessage",
+                            "Resource": {"Fn::GetAtt": [EVENTS_QUEUE, "Arn"]},
+                            "Condition": {
+                                "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["SpotWarningRule", "Arn"]}}
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
