@@ -1,15 +1,16 @@
-"""The AWS calls of `det deploy aws` (`det/_deploy_aws.py`), on one boto3 session: the profile, the
-region (`--region`, `AWS_REGION`, the profile's), and `AWS_ENDPOINT_URL` where it is set."""
+"""The AWS calls of `det deploy aws` (`det/_deploy_aws.py`, `det/_aws_compute.py`), on one boto3 session:
+the profile, the region (`--region`, `AWS_REGION`, the profile's), and `AWS_ENDPOINT_URL` where it is set."""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from det._quotas import InstanceShape
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
 
@@ -35,6 +36,7 @@ class AwsCalls:
             raise UsageError("no AWS region: pass --region, set AWS_REGION, or give the profile a region")
         self.region: str = self._session.region_name
         self._cfn = self._session.client("cloudformation")
+        self._shapes: dict[str, InstanceShape] = {}
 
     def identity(self) -> tuple[str, str]:
         try:
@@ -196,3 +198,121 @@ class AwsCalls:
                 removed += len(keys)
         s3.delete_bucket(Bucket=bucket)
         return removed
+
+    # ---- compute: instance types, network, AMI, quotas, Auto Scaling groups -----------------------------
+
+    def instance_types(self, names: Sequence[str]) -> dict[str, InstanceShape]:
+        """vCPUs and GPUs of each type (`ec2:DescribeInstanceTypes`); a UsageError naming unknown ones."""
+        wanted = sorted(set(names) - set(self._shapes))
+        if wanted:
+            for item in self._describe_instance_types(wanted):
+                gpus = sum(g.get("Count", 0) for g in item.get("GpuInfo", {}).get("Gpus", []))
+                shape = InstanceShape(vcpus=item["VCpuInfo"]["DefaultVCpus"], gpus=gpus)
+                self._shapes[item["InstanceType"]] = shape
+            unknown = [name for name in wanted if name not in self._shapes]
+            if unknown:
+                raise UsageError(
+                    f"instance type {', '.join(unknown)} is not offered in {self.region}; "
+                    f"`aws ec2 describe-instance-types --region {self.region}` lists those that are"
+                )
+        return {name: self._shapes[name] for name in names}
+
+    def _describe_instance_types(self, names: list[str]) -> list[dict[str, Any]]:
+        pages = self._session.client("ec2").get_paginator("describe_instance_types")
+        try:
+            return [t for page in pages.paginate(InstanceTypes=names) for t in page["InstanceTypes"]]
+        except self._errors.ClientError as e:
+            if e.response.get("Error", {}).get("Code") != "InvalidInstanceType":
+                raise
+            if len(names) == 1:
+                return []
+            # EC2 refuses the whole request for one unknown type: ask one by one to name it.
+            return [t for name in names for t in self._describe_instance_types([name])]
+
+    def default_network(self) -> tuple[str, list[str]] | None:
+        """The default VPC and its subnets, or None where the region has no default VPC."""
+        ec2 = self._session.client("ec2")
+        vpcs = ec2.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"]
+        if not vpcs:
+            return None
+        vpc = vpcs[0]["VpcId"]
+        subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
+        return vpc, sorted(s["SubnetId"] for s in subnets)
+
+    def subnets_vpc(self, subnets: Sequence[str]) -> str:
+        """The VPC of the given subnets (all of them must be in one)."""
+        ec2 = self._session.client("ec2")
+        try:
+            found = ec2.describe_subnets(SubnetIds=list(subnets))["Subnets"]
+        except self._errors.ClientError as e:
+            raise UsageError(
+                f"--agent-subnet-id {','.join(subnets)}: {e.response.get('Error', {}).get('Message')}; "
+                f"`aws ec2 describe-subnets --region {self.region}` lists the subnets"
+            ) from e
+        vpcs = sorted({s["VpcId"] for s in found})
+        if len(vpcs) != 1:
+            raise UsageError(
+                f"--agent-subnet-id: the subnets are in VPCs {', '.join(vpcs)}; give subnets of one"
+            )
+        return str(vpcs[0])
+
+    def check_key_pair(self, name: str) -> None:
+        try:
+            self._session.client("ec2").describe_key_pairs(KeyNames=[name])
+        except self._errors.ClientError as e:
+            raise UsageError(
+                f"--keypair {name!r} is not a key pair of region {self.region}; create or import it first "
+                "(`aws ec2 create-key-pair`), or leave --keypair out (no SSH to the agents)"
+            ) from e
+
+    def ssm_parameter(self, name: str) -> str | None:
+        """A (public) SSM parameter's value, or None where there is no parameter of that name."""
+        try:
+            return str(self._session.client("ssm").get_parameter(Name=name)["Parameter"]["Value"])
+        except self._errors.ClientError as e:
+            if e.response.get("Error", {}).get("Code") == "ParameterNotFound":
+                return None
+            raise
+
+    def ssm_parameters_under(self, path: str) -> dict[str, str]:
+        """Every (public) SSM parameter under the path, by name."""
+        pages = self._session.client("ssm").get_paginator("get_parameters_by_path")
+        return {
+            p["Name"]: p["Value"]
+            for page in pages.paginate(Path=path, Recursive=True)
+            for p in page["Parameters"]
+        }
+
+    def service_quota(self, code: str) -> float | None:
+        """The account's value of an EC2 quota, or None where it cannot be read (no such quota here, no
+        permission: moto knows no EC2 quota)."""
+        try:
+            quota = self._session.client("service-quotas").get_service_quota(
+                ServiceCode="ec2", QuotaCode=code
+            )
+        except self._errors.ClientError:
+            return None
+        return float(quota["Quota"]["Value"])
+
+    def stack_groups(self, tag: str, stack: str) -> list[dict[str, Any]]:
+        """The Auto Scaling groups of the stack: tagged `tag=stack`, or named `<stack>-...`."""
+        pages = self._session.client("autoscaling").get_paginator("describe_auto_scaling_groups")
+        groups = {}
+        for page in pages.paginate():
+            for group in page["AutoScalingGroups"]:
+                tags = {t["Key"]: t.get("Value") for t in group.get("Tags", [])}
+                if tags.get(tag) == stack or group["AutoScalingGroupName"].startswith(stack + "-"):
+                    groups[group["AutoScalingGroupName"]] = group
+        return [groups[name] for name in sorted(groups)]
+
+    def scale_to_zero(self, group: dict[str, Any]) -> list[str]:
+        """Set the group to 0/0/0 and terminate its instances (scale-in protection would keep them
+        otherwise); the instances terminated."""
+        name = group["AutoScalingGroupName"]
+        self._session.client("autoscaling").update_auto_scaling_group(
+            AutoScalingGroupName=name, MinSize=0, MaxSize=0, DesiredCapacity=0
+        )
+        instances = sorted(i["InstanceId"] for i in group.get("Instances", []))
+        if instances:
+            self._session.client("ec2").terminate_instances(InstanceIds=instances)
+        return instances

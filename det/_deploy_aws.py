@@ -10,7 +10,10 @@ every call at another endpoint (the tests' moto server).
 bucket if it is new, uploads the package there (named by its hash: an unchanged one is not sent again)
 and creates or updates the stack of `infra/template.py`: the infrastructure, the Lambda functions (the API
 and one per queue, fed by it) and the REST API with each route's authorization, wired together (the API's
-URL included) in one deployment; it prints the `DET_MASTER` to use.
+URL included) in one deployment; it prints the `DET_MASTER` to use. Its resource pools and their agents'
+AMI and network come from Determined's compute flags or a pools file (`det/_aws_compute.py`), checked
+against the account's vCPU quotas first. `down` scales the stack's Auto Scaling groups to zero before
+deleting it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from det._aws_calls import AwsCalls
+from det._aws_compute import add_compute_arguments, describe, plan_compute, scale_groups_to_zero
 from det._render import table
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
@@ -62,6 +66,7 @@ def add_parser(targets: argparse._SubParsersAction[argparse.ArgumentParser], nee
         metavar="ZIP",
         help="the Lambda package to deploy (default: built by python -m infra.package)",
     )
+    add_compute_arguments(up_parser)
     up_parser.set_defaults(command=up)
     down_parser = sub.add_parser("down", help="stop every trial run of the stack and delete it")
     common(down_parser)
@@ -103,15 +108,16 @@ def _aws_errors(
 
 @_aws_errors
 def up(args: argparse.Namespace, rt: Runtime) -> int:
-    from infra.template import template
-
     stack = _stack_name(args.cluster_id)
     tags = _tags(args.add_tag, stack)
     aws = AwsCalls(args)
     account, region = aws.identity()
     bucket = bucket_name(stack, account, region)
     kept = aws.bucket_exists(bucket)
-    rendered = template()
+    compute = plan_compute(args, aws)
+    for warning in compute.warnings:
+        rt.note(f"warning: {warning}")
+    rendered = _render_template(compute.pools)
     body = json.dumps(rendered, sort_keys=True)
     existing = aws.stack(stack)
     if existing is not None and existing["StackStatus"] == "ROLLBACK_COMPLETE":
@@ -129,6 +135,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
         "  resources: " + _resource_summary({k: r for k, r in rendered["Resources"].items() if k != "Bucket"})
     )
     rt.say("  tags: " + ", ".join(f"{t['Key']}={t['Value']}" for t in tags))
+    rt.say(describe(compute))
     if args.dry_run:
         aws.validate(body)
         rt.say(
@@ -140,6 +147,8 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
         aws.make_bucket(bucket, tags)
     key = aws.upload_package(rt, bucket, package)
     parameters = {"BucketName": bucket, "CreateBucket": "false", "CodeKey": key}
+    declared = rendered.get("Parameters", {})
+    parameters |= {name: value for name, value in compute.parameters.items() if name in declared}
     since = aws.last_event_time(stack) if existing is not None else None
     started = aws.deploy(stack, body, parameters, tags, update=existing is not None)
     if not started:
@@ -153,6 +162,16 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     if url := _outputs(found).get("ApiUrl"):
         rt.say(f"Point det at it (requests are signed with your AWS credentials):\n  export DET_MASTER={url}")
     return 0
+
+
+def _render_template(pools: tuple[Any, ...] | None) -> dict[str, Any]:
+    """The stack's template for the pools (None: the template's default pools, all local)."""
+    from infra.template import template
+
+    try:
+        return template() if pools is None else template(pools)
+    except ValueError as e:  # infra's ComputeTemplateError: a pool its resources cannot be made for
+        raise UsageError(f"the pools cannot be deployed: {e}") from e
 
 
 def _package(rt: Runtime, given: str | None) -> Path:
@@ -189,6 +208,7 @@ def down(args: argparse.Namespace, rt: Runtime) -> int:
             rt.say("nothing deleted")
             return 1
     outputs = _outputs(found)
+    scale_groups_to_zero(rt, aws, CLUSTER_TAG, stack)
     stopped = aws.stop_executions(outputs.get("StateMachineArn"))
     if stopped:
         rt.say(f"stopped {stopped} running trial execution" + ("" if stopped == 1 else "s"))

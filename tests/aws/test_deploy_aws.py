@@ -14,8 +14,11 @@ from pathlib import Path
 import boto3
 import pytest
 
+from det._aws_calls import AwsCalls
+from det._aws_compute import plan_compute
+from det._quotas import QuotaError
 from det._runtime import Runtime
-from det.cli import main
+from det.cli import build_parser, main
 
 # moto's CloudFormation skips the two resource types it lacks (the secrets, the queue policy), saying so.
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
@@ -58,7 +61,9 @@ def _buckets() -> set[str]:
 
 def test_a_dry_run_shows_the_plan_and_changes_nothing(det, tmp_path: Path) -> None:
     stack = _name()
-    code, out, _ = det("up", "--cluster-id", stack, "--dry-run", "--template-out", str(tmp_path / "t.json"))
+    code, out, _ = det(
+        "up", "--cluster-id", stack, "--no-compute", "--dry-run", "--template-out", str(tmp_path / "t.json")
+    )
     assert code == 0, out
     bucket = f"{stack.lower()}-123456789012-us-east-1"  # lower case: a bucket name cannot have capitals
     assert f"bucket {bucket}: made now, kept across stacks" in out and "dry run: the template" in out
@@ -70,7 +75,7 @@ def test_a_dry_run_shows_the_plan_and_changes_nothing(det, tmp_path: Path) -> No
 
 def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     stack = _name()
-    code, out, err = det("up", "--cluster-id", stack, "--add-tag", "team=vision")
+    code, out, err = det("up", "--cluster-id", stack, "--no-compute", "--add-tag", "team=vision")
     assert code == 0, err
     assert "CREATE_COMPLETE" in err and "BucketName" in out
     bucket = f"{stack.lower()}-123456789012-us-east-1"
@@ -119,7 +124,9 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     assert "DELETE_COMPLETE" in err and f"kept bucket {bucket}" in out
     assert not _tables(stack) and bucket in _buckets()
 
-    code, out, err = det("up", "--cluster-id", stack)  # the same name again: the bucket is taken (by us)
+    code, out, err = det(
+        "up", "--cluster-id", stack, "--no-compute"
+    )  # the same name again: the bucket is ours
     assert code == 0, err
     assert "kept from before, adopted" in out and "already uploaded" in err
     assert len(_tables(stack)) == 8
@@ -149,3 +156,93 @@ def test_an_aws_error_ends_the_command_with_one_line_naming_it(det, monkeypatch:
     code, _, err = det("status", "--cluster-id", "Lab")
     assert code == 1 and err.startswith("Error: AWS call failed: Could not connect to the endpoint URL")
     assert "Traceback" not in err
+
+
+# ---- the compute: Determined's flags, the AMI, the quota preflight, groups scaled to zero by down ----------
+
+
+def _moto_ami() -> str:
+    return boto3.client("ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+
+
+def test_a_dry_run_with_determineds_compute_flags_shows_the_pool_the_ami_and_the_network(det) -> None:
+    stack, ami = _name(), _moto_ami()
+    code, out, err = det(
+        "up", "--cluster-id", stack, "--dry-run", "--gpu-agent-instance-type", "p4d.24xlarge",
+        "--max-dynamic-agents", "2", "--spot", "--max-idle-agent-period", "5m", "--agent-ami", ami,
+    )  # fmt: skip
+
+    assert code == 0, err
+    rows = [line.split("|") for line in out.splitlines()]
+    pool = next([c.strip() for c in row] for row in rows if row[0].strip() == "default")
+    # moto's DescribeInstanceTypes: p4d.24xlarge has 8 GPUs.
+    assert pool == ["default", "ec2", "p4d.24xlarge", "8", "0", "2", "yes", "5m", "priority, preemption"]
+    parameters = {row[0].strip(): row[1].strip() for row in rows if len(row) == 2}
+    assert parameters["AgentAmiId"] == f"{ami} (from --agent-ami)"
+    (vpc,) = boto3.client("ec2").describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"]
+    subnets = boto3.client("ec2").describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc["VpcId"]]}])
+    assert parameters["AgentVpcId"] == vpc["VpcId"]
+    assert parameters["AgentSubnetIds"] == ",".join(sorted(s["SubnetId"] for s in subnets["Subnets"]))
+    assert parameters["InboundCidr"] == "0.0.0.0/0" and parameters["KeyName"] == ""
+    assert "1 AutoScaling::AutoScalingGroup" in out and "dry run: the template" in out
+    # moto's Service Quotas know no EC2 quota: a warning, and up goes on.
+    assert "warning: could not read the quota L-7212CCBC (All P Spot Instance Requests); 192 vCPUs" in err
+    assert not _tables(stack)
+
+
+def test_without_agent_ami_the_deep_learning_ami_is_looked_up_in_ssm(det) -> None:
+    # moto publishes no /aws/service/deeplearning parameter (and refuses to make one), so the lookup fails.
+    code, _, err = det("up", "--cluster-id", _name(), "--dry-run")
+    assert code == 2
+    assert "no Deep Learning AMI is published in us-east-1 (/aws/service/deeplearning/ami/x86_64/" in err
+    assert "pass --agent-ami" in err
+
+
+def test_a_quota_too_low_refuses_up(det) -> None:
+    """moto has no EC2 quota: a quota of 8 vCPUs comes from a subclass; the instance types from moto."""
+
+    class EightVcpus(AwsCalls):
+        def service_quota(self, code: str) -> float | None:
+            return 8.0
+
+    args = build_parser().parse_args(
+        ["deploy", "aws", "up", "--max-dynamic-agents", "3", "--region", "us-east-1"]
+    )
+    with pytest.raises(QuotaError) as caught:
+        plan_compute(args, EightVcpus(args))
+    assert str(caught.value) == (
+        "pool 'default' (3 x g5.xlarge of 4 vCPUs) needs 12 vCPUs at most, but the account's quota L-DB2E81BA "
+        "(Running On-Demand G and VT instances) is 8 vCPUs; lower max_instances or ask for more at "
+        "https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas/L-DB2E81BA"
+    )
+
+
+def test_up_with_an_ec2_pool_passes_the_agents_parameters_and_down_scales_its_group_to_zero(det) -> None:
+    stack, ami = _name(), _moto_ami()
+    code, out, err = det("up", "--cluster-id", stack, "--agent-ami", ami, "--min-dynamic-agents", "1",
+                         "--keypair", _key_pair(), "--inbound-cidr", "203.0.113.0/24")  # fmt: skip
+    assert code == 0, err
+    found = boto3.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
+    parameters = {p["ParameterKey"]: p["ParameterValue"] for p in found["Parameters"]}
+    assert parameters["AgentAmiId"] == ami and parameters["InboundCidr"] == "203.0.113.0/24"
+    assert parameters["KeyName"].startswith("key-") and parameters["AgentVpcId"].startswith("vpc-")
+    autoscaling, ec2 = boto3.client("autoscaling"), boto3.client("ec2")
+    (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[f"{stack}-default"])[
+        "AutoScalingGroups"
+    ]
+    assert (group["MinSize"], group["MaxSize"]) == (1, 5)
+    (instance,) = [i["InstanceId"] for i in group["Instances"]]  # moto launches the minimum at once
+
+    code, out, err = det("down", "--cluster-id", stack, "--yes")
+
+    assert code == 0, err
+    assert f"group {stack}-default: min 0 / max 0 / desired 0; terminated {instance}" in out
+    assert "DELETE_COMPLETE" in err
+    (reservation,) = ec2.describe_instances(InstanceIds=[instance])["Reservations"]
+    assert reservation["Instances"][0]["State"]["Name"] == "terminated"
+
+
+def _key_pair() -> str:
+    name = "key-" + uuid.uuid4().hex[:8]
+    boto3.client("ec2").create_key_pair(KeyName=name)
+    return name

@@ -8,14 +8,18 @@ import argparse
 import io
 import json
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 import pytest
 
-from det import _deploy, cli
+from chalicelib.domain.pools import Provider
+from det import _aws_compute, _deploy, cli
 from det._deploy import StackState, inspect, read_state, state_dir
+from det._quotas import InstanceShape
 from det._runtime import Runtime
+from det.errors import UsageError
 
 API_URL = "http://127.0.0.1:8080"
 
@@ -382,3 +386,230 @@ def test_up_with_warm_start_starts_the_stack_with_it(tmp_path: Path) -> None:
     assert code == 0, streams.err.getvalue()
     assert started[0][-1] == "--warm-start"
     assert cli.build_parser().parse_args(["deploy", "local", "up", "--warm-start"]).warm_start is True
+
+
+# --- det deploy aws up: the compute (flags, pools file, slots, AMI, network), on a fake of its AWS calls -----
+
+
+class FakeAws:
+    """The AWS calls of `det/_aws_compute.plan_compute`, answering from dicts and recording what was asked."""
+
+    region = "us-east-1"
+
+    def __init__(
+        self, ssm: dict[str, str] | None = None, network: tuple[str, list[str]] | None = None
+    ) -> None:
+        self.ssm = {_aws_compute.DLAMI_PARAMETER: "ami-0aaaaaaaaaaaaaaaa"} if ssm is None else ssm
+        self.network = ("vpc-1", ["subnet-a", "subnet-b"]) if network is None else network
+        self.asked: list[str] = []
+
+    def instance_types(self, names: Sequence[str]) -> dict[str, InstanceShape]:
+        shapes = {"g5.xlarge": InstanceShape(4, 1), "g5.12xlarge": InstanceShape(48, 4),
+                  "p4d.24xlarge": InstanceShape(96, 8), "c6i.large": InstanceShape(2, 0)}  # fmt: skip
+        return {name: shapes[name] for name in names}
+
+    def service_quota(self, code: str) -> float | None:
+        return 1000.0
+
+    def ssm_parameter(self, name: str) -> str | None:
+        self.asked.append(f"ssm {name}")
+        return self.ssm.get(name)
+
+    def ssm_parameters_under(self, path: str) -> dict[str, str]:
+        self.asked.append(f"ssm under {path}")
+        return {name: value for name, value in self.ssm.items() if name.startswith(path)}
+
+    def default_network(self) -> tuple[str, list[str]] | None:
+        return self.network if self.network[0] else None
+
+    def subnets_vpc(self, subnets: Sequence[str]) -> str:
+        self.asked.append(f"subnets {','.join(subnets)}")
+        return "vpc-given"
+
+    def check_key_pair(self, name: str) -> None:
+        self.asked.append(f"key pair {name}")
+
+
+def aws_up_args(*flags: str) -> argparse.Namespace:
+    return cli.build_parser().parse_args(["deploy", "aws", "up", *flags])
+
+
+def test_aws_up_without_flags_plans_one_ec2_pool_of_one_gpu_agents_on_the_deep_learning_ami() -> None:
+    plan = _aws_compute.plan_compute(aws_up_args(), FakeAws())
+
+    assert plan.pools is not None
+    (pool,) = plan.pools
+    assert (pool.name, pool.backend, pool.slots_per_agent, pool.max_agents) == ("default", "ec2", 1, 5)
+    assert pool.provider == Provider(("g5.xlarge",), 0, 5, False, "", 600.0, 1200.0)
+    assert plan.parameters == {"AgentAmiId": "ami-0aaaaaaaaaaaaaaaa", "AgentSubnetIds": "subnet-a,subnet-b",
+                               "AgentVpcId": "vpc-1", "InboundCidr": "0.0.0.0/0", "KeyName": ""}  # fmt: skip
+    assert plan.ami_source == _aws_compute.DLAMI_PARAMETER and plan.warnings == ()
+
+
+def test_aws_up_takes_determineds_compute_flags() -> None:
+    aws = FakeAws()
+    args = aws_up_args(
+        "--gpu-agent-instance-type", "p4d.24xlarge", "--min-dynamic-agents", "1", "--max-dynamic-agents", "2",
+        "--spot", "--spot-max-price", "9.50", "--max-idle-agent-period", "5m", "--max-agent-starting-period", "1h",
+        "--inbound-cidr", "203.0.113.0/24", "--agent-subnet-id", "subnet-x,subnet-y", "--agent-subnet-id",
+        "subnet-z", "--keypair", "me", "--agent-ami", "ami-0123456789abcdef0",
+    )  # fmt: skip
+
+    plan = _aws_compute.plan_compute(args, aws)
+
+    assert plan.pools is not None
+    (pool,) = plan.pools
+    assert (pool.slots_per_agent, pool.max_agents) == (8, 2)
+    assert pool.provider == Provider(("p4d.24xlarge",), 1, 2, True, "9.50", 300.0, 3600.0)
+    assert plan.parameters == {"AgentAmiId": "ami-0123456789abcdef0", "AgentSubnetIds": "subnet-x,subnet-y,subnet-z",
+                               "AgentVpcId": "vpc-given", "InboundCidr": "203.0.113.0/24", "KeyName": "me"}  # fmt: skip
+    assert plan.ami_source == "--agent-ami"
+    assert aws.asked == ["subnets subnet-x,subnet-y,subnet-z", "key pair me"]  # no SSM lookup
+
+
+def test_the_ami_falls_back_to_the_newest_pytorch_dlami_when_the_pinned_name_is_gone() -> None:
+    path = _aws_compute.DLAMI_PATH
+    aws = FakeAws(
+        ssm={
+            path
+            + "oss-nvidia-driver-gpu-pytorch-2.9-amazon-linux-2023/latest/ami-id": "ami-00000000000000029",
+            path
+            + "oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023/latest/ami-id": "ami-00000000000000210",
+            path + "oss-nvidia-driver-gpu-pytorch-2.12-ubuntu-24.04/latest/ami-id": "ami-0000000000000u212",
+            path + "base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id": "ami-000000000000base",
+        }
+    )
+
+    plan = _aws_compute.plan_compute(aws_up_args(), aws)
+
+    assert plan.parameters["AgentAmiId"] == "ami-00000000000000210"  # 2.10 is newer than 2.9
+    assert plan.ami_source == path + "oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023/latest/ami-id"
+    assert aws.asked == [f"ssm {_aws_compute.DLAMI_PARAMETER}", f"ssm under {path}"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "aws", "message"),
+    [
+        ((), FakeAws(ssm={}), "no Deep Learning AMI is published in us-east-1 "),
+        ((), FakeAws(network=("", [])), "region us-east-1 has no default VPC with subnets; pass --agent-subnet-id"),
+        (("--agent-ami", "my-ami"), FakeAws(), "--agent-ami 'my-ami' is not an AMI id"),
+        (("--inbound-cidr", "10.0.0.1/8"), FakeAws(), "--inbound-cidr '10.0.0.1/8' is not an IPv4 CIDR"),
+        (("--max-idle-agent-period", "10"), FakeAws(), "--max-idle-agent-period '10' is not a duration"),
+        (("--no-spot", "--spot-max-price", "1"), FakeAws(), "--spot-max-price applies to spot instances only; set --spot"),
+        (("--min-dynamic-agents", "6"), FakeAws(), "--min-dynamic-agents 6 and --max-dynamic-agents 5 must satisfy"),
+        (("--no-compute", "--spot"), FakeAws(), "--no-compute deploys no cloud pool; drop --spot or --no-compute"),
+        (("--no-compute", "--keypair", "me"), FakeAws(), "drop --keypair or --no-compute"),
+        (("--pools-file", "p.yaml", "--max-dynamic-agents", "2"), FakeAws(),
+         "--max-dynamic-agents sets the default pool of the flags; with --pools-file, set it in the file"),
+    ],
+)  # fmt: skip
+def test_aws_up_refuses_compute_it_cannot_deploy(flags: tuple[str, ...], aws: FakeAws, message: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        _aws_compute.plan_compute(aws_up_args(*flags), aws)
+    assert message in str(caught.value)
+
+
+def test_no_compute_plans_the_templates_local_pools_and_asks_aws_nothing() -> None:
+    aws = FakeAws()
+    plan = _aws_compute.plan_compute(aws_up_args("--no-compute"), aws)
+    assert plan.pools is None and plan.parameters == {} and aws.asked == []
+    assert _aws_compute.describe(plan) == "pools: the template's default (local, agents started by hand)"
+
+
+def test_a_pools_file_gives_the_pools_with_slots_from_their_instance_types(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(
+        "resource_pools:\n"
+        "  - pool_name: default\n"
+        "  - pool_name: big\n"
+        "    scheduler: {type: fair_share}\n"
+        "    provider: {type: ec2, instance_type: g5.12xlarge, max_instances: 2, spot: true}\n"
+        "  - pool_name: cpu\n"
+        "    provider: {type: ec2, instance_type: c6i.large, max_instances: 8}\n"
+    )
+
+    plan = _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), FakeAws())
+
+    assert plan.pools is not None
+    assert [(p.name, p.backend, p.slots_per_agent, p.max_agents) for p in plan.pools] == [
+        ("default", "local", None, None), ("big", "ec2", 4, 2), ("cpu", "ec2", 1, 8)
+    ]  # fmt: skip
+    assert _aws_compute.describe(plan).splitlines() == [
+        " Name    | Backend   | Instance Type   | Slots Per Agent   | Min Agents   | Max Agents   | Spot   | Max Idle   | Scheduler",
+        "---------+-----------+-----------------+-------------------+--------------+--------------+--------+------------+----------------------",
+        " default | local     |                 |                   |              |              |        |            | priority, preemption",
+        " big     | ec2       | g5.12xlarge     | 4                 | 0            | 2            | yes    | 10m        | fair_share",
+        " cpu     | ec2       | c6i.large       | 1                 | 0            | 8            | no     | 10m        | priority, preemption",
+        " Parameter      | Value",
+        "----------------+" + "-" * 133,
+        f" AgentAmiId     | ami-0aaaaaaaaaaaaaaaa (from {_aws_compute.DLAMI_PARAMETER})",
+        " AgentSubnetIds | subnet-a,subnet-b",
+        " AgentVpcId     | vpc-1",
+        " InboundCidr    | 0.0.0.0/0",
+        " KeyName        |",
+    ]  # fmt: skip
+
+
+def test_batch_and_sagemaker_pools_are_read_but_not_deployed_yet(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(
+        "resource_pools:\n  - pool_name: default\n    provider: {type: batch, instance_type: c6i.large}\n"
+    )
+    with pytest.raises(UsageError) as caught:
+        _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), FakeAws())
+    assert str(caught.value) == (
+        f"--pools-file {path}: pool 'default' is a batch pool, which this version cannot deploy yet (the stack "
+        "makes no batch resources); use type: ec2 for now"
+    )
+
+
+def test_agent_flags_without_an_ec2_pool_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text("resource_pools:\n  - pool_name: default\n")
+    aws = FakeAws()
+    plan = _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), aws)
+    assert plan.pools is not None and plan.pools[0].backend == "local" and plan.parameters == {}
+    assert aws.asked == []  # no AMI, no network: no EC2 pool
+    with pytest.raises(UsageError) as caught:
+        _aws_compute.plan_compute(aws_up_args("--pools-file", str(path), "--keypair", "me"), aws)
+    assert (
+        str(caught.value)
+        == f"--keypair sets the EC2 agents, and --pools-file {path} has no EC2 pool; drop it"
+    )
+
+
+def test_a_pool_of_types_with_different_gpu_counts_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(
+        "resource_pools:\n  - pool_name: default\n"
+        "    provider: {type: ec2, instance_type: [g5.xlarge, g5.12xlarge]}\n"
+    )
+    with pytest.raises(UsageError) as caught:
+        _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), FakeAws())
+    assert str(caught.value) == (
+        f"--pools-file {path}: pool 'default' mixes instance types of different GPU counts (g5.xlarge 1, "
+        "g5.12xlarge 4); an agent's slots are its pool's, so give types of one GPU count"
+    )
+
+
+class FakeGroups:
+    def __init__(self) -> None:
+        self.scaled: list[str] = []
+
+    def stack_groups(self, tag: str, stack: str) -> list[dict[str, object]]:
+        assert (tag, stack) == ("stratus:cluster-id", "Lab")
+        return [{"AutoScalingGroupName": "Lab-default"}, {"AutoScalingGroupName": "Lab-big"}]
+
+    def scale_to_zero(self, group: dict[str, str]) -> list[str]:
+        self.scaled.append(group["AutoScalingGroupName"])
+        return ["i-1", "i-2"] if group["AutoScalingGroupName"] == "Lab-default" else []
+
+
+def test_down_scales_every_group_of_the_stack_to_zero_saying_so(tmp_path: Path) -> None:
+    streams, groups = Streams(), FakeGroups()
+    _aws_compute.scale_groups_to_zero(runtime(tmp_path, streams), groups, "stratus:cluster-id", "Lab")
+    assert groups.scaled == ["Lab-default", "Lab-big"]
+    assert streams.out.getvalue().splitlines() == [
+        "group Lab-default: min 0 / max 0 / desired 0; terminated i-1, i-2",
+        "group Lab-big: min 0 / max 0 / desired 0; no instances",
+    ]

@@ -1,0 +1,156 @@
+"""The pools file of `det deploy aws up --pools-file` (Determined's `resource_pools` with a `provider:`
+block): read into the control plane's wire form, which the control plane reads back into PoolSpecs; every
+refusal names the file, the pool, the key and the fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chalicelib.domain.pools import Provider, pools_from_json
+from det._pools_file import duration_s, read_pools_file
+from det.errors import UsageError
+
+FILE = """
+resource_pools:
+  - pool_name: default
+    description: one GPU per agent
+    scheduler: {type: priority, preemption: true, default_priority: 40}
+    provider:
+      type: ec2
+      instance_type: g5.xlarge
+      min_instances: 1
+      max_instances: 4
+      spot: true
+      spot_max_price: "0.50"
+      max_idle_agent_period: 1h30m
+      max_agent_starting_period: 30s
+  - pool_name: batch-cpu
+    scheduler: {type: fair_share}
+    provider:
+      type: batch
+      instance_type: [c6i.large, c6i.xlarge]
+      image: python:3.11
+  - pool_name: by-hand
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pools.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_file_reads_into_the_wire_form_and_back_into_pool_specs(tmp_path: Path) -> None:
+    pools = read_pools_file(write(tmp_path, FILE))
+
+    assert pools[0] == {
+        "name": "default",
+        "description": "one GPU per agent",
+        "scheduler": "priority",
+        "preemption": True,
+        "default_priority": 40,
+        "backend": "ec2",
+        "max_agents": 4,
+        "provider": {
+            "instance_types": ["g5.xlarge"],
+            "min_instances": 1,
+            "max_instances": 4,
+            "spot": True,
+            "spot_max_price": "0.50",
+            "max_idle_agent_period_s": 5400.0,
+            "max_agent_starting_period_s": 30.0,
+            "image": "",
+        },
+    }
+    # Determined's defaults where the file says nothing; fair share has no preemption.
+    assert pools[1]["preemption"] is False and pools[1]["max_agents"] == 5
+    assert pools[1]["provider"]["instance_types"] == ["c6i.large", "c6i.xlarge"]
+    assert pools[1]["provider"]["min_instances"] == 0 and pools[1]["provider"]["spot"] is False
+    assert pools[1]["provider"]["max_idle_agent_period_s"] == 600.0
+    assert pools[1]["provider"]["max_agent_starting_period_s"] == 1200.0
+    assert pools[2] == {"name": "by-hand", "description": "", "scheduler": "priority", "preemption": True,
+                        "default_priority": 42, "backend": "local"}  # fmt: skip
+
+    specs = pools_from_json(json.dumps(pools))  # what the control plane reads
+    assert specs[0].backend == "ec2" and specs[0].max_agents == 4
+    assert specs[0].provider == Provider(("g5.xlarge",), 1, 4, True, "0.50", 5400.0, 30.0)
+    assert specs[1].provider is not None and specs[1].provider.image == "python:3.11"
+    assert specs[2].backend == "local" and specs[2].provider is None
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30s", 30.0), ("10m", 600.0), ("1h", 3600.0), ("1h30m", 5400.0), ("1.5m", 90.0)]
+)
+def test_durations_are_read_as_determined_writes_them(text: str, seconds: float) -> None:
+    assert duration_s(text, "x") == seconds
+
+
+@pytest.mark.parametrize("text", ["10", "10x", "m", "1h 30m", "-5s", True])
+def test_a_bad_duration_is_refused(text: object) -> None:
+    with pytest.raises(UsageError, match="is not a duration; use one such as 30s, 10m or 1h"):
+        duration_s(text, "x")
+
+
+def _pool(provider: str, name: str = "default") -> str:
+    return f"resource_pools:\n  - pool_name: {name}\n    provider: {provider}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_pool("{type: ec2, instance_type: g5.xlarge, max_instances: 2, region: x}"),
+         "pool 'default': provider.region is not a key Stratus reads; use type, instance_type"),
+        (_pool("{type: fargate, instance_type: g5.xlarge}"),
+         "pool 'default': provider.type 'fargate' is not a backend; use ec2, batch, sagemaker"),
+        (_pool("{type: ec2}"), "pool 'default': provider.instance_type None must be an instance type"),
+        (_pool("{type: ec2, instance_type: g5.xlarge, max_idle_agent_period: 10 minutes}"),
+         "pool 'default': provider.max_idle_agent_period '10 minutes' is not a duration; use one such as 30s"),
+        (_pool("{type: ec2, instance_type: g5.xlarge, min_instances: 3, max_instances: 2}"),
+         "pool 'default': provider.min_instances 3 and provider.max_instances 2 must satisfy"),
+        (_pool("{type: ec2, instance_type: g5.xlarge, max_instances: 0}"), "max >= 1; fix them"),
+        (_pool("{type: ec2, instance_type: g5.xlarge, min_instances: -1}"),
+         "provider.min_instances -1 must be a whole number, 0 or more"),
+        (_pool("{type: ec2, instance_type: g5.xlarge, spot_max_price: '0.5'}"),
+         "pool 'default': provider.spot_max_price applies to spot instances only; set provider.spot too"),
+        (_pool("{type: ec2, instance_type: g5.xlarge, spot: true, spot_max_price: cheap}"),
+         "provider.spot_max_price 'cheap' must be a positive price in USD such as 0.50"),
+        (_pool("{type: ec2, instance_type: g5.xlarge, spot: 'yes'}"), "provider.spot 'yes' must be true or false"),
+        (_pool("{type: ec2, instance_type: g5.xlarge, image: my/image}"),
+         "provider.image: EC2 pools run on the AMI (--agent-ami), not an image; drop it"),
+        (_pool("{type: sagemaker, instance_type: g5.xlarge}"),
+         "provider.instance_type 'g5.xlarge' is not a sagemaker instance type; SageMaker's start with ml."),
+        (_pool("{type: batch, instance_type: ml.g5.xlarge}"),
+         "provider.instance_type 'ml.g5.xlarge' is not a batch instance type; drop the ml. prefix"),
+        (_pool("{type: ec2, instance_type: g5.xlarge}", name="gpu"),
+         "no pool is named 'default'; experiments that name no resource_pool run there, so name one pool default"),
+        (_pool("[ec2]"), "pool 'default': provider must be a mapping such as {type: ec2}"),
+        ("resource_pools:\n  - pool_name: default\n  - pool_name: default\n",
+         "pool 'default' is given twice; name each pool once"),
+        ("resource_pools:\n  - pool_name: default\n    agents: 2\n",
+         "pool 'default': key 'agents' is not a key Stratus reads; use pool_name, description, scheduler, provider"),
+        ("resource_pools:\n  - pool_name: default\n    scheduler: {type: round_robin}\n",
+         "pool 'default': scheduler.type 'round_robin' must be priority or fair_share"),
+        ("resource_pools:\n  - pool_name: default\n    scheduler: {default_priority: 100}\n",
+         "scheduler.default_priority 100 must be an integer from 1 to 99"),
+        ("resource_pools:\n  - pool_name: a.b\n", "pool 'a.b': the name must be letters, digits"),
+        ("resource_pools:\n  - description: x\n", "resource_pools[0] needs a `pool_name`; add one"),
+        ("pools: []\n", "needs a non-empty `resource_pools:` list"),
+        ("resource_pools: [\n", "is not YAML"),
+    ],
+)  # fmt: skip
+def test_a_bad_file_is_refused_naming_the_file_the_pool_and_the_fix(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(UsageError) as caught:
+        read_pools_file(path)
+    assert message in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="pools.yaml: cannot read it"):
+        read_pools_file(tmp_path / "pools.yaml")

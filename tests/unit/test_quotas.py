@@ -1,0 +1,123 @@
+"""The vCPU quota preflight of `det deploy aws up` (`det/_quotas.py`), on a fake of its two AWS calls:
+the need of each quota is summed over the pools drawing on it, on-demand and spot apart; a quota too low
+refuses with everything needed to fix it; a quota that cannot be read only warns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from chalicelib.domain.pools import PoolSpec, Provider
+from det._quotas import CONSOLE_URL, InstanceShape, QuotaError, check_quotas, quota_for
+
+SHAPES = {
+    "g5.xlarge": InstanceShape(vcpus=4, gpus=1),
+    "g5.2xlarge": InstanceShape(vcpus=8, gpus=1),
+    "p4d.24xlarge": InstanceShape(vcpus=96, gpus=8),
+    "c6i.large": InstanceShape(vcpus=2, gpus=0),
+    "inf2.xlarge": InstanceShape(vcpus=4, gpus=0),
+}
+
+
+class FakeCalls:
+    def __init__(self, quotas: Mapping[str, float]) -> None:
+        self.quotas = dict(quotas)
+        self.asked: list[str] = []
+
+    def instance_types(self, names: Sequence[str]) -> Mapping[str, InstanceShape]:
+        return {name: SHAPES[name] for name in names}
+
+    def service_quota(self, code: str) -> float | None:
+        self.asked.append(code)
+        return self.quotas.get(code)
+
+
+def pool(
+    name: str, *types: str, max_instances: int = 5, spot: bool = False, backend: str = "ec2"
+) -> PoolSpec:
+    provider = Provider(instance_types=types, max_instances=max_instances, spot=spot)
+    return PoolSpec(name, backend=backend, provider=provider, max_agents=max_instances)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "spot", "code"),
+    [
+        ("g5.xlarge", False, "L-DB2E81BA"),
+        ("vt1.3xlarge", False, "L-DB2E81BA"),
+        ("p4d.24xlarge", False, "L-417A185B"),
+        ("m5.large", False, "L-1216C47A"),
+        ("c6gn.medium", False, "L-1216C47A"),
+        ("g6e.xlarge", True, "L-3819A6DF"),
+        ("p5.48xlarge", True, "L-7212CCBC"),
+        ("t3.micro", True, "L-34B43A08"),
+    ],
+)
+def test_each_family_draws_on_its_quota(instance_type: str, spot: bool, code: str) -> None:
+    found = quota_for(instance_type, spot)
+    assert found is not None and found[0] == code
+
+
+def test_families_without_a_known_quota_have_none() -> None:
+    assert quota_for("inf2.xlarge", False) is None and quota_for("trn1.2xlarge", True) is None
+
+
+def test_slots_are_gpus_and_a_cpu_only_type_gives_one() -> None:
+    assert SHAPES["p4d.24xlarge"].slots == 8 and SHAPES["g5.xlarge"].slots == 1
+    assert SHAPES["c6i.large"].slots == 1
+
+
+def test_pools_within_their_quotas_pass_silently() -> None:
+    calls = FakeCalls({"L-DB2E81BA": 64, "L-1216C47A": 10})
+    pools = [pool("gpu", "g5.xlarge", max_instances=5), pool("cpu", "c6i.large", max_instances=5)]
+    assert check_quotas(calls, pools) == []
+    assert sorted(calls.asked) == ["L-1216C47A", "L-DB2E81BA"]
+
+
+def test_the_need_is_summed_over_pools_and_a_quota_too_low_refuses_naming_everything() -> None:
+    # 5 x 4 + 3 x 8 (the widest of the pool's types) = 44 G vCPUs on demand; the quota is 32.
+    calls = FakeCalls({"L-DB2E81BA": 32})
+    pools = [pool("a", "g5.xlarge", max_instances=5), pool("b", "g5.xlarge", "g5.2xlarge", max_instances=3)]
+
+    with pytest.raises(QuotaError) as caught:
+        check_quotas(calls, pools)
+
+    assert str(caught.value) == (
+        "pool 'a' (5 x g5.xlarge of 4 vCPUs) and pool 'b' (3 x g5.2xlarge of 8 vCPUs) need 44 vCPUs at most, "
+        "but the account's quota L-DB2E81BA (Running On-Demand G and VT instances) is 32 vCPUs; lower "
+        "max_instances or ask for more at https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas/L-DB2E81BA"
+    )
+
+
+def test_spot_and_on_demand_are_counted_apart() -> None:
+    calls = FakeCalls({"L-417A185B": 96, "L-7212CCBC": 96})
+    pools = [
+        pool("od", "p4d.24xlarge", max_instances=1),
+        pool("spot", "p4d.24xlarge", max_instances=1, spot=True),
+    ]
+    assert check_quotas(calls, pools) == []
+    with pytest.raises(
+        QuotaError, match=r"pool 'spot' \(2 x p4d.24xlarge of 96 vCPUs\) needs 192 vCPUs.*L-7212CCBC"
+    ):
+        check_quotas(calls, [pool("spot", "p4d.24xlarge", max_instances=2, spot=True)])
+
+
+def test_a_quota_that_cannot_be_read_warns_and_goes_on() -> None:
+    warnings = check_quotas(FakeCalls({}), [pool("gpu", "g5.xlarge", max_instances=5)])
+    assert warnings == [
+        "could not read the quota L-DB2E81BA (Running On-Demand G and VT instances); 20 vCPUs are needed, "
+        "check it at " + CONSOLE_URL.format(code="L-DB2E81BA")
+    ]
+
+
+def test_an_unknown_family_warns_and_local_and_sagemaker_pools_are_not_checked() -> None:
+    calls = FakeCalls({})
+    pools = [
+        PoolSpec("default"),
+        pool("sm", "ml.g5.xlarge", backend="sagemaker"),
+        pool("inf", "inf2.xlarge", backend="batch"),
+    ]
+    assert check_quotas(calls, pools) == [
+        "pool 'inf': no vCPU quota known for inf2.xlarge's family; not checked"
+    ]
+    assert calls.asked == []
