@@ -66,5 +66,8 @@ def describe_pools(pools: Iterable[Mapping[str, Any]]) -> str:
         if scheduler == "priority":
             scheduler += ", preemption" if pool.get("preemption") else ", no preemption"
         shape = f"{agents} agent{'' if agents == 1 else 's'} of {slots} slot{'' if slots == 1 else 's'}"
+        if pool.get("backend") == "ec2":
+            most = int(pool.get("max_instances") or 0)
+            shape = f"ec2: {pool.get('min_instances') or 0} to {most} instances of {slots} slot{'' if slots == 1 else 's'}"
         described.append(f"{pool.get('name')} ({shape}, {scheduler})")
     return "; ".join(described)

@@ -279,15 +279,25 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument(
         "--pool",
         action="append",
-        metavar="NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]",
+        metavar="NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]"
+        "[:backend=local|ec2][:min=N][:max=N][:spot=on|off][:idle=S]",
         help="start a resource pool with its own agents (repeatable; slots and agents default to --slots "
-        "and --agents); the pool 'default' always exists",
+        "and --agents; backend=ec2: an Auto Scaling group of min to max instances instead); the pool "
+        "'default' always exists",
     )
     up.add_argument(
         "--cluster-config",
         metavar="FILE",
         help="resource pools in the shape of Determined's master config (`resource_pools:` with pool_name, "
         "scheduler {type, preemption, default_priority}, plus agents and slots_per_agent)",
+    )
+    up.add_argument(
+        "--backend",
+        choices=["local", "ec2"],
+        default="local",
+        help="where the default pool's trials run: agents on this machine (local), or an EC2 Auto Scaling "
+        "group in the stack's moto that scales from zero with the queue, each instance an agent process "
+        "here (ec2; spot interruptions can be played, see infra/local_compute.py)",
     )
     up.add_argument(
         "--warm-start",

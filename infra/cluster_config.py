@@ -2,8 +2,10 @@
 `--cluster-config FILE` file, read into pools with their agents.
 
     --pool NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]
+           [:backend=local|ec2][:min=N][:max=N][:spot=on|off][:idle=SECONDS]
 
-(repeatable; `slots` and `agents` default to `--slots` and `--agents`) and, in the shape of Determined's
+(repeatable; `slots` and `agents` default to `--slots` and `--agents`; `--backend ec2` makes the default
+pool an ec2 one) and, in the shape of Determined's
 master config (its `resource_pools` list, plus the agents the local stack starts for each pool):
 
     resource_pools:
@@ -18,21 +20,31 @@ The pool "default" always exists (an experiment without `resources.resource_pool
 pool given explicitly declares its shape (agents × slots), so the control plane refuses at submission a
 trial that could never fit in it; the implicit default pool keeps its shape unknown, as before pools
 were configurable (more agents may join it by hand).
+
+A pool with `backend=ec2` starts no agent: it is an Auto Scaling group in the stack's moto, from `min`
+(default 0) to `max` (default `agents`) instances of `slots` slots, which the control plane scales from
+its queue and the local compute runner (`infra.local_compute`) turns into agent processes, one per
+running instance. `spot=on` makes its instances spot ones (a fake interruption can be sent to them);
+`idle` is how long an idle instance is kept (default 20 s here, Determined's 10 minutes on AWS).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from chalicelib.domain.pools import DEFAULT_POOL, DEFAULT_PRIORITY, SCHEDULER_KINDS, PoolSpec
+from chalicelib.domain.pools import DEFAULT_POOL, DEFAULT_PRIORITY, SCHEDULER_KINDS, PoolSpec, Provider
+from chalicelib.domain.pools import POOL_NAME as _NAME
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _ON = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
+#: The local stack's ec2 pools: an idle instance goes after this long, one whose agent never joined
+#: after this long is replaced (Determined's 10 and 20 minutes are for AWS).
+LOCAL_IDLE_S = 20.0
+LOCAL_STARTING_S = 60.0
+_OPTIONS = ("scheduler", "preemption", "priority", "slots", "agents", "backend", "min", "max", "spot", "idle")
 
 
 class ClusterConfigError(ValueError):
@@ -53,9 +65,11 @@ class LocalPool:
         return [f"{prefix}-{i}" for i in range(self.agents)]
 
 
-def local_pools(options: list[str], config_file: Path | None, *, slots: int, agents: int) -> list[LocalPool]:
+def local_pools(
+    options: list[str], config_file: Path | None, *, slots: int, agents: int, backend: str = "local"
+) -> list[LocalPool]:
     """The pools: those of the config file, then those of the options, then the implicit default pool
-    unless one of them is named "default"."""
+    unless one of them is named "default" (of `backend`: `ec2` makes it a group of up to `agents`)."""
     pools: list[LocalPool] = []
     if config_file is not None:
         pools.extend(read_cluster_config(config_file, slots=slots, agents=agents))
@@ -65,9 +79,14 @@ def local_pools(options: list[str], config_file: Path | None, *, slots: int, age
         if names.count(name) > 1:
             raise ClusterConfigError(f"pool {name!r} is given twice; name each pool once")
     if DEFAULT_POOL not in names:
-        # Its shape is known (this machine's agents): a trial it can never hold is refused at submission.
-        spec = PoolSpec(DEFAULT_POOL, slots_per_agent=slots, max_agents=agents)
-        pools.insert(0, LocalPool(spec, agents=agents, slots=slots))
+        if backend == "ec2":
+            pools.insert(0, parse_pool_option(f"{DEFAULT_POOL}:backend=ec2", slots=slots, agents=agents))
+        elif backend != "local":
+            raise ClusterConfigError(f"--backend {backend!r} is not available here; use local or ec2")
+        else:
+            # Its shape is known (this machine's agents): a trial it can never hold is refused at submission.
+            spec = PoolSpec(DEFAULT_POOL, slots_per_agent=slots, max_agents=agents)
+            pools.insert(0, LocalPool(spec, agents=agents, slots=slots))
     return pools
 
 
@@ -81,21 +100,51 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
                 f"--pool {text!r}: {setting!r} is not KEY=VALUE; e.g. --pool gpu:scheduler=fair_share:agents=2"
             )
         values[key] = value
-    unknown = sorted(set(values) - {"scheduler", "preemption", "priority", "slots", "agents"})
+    unknown = sorted(set(values) - set(_OPTIONS))
     if unknown:
         raise ClusterConfigError(
-            f"--pool {text!r}: unknown setting {unknown[0]!r}; use scheduler, preemption, priority, slots, agents"
+            f"--pool {text!r}: unknown setting {unknown[0]!r}; use {', '.join(_OPTIONS)}"
         )
     where = f"--pool {text!r}"
-    return _pool(
+    pool = _pool(
         where,
         name,
         scheduler=values.get("scheduler", "priority"),
-        preemption=_switch(where, values.get("preemption", "on")),
+        preemption=_switch(where, "preemption", values.get("preemption", "on")),
         default_priority=_count(where, "priority", values.get("priority", DEFAULT_PRIORITY)),
         slots=_count(where, "slots", values.get("slots", slots)),
         agents=_count(where, "agents", values.get("agents", agents)),
     )
+    backend = values.get("backend", "local")
+    if backend == "local":
+        extra = sorted(set(values) & {"min", "max", "spot", "idle"})
+        if extra:
+            raise ClusterConfigError(f"{where}: {extra[0]!r} is for backend=ec2 pools")
+        return pool
+    if backend != "ec2":
+        raise ClusterConfigError(f"{where}: backend {backend!r} is not available here; use local or ec2")
+    most = _count(where, "max", values.get("max", pool.agents))
+    least = int(values.get("min", "0")) if values.get("min", "0").isdigit() else -1
+    if not 0 <= least <= most:
+        raise ClusterConfigError(
+            f"{where}: min {values.get('min')!r} must be a whole number from 0 to max ({most})"
+        )
+    try:
+        idle = float(values.get("idle", LOCAL_IDLE_S))
+    except ValueError:
+        idle = -1.0
+    if idle <= 0:
+        raise ClusterConfigError(f"{where}: idle {values.get('idle')!r} must be a positive number of seconds")
+    provider = Provider(
+        instance_types=("g5.xlarge",),
+        min_instances=least,
+        max_instances=most,
+        spot=_switch(where, "spot", values.get("spot", "off")),
+        max_idle_agent_period_s=idle,
+        max_agent_starting_period_s=LOCAL_STARTING_S,
+    )
+    spec = replace(pool.spec, backend="ec2", provider=provider, max_agents=most)
+    return LocalPool(spec, agents=0, slots=pool.slots)
 
 
 def read_cluster_config(path: Path, *, slots: int, agents: int) -> list[LocalPool]:
@@ -184,9 +233,9 @@ def _pool(
     return LocalPool(spec, agents=agents, slots=slots)
 
 
-def _switch(where: str, value: str) -> bool:
+def _switch(where: str, key: str, value: str) -> bool:
     if value.lower() not in _ON:
-        raise ClusterConfigError(f"{where}: preemption={value!r} must be on or off")
+        raise ClusterConfigError(f"{where}: {key}={value!r} must be on or off")
     return _ON[value.lower()]
 
 

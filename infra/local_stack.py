@@ -36,12 +36,11 @@ from typing import Any
 from chalicelib.domain.pools import pools_to_json
 from infra.cluster_config import ClusterConfigError, LocalPool, local_pools
 from infra.leftovers import end_leftovers, record_agents
+from infra.local_agents import AgentLauncher
+from infra.local_compute import LocalCompute, with_groups
 from infra.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
 
 log = logging.getLogger("stratus.local")
-
-#: An agent whose stack's API has not answered for this long stops and ends its runs.
-AGENT_GIVE_UP_S = 60.0
 
 
 def free_port() -> int:
@@ -120,6 +119,8 @@ class LocalStack:
         self._agent_token = secrets.token_urlsafe(32)
         self.state = StateFolder(state_dir)
         self._clients: StateClients | None = None
+        self._launcher = AgentLauncher(self.state_dir, self.api_url, self._agent_token, warm_start)
+        self._compute: LocalCompute | None = None
 
     # ---- start ------------------------------------------------------------------------------------
 
@@ -154,7 +155,9 @@ class LocalStack:
                 "STRATUS_AGENT_TOKEN": self._agent_token,
             }
         )
-        os.environ["STRATUS_POOLS"] = pools_to_json(pool.spec for pool in self.pools)
+        os.environ["STRATUS_POOLS"] = pools_to_json(
+            with_groups([pool.spec for pool in self.pools], self.stack)
+        )
         # Agents learn of work by their doorbell: the heartbeat is only their liveness.
         os.environ.setdefault("STRATUS_AGENT_HEARTBEAT_S", str(LOCAL_AGENT_HEARTBEAT_S))
         # Metrics show within seconds on this machine, where requests cost nothing.
@@ -188,6 +191,18 @@ class LocalStack:
             "events": env["STRATUS_EVENTS_QUEUE_URL"],
         }
         log.info("resources of stack %r created", self.stack)
+        specs = with_groups([pool.spec for pool in self.pools], self.stack)
+        if any(spec.backend == "ec2" for spec in specs):
+            self._compute = LocalCompute(
+                stack=self.stack,
+                pools=specs,
+                session=boto3.session.Session(),
+                moto_url=self.moto_url,
+                launcher=self._launcher,
+                events_queue_url=self._queue_urls["events"],
+                state_dir=self.state_dir,
+            )
+            self._compute.create_groups()
         self._clients = StateClients(
             boto3.session.Session(), self.moto_url, names.region, f"{self.stack}-", names.log_group
         )
@@ -251,52 +266,17 @@ class LocalStack:
             self._pumps.append(ticker)
 
     def _start_agents(self) -> None:
-        # No agent gets the stack's agent secret: each gets its own credential, in a file it deletes.
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STRATUS_", "MOTO_"))}
+        # Every agent is a node on this machine: multi-node trials rendezvous on the loopback.
         for pool in self.pools:
             for agent_id in pool.agent_ids():
-                self._start_agent(env, agent_id, pool.spec.name, pool.slots)
+                self._agents.append(
+                    self._launcher.start(
+                        agent_id, pool.spec.name, pool.slots, extra=["--address", "127.0.0.1"]
+                    )
+                )
         record_agents(self.state_dir, [agent.pid for agent in self._agents])
-
-    def _start_agent(self, env: dict[str, str], agent_id: str, pool: str, slots: int) -> None:
-        from chalicelib.services.tokens import agent_credential
-
-        work_dir = self.state_dir / "agents" / agent_id
-        work_dir.mkdir(parents=True, exist_ok=True)
-        token_file = work_dir / "credential"
-        token_file.unlink(missing_ok=True)
-        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(agent_credential(self._agent_token, agent_id))
-        out = (self.state_dir / f"{agent_id}.log").open("ab")
-        cmd = [
-            sys.executable,
-            "-m",
-            "harness.agent",
-            "--api",
-            self.api_url,
-            "--agent-id",
-            agent_id,
-            "--pool",
-            pool,
-            "--slots",
-            str(slots),
-            "--work-dir",
-            str(work_dir),
-            "--token-file",
-            str(token_file),
-            # Every agent is a node on this machine: multi-node trials rendezvous on the loopback.
-            "--address",
-            "127.0.0.1",
-            # Killed with -9, the stack cannot stop its agents: each stops itself and ends its runs.
-            "--parent-pid",
-            str(os.getpid()),
-            "--give-up-after",
-            str(AGENT_GIVE_UP_S),
-            "--warm-start" if self.warm_start else "--no-warm-start",
-        ]
-        self._agents.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
-        log.info("agent %s of pool %s with %d slots", agent_id, pool, slots)
+        if self._compute is not None:
+            self._compute.start()  # the ec2 pools' agents come and go with their instances
 
     def _write_state(self) -> None:
         state = {
@@ -312,6 +292,15 @@ class LocalStack:
                     "preemption": pool.spec.preemption,
                     "agents": pool.agents,
                     "slots": pool.slots,
+                    "backend": pool.spec.backend,
+                    **(
+                        {
+                            "min_instances": pool.spec.provider.min_instances,
+                            "max_instances": pool.spec.provider.max_instances,
+                        }
+                        if pool.spec.provider is not None
+                        else {}
+                    ),
                 }
                 for pool in self.pools
             ],
@@ -333,6 +322,8 @@ class LocalStack:
                 agent.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 agent.kill()
+        if self._compute is not None:
+            self._compute.stop()
         for pump in self._pumps:
             pump.stop()
         if self._http is not None:

@@ -37,9 +37,9 @@ class AwsAutoScaling:
             AutoScalingGroupName=name, DesiredCapacity=desired, HonorCooldown=False
         )
 
-    def terminate(self, instance_id: str) -> None:
+    def terminate(self, instance_id: str, *, decrement: bool = True) -> None:
         clients.client("autoscaling").terminate_instance_in_auto_scaling_group(
-            InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
+            InstanceId=instance_id, ShouldDecrementDesiredCapacity=decrement
         )
 
 

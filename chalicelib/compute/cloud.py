@@ -37,7 +37,8 @@ class AutoScalingApi(Protocol):
 
     def set_desired(self, name: str, desired: int) -> None: ...
 
-    def terminate(self, instance_id: str) -> None:
+    def terminate(self, instance_id: str, *, decrement: bool = True) -> None:
         """Terminate one instance of its group and lower the group's desired size by one (so that it is
-        not replaced): the only way the control plane shrinks a group, choosing which instance goes."""
+        not replaced): the only way the control plane shrinks a group, choosing which instance goes.
+        Without `decrement` the group replaces it at once (a drained instance about to be reclaimed)."""
         ...

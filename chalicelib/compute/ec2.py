@@ -41,7 +41,9 @@ class Ec2Scaler:
     def set_demand(self, spec: PoolSpec, demand: Demand) -> None:
         provider = _provider(spec)
         per_agent = spec.slots_per_agent or 1
-        alive = [h for h in self._agents.alive(spec.name, self._timeout_s) if h.accepting]
+        hosts = self._agents.alive(spec.name, self._timeout_s)
+        alive = [h for h in hosts if h.accepting]
+        drained = {h.host_id for h in hosts if not h.accepting}
         blocked = [*demand.blocked, *[per_agent] * math.ceil(demand.unread_slots / per_agent)]
         target = scale_out_target(
             alive=len(alive),
@@ -50,14 +52,23 @@ class Ec2Scaler:
             min_instances=provider.min_instances,
             max_instances=provider.max_instances,
         )
-        if target <= len(alive):
+        if target <= len(alive) and not drained:
             return
         group = self._group(provider)
-        if group is None or target <= group.desired:
+        if group is None:
             return
-        log.info("pool %s: %d instance(s) wanted (%d alive); group %s desired %d -> %d", spec.name,
-                 target, len(alive), group.name, group.desired, target)  # fmt: skip
-        self._api.set_desired(group.name, target)
+        if drained:
+            # Draining instances (about to be reclaimed) that hold nothing any more: replaced now rather
+            # than at the reclaim, so that what they ran (requeued, waiting here) resumes sooner.
+            holding = {p.agent_id for run in self._runs.allocated(spec.name) for p in run.placements}
+            members = {i.instance_id for i in group.live()}
+            for instance_id in sorted((drained & members) - holding):
+                log.info("pool %s: replacing drained instance %s", spec.name, instance_id)
+                self._api.terminate(instance_id, decrement=False)
+        if target > group.desired:
+            log.info("pool %s: %d instance(s) wanted (%d alive); group %s desired %d -> %d", spec.name,
+                     target, len(alive), group.name, group.desired, target)  # fmt: skip
+            self._api.set_desired(group.name, target)
 
     def sweep(self, spec: PoolSpec) -> None:
         provider = _provider(spec)
@@ -91,11 +102,15 @@ class Ec2Scaler:
             instances, now=self._clock.now(), periods=periods, min_instances=provider.min_instances,
             queue_waiting=waiting,
         )  # fmt: skip
+        chosen = {instance_id for instance_id, _ in victims}
+        for instance in instances:
+            if instance.draining and not instance.holds_runs and instance.instance_id not in chosen:
+                victims.append((instance.instance_id, "drained: its machine is being reclaimed"))
         for instance_id, reason in victims:
             if instance_id in records:
                 self._agents.set_draining(instance_id)
             log.info("pool %s: terminating instance %s: %s", spec.name, instance_id, reason)
-            self._api.terminate(instance_id)
+            self._api.terminate(instance_id, decrement=not waiting)
         left = len(live) - len(victims)
         if not waiting and group.desired - len(victims) > max(left, provider.min_instances):
             # Instances asked for and never come, with nothing waiting for them any more.

@@ -32,12 +32,14 @@ class MemoryAutoScaling:
         self.groups[name] = Group(name, desired, group.min_size, group.max_size, group.instances)
         self._fill(name)
 
-    def terminate(self, instance_id: str) -> None:
-        self.calls.append(("terminate", instance_id))
+    def terminate(self, instance_id: str, *, decrement: bool = True) -> None:
+        self.calls.append(("terminate", instance_id, decrement))
         for name, group in self.groups.items():
             kept = tuple(i for i in group.instances if i.instance_id != instance_id)
             if len(kept) < len(group.instances):
-                self.groups[name] = Group(name, group.desired - 1, group.min_size, group.max_size, kept)
+                desired = group.desired - 1 if decrement else group.desired
+                self.groups[name] = Group(name, desired, group.min_size, group.max_size, kept)
+                self._fill(name)
                 return
         raise KeyError(f"no group holds instance {instance_id}")
 

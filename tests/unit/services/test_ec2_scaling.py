@@ -106,6 +106,13 @@ def test_a_spot_warning_drains_the_agent_and_preempts_its_run(ports, flow) -> No
     answer = runs.heartbeat(ports, instance, DEFAULT_POOL, 1, [run_id])
     assert answer["preempt"] == [run_id]  # the agent passes it on: the trial checkpoints and exits
 
+    runs.exited(ports, instance, run_id, 0, "preempted")
+    assert flow.exit_answer(run_id)["requeue"] is True
+    flow.request_slots(trial_id, attempt=2)  # the workflow requeues it
+    assert ("terminate", instance, False) in ports.autoscaling.calls  # replaced before its reclaim
+    (replacement,) = ports.autoscaling.instance_ids(GROUP)
+    assert replacement != instance and ports.autoscaling.groups[GROUP].desired == 1
+
 
 def test_a_run_lost_with_a_reclaimed_instance_is_requeued_not_restarted(ports, flow) -> None:
     (trial_id,) = flow.trial_ids(flow.submit().id)

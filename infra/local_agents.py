@@ -1,0 +1,75 @@
+"""Agent processes of the local stack: one per agent of a local pool (`infra.local_stack`), and one per
+running instance of an ec2 pool (`infra.local_compute`). Each gets its own credential in a file it deletes
+once read, never the stack's agent secret, and an environment without the stack's AWS and Stratus
+variables."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("stratus.local")
+
+#: An agent whose stack's API has not answered for this long stops and ends its runs.
+AGENT_GIVE_UP_S = 60.0
+
+
+@dataclass(frozen=True)
+class AgentLauncher:
+    """What every agent process of one local stack shares."""
+
+    state_dir: Path
+    api_url: str
+    agent_token: str
+    warm_start: bool = False
+
+    def start(
+        self, agent_id: str, pool: str, slots: int, *, extra: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
+        """Start the agent `agent_id` of a local pool `pool` with `slots` slots (`extra`: more flags)."""
+        line = ["-m", "harness.agent", "--api", self.api_url, "--agent-id", agent_id]
+        return self.start_line(agent_id, [*line, "--pool", pool, "--slots", str(slots)], extra=extra)
+
+    def start_line(
+        self, agent_id: str, line: Sequence[str], *, extra: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
+        """Start an agent from its command line after the interpreter (`-m harness.agent ...`, e.g. the line
+        of an ec2 instance's user data), as agent `agent_id` of this stack: its `--work-dir` is moved under
+        the state folder, and it gets a credential file and the local stack's flags."""
+        from chalicelib.services.tokens import agent_credential
+
+        work_dir = self.state_dir / "agents" / agent_id
+        work_dir.mkdir(parents=True, exist_ok=True)
+        token_file = work_dir / "credential"
+        token_file.unlink(missing_ok=True)
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(agent_credential(self.agent_token, agent_id))
+        args = list(line)
+        if "--work-dir" in args:
+            del args[args.index("--work-dir") : args.index("--work-dir") + 2]
+        cmd = [
+            sys.executable,
+            *args,
+            "--work-dir",
+            str(work_dir),
+            "--token-file",
+            str(token_file),
+            # Killed with -9, the stack cannot stop its agents: each stops itself and ends its runs.
+            "--parent-pid",
+            str(os.getpid()),
+            "--give-up-after",
+            str(AGENT_GIVE_UP_S),
+            "--warm-start" if self.warm_start else "--no-warm-start",
+            *extra,
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STRATUS_", "MOTO_"))}
+        with (self.state_dir / f"{agent_id}.log").open("ab") as out:
+            process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        log.info("agent %s: %s", agent_id, " ".join(args))
+        return process
