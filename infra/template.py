@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec
+from chalicelib.services.scheduler import EVERY_POOL
 from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
 from contract.messages import Sweep
@@ -104,7 +105,7 @@ def _sweep_schedule() -> dict[str, Any]:
         "SweepRule": {
             "Type": "AWS::Events::Rule",
             "Properties": {
-                "Description": "Scheduling pass of the default pool: ends the runs of lost agents",
+                "Description": "A sweep of every pool: ends the runs of lost agents, lets idle instances go",
                 "ScheduleExpression": "rate(1 minute)",
                 "State": "ENABLED",
                 "Targets": [
@@ -114,10 +115,11 @@ def _sweep_schedule() -> dict[str, Any]:
                         # The event's time makes every minute's body (its deduplication id) unique.
                         "InputTransformer": {
                             "InputPathsMap": {"time": "$.time"},
-                            # EventBridge fills in <time>: the body of a contract.messages.Sweep.
-                            "InputTemplate": json.dumps(Sweep("default", at="<time>").to_body()),
+                            # EventBridge fills in <time>: the body of a contract.messages.Sweep, for
+                            # every pool (the scheduler sends one sweep per configured pool on).
+                            "InputTemplate": json.dumps(Sweep(EVERY_POOL, at="<time>").to_body()),
                         },
-                        "SqsParameters": {"MessageGroupId": "default"},
+                        "SqsParameters": {"MessageGroupId": "sweep"},
                     }
                 ],
             },

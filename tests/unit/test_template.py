@@ -80,9 +80,9 @@ def test_a_sweep_reaches_the_scheduler_queue_every_minute_and_only_from_its_rule
     assert rule["ScheduleExpression"] == "rate(1 minute)"
     (target,) = rule["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": ["SchedulerQueue", "Arn"]}
-    assert target["SqsParameters"] == {"MessageGroupId": "default"}
+    assert target["SqsParameters"] == {"MessageGroupId": "sweep"}  # fanned out per pool by the scheduler
     body = target["InputTransformer"]["InputTemplate"].replace("<time>", "2026-11-22T13:00:00Z")
-    assert json.loads(body) == {"type": "sweep", "pool": "default", "at": "2026-11-22T13:00:00Z"}
+    assert json.loads(body) == {"type": "sweep", "pool": "*", "at": "2026-11-22T13:00:00Z"}
     # EventBridge gives no deduplication id: the FIFO queue deduplicates by content (unique per minute).
     assert resources["SchedulerQueue"]["Properties"]["ContentBasedDeduplication"] is True
     (statement,) = resources["SchedulerQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
