@@ -65,7 +65,9 @@ def rows(sweep_ms: float, package_mb: float, ec2_pools: int = 0) -> list[tuple[s
     fifo = sum(1 for s in sources if s["Properties"]["EventSourceArn"]["Fn::GetAtt"][0] == "SchedulerQueue")
     secrets = sum(1 for r in resources.values() if r["Type"] == "AWS::SecretsManager::Secret")
     groups = [r for r in resources.values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"]
-    assert all("DesiredCapacity" not in g["Properties"] and int(g["Properties"]["MinSize"]) == 0 for g in groups)
+    assert all(
+        "DesiredCapacity" not in g["Properties"] and int(g["Properties"]["MinSize"]) == 0 for g in groups
+    )
     ticks = MINUTES_A_MONTH  # rate(1 minute)
     sweeps = ticks * len(configured)  # one per pool, fanned out from each tick
     polls_per_queue = POLLERS_PER_QUEUE * MINUTES_A_MONTH * 60 / LONG_POLL_S

@@ -236,6 +236,8 @@ def up(
     slots = f"{state.slots} slot" + ("" if state.slots == 1 else "s")
     if state.agents > 1:
         slots = f"{state.agents} agents of {slots}"
+    if len(state.pools) == 1 and state.pools[0].get("backend", "local") != "local":
+        slots = describe_pools(state.pools)  # an EC2 pool: no agent runs until something waits
     rt.say(f"Stratus local stack is up: {state.api_url} ({slots}, pid {state.pid})")
     if len(state.pools) > 1:
         rt.say("  resource pools: " + describe_pools(state.pools))

@@ -339,6 +339,33 @@ def test_up_passes_pools_and_a_cluster_config_to_the_stack_and_lists_them(tmp_pa
     )
 
 
+def test_up_with_the_ec2_backend_makes_the_default_pool_a_group(tmp_path: Path) -> None:
+    directory = tmp_path / "local"
+    started: list[list[str]] = []
+    pools = [
+        {"name": "default", "scheduler": "priority", "preemption": True, "agents": 0, "slots": 2,
+         "backend": "ec2", "min_instances": 0, "max_instances": 1},
+    ]  # fmt: skip
+
+    def spawn(command: list[str], log: Path) -> FakeProcess:
+        started.append(command)
+        write_state(directory, 4242, pools=pools)
+        return FakeProcess(4242)
+
+    streams = Streams()
+    code = _deploy.up(
+        up_args(backend="ec2"), runtime(tmp_path, streams), spawn=spawn, alive=lambda pid: False,
+        port_taken=lambda port: False,
+    )  # fmt: skip
+
+    assert code == 0, streams.err.getvalue()
+    assert started[0][-2:] == ["--pool", "default:backend=ec2"]
+    assert (
+        "(default (ec2: 0 to 1 instances of 2 slots, priority, preemption), pid 4242)"
+        in streams.out.getvalue()
+    )
+
+
 def test_up_refuses_a_cluster_config_that_is_not_a_file(tmp_path: Path) -> None:
     streams = Streams()
     code = cli.main(

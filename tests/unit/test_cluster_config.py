@@ -109,3 +109,31 @@ def test_a_bad_cluster_config_says_what_to_fix(tmp_path: Path, text, said):
 def test_a_missing_cluster_config_is_named(tmp_path: Path):
     with pytest.raises(ClusterConfigError, match="cannot read the cluster config"):
         local_pools([], tmp_path / "nope.yaml", slots=1, agents=1)
+
+
+def test_an_ec2_pool_is_a_group_that_starts_no_agent():
+    (default,) = local_pools([], None, slots=1, agents=3, backend="ec2")
+    assert default.agents == 0 and default.agent_ids() == []  # its agents come with its instances
+    assert default.spec.backend == "ec2" and default.spec.max_agents == 3
+    provider = default.spec.provider
+    assert provider is not None and (provider.min_instances, provider.max_instances) == (0, 3)
+    assert not provider.spot and provider.max_idle_agent_period_s == 20.0
+    gpu = parse_pool_option("gpu:backend=ec2:min=1:max=4:slots=2:spot=on:idle=5", slots=1, agents=1)
+    assert gpu.spec.slots_per_agent == 2 and gpu.spec.provider is not None
+    assert (gpu.spec.provider.min_instances, gpu.spec.provider.max_instances) == (1, 4)
+    assert gpu.spec.provider.spot and gpu.spec.provider.max_idle_agent_period_s == 5.0
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ("gpu:backend=batch", "backend 'batch' is not available here; use local or ec2"),
+        ("gpu:max=3", "'max' is for backend=ec2 pools"),
+        ("gpu:backend=ec2:min=5:max=2", "min '5' must be a whole number from 0 to max (2)"),
+        ("gpu:backend=ec2:spot=maybe", "spot='maybe' must be on or off"),
+        ("gpu:backend=ec2:idle=-1", "idle '-1' must be a positive number of seconds"),
+    ],
+)
+def test_a_bad_ec2_pool_option_says_what_to_fix(option, said):
+    with pytest.raises(ClusterConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        parse_pool_option(option, slots=1, agents=1)
