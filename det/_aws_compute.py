@@ -187,7 +187,8 @@ def with_slots(
                     f"{source}: pool {pool['name']!r} mixes instance types of different GPU counts ({shown}); "
                     "an agent's slots are its pool's, so give types of one GPU count"
                 )
-            pool = pool | {"slots_per_agent": slots[kinds[0]]}
+            gpus = shapes[_ec2_type(kinds[0])].gpus
+            pool = pool | {"slots_per_agent": slots[kinds[0]], "provider": pool["provider"] | {"gpus": gpus}}
         done.append(pool)
     return done
 

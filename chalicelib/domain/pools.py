@@ -53,6 +53,8 @@ class Provider:
     image: str = ""
     #: The backend's resource for this pool: the Auto Scaling group, the Batch job queue (set at deploy).
     group: str = ""
+    #: GPUs of each instance (0: a CPU type; its trials get the CPU flavour of `environment`).
+    gpus: int = 0
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import tokens
+from chalicelib.services import images, tokens
 from chalicelib.services.ports import Ports
 from contract import messages
 from contract.entrypoint import legacy_trial_argv
@@ -58,8 +58,11 @@ def handle_launch(ports: Ports, message: messages.Launch) -> None:
         ports.runs.exit(run_id, 0, "stopped before it was launched")
         run = ports.runs.get(run_id) or run
     if run.state == RunState.ASSIGNED:
-        ports.compute.launch(run_id, message.token)
+        launched = ports.compute.launch(run_id, message.token)
         ports.trials.transition(run.trial_id, TrialState.PULLING)
+        experiment = ports.experiments.get(run.experiment_id)
+        if launched is not None and experiment is not None:
+            images.note_unused_image(ports, launched, experiment)
     elif run.state == RunState.EXITED:
         # The run ended before its launch was processed: answer the token so the workflow moves on.
         exit_code = run.exit_code if run.exit_code is not None else -1
@@ -337,8 +340,7 @@ def launch_spec(ports: Ports, held: Run | Node) -> LaunchSpec:
     if trial is None or experiment is None:
         raise NotFoundError(f"trial of run {run.run_id} not found")
     config = experiment.parsed_config
-    # GPU flavours of images and variables come with the GPU backends; agents run the CPU flavour for now.
-    environment = config.environment.variables_for(gpu=False)
+    environment = config.environment.variables_for(gpu=images.on_gpus(settings.pool(run.pool)))
     # How often its reports are sent, as this backend sets it (the experiment's own value wins).
     environment.setdefault(REPORT_INTERVAL, f"{settings.report_interval_s:g}")
     node = held if isinstance(held, Node) else None

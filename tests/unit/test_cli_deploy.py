@@ -467,7 +467,7 @@ def test_aws_up_without_flags_plans_one_ec2_pool_of_one_gpu_agents_on_the_deep_l
     assert plan.pools is not None
     (pool,) = plan.pools
     assert (pool.name, pool.backend, pool.slots_per_agent, pool.max_agents) == ("default", "ec2", 1, 5)
-    assert pool.provider == Provider(("g5.xlarge",), 0, 5, False, "", 600.0, 1200.0)
+    assert pool.provider == Provider(("g5.xlarge",), 0, 5, False, "", 600.0, 1200.0, gpus=1)
     assert plan.parameters == {"AgentAmiId": "ami-0aaaaaaaaaaaaaaaa", "AgentSubnetIds": "subnet-a,subnet-b",
                                "AgentVpcId": "vpc-1", "InboundCidr": "0.0.0.0/0", "KeyName": ""}  # fmt: skip
     assert plan.ami_source == _aws_compute.DLAMI_PARAMETER and plan.warnings == ()
@@ -487,7 +487,7 @@ def test_aws_up_takes_determineds_compute_flags() -> None:
     assert plan.pools is not None
     (pool,) = plan.pools
     assert (pool.slots_per_agent, pool.max_agents) == (8, 2)
-    assert pool.provider == Provider(("p4d.24xlarge",), 1, 2, True, "9.50", 300.0, 3600.0)
+    assert pool.provider == Provider(("p4d.24xlarge",), 1, 2, True, "9.50", 300.0, 3600.0, gpus=8)
     assert plan.parameters == {"AgentAmiId": "ami-0123456789abcdef0", "AgentSubnetIds": "subnet-x,subnet-y,subnet-z",
                                "AgentVpcId": "vpc-given", "InboundCidr": "203.0.113.0/24", "KeyName": "me"}  # fmt: skip
     assert plan.ami_source == "--agent-ami"
