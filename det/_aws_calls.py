@@ -161,29 +161,34 @@ class AwsCalls:
         """The package's key in the bucket (named by its hash: an unchanged package is not sent again)."""
         digest = hashlib.sha256(package.read_bytes()).hexdigest()
         key = f"deploy/stratus-{digest[:16]}.zip"
+        self.upload_once(rt, bucket, package, key)
+        return key
+
+    def upload_once(self, rt: Runtime, bucket: str, path: Path, key: str) -> bool:
+        """Send the file to `key` unless an object is there already (the keys name their content's hash);
+        whether it was sent."""
         s3 = self._session.client("s3")
         try:
             s3.head_object(Bucket=bucket, Key=key)
             rt.note(f"package {key} already uploaded")
-            return key
+            return False
         except self._errors.ClientError:
             pass
-        size = package.stat().st_size
+        size = path.stat().st_size
         sent = [0]
         tty = rt.err_is_tty()
 
         def progress(count: int) -> None:
             sent[0] += count
             if tty:
-                rt.err.write(f"\r  uploading {package.name}: {sent[0] / 2**20:.1f} / {size / 2**20:.1f} MiB")
+                rt.err.write(f"\r  uploading {path.name}: {sent[0] / 2**20:.1f} / {size / 2**20:.1f} MiB")
                 rt.err.flush()
 
-        s3.upload_file(str(package), bucket, key, Callback=progress)
+        s3.upload_file(str(path), bucket, key, Callback=progress)
         rt.note(
-            ("\n" if tty else "")
-            + f"  uploaded {package.name} ({size / 2**20:.1f} MiB) as s3://{bucket}/{key}"
+            ("\n" if tty else "") + f"  uploaded {path.name} ({size / 2**20:.1f} MiB) as s3://{bucket}/{key}"
         )
-        return key
+        return True
 
     def delete_bucket(self, bucket: str) -> int:
         s3 = self._session.client("s3")

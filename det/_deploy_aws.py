@@ -7,13 +7,14 @@ AWS tool takes them (`--profile`, `--region`, or the environment and `~/.aws`); 
 every call at another endpoint (the tests' moto server).
 
 `up` builds the control plane's Lambda package (`infra/package.py`, or `--package ZIP`), makes the
-bucket if it is new, uploads the package there (named by its hash: an unchanged one is not sent again)
-and creates or updates the stack of `infra/template.py`: the infrastructure, the Lambda functions (the API
-and one per queue, fed by it) and the REST API with each route's authorization, wired together (the API's
-URL included) in one deployment; it prints the `DET_MASTER` to use. Its resource pools and their agents'
-AMI and network come from Determined's compute flags or a pools file (`det/_aws_compute.py`), checked
-against the account's vCPU quotas first. `down` scales the stack's Auto Scaling groups to zero before
-deleting it.
+bucket if it is new, uploads the package there (named by its hash: an unchanged one is not sent again),
+with EC2 pools also the agents' wheel (`infra/compute_package.py`, at `compute/<sha256>/<wheel>`: the
+stack's `ComputeKey`), and creates or updates the stack of `infra/template.py`: the infrastructure, the
+Lambda functions (the API and one per queue, fed by it) and the REST API with each route's authorization,
+wired together (the API's URL included) in one deployment; it prints the `DET_MASTER` to use. Its
+resource pools and their agents' AMI and network come from Determined's compute flags or a pools file
+(`det/_aws_compute.py`), checked against the account's vCPU quotas first. `down` scales the stack's Auto
+Scaling groups to zero before deleting it.
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from det._aws_calls import AwsCalls
 from det._aws_compute import add_compute_arguments, describe, plan_compute, scale_groups_to_zero
 from det._render import table
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
+
+if TYPE_CHECKING:
+    from infra.compute_package import Wheel
 
 #: The tag every Stratus stack carries (how `list` finds them).
 CLUSTER_TAG = "stratus:cluster-id"
@@ -136,19 +140,27 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     )
     rt.say("  tags: " + ", ".join(f"{t['Key']}={t['Value']}" for t in tags))
     rt.say(describe(compute))
+    declared = rendered.get("Parameters", {})
+    # The template declares ComputeKey with its EC2 pools: their instances install the agent from it.
+    agents = _compute_package() if "ComputeKey" in declared else None
+    if agents is not None:
+        rt.say(
+            f"  compute package: s3://{bucket}/{agents.key} ({agents.size / 1024:.0f} KiB, "
+            f"{agents.files} files; requires {', '.join(agents.requires)})"
+        )
     if args.dry_run:
         aws.validate(body)
-        rt.say(
-            f"dry run: the template ({len(body):,} bytes) is valid; nothing was built, uploaded or changed"
-        )
+        rt.say(f"dry run: the template ({len(body):,} bytes) is valid; nothing was uploaded or changed")
         return 0
     package = _package(rt, args.package)
     if not kept:
         aws.make_bucket(bucket, tags)
     key = aws.upload_package(rt, bucket, package)
     parameters = {"BucketName": bucket, "CreateBucket": "false", "CodeKey": key}
-    declared = rendered.get("Parameters", {})
     parameters |= {name: value for name, value in compute.parameters.items() if name in declared}
+    if agents is not None:
+        aws.upload_once(rt, bucket, agents.path, agents.key)
+        parameters["ComputeKey"] = agents.key
     since = aws.last_event_time(stack) if existing is not None else None
     started = aws.deploy(stack, body, parameters, tags, update=existing is not None)
     if not started:
@@ -192,6 +204,19 @@ def _package(rt: Runtime, given: str | None) -> Path:
     built = build(ROOT / "build" / "lambda" / "stratus.zip")
     rt.note(built.summary())
     return built.path
+
+
+def _compute_package() -> Wheel:
+    """The EC2 agents' wheel (`infra/compute_package.py`), built now from this checkout's sources: the
+    same sources give the same bytes, hence the same key, which is not uploaded again."""
+    from infra.compute_package import ROOT, build
+
+    if not (ROOT / "pyproject.toml").is_file() or not (ROOT / "harness").is_dir():
+        raise UsageError(
+            "the EC2 agents' package is built from a Stratus checkout (pyproject.toml, harness/); run det "
+            "from one, or deploy without EC2 pools (--no-compute)"
+        )
+    return build(ROOT / "build" / "compute")
 
 
 @_aws_errors

@@ -60,7 +60,7 @@ PARAMETERS: Template = {
     "ComputeKey": {
         "Type": "String",
         "Default": "",
-        "AllowedPattern": r"^(compute/[A-Za-z0-9._+-]+)?$",
+        "AllowedPattern": r"^(compute/([0-9a-f]{64}/)?[A-Za-z0-9._+-]+)?$",
         "Description": "The agents' package in the bucket (compute/...), uploaded by det deploy aws up; "
         "empty: the instances cannot install the agent",
     },

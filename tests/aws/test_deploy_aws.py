@@ -2,11 +2,15 @@
 changes nothing; up uploads the package and makes the functions, their event sources and the API; down
 and up again keep the bucket and adopt it; bad names are refused. The package here is a small stand-in
 (moto stores a function's code, never runs it): the real one is built and import-checked by
-tests/integration/test_lambda_package.py."""
+tests/integration/test_lambda_package.py. With an ec2 pool, up builds the agents' wheel from this checkout
+(infra/compute_package.py, tested by tests/integration/test_compute_package.py), uploads it once and names
+it in the stack's ComputeKey."""
 
 from __future__ import annotations
 
+import hashlib
 import io
+import re
 import uuid
 import zipfile
 from pathlib import Path
@@ -187,7 +191,11 @@ def test_a_dry_run_with_determineds_compute_flags_shows_the_pool_the_ami_and_the
     assert "1 AutoScaling::AutoScalingGroup" in out and "dry run: the template" in out
     # moto's Service Quotas know no EC2 quota: a warning, and up goes on.
     assert "warning: could not read the quota L-7212CCBC (All P Spot Instance Requests); 192 vCPUs" in err
-    assert not _tables(stack)
+    # The agents' wheel is built (its key is its hash) but not uploaded: there is no bucket yet.
+    bucket = f"{stack.lower()}-123456789012-us-east-1"
+    assert re.search(rf"compute package: s3://{bucket}/{_COMPUTE_KEY}", out), out
+    assert "requires zstandard>=0.23" in out
+    assert not _tables(stack) and bucket not in _buckets()
 
 
 def test_without_agent_ami_the_deep_learning_ami_is_looked_up_in_ssm(det) -> None:
@@ -218,14 +226,32 @@ def test_a_quota_too_low_refuses_up(det) -> None:
 
 
 def test_up_with_an_ec2_pool_passes_the_agents_parameters_and_down_scales_its_group_to_zero(det) -> None:
-    stack, ami = _name(), _moto_ami()
-    code, out, err = det("up", "--cluster-id", stack, "--agent-ami", ami, "--min-dynamic-agents", "1",
-                         "--keypair", _key_pair(), "--inbound-cidr", "203.0.113.0/24")  # fmt: skip
+    stack, ami, key_pair = _name(), _moto_ami(), _key_pair()
+    flags = ("--cluster-id", stack, "--agent-ami", ami, "--min-dynamic-agents", "1", "--keypair", key_pair,
+             "--inbound-cidr", "203.0.113.0/24")  # fmt: skip
+    code, out, err = det("up", *flags)
     assert code == 0, err
     found = boto3.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
     parameters = {p["ParameterKey"]: p["ParameterValue"] for p in found["Parameters"]}
     assert parameters["AgentAmiId"] == ami and parameters["InboundCidr"] == "203.0.113.0/24"
     assert parameters["KeyName"].startswith("key-") and parameters["AgentVpcId"].startswith("vpc-")
+    # The agents' wheel: uploaded under its hash, by its own name, and named by the stack's ComputeKey.
+    bucket, compute_key = f"{stack.lower()}-123456789012-us-east-1", parameters["ComputeKey"]
+    assert re.fullmatch(_COMPUTE_KEY, compute_key) and f"compute package: s3://{bucket}/{compute_key}" in out
+    uploaded = (
+        rf"uploaded stratus_compute-0\.1\.0-py3-none-any\.whl \([\d.]+ MiB\) as s3://{bucket}/{compute_key}"
+    )
+    assert re.search(uploaded, err), err
+    body = boto3.client("s3").get_object(Bucket=bucket, Key=compute_key)["Body"].read()
+    assert hashlib.sha256(body).hexdigest() == compute_key.split("/")[1]
+    assert zipfile.ZipFile(io.BytesIO(body)).read("harness/agent/__main__.py")
+
+    code, out, err = det("up", *flags)  # the same sources: the same wheel, not sent again
+
+    assert code == 0, err
+    assert f"package {compute_key} already uploaded" in err and "uploaded stratus_compute" not in err
+    compute_objects = _all("s3", "list_objects_v2", "Contents", Bucket=bucket, Prefix="compute/")
+    assert [o["Key"] for o in compute_objects] == [compute_key]
     autoscaling, ec2 = boto3.client("autoscaling"), boto3.client("ec2")
     (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[f"{stack}-default"])[
         "AutoScalingGroups"
@@ -240,6 +266,10 @@ def test_up_with_an_ec2_pool_passes_the_agents_parameters_and_down_scales_its_gr
     assert "DELETE_COMPLETE" in err
     (reservation,) = ec2.describe_instances(InstanceIds=[instance])["Reservations"]
     assert reservation["Instances"][0]["State"]["Name"] == "terminated"
+
+
+#: The agents' wheel in the bucket: under the wheel's sha256, by the wheel's own name (pip reads it).
+_COMPUTE_KEY = r"compute/[0-9a-f]{64}/stratus_compute-0\.1\.0-py3-none-any\.whl"
 
 
 def _key_pair() -> str:
