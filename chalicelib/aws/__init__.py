@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from chalicelib.aws.autoscaling import AwsAutoScaling
+from chalicelib.aws.batch import AwsBatch
 from chalicelib.aws.bells import SqsBells
 from chalicelib.aws.checkpoint_table import DynamoCheckpoints, DynamoIds, DynamoMetrics
 from chalicelib.aws.experiment_table import DynamoExperiments
@@ -11,6 +12,7 @@ from chalicelib.aws.messaging import SqsQueues, StepFunctions
 from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
 from chalicelib.aws.storage import S3Blobs
 from chalicelib.aws.trial_table import DynamoTrials
+from chalicelib.compute.batch import BatchJobs
 from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
 from chalicelib.compute.router import ComputeRouter
@@ -25,8 +27,10 @@ def aws_ports() -> Ports:
     timeout, clock = settings.agent_timeout_s, SystemClock()
     compute = ComputeRouter(
         LocalAgents(runs, agents, timeout, bells),
+        runs,
         settings,
         ec2=lambda: Ec2Scaler(AwsAutoScaling(), agents, runs, clock, timeout),
+        batch=lambda: BatchJobs(AwsBatch(), agents, runs, clock, timeout, settings.stack),
     )
     return Ports(
         experiments=DynamoExperiments(),

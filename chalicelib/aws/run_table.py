@@ -239,6 +239,9 @@ class DynamoRuns(RunMoves):
             pk="run_id",
         )
 
+    def note_compute_ref(self, run_id: str, ref: str) -> None:
+        dynamo.update_fields(self._table, {"run_id": run_id}, {"compute_ref": ref}, pk="run_id")
+
     def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
         flag = "pausing" if pause else "requeue"
         dynamo.update_fields(self._table, {"run_id": run_id}, {"preempt": True, flag: True}, pk="run_id")

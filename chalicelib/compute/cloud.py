@@ -42,3 +42,28 @@ class AutoScalingApi(Protocol):
         not replaced): the only way the control plane shrinks a group, choosing which instance goes.
         Without `decrement` the group replaces it at once (a drained instance about to be reclaimed)."""
         ...
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A Batch job for a run: on `queue`, of `definition`, with the job definition's `Ref::` parameters;
+    `nodes` > 1 for a multi-node parallel job. `share` and `priority` feed the queue's fair-share policy
+    (Stratus' own scheduler has decided already; they only order jobs when capacity is short)."""
+
+    name: str
+    queue: str
+    definition: str
+    parameters: dict[str, str]
+    nodes: int = 1
+    share: str = ""
+    priority: int = 0
+
+
+class BatchApi(Protocol):
+    def submit(self, job: JobRequest) -> str:
+        """Submit the job; its id."""
+        ...
+
+    def terminate(self, job_id: str, reason: str) -> None:
+        """Stop the job whatever its state (nothing when it has ended)."""
+        ...

@@ -1,49 +1,84 @@
-"""The compute backend port as the control plane sees it: runs are launched, stopped and nudged through
-the agents (`LocalAgents`: an agent on a laptop and one on an EC2 instance pull their runs the same way),
-while the pool's size is each backend's own business: nothing to do for a `local` pool, the Auto Scaling
-group of an `ec2` pool (`chalicelib.compute.ec2`). The cloud clients are made only when a pool needs them."""
+"""The compute backend port as the control plane sees it, dispatching by the pool's backend:
+
+- `local` and `ec2`: runs are launched, stopped and nudged through the agents (`LocalAgents`: an agent on a
+  laptop and one on an EC2 instance pull their runs the same way); an `ec2` pool's size is its Auto
+  Scaling group's (`chalicelib.compute.ec2`).
+- `batch`: the pool's hosts are lanes, and a launched run is also submitted as a Batch job, whose agent
+  pulls it the same way; stopping the run terminates the job (`chalicelib.compute.batch`).
+
+The cloud clients are made only when a pool needs them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from chalicelib.compute.batch import BatchJobs
 from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
+from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
-from chalicelib.services.ports import Demand, Host
+from chalicelib.services.ports import Demand, Host, RunStore
 from chalicelib.settings import Settings
 
 
 class ComputeRouter:
-    def __init__(self, agents: LocalAgents, settings: Settings, ec2: Callable[[], Ec2Scaler]) -> None:
+    def __init__(
+        self,
+        agents: LocalAgents,
+        runs: RunStore,
+        settings: Settings,
+        *,
+        ec2: Callable[[], Ec2Scaler],
+        batch: Callable[[], BatchJobs],
+    ) -> None:
         self._agents = agents
+        self._runs = runs
         self._settings = settings
-        self._make_ec2 = ec2
+        self._make_ec2, self._make_batch = ec2, batch
         self._ec2: Ec2Scaler | None = None
+        self._batch: BatchJobs | None = None
 
     def hosts(self, pool: str) -> list[Host]:
-        return self._agents.hosts(pool)
+        spec = self._spec(pool, "batch")
+        return self._jobs().hosts(spec) if spec is not None else self._agents.hosts(pool)
 
     def set_demand(self, pool: str, demand: Demand) -> None:
-        spec = self._settings.pool(pool)
-        if spec is not None and spec.backend == "ec2":
+        spec = self._spec(pool, "ec2")
+        if spec is not None:
             self._scaler().set_demand(spec, demand)
 
     def sweep(self, pool: str) -> None:
-        spec = self._settings.pool(pool)
-        if spec is not None and spec.backend == "ec2":
+        spec = self._spec(pool, "ec2")
+        if spec is not None:
             self._scaler().sweep(spec)
 
     def launch(self, run_id: str, launch_token: str) -> Run | None:
-        return self._agents.launch(run_id, launch_token)
+        run = self._agents.launch(run_id, launch_token)
+        spec = self._spec(run.pool, "batch") if run is not None else None
+        if run is not None and spec is not None:
+            self._jobs().submit(spec, run)
+        return run
 
     def stop(self, run_id: str) -> None:
         self._agents.stop(run_id)
+        if any(spec.backend == "batch" for spec in self._settings.pools):
+            run = self._runs.get(run_id)  # None for a node id: the run's own stop terminates the job
+            if run is not None and self._spec(run.pool, "batch") is not None:
+                self._jobs().terminate(run, "Stratus stopped the run")
 
     def nudge(self, run_id: str) -> None:
         self._agents.nudge(run_id)
+
+    def _spec(self, pool: str, backend: str) -> PoolSpec | None:
+        spec = self._settings.pool(pool)
+        return spec if spec is not None and spec.backend == backend else None
 
     def _scaler(self) -> Ec2Scaler:
         if self._ec2 is None:
             self._ec2 = self._make_ec2()
         return self._ec2
+
+    def _jobs(self) -> BatchJobs:
+        if self._batch is None:
+            self._batch = self._make_batch()
+        return self._batch

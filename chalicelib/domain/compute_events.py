@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
+BATCH_STATE_CHANGE = "Batch Job State Change"
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,32 @@ class SpotInterruption:
     time: float | None
 
 
-def parse(event: Mapping[str, Any]) -> SpotInterruption | None:
+@dataclass(frozen=True)
+class BatchJobEnded:
+    """A Batch job of a run reached SUCCEEDED or FAILED: `runs` are its job parameters' run (or node)
+    ids, `exit_code` its container's (None when no container ran: never placed, its host reclaimed)."""
+
+    job_id: str
+    status: str
+    reason: str
+    exit_code: int | None
+    runs: tuple[str, ...]
+
+    @property
+    def infrastructure(self) -> bool:
+        """It ended for the machine's reasons, not the trial's (requeue, do not count a restart)."""
+        return self.exit_code is None or self.reason.startswith("Host EC2")
+
+
+def parse(event: Mapping[str, Any]) -> SpotInterruption | BatchJobEnded | None:
     detail = event.get("detail")
+    if (
+        event.get("source") == "aws.batch"
+        and event.get("detail-type") == BATCH_STATE_CHANGE
+        and isinstance(detail, Mapping)
+        and detail.get("status") in ("SUCCEEDED", "FAILED")
+    ):
+        return _batch_job_ended(detail)
     if (
         event.get("source") == "aws.ec2"
         and event.get("detail-type") == SPOT_WARNING
@@ -49,3 +74,20 @@ def _time(value: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def _batch_job_ended(detail: Mapping[str, Any]) -> BatchJobEnded | None:
+    parameters = detail.get("parameters")
+    job_id = detail.get("jobId")
+    if not isinstance(parameters, Mapping) or not isinstance(job_id, str):
+        return None
+    runs = tuple(r for r in str(parameters.get("runs", "")).split(",") if r)
+    container = detail.get("container")
+    code = container.get("exitCode") if isinstance(container, Mapping) else None
+    return BatchJobEnded(
+        job_id=job_id,
+        status=str(detail["status"]),
+        reason=str(detail.get("statusReason") or ""),
+        exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        runs=runs,
+    )

@@ -54,6 +54,8 @@ class Run(StoredRecord):
     nodes: tuple[Placement, ...] = ()
     #: The token of the workflow's launch (answered by the run's exit).
     launch_token: str | None = None
+    #: What the backend started for it, where it is not an agent's process (a Batch job's id).
+    compute_ref: str | None = None
     pid: int | None = None
     exit_code: int | None = None
     reason: str | None = None

@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from chalicelib.compute.batch import BatchJobs
 from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
 from chalicelib.compute.router import ComputeRouter
 from chalicelib.memory._checkpoints import MemoryCheckpoints, MemoryIds, MemoryMetrics
 from chalicelib.memory._clock import EPOCH_2026, MemoryClock, memory_settings
-from chalicelib.memory._cloud import MemoryAutoScaling
+from chalicelib.memory._cloud import MemoryAutoScaling, MemoryBatch
 from chalicelib.memory._compute import MemoryBells, RecordingCompute
 from chalicelib.memory._messaging import MemoryQueues, MemoryWorkflows, SchedulerMessage
 from chalicelib.memory._runs import MemoryAgents, MemoryRuns
@@ -36,6 +37,7 @@ __all__ = [
     "EPOCH_2026",
     "MemoryAgents",
     "MemoryAutoScaling",
+    "MemoryBatch",
     "MemoryBlobs",
     "MemoryCheckpoints",
     "MemoryClock",
@@ -77,6 +79,8 @@ class MemoryPorts(Ports):
     bells: MemoryBells
     #: The Auto Scaling groups of the stack's ec2 pools (`add_group` one per ec2 pool of the settings).
     autoscaling: MemoryAutoScaling
+    #: The Batch jobs submitted for the stack's batch pools.
+    batch: MemoryBatch
 
 
 def memory_ports(
@@ -89,15 +93,17 @@ def memory_ports(
     settings = settings or memory_settings()
     clock = clock or MemoryClock()
     runs, agents, bells = MemoryRuns(clock), MemoryAgents(clock), MemoryBells()
-    autoscaling = MemoryAutoScaling(clock)
+    autoscaling, batch = MemoryAutoScaling(clock), MemoryBatch()
     timeout = settings.agent_timeout_s
     backend = (
         compute(runs)
         if compute
         else ComputeRouter(
             LocalAgents(runs, agents, timeout, bells),
+            runs,
             settings,
             ec2=lambda: Ec2Scaler(autoscaling, agents, runs, clock, timeout),
+            batch=lambda: BatchJobs(batch, agents, runs, clock, timeout, settings.stack),
         )
     )
     return MemoryPorts(
@@ -117,4 +123,5 @@ def memory_ports(
         compute=backend,
         bells=bells,
         autoscaling=autoscaling,
+        batch=batch,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.compute.cloud import Group, GroupInstance
+from chalicelib.compute.cloud import Group, GroupInstance, JobRequest
 from chalicelib.services.ports import Clock
 
 
@@ -60,3 +60,19 @@ class MemoryAutoScaling:
             self._launched += 1
             instances.append(GroupInstance(f"i-{self._launched:04d}", "InService", self._clock.now()))
         self.groups[name] = Group(name, group.desired, group.min_size, group.max_size, tuple(instances))
+
+
+class MemoryBatch:
+    """Batch jobs that are recorded, never run: `submitted` and `terminated` for a test to read."""
+
+    def __init__(self) -> None:
+        self.submitted: dict[str, JobRequest] = {}
+        self.terminated: dict[str, str] = {}
+
+    def submit(self, job: JobRequest) -> str:
+        job_id = f"job-{len(self.submitted) + 1:04d}"
+        self.submitted[job_id] = job
+        return job_id
+
+    def terminate(self, job_id: str, reason: str) -> None:
+        self.terminated.setdefault(job_id, reason)

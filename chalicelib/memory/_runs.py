@@ -138,6 +138,11 @@ class MemoryRuns(RunMoves):
         if run is not None and run.get("state") == str(RunState.PENDING):
             run["wait_reason"] = reason[:1000]
 
+    def note_compute_ref(self, run_id: str, ref: str) -> None:
+        run = self.items.get(run_id)
+        if run is not None:
+            run["compute_ref"] = ref
+
     def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
         run = self.items.get(run_id)
         if run is not None:

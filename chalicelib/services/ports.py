@@ -206,6 +206,10 @@ class RunStore(Protocol):
         """Why a pending run waits (written by a pass only when it changed)."""
         ...
 
+    def note_compute_ref(self, run_id: str, ref: str) -> None:
+        """What the backend started for the run (a Batch job's id), to stop it by."""
+        ...
+
     def tell_to_stop(self, run_id: str, *, pause: bool) -> None:
         """Set `preempt` (its processes' `should_preempt()` turns true) and `pausing` (pause: its clean
         exit pauses the trial) or `requeue` (preempted: its clean exit requeues it)."""
