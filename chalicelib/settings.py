@@ -51,6 +51,10 @@ class Settings:
     #: The resource pools (`STRATUS_POOLS`, JSON: a list of `PoolSpec` fields; one "default" pool,
     #: priority scheduler with preemption, when unset).
     pools: tuple[PoolSpec, ...] = DEFAULT_POOLS
+    #: The name of the stack's agent role (`STRATUS_AGENT_ROLE_NAME`): an EC2 agent that signs
+    #: `POST /agents/{id}/iam-credential` as that role's session for its instance gets its credential.
+    #: Empty (the local stack): that route refuses every caller.
+    agent_role_name: str = ""
 
     def table(self, name: str) -> str:
         return f"{self.table_prefix}{name}"
@@ -123,6 +127,7 @@ def get_settings() -> Settings:
         report_interval_s=_report_interval(),
         presign_expiry_s=int(os.environ.get("STRATUS_PRESIGN_EXPIRY_S", DEFAULT_PRESIGN_EXPIRY_S)),
         pools=_pools(),
+        agent_role_name=os.environ.get("STRATUS_AGENT_ROLE_NAME", "").strip(),
     )
 
 

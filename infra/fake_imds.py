@@ -4,7 +4,10 @@ one static answer for every caller, without spot notices (docs/aws-compute-plan.
 An instance's ``--imds-url`` is ``http://127.0.0.1:PORT/<instance-id>``: its agent PUTs
 ``/<instance-id>/latest/api/token`` (400 without ``X-aws-ec2-metadata-token-ttl-seconds``, 1 to 21600)
 and GETs ``/<instance-id>/latest/meta-data/...`` with that instance's live token in
-``X-aws-ec2-metadata-token`` (else 401); ``spot/instance-action`` answers 404 until `interrupt`.
+``X-aws-ec2-metadata-token`` (else 401); ``spot/instance-action`` answers 404 until `interrupt`. Each
+instance has an instance profile's role (`FAKE_ROLE` unless `add` names another, or None: no profile):
+``iam/security-credentials/`` lists it and ``iam/security-credentials/<role>`` gives fake temporary keys
+in AWS's shape (new ones after `rotate_keys`), for the agent's SigV4 call (`harness.agent._iam`).
 `answer` is the whole behaviour, wire-free (`handle` serves it to an `InMemoryTransport`); the server is
 a thin stdlib wire in daemon threads.
 
@@ -21,8 +24,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -33,6 +36,23 @@ TOKEN_HEADER = "x-aws-ec2-metadata-token"
 MAX_TTL_S = 21600  # six hours: the longest token IMDS grants
 _TOKEN_PATH = "latest/api/token"
 _META = "latest/meta-data/"
+#: The role of an instance's profile unless `FakeImds.add` names another.
+FAKE_ROLE = "stratus-fake-AgentRole"
+_KEYS_LIFE = timedelta(hours=6)  # as EC2's: rotated well before they expire
+_CREDENTIALS = "iam/security-credentials/"
+
+
+def fake_keys(now: datetime) -> dict[str, str]:
+    """Temporary keys in the shape of IMDS's ``iam/security-credentials/<role>`` answer (random values)."""
+    return {
+        "Code": "Success",
+        "LastUpdated": f"{now:%Y-%m-%dT%H:%M:%SZ}",
+        "Type": "AWS-HMAC",
+        "AccessKeyId": "ASIA" + secrets.token_hex(8).upper(),
+        "SecretAccessKey": secrets.token_urlsafe(30),
+        "Token": secrets.token_urlsafe(96),
+        "Expiration": f"{now + _KEYS_LIFE:%Y-%m-%dT%H:%M:%SZ}",
+    }
 
 
 @dataclass
@@ -40,21 +60,28 @@ class _Instance:
     instance_id: str
     life_cycle: str
     availability_zone: str
+    role: str | None = FAKE_ROLE
     local_ipv4: str = "127.0.0.1"
     action: str = ""  # the planned interruption ("terminate", "stop", "hibernate") at ``action_at``
     action_at: datetime | None = None
+    keys: dict[str, str] = field(default_factory=lambda: fake_keys(datetime.now(UTC)))
 
     def meta(self, name: str) -> str | None:
         """``meta-data/<name>``, or None (404)."""
         at = self.action_at
         notice = json.dumps({"action": self.action, "time": f"{at:%Y-%m-%dT%H:%M:%SZ}"}) if at else None
-        return {
+        values = {
             "spot/instance-action": notice,
             "instance-id": self.instance_id,
             "local-ipv4": self.local_ipv4,
             "instance-life-cycle": self.life_cycle,
             "placement/availability-zone": self.availability_zone,
-        }.get(name)
+            "placement/region": self.availability_zone[:-1],  # us-east-1a -> us-east-1
+        }
+        if self.role is not None:
+            values[_CREDENTIALS] = self.role
+            values[_CREDENTIALS + self.role] = json.dumps(self.keys)
+        return values.get(name)
 
 
 class FakeImds:
@@ -75,21 +102,42 @@ class FakeImds:
 
     # ---- instances -----------------------------------------------------------------------------------
 
-    def add(self, instance_id: str, life_cycle: str = "spot", availability_zone: str = "us-east-1a") -> None:
-        """Register an instance (its ``--imds-url`` is `url_for` it)."""
+    def add(
+        self,
+        instance_id: str,
+        life_cycle: str = "spot",
+        availability_zone: str = "us-east-1a",
+        role: str | None = FAKE_ROLE,
+    ) -> None:
+        """Register an instance (its ``--imds-url`` is `url_for` it); ``role``: its instance profile's
+        role (None: it has no profile, so no keys)."""
         if not instance_id or "/" in instance_id:
             raise ValueError(f"instance id {instance_id!r} cannot be a path prefix; use one like 'i-0abc'")
         with self._lock:
-            self._instances[instance_id] = _Instance(instance_id, life_cycle, availability_zone)
+            self._instances[instance_id] = _Instance(instance_id, life_cycle, availability_zone, role)
+
+    def keys(self, instance_id: str) -> dict[str, str]:
+        """The role keys the instance's ``iam/security-credentials/<role>`` answers now."""
+        with self._lock:
+            return dict(self._instance(instance_id).keys)
+
+    def rotate_keys(self, instance_id: str) -> None:
+        """New role keys for the instance, as EC2 rotates them."""
+        with self._lock:
+            self._instance(instance_id).keys = fake_keys(datetime.now(UTC))
+
+    def _instance(self, instance_id: str) -> _Instance:
+        instance = self._instances.get(instance_id)
+        if instance is None:
+            raise KeyError(f"no instance {instance_id!r} in the fake IMDS; add() it first")
+        return instance
 
     def interrupt(self, instance_id: str, at: datetime, action: str = "terminate") -> None:
         """Plan an interruption: ``spot/instance-action`` answers it from now on (``at`` in any zone)."""
         if at.tzinfo is None:
             raise ValueError(f"interruption time {at} has no time zone; pass an aware datetime (UTC)")
         with self._lock:
-            instance = self._instances.get(instance_id)
-            if instance is None:
-                raise KeyError(f"no instance {instance_id!r} in the fake IMDS; add() it first")
+            instance = self._instance(instance_id)
             instance.action, instance.action_at = action, at.astimezone(UTC)
 
     def revoke_tokens(self, instance_id: str | None = None) -> None:

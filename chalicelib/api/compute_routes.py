@@ -1,4 +1,5 @@
-"""Routes for the compute side: agents (agent token) and trial processes (run token, own trial only).
+"""Routes for the compute side: agents (agent token; on EC2, the instance's IAM identity first, for that
+token) and trial processes (run token, own trial only).
 
 Each route's registration checks the credential (`chalicelib.api.auth`) and parses the body; a view gets
 the principal (`AgentPrincipal`, or `RunPrincipal` holding the caller's live run) and the parsed body."""
@@ -11,7 +12,8 @@ from chalice.app import Blueprint
 from pydantic import BaseModel
 
 from chalicelib.api import agent_models, models, report_models, views
-from chalicelib.api.auth import AgentPrincipal, RunPrincipal
+from chalicelib.api.agent_identity import AgentIamCredential, credential_for_caller
+from chalicelib.api.auth import AgentPrincipal, RunPrincipal, UserPrincipal
 from chalicelib.api.routing import View, route
 from chalicelib.domain.records import LogLine
 from chalicelib.services import draining, run_logs, runs, trial_reports
@@ -35,6 +37,18 @@ def _trial_route(
 
 
 # ---- agents ---------------------------------------------------------------------------------------
+
+
+@route(bp, "/agents/{agent_id}/iam-credential", "POST", response=AgentIamCredential, auth="iam")
+def agent_iam_credential(caller: UserPrincipal, agent_id: str) -> AgentIamCredential:
+    """An EC2 agent's credential, for the instance whose role signed the request (SigV4 only).
+
+    API Gateway's IAM authorizer checks the signature (the agent role may call this route and no other);
+    the caller must then be the stack's agent role's session named `agent_id`, as EC2 names an instance
+    profile's session after the instance (`chalicelib.domain.agent_identity`); anything else is a 403
+    naming the identity. Chalice's local mode and the local stack have no IAM identity: there this route
+    answers 403 to every request (their agents get their credential from `--token-file`)."""
+    return credential_for_caller(bp.current_request.context, agent_id)
 
 
 @_agent_route(

@@ -15,6 +15,7 @@ from contract.errors import InvalidLaunchSpecError
 from contract.launch import LaunchSpec
 from harness.agent._api import AgentApi, call_with_retry
 from harness.agent._bell import BellListener
+from harness.agent._iam import agent_api
 from harness.agent._run import REASON_AGENT_STOPPED, Run
 from harness.agent._settings import Settings
 from harness.agent._tokens import TokenBroker
@@ -61,9 +62,8 @@ class Waker:
 class Agent:
     def __init__(self, settings: Settings, api: AgentApi | None = None) -> None:
         self.settings = settings
-        self.api = api or AgentApi(
-            settings.api_url, settings.agent_id, settings.token, timeout=settings.request_timeout
-        )
+        #: With `--aws` and no credential given, its credential comes from the instance's IAM identity.
+        self.api = api or agent_api(settings)
         #: Set when the agent stops for good: every retry loop (log shipping, exit reports) gives up.
         self.give_up = threading.Event()
         self._lock = threading.Lock()
@@ -125,7 +125,7 @@ class Agent:
             while not self._stop_requested:
                 self._start_draining()
                 self.heartbeat_once()
-                if self._stop_requested or self._drained():
+                if self._stop_requested or self._drained() or self._only_run_done():
                     break
                 if self._orphaned():
                     self.give_up.set()  # nobody to report to: end the runs without retrying reports
@@ -228,6 +228,17 @@ class Agent:
             return True
         return False
 
+    def _only_run_done(self) -> bool:
+        """A Batch job's agent whose one run has ended (its exit reported): the job is over."""
+        only = self.settings.only_run
+        if not only:
+            return False
+        with self._lock:
+            done = only in self._finished and only not in self._runs
+        if done:
+            log.info("run %s has ended: this job's agent stops", only)
+        return done
+
     def _until_next_beat(self) -> float:
         if self._drain_deadline is None:
             return self.interval
@@ -236,7 +247,11 @@ class Agent:
 
     def _heartbeat_failed(self, err: ApiCallError) -> None:
         now = time.monotonic()
-        hint = " (check STRATUS_AGENT_TOKEN)" if err.status in (401, 403) else ""
+        hint = (
+            " (check STRATUS_AGENT_TOKEN)"
+            if err.status in (401, 403) and not self.api.renews_credential
+            else ""
+        )
         if self._api_down_since is None:
             self._api_down_since = now
             self._api_warned_at = now
@@ -256,6 +271,9 @@ class Agent:
             log.error("refusing a launch spec (run %s): %s", run_id, e)
             if isinstance(run_id, str | int) and not isinstance(run_id, bool) and self._claim(str(run_id)):
                 self._report_exit_async(str(run_id), 1, f"invalid launch spec: {e}")
+            return None
+        if self.settings.only_run and spec.run_id != self.settings.only_run:
+            log.warning("run %s is not this job's (%s): not started", spec.run_id, self.settings.only_run)
             return None
         if self.draining:
             if self._claim(spec.run_id):  # granted before the control plane heard of the drain

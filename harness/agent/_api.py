@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from contract.errors import HttpCallError
-from contract.http import RetryPolicy, Session, Transport
+from contract.http import PooledTransport, RetryPolicy, Session, Transport
 from harness.errors import ApiCallError
 
 log = logging.getLogger("harness.agent")
@@ -21,6 +22,20 @@ T = TypeVar("T")
 
 #: The agent's calls are tried once: the heartbeat loop and `call_with_retry` ask again.
 ONE_ATTEMPT = RetryPolicy(max_attempts=1)
+#: After a failed `CredentialSource.fetch`, calls fail at once with its error (without asking again)
+#: for this long, doubling up to `RENEW_MAX_BACKOFF_S`: a refused agent must not hammer the API.
+RENEW_BACKOFF_S = 1.0
+RENEW_MAX_BACKOFF_S = 60.0
+
+
+class CredentialSource(Protocol):
+    """Where an agent without a credential given gets one (on EC2: `harness.agent._iam.IamCredential`)."""
+
+    def fetch(self) -> str:
+        """A fresh credential; raises `ApiCallError`."""
+        ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -36,7 +51,12 @@ class HeartbeatAnswer:
 
 class AgentApi:
     """Agent-facing calls, authenticated with the agent token: one attempt each (`call_with_retry` and the
-    heartbeat loop decide about asking again), over the compute side's one HTTP session. Thread-safe."""
+    heartbeat loop decide about asking again), over the compute side's one HTTP session. Thread-safe.
+
+    With ``credentials`` (an agent started without a token, on EC2) the token comes from there: fetched
+    before the first call, and fetched again once when a call answers 401, then that call is made once
+    more. Concurrent 401s share one fetch; a failed fetch fails the calls of the next seconds at once
+    (`RENEW_BACKOFF_S`, growing), so a refused agent does not hammer the API."""
 
     def __init__(
         self,
@@ -46,25 +66,86 @@ class AgentApi:
         *,
         timeout: float = 30.0,
         transport: Transport | None = None,
+        credentials: CredentialSource | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._agent = quote(agent_id, safe="")
-        self._session = Session(
-            base_url,
-            token,
-            transport=transport,
-            retry=ONE_ATTEMPT,
-            timeout_s=timeout,
-            transfer_timeout_s=timeout,
-        )
+        self._base_url = base_url
+        self._timeout = timeout
+        # One transport for every session: a renewed token gets a new session on the same connections.
+        self._transport = transport if transport is not None else PooledTransport()
+        self._credentials = credentials
+        self._clock = clock
+        self._lock = threading.Lock()  # the session and its generation, read and replaced together
+        self._renewing = threading.Lock()  # one fetch at a time
+        self._session = self._session_with(token)
+        #: How many tokens this client has had: a 401 renews only the token its call was made with.
+        self._generation = 0 if credentials is not None and not token else 1
+        self._closed = False
+        self._failed: ApiCallError | None = None
+        self._retry_at = 0.0
+        self._backoff = RENEW_BACKOFF_S
+
+    @property
+    def renews_credential(self) -> bool:
+        """Whether the token comes from a `CredentialSource` (not given at start)."""
+        return self._credentials is not None
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         self._session.close()
+        if self._credentials is not None:
+            self._credentials.close()
+
+    def _session_with(self, token: str) -> Session:
+        return Session(
+            self._base_url,
+            token,
+            transport=self._transport,
+            retry=ONE_ATTEMPT,
+            timeout_s=self._timeout,
+            transfer_timeout_s=self._timeout,
+        )
 
     def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            session, generation = self._session, self._generation
+        if generation == 0:
+            session, generation = self._renewed(generation)
         try:
-            return self._session.call("POST", path, body)
+            return session.call("POST", path, body)
+        except HttpCallError as e:
+            if e.status != 401 or self._credentials is None:
+                raise ApiCallError(str(e), status=e.status, code=e.code) from e
+            log.warning("the API refused this agent's credential (%s): asking for a new one", e)
+        session, _ = self._renewed(generation)
+        try:
+            return session.call("POST", path, body)
         except HttpCallError as e:
             raise ApiCallError(str(e), status=e.status, code=e.code) from e
+
+    def _renewed(self, seen: int) -> tuple[Session, int]:
+        """The session of a token newer than generation ``seen``: fetched now unless another call did."""
+        assert self._credentials is not None
+        with self._renewing:
+            with self._lock:
+                if self._generation != seen or self._closed:  # a closed session answers no call
+                    return self._session, self._generation
+            if self._failed is not None and self._clock() < self._retry_at:
+                failed = self._failed
+                raise ApiCallError(str(failed), status=failed.status, code=failed.code)
+            try:
+                token = self._credentials.fetch()
+            except ApiCallError as e:
+                self._failed, self._retry_at = e, self._clock() + self._backoff
+                self._backoff = min(self._backoff * 2, RENEW_MAX_BACKOFF_S)
+                raise
+            self._failed, self._backoff = None, RENEW_BACKOFF_S
+            log.info("this agent has a new credential from the control plane")
+            with self._lock:  # the old session shares the transport: it is dropped, not closed
+                self._session, self._generation = self._session_with(token), self._generation + 1
+                return self._session, self._generation
 
     def download(
         self,

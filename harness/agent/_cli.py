@@ -34,7 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=opts.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     s = opts.settings
-    if not s.token:
+    if not s.token and s.aws:
+        log.info("no agent token: the credential comes from this instance's IAM role (SigV4)")
+    elif not s.token:
         log.warning("%s is not set: calls to the API carry no Authorization header", TOKEN_ENV)
     log.info(
         "agent %s: pool %s, %d slots, GPUs [%s], API %s, work dir %s",

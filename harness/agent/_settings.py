@@ -68,6 +68,8 @@ class Settings:
     warm_start: bool = False
     #: On EC2 (`--aws`): the instance's id and address come from its metadata service at ``imds_url``,
     #: which is polled every ``spot_poll_interval`` seconds for a spot interruption (the agent drains).
+    #: A Batch job's agent: it runs only this run (or node), then stops (`--only-runs`, `--batch-agents`).
+    only_run: str = ""
     aws: bool = False
     imds_url: str = IMDS_URL
     spot_poll_interval: float = SPOT_POLL_S
@@ -182,6 +184,17 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"how often --aws looks for a spot interruption notice (default: {SPOT_POLL_S:g}, AWS's advice)",
     )
+    p.add_argument(
+        "--only-runs",
+        metavar="RUN[,RUN...]",
+        help="a Batch job's agent: run only this node's run (the one at its node index, "
+        "$AWS_BATCH_JOB_NODE_INDEX), then stop",
+    )
+    p.add_argument(
+        "--batch-agents",
+        metavar="AGENT[,AGENT...]",
+        help="with --only-runs: the agent id of each node (the job's lanes), by node index",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -196,6 +209,23 @@ def _credential(token_file: Path | None, env: Mapping[str, str]) -> str:
         raise SystemExit(f"harness.agent: cannot read --token-file {token_file}: {e}") from e
     token_file.unlink(missing_ok=True)
     return token
+
+
+def _batch_node(
+    parser: argparse.ArgumentParser, runs: str | None, agents: str | None, env: Mapping[str, str]
+) -> tuple[str, str]:
+    """This node's (agent id, run) of a Batch job's `--batch-agents` and `--only-runs`, by its node index
+    (`AWS_BATCH_JOB_NODE_INDEX`, 0 for a single-node job); ("", "") without them."""
+    if runs is None and agents is None:
+        return "", ""
+    run_ids = [r for r in (runs or "").split(",") if r]
+    agent_ids = [a for a in (agents or "").split(",") if a]
+    if not run_ids or len(run_ids) != len(agent_ids):
+        parser.error(f"--only-runs {runs!r} and --batch-agents {agents!r} must name one run per agent")
+    raw = env.get("AWS_BATCH_JOB_NODE_INDEX", "0")
+    if not raw.isdigit() or int(raw) >= len(run_ids):
+        parser.error(f"AWS_BATCH_JOB_NODE_INDEX={raw!r} is not a node of the {len(run_ids)} of --only-runs")
+    return agent_ids[int(raw)], run_ids[int(raw)]
 
 
 def _read_instance(imds_url: str, imds: Callable[[str], ImdsClient]) -> Instance:
@@ -231,7 +261,8 @@ def parse_cli(
     env = os.environ if environ is None else environ
     parser = _parser()
     ns = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    if ns.agent_id is None and not ns.aws:
+    node_agent, only_run = _batch_node(parser, ns.only_runs, ns.batch_agents, env)
+    if ns.agent_id is None and not ns.aws and not node_agent:
         parser.error("the following arguments are required: --agent-id (or --aws on EC2: the instance id)")
     token = _credential(ns.token_file, env)  # first: the file is gone even if the instance cannot be read
     instance = _read_instance(ns.imds_url, imds) if ns.aws else None
@@ -240,7 +271,7 @@ def parse_cli(
     try:
         settings = Settings(
             api_url=str(ns.api).rstrip("/"),
-            agent_id=ns.agent_id or (instance.instance_id if instance else ""),
+            agent_id=node_agent or ns.agent_id or (instance.instance_id if instance else ""),
             pool=ns.pool,
             slots=slots,
             work_dir=Path(ns.work_dir).resolve(),
@@ -259,6 +290,7 @@ def parse_cli(
             aws=ns.aws,
             imds_url=str(ns.imds_url).rstrip("/"),
             spot_poll_interval=ns.spot_poll_interval,
+            only_run=only_run,
         )
     except ValueError as e:
         parser.error(str(e))

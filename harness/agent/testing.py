@@ -3,12 +3,16 @@ launch specs with real context archives (`spec_for`), runs started directly (`Ru
 wait. The agent's integration tests build on it (tests/integration: test_agent.py, test_warm_start.py,
 test_agent_spot.py; their fixtures `api` and `settings` are in conftest.py); nothing in the agent imports
 it. `FakeApi` also answers the few trial routes a `harness.init()` trial needs to start, heartbeat and
-store a checkpoint (its files PUT to the fake's own presigned URLs, kept in ``objects``)."""
+store a checkpoint (its files PUT to the fake's own presigned URLs, kept in ``objects``), and the route an EC2
+agent gets its credential from (``POST /agents/{id}/iam-credential``): ``iam_credential`` for a request
+signed with SigV4 for ``execute-api`` (the header's shape is checked, not the signature), 403 otherwise.
+With ``accepted`` set, the agent routes answer 401 to any other credential."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 import threading
 import time
@@ -26,6 +30,14 @@ from harness.agent._settings import Settings
 
 T = TypeVar("T")
 TOKEN = "agent-token-s3cr3t-6f1d"
+#: What `FakeApi`'s iam-credential route answers unless a test sets another.
+IAM_CREDENTIAL = "agent-credential-from-iam-2c9e"
+#: ``Authorization`` of a SigV4 request for API Gateway: its credential scope names ``execute-api``.
+SIGV4_EXECUTE_API = re.compile(
+    r"^AWS4-HMAC-SHA256 Credential=[A-Z0-9]+/\d{8}/[a-z0-9-]+/execute-api/aws4_request, "
+    r"SignedHeaders=[a-z0-9;-]+, Signature=[0-9a-f]{64}$"
+)
+_AGENT_KINDS = ("heartbeat", "started", "exit", "logs")
 
 
 def wait_until(cond: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
@@ -75,6 +87,8 @@ class FakeApi:
         self.contexts: dict[str, bytes] = {}
         self.fail: dict[str, int] = {}  # path kind (or "context") -> how many more calls answer 503
         self.objects: dict[str, bytes] = {}  # path -> body of each PUT to a presigned upload URL
+        self.iam_credential = IAM_CREDENTIAL  # the iam-credential route's answer to a signed request
+        self.accepted: set[str] | None = None  # credentials the agent routes take (None: any, unchecked)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -118,8 +132,14 @@ class FakeApi:
                 if failing:
                     self._answer(503, b'{"error": "Unavailable", "message": "try again"}')
                     return
+                refusal = fake._refusal(kind, self.headers.get("Authorization"))
+                if refusal is not None:
+                    self._answer(refusal[0], json.dumps(refusal[1]).encode())
+                    return
                 answer: dict[str, Any] = {}
-                if kind == "trial_checkpoints_uploads":
+                if kind == "iam_credential":
+                    answer = {"credential": fake.iam_credential}
+                elif kind == "trial_checkpoints_uploads":
                     prefix = f"{fake.url}/s3/{body['uuid']}"
                     answer = {"urls": {n: f"{prefix}/{n}?X-Amz-Signature=x" for n in body["files"]}}
                 elif kind == "heartbeat":
@@ -155,10 +175,22 @@ class FakeApi:
             for kind in ("heartbeat", "info", "checkpoints/uploads", "checkpoints", "reports"):
                 if path.rstrip("/").endswith("/" + kind):
                     return "trial_" + kind.replace("/", "_")
-        for kind in ("heartbeat", "started", "exit", "logs"):
+        if path.startswith("/agents/") and path.endswith("/iam-credential"):
+            return "iam_credential"
+        for kind in _AGENT_KINDS:
             if path.rstrip("/").endswith("/" + kind):
                 return kind
         return "other"
+
+    def _refusal(self, kind: str, auth: str | None) -> tuple[int, dict[str, str]] | None:
+        """The error answer of a call this fake refuses for its credential, or None."""
+        if kind == "iam_credential" and not SIGV4_EXECUTE_API.match(auth or ""):
+            return 403, {"error": "Forbidden", "message": f"not signed with SigV4 for execute-api: {auth!r}"}
+        with self.cond:
+            accepted = self.accepted
+        if kind in _AGENT_KINDS and accepted is not None and auth not in {f"Bearer {c}" for c in accepted}:
+            return 401, {"error": "Unauthorized", "message": "the agent credential is not valid"}
+        return None
 
     def _record(self, method: str, path: str, body: Any, auth: str | None, failed: bool = False) -> None:
         with self.cond:

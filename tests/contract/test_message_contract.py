@@ -58,4 +58,5 @@ def test_the_sweep_rule_sends_a_sweep() -> None:
     rule = template()["Resources"]["SweepRule"]["Properties"]
     (target,) = rule["Targets"]
     body = target["InputTransformer"]["InputTemplate"].replace("<time>", "2026-11-22T13:00:00Z")
-    assert messages.parse_scheduler(json.loads(body)) == messages.Sweep("*", at="2026-11-22T13:00:00Z")  # every pool
+    every_pool = messages.Sweep("*", at="2026-11-22T13:00:00Z")
+    assert messages.parse_scheduler(json.loads(body)) == every_pool
