@@ -69,5 +69,8 @@ def describe_pools(pools: Iterable[Mapping[str, Any]]) -> str:
         if pool.get("backend") == "ec2":
             most = int(pool.get("max_instances") or 0)
             shape = f"ec2: {pool.get('min_instances') or 0} to {most} instances of {slots} slot{'' if slots == 1 else 's'}"
+        elif pool.get("backend") == "batch":
+            most = int(pool.get("max_instances") or 0)
+            shape = f"batch: {most} lane{'' if most == 1 else 's'} of {slots} slot{'' if slots == 1 else 's'}"
         described.append(f"{pool.get('name')} ({shape}, {scheduler})")
     return "; ".join(described)

@@ -21,7 +21,9 @@ pool given explicitly declares its shape (agents × slots), so the control plane
 trial that could never fit in it; the implicit default pool keeps its shape unknown, as before pools
 were configurable (more agents may join it by hand).
 
-A pool with `backend=ec2` starts no agent: it is an Auto Scaling group in the stack's moto, from `min`
+A pool with `backend=batch` is AWS Batch's job queues in the stack's moto: `max` lanes of `slots` slots,
+each run a job whose agent the local Batch runner (`infra.local_batch`) starts. A pool with `backend=ec2`
+starts no agent: it is an Auto Scaling group in the stack's moto, from `min`
 (default 0) to `max` (default `agents`) instances of `slots` slots, which the control plane scales from
 its queue and the local compute runner (`infra.local_compute`) turns into agent processes, one per
 running instance. `spot=on` makes its instances spot ones (a fake interruption can be sent to them);
@@ -79,10 +81,12 @@ def local_pools(
         if names.count(name) > 1:
             raise ClusterConfigError(f"pool {name!r} is given twice; name each pool once")
     if DEFAULT_POOL not in names:
-        if backend == "ec2":
-            pools.insert(0, parse_pool_option(f"{DEFAULT_POOL}:backend=ec2", slots=slots, agents=agents))
+        if backend in ("ec2", "batch"):
+            pools.insert(
+                0, parse_pool_option(f"{DEFAULT_POOL}:backend={backend}", slots=slots, agents=agents)
+            )
         elif backend != "local":
-            raise ClusterConfigError(f"--backend {backend!r} is not available here; use local or ec2")
+            raise ClusterConfigError(f"--backend {backend!r} is not available here; use local, ec2 or batch")
         else:
             # Its shape is known (this machine's agents): a trial it can never hold is refused at submission.
             spec = PoolSpec(DEFAULT_POOL, slots_per_agent=slots, max_agents=agents)
@@ -119,10 +123,12 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
     if backend == "local":
         extra = sorted(set(values) & {"min", "max", "spot", "idle"})
         if extra:
-            raise ClusterConfigError(f"{where}: {extra[0]!r} is for backend=ec2 pools")
+            raise ClusterConfigError(f"{where}: {extra[0]!r} is for backend=ec2 or batch pools")
         return pool
-    if backend != "ec2":
-        raise ClusterConfigError(f"{where}: backend {backend!r} is not available here; use local or ec2")
+    if backend not in ("ec2", "batch"):
+        raise ClusterConfigError(
+            f"{where}: backend {backend!r} is not available here; use local, ec2 or batch"
+        )
     most = _count(where, "max", values.get("max", pool.agents))
     least = int(values.get("min", "0")) if values.get("min", "0").isdigit() else -1
     if not 0 <= least <= most:
@@ -143,7 +149,7 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
         max_idle_agent_period_s=idle,
         max_agent_starting_period_s=LOCAL_STARTING_S,
     )
-    spec = replace(pool.spec, backend="ec2", provider=provider, max_agents=most)
+    spec = replace(pool.spec, backend=backend, provider=provider, max_agents=most)  # type: ignore[arg-type]
     return LocalPool(spec, agents=0, slots=pool.slots)
 
 

@@ -9,7 +9,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +36,12 @@ class AgentLauncher:
         return self.start_line(agent_id, [*line, "--pool", pool, "--slots", str(slots)], extra=extra)
 
     def start_line(
-        self, agent_id: str, line: Sequence[str], *, extra: Sequence[str] = ()
+        self,
+        agent_id: str,
+        line: Sequence[str],
+        *,
+        extra: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start an agent from its command line after the interpreter (`-m harness.agent ...`, e.g. the line
         of an ec2 instance's user data), as agent `agent_id` of this stack: its `--work-dir` is moved under
@@ -68,8 +73,10 @@ class AgentLauncher:
             "--warm-start" if self.warm_start else "--no-warm-start",
             *extra,
         ]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STRATUS_", "MOTO_"))}
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STRATUS_", "MOTO_"))}
         with (self.state_dir / f"{agent_id}.log").open("ab") as out:
-            process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                cmd, env={**clean, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
+            )
         log.info("agent %s: %s", agent_id, " ".join(args))
         return process

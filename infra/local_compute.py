@@ -66,10 +66,10 @@ def _rendered(script: str, api_url: str, stack: str) -> str:
 
 
 def with_groups(pools: Sequence[PoolSpec], stack: str) -> list[PoolSpec]:
-    """The pools with each ec2 pool's group named as the stack names it."""
+    """The pools with each ec2 pool's group (and batch pool's job queue) named as the stack names it."""
     return [
         replace(p, provider=replace(p.provider, group=f"{stack}-{p.name}"))
-        if p.backend == "ec2" and p.provider is not None
+        if p.backend in ("ec2", "batch") and p.provider is not None
         else p
         for p in pools
     ]

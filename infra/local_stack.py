@@ -37,6 +37,7 @@ from chalicelib.domain.pools import pools_to_json
 from infra.cluster_config import ClusterConfigError, LocalPool, local_pools
 from infra.leftovers import end_leftovers, record_agents
 from infra.local_agents import AgentLauncher
+from infra.local_batch import LocalBatch
 from infra.local_compute import LocalCompute, with_groups
 from infra.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
 
@@ -121,6 +122,7 @@ class LocalStack:
         self._clients: StateClients | None = None
         self._launcher = AgentLauncher(self.state_dir, self.api_url, self._agent_token, warm_start)
         self._compute: LocalCompute | None = None
+        self._batch: LocalBatch | None = None
 
     # ---- start ------------------------------------------------------------------------------------
 
@@ -171,7 +173,8 @@ class LocalStack:
         self._moto.start()
         httpx.post(
             f"{self.moto_url}/moto-api/config",
-            json={"stepfunctions": {"execute_state_machine": True}},
+            # Batch jobs without Docker (`infra.moto_batch` keeps them RUNNING until their agents end).
+            json={"stepfunctions": {"execute_state_machine": True}, "batch": {"use_docker": False}},
             timeout=10,
         ).raise_for_status()
         log.info("moto server on %s", self.moto_url)
@@ -203,6 +206,15 @@ class LocalStack:
                 state_dir=self.state_dir,
             )
             self._compute.create_groups()
+        if any(spec.backend == "batch" for spec in specs):
+            self._batch = LocalBatch(
+                pools=specs,
+                session=boto3.session.Session(),
+                moto_url=self.moto_url,
+                launcher=self._launcher,
+                events_queue_url=self._queue_urls["events"],
+            )
+            self._batch.create()
         self._clients = StateClients(
             boto3.session.Session(), self.moto_url, names.region, f"{self.stack}-", names.log_group
         )
@@ -277,6 +289,8 @@ class LocalStack:
         record_agents(self.state_dir, [agent.pid for agent in self._agents])
         if self._compute is not None:
             self._compute.start()  # the ec2 pools' agents come and go with their instances
+        if self._batch is not None:
+            self._batch.start()  # the batch pools' agents come and go with their jobs
 
     def _write_state(self) -> None:
         state = {
@@ -324,6 +338,8 @@ class LocalStack:
                 agent.kill()
         if self._compute is not None:
             self._compute.stop()
+        if self._batch is not None:
+            self._batch.stop()
         for pump in self._pumps:
             pump.stop()
         if self._http is not None:

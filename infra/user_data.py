@@ -89,3 +89,16 @@ def agent_command_in(text: str) -> list[str]:
     if len(lines) != 1:
         raise ValueError(f"the user data has {len(lines)} {EXEC_START} lines, not one; is it Stratus's?")
     return shlex.split(lines[0].removeprefix(EXEC_START))
+
+
+#: Where a Batch job's agent works inside its container.
+BATCH_WORK_DIR = "/tmp/stratus"
+
+
+def batch_command(api_url: str, pool: str, slots: int = 1) -> list[str]:
+    """The command of a `batch` pool's job definition: a one-run agent per node, which takes its run and
+    lane from the job's `runs` and `agents` parameters by its node index (`AWS_BATCH_JOB_NODE_INDEX`)."""
+    return [
+        "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
+        "--api", api_url, "--pool", pool, "--slots", str(slots), "--work-dir", BATCH_WORK_DIR,
+    ]  # fmt: skip

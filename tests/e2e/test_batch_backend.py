@@ -1,0 +1,60 @@
+"""The `batch` backend on the local stack (`det deploy local up --backend batch`): the default pool is AWS
+Batch's job queues in the stack's moto, each run a job (a multi-node parallel job for a run on several
+lanes) whose agents the local Batch runner starts from the job definition's own command, one per node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from infra.local_stack import BackgroundStack
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    stack = BackgroundStack(tmp_path_factory.mktemp("batch"), slots=1, pools=["default:backend=batch:max=2"])
+    try:
+        yield {**stack.state, "state_dir": str(stack.log_path.parent)}
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def det(pool, det_runner):  # noqa: ANN001, ANN201
+    return det_runner(pool["api_url"])
+
+
+def _jobs(pool: dict[str, str], status: str) -> list[dict]:
+    batch = boto3.client(
+        "batch",
+        endpoint_url=pool["moto_url"],
+        region_name="us-east-1",
+        aws_access_key_id="stratus-local",
+        aws_secret_access_key="stratus-local",
+    )
+    return [
+        job
+        for queue in ("stratus-default", "stratus-default-mnp")
+        for job in batch.list_jobs(jobQueue=queue, jobStatus=status)["jobSummaryList"]
+    ]
+
+
+def test_digits_runs_as_a_batch_job_and_no_job_stays_active(det, pool, wait_for):
+    result = det("experiment", "create", "examples/digits/const.yaml", "examples/digits", "-f", timeout=300)
+    assert result.code == 0, result.out + result.err
+    (trial,) = det.describe_experiment(det.created_experiment_id(result.out))["trials"]
+    assert trial["state"] == "COMPLETED" and trial["best_validation"] > 0.8
+    wait_for(lambda: _jobs(pool, "RUNNING") == [], timeout=60, what="no job running")
+    (job,) = _jobs(pool, "SUCCEEDED")
+    assert job["jobName"] == f"stratus-run-{trial['id']}-1"
+
+
+def test_a_two_node_trial_runs_as_one_multi_node_job(det, pool, wait_for):
+    trial = det.train_ddp(epochs=1)
+    wait_for(lambda: _jobs(pool, "RUNNING") == [], timeout=60, what="no job running")
+    names = [job["jobName"] for job in _jobs(pool, "SUCCEEDED")]
+    assert f"stratus-run-{trial['id']}-1" in names
