@@ -55,6 +55,8 @@ class Settings:
     #: `POST /agents/{id}/iam-credential` as that role's session for its instance gets its credential.
     #: Empty (the local stack): that route refuses every caller.
     agent_role_name: str = ""
+    #: The role SageMaker training jobs of `sagemaker` pools run as (the template's execution role).
+    sagemaker_role_arn: str = ""
 
     def table(self, name: str) -> str:
         return f"{self.table_prefix}{name}"
@@ -128,6 +130,7 @@ def get_settings() -> Settings:
         presign_expiry_s=int(os.environ.get("STRATUS_PRESIGN_EXPIRY_S", DEFAULT_PRESIGN_EXPIRY_S)),
         pools=_pools(),
         agent_role_name=os.environ.get("STRATUS_AGENT_ROLE_NAME", "").strip(),
+        sagemaker_role_arn=os.environ.get("STRATUS_SAGEMAKER_ROLE_ARN", "").strip(),
     )
 
 

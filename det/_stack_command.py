@@ -69,8 +69,9 @@ def describe_pools(pools: Iterable[Mapping[str, Any]]) -> str:
         if pool.get("backend") == "ec2":
             most = int(pool.get("max_instances") or 0)
             shape = f"ec2: {pool.get('min_instances') or 0} to {most} instances of {slots} slot{'' if slots == 1 else 's'}"
-        elif pool.get("backend") == "batch":
+        elif pool.get("backend") in ("batch", "sagemaker"):
             most = int(pool.get("max_instances") or 0)
-            shape = f"batch: {most} lane{'' if most == 1 else 's'} of {slots} slot{'' if slots == 1 else 's'}"
+            lanes = f"{most} lane{'' if most == 1 else 's'} of {slots} slot{'' if slots == 1 else 's'}"
+            shape = f"{pool.get('backend')}: {lanes}"
         described.append(f"{pool.get('name')} ({shape}, {scheduler})")
     return "; ".join(described)

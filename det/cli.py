@@ -293,12 +293,13 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     up.add_argument(
         "--backend",
-        choices=["local", "ec2", "batch"],
+        choices=["local", "ec2", "batch", "sagemaker"],
         default="local",
         help="where the default pool's trials run: agents on this machine (local), or an EC2 Auto Scaling "
         "group in the stack's moto that scales from zero with the queue, each instance an agent process "
         "here (ec2; spot interruptions can be played, see infra/local_compute.py), or AWS Batch job queues "
-        "in moto, each run a job whose agents run here (batch, infra/local_batch.py)",
+        "in moto, each run a job whose agents run here (batch, infra/local_batch.py), or SageMaker training "
+        "jobs in moto (sagemaker, infra/local_sagemaker.py)",
     )
     up.add_argument(
         "--warm-start",

@@ -21,7 +21,9 @@ pool given explicitly declares its shape (agents × slots), so the control plane
 trial that could never fit in it; the implicit default pool keeps its shape unknown, as before pools
 were configurable (more agents may join it by hand).
 
-A pool with `backend=batch` is AWS Batch's job queues in the stack's moto: `max` lanes of `slots` slots,
+A pool with `backend=sagemaker` runs each run as a SageMaker training job in the stack's moto, whose
+instances' agents the local SageMaker runner (`infra.local_sagemaker`) starts. A pool with
+`backend=batch` is AWS Batch's job queues in the stack's moto: `max` lanes of `slots` slots,
 each run a job whose agent the local Batch runner (`infra.local_batch`) starts. A pool with `backend=ec2`
 starts no agent: it is an Auto Scaling group in the stack's moto, from `min`
 (default 0) to `max` (default `agents`) instances of `slots` slots, which the control plane scales from
@@ -81,12 +83,14 @@ def local_pools(
         if names.count(name) > 1:
             raise ClusterConfigError(f"pool {name!r} is given twice; name each pool once")
     if DEFAULT_POOL not in names:
-        if backend in ("ec2", "batch"):
+        if backend in ("ec2", "batch", "sagemaker"):
             pools.insert(
                 0, parse_pool_option(f"{DEFAULT_POOL}:backend={backend}", slots=slots, agents=agents)
             )
         elif backend != "local":
-            raise ClusterConfigError(f"--backend {backend!r} is not available here; use local, ec2 or batch")
+            raise ClusterConfigError(
+                f"--backend {backend!r} is not available here; use local, ec2, batch or sagemaker"
+            )
         else:
             # Its shape is known (this machine's agents): a trial it can never hold is refused at submission.
             spec = PoolSpec(DEFAULT_POOL, slots_per_agent=slots, max_agents=agents)
@@ -123,11 +127,13 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
     if backend == "local":
         extra = sorted(set(values) & {"min", "max", "spot", "idle"})
         if extra:
-            raise ClusterConfigError(f"{where}: {extra[0]!r} is for backend=ec2 or batch pools")
+            raise ClusterConfigError(
+                f"{where}: {extra[0]!r} is for cloud pools (backend=ec2, batch or sagemaker)"
+            )
         return pool
-    if backend not in ("ec2", "batch"):
+    if backend not in ("ec2", "batch", "sagemaker"):
         raise ClusterConfigError(
-            f"{where}: backend {backend!r} is not available here; use local, ec2 or batch"
+            f"{where}: backend {backend!r} is not available here; use local, ec2, batch or sagemaker"
         )
     most = _count(where, "max", values.get("max", pool.agents))
     least = int(values.get("min", "0")) if values.get("min", "0").isdigit() else -1
@@ -142,7 +148,8 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
     if idle <= 0:
         raise ClusterConfigError(f"{where}: idle {values.get('idle')!r} must be a positive number of seconds")
     provider = Provider(
-        instance_types=("g5.xlarge",),
+        instance_types=("ml.g5.xlarge",) if backend == "sagemaker" else ("g5.xlarge",),
+        image="stratus/local" if backend != "ec2" else "",
         min_instances=least,
         max_instances=most,
         spot=_switch(where, "spot", values.get("spot", "off")),

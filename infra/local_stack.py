@@ -39,6 +39,7 @@ from infra.leftovers import end_leftovers, record_agents
 from infra.local_agents import AgentLauncher
 from infra.local_batch import LocalBatch
 from infra.local_compute import LocalCompute, with_groups
+from infra.local_sagemaker import LocalSageMaker
 from infra.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
 
 log = logging.getLogger("stratus.local")
@@ -123,6 +124,7 @@ class LocalStack:
         self._launcher = AgentLauncher(self.state_dir, self.api_url, self._agent_token, warm_start)
         self._compute: LocalCompute | None = None
         self._batch: LocalBatch | None = None
+        self._sagemaker: LocalSageMaker | None = None
 
     # ---- start ------------------------------------------------------------------------------------
 
@@ -215,6 +217,18 @@ class LocalStack:
                 events_queue_url=self._queue_urls["events"],
             )
             self._batch.create()
+        if any(spec.backend == "sagemaker" for spec in specs):
+            os.environ["STRATUS_SAGEMAKER_ROLE_ARN"] = (
+                f"arn:aws:iam::123456789012:role/{self.stack}-sagemaker"
+            )
+            self._sagemaker = LocalSageMaker(
+                stack=self.stack,
+                session=boto3.session.Session(),
+                moto_url=self.moto_url,
+                launcher=self._launcher,
+                events_queue_url=self._queue_urls["events"],
+                state_dir=self.state_dir,
+            )
         self._clients = StateClients(
             boto3.session.Session(), self.moto_url, names.region, f"{self.stack}-", names.log_group
         )
@@ -291,6 +305,8 @@ class LocalStack:
             self._compute.start()  # the ec2 pools' agents come and go with their instances
         if self._batch is not None:
             self._batch.start()  # the batch pools' agents come and go with their jobs
+        if self._sagemaker is not None:
+            self._sagemaker.start()  # the sagemaker pools' agents come and go with their training jobs
 
     def _write_state(self) -> None:
         state = {
@@ -340,6 +356,8 @@ class LocalStack:
             self._compute.stop()
         if self._batch is not None:
             self._batch.stop()
+        if self._sagemaker is not None:
+            self._sagemaker.stop()
         for pump in self._pumps:
             pump.stop()
         if self._http is not None:

@@ -10,12 +10,14 @@ from chalicelib.aws.experiment_table import DynamoExperiments
 from chalicelib.aws.logs import CloudWatchLogs
 from chalicelib.aws.messaging import SqsQueues, StepFunctions
 from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
+from chalicelib.aws.sagemaker import AwsSageMaker
 from chalicelib.aws.storage import S3Blobs
 from chalicelib.aws.trial_table import DynamoTrials
 from chalicelib.compute.batch import BatchJobs
 from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
 from chalicelib.compute.router import ComputeRouter
+from chalicelib.compute.sagemaker import TrainingJobs
 from chalicelib.services.clock import SystemClock
 from chalicelib.services.ports import Ports
 from chalicelib.settings import get_settings
@@ -31,6 +33,9 @@ def aws_ports() -> Ports:
         settings,
         ec2=lambda: Ec2Scaler(AwsAutoScaling(), agents, runs, clock, timeout),
         batch=lambda: BatchJobs(AwsBatch(), agents, runs, clock, timeout, settings.stack),
+        sagemaker=lambda: TrainingJobs(
+            AwsSageMaker(), agents, runs, clock, timeout, stack=settings.stack, api_url=settings.api_url
+        ),
     )
     return Ports(
         experiments=DynamoExperiments(),

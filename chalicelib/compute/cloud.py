@@ -67,3 +67,26 @@ class BatchApi(Protocol):
     def terminate(self, job_id: str, reason: str) -> None:
         """Stop the job whatever its state (nothing when it has ended)."""
         ...
+
+
+@dataclass(frozen=True)
+class TrainingJobRequest:
+    """A SageMaker training job for a run: `instances` of `instance_type` running `image` with the agent's
+    `arguments` (one node per instance), `environment` in each container; managed spot when `spot`."""
+
+    name: str
+    image: str
+    instance_type: str
+    instances: int
+    arguments: tuple[str, ...]
+    environment: dict[str, str]
+    spot: bool = False
+    max_runtime_s: int = 5 * 24 * 3600
+
+
+class TrainingApi(Protocol):
+    def create(self, job: TrainingJobRequest) -> None: ...
+
+    def stop(self, name: str) -> None:
+        """Stop the job (nothing when it has ended)."""
+        ...

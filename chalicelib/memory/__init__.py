@@ -22,9 +22,10 @@ from chalicelib.compute.batch import BatchJobs
 from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
 from chalicelib.compute.router import ComputeRouter
+from chalicelib.compute.sagemaker import TrainingJobs
 from chalicelib.memory._checkpoints import MemoryCheckpoints, MemoryIds, MemoryMetrics
 from chalicelib.memory._clock import EPOCH_2026, MemoryClock, memory_settings
-from chalicelib.memory._cloud import MemoryAutoScaling, MemoryBatch
+from chalicelib.memory._cloud import MemoryAutoScaling, MemoryBatch, MemorySageMaker
 from chalicelib.memory._compute import MemoryBells, RecordingCompute
 from chalicelib.memory._messaging import MemoryQueues, MemoryWorkflows, SchedulerMessage
 from chalicelib.memory._runs import MemoryAgents, MemoryRuns
@@ -38,6 +39,7 @@ __all__ = [
     "MemoryAgents",
     "MemoryAutoScaling",
     "MemoryBatch",
+    "MemorySageMaker",
     "MemoryBlobs",
     "MemoryCheckpoints",
     "MemoryClock",
@@ -81,6 +83,8 @@ class MemoryPorts(Ports):
     autoscaling: MemoryAutoScaling
     #: The Batch jobs submitted for the stack's batch pools.
     batch: MemoryBatch
+    #: The SageMaker training jobs created for the stack's sagemaker pools.
+    sagemaker: MemorySageMaker
 
 
 def memory_ports(
@@ -93,7 +97,7 @@ def memory_ports(
     settings = settings or memory_settings()
     clock = clock or MemoryClock()
     runs, agents, bells = MemoryRuns(clock), MemoryAgents(clock), MemoryBells()
-    autoscaling, batch = MemoryAutoScaling(clock), MemoryBatch()
+    autoscaling, batch, sagemaker = MemoryAutoScaling(clock), MemoryBatch(), MemorySageMaker()
     timeout = settings.agent_timeout_s
     backend = (
         compute(runs)
@@ -104,6 +108,9 @@ def memory_ports(
             settings,
             ec2=lambda: Ec2Scaler(autoscaling, agents, runs, clock, timeout),
             batch=lambda: BatchJobs(batch, agents, runs, clock, timeout, settings.stack),
+            sagemaker=lambda: TrainingJobs(
+                sagemaker, agents, runs, clock, timeout, stack=settings.stack, api_url=settings.api_url
+            ),
         )
     )
     return MemoryPorts(
@@ -124,4 +131,5 @@ def memory_ports(
         bells=bells,
         autoscaling=autoscaling,
         batch=batch,
+        sagemaker=sagemaker,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.compute.cloud import Group, GroupInstance, JobRequest
+from chalicelib.compute.cloud import Group, GroupInstance, JobRequest, TrainingJobRequest
 from chalicelib.services.ports import Clock
 
 
@@ -76,3 +76,19 @@ class MemoryBatch:
 
     def terminate(self, job_id: str, reason: str) -> None:
         self.terminated.setdefault(job_id, reason)
+
+
+class MemorySageMaker:
+    """Training jobs that are recorded, never run: `created` and `stopped` for a test to read."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, TrainingJobRequest] = {}
+        self.stopped: list[str] = []
+
+    def create(self, job: TrainingJobRequest) -> None:
+        if job.name in self.created:  # SageMaker refuses a name in use
+            raise ValueError(f"training job {job.name} exists")
+        self.created[job.name] = job
+
+    def stop(self, name: str) -> None:
+        self.stopped.append(name)

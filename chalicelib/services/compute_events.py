@@ -22,8 +22,8 @@ def handle(ports: Ports, event: Mapping[str, Any]) -> None:
     if parsed is None:
         log.info("compute event ignored: %s / %s", event.get("source"), event.get("detail-type"))
         return
-    if isinstance(parsed, compute_events.BatchJobEnded):
-        _batch_job_ended(ports, parsed)
+    if isinstance(parsed, compute_events.JobEnded):
+        _job_ended(ports, parsed)
         return
     when = iso_utc(parsed.time) if parsed.time is not None else "now"
     reason = f"EC2 reclaims spot instance {parsed.instance_id} ({parsed.action}, warned at {when})"
@@ -31,7 +31,7 @@ def handle(ports: Ports, event: Mapping[str, Any]) -> None:
     draining.drain_agent(ports, parsed.instance_id, reason)
 
 
-def _batch_job_ended(ports: Ports, job: compute_events.BatchJobEnded) -> None:
+def _job_ended(ports: Ports, job: compute_events.JobEnded) -> None:
     """A run whose job ended before its agent reported the run's exit: ended now (requeued when the job
     ended for its machine's reasons). Its agent's report, when it came first, already ended it."""
     if not job.runs:
@@ -41,6 +41,6 @@ def _batch_job_ended(ports: Ports, job: compute_events.BatchJobEnded) -> None:
     if run is None or run.state == RunState.EXITED or run.compute_ref != job.job_id:
         return
     code = job.exit_code if job.exit_code is not None else runs.AGENT_LOST_EXIT_CODE
-    reason = f"its Batch job {job.job_id} {job.status.lower()}: {job.reason or 'no reason given'}"
+    reason = f"its job {job.job_id} {job.status.lower()}: {job.reason or 'no reason given'}"
     if runs.end_run(ports, run, code, reason, requeue=job.infrastructure):
         log.warning("run %s: %s", run_id, reason)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -195,6 +196,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="AGENT[,AGENT...]",
         help="with --only-runs: the agent id of each node (the job's lanes), by node index",
     )
+    p.add_argument(
+        "--sagemaker-agents",
+        metavar="AGENT[,AGENT...]",
+        help="with --only-runs, in a SageMaker training job: the agent id of each instance, in the order of "
+        "the job's hosts (this instance's place: its resourceconfig.json)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -211,21 +218,34 @@ def _credential(token_file: Path | None, env: Mapping[str, str]) -> str:
     return token
 
 
-def _batch_node(
-    parser: argparse.ArgumentParser, runs: str | None, agents: str | None, env: Mapping[str, str]
+#: Where SageMaker describes a training job's instances to each of them.
+SAGEMAKER_RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
+
+
+def _job_node(
+    parser: argparse.ArgumentParser, runs: str | None, agents: str | None, index: str
 ) -> tuple[str, str]:
-    """This node's (agent id, run) of a Batch job's `--batch-agents` and `--only-runs`, by its node index
-    (`AWS_BATCH_JOB_NODE_INDEX`, 0 for a single-node job); ("", "") without them."""
+    """This node's (agent id, run) of a job's agents and `--only-runs`, by its node index (a Batch job's
+    `AWS_BATCH_JOB_NODE_INDEX`, 0 for a single-node job; a SageMaker host's place); ("", "") without them."""
     if runs is None and agents is None:
         return "", ""
     run_ids = [r for r in (runs or "").split(",") if r]
     agent_ids = [a for a in (agents or "").split(",") if a]
     if not run_ids or len(run_ids) != len(agent_ids):
-        parser.error(f"--only-runs {runs!r} and --batch-agents {agents!r} must name one run per agent")
-    raw = env.get("AWS_BATCH_JOB_NODE_INDEX", "0")
-    if not raw.isdigit() or int(raw) >= len(run_ids):
-        parser.error(f"AWS_BATCH_JOB_NODE_INDEX={raw!r} is not a node of the {len(run_ids)} of --only-runs")
-    return agent_ids[int(raw)], run_ids[int(raw)]
+        parser.error(f"--only-runs {runs!r} and the agents {agents!r} must name one run per agent")
+    if not index.isdigit() or int(index) >= len(run_ids):
+        parser.error(f"node index {index!r} is not one of the {len(run_ids)} nodes of --only-runs")
+    return agent_ids[int(index)], run_ids[int(index)]
+
+
+def _sagemaker_index(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> str:
+    """This instance's place among its training job's hosts (`current_host` in `hosts`)."""
+    path = Path(env.get("STRATUS_SAGEMAKER_RESOURCE_CONFIG", SAGEMAKER_RESOURCE_CONFIG))
+    try:
+        config = json.loads(path.read_text())
+        return str(list(config["hosts"]).index(config["current_host"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        parser.error(f"--sagemaker-agents: cannot read this instance's place from {path}: {e}")
 
 
 def _read_instance(imds_url: str, imds: Callable[[str], ImdsClient]) -> Instance:
@@ -261,7 +281,14 @@ def parse_cli(
     env = os.environ if environ is None else environ
     parser = _parser()
     ns = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    node_agent, only_run = _batch_node(parser, ns.only_runs, ns.batch_agents, env)
+    if ns.sagemaker_agents is not None:
+        node_agent, only_run = _job_node(
+            parser, ns.only_runs, ns.sagemaker_agents, _sagemaker_index(parser, env)
+        )
+    else:
+        node_agent, only_run = _job_node(
+            parser, ns.only_runs, ns.batch_agents, env.get("AWS_BATCH_JOB_NODE_INDEX", "0")
+        )
     if ns.agent_id is None and not ns.aws and not node_agent:
         parser.error("the following arguments are required: --agent-id (or --aws on EC2: the instance id)")
     token = _credential(ns.token_file, env)  # first: the file is gone even if the instance cannot be read

@@ -127,8 +127,11 @@ def test_an_ec2_pool_is_a_group_that_starts_no_agent():
 @pytest.mark.parametrize(
     ("option", "said"),
     [
-        ("gpu:backend=batch", "backend 'batch' is not available here; use local or ec2"),
-        ("gpu:max=3", "'max' is for backend=ec2 pools"),
+        (
+            "gpu:backend=kubernetes",
+            "backend 'kubernetes' is not available here; use local, ec2, batch or sagemaker",
+        ),
+        ("gpu:max=3", "'max' is for cloud pools"),
         ("gpu:backend=ec2:min=5:max=2", "min '5' must be a whole number from 0 to max (2)"),
         ("gpu:backend=ec2:spot=maybe", "spot='maybe' must be on or off"),
         ("gpu:backend=ec2:idle=-1", "idle '-1' must be a positive number of seconds"),
@@ -137,3 +140,12 @@ def test_an_ec2_pool_is_a_group_that_starts_no_agent():
 def test_a_bad_ec2_pool_option_says_what_to_fix(option, said):
     with pytest.raises(ClusterConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
         parse_pool_option(option, slots=1, agents=1)
+
+
+def test_batch_and_sagemaker_pools_are_lanes_that_start_no_agent():
+    batch = parse_pool_option("cpu:backend=batch:max=3:slots=2", slots=1, agents=1)
+    sagemaker = parse_pool_option("sm:backend=sagemaker:max=2", slots=1, agents=1)
+    assert batch.agents == sagemaker.agents == 0
+    assert (batch.spec.backend, batch.spec.max_agents, batch.spec.slots_per_agent) == ("batch", 3, 2)
+    assert sagemaker.spec.provider is not None and sagemaker.spec.provider.instance_types == ("ml.g5.xlarge",)
+    assert sagemaker.spec.provider.image  # a training job needs an image; the local runner ignores it

@@ -1,0 +1,99 @@
+"""The `sagemaker` backend: each run is a SageMaker training job, placed by Stratus' scheduler on the
+pool's lanes (`chalicelib.compute.lanes`).
+
+A granted run is launched as usual and one training job is created for it: `InstanceCount` = its lanes,
+the pool's image with the agent as its entry point (`python -m harness.agent --only-runs <runs>
+--sagemaker-agents <lanes> ...`: each instance takes its lane by its host's place in the job's
+`resourceconfig.json`), managed spot training for a spot pool. The job's name is kept on the run to stop
+it. A job that ends without its agent's word (an interrupted spot job, a failed image) comes back as a
+`SageMaker Training Job State Change` event (`chalicelib.services.compute_events`); Stratus requeues the
+trial itself rather than using managed spot's own restart, so a resumed trial is scheduled like any other.
+The trial's checkpoint comes from the bucket as on every backend (presigned), not SageMaker's
+`CheckpointConfig` channel.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from chalicelib.compute.cloud import TrainingApi, TrainingJobRequest
+from chalicelib.compute.lanes import alive_lanes
+from chalicelib.domain import keys
+from chalicelib.domain.compute_events import RUNS_ENV
+from chalicelib.domain.pools import PoolSpec
+from chalicelib.domain.run_records import Run
+from chalicelib.services.ports import AgentStore, Clock, Host, RunStore
+
+log = logging.getLogger(__name__)
+
+#: Where a training job's agent works (SageMaker's writable volume).
+WORK_DIR = "/opt/ml/stratus"
+
+
+def job_name(stack: str, pool: str, run_id: str) -> str:
+    """`<stack>-<pool>-<run>`: letters, digits and dashes, at most 63 (SageMaker's rule)."""
+    return re.sub(r"[^A-Za-z0-9-]", "-", f"{stack}-{pool}-{run_id}")[-63:].lstrip("-")
+
+
+class TrainingJobs:
+    def __init__(
+        self,
+        api: TrainingApi,
+        agents: AgentStore,
+        runs: RunStore,
+        clock: Clock,
+        agent_timeout_s: float,
+        *,
+        stack: str,
+        api_url: str,
+    ) -> None:
+        self._api = api
+        self._agents = agents
+        self._runs = runs
+        self._clock = clock
+        self._timeout_s = agent_timeout_s
+        self._stack = stack
+        self._api_url = api_url
+
+    def hosts(self, spec: PoolSpec) -> list[Host]:
+        return alive_lanes(spec, self._agents, self._runs, self._clock.now(), self._timeout_s)
+
+    def submit(self, spec: PoolSpec, run: Run) -> None:
+        """Create the training job of a launched run (once: a run that has a job keeps it)."""
+        provider = spec.provider
+        if run.compute_ref or provider is None:
+            return
+        placements = run.placements
+        multi = len(placements) > 1
+        held = [keys.node_id(run.run_id, rank) for rank in range(len(placements))] if multi else [run.run_id]
+        runs = ",".join(held)
+        job = TrainingJobRequest(
+            name=job_name(self._stack, spec.name, run.run_id),
+            image=provider.image,
+            instance_type=(provider.instance_types or ("ml.g5.xlarge",))[0],
+            instances=len(placements),
+            arguments=(
+                "--only-runs",
+                runs,
+                "--sagemaker-agents",
+                ",".join(p.agent_id for p in placements),
+                "--api",
+                self._api_url,
+                "--pool",
+                spec.name,
+                "--slots",
+                str(spec.slots_per_agent or 1),
+                "--work-dir",
+                WORK_DIR,
+            ),  # fmt: skip
+            environment={RUNS_ENV: runs},
+            spot=provider.spot,
+        )
+        self._api.create(job)
+        self._runs.note_compute_ref(run.run_id, job.name)
+        log.info("run %s: SageMaker training job %s (%d instance(s))", run.run_id, job.name, job.instances)
+
+    def terminate(self, run: Run, reason: str) -> None:
+        if run.compute_ref:
+            self._api.stop(run.compute_ref)

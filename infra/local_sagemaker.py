@@ -1,0 +1,141 @@
+"""The local stack's SageMaker: a runner that runs each training job of the `sagemaker` pools as agent
+processes, one per instance (moto cannot run a training image).
+
+moto's SageMaker is patched (`infra.moto_sagemaker`) so that a job stays InProgress until its work ends.
+Every `interval` the runner lists the InProgress jobs of the stack (`<stack>-` names) and, for a new one,
+starts its container's entry point and arguments (`python -m harness.agent ...`) once per instance, each
+with a `resourceconfig.json` naming its host (`algo-1`, ...) as SageMaker writes it. When the first
+instance's agent exits, the job ends with its exit code; a job stopped by the control plane has its
+agents stopped (SIGTERM: they drain). Each end goes to the events queue as the `SageMaker Training Job
+State Change` event the stack's EventBridge rule would put there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra import moto_sagemaker
+from infra.local_agents import AgentLauncher
+
+log = logging.getLogger("stratus.local.sagemaker")
+
+
+@dataclass
+class _Job:
+    name: str
+    nodes: list[subprocess.Popen[bytes]]
+    ended: bool = False
+
+
+class LocalSageMaker:
+    def __init__(
+        self,
+        *,
+        stack: str,
+        session: Any,
+        moto_url: str,
+        launcher: AgentLauncher,
+        events_queue_url: str,
+        state_dir: Path,
+        interval: float = 0.5,
+    ) -> None:
+        self._prefix = f"{stack}-"
+        self._sagemaker = session.client("sagemaker", endpoint_url=moto_url)
+        self._sqs = session.client("sqs", endpoint_url=moto_url)
+        self._launcher = launcher
+        self._events_url = events_queue_url
+        self._configs = state_dir / "sagemaker"
+        self._interval = interval
+        self._jobs: dict[str, _Job] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="local-sagemaker", daemon=True)
+
+    def start(self) -> None:
+        moto_sagemaker.apply()
+        self._configs.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        processes = [p for job in self._jobs.values() for p in job.nodes]
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._look()
+            except Exception:  # the runner must outlive a moto hiccup
+                log.exception("local sagemaker: a look at the training jobs failed")
+
+    def _look(self) -> None:
+        listed = self._sagemaker.list_training_jobs(NameContains=self._prefix, MaxResults=100)
+        in_progress = {
+            j["TrainingJobName"]
+            for j in listed["TrainingJobSummaries"]
+            if j["TrainingJobStatus"] == "InProgress"
+        }
+        for name in sorted(in_progress - set(self._jobs)):
+            self._start(name)
+        for name, job in list(self._jobs.items()):
+            if name not in in_progress:  # stopped by the control plane: its agents drain
+                if not job.ended:
+                    job.ended = True
+                    self._send_event(self._sagemaker.describe_training_job(TrainingJobName=name))
+                for process in job.nodes:
+                    if process.poll() is None:
+                        process.send_signal(signal.SIGTERM)
+                if all(p.poll() is not None for p in job.nodes):
+                    del self._jobs[name]
+            elif job.nodes[0].poll() is not None:
+                described = moto_sagemaker.finish(name, job.nodes[0].returncode)
+                job.ended = True
+                if described is not None:
+                    self._send_event(described)
+                log.info("training job %s: ended with code %d", name, job.nodes[0].returncode)
+
+    def _start(self, name: str) -> None:
+        described = self._sagemaker.describe_training_job(TrainingJobName=name)
+        spec = described["AlgorithmSpecification"]
+        line = [*spec["ContainerEntrypoint"][1:], *spec.get("ContainerArguments", [])]
+        count = int(described["ResourceConfig"]["InstanceCount"])
+        hosts = [f"algo-{i + 1}" for i in range(count)]
+        agents = line[line.index("--sagemaker-agents") + 1].split(",")
+        nodes = []
+        for index, host in enumerate(hosts):
+            config = self._configs / f"{name}-{host}.json"
+            config.write_text(json.dumps({"current_host": host, "hosts": hosts}))
+            env = {"STRATUS_SAGEMAKER_RESOURCE_CONFIG": str(config), **described.get("Environment", {})}
+            nodes.append(
+                self._launcher.start_line(agents[index], line, extra=["--address", "127.0.0.1"], env=env)
+            )
+            log.info("training job %s: %s is agent %s", name, host, agents[index])
+        self._jobs[name] = _Job(name, nodes)
+
+    def _send_event(self, described: dict[str, Any]) -> None:
+        event = {
+            "version": "0",
+            "id": f"sagemaker-{described['TrainingJobName']}-{described['TrainingJobStatus']}",
+            "detail-type": "SageMaker Training Job State Change",
+            "source": "aws.sagemaker",
+            "region": "us-east-1",
+            "resources": [described.get("TrainingJobArn", "")],
+            "detail": described,
+        }
+        body = json.dumps({"type": "compute_event", "event": event}, default=str)
+        self._sqs.send_message(QueueUrl=self._events_url, MessageBody=body)
