@@ -1,12 +1,14 @@
 """The EC2 pools' part of the stack (`infra/template.py` merges it): an Auto Scaling group and a launch
 template per pool, the agents' security group, instance profile and policy, the control plane's scaling
-permissions, and the spot interruption warnings routed to the events queue.
+permissions, and the spot interruption warnings routed to the events queue. The Batch pools' part
+(`infra/compute_batch.py`) joins it and shares the agents' network.
 
     parameters, conditions, resources, outputs = compute_resources(pools)
 
-Nothing for a stack without EC2 pools. A group has no desired capacity: the control plane alone sets it
-(upward with `SetDesiredCapacity`, downward only by terminating the instances it chose idle, so every
-instance is protected from AWS's own scale-in), and a stack update never resets a scaled group.
+Nothing for a stack without EC2 or Batch pools (and without EC2 pools, no AMI or compute package
+parameter). A group has no desired capacity: the control plane alone sets it (upward with
+`SetDesiredCapacity`, downward only by terminating the instances it chose idle, so every instance is
+protected from AWS's own scale-in), and a stack update never resets a scaled group.
 
 The pools' resources wait for the control plane (`HasCode`): their agents need its API (the user data's
 `--api`, the agent policy's credential route), and nothing else scales the groups. `det deploy aws up`
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
+from infra.compute_batch import BATCH_STATE_RULE, batch_resources, control_statements
 from infra.template_app import COMPUTE_POLICY, QUEUE_IDS, STAGE, group_name
 from infra.user_data import user_data
 
@@ -107,19 +110,21 @@ def _provider(pool: PoolSpec) -> Provider:
 
 
 def compute_resources(pools: Sequence[PoolSpec]) -> tuple[Template, Template, Template, Template]:
-    """The EC2 pools' (parameters, conditions, resources, outputs): all empty without EC2 pools."""
+    """The EC2 and Batch pools' (parameters, conditions, resources, outputs): all empty without them."""
     ec2 = [pool for pool in pools if pool.backend == "ec2"]
-    if not ec2:
+    batch = [pool for pool in pools if pool.backend == "batch"]
+    if not ec2 and not batch:
         return {}, {}, {}, {}
     providers = {pool.name: _provider(pool) for pool in ec2}
-    if len(providers) < len(ec2):
-        names = [pool.name for pool in ec2]
+    names = [pool.name for pool in ec2 + batch]
+    if len(set(names)) < len(names):
         twice = sorted({name for name in names if names.count(name) > 1})
-        raise ComputeTemplateError(f"EC2 pool {twice[0]!r} is given twice; name each pool once")
+        raise ComputeTemplateError(f"pool {twice[0]!r} is given twice; name each pool once")
     ids = logical_ids(ec2)
-    resources: Template = {**_agent_network(), **_agent_identity(), **_spot_warnings()}
-    resources[COMPUTE_POLICY] = _control_policy()
-    outputs: Template = {}
+    batched, outputs = batch_resources(batch, logical_ids(batch))
+    rules = ["SpotWarningRule", *([BATCH_STATE_RULE] if batch else [])]
+    resources: Template = {**_agent_network(), **_agent_identity(), **_spot_warnings(rules), **batched}
+    resources[COMPUTE_POLICY] = _control_policy(bool(ec2), control_statements() if batch else [])
     for pool in ec2:
         logical = ids[pool.name]
         resources[logical + "LaunchTemplate"] = _launch_template(pool)
@@ -129,7 +134,9 @@ def compute_resources(pools: Sequence[PoolSpec]) -> tuple[Template, Template, Te
             "Description": f"The Auto Scaling group of pool {pool.name}",
             "Value": {"Ref": logical + "Group"},
         }
-    return dict(PARAMETERS), dict(CONDITIONS), resources, outputs
+    # Batch's instances boot the ECS AMI and its jobs' image: only EC2 pools need an AMI and the package.
+    parameters = {k: v for k, v in PARAMETERS.items() if ec2 or k not in ("AgentAmiId", "ComputeKey")}
+    return parameters, dict(CONDITIONS), resources, outputs
 
 
 def _tags(pool: str) -> list[dict[str, Any]]:
@@ -293,44 +300,42 @@ def _agent_identity() -> Template:
     }
 
 
-def _control_policy() -> Template:
-    """What the control plane's functions (all of them run as `ApiRole`) need to scale the groups."""
+def _control_policy(ec2: bool, jobs: list[Template]) -> Template:
+    """What the control plane's functions (all of them run as `ApiRole`) need to scale the groups (with
+    EC2 pools) and run the jobs of the other backends (`jobs`: their statements)."""
+    scaling: list[Template] = [
+        {
+            "Sid": "ScaleTheStacksGroups",
+            "Effect": "Allow",
+            "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+            "Resource": _sub(
+                "arn:${AWS::Partition}:autoscaling:${AWS::Region}:${AWS::AccountId}:autoScalingGroup:*"
+                ":autoScalingGroupName/${AWS::StackName}-*"
+            ),
+        },
+        {
+            # These describe actions have no resource type: only "*" allows them.
+            "Sid": "DescribeGroupsAndInstances",
+            "Effect": "Allow",
+            "Action": ["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances"],
+            "Resource": "*",
+        },
+    ]
     return {
         "Type": "AWS::IAM::Policy",
         "Properties": {
             "PolicyName": "ec2-pools",
             "Roles": [{"Ref": "ApiRole"}],
-            "PolicyDocument": {
-                "Version": "2012-10-17",
-                "Statement": [
-                    {
-                        "Sid": "ScaleTheStacksGroups",
-                        "Effect": "Allow",
-                        "Action": [
-                            "autoscaling:SetDesiredCapacity",
-                            "autoscaling:TerminateInstanceInAutoScalingGroup",
-                        ],
-                        "Resource": _sub(
-                            "arn:${AWS::Partition}:autoscaling:${AWS::Region}:${AWS::AccountId}:autoScalingGroup:*"
-                            ":autoScalingGroupName/${AWS::StackName}-*"
-                        ),
-                    },
-                    {
-                        # These describe actions have no resource type: only "*" allows them.
-                        "Sid": "DescribeGroupsAndInstances",
-                        "Effect": "Allow",
-                        "Action": ["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances"],
-                        "Resource": "*",
-                    },
-                ],
-            },
+            "PolicyDocument": {"Version": "2012-10-17", "Statement": [*(scaling if ec2 else []), *jobs]},
         },
     }
 
 
-def _spot_warnings() -> Template:
+def _spot_warnings(rules: list[str]) -> Template:
     """EC2's two-minute spot interruption warnings, as `compute_event` messages on the events queue
-    (the agents' IMDS watchers see the same notice: whichever comes first drains the instance)."""
+    (the agents' IMDS watchers see the same notice: whichever comes first drains the instance); the
+    queue's policy lets these `rules` send to it."""
+    arns = [{"Fn::GetAtt": [rule, "Arn"]} for rule in rules]
     return {
         "SpotWarningRule": {
             "Type": "AWS::Events::Rule",
@@ -360,7 +365,7 @@ def _spot_warnings() -> Template:
                             "Action": "sqs:SendMessage",
                             "Resource": {"Fn::GetAtt": [EVENTS_QUEUE, "Arn"]},
                             "Condition": {
-                                "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["SpotWarningRule", "Arn"]}}
+                                "ArnEquals": {"aws:SourceArn": arns[0] if len(arns) == 1 else arns}
                             },
                         }
                     ],

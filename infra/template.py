@@ -159,8 +159,8 @@ def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
             partition="${AWS::Partition}",
         )
     )
-    ec2 = any(pool.backend == "ec2" for pool in pools)
     parameters, conditions, compute, compute_outputs = compute_resources(pools)
+    cloud = "AgentPolicy" in compute  # cloud pools' agents sign their credential request
     resources: dict[str, Any] = {
         "Bucket": {
             "Type": "AWS::S3::Bucket",
@@ -220,7 +220,9 @@ def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
             "Type": "AWS::IAM::Role",
             "Properties": {
                 "AssumeRolePolicyDocument": assume("ec2.amazonaws.com"),
-                "Description": "EC2 agents: their AgentPolicy" if ec2 else "Agents need no AWS permission",
+                "Description": "Cloud pools' agents: their AgentPolicy"
+                if cloud
+                else "Agents need no AWS permission",
             },
         },
         "TrialRunStateMachine": {

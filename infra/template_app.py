@@ -3,7 +3,7 @@ from the Chalice app itself (its routes, their authorizers, its SQS handlers), p
 parameters. `det deploy aws up` builds the package (`infra/package.py`), uploads it to the stack's bucket
 and passes its key as `CodeKey`; without one (the template deployed by hand) the stack holds the
 infrastructure only. The functions learn the resource pools from `STRATUS_POOLS` (absent for the default
-pool), each EC2 pool with its Auto Scaling group's name.
+pool), each EC2 pool with its Auto Scaling group's name, each Batch pool with its job queue's.
 
 The API function learns the API's URL (for the launch specs it hands agents) from an environment variable
 that names the REST API, so the REST API must not depend on the function: its integrations name the
@@ -68,16 +68,18 @@ def _function_name(suffix: str) -> dict[str, str]:
 
 
 def group_name(pool: str) -> str:
-    """An EC2 pool's Auto Scaling group name (an `Fn::Sub` string): the IAM policy allows `<stack>-*`."""
+    """An EC2 pool's Auto Scaling group name, a Batch pool's job queue name (an `Fn::Sub` string): the
+    IAM policy allows `<stack>-*`."""
     return "${AWS::StackName}-" + pool
 
 
 def _pools_variable(pools: Sequence[PoolSpec]) -> dict[str, str]:
-    """`STRATUS_POOLS`: the pools' JSON, each EC2 pool's `provider.group` its group's name. JSON braces
+    """`STRATUS_POOLS`: the pools' JSON, each EC2 pool's `provider.group` its group's name, each Batch
+    pool's its job queue's (`infra/compute_batch.py`: the same `<stack>-<pool>`). JSON braces
     are plain text to `Fn::Sub`; a `${` of the pools' own text is escaped (`${!`) so it stays literal."""
     with_groups = [
         replace(pool, provider=replace(pool.provider, group=group_name(pool.name)))
-        if pool.backend == "ec2" and pool.provider is not None
+        if pool.backend in ("ec2", "batch") and pool.provider is not None
         else pool
         for pool in pools
     ]
@@ -98,13 +100,15 @@ def _environment(pools: Sequence[PoolSpec]) -> dict[str, Any]:
         "STRATUS_TOKEN_SECRET_ARN": {"Ref": "TokenSecret"},
         "STRATUS_AGENT_TOKEN_ARN": {"Ref": "AgentTokenSecret"},
         "STRATUS_API_URL": _sub(API_URL),
+        # The role EC2 agents sign `POST /agents/{id}/iam-credential` with (its name: `Ref` of a role).
+        "STRATUS_AGENT_ROLE_NAME": {"Ref": "AgentRole"},
         **pools_variable,
     }
 
 
 def _function(suffix: str, handler: str, pools: Sequence[PoolSpec]) -> dict[str, Any]:
     # A function may scale a group as soon as it exists: the policy that allows it comes first.
-    compute = [COMPUTE_POLICY] if any(pool.backend == "ec2" for pool in pools) else []
+    compute = [COMPUTE_POLICY] if any(pool.backend != "local" for pool in pools) else []
     return {
         "Type": "AWS::Lambda::Function",
         "Condition": "HasCode",

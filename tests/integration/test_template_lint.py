@@ -1,5 +1,5 @@
 """The stack's CloudFormation template passes cfn-lint (AWS's own linter: resource schemas, IAM policy
-shapes, intrinsic functions), as `det deploy aws up` renders it, with and without EC2 pools."""
+shapes, intrinsic functions), as `det deploy aws up` renders it, with and without EC2 and Batch pools."""
 
 from __future__ import annotations
 
@@ -40,6 +40,42 @@ def test_a_template_with_a_spot_and_an_on_demand_ec2_pool_is_cfn_lint_clean(tmp_
     rendered = template(pools)
     assert {"GpuSpotPoolGroup", "CpuPoolGroup", "SpotWarningRule"} <= set(rendered["Resources"])
     path = tmp_path / "pools.cfn.json"
+    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
+    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_a_template_with_an_ec2_pool_and_a_spot_batch_pool_is_cfn_lint_clean(tmp_path: Path) -> None:
+    pools = [
+        PoolSpec(name="default"),
+        PoolSpec(
+            name="cpu",
+            backend="ec2",
+            provider=Provider(instance_types=("m5.xlarge",), max_instances=2),
+        ),
+        PoolSpec(
+            name="gpu-batch",
+            slots_per_agent=1,
+            max_agents=4,
+            backend="batch",
+            provider=Provider(
+                instance_types=("g5.xlarge", "g6.xlarge"),
+                max_instances=4,
+                spot=True,
+                gpus=1,
+                image="123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:latest",
+            ),
+        ),
+    ]
+    rendered = template(pools)
+    assert {
+        "CpuPoolGroup",
+        "GpuBatchPoolSpotEnvironment",
+        "GpuBatchPoolQueue",
+        "GpuBatchPoolMultiNodeJobDefinition",
+        "BatchStateRule",
+    } <= set(rendered["Resources"])
+    path = tmp_path / "batch.cfn.json"
     path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
     linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
     assert linted.returncode == 0, linted.stdout + linted.stderr

@@ -1,0 +1,350 @@
+"""The Batch pools' part of the stack (`infra/compute_resources.py` merges it; they share its network).
+
+    resources, outputs = batch_resources(pools, ids)   # ids: compute_resources.logical_ids(pools)
+    statements = control_statements()                  # for the control plane's compute policy
+
+Per pool: an on-demand compute environment (and a spot one for a spot pool), a fair-share policy, the
+job queue `<stack>-<pool>` ([spot, on-demand] or [on-demand]), the multi-node queue `<stack>-<pool>-mnp`
+(on-demand only: AWS Batch runs no multi-node parallel job on spot capacity) and job definitions of the
+same two names. The control plane submits by these names (`provider.group` plus the suffix of
+`chalicelib.compute.batch`) with the parameters `runs` and `agents`, which the container's agent reads
+as `Ref::runs` and `Ref::agents`. Stratus' scheduler decides what runs; the fair share only orders jobs
+waiting for capacity. Shared: the environments' service role, their instances' ECS role and profile, the
+jobs' role (only the agent credential route) and `BatchStateRule`: ended jobs to the events queue.
+
+Sizes: `maxvCpus` is `max_instances` times the vCPUs of the pool's largest type. A job takes a whole
+instance of its smallest type: all its vCPUs, `MEMORY_PER_VCPU_MIB` per vCPU (7/8 of the 4 GiB per vCPU
+every type of `DEFAULT_VCPUS` has at least; ECS and the OS keep the rest) and the pool's GPUs. vCPUs come
+from `DEFAULT_VCPUS` or the table given; a type in neither is refused, naming it. `spot_max_price` is not
+passed on: Batch bids a percentage of the on-demand price, a pool gives USD per hour, and the template
+knows no prices, so Batch pays up to the on-demand price (as an EC2 pool without a cap does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from chalicelib.compute.batch import MULTI_NODE_SUFFIX
+from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
+from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
+from infra.template_app import API_URL, QUEUE_IDS, STAGE, group_name
+from infra.template_iam import assume
+
+Template = dict[str, Any]
+
+#: vCPUs of common GPU instance types; `batch_resources(vcpus=...)` takes others.
+# fmt: off
+DEFAULT_VCPUS: Mapping[str, int] = MappingProxyType({
+    "g5.xlarge": 4, "g5.2xlarge": 8, "g5.12xlarge": 48, "g6.xlarge": 4,
+    "p3.2xlarge": 8, "p4d.24xlarge": 96, "p5.48xlarge": 192,
+})
+# fmt: on
+#: A job's memory per vCPU it takes (MiB).
+MEMORY_PER_VCPU_MIB = 3584
+#: The container's /dev/shm (PyTorch's data loader workers pass batches through it): half its memory.
+SHARED_MEMORY_FRACTION = 0.5
+#: Where the agent in a job's container keeps its runs' files.
+WORK_DIR = "/tmp/stratus"
+BATCH_STATE_RULE = "BatchStateRule"
+#: The events queue's message of any AWS event (as `compute_resources.COMPUTE_EVENT`).
+COMPUTE_EVENT = '{"type": "compute_event", "event": <aws.events.event.json>}'
+#: Only ended jobs matter to the control plane (`chalicelib.domain.compute_events.BatchJobEnded`).
+ENDED = ["SUCCEEDED", "FAILED"]
+_ARN = "arn:${AWS::Partition}:batch:${AWS::Region}:${AWS::AccountId}:"
+
+
+class BatchTemplateError(ValueError):
+    """A Batch pool the template cannot render (the message names the pool or type and the fix)."""
+
+
+def _sub(text: str) -> dict[str, str]:
+    return {"Fn::Sub": text}
+
+
+def _managed_policy(name: str) -> dict[str, str]:
+    return _sub("arn:${AWS::Partition}:iam::aws:policy/service-role/" + name)
+
+
+def _allow(sid: str, action: str | list[str], resource: Any) -> Template:
+    return {"Sid": sid, "Effect": "Allow", "Action": action, "Resource": resource}
+
+
+def queue_names(pool: str) -> tuple[str, str]:
+    """A pool's job queue and multi-node queue names (`Fn::Sub` strings); its job definitions' too."""
+    return group_name(pool), group_name(pool) + MULTI_NODE_SUFFIX
+
+
+def batch_resources(
+    pools: Sequence[PoolSpec], ids: Mapping[str, str], vcpus: Mapping[str, int] = DEFAULT_VCPUS
+) -> tuple[Template, Template]:
+    """The Batch pools' (resources, outputs), each pool's logical ids prefixed with `ids[pool.name]`:
+    both empty without Batch pools."""
+    if not pools:
+        return {}, {}
+    resources: Template = {**_shared_roles(), BATCH_STATE_RULE: _state_rule(pools)}
+    outputs: Template = {}
+    for pool in pools:
+        provider = _provider(pool)
+        logical = ids[pool.name]
+        types = [_vcpus_of(pool.name, kind, vcpus) for kind in provider.instance_types]
+        on_demand, spot = logical + "OnDemandEnvironment", logical + "SpotEnvironment"
+        resources[on_demand] = _environment(pool.name, provider, "EC2", max(types))
+        order = [on_demand]
+        if provider.spot:
+            resources[spot] = _environment(pool.name, provider, "SPOT", max(types))
+            order = [spot, on_demand]
+        resources[logical + "FairShare"] = _fair_share(pool.name)
+        queue, multi_node = queue_names(pool.name)
+        resources[logical + "Queue"] = _queue(queue, order, logical + "FairShare", pool.name)
+        resources[logical + "MultiNodeQueue"] = _queue(
+            multi_node, [on_demand], logical + "FairShare", pool.name
+        )
+        container = _container(pool, provider, min(types))
+        resources[logical + "JobDefinition"] = _job_definition(
+            queue, pool.name, {"ContainerProperties": container}
+        )
+        nodes = {
+            "NumNodes": 2,
+            "MainNode": 0,
+            "NodeRangeProperties": [{"TargetNodes": "0:", "Container": container}],
+        }
+        resources[logical + "MultiNodeJobDefinition"] = _job_definition(
+            multi_node, pool.name, {"Type": "multinode", "NodeProperties": nodes}
+        )
+        for suffix, name in (("QueueName", queue), ("MultiNodeQueueName", multi_node)):
+            outputs[logical + suffix] = {
+                "Condition": "HasCode",
+                "Description": f"A Batch job queue of pool {pool.name}",
+                "Value": _sub(name),
+            }
+    return resources, outputs
+
+
+def control_statements() -> list[Template]:
+    """What the control plane's role needs to run the stack's Batch jobs and stop them."""
+    queues = [_sub(_ARN + "job-queue/${AWS::StackName}-*"), _sub(_ARN + "job-definition/${AWS::StackName}-*")]
+    return [
+        _allow("SubmitToTheStacksQueues", "batch:SubmitJob", queues),
+        _allow("TerminateJobs", "batch:TerminateJob", _sub(_ARN + "job/*")),
+        # These describe actions have no resource type: only "*" allows them.
+        _allow("DescribeJobs", ["batch:DescribeJobs", "batch:ListJobs"], "*"),
+    ]
+
+
+def _provider(pool: PoolSpec) -> Provider:
+    if not POOL_NAME.match(pool.name):
+        raise BatchTemplateError(
+            f"pool name {pool.name!r} cannot name a Batch job queue; use letters, digits, '-' or '_' "
+            "(at most 63, starting with a letter or digit)"
+        )
+    if pool.provider is None or not pool.provider.instance_types:
+        raise BatchTemplateError(
+            f"Batch pool {pool.name!r} has no instance type; give its provider an instance_type (e.g. g5.xlarge)"
+        )
+    if not pool.provider.image:
+        raise BatchTemplateError(
+            f"Batch pool {pool.name!r} has no image; give its provider the container image of its jobs "
+            "(image: a registry path with PyTorch and Stratus' harness installed)"
+        )
+    return pool.provider
+
+
+def _vcpus_of(pool: str, kind: str, vcpus: Mapping[str, int]) -> int:
+    if kind not in vcpus:
+        raise BatchTemplateError(
+            f"Batch pool {pool!r} has instance type {kind!r}, whose vCPUs the template does not know; "
+            f"use one of {', '.join(sorted(vcpus))}, or give its vCPUs in the vcpus table"
+        )
+    return vcpus[kind]
+
+
+def _tags(pool: str) -> dict[str, Any]:
+    return {
+        "stratus:cluster-id": {"Ref": "AWS::StackName"},
+        "stratus:pool": pool,
+        "Name": _sub(group_name(pool)),
+    }
+
+
+def _environment(pool: str, provider: Provider, kind: str, vcpus: int) -> Template:
+    """A managed compute environment of the pool's types, from nothing up to `max_instances` of them."""
+    strategy = "SPOT_PRICE_CAPACITY_OPTIMIZED" if kind == "SPOT" else "BEST_FIT_PROGRESSIVE"
+    image = "ECS_AL2023_NVIDIA" if provider.gpus > 0 else "ECS_AL2023"
+    return {
+        "Type": "AWS::Batch::ComputeEnvironment",
+        "Condition": "HasCode",
+        "Properties": {
+            "Type": "MANAGED",
+            "State": "ENABLED",
+            "ServiceRole": {"Fn::GetAtt": ["BatchServiceRole", "Arn"]},
+            "ComputeResources": {
+                "Type": kind,
+                "AllocationStrategy": strategy,
+                "MinvCpus": 0,
+                "MaxvCpus": provider.max_instances * vcpus,
+                "InstanceTypes": list(provider.instance_types),
+                "Subnets": {"Ref": "AgentSubnetIds"},
+                "SecurityGroupIds": [{"Fn::GetAtt": ["AgentSecurityGroup", "GroupId"]}],
+                "InstanceRole": {"Fn::GetAtt": ["BatchInstanceProfile", "Arn"]},
+                "Ec2Configuration": [{"ImageType": image}],
+                "Tags": _tags(pool),
+            },
+            "Tags": _tags(pool),
+        },
+    }
+
+
+def _fair_share(pool: str) -> Template:
+    # No decay, no reservation: Stratus' scheduler has granted every job it submits already.
+    return {
+        "Type": "AWS::Batch::SchedulingPolicy",
+        "Condition": "HasCode",
+        "Properties": {
+            "FairsharePolicy": {"ShareDecaySeconds": 0, "ComputeReservation": 0},
+            "Tags": _tags(pool),
+        },
+    }
+
+
+def _queue(name: str, environments: list[str], policy: str, pool: str) -> Template:
+    # Both queues have the policy: the control plane gives every job a share identifier, which a queue
+    # without a fair-share policy refuses.
+    return {
+        "Type": "AWS::Batch::JobQueue",
+        "Condition": "HasCode",
+        "Properties": {
+            "JobQueueName": _sub(name),
+            "State": "ENABLED",
+            "Priority": 1,
+            "SchedulingPolicyArn": {"Ref": policy},
+            "ComputeEnvironmentOrder": [
+                {"Order": order, "ComputeEnvironment": {"Ref": environment}}
+                for order, environment in enumerate(environments, start=1)
+            ],
+            "Tags": _tags(pool),
+        },
+    }
+
+
+def job_command(pool: str, slots: int) -> list[Any]:
+    """The job container's command: the one-run agent of the job's `runs` and `agents` parameters (a
+    multi-node job's node takes its own by its index), which exits once they have ended."""
+    # fmt: off
+    return [
+        "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
+        "--pool", pool, "--slots", str(slots), "--api", _sub(API_URL), "--work-dir", WORK_DIR,
+    ]
+    # fmt: on
+
+
+def _container(pool: PoolSpec, provider: Provider, vcpus: int) -> Template:
+    memory = vcpus * MEMORY_PER_VCPU_MIB
+    requirements = [{"Type": "VCPU", "Value": str(vcpus)}, {"Type": "MEMORY", "Value": str(memory)}]
+    if provider.gpus > 0:
+        requirements.append({"Type": "GPU", "Value": str(provider.gpus)})
+    return {
+        "Image": provider.image,
+        "Command": job_command(pool.name, pool.slots_per_agent or 1),
+        "JobRoleArn": {"Fn::GetAtt": ["BatchJobRole", "Arn"]},
+        "ResourceRequirements": requirements,
+        "LinuxParameters": {"SharedMemorySize": int(memory * SHARED_MEMORY_FRACTION)},
+    }
+
+
+def _job_definition(name: str, pool: str, kind: Template) -> Template:
+    return {
+        "Type": "AWS::Batch::JobDefinition",
+        "Condition": "HasCode",
+        # A job may call the credential route as soon as it starts.
+        "DependsOn": ["BatchJobPolicy"],
+        "Properties": {
+            "Type": "container",
+            **kind,
+            "JobDefinitionName": _sub(name),
+            "PlatformCapabilities": ["EC2"],
+            # One attempt: a run whose job fails is ended, and requeued, by Stratus. No timeout either:
+            # the scheduler stops runs.
+            "RetryStrategy": {"Attempts": 1},
+            "Tags": _tags(pool),
+        },
+    }
+
+
+def _shared_roles() -> Template:
+    route = _sub(
+        "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${RestApi}/"
+        + STAGE
+        + "/POST/agents/*/iam-credential"
+    )
+    return {
+        # Explicit (AWS would take its service-linked role instead; moto requires a role).
+        "BatchServiceRole": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "AssumeRolePolicyDocument": assume("batch.amazonaws.com"),
+                "ManagedPolicyArns": [_managed_policy("AWSBatchServiceRole")],
+                "Description": "AWS Batch manages the Stratus Batch pools' compute environments",
+            },
+        },
+        "BatchInstanceRole": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "AssumeRolePolicyDocument": assume("ec2.amazonaws.com"),
+                # The ECS agent: register the instance, pull the image, send the container's logs.
+                "ManagedPolicyArns": [_managed_policy("AmazonEC2ContainerServiceforEC2Role")],
+                "Description": "The instances of the Stratus Batch pools (ECS container instances)",
+            },
+        },
+        "BatchInstanceProfile": {
+            "Type": "AWS::IAM::InstanceProfile",
+            "Properties": {"Roles": [{"Ref": "BatchInstanceRole"}]},
+        },
+        "BatchJobRole": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "AssumeRolePolicyDocument": assume("ecs-tasks.amazonaws.com"),
+                "Description": "The Stratus Batch pools' jobs: their BatchJobPolicy",
+            },
+        },
+        # Trials move bytes through presigned URLs: the job's agent only turns its identity into its
+        # agent credential, as an EC2 agent does (AgentPolicy).
+        "BatchJobPolicy": {
+            "Type": "AWS::IAM::Policy",
+            "Condition": "HasCode",
+            "Properties": {
+                "PolicyName": "batch-job",
+                "Roles": [{"Ref": "BatchJobRole"}],
+                "PolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [_allow("AgentCredential", "execute-api:Invoke", route)],
+                },
+            },
+        },
+    }
+
+
+def _state_rule(pools: Sequence[PoolSpec]) -> Template:
+    """The stack's ended Batch jobs, as `compute_event` messages on the events queue. The queues' ARNs
+    are built from their names, so the rule needs no queue (and no `HasCode`)."""
+    arns = [_sub(_ARN + "job-queue/" + name) for pool in pools for name in queue_names(pool.name)]
+    return {
+        "Type": "AWS::Events::Rule",
+        "Properties": {
+            "Description": "Ended Batch jobs: the control plane ends the runs whose agent did not report",
+            "State": "ENABLED",
+            "EventPattern": {
+                "source": ["aws.batch"],
+                "detail-type": [BATCH_STATE_CHANGE],
+                "detail": {"jobQueue": arns, "status": ENDED},
+            },
+            "Targets": [
+                {
+                    "Id": "batch-state",
+                    "Arn": {"Fn::GetAtt": [QUEUE_IDS["events"], "Arn"]},
+                    "InputTransformer": {"InputPathsMap": {}, "InputTemplate": COMPUTE_EVENT},
+                }
+            ],
+        },
+    }
