@@ -23,70 +23,25 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from chalicelib.domain.pools import pools_to_json
+from infra.background_stack import BackgroundStack  # noqa: F401  (where the tests and benches find it)
 from infra.cluster_config import ClusterConfigError, LocalPool, local_pools
 from infra.leftovers import end_leftovers, record_agents
 from infra.local_agents import AgentLauncher
-from infra.local_batch import LocalBatch
-from infra.local_compute import LocalCompute, with_groups
-from infra.local_sagemaker import LocalSageMaker
+from infra.local_api import free_port, serve_api
+from infra.local_clouds import LocalClouds
+from infra.local_compute import with_groups
 from infra.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
 
 log = logging.getLogger("stratus.local")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def serve_api(port: int) -> Any:
-    """Serve the Chalice app on 127.0.0.1:``port`` in a background thread; returns the server (its
-    ``shutdown()`` stops it). Chalice's local server handles each connection in a thread of its own."""
-    import functools
-
-    from chalice.config import Config
-    from chalice.local import ChaliceRequestHandler, LocalChalice, LocalDevServer, create_local_server
-
-    warnings.filterwarnings("ignore", message=".*is not a supported in local mode.*")
-    import app as chalice_app
-    from infra.moto_compat import COUNTS
-
-    class RequestHandler(ChaliceRequestHandler):
-        # Chalice writes an answer's headers and its body in two sends. On a kept-alive connection (the
-        # compute side's session keeps them) the body would then wait for the client's delayed ACK of
-        # the headers, 40 ms on Linux, on every call.
-        disable_nagle_algorithm = True
-
-        def parse_request(self) -> bool:
-            parsed: bool = super().parse_request()
-            if parsed:
-                COUNTS.add_api(self.command, self.path)  # each request an API Gateway request on AWS
-            return parsed
-
-    config = Config.create(chalice_stage="local", app_name="stratus", function_name="api_handler")
-    # create_local_server makes `current_request` thread-local; an app made local already (an earlier
-    # server in this process) is served as it is.
-    if isinstance(chalice_app.app, LocalChalice):
-        server = LocalDevServer(chalice_app.app, config, "127.0.0.1", port)
-    else:
-        server = create_local_server(chalice_app.app, config, host="127.0.0.1", port=port)
-    server.server.RequestHandlerClass = functools.partial(
-        RequestHandler, app_object=chalice_app.app, config=config
-    )
-    threading.Thread(target=server.serve_forever, name="api", daemon=True).start()
-    return server
 
 
 class LocalStack:
@@ -122,9 +77,7 @@ class LocalStack:
         self.state = StateFolder(state_dir)
         self._clients: StateClients | None = None
         self._launcher = AgentLauncher(self.state_dir, self.api_url, self._agent_token, warm_start)
-        self._compute: LocalCompute | None = None
-        self._batch: LocalBatch | None = None
-        self._sagemaker: LocalSageMaker | None = None
+        self._clouds: LocalClouds | None = None  # the ec2, batch and sagemaker pools' twins
 
     # ---- start ------------------------------------------------------------------------------------
 
@@ -197,8 +150,8 @@ class LocalStack:
         }
         log.info("resources of stack %r created", self.stack)
         specs = with_groups([pool.spec for pool in self.pools], self.stack)
-        if any(spec.backend == "ec2" for spec in specs):
-            self._compute = LocalCompute(
+        if any(spec.backend != "local" for spec in specs):
+            self._clouds = LocalClouds(
                 stack=self.stack,
                 pools=specs,
                 session=boto3.session.Session(),
@@ -207,28 +160,7 @@ class LocalStack:
                 events_queue_url=self._queue_urls["events"],
                 state_dir=self.state_dir,
             )
-            self._compute.create_groups()
-        if any(spec.backend == "batch" for spec in specs):
-            self._batch = LocalBatch(
-                pools=specs,
-                session=boto3.session.Session(),
-                moto_url=self.moto_url,
-                launcher=self._launcher,
-                events_queue_url=self._queue_urls["events"],
-            )
-            self._batch.create()
-        if any(spec.backend == "sagemaker" for spec in specs):
-            os.environ["STRATUS_SAGEMAKER_ROLE_ARN"] = (
-                f"arn:aws:iam::123456789012:role/{self.stack}-sagemaker"
-            )
-            self._sagemaker = LocalSageMaker(
-                stack=self.stack,
-                session=boto3.session.Session(),
-                moto_url=self.moto_url,
-                launcher=self._launcher,
-                events_queue_url=self._queue_urls["events"],
-                state_dir=self.state_dir,
-            )
+            self._clouds.create()
         self._clients = StateClients(
             boto3.session.Session(), self.moto_url, names.region, f"{self.stack}-", names.log_group
         )
@@ -301,12 +233,8 @@ class LocalStack:
                     )
                 )
         record_agents(self.state_dir, [agent.pid for agent in self._agents])
-        if self._compute is not None:
-            self._compute.start()  # the ec2 pools' agents come and go with their instances
-        if self._batch is not None:
-            self._batch.start()  # the batch pools' agents come and go with their jobs
-        if self._sagemaker is not None:
-            self._sagemaker.start()  # the sagemaker pools' agents come and go with their training jobs
+        if self._clouds is not None:
+            self._clouds.start()  # cloud pools' agents come and go with their instances and jobs
 
     def _write_state(self) -> None:
         state = {
@@ -352,12 +280,8 @@ class LocalStack:
                 agent.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 agent.kill()
-        if self._compute is not None:
-            self._compute.stop()
-        if self._batch is not None:
-            self._batch.stop()
-        if self._sagemaker is not None:
-            self._sagemaker.stop()
+        if self._clouds is not None:
+            self._clouds.stop()
         for pump in self._pumps:
             pump.stop()
         if self._http is not None:
@@ -377,57 +301,6 @@ class LocalStack:
 LOCAL_AGENT_HEARTBEAT_S = 5.0
 #: How long trials gather reports before sending them on the local stack (`STRATUS_REPORT_INTERVAL_S`).
 LOCAL_REPORT_INTERVAL_S = 5.0
-
-
-class BackgroundStack:
-    """A local stack in a child process (for tests and benchmarks; users have `det deploy local up`)."""
-
-    def __init__(
-        self,
-        state_dir: Path,
-        *,
-        port: int = 0,
-        slots: int = 2,
-        agents: int = 1,
-        timeout: float = 120,
-        env: Mapping[str, str] | None = None,
-        pools: Sequence[str] = (),
-        cluster_config: Path | None = None,
-    ) -> None:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        state_file = state_dir / "stack.json"
-        state_file.unlink(missing_ok=True)  # left by a stack killed with -9: not this one's
-        self.log_path = state_dir / "stack.log"
-        self._log = self.log_path.open("wb")
-        # The command line `det deploy local up` starts the stack with; imported here because the
-        # stack process itself (this module as __main__) needs nothing of the CLI.
-        from det._stack_command import stack_command
-
-        self.process = subprocess.Popen(
-            stack_command(port, slots, state_dir, agents, pools=pools, cluster_config=cluster_config),
-            cwd=Path(__file__).resolve().parents[1],
-            env={**os.environ, **(env or {})},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + timeout
-        while not state_file.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("the local stack did not start:\n" + self.log_path.read_text()[-3000:])
-            time.sleep(0.1)
-        self.state: dict[str, Any] = json.loads(state_file.read_text())
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        self._log.close()
 
 
 def main(argv: list[str] | None = None) -> int:
