@@ -31,6 +31,7 @@ from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
 from infra.template_app import API_URL, QUEUE_IDS, STAGE, group_name
 from infra.template_iam import assume
+from infra.user_data import batch_command
 
 Template = dict[str, Any]
 
@@ -46,7 +47,6 @@ MEMORY_PER_VCPU_MIB = 3584
 #: The container's /dev/shm (PyTorch's data loader workers pass batches through it): half its memory.
 SHARED_MEMORY_FRACTION = 0.5
 #: Where the agent in a job's container keeps its runs' files.
-WORK_DIR = "/tmp/stratus"
 BATCH_STATE_RULE = "BatchStateRule"
 #: The events queue's message of any AWS event (as `compute_resources.COMPUTE_EVENT`).
 COMPUTE_EVENT = '{"type": "compute_event", "event": <aws.events.event.json>}'
@@ -230,13 +230,9 @@ def _queue(name: str, environments: list[str], policy: str, pool: str) -> Templa
 
 def job_command(pool: str, slots: int) -> list[Any]:
     """The job container's command: the one-run agent of the job's `runs` and `agents` parameters (a
-    multi-node job's node takes its own by its index), which exits once they have ended."""
-    # fmt: off
-    return [
-        "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
-        "--pool", pool, "--slots", str(slots), "--api", _sub(API_URL), "--work-dir", WORK_DIR,
-    ]
-    # fmt: on
+    multi-node job's node takes its own by its index), which exits once they have ended; the same
+    command the local stack's Batch twin runs (`infra.user_data.batch_command`)."""
+    return [_sub(API_URL) if arg == API_URL else arg for arg in batch_command(API_URL, pool, slots)]
 
 
 def _container(pool: PoolSpec, provider: Provider, vcpus: int) -> Template:

@@ -147,7 +147,7 @@ def test_the_job_runs_the_one_run_agent_with_the_jobs_parameters_on_a_whole_inst
     assert container["Image"] == IMAGE
     assert container["Command"] == [
         "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
-        "--pool", "gpu-b", "--slots", "4", "--api", {"Fn::Sub": API_URL}, "--work-dir", "/tmp/stratus",
+        "--api", {"Fn::Sub": API_URL}, "--pool", "gpu-b", "--slots", "4", "--work-dir", "/tmp/stratus",
     ]  # fmt: skip
     assert container["JobRoleArn"] == {"Fn::GetAtt": ["BatchJobRole", "Arn"]}
     requirements = {r["Type"]: r["Value"] for r in container["ResourceRequirements"]}
