@@ -33,8 +33,8 @@ _DLAMI_NAME = re.compile(
     re.escape(DLAMI_PATH) + r"oss-nvidia-driver-gpu-pytorch-(\d+(?:\.\d+)*)-amazon-linux-2023/latest/ami-id"
 )
 _AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
-#: The backends whose resources the stack's template makes (batch and sagemaker: issue 13, later).
-DEPLOYABLE = ("local", "ec2")
+#: The backends whose resources the stack's template makes.
+DEPLOYABLE = ("local", "ec2", "batch", "sagemaker")
 #: The flags of the pool (not with --pools-file) and of the agents' network and image (dest names).
 _POOL_FLAGS = {"compute_agent_instance_type": "instance_type", "min_dynamic_agents": "min_instances",
                "max_dynamic_agents": "max_instances", "spot": "spot", "spot_max_price": "spot_max_price",
@@ -117,7 +117,7 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         if pool["backend"] not in DEPLOYABLE:
             raise UsageError(
                 f"{_source(args)}: pool {pool['name']!r} is a {pool['backend']} pool, which this version cannot "
-                f"deploy yet (the stack makes no {pool['backend']} resources); use type: ec2 for now"
+                f"deploy (the stack makes no {pool['backend']} resources); use type ec2, batch or sagemaker"
             )
     shapes = calls.instance_types(
         sorted({_ec2_type(t) for p in cloud for t in p["provider"]["instance_types"]})
@@ -127,7 +127,9 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
     if not cloud:
         given = [_flag(dest) for dest in _AGENT_FLAGS if getattr(args, dest)]
         if given:
-            raise UsageError(f"{given[0]} sets the EC2 agents, and {_source(args)} has no EC2 pool; drop it")
+            raise UsageError(
+                f"{given[0]} sets the cloud agents, and {_source(args)} has no cloud pool; drop it"
+            )
         return ComputePlan(pools=pools, warnings=tuple(warnings))
     vpc, subnets = agent_network(calls, args.agent_subnet_id or [])
     cidr = args.inbound_cidr or DEFAULT_INBOUND_CIDR
@@ -145,7 +147,13 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         "InboundCidr": cidr,
         "KeyName": args.keypair or "",
     }
-    parameters["AgentAmiId"], source = resolve_ami(calls, args.agent_ami)
+    source = ""
+    if any(p["backend"] == "ec2" for p in cloud):  # Batch and SageMaker bring their own images
+        parameters["AgentAmiId"], source = resolve_ami(calls, args.agent_ami)
+    elif args.agent_ami:
+        raise UsageError(
+            f"--agent-ami sets the EC2 agents' image, and {_source(args)} has no EC2 pool; drop it"
+        )
     return ComputePlan(pools, parameters, source, tuple(warnings))
 
 

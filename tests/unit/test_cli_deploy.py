@@ -577,20 +577,25 @@ def test_a_pools_file_gives_the_pools_with_slots_from_their_instance_types(tmp_p
     ]  # fmt: skip
 
 
-def test_batch_and_sagemaker_pools_are_read_but_not_deployed_yet(tmp_path: Path) -> None:
+def test_batch_and_sagemaker_pools_are_planned_with_their_images(tmp_path: Path) -> None:
     path = tmp_path / "pools.yaml"
     path.write_text(
-        "resource_pools:\n  - pool_name: default\n    provider: {type: batch, instance_type: c6i.large}\n"
+        "resource_pools:\n"
+        "  - pool_name: default\n"
+        "    provider: {type: batch, instance_type: g5.xlarge, max_instances: 2, image: example/train:1}\n"
+        "  - pool_name: sm\n"
+        "    provider: {type: sagemaker, instance_type: ml.g5.xlarge, image: example/train:1}\n"
     )
-    with pytest.raises(UsageError) as caught:
-        _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), FakeAws())
-    assert str(caught.value) == (
-        f"--pools-file {path}: pool 'default' is a batch pool, which this version cannot deploy yet (the stack "
-        "makes no batch resources); use type: ec2 for now"
-    )
+    plan = _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), FakeAws())
+    assert plan.pools is not None
+    batch, sagemaker = plan.pools
+    assert (batch.backend, batch.max_agents, batch.slots_per_agent) == ("batch", 2, 1)
+    assert batch.provider is not None and batch.provider.image == "example/train:1"
+    assert sagemaker.backend == "sagemaker" and sagemaker.provider is not None
+    assert sagemaker.provider.instance_types == ("ml.g5.xlarge",) and sagemaker.provider.gpus == 1
 
 
-def test_agent_flags_without_an_ec2_pool_are_refused(tmp_path: Path) -> None:
+def test_agent_flags_without_a_cloud_pool_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "pools.yaml"
     path.write_text("resource_pools:\n  - pool_name: default\n")
     aws = FakeAws()
@@ -601,7 +606,7 @@ def test_agent_flags_without_an_ec2_pool_are_refused(tmp_path: Path) -> None:
         _aws_compute.plan_compute(aws_up_args("--pools-file", str(path), "--keypair", "me"), aws)
     assert (
         str(caught.value)
-        == f"--keypair sets the EC2 agents, and --pools-file {path} has no EC2 pool; drop it"
+        == f"--keypair sets the cloud agents, and --pools-file {path} has no cloud pool; drop it"
     )
 
 
