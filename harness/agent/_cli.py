@@ -3,7 +3,8 @@
 With ``--aws`` a spot interruption notice drains the agent (`harness.agent._aws.SpotWatcher`), and so
 does SIGTERM (an instance shutdown, a scale-in): its runs get `SIGTERM_DRAIN_S` to checkpoint and exit,
 then the agent stops as it does on SIGTERM without ``--aws``; a second SIGTERM stops it at once, a third
-stops waiting for the runs' exit reports.
+stops waiting for the runs' exit reports. A Batch or SageMaker job's agent (``--only-runs``) drains on
+SIGTERM too (its job stopped, its spot host reclaimed), for `JOB_SIGTERM_DRAIN_S`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ log = logging.getLogger("harness.agent")
 #: With ``--aws``, how long the runs have to checkpoint and exit after SIGTERM before the agent stops
 #: them (then SIGTERM to their processes, and SIGKILL `--kill-grace` seconds later).
 SIGTERM_DRAIN_S = 5.0
+#: A Batch or SageMaker job's agent (`--only-runs`): its container gets SIGTERM when the job is stopped or
+#: its spot host reclaimed, and SIGKILL 30 s later (ECS's default stop timeout): drain for 18 s, then
+#: `--kill-grace` (10 s) for what is left.
+JOB_SIGTERM_DRAIN_S = 18.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,10 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         nonlocal sigterms
-        if s.aws and signum == signal.SIGTERM:
+        if (s.aws or s.only_run) and signum == signal.SIGTERM:
             sigterms += 1
             if sigterms == 1:  # the machine is going away: drain (the runs checkpoint and are requeued)
-                agent.drain(time.monotonic() + SIGTERM_DRAIN_S + s.kill_grace, "SIGTERM")
+                drain_s = SIGTERM_DRAIN_S if s.aws else JOB_SIGTERM_DRAIN_S
+                agent.drain(time.monotonic() + drain_s + s.kill_grace, "SIGTERM")
                 return
         agent.request_stop()
 
