@@ -1,12 +1,13 @@
 """The EC2 pools' part of the stack (`infra/template.py` merges it): an Auto Scaling group and a launch
 template per pool, the agents' security group, instance profile and policy, the control plane's scaling
 permissions, and the spot interruption warnings routed to the events queue. The Batch pools' part
-(`infra/compute_batch.py`) joins it and shares the agents' network.
+(`infra/compute_batch.py`) joins it and shares the agents' network; the SageMaker pools' part
+(`infra/compute_sagemaker.py`, no per-pool resource) joins it too.
 
     parameters, conditions, resources, outputs = compute_resources(pools)
 
-Nothing for a stack without EC2 or Batch pools (and without EC2 pools, no AMI or compute package
-parameter). A group has no desired capacity: the control plane alone sets it (upward with
+Nothing for a stack without EC2, Batch or SageMaker pools (and without EC2 pools, no AMI or compute
+package parameter). A group has no desired capacity: the control plane alone sets it (upward with
 `SetDesiredCapacity`, downward only by terminating the instances it chose idle, so every instance is
 protected from AWS's own scale-in), and a stack update never resets a scaled group.
 
@@ -25,6 +26,8 @@ from typing import Any
 
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
 from infra.compute_batch import BATCH_STATE_RULE, batch_resources, control_statements
+from infra.compute_sagemaker import SAGEMAKER_STATE_RULE, sagemaker_resources
+from infra.compute_sagemaker import control_statements as sagemaker_statements
 from infra.template_app import COMPUTE_POLICY, QUEUE_IDS, STAGE, group_name
 from infra.user_data import user_data
 
@@ -110,21 +113,30 @@ def _provider(pool: PoolSpec) -> Provider:
 
 
 def compute_resources(pools: Sequence[PoolSpec]) -> tuple[Template, Template, Template, Template]:
-    """The EC2 and Batch pools' (parameters, conditions, resources, outputs): all empty without them."""
+    """The cloud pools' (parameters, conditions, resources, outputs): all empty without them."""
     ec2 = [pool for pool in pools if pool.backend == "ec2"]
     batch = [pool for pool in pools if pool.backend == "batch"]
-    if not ec2 and not batch:
+    sagemaker = [pool for pool in pools if pool.backend == "sagemaker"]
+    if not ec2 and not batch and not sagemaker:
         return {}, {}, {}, {}
     providers = {pool.name: _provider(pool) for pool in ec2}
-    names = [pool.name for pool in ec2 + batch]
+    names = [pool.name for pool in ec2 + batch + sagemaker]
     if len(set(names)) < len(names):
         twice = sorted({name for name in names if names.count(name) > 1})
         raise ComputeTemplateError(f"pool {twice[0]!r} is given twice; name each pool once")
     ids = logical_ids(ec2)
     batched, outputs = batch_resources(batch, logical_ids(batch))
-    rules = ["SpotWarningRule", *([BATCH_STATE_RULE] if batch else [])]
-    resources: Template = {**_agent_network(), **_agent_identity(), **_spot_warnings(rules), **batched}
-    resources[COMPUTE_POLICY] = _control_policy(bool(ec2), control_statements() if batch else [])
+    trained, trained_outputs = sagemaker_resources(sagemaker)
+    outputs.update(trained_outputs)
+    rules = [
+        "SpotWarningRule",
+        *([BATCH_STATE_RULE] if batch else []),
+        *([SAGEMAKER_STATE_RULE] if sagemaker else []),
+    ]
+    shared = {**_agent_network(), **_agent_identity(), **_spot_warnings(rules)}
+    resources: Template = {**shared, **batched, **trained}
+    jobs = [*(control_statements() if batch else []), *(sagemaker_statements() if sagemaker else [])]
+    resources[COMPUTE_POLICY] = _control_policy(bool(ec2), jobs)
     for pool in ec2:
         logical = ids[pool.name]
         resources[logical + "LaunchTemplate"] = _launch_template(pool)

@@ -102,6 +102,12 @@ def _environment(pools: Sequence[PoolSpec]) -> dict[str, Any]:
         "STRATUS_API_URL": _sub(API_URL),
         # The role EC2 agents sign `POST /agents/{id}/iam-credential` with (its name: `Ref` of a role).
         "STRATUS_AGENT_ROLE_NAME": {"Ref": "AgentRole"},
+        # The role of SageMaker pools' training jobs (infra/compute_sagemaker.py): with such pools only.
+        **(
+            {"STRATUS_SAGEMAKER_ROLE_ARN": {"Fn::GetAtt": ["SageMakerExecutionRole", "Arn"]}}
+            if any(p.backend == "sagemaker" for p in pools)
+            else {}
+        ),
         **pools_variable,
     }
 

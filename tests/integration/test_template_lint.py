@@ -1,5 +1,6 @@
 """The stack's CloudFormation template passes cfn-lint (AWS's own linter: resource schemas, IAM policy
-shapes, intrinsic functions), as `det deploy aws up` renders it, with and without EC2 and Batch pools."""
+shapes, intrinsic functions), as `det deploy aws up` renders it, with and without EC2, Batch and
+SageMaker pools."""
 
 from __future__ import annotations
 
@@ -76,6 +77,42 @@ def test_a_template_with_an_ec2_pool_and_a_spot_batch_pool_is_cfn_lint_clean(tmp
         "BatchStateRule",
     } <= set(rendered["Resources"])
     path = tmp_path / "batch.cfn.json"
+    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
+    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_a_template_with_an_ec2_a_batch_and_a_spot_sagemaker_pool_is_cfn_lint_clean(tmp_path: Path) -> None:
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:latest"
+    pools = [
+        PoolSpec(name="default"),
+        PoolSpec(
+            name="cpu", backend="ec2", provider=Provider(instance_types=("m5.xlarge",), max_instances=2)
+        ),
+        PoolSpec(
+            name="gpu-batch",
+            backend="batch",
+            provider=Provider(instance_types=("g5.xlarge",), max_instances=2, gpus=1, image=image),
+        ),
+        PoolSpec(
+            name="gpu-sm",
+            slots_per_agent=1,
+            max_agents=4,
+            backend="sagemaker",
+            provider=Provider(
+                instance_types=("ml.g5.xlarge",), max_instances=4, spot=True, gpus=1, image=image
+            ),
+        ),
+    ]
+    rendered = template(pools)
+    assert {
+        "CpuPoolGroup",
+        "GpuBatchPoolQueue",
+        "SageMakerExecutionRole",
+        "SageMakerExecutionPolicy",
+        "SageMakerStateRule",
+    } <= set(rendered["Resources"])
+    path = tmp_path / "sagemaker.cfn.json"
     path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
     linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
     assert linted.returncode == 0, linted.stdout + linted.stderr
