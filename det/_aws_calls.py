@@ -321,3 +321,34 @@ class AwsCalls:
         if instances:
             self._session.client("ec2").terminate_instances(InstanceIds=instances)
         return instances
+
+    def stop_jobs(self, stack: str) -> tuple[int, int]:
+        """Terminate the active Batch jobs of the stack's job queues and stop its InProgress SageMaker
+        training jobs (named `<stack>-...`); how many of each."""
+        batch = self._session.client("batch")
+        terminated = 0
+        queues = [
+            q["jobQueueName"]
+            for page in batch.get_paginator("describe_job_queues").paginate()
+            for q in page["jobQueues"]
+            if q["jobQueueName"].startswith(stack + "-")
+        ]
+        for queue in queues:
+            for status in ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"):
+                for page in batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus=status):
+                    for job in page["jobSummaryList"]:
+                        batch.terminate_job(
+                            jobId=job["jobId"], reason=f"det deploy aws down: stack {stack} deleted"
+                        )
+                        terminated += 1
+        sagemaker = self._session.client("sagemaker")
+        stopped = 0
+        pages = sagemaker.get_paginator("list_training_jobs").paginate(
+            NameContains=stack + "-", StatusEquals="InProgress"
+        )
+        for page in pages:
+            for job in page["TrainingJobSummaries"]:
+                if job["TrainingJobName"].startswith(stack + "-"):
+                    sagemaker.stop_training_job(TrainingJobName=job["TrainingJobName"])
+                    stopped += 1
+        return terminated, stopped

@@ -119,6 +119,11 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     bucket = bucket_name(stack, account, region)
     kept = aws.bucket_exists(bucket)
     compute = plan_compute(args, aws)
+    if stack != stack.lower() and any(pool.backend == "sagemaker" for pool in compute.pools or ()):
+        raise UsageError(
+            f"--cluster-id {stack}: SageMaker writes its training jobs' ARNs in lower case, which IAM and the "
+            f"stack's event rule match exactly; use a lower-case cluster id ({stack.lower()}) with sagemaker pools"
+        )
     for warning in compute.warnings:
         rt.note(f"warning: {warning}")
     rendered = _render_template(compute.pools)
@@ -234,6 +239,9 @@ def down(args: argparse.Namespace, rt: Runtime) -> int:
             return 1
     outputs = _outputs(found)
     scale_groups_to_zero(rt, aws, CLUSTER_TAG, stack)
+    jobs, training_jobs = aws.stop_jobs(stack)
+    if jobs or training_jobs:
+        rt.say(f"terminated {jobs} Batch job(s), stopped {training_jobs} SageMaker training job(s)")
     stopped = aws.stop_executions(outputs.get("StateMachineArn"))
     if stopped:
         rt.say(f"stopped {stopped} running trial execution" + ("" if stopped == 1 else "s"))

@@ -32,8 +32,12 @@ WORK_DIR = "/opt/ml/stratus"
 
 
 def job_name(stack: str, pool: str, run_id: str) -> str:
-    """`<stack>-<pool>-<run>`: letters, digits and dashes, at most 63 (SageMaker's rule)."""
-    return re.sub(r"[^A-Za-z0-9-]", "-", f"{stack}-{pool}-{run_id}")[-63:].lstrip("-")
+    """`<stack>-<pool>-<run>`: letters, digits and dashes, at most 63 (SageMaker's rule), lower case (as
+    SageMaker writes it in the job's ARN, which IAM and the stack's event rule match by `<stack>-`). A
+    long name keeps its `<stack>-` prefix and the end of the rest."""
+    prefix = re.sub(r"[^a-z0-9-]", "-", stack.lower()) + "-"
+    rest = re.sub(r"[^a-z0-9-]", "-", f"{pool}-{run_id}".lower())
+    return prefix + rest[-max(1, 63 - len(prefix)) :]
 
 
 class TrainingJobs:

@@ -276,3 +276,65 @@ def _key_pair() -> str:
     name = "key-" + uuid.uuid4().hex[:8]
     boto3.client("ec2").create_key_pair(KeyName=name)
     return name
+
+
+def test_down_stops_the_stacks_batch_and_sagemaker_jobs(
+    moto_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`det deploy aws down` ends the stack's work before deleting it: its active Batch jobs terminated,
+    its InProgress training jobs stopped; another stack's are left alone."""
+    import argparse
+
+    import httpx
+
+    from det._aws_calls import AwsCalls
+    from infra import moto_batch, moto_sagemaker
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    moto_batch.apply()
+    moto_sagemaker.apply()
+    httpx.post(f"{moto_url}/moto-api/config", json={"batch": {"use_docker": False}}).raise_for_status()
+    try:
+        stack, other = _name(), _name()
+        batch, sagemaker = boto3.client("batch"), boto3.client("sagemaker")
+        role = boto3.client("iam").create_role(RoleName=f"{stack}-batch", AssumeRolePolicyDocument="{}")[
+            "Role"
+        ]["Arn"]
+        environment = batch.create_compute_environment(
+            computeEnvironmentName=f"{stack}-ce", type="UNMANAGED", state="ENABLED", serviceRole=role
+        )["computeEnvironmentArn"]
+        jobs = {}
+        for name in (stack, other):
+            batch.create_job_queue(
+                jobQueueName=f"{name}-default", state="ENABLED", priority=1,
+                computeEnvironmentOrder=[{"order": 1, "computeEnvironment": environment}],
+            )  # fmt: skip
+            batch.register_job_definition(
+                jobDefinitionName=f"{name}-default", type="container",
+                containerProperties={"image": "example/train:1", "command": ["true"],
+                                     "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                                              {"type": "MEMORY", "value": "512"}]},
+            )  # fmt: skip
+            jobs[name] = batch.submit_job(
+                jobName=f"{name}-run-1-1", jobQueue=f"{name}-default", jobDefinition=f"{name}-default"
+            )["jobId"]
+            sagemaker.create_training_job(
+                TrainingJobName=f"{name}-sm-1-1", RoleArn=role,
+                AlgorithmSpecification={"TrainingImage": "example/train:1", "TrainingInputMode": "File"},
+                OutputDataConfig={"S3OutputPath": "s3://nowhere/"},
+                ResourceConfig={"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 50},
+                StoppingCondition={"MaxRuntimeInSeconds": 3600},
+            )  # fmt: skip
+
+        calls = AwsCalls(argparse.Namespace(region="us-east-1", profile=None))
+        assert calls.stop_jobs(stack) == (1, 1)
+
+        statuses = {j["jobId"]: j["status"] for j in batch.describe_jobs(jobs=list(jobs.values()))["jobs"]}
+        assert statuses == {jobs[stack]: "FAILED", jobs[other]: "RUNNING"}
+        training = {
+            n: sagemaker.describe_training_job(TrainingJobName=f"{n}-sm-1-1")["TrainingJobStatus"]
+            for n in jobs
+        }
+        assert training == {stack: "Stopped", other: "InProgress"}
+    finally:
+        httpx.post(f"{moto_url}/moto-api/config", json={"batch": {"use_docker": True}}).raise_for_status()

@@ -92,3 +92,11 @@ def test_an_algorithm_error_is_the_trials_own_failure(ports, flow) -> None:
     handle_events_message(ports, _job_event(name, "Failed", "Failed", run_id, "AlgorithmError: exit code 1"))
     assert ports.runs.get(run_id).state == RunState.EXITED
     assert "requeue" not in flow.exit_answer(run_id)
+
+
+def test_job_names_keep_the_stack_prefix_in_lower_case_within_63_characters() -> None:
+    from chalicelib.compute.sagemaker import job_name
+
+    assert job_name("MyLab", "gpu_a", "12.3") == "mylab-gpu-a-12-3"
+    long = job_name("stratus-lab", "a-pool-with-a-very-long-name-indeed-for-testing", "123456.7")
+    assert long.startswith("stratus-lab-") and len(long) == 63 and long.endswith("-123456-7")
