@@ -25,7 +25,7 @@ from chalicelib.settings import get_settings
 
 def aws_ports() -> Ports:
     settings = get_settings()
-    runs, agents, bells = DynamoRuns(), DynamoAgents(), SqsBells()
+    runs, agents, bells, experiments = DynamoRuns(), DynamoAgents(), SqsBells(), DynamoExperiments()
     timeout, clock = settings.agent_timeout_s, SystemClock()
     compute = ComputeRouter(
         LocalAgents(runs, agents, timeout, bells),
@@ -34,11 +34,18 @@ def aws_ports() -> Ports:
         ec2=lambda: Ec2Scaler(AwsAutoScaling(), agents, runs, clock, timeout),
         batch=lambda: BatchJobs(AwsBatch(), agents, runs, clock, timeout, settings.stack),
         sagemaker=lambda: TrainingJobs(
-            AwsSageMaker(), agents, runs, clock, timeout, stack=settings.stack, api_url=settings.api_url
+            AwsSageMaker(),
+            agents,
+            runs,
+            clock,
+            timeout,
+            stack=settings.stack,
+            api_url=settings.api_url,
+            experiments=experiments,
         ),
     )
     return Ports(
-        experiments=DynamoExperiments(),
+        experiments=experiments,
         trials=DynamoTrials(),
         runs=runs,
         agents=agents,

@@ -2,7 +2,8 @@
 pool's lanes (`chalicelib.compute.lanes`).
 
 A granted run is launched as usual and one training job is created for it: `InstanceCount` = its lanes,
-the pool's image with the agent as its entry point (`python -m harness.agent --only-runs <runs>
+the experiment's `environment.image` (its GPU or CPU flavour, as the pool's instances have GPUs or not;
+the pool's image when it names none), with the agent as its entry point (`python -m harness.agent --only-runs <runs>
 --sagemaker-agents <lanes> ...`: each instance takes its lane by its host's place in the job's
 `resourceconfig.json`), managed spot training for a spot pool. The job's name is kept on the run to stop
 it. A job that ends without its agent's word (an interrupted spot job, a failed image) comes back as a
@@ -23,7 +24,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.compute_events import RUNS_ENV
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
-from chalicelib.services.ports import AgentStore, Clock, Host, RunStore
+from chalicelib.services.ports import AgentStore, Clock, ExperimentStore, Host, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class TrainingJobs:
         *,
         stack: str,
         api_url: str,
+        experiments: ExperimentStore,
     ) -> None:
         self._api = api
         self._agents = agents
@@ -59,6 +61,7 @@ class TrainingJobs:
         self._timeout_s = agent_timeout_s
         self._stack = stack
         self._api_url = api_url
+        self._experiments = experiments
 
     def hosts(self, spec: PoolSpec) -> list[Host]:
         return alive_lanes(spec, self._agents, self._runs, self._clock.now(), self._timeout_s)
@@ -74,7 +77,7 @@ class TrainingJobs:
         runs = ",".join(held)
         job = TrainingJobRequest(
             name=job_name(self._stack, spec.name, run.run_id),
-            image=provider.image,
+            image=self._image(spec, run) or provider.image,
             instance_type=(provider.instance_types or ("ml.g5.xlarge",))[0],
             instances=len(placements),
             arguments=(
@@ -97,6 +100,15 @@ class TrainingJobs:
         self._api.create(job)
         self._runs.note_compute_ref(run.run_id, job.name)
         log.info("run %s: SageMaker training job %s (%d instance(s))", run.run_id, job.name, job.instances)
+
+    def _image(self, spec: PoolSpec, run: Run) -> str | None:
+        """The experiment's own image for this pool's machines, where it names one."""
+        experiment = self._experiments.get(run.experiment_id)
+        if experiment is None:
+            return None
+        return experiment.parsed_config.environment.image_for(
+            gpu=spec.provider is not None and spec.provider.gpus > 0
+        )
 
     def terminate(self, run: Run, reason: str) -> None:
         if run.compute_ref:

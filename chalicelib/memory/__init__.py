@@ -96,7 +96,12 @@ def memory_ports(
     unless given; `compute` builds a backend over the run store)."""
     settings = settings or memory_settings()
     clock = clock or MemoryClock()
-    runs, agents, bells = MemoryRuns(clock), MemoryAgents(clock), MemoryBells()
+    runs, agents, bells, experiments = (
+        MemoryRuns(clock),
+        MemoryAgents(clock),
+        MemoryBells(),
+        MemoryExperiments(),
+    )
     autoscaling, batch, sagemaker = MemoryAutoScaling(clock), MemoryBatch(), MemorySageMaker()
     timeout = settings.agent_timeout_s
     backend = (
@@ -109,12 +114,19 @@ def memory_ports(
             ec2=lambda: Ec2Scaler(autoscaling, agents, runs, clock, timeout),
             batch=lambda: BatchJobs(batch, agents, runs, clock, timeout, settings.stack),
             sagemaker=lambda: TrainingJobs(
-                sagemaker, agents, runs, clock, timeout, stack=settings.stack, api_url=settings.api_url
+                sagemaker,
+                agents,
+                runs,
+                clock,
+                timeout,
+                stack=settings.stack,
+                api_url=settings.api_url,
+                experiments=experiments,
             ),
         )
     )
     return MemoryPorts(
-        experiments=MemoryExperiments(),
+        experiments=experiments,
         trials=MemoryTrials(),
         runs=runs,
         agents=agents,

@@ -101,3 +101,11 @@ def test_a_job_failed_for_its_machine_requeues_its_run_once(ports, flow) -> None
     assert flow.exit_answer(run_id)["requeue"] is True
     other = _job_event("job-other", "FAILED", run_id, 1)  # not this run's job: ignored
     handle_events_message(ports, other)
+
+
+def test_an_experiments_image_other_than_the_pools_is_named_in_the_trials_log(ports, flow) -> None:
+    (trial_id,) = flow.trial_ids(flow.submit(environment={"image": "example/other:1"}).id)
+    flow.launch(flow.request_slots(trial_id))
+    (line,) = [logged.message for logged in ports.logs.streams[trial_id]]
+    assert "'example/other:1' is not used on pool 'default' (backend batch)" in line
+    assert "job definition's image 'example/train:1'" in line

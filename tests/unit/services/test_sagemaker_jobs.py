@@ -100,3 +100,13 @@ def test_job_names_keep_the_stack_prefix_in_lower_case_within_63_characters() ->
     assert job_name("MyLab", "gpu_a", "12.3") == "mylab-gpu-a-12-3"
     long = job_name("stratus-lab", "a-pool-with-a-very-long-name-indeed-for-testing", "123456.7")
     assert long.startswith("stratus-lab-") and len(long) == 63 and long.endswith("-123456-7")
+
+
+def test_a_training_job_runs_the_experiments_own_image_for_the_pools_machines(ports, flow) -> None:
+    environment = {"image": {"cpu": "example/cpu:2", "cuda": "example/cuda:2"}}
+    (trial_id,) = flow.trial_ids(flow.submit(environment=environment).id)
+    run_id = flow.request_slots(trial_id)
+    flow.launch(run_id)
+    (job,) = ports.sagemaker.created.values()
+    assert job.image == "example/cpu:2"  # the pool's provider names no GPUs
+    assert ports.logs.streams.get(trial_id, []) == []  # honoured: nothing to say
