@@ -14,25 +14,13 @@ the control plane's `PoolSpec` (`QuotaPool`), so the control plane can reuse it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from contract.ec2_quotas import CONSOLE_URL, quota_for
 from det.errors import UsageError
 
-CONSOLE_URL = "https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas/{code}"
-_STANDARD = "A, C, D, H, I, M, R, T, Z"
-#: (family group, spot) -> (quota code, quota name), as the Service Quotas console names them.
-QUOTAS: dict[tuple[str, bool], tuple[str, str]] = {
-    ("g", False): ("L-DB2E81BA", "Running On-Demand G and VT instances"),
-    ("p", False): ("L-417A185B", "Running On-Demand P instances"),
-    ("standard", False): ("L-1216C47A", f"Running On-Demand Standard ({_STANDARD}) instances"),
-    ("g", True): ("L-3819A6DF", "All G and VT Spot Instance Requests"),
-    ("p", True): ("L-7212CCBC", "All P Spot Instance Requests"),
-    ("standard", True): ("L-34B43A08", f"All Standard ({_STANDARD}) Spot Instance Requests"),
-}
-_GROUPS = {"g": "g", "vt": "g", "p": "p", **{letter: "standard" for letter in "acdhimrtz"}}
 _CHECKED_BACKENDS = ("ec2", "batch")
 
 
@@ -84,14 +72,6 @@ class _Need:
     vcpus: int = 0
     #: How each pool drawing on the quota asks for it: `pool 'gpu' (5 x g5.xlarge of 4 vCPUs)`.
     parts: list[str] = field(default_factory=list)
-
-
-def quota_for(instance_type: str, spot: bool) -> tuple[str, str] | None:
-    """The quota (code, name) of a type's family (`g5.xlarge` -> G and VT), or None for another family
-    (Inf, Trn, X, F, DL, ...)."""
-    family = re.match(r"[a-z]+", instance_type.lower())
-    group = _GROUPS.get(family.group(0) if family else "")
-    return QUOTAS[(group, spot)] if group else None
 
 
 def check_quotas(calls: QuotaCalls, pools: Sequence[QuotaPool]) -> list[str]:

@@ -326,10 +326,16 @@ def _control_policy(ec2: bool, jobs: list[Template]) -> Template:
             ),
         },
         {
-            # These describe actions have no resource type: only "*" allows them.
+            # These describe actions have no resource type: only "*" allows them. The quota and the
+            # instance types' vCPUs cap a group's growth (`chalicelib/compute/ec2.py`).
             "Sid": "DescribeGroupsAndInstances",
             "Effect": "Allow",
-            "Action": ["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances"],
+            "Action": [
+                "autoscaling:DescribeAutoScalingGroups",
+                "ec2:DescribeInstances",
+                "ec2:DescribeInstanceTypes",
+                "servicequotas:GetServiceQuota",
+            ],
             "Resource": "*",
         },
     ]

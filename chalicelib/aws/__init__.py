@@ -9,6 +9,7 @@ from chalicelib.aws.checkpoint_table import DynamoCheckpoints, DynamoIds, Dynamo
 from chalicelib.aws.experiment_table import DynamoExperiments
 from chalicelib.aws.logs import CloudWatchLogs
 from chalicelib.aws.messaging import SqsQueues, StepFunctions
+from chalicelib.aws.quotas import AwsQuotas
 from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
 from chalicelib.aws.sagemaker import AwsSageMaker
 from chalicelib.aws.storage import S3Blobs
@@ -31,7 +32,7 @@ def aws_ports() -> Ports:
         LocalAgents(runs, agents, timeout, bells),
         runs,
         settings,
-        ec2=lambda: Ec2Scaler(AwsAutoScaling(), agents, runs, clock, timeout),
+        ec2=lambda: Ec2Scaler(AwsAutoScaling(), agents, runs, clock, timeout, AwsQuotas()),
         batch=lambda: BatchJobs(AwsBatch(), agents, runs, clock, timeout, settings.stack),
         sagemaker=lambda: TrainingJobs(
             AwsSageMaker(),

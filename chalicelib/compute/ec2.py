@@ -8,6 +8,10 @@ instances a pool has (`chalicelib.domain.capacity`):
   to the instances alive plus those the blocked requests need, within the pool's bounds. It never lowers
   it, and calls AWS only when the target is above the instances alive (one Describe, and a Set when the
   desired size must grow), so a pass that places everything costs no AWS call.
+- Before raising it, the account's EC2 vCPU quota of the pool's instance family (Service Quotas, the
+  table in `contract.ec2_quotas`) caps it: a group is never asked for more instances than the quota holds
+  (counting this group's instances only; other use of the quota is AWS's to refuse), and the log says
+  which quota and where to raise it. A quota that cannot be read does not hold scaling back.
 - `sweep` (the pool's periodic sweep) terminates, one by one and lowering the desired size, the instances
   idle past the pool's idle period (none while requests wait, never below the minimum), and replaces
   those whose agent never joined or went silent; the instance is marked draining first, so that no pass
@@ -19,20 +23,39 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Protocol
 
 from chalicelib.compute.cloud import AutoScalingApi, Group
 from chalicelib.domain.capacity import Instance, Periods, scale_out_target, to_terminate
 from chalicelib.domain.pools import PoolSpec, Provider
 from chalicelib.services.ports import AgentStore, Clock, Demand, RunStore
+from contract.ec2_quotas import CONSOLE_URL, quota_for
 
 log = logging.getLogger(__name__)
 
 
+class QuotaApi(Protocol):
+    def vcpus(self, instance_type: str) -> int | None:
+        """The type's vCPUs, or None when EC2 does not say."""
+        ...
+
+    def quota(self, code: str) -> float | None:
+        """The account's value of an EC2 quota (vCPUs), or None when it cannot be read."""
+        ...
+
+
 class Ec2Scaler:
     def __init__(
-        self, api: AutoScalingApi, agents: AgentStore, runs: RunStore, clock: Clock, agent_timeout_s: float
+        self,
+        api: AutoScalingApi,
+        agents: AgentStore,
+        runs: RunStore,
+        clock: Clock,
+        agent_timeout_s: float,
+        quotas: QuotaApi | None = None,
     ) -> None:
         self._api = api
+        self._quotas = quotas
         self._agents = agents
         self._runs = runs
         self._clock = clock
@@ -65,6 +88,7 @@ class Ec2Scaler:
             for instance_id in sorted((drained & members) - holding):
                 log.info("pool %s: replacing drained instance %s", spec.name, instance_id)
                 self._api.terminate(instance_id, decrement=False)
+        target = self._within_quota(spec, target, group.desired)
         if target > group.desired:
             log.info("pool %s: %d instance(s) wanted (%d alive); group %s desired %d -> %d", spec.name,
                      target, len(alive), group.name, group.desired, target)  # fmt: skip
@@ -121,6 +145,27 @@ class Ec2Scaler:
                 max(left, provider.min_instances),
             )
             self._api.set_desired(group.name, max(left, provider.min_instances))
+
+    def _within_quota(self, spec: PoolSpec, target: int, desired: int) -> int:
+        """`target`, or fewer instances where the account's vCPU quota of the family holds no more (never
+        below what the group has now)."""
+        provider = _provider(spec)
+        kind = (provider.instance_types or ("",))[0]
+        quota = quota_for(kind, provider.spot) if self._quotas is not None else None
+        if quota is None or self._quotas is None:
+            return target
+        code, name = quota
+        vcpus, value = self._quotas.vcpus(kind), self._quotas.quota(code)
+        if not vcpus or value is None:
+            return target
+        most = int(value // vcpus)
+        if target <= most:
+            return target
+        log.warning(
+            "pool %s: %d x %s (%d vCPUs each) wanted, but the account's quota %s (%s) of %g vCPUs holds %d; "
+            "ask for more at %s", spec.name, target, kind, vcpus, code, name, value, most, CONSOLE_URL.format(code=code),
+        )  # fmt: skip
+        return max(desired, most)
 
     def _group(self, provider: Provider) -> Group | None:
         group = self._api.group(provider.group)

@@ -150,7 +150,12 @@ def test_the_control_plane_may_scale_only_the_stacks_groups_and_every_function_w
         ":autoScalingGroupName/${AWS::StackName}-*"
     }
     # Only the describe calls, which IAM cannot scope to a resource, are allowed on "*".
-    assert sorted(_actions(describe)) == ["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances"]
+    assert sorted(_actions(describe)) == [
+        "autoscaling:DescribeAutoScalingGroups",
+        "ec2:DescribeInstanceTypes",
+        "ec2:DescribeInstances",
+        "servicequotas:GetServiceQuota",
+    ]
     assert describe["Resource"] == "*"
     functions = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Function"]
     assert len(functions) == 4 and all(COMPUTE_POLICY in f["DependsOn"] for f in functions)

@@ -131,3 +131,29 @@ def test_a_run_lost_with_a_reclaimed_instance_is_requeued_not_restarted(ports, f
     assert run.state == RunState.EXITED and "reclaimed" in (run.reason or "")
     answer = ports.workflows.answers[f"launch-{run_id}"]
     assert answer["requeue"] is True
+
+
+class FakeQuotas:
+    def __init__(self, value: float | None) -> None:
+        self.value = value
+        self.asked: list[str] = []
+
+    def vcpus(self, instance_type: str) -> int | None:
+        return {"g5.xlarge": 4}.get(instance_type)
+
+    def quota(self, code: str) -> float | None:
+        self.asked.append(code)
+        return self.value
+
+
+@pytest.mark.parametrize(("quota", "desired"), [(8.0, 2), (4.0, 1), (None, 3)])
+def test_the_accounts_vcpu_quota_caps_the_group(flow, quota, desired) -> None:
+    from chalicelib.compute.ec2 import Ec2Scaler
+    from chalicelib.services.ports import Demand
+
+    ports = flow.ports
+    quotas = FakeQuotas(quota)
+    scaler = Ec2Scaler(ports.autoscaling, ports.agents, ports.runs, ports.clock, 30.0, quotas)
+    scaler.set_demand(EC2_POOL, Demand(blocked=(1, 1, 1)))  # three one-slot requests, 4 vCPUs each
+    assert ports.autoscaling.groups[GROUP].desired == desired  # 8 vCPUs hold 2; unknown: not held back
+    assert quotas.asked == ["L-DB2E81BA"]  # on-demand G and VT
