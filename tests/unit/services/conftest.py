@@ -158,3 +158,9 @@ class Flow:
 @pytest.fixture
 def flow(ports: MemoryPorts) -> Iterator[Flow]:
     yield Flow(ports)
+
+
+@pytest.fixture
+def flow_on() -> type[Flow]:
+    """`flow_on(ports)`: a `Flow` on a stack of the test's own (other settings than the `ports` fixture's)."""
+    return Flow

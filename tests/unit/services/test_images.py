@@ -8,7 +8,6 @@ import pytest
 from chalicelib.domain.pools import DEFAULT_POOL, PoolSpec, Provider
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import runs
-from tests.unit.services.conftest import Flow
 
 ENVIRONMENT = {
     "image": {"cpu": "example/cpu:1", "cuda": "example/cuda:1"},
@@ -39,8 +38,8 @@ def test_a_gpu_pool_runs_the_gpu_flavour_and_says_its_image_is_not_used(ports, f
     assert "Deep Learning AMI" in line
 
 
-def test_a_cpu_pool_runs_the_cpu_flavour() -> None:
-    flow = Flow(memory_ports())
+def test_a_cpu_pool_runs_the_cpu_flavour(flow_on) -> None:
+    flow = flow_on(memory_ports())
     (trial_id,) = flow.trial_ids(flow.submit(environment=ENVIRONMENT).id)
     spec = flow.place(trial_id)
     assert spec["environment"]["FLAVOUR"] == "cpu"
@@ -50,8 +49,8 @@ def test_a_cpu_pool_runs_the_cpu_flavour() -> None:
     assert len(flow.ports.logs.streams[trial_id]) == 1  # said once, not at every heartbeat
 
 
-def test_without_an_image_nothing_is_said() -> None:
-    flow = Flow(memory_ports())
+def test_without_an_image_nothing_is_said(flow_on) -> None:
+    flow = flow_on(memory_ports())
     (trial_id,) = flow.trial_ids(flow.submit().id)
     flow.place(trial_id)
     assert flow.ports.logs.streams.get(trial_id, []) == []
