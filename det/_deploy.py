@@ -210,9 +210,6 @@ def up(
     if agents < 1:
         raise StackError(f"--agents {agents} must be at least 1")
     pools, cluster_config = pool_arguments(args)
-    backend = getattr(args, "backend", "local")
-    if backend != "local" and not any(p.split(":")[0] == "default" for p in pools):
-        pools.insert(0, f"default:backend={backend}")
     if port_taken(args.port):
         raise StackError(
             f"port {args.port} on 127.0.0.1 is already in use; stop what listens there or pass --port"

@@ -46,8 +46,12 @@ def stack_command(
 
 
 def pool_arguments(args: argparse.Namespace) -> tuple[list[str], Path | None]:
-    """The `--pool` values and the `--cluster-config` file (absolute: the stack runs elsewhere)."""
+    """The `--pool` values (`--backend B` makes the default pool a B pool unless one is given) and the
+    `--cluster-config` file (absolute: the stack runs elsewhere)."""
     pools = list(getattr(args, "pool", None) or [])
+    backend = getattr(args, "backend", "local")
+    if backend != "local" and not any(p.split(":")[0] == "default" for p in pools):
+        pools.insert(0, f"default:backend={backend}")
     given = getattr(args, "cluster_config", None)
     if given is None:
         return pools, None
