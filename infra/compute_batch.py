@@ -7,10 +7,10 @@ Per pool: an on-demand compute environment (and a spot one for a spot pool), a f
 job queue `<stack>-<pool>` ([spot, on-demand] or [on-demand]), the multi-node queue `<stack>-<pool>-mnp`
 (on-demand only: AWS Batch runs no multi-node parallel job on spot capacity) and job definitions of the
 same two names. The control plane submits by these names (`provider.group` plus the suffix of
-`chalicelib.compute.batch`) with the parameters `runs` and `agents`, which the container's agent reads
-as `Ref::runs` and `Ref::agents`. Stratus' scheduler decides what runs; the fair share only orders jobs
+`chalicelib.compute.batch`) with the parameters `runs`, `agents` and `credentials`, which the container's
+agent reads as `Ref::runs`, `Ref::agents` and `Ref::credentials`. Stratus' scheduler decides what runs; the fair share only orders jobs
 waiting for capacity. Shared: the environments' service role, their instances' ECS role and profile, the
-jobs' role (only the agent credential route) and `BatchStateRule`: ended jobs to the events queue.
+jobs' role (only the agent credential route, and reading and deleting its `credentials/` objects) and `BatchStateRule`: ended jobs to the events queue.
 
 Sizes: `maxvCpus` is `max_instances` times the vCPUs of the pool's largest type. A job takes a whole
 instance of its smallest type: all its vCPUs, `MEMORY_PER_VCPU_MIB` per vCPU (7/8 of the 4 GiB per vCPU
@@ -30,7 +30,7 @@ from chalicelib.compute.batch import MULTI_NODE_SUFFIX
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
 from infra.template_app import API_URL, QUEUE_IDS, STAGE, group_name
-from infra.template_iam import assume
+from infra.template_iam import JOB_CREDENTIALS, assume
 from infra.user_data import batch_command
 
 Template = dict[str, Any]
@@ -304,8 +304,9 @@ def _shared_roles() -> Template:
                 "Description": "The Stratus Batch pools' jobs: their BatchJobPolicy",
             },
         },
-        # Trials move bytes through presigned URLs: the job's agent only turns its identity into its
-        # agent credential, as an EC2 agent does (AgentPolicy).
+        # Trials move bytes through presigned URLs: the job's agent only reads its agent credential, once
+        # (`credentials/<job>/<lane>`, written by the control plane: the job's session names no job, so
+        # the IAM credential route cannot tell which lanes are its own).
         "BatchJobPolicy": {
             "Type": "AWS::IAM::Policy",
             "Condition": "HasCode",
@@ -314,7 +315,12 @@ def _shared_roles() -> Template:
                 "Roles": [{"Ref": "BatchJobRole"}],
                 "PolicyDocument": {
                     "Version": "2012-10-17",
-                    "Statement": [_allow("AgentCredential", "execute-api:Invoke", route)],
+                    "Statement": [
+                        _allow("AgentCredential", "execute-api:Invoke", route),
+                        _allow(
+                            "ReadOnceJobCredentials", ["s3:GetObject", "s3:DeleteObject"], JOB_CREDENTIALS
+                        ),
+                    ],
                 },
             },
         },

@@ -10,9 +10,11 @@ creates one training job per run, named `<stack>-<pool>-<run>`, running as `Sage
 (the functions' `STRATUS_SAGEMAKER_ROLE_ARN`) with the pool's image and its one-run agent as the entry
 point. So no pool has resources of its own; a pool is only checked (its image, its `ml.` types).
 
-The job's agent turns its identity into its agent credential as a Batch job's does, so the role may call
-that one route of the API (with `HasCode`, as the API exists only then), pull the image from ECR and write
-the job's logs. Trials move their bytes through presigned URLs: the role reads no bucket.
+The job's agent reads its agent credential once from the bucket, as a Batch job's does (the objects
+`credentials/<job>/<lane>` the control plane writes before it creates the job), so the role may read and
+delete those objects, call the IAM credential route (with `HasCode`, as the API exists only then), pull the
+image from ECR and write the job's logs. Trials move their bytes through presigned URLs: the role reads
+nothing else of the bucket.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from chalicelib.domain.compute_events import SAGEMAKER_STATE_CHANGE
 from chalicelib.domain.pools import PoolSpec
 from infra.template_app import QUEUE_IDS, STAGE
-from infra.template_iam import assume
+from infra.template_iam import JOB_CREDENTIALS, assume
 
 Template = dict[str, Any]
 
@@ -146,6 +148,12 @@ def _execution_policy() -> Template:
                         "Resource": _arn(
                             "execute-api", "${RestApi}/" + STAGE + "/POST/agents/*/iam-credential"
                         ),
+                    },
+                    {
+                        "Sid": "ReadOnceJobCredentials",
+                        "Effect": "Allow",
+                        "Action": ["s3:GetObject", "s3:DeleteObject"],
+                        "Resource": JOB_CREDENTIALS,
                     },
                     {
                         # GetAuthorizationToken has no resource type: only "*" allows it.

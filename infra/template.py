@@ -24,6 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chalicelib.compute.cloud import CREDENTIALS_PREFIX
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec
 from chalicelib.services.scheduler import EVERY_POOL
 from chalicelib.settings import QUEUES
@@ -178,6 +179,18 @@ def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
                 "BucketEncryption": {
                     "ServerSideEncryptionConfiguration": [
                         {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+                    ]
+                },
+                # A job's credential object is deleted by the node that reads it; one never read (the
+                # job failed first) goes a day later.
+                "LifecycleConfiguration": {
+                    "Rules": [
+                        {
+                            "Id": "ExpireJobCredentials",
+                            "Status": "Enabled",
+                            "Prefix": CREDENTIALS_PREFIX,
+                            "ExpirationInDays": 1,
+                        }
                     ]
                 },
             },

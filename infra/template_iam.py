@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.compute.cloud import CREDENTIALS_PREFIX
 from infra.resources import TABLES
 from infra.template_app import QUEUE_IDS
 
 #: Each table's logical id in the template.
 TABLE_IDS = {spec.name: spec.name.capitalize() + "Table" for spec in TABLES}
+#: The Batch and SageMaker jobs' credential objects (`chalicelib.compute.cloud.JobCredentials`): the API
+#: writes them, each job's role reads and deletes them.
+JOB_CREDENTIALS = {"Fn::Sub": "arn:${AWS::Partition}:s3:::${BucketName}/" + CREDENTIALS_PREFIX + "*"}
 
 
 def _sub(text: str) -> dict[str, str]:
@@ -65,6 +69,13 @@ def api_policy() -> dict[str, Any]:
                     _sub("arn:${AWS::Partition}:s3:::${BucketName}/checkpoints/*"),
                     _sub("arn:${AWS::Partition}:s3:::${BucketName}/submissions/*"),
                 ],
+            },
+            {
+                # Write only: a Batch or SageMaker job's node reads its own and deletes it.
+                "Sid": "JobCredentials",
+                "Effect": "Allow",
+                "Action": "s3:PutObject",
+                "Resource": JOB_CREDENTIALS,
             },
             {
                 "Sid": "HeadMissingObjects",

@@ -97,8 +97,9 @@ BATCH_WORK_DIR = "/tmp/stratus"
 
 def batch_command(api_url: str, pool: str, slots: int = 1) -> list[str]:
     """The command of a `batch` pool's job definition: a one-run agent per node, which takes its run and
-    lane from the job's `runs` and `agents` parameters by its node index (`AWS_BATCH_JOB_NODE_INDEX`)."""
+    lane from the job's `runs` and `agents` parameters by its node index (`AWS_BATCH_JOB_NODE_INDEX`),
+    and its lane's credential from the objects under the job's `credentials` parameter (read once)."""
     return [
         "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
-        "--api", api_url, "--pool", pool, "--slots", str(slots), "--work-dir", BATCH_WORK_DIR,
+        "--credential-from", "Ref::credentials", "--api", api_url, "--pool", pool, "--slots", str(slots), "--work-dir", BATCH_WORK_DIR,
     ]  # fmt: skip

@@ -15,6 +15,7 @@ from chalicelib.aws.sagemaker import AwsSageMaker
 from chalicelib.aws.storage import S3Blobs
 from chalicelib.aws.trial_table import DynamoTrials
 from chalicelib.compute.batch import BatchJobs
+from chalicelib.compute.cloud import JobCredentials
 from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
 from chalicelib.compute.router import ComputeRouter
@@ -28,12 +29,14 @@ def aws_ports() -> Ports:
     settings = get_settings()
     runs, agents, bells, experiments = DynamoRuns(), DynamoAgents(), SqsBells(), DynamoExperiments()
     timeout, clock = settings.agent_timeout_s, SystemClock()
+    blobs = S3Blobs()
+    credentials = JobCredentials(blobs, settings.agent_token)
     compute = ComputeRouter(
         LocalAgents(runs, agents, timeout, bells),
         runs,
         settings,
         ec2=lambda: Ec2Scaler(AwsAutoScaling(), agents, runs, clock, timeout, AwsQuotas()),
-        batch=lambda: BatchJobs(AwsBatch(), agents, runs, clock, timeout, settings.stack),
+        batch=lambda: BatchJobs(AwsBatch(), agents, runs, clock, timeout, settings.stack, credentials),
         sagemaker=lambda: TrainingJobs(
             AwsSageMaker(),
             agents,
@@ -43,6 +46,7 @@ def aws_ports() -> Ports:
             stack=settings.stack,
             api_url=settings.api_url,
             experiments=experiments,
+            credentials=credentials,
         ),
     )
     return Ports(
@@ -53,7 +57,7 @@ def aws_ports() -> Ports:
         checkpoints=DynamoCheckpoints(),
         metrics=DynamoMetrics(),
         ids=DynamoIds(),
-        blobs=S3Blobs(),
+        blobs=blobs,
         workflows=StepFunctions(),
         queues=SqsQueues(),
         logs=CloudWatchLogs(),

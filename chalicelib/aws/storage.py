@@ -26,6 +26,10 @@ class S3Blobs:
             raise
         return True
 
+    def put(self, key: str, data: bytes) -> None:
+        """Write a small object (a job's credential) from the control plane itself."""
+        self._s3.put_object(Bucket=self._settings.bucket, Key=key, Body=data)
+
     def presign_put(self, key: str) -> str:
         return self._presign("put_object", key)
 

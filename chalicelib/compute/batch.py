@@ -5,7 +5,8 @@ A granted run is launched as usual (its record LAUNCHING, its lanes' agent recor
 is submitted for it: on the pool's queue (`provider.group`), or, for a run on several lanes, as a
 multi-node parallel job on the pool's multi-node queue. The job's container runs the same agent as
 everywhere (`harness.agent --only-runs <runs> --batch-agents <lanes>`): each node takes its lane by its
-node index, heartbeats as that lane, runs its part and exits once it has ended. A job that fails without
+node index, heartbeats as that lane, runs its part and exits once it has ended. Each node's credential is
+written to the bucket first and the job told where (its `credentials` parameter: `JobCredentials`). A job that fails without
 its agent's word (its instance reclaimed, the image not pulled) comes back as a `Batch Job State Change`
 event (`chalicelib.services.compute_events`).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from chalicelib.compute.cloud import BatchApi, JobRequest
+from chalicelib.compute.cloud import BatchApi, JobCredentials, JobRequest
 from chalicelib.compute.lanes import alive_lanes
 from chalicelib.domain import keys
 from chalicelib.domain.pools import PoolSpec
@@ -37,6 +38,7 @@ class BatchJobs:
         clock: Clock,
         agent_timeout_s: float,
         stack: str,
+        credentials: JobCredentials,
     ) -> None:
         self._api = api
         self._agents = agents
@@ -44,6 +46,7 @@ class BatchJobs:
         self._clock = clock
         self._timeout_s = agent_timeout_s
         self._stack = stack
+        self._credentials = credentials
 
     def hosts(self, spec: PoolSpec) -> list[Host]:
         return alive_lanes(spec, self._agents, self._runs, self._clock.now(), self._timeout_s)
@@ -56,11 +59,17 @@ class BatchJobs:
         multi = len(placements) > 1
         held = [keys.node_id(run.run_id, rank) for rank in range(len(placements))] if multi else [run.run_id]
         suffix = MULTI_NODE_SUFFIX if multi else ""
+        name = f"{self._stack}-run-{run.run_id}".replace(".", "-")[:128]
+        lanes = [p.agent_id for p in placements]
         job = JobRequest(
-            name=f"{self._stack}-run-{run.run_id}".replace(".", "-")[:128],
+            name=name,
             queue=spec.provider.group + suffix,
             definition=spec.provider.group + suffix,
-            parameters={"runs": ",".join(held), "agents": ",".join(p.agent_id for p in placements)},
+            parameters={
+                "runs": ",".join(held),
+                "agents": ",".join(lanes),
+                "credentials": self._credentials.write(name, lanes),
+            },
             nodes=len(placements),
             share=f"e{run.experiment_id}",
             priority=max(0, 100 - run.priority),  # Batch: higher first; Determined: lower first

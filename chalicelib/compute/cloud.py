@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from chalicelib.services.tokens import agent_credential
+
+#: Where a Batch or SageMaker job's agents find their credentials: `credentials/<job name>/<lane>`.
+CREDENTIALS_PREFIX = "credentials/"
 
 
 @dataclass(frozen=True)
@@ -90,3 +96,30 @@ class TrainingApi(Protocol):
     def stop(self, name: str) -> None:
         """Stop the job (nothing when it has ended)."""
         ...
+
+
+class CredentialObjects(Protocol):
+    """The stack's bucket, for the job credentials (`chalicelib.aws.storage.S3Blobs`, the twin's
+    `MemoryBlobs`)."""
+
+    def put(self, key: str, data: bytes) -> None: ...
+    def uri(self, key: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class JobCredentials:
+    """Hands a job's agents their credentials. A job's role cannot ask the API for them (its session is
+    not named after the job), so before the job is submitted each lane's `agent_credential` is written
+    to `credentials/<job>/<lane>`; the job's agent reads its own with the job's role and deletes it
+    (`harness.agent._job_credential`), and the bucket expires what is left after a day."""
+
+    objects: CredentialObjects
+    secret: str
+
+    def write(self, job: str, lanes: Sequence[str]) -> str:
+        """Write the lanes' credentials; the location the job's agents read them from
+        (`--credential-from`: `s3://<bucket>/credentials/<job>/`)."""
+        prefix = f"{CREDENTIALS_PREFIX}{job}/"
+        for lane in lanes:
+            self.objects.put(prefix + lane, agent_credential(self.secret, lane).encode())
+        return self.objects.uri(prefix)

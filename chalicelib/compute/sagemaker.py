@@ -5,10 +5,11 @@ A granted run is launched as usual and one training job is created for it: `Inst
 the experiment's `environment.image` (its GPU or CPU flavour, as the pool's instances have GPUs or not;
 the pool's image when it names none), with the agent as its entry point (`python -m harness.agent --only-runs <runs>
 --sagemaker-agents <lanes> ...`: each instance takes its lane by its host's place in the job's
-`resourceconfig.json`), managed spot training for a spot pool. The job's name is kept on the run to stop
-it. A job that ends without its agent's word (an interrupted spot job, a failed image) comes back as a
-`SageMaker Training Job State Change` event (`chalicelib.services.compute_events`); Stratus requeues the
-trial itself rather than using managed spot's own restart, so a resumed trial is scheduled like any other.
+`resourceconfig.json`; its credential read once from the object `JobCredentials` wrote for its lane),
+managed spot training for a spot pool. The job's name is kept on the run to stop it. A job that ends
+without its agent's word (an interrupted spot job, a failed image) comes back as a `SageMaker Training Job
+State Change` event (`chalicelib.services.compute_events`); Stratus requeues the trial itself rather than
+using managed spot's own restart, so a resumed trial is scheduled like any other.
 The trial's checkpoint comes from the bucket as on every backend (presigned), not SageMaker's
 `CheckpointConfig` channel.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 
-from chalicelib.compute.cloud import TrainingApi, TrainingJobRequest
+from chalicelib.compute.cloud import JobCredentials, TrainingApi, TrainingJobRequest
 from chalicelib.compute.lanes import alive_lanes
 from chalicelib.domain import keys
 from chalicelib.domain.compute_events import RUNS_ENV
@@ -53,6 +54,7 @@ class TrainingJobs:
         stack: str,
         api_url: str,
         experiments: ExperimentStore,
+        credentials: JobCredentials,
     ) -> None:
         self._api = api
         self._agents = agents
@@ -62,6 +64,7 @@ class TrainingJobs:
         self._stack = stack
         self._api_url = api_url
         self._experiments = experiments
+        self._credentials = credentials
 
     def hosts(self, spec: PoolSpec) -> list[Host]:
         return alive_lanes(spec, self._agents, self._runs, self._clock.now(), self._timeout_s)
@@ -75,8 +78,10 @@ class TrainingJobs:
         multi = len(placements) > 1
         held = [keys.node_id(run.run_id, rank) for rank in range(len(placements))] if multi else [run.run_id]
         runs = ",".join(held)
+        name = job_name(self._stack, spec.name, run.run_id)
+        lanes = [p.agent_id for p in placements]
         job = TrainingJobRequest(
-            name=job_name(self._stack, spec.name, run.run_id),
+            name=name,
             image=self._image(spec, run) or provider.image,
             instance_type=(provider.instance_types or ("ml.g5.xlarge",))[0],
             instances=len(placements),
@@ -84,7 +89,9 @@ class TrainingJobs:
                 "--only-runs",
                 runs,
                 "--sagemaker-agents",
-                ",".join(p.agent_id for p in placements),
+                ",".join(lanes),
+                "--credential-from",
+                self._credentials.write(name, lanes),
                 "--api",
                 self._api_url,
                 "--pool",

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chalicelib.compute.batch import BatchJobs
+from chalicelib.compute.cloud import JobCredentials
 from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
 from chalicelib.compute.router import ComputeRouter
@@ -103,6 +104,8 @@ def memory_ports(
         MemoryExperiments(),
     )
     autoscaling, batch, sagemaker = MemoryAutoScaling(clock), MemoryBatch(), MemorySageMaker()
+    blobs = MemoryBlobs(settings.bucket)
+    credentials = JobCredentials(blobs, settings.agent_token)  # written to the twin's bucket
     timeout = settings.agent_timeout_s
     backend = (
         compute(runs)
@@ -112,7 +115,7 @@ def memory_ports(
             runs,
             settings,
             ec2=lambda: Ec2Scaler(autoscaling, agents, runs, clock, timeout),
-            batch=lambda: BatchJobs(batch, agents, runs, clock, timeout, settings.stack),
+            batch=lambda: BatchJobs(batch, agents, runs, clock, timeout, settings.stack, credentials),
             sagemaker=lambda: TrainingJobs(
                 sagemaker,
                 agents,
@@ -122,6 +125,7 @@ def memory_ports(
                 stack=settings.stack,
                 api_url=settings.api_url,
                 experiments=experiments,
+                credentials=credentials,
             ),
         )
     )
@@ -133,7 +137,7 @@ def memory_ports(
         checkpoints=MemoryCheckpoints(),
         metrics=MemoryMetrics(clock),
         ids=MemoryIds(),
-        blobs=MemoryBlobs(settings.bucket),
+        blobs=blobs,
         workflows=MemoryWorkflows(settings.state_machine_arn),
         queues=MemoryQueues(),
         logs=MemoryLogs(),

@@ -11,9 +11,11 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from harness.agent._aws import IMDS_URL, SPOT_POLL_S, ImdsClient, ImdsError, Instance
+from harness.errors import HarnessError
 
 TOKEN_ENV = "STRATUS_AGENT_TOKEN"
 
@@ -140,6 +142,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"read the agent's credential from PATH and delete the file (instead of ${TOKEN_ENV}), so "
         "it sits in no environment a trial could read",
     )
+    p.add_argument(
+        "--credential-from",
+        default=None,
+        metavar="S3_URI",
+        help="a Batch or SageMaker job's agent without --token-file or $" + TOKEN_ENV + ": read the "
+        "credential from the object S3_URI<agent id> as the job's role, then delete it",
+    )
     p.add_argument("--heartbeat-interval", type=float, default=0.5, metavar="SECONDS")
     p.add_argument(
         "--kill-grace", type=float, default=10.0, metavar="SECONDS", help="SIGTERM to SIGKILL delay"
@@ -218,6 +227,26 @@ def _credential(token_file: Path | None, env: Mapping[str, str]) -> str:
     return token
 
 
+#: ``(location, agent id, environment) -> credential``: a job's credential object (`--credential-from`).
+JobCredentialFetch = Callable[[str, str, Mapping[str, str]], str]
+
+
+def _fetch_job_credential(
+    location: str, agent_id: str, env: Mapping[str, str], *, api_url: str, imds_url: str
+) -> str:
+    # Imported here: `_job_credential` signs with `_iam`'s keys, and `_iam` imports these settings.
+    from harness.agent._job_credential import fetch_job_credential
+
+    return fetch_job_credential(location, agent_id, env, api_url=api_url, imds_url=imds_url)
+
+
+def _job_credential(location: str, agent_id: str, env: Mapping[str, str], fetch: JobCredentialFetch) -> str:
+    try:
+        return fetch(location, agent_id, env)
+    except HarnessError as e:
+        raise SystemExit(f"harness.agent: --credential-from {location}: {e}") from e
+
+
 #: Where SageMaker describes a training job's instances to each of them.
 SAGEMAKER_RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 
@@ -275,9 +304,11 @@ def parse_cli(
     environ: Mapping[str, str] | None = None,
     *,
     imds: Callable[[str], ImdsClient] = ImdsClient,
+    job_credential: JobCredentialFetch | None = None,
 ) -> CliOptions:
     """The settings from the command line and the environment; with `--aws`, from the instance metadata
-    service too (``imds(url)`` makes its client)."""
+    service too (``imds(url)`` makes its client); with `--credential-from` and no other credential, from
+    the job's credential object (``job_credential`` reads it)."""
     env = os.environ if environ is None else environ
     parser = _parser()
     ns = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
@@ -293,12 +324,16 @@ def parse_cli(
         parser.error("the following arguments are required: --agent-id (or --aws on EC2: the instance id)")
     token = _credential(ns.token_file, env)  # first: the file is gone even if the instance cannot be read
     instance = _read_instance(ns.imds_url, imds) if ns.aws else None
+    agent_id = node_agent or ns.agent_id or (instance.instance_id if instance else "")
+    if not token and ns.credential_from:  # a given credential wins: the object is left for the expiry
+        fetch = job_credential or partial(_fetch_job_credential, api_url=ns.api, imds_url=ns.imds_url)
+        token = _job_credential(ns.credential_from, agent_id, env, fetch)
     gpus = detect_gpus(env)
     slots: int = ns.slots if ns.slots is not None else (len(gpus) or 1)
     try:
         settings = Settings(
             api_url=str(ns.api).rstrip("/"),
-            agent_id=node_agent or ns.agent_id or (instance.instance_id if instance else ""),
+            agent_id=agent_id,
             pool=ns.pool,
             slots=slots,
             work_dir=Path(ns.work_dir).resolve(),

@@ -1,14 +1,16 @@
-"""AWS Signature Version 4 for the agent's one signed call (`harness.agent._iam`), in the standard library
-only, so the compute side needs no botocore. It signs as botocore's ``SigV4Auth`` does for API Gateway's
-IAM authorizer (service ``execute-api``); tests/unit/test_agent_iam.py holds it to botocore's signature.
+"""AWS Signature Version 4 for the agent's signed calls (`harness.agent._iam`, `harness.agent._job_credential`),
+in the standard library only, so the compute side needs no botocore. It signs as botocore's ``SigV4Auth``
+does for API Gateway's IAM authorizer (service ``execute-api``) and as its ``S3SigV4Auth`` does for S3;
+tests/unit/test_agent_sigv4.py holds it to botocore's signatures.
 
     canonical request  METHOD \\n path \\n query \\n headers \\n signed header names \\n sha256(body)
     string to sign     AWS4-HMAC-SHA256 \\n amz date \\n date/region/service/aws4_request \\n sha256(above)
     signing key        HMAC chain of "AWS4" + secret over date, region, service, "aws4_request"
 
-The path is encoded once more as sent (AWS encodes every path segment twice, except for S3); header
-values are trimmed and their inner runs of spaces folded; ``host`` is signed as the HTTP client sends it
-(the port only when it is not the scheme's default).
+The path is encoded once more as sent (AWS encodes every path segment twice, except for S3, which also
+wants the body's hash in a signed ``x-amz-content-sha256`` header); header values are trimmed and their
+inner runs of spaces folded; ``host`` is signed as the HTTP client sends it (the port only when it is not
+the scheme's default).
 """
 
 from __future__ import annotations
@@ -45,25 +47,28 @@ def sign(
     now: datetime,
 ) -> dict[str, str]:
     """The headers that sign this request at ``now``: ``x-amz-date``, ``x-amz-security-token`` (with a
-    session token) and ``authorization``. ``headers`` are the ones the request sends besides them (each
+    session token), ``x-amz-content-sha256`` (for S3) and ``authorization``. ``headers`` are the ones the request sends besides them (each
     is signed); send them unchanged, with the returned ones."""
     amz_date = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     parts = urlsplit(url)
     signed = {name.lower(): " ".join(str(value).split()) for name, value in headers.items()}
     signed["host"] = _host(parts.scheme, parts.hostname or "", parts.port)
+    payload = hashlib.sha256(body).hexdigest()
     added = {"x-amz-date": amz_date}
     if credentials.token:
         added["x-amz-security-token"] = credentials.token
+    if service == "s3":
+        added["x-amz-content-sha256"] = payload
     signed.update(added)
     names = sorted(signed)
     canonical = "\n".join(
         [
             method.upper(),
-            quote(parts.path or "/", safe="/~"),
+            (parts.path or "/") if service == "s3" else quote(parts.path or "/", safe="/~"),
             _query(parts.query),
             "".join(f"{name}:{signed[name]}\n" for name in names),
             ";".join(names),
-            hashlib.sha256(body).hexdigest(),
+            payload,
         ]
     )
     scope = f"{amz_date[:8]}/{region}/{service}/aws4_request"

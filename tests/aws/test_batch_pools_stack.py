@@ -160,8 +160,9 @@ def test_the_queues_and_job_definitions_have_the_names_the_control_plane_submits
     container = definitions[f"{name}-gpu-b"]["containerProperties"]
     assert container["image"] == IMAGE
     command = container["command"]
-    assert command[:7] == [
+    assert command[:9] == [
         "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
+        "--credential-from", "Ref::credentials",
     ]  # fmt: skip
     assert command[command.index("--pool") + 1] == "gpu-b"
     assert command[command.index("--api") + 1] == stack.outputs["ApiUrl"]  # filled in by CloudFormation

@@ -72,6 +72,17 @@ def test_s3_access_is_limited_to_the_stacks_prefixes():
     objects = next(s for s in api if s["Sid"] == "ContextsAndCheckpoints")
     prefixes = sorted(r["Fn::Sub"].rsplit("}/", 1)[1] for r in objects["Resource"])
     assert prefixes == ["checkpoints/*", "contexts/*", "submissions/*", "uploads/*"]
+    # The jobs' credential objects: the API writes them, only the jobs' roles read and delete them.
+    credentials = next(s for s in api if s["Sid"] == "JobCredentials")
+    assert credentials["Action"] == "s3:PutObject"
+    assert credentials["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:s3:::${BucketName}/credentials/*"}
+
+
+def test_job_credentials_left_unread_expire_after_a_day():
+    rules = template()["Resources"]["Bucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert rules == [
+        {"Id": "ExpireJobCredentials", "Status": "Enabled", "Prefix": "credentials/", "ExpirationInDays": 1}
+    ]
 
 
 def test_a_sweep_reaches_the_scheduler_queue_every_minute_and_only_from_its_rule():

@@ -147,6 +147,7 @@ def test_the_job_runs_the_one_run_agent_with_the_jobs_parameters_on_a_whole_inst
     assert container["Image"] == IMAGE
     assert container["Command"] == [
         "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
+        "--credential-from", "Ref::credentials",
         "--api", {"Fn::Sub": API_URL}, "--pool", "gpu-b", "--slots", "4", "--work-dir", "/tmp/stratus",
     ]  # fmt: skip
     assert container["JobRoleArn"] == {"Fn::GetAtt": ["BatchJobRole", "Arn"]}
@@ -249,12 +250,19 @@ def test_the_roles_of_batch_its_instances_and_its_jobs():
         {"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role"}
     ]
     assert resources["BatchInstanceProfile"]["Properties"]["Roles"] == [{"Ref": "BatchInstanceRole"}]
-    # The jobs' role may only turn its identity into its agent credential (trials use presigned URLs).
+    # The jobs' role may only get its agent credential (trials use presigned URLs): read and delete its
+    # credential object (`--credential-from`), or call the IAM credential route.
     assert trusted("BatchJobRole") == "ecs-tasks.amazonaws.com"
     assert "Policies" not in resources["BatchJobRole"]["Properties"]
     policy = resources["BatchJobPolicy"]
     assert policy["Condition"] == "HasCode" and policy["Properties"]["Roles"] == [{"Ref": "BatchJobRole"}]
-    (credential,) = _statements(policy)
+    credential, objects = _statements(policy)
+    assert objects == {
+        "Sid": "ReadOnceJobCredentials",
+        "Effect": "Allow",
+        "Action": ["s3:GetObject", "s3:DeleteObject"],
+        "Resource": {"Fn::Sub": "arn:${AWS::Partition}:s3:::${BucketName}/credentials/*"},
+    }
     assert credential["Action"] == "execute-api:Invoke"
     assert credential["Resource"] == {
         "Fn::Sub": "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${RestApi}"

@@ -92,6 +92,7 @@ def test_the_execution_policy_calls_the_credential_route_pulls_images_and_writes
     statements = _by_sid(policy)
     assert set(statements) == {
         "AgentCredential",
+        "ReadOnceJobCredentials",
         "EcrToken",
         "PullTheTrainingImage",
         "TrainingJobsLogGroup",
@@ -101,6 +102,13 @@ def test_the_execution_policy_calls_the_credential_route_pulls_images_and_writes
     agent_route = _by_sid(resources["AgentPolicy"])["AgentCredential"]
     assert statements["AgentCredential"]["Action"] == "execute-api:Invoke"
     assert statements["AgentCredential"]["Resource"] == agent_route["Resource"]
+    # Its agent reads and deletes its credential object (`--credential-from`), and no other object.
+    assert statements["ReadOnceJobCredentials"] == {
+        "Sid": "ReadOnceJobCredentials",
+        "Effect": "Allow",
+        "Action": ["s3:GetObject", "s3:DeleteObject"],
+        "Resource": {"Fn::Sub": "arn:${AWS::Partition}:s3:::${BucketName}/credentials/*"},
+    }
     assert statements["EcrToken"] == {
         "Sid": "EcrToken",
         "Effect": "Allow",
@@ -123,6 +131,8 @@ def test_the_execution_policy_calls_the_credential_route_pulls_images_and_writes
         for resource in _as_list(statement["Resource"]):
             if resource == "*":
                 assert sid in ("EcrToken", "PullTheTrainingImage")
+                continue
+            if sid == "ReadOnceJobCredentials":  # S3's ARNs name no region or account
                 continue
             text = resource["Fn::Sub"]
             assert text.startswith("arn:${AWS::Partition}:") and ":${AWS::Region}:${AWS::AccountId}:" in text

@@ -12,6 +12,7 @@ from chalicelib.domain.states import RunState
 from chalicelib.handlers.events import handle_events_message
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import runs, scheduler
+from chalicelib.services.tokens import agent_credential
 from contract import messages
 
 QUEUE = "memory-default"
@@ -50,7 +51,17 @@ def test_a_run_is_placed_on_a_lane_and_submitted_as_one_job_that_its_agent_pulls
     flow.launch(run_id)
     ((job_id, job),) = ports.batch.submitted.items()
     assert (job.queue, job.definition, job.nodes) == (QUEUE, QUEUE, 1)
-    assert job.parameters == {"runs": run_id, "agents": "batch-default-0"}
+    prefix = f"credentials/{job.name}/"
+    assert job.parameters == {
+        "runs": run_id,
+        "agents": "batch-default-0",
+        "credentials": f"s3://{ports.settings.bucket}/{prefix}",
+    }
+    # The lane's credential waits in the bucket for the job's agent (`--credential-from`).
+    assert ports.blobs.keys_under("credentials/") == [prefix + "batch-default-0"]
+    credential = agent_credential(ports.settings.agent_token, "batch-default-0")
+    assert ports.blobs.objects[prefix + "batch-default-0"] == credential.encode()
+    assert ports.blobs.objects[prefix + "batch-default-0"].decode().startswith("agent.batch-default-0.")
     assert job.share == "e1" and job.priority == 100 - 42
     assert ports.runs.get(run_id).compute_ref == job_id
     # The job's agent heartbeats as its lane and is handed the run.
@@ -71,6 +82,13 @@ def test_a_run_on_several_lanes_is_one_multi_node_job_on_the_on_demand_queue(por
     assert job.parameters == {
         "runs": f"{run_id}-node0,{run_id}-node1",
         "agents": "batch-default-0,batch-default-1",
+        "credentials": f"s3://{ports.settings.bucket}/credentials/{job.name}/",
+    }
+    # One object per node, each holding its own lane's credential.
+    objects = {key: ports.blobs.objects[key] for key in ports.blobs.keys_under(f"credentials/{job.name}/")}
+    assert objects == {
+        f"credentials/{job.name}/{lane}": agent_credential(ports.settings.agent_token, lane).encode()
+        for lane in ("batch-default-0", "batch-default-1")
     }
 
 

@@ -11,6 +11,7 @@ from chalicelib.domain.states import RunState
 from chalicelib.handlers.events import handle_events_message
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import runs, stopping
+from chalicelib.services.tokens import agent_credential
 from contract import messages
 
 SAGEMAKER_POOL = PoolSpec(
@@ -57,6 +58,13 @@ def test_a_run_is_one_training_job_of_one_instance_per_lane(ports, flow) -> None
     arguments = list(job.arguments)
     assert arguments[arguments.index("--only-runs") + 1] == f"{run_id}-node0,{run_id}-node1"
     assert arguments[arguments.index("--sagemaker-agents") + 1] == "sagemaker-default-0,sagemaker-default-1"
+    # Each instance's agent reads its lane's credential from the bucket, once.
+    prefix = f"credentials/{name}/"
+    assert arguments[arguments.index("--credential-from") + 1] == f"s3://{ports.settings.bucket}/{prefix}"
+    lanes = ("sagemaker-default-0", "sagemaker-default-1")
+    assert {key: ports.blobs.objects[key] for key in ports.blobs.keys_under("credentials/")} == {
+        prefix + lane: agent_credential(ports.settings.agent_token, lane).encode() for lane in lanes
+    }
     assert job.environment == {"STRATUS_RUNS": f"{run_id}-node0,{run_id}-node1"}
     assert ports.runs.get(run_id).compute_ref == name
 
