@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,3 +82,51 @@ class AgentLauncher:
             )
         log.info("agent %s: %s", agent_id, " ".join(args))
         return process
+
+
+class Runner:
+    """A local cloud twin's runner: a thread that looks at moto every `interval` (`look`, which must
+    outlive a moto hiccup: its errors are logged) and, when stopped, ends the agent processes it keeps
+    (`processes`: SIGTERM, then SIGKILL after `STOP_WAIT_S`)."""
+
+    STOP_WAIT_S = 30.0
+
+    def __init__(self, name: str, interval: float) -> None:
+        self._interval = interval
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        end_processes(self.processes(), self.STOP_WAIT_S)
+
+    def look(self) -> None:
+        raise NotImplementedError
+
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        while not self._stopping.wait(self._interval):
+            try:
+                self.look()
+            except Exception:
+                log.exception("%s: a look at moto failed", self._thread.name)
+
+
+def end_processes(processes: Sequence[subprocess.Popen[bytes]], wait_s: float) -> None:
+    """SIGTERM every process still running, then SIGKILL what has not exited after `wait_s`."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

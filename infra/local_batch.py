@@ -19,14 +19,13 @@ import json
 import logging
 import signal
 import subprocess
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.domain.pools import PoolSpec
 from infra import moto_batch, user_data
-from infra.local_agents import AgentLauncher
+from infra.local_agents import AgentLauncher, Runner
 
 log = logging.getLogger("stratus.local.batch")
 
@@ -40,7 +39,7 @@ class _Job:
     nodes: list[subprocess.Popen[bytes]]
 
 
-class LocalBatch:
+class LocalBatch(Runner):
     def __init__(
         self,
         *,
@@ -57,10 +56,8 @@ class LocalBatch:
         self._sqs = session.client("sqs", endpoint_url=moto_url)
         self._launcher = launcher
         self._events_url = events_queue_url
-        self._interval = interval
         self._jobs: dict[str, _Job] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="local-batch", daemon=True)
+        super().__init__("local-batch", interval)
 
     def create(self) -> None:
         moto_batch.apply()
@@ -97,31 +94,10 @@ class LocalBatch:
                 )
             log.info("pool %s: Batch queues %s and %s", pool.name, name, name + MULTI_NODE)
 
-    def start(self) -> None:
-        self._thread.start()
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        return [p for job in self._jobs.values() for p in job.nodes]
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        processes = [p for job in self._jobs.values() for p in job.nodes]
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self._look()
-            except Exception:  # the runner must outlive a moto hiccup
-                log.exception("local batch: a look at the queues failed")
-
-    def _look(self) -> None:
+    def look(self) -> None:
         running: set[str] = set()
         for pool in self.pools:
             assert pool.provider is not None

@@ -41,7 +41,7 @@ from typing import Any
 from chalicelib.domain.pools import PoolSpec
 from infra import template_app, user_data
 from infra.fake_imds import FakeImds
-from infra.local_agents import AgentLauncher
+from infra.local_agents import AgentLauncher, Runner
 
 log = logging.getLogger("stratus.local.compute")
 
@@ -82,7 +82,7 @@ class _Machine:
     reclaim_at: float | None = None  # epoch s: terminated then, as a reclaimed spot instance
 
 
-class LocalCompute:
+class LocalCompute(Runner):
     def __init__(
         self,
         *,
@@ -103,15 +103,13 @@ class LocalCompute:
         self._launcher = launcher
         self._events_url = events_queue_url
         self._requests = state_dir / "compute" / "interrupt"
-        self._interval = interval
         self._imds = FakeImds()
         self._machines: dict[str, _Machine] = {}
         self._leaving: list[subprocess.Popen[bytes]] = []  # agents of instances gone, until they exit
         self._api_url = launcher.api_url
         self._agent_lines: dict[str, list[str]] = {}  # by pool: the user data's agent line
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="local-compute", daemon=True)
+        super().__init__("local-compute", interval)
 
     # ---- the groups ---------------------------------------------------------------------------------
 
@@ -153,28 +151,15 @@ class LocalCompute:
     def start(self) -> None:
         self._requests.mkdir(parents=True, exist_ok=True)
         self._imds.start()
-        self._thread.start()
+        super().start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        with self._lock:
-            machines = list(self._machines.values())
-        processes = [m.process for m in machines] + self._leaving
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        super().stop()
         self._imds.stop()
 
-    def agent_pids(self) -> list[int]:
+    def processes(self) -> list[subprocess.Popen[bytes]]:
         with self._lock:
-            return [m.process.pid for m in self._machines.values()]
+            return [m.process for m in self._machines.values()] + self._leaving
 
     def interrupt(self, instance_id: str, grace_s: float = LOCAL_SPOT_GRACE_S) -> None:
         """EC2 reclaims the spot instance `instance_id` in `grace_s` seconds (see the module docstring)."""
@@ -203,16 +188,12 @@ class LocalCompute:
         )
         log.info("instance %s: spot interruption, terminated in %.0f s", instance_id, grace_s)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            self._leaving = [p for p in self._leaving if p.poll() is None]
-            try:
-                self._requested_interruptions()
-                self._reclaim_due()
-                for pool in self.pools:
-                    self._follow(pool)
-            except Exception:  # the runner must outlive a moto hiccup
-                log.exception("local compute: a look at the groups failed")
+    def look(self) -> None:
+        self._leaving = [p for p in self._leaving if p.poll() is None]
+        self._requested_interruptions()
+        self._reclaim_due()
+        for pool in self.pools:
+            self._follow(pool)
 
     def _requested_interruptions(self) -> None:
         for request in sorted(self._requests.glob("i-*")):

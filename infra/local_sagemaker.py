@@ -16,13 +16,12 @@ import json
 import logging
 import signal
 import subprocess
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infra import moto_sagemaker
-from infra.local_agents import AgentLauncher
+from infra.local_agents import AgentLauncher, Runner
 
 log = logging.getLogger("stratus.local.sagemaker")
 
@@ -34,7 +33,7 @@ class _Job:
     ended: bool = False
 
 
-class LocalSageMaker:
+class LocalSageMaker(Runner):
     def __init__(
         self,
         *,
@@ -52,38 +51,18 @@ class LocalSageMaker:
         self._launcher = launcher
         self._events_url = events_queue_url
         self._configs = state_dir / "sagemaker"
-        self._interval = interval
         self._jobs: dict[str, _Job] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="local-sagemaker", daemon=True)
+        super().__init__("local-sagemaker", interval)
 
     def start(self) -> None:
         moto_sagemaker.apply()
         self._configs.mkdir(parents=True, exist_ok=True)
-        self._thread.start()
+        super().start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        processes = [p for job in self._jobs.values() for p in job.nodes]
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        return [p for job in self._jobs.values() for p in job.nodes]
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self._look()
-            except Exception:  # the runner must outlive a moto hiccup
-                log.exception("local sagemaker: a look at the training jobs failed")
-
-    def _look(self) -> None:
+    def look(self) -> None:
         listed = self._sagemaker.list_training_jobs(NameContains=self._prefix, MaxResults=100)
         in_progress = {
             j["TrainingJobName"]
