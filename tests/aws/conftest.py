@@ -8,7 +8,8 @@ import logging
 import os
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -372,3 +373,68 @@ def _wait_until(condition: Callable[[], bool], timeout: float) -> None:
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
+
+
+# ---- the stack with cloud pools, created in moto's CloudFormation ------------------------------------
+
+
+@dataclass
+class DeployedStack:
+    name: str
+    #: Physical resource ids by logical id.
+    resources: dict[str, str]
+    outputs: dict[str, str]
+    subnets: list[str]
+
+
+@contextmanager
+def deployed_pools_stack(name: str, pools: Sequence[Any], **extra: str) -> Iterator[DeployedStack]:
+    """The stack of `pools` (its control plane included: a stand-in Lambda package, which moto stores
+    and never runs) created in moto's CloudFormation with the shared network's parameters (and `extra`
+    ones), deleted after. `AWS_ENDPOINT_URL` must point at moto."""
+    import io
+    import zipfile
+
+    from infra.template import template
+
+    s3, ec2, cfn = (boto3.client(s, region_name="us-east-1") for s in ("s3", "ec2", "cloudformation"))
+    bucket = name.lower() + "-bucket"
+    s3.create_bucket(Bucket=bucket)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("app.py", "app = None\n")
+    s3.put_object(Bucket=bucket, Key="code/stratus.zip", Body=buffer.getvalue())
+    subnets = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"][:2]
+    parameters = {
+        "BucketName": bucket,
+        "CreateBucket": "false",
+        "CodeKey": "code/stratus.zip",
+        "AgentSubnetIds": ",".join(s["SubnetId"] for s in subnets),
+        "AgentVpcId": subnets[0]["VpcId"],
+        **extra,
+    }
+    cfn.create_stack(
+        StackName=name,
+        TemplateBody=json.dumps(template(pools)),
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+        Capabilities=["CAPABILITY_IAM"],
+    )
+    cfn.get_waiter("stack_create_complete").wait(StackName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
+    try:
+        (described,) = cfn.describe_stacks(StackName=name)["Stacks"]
+        summaries = cfn.list_stack_resources(StackName=name)["StackResourceSummaries"]
+        yield DeployedStack(
+            name=name,
+            resources={r["LogicalResourceId"]: r["PhysicalResourceId"] for r in summaries},
+            outputs={o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])},
+            subnets=[s["SubnetId"] for s in subnets],
+        )
+    finally:
+        cfn.delete_stack(StackName=name)
+
+
+@pytest.fixture(name="deployed_pools_stack")
+def _deployed_pools_stack(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """`deployed_pools_stack(name, pools, **parameters)`: see `deployed_pools_stack`."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    return deployed_pools_stack

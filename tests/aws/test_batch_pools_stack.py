@@ -23,19 +23,15 @@ What moto 5.2.5 does not do with this template (observed with it):
 
 from __future__ import annotations
 
-import io
 import json
 import uuid
-import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
-from infra.template import template
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 
@@ -50,15 +46,6 @@ GPU = PoolSpec(
         instance_types=("g5.xlarge", "g6.xlarge"), max_instances=4, spot=True, gpus=1, image=IMAGE
     ),
 )
-
-
-@dataclass
-class Deployed:
-    name: str
-    #: Physical resource ids by logical id.
-    resources: dict[str, str]
-    outputs: dict[str, str]
-    subnets: list[str]
 
 
 @pytest.fixture
@@ -99,44 +86,10 @@ def multinode_job_definitions(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def stack(aws: Callable[[str], Any], multinode_job_definitions: None) -> Iterator[Deployed]:
-    """The stack with the default pool and GPU, its control plane included (a stand-in Lambda package:
-    moto stores a function's code, never runs it)."""
-    name = "Batch-" + uuid.uuid4().hex[:8]
-    bucket = name.lower() + "-bucket"
-    s3, ec2, cfn = aws("s3"), aws("ec2"), aws("cloudformation")
-    s3.create_bucket(Bucket=bucket)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("app.py", "app = None\n")
-    s3.put_object(Bucket=bucket, Key="code/stratus.zip", Body=buffer.getvalue())
-    subnets = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]
-    # No AgentAmiId nor ComputeKey: a stack without EC2 pools does not declare them.
-    parameters = {
-        "BucketName": bucket,
-        "CreateBucket": "false",
-        "CodeKey": "code/stratus.zip",
-        "AgentSubnetIds": ",".join(s["SubnetId"] for s in subnets[:2]),
-        "AgentVpcId": subnets[0]["VpcId"],
-    }
-    cfn.create_stack(
-        StackName=name,
-        TemplateBody=json.dumps(template([PoolSpec(name="default"), GPU])),
-        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
-        Capabilities=["CAPABILITY_IAM"],
-    )
-    cfn.get_waiter("stack_create_complete").wait(StackName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
-    try:
-        (described,) = cfn.describe_stacks(StackName=name)["Stacks"]
-        summaries = cfn.list_stack_resources(StackName=name)["StackResourceSummaries"]
-        yield Deployed(
-            name=name,
-            resources={r["LogicalResourceId"]: r["PhysicalResourceId"] for r in summaries},
-            outputs={o["OutputKey"]: o["OutputValue"] for o in described["Outputs"]},
-            subnets=[s["SubnetId"] for s in subnets[:2]],
-        )
-    finally:
-        cfn.delete_stack(StackName=name)
+def stack(deployed_pools_stack, multinode_job_definitions: None) -> Iterator[Any]:  # noqa: ANN001
+    """The stack with the default pool and GPU, its control plane included."""
+    with deployed_pools_stack("Batch-" + uuid.uuid4().hex[:8], [PoolSpec(name="default"), GPU]) as deployed:
+        yield deployed
 
 
 def test_the_queues_and_job_definitions_have_the_names_the_control_plane_submits_to(aws, stack) -> None:

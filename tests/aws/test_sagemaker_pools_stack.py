@@ -18,12 +18,9 @@ What moto 5.2.5 does not do with this template (observed with it):
 
 from __future__ import annotations
 
-import io
 import json
 import uuid
-import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -31,7 +28,6 @@ import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider
 from infra.compute_sagemaker import ROLE_VARIABLE
-from infra.template import template
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 
@@ -46,14 +42,6 @@ GPU = PoolSpec(
 )
 
 
-@dataclass(frozen=True)
-class Deployed:
-    name: str
-    #: Logical id -> physical id.
-    resources: dict[str, str]
-    outputs: dict[str, str]
-
-
 @pytest.fixture
 def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Any]:
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
@@ -61,43 +49,12 @@ def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Any]:
 
 
 @pytest.fixture
-def stack(aws: Callable[[str], Any]) -> Iterator[Deployed]:
-    """The stack with the default pool and GPU, its control plane included (a stand-in Lambda package:
-    moto stores a function's code, never runs it)."""
-    name = "sagemaker-" + uuid.uuid4().hex[:8]
-    bucket = name + "-bucket"
-    s3, ec2, cfn = aws("s3"), aws("ec2"), aws("cloudformation")
-    s3.create_bucket(Bucket=bucket)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("app.py", "app = None\n")
-    s3.put_object(Bucket=bucket, Key="code/stratus.zip", Body=buffer.getvalue())
-    subnets = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]
-    # The cloud pools' shared network is declared with any cloud pool (det deploy passes it for each).
-    parameters = {
-        "BucketName": bucket,
-        "CreateBucket": "false",
-        "CodeKey": "code/stratus.zip",
-        "AgentSubnetIds": ",".join(s["SubnetId"] for s in subnets[:2]),
-        "AgentVpcId": subnets[0]["VpcId"],
-    }
-    cfn.create_stack(
-        StackName=name,
-        TemplateBody=json.dumps(template([PoolSpec(name="default"), GPU])),
-        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
-        Capabilities=["CAPABILITY_IAM"],
-    )
-    cfn.get_waiter("stack_create_complete").wait(StackName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
-    try:
-        (described,) = cfn.describe_stacks(StackName=name)["Stacks"]
-        summaries = cfn.list_stack_resources(StackName=name)["StackResourceSummaries"]
-        yield Deployed(
-            name=name,
-            resources={r["LogicalResourceId"]: r["PhysicalResourceId"] for r in summaries},
-            outputs={o["OutputKey"]: o["OutputValue"] for o in described["Outputs"]},
-        )
-    finally:
-        cfn.delete_stack(StackName=name)
+def stack(deployed_pools_stack) -> Iterator[Any]:  # noqa: ANN001
+    """The stack with the default pool and GPU, its control plane included."""
+    with deployed_pools_stack(
+        "sagemaker-" + uuid.uuid4().hex[:8], [PoolSpec(name="default"), GPU]
+    ) as deployed:
+        yield deployed
 
 
 def _statements(document: dict) -> dict[str, dict]:
