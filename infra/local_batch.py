@@ -11,6 +11,10 @@ Batch's `AWS_BATCH_JOB_ID`, `AWS_BATCH_JOB_NODE_INDEX` and `AWS_BATCH_JOB_NUM_NO
 agent exits, the job ends with its exit code and the `Batch Job State Change` event goes to the events
 queue, as the stack's EventBridge rule would put it there; a job terminated by the control plane (moto
 marks it FAILED) has its agents stopped (SIGTERM: they drain).
+
+A reclaimed spot host can be played: a file `<state-dir>/compute/interrupt/<job id>` makes the runner send
+the job's agents SIGTERM, as ECS does when the host goes (they drain: their trials checkpoint, exit and go
+back to the queue), and end the job FAILED with Batch's "Host EC2 ... terminated." once they have exited.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from chalicelib.domain.pools import PoolSpec
@@ -37,6 +42,7 @@ class _Job:
     job_id: str
     pool: str
     nodes: list[subprocess.Popen[bytes]]
+    reclaimed: bool = False
 
 
 class LocalBatch(Runner):
@@ -48,9 +54,11 @@ class LocalBatch(Runner):
         moto_url: str,
         launcher: AgentLauncher,
         events_queue_url: str,
+        state_dir: Path,
         interval: float = 0.5,
     ) -> None:
         self.pools = [p for p in pools if p.backend == "batch"]
+        self._requests = state_dir / "compute" / "interrupt"
         self._batch = session.client("batch", endpoint_url=moto_url)
         self._iam = session.client("iam", endpoint_url=moto_url)
         self._sqs = session.client("sqs", endpoint_url=moto_url)
@@ -94,6 +102,10 @@ class LocalBatch(Runner):
                 )
             log.info("pool %s: Batch queues %s and %s", pool.name, name, name + MULTI_NODE)
 
+    def start(self) -> None:
+        self._requests.mkdir(parents=True, exist_ok=True)
+        super().start()
+
     def processes(self) -> list[subprocess.Popen[bytes]]:
         return [p for job in self._jobs.values() for p in job.nodes]
 
@@ -109,16 +121,28 @@ class LocalBatch(Runner):
                         self._start(pool, summary["jobId"])
         for job_id, job in list(self._jobs.items()):
             main = job.nodes[0]
+            request = self._requests / job_id
+            if request.exists():
+                request.unlink(missing_ok=True)
+                job.reclaimed = True
+                self._signal(job, signal.SIGTERM)  # the host goes: ECS stops the containers
+                log.info("Batch job %s: its host is reclaimed", job_id)
             if job_id not in running:  # terminated: its agents stop (they drain)
                 self._signal(job, signal.SIGTERM)
                 if all(p.poll() is not None for p in job.nodes):
                     del self._jobs[job_id]
             elif main.poll() is not None:
                 self._signal(job, signal.SIGTERM)
-                described = moto_batch.finish(job_id, main.returncode)
+                reclaimed = job.reclaimed and all(p.poll() is not None for p in job.nodes)
+                if job.reclaimed and not reclaimed:
+                    continue  # the other nodes are still draining
+                described = (
+                    moto_batch.reclaim(job_id) if reclaimed else moto_batch.finish(job_id, main.returncode)
+                )
                 if described is not None:
                     self._send_event(described)
-                log.info("Batch job %s: ended with code %d", job_id, main.returncode)
+                ended = "its host reclaimed" if reclaimed else f"code {main.returncode}"
+                log.info("Batch job %s: ended (%s)", job_id, ended)
 
     def _start(self, pool: PoolSpec, job_id: str) -> None:
         (described,) = self._batch.describe_jobs(jobs=[job_id])["jobs"]

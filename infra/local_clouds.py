@@ -41,7 +41,7 @@ class LocalClouds:
             if "ec2" in backends
             else None
         )
-        self._batch = LocalBatch(pools=pools, **common) if "batch" in backends else None
+        self._batch = LocalBatch(pools=pools, state_dir=state_dir, **common) if "batch" in backends else None
         self._sagemaker = (
             LocalSageMaker(stack=stack, state_dir=state_dir, **common) if "sagemaker" in backends else None
         )

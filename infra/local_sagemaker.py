@@ -8,6 +8,10 @@ with a `resourceconfig.json` naming its host (`algo-1`, ...) as SageMaker writes
 instance's agent exits, the job ends with its exit code; a job stopped by the control plane has its
 agents stopped (SIGTERM: they drain). Each end goes to the events queue as the `SageMaker Training Job
 State Change` event the stack's EventBridge rule would put there.
+
+A spot interruption can be played: a file `<state-dir>/compute/interrupt/<job name>` makes the runner send
+the job's agents SIGTERM (they drain: their trials checkpoint, exit and go back to the queue) and end the
+job Stopped with the secondary status `Interrupted` once they have exited.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class _Job:
     name: str
     nodes: list[subprocess.Popen[bytes]]
     ended: bool = False
+    interrupted: bool = False
 
 
 class LocalSageMaker(Runner):
@@ -51,12 +56,14 @@ class LocalSageMaker(Runner):
         self._launcher = launcher
         self._events_url = events_queue_url
         self._configs = state_dir / "sagemaker"
+        self._requests = state_dir / "compute" / "interrupt"
         self._jobs: dict[str, _Job] = {}
         super().__init__("local-sagemaker", interval)
 
     def start(self) -> None:
         moto_sagemaker.apply()
         self._configs.mkdir(parents=True, exist_ok=True)
+        self._requests.mkdir(parents=True, exist_ok=True)
         super().start()
 
     def processes(self) -> list[subprocess.Popen[bytes]]:
@@ -72,6 +79,14 @@ class LocalSageMaker(Runner):
         for name in sorted(in_progress - set(self._jobs)):
             self._start(name)
         for name, job in list(self._jobs.items()):
+            request = self._requests / name
+            if request.exists():
+                request.unlink(missing_ok=True)
+                job.interrupted = True
+                for process in job.nodes:
+                    if process.poll() is None:
+                        process.send_signal(signal.SIGTERM)  # the spot capacity goes
+                log.info("training job %s: spot interruption", name)
             if name not in in_progress:  # stopped by the control plane: its agents drain
                 if not job.ended:
                     job.ended = True
@@ -81,7 +96,12 @@ class LocalSageMaker(Runner):
                         process.send_signal(signal.SIGTERM)
                 if all(p.poll() is not None for p in job.nodes):
                     del self._jobs[name]
-            elif job.nodes[0].poll() is not None:
+            elif job.interrupted and all(p.poll() is not None for p in job.nodes):
+                described = moto_sagemaker.interrupt(name)
+                job.ended = True
+                if described is not None:
+                    self._send_event(described)
+            elif job.nodes[0].poll() is not None and not job.interrupted:
                 described = moto_sagemaker.finish(name, job.nodes[0].returncode)
                 job.ended = True
                 if described is not None:

@@ -58,3 +58,18 @@ def finish(job_id: str, exit_code: int, region: str = "us-east-1") -> dict[str, 
         job.job_stopped_reason = f"Essential container in task exited with code {exit_code}"
     job._mark_stopped(success=exit_code == 0)
     return dict(job.describe())
+
+
+#: The reason AWS Batch gives a job whose host went away (a reclaimed spot instance).
+HOST_TERMINATED = "Host EC2 (instance i-local) terminated."
+
+
+def reclaim(job_id: str, region: str = "us-east-1") -> dict[str, Any] | None:
+    """End a RUNNING job as AWS Batch ends one whose instance was reclaimed: FAILED, no container exit
+    code, `statusReason` "Host EC2 ... terminated."; the job as DescribeJobs shows it, or None."""
+    job = batch_backends[ACCOUNT][region]._jobs.get(job_id)
+    if job is None or job.job_stopped:
+        return None
+    job.job_stopped_reason = HOST_TERMINATED
+    job._mark_stopped(success=False)
+    return dict(job.describe())

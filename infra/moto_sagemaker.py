@@ -55,3 +55,13 @@ def finish(name: str, exit_code: int, region: str = "us-east-1") -> dict[str, An
         job.training_job_status, job.secondary_status = "Failed", "Failed"
         job.failure_reason = f"AlgorithmError: the agent exited with code {exit_code}"
     return dict(job.response_object)
+
+
+def interrupt(name: str, region: str = "us-east-1") -> dict[str, Any] | None:
+    """End an InProgress managed spot job as SageMaker reports a spot interruption Stratus does not let
+    it retry: Stopped, secondary status `Interrupted`; the job as DescribeTrainingJob shows it, or None."""
+    job = sagemaker_backends[ACCOUNT][region].training_jobs.get(name)
+    if job is None or job.training_job_status != "InProgress":
+        return None
+    job.training_job_status, job.secondary_status = "Stopped", "Interrupted"
+    return dict(job.response_object)

@@ -5,6 +5,7 @@ lanes) whose agents the local Batch runner starts from the job definition's own 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
@@ -58,3 +59,34 @@ def test_a_two_node_trial_runs_as_one_multi_node_job(det, pool, wait_for):
     wait_for(lambda: _jobs(pool, "RUNNING") == [], timeout=60, what="no job running")
     names = [job["jobName"] for job in _jobs(pool, "SUCCEEDED")]
     assert f"stratus-run-{trial['id']}-1" in names
+
+
+def test_a_reclaimed_host_requeues_the_trial_which_resumes_in_a_new_job(
+    det, probe, pool, tmp_path: Path, wait_for, run_record
+):
+    experiment_id = probe.submit(tmp_path, "reclaimed")
+    trial = wait_for(
+        lambda: (t := probe.trial(experiment_id))["state"] == "RUNNING" and t,
+        timeout=120,
+        what="the trial to run",
+    )
+    first = wait_for(
+        lambda: (r := run_record(pool["moto_url"], f"{trial['id']}.1")) and r.get("compute_ref") and r,
+        timeout=30,
+        what="the first run's job",
+    )
+    wait_for(lambda: probe.reported_steps(trial["id"]) >= 5, timeout=60, what="a few steps")
+    (Path(pool["state_dir"]) / "compute" / "interrupt" / first["compute_ref"]).write_text("")  # its host goes
+
+    wait_for(
+        lambda: probe.state(experiment_id) == "COMPLETED", timeout=240, what="the experiment to complete"
+    )
+    second = run_record(pool["moto_url"], f"{trial['id']}.2")
+    assert second is not None and second["compute_ref"] != first["compute_ref"]  # a new job
+    done = probe.trial(experiment_id)
+    assert done["state"] == "COMPLETED" and done["restarts"] == 0  # the host's fault, not the trial's
+    training = probe.metrics(trial["id"])["training"]
+    assert [steps for steps, _ in training] == list(range(1, probe.steps + 1))  # none lost or repeated
+    assert "resumed at step" in det("trial", "logs", str(trial["id"])).out
+    failed = {job["jobId"]: job.get("statusReason", "") for job in _jobs(pool, "FAILED")}
+    assert failed[first["compute_ref"]].startswith("Host EC2")

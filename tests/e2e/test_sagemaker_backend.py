@@ -68,3 +68,31 @@ def test_killing_a_trial_stops_its_training_job(det, probe, pool, tmp_path: Path
     wait_for(
         lambda: probe.state(experiment_id) == "CANCELED", timeout=120, what="the experiment to end canceled"
     )
+
+
+def test_a_spot_interruption_requeues_the_trial_which_resumes_in_a_new_job(
+    det, probe, pool, tmp_path: Path, wait_for
+):
+    experiment_id = probe.submit(tmp_path, "interrupted")
+    trial = wait_for(
+        lambda: (t := probe.trial(experiment_id))["state"] == "RUNNING" and t,
+        timeout=120,
+        what="the trial to run",
+    )
+    wait_for(lambda: probe.reported_steps(trial["id"]) >= 5, timeout=60, what="a few steps")
+    first = f"stratus-default-{trial['id']}-1"
+    (Path(pool["state_dir"]) / "compute" / "interrupt" / first).write_text("")  # the spot capacity goes
+
+    wait_for(
+        lambda: probe.state(experiment_id) == "COMPLETED", timeout=240, what="the experiment to complete"
+    )
+    second = f"stratus-default-{trial['id']}-2"
+    wait_for(
+        lambda: _jobs(pool).get(second) == "Completed", timeout=60, what=f"training job {second} to complete"
+    )
+    assert _jobs(pool)[first] == "Stopped"
+    done = probe.trial(experiment_id)
+    assert done["state"] == "COMPLETED" and done["restarts"] == 0
+    training = probe.metrics(trial["id"])["training"]
+    assert [steps for steps, _ in training] == list(range(1, probe.steps + 1))  # none lost or repeated
+    assert "resumed at step" in det("trial", "logs", str(trial["id"])).out
