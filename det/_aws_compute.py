@@ -23,6 +23,7 @@ from det._pools_file import DEFAULT_POOL, Keys, cloud_pool, read_pools_file
 from det._quotas import InstanceShape, QuotaCalls, check_quotas
 from det._render import table
 from det._runtime import Runtime
+from det._training_images import pytorch_training_image
 from det.errors import UsageError
 
 DEFAULT_INSTANCE_TYPE = "g5.xlarge"  # one GPU: Determined's g4dn.metal has 8
@@ -119,6 +120,10 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
                 f"{_source(args)}: pool {pool['name']!r} is a {pool['backend']} pool, which this version cannot "
                 f"deploy (the stack makes no {pool['backend']} resources); use type ec2, batch or sagemaker"
             )
+    for pool in cloud:
+        provider = pool["provider"]
+        if pool["backend"] == "sagemaker" and not provider.get("image"):
+            provider["image"] = pytorch_training_image(calls.region, provider["instance_types"][0])
     shapes = calls.instance_types(
         sorted({_ec2_type(t) for p in cloud for t in p["provider"]["instance_types"]})
     )

@@ -595,6 +595,22 @@ def test_batch_and_sagemaker_pools_are_planned_with_their_images(tmp_path: Path)
     assert sagemaker.provider.instance_types == ("ml.g5.xlarge",) and sagemaker.provider.gpus == 1
 
 
+def test_a_sagemaker_pool_without_an_image_gets_aws_pytorch_training_image(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(
+        "resource_pools:\n"
+        "  - pool_name: default\n"
+        "    provider: {type: sagemaker, instance_type: ml.g5.xlarge}\n"
+    )
+    aws = FakeAws()
+    plan = _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), aws)
+    assert plan.pools is not None and plan.pools[0].provider is not None
+    # The SageMaker SDK's own tables: the account and repository of AWS's deep learning containers.
+    assert plan.pools[0].provider.image == (
+        f"763104351884.dkr.ecr.{aws.region}.amazonaws.com/pytorch-training:2.5-gpu-py311"
+    )
+
+
 def test_agent_flags_without_a_cloud_pool_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "pools.yaml"
     path.write_text("resource_pools:\n  - pool_name: default\n")
