@@ -24,7 +24,7 @@ def pytorch_training_image(region: str, instance_type: str) -> str:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the SDK's v2 deprecation notice: v2 has the tables we use
-            from sagemaker import image_uris  # type: ignore[import-untyped]
+            from sagemaker import image_uris
     except ImportError as e:
         raise UsageError(
             "a sagemaker pool without `image` takes AWS's PyTorch training image, found with the SageMaker "
