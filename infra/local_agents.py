@@ -5,15 +5,18 @@ variables."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("stratus.local")
 
@@ -130,3 +133,22 @@ def end_processes(processes: Sequence[subprocess.Popen[bytes]], wait_s: float) -
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def send_aws_event(
+    sqs: Any, queue_url: str, *, source: str, detail_type: str, event_id: str, resource: str, detail: Any
+) -> None:
+    """Put an AWS event on the events queue as the stack's EventBridge rules deliver it: the whole event
+    wrapped in a `compute_event` message (their input transformer's `<aws.events.event.json>`)."""
+    event = {
+        "version": "0",
+        "id": event_id,
+        "detail-type": detail_type,
+        "source": source,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "region": "us-east-1",
+        "resources": [resource],
+        "detail": detail,
+    }
+    body = json.dumps({"type": "compute_event", "event": event}, default=str)
+    sqs.send_message(QueueUrl=queue_url, MessageBody=body)

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import PoolSpec
 from infra import moto_batch, user_data
-from infra.local_agents import AgentLauncher, Runner
+from infra.local_agents import AgentLauncher, Runner, send_aws_event
 
 log = logging.getLogger("stratus.local.batch")
 
@@ -174,14 +175,12 @@ class LocalBatch(Runner):
                 process.send_signal(sig)
 
     def _send_event(self, described: dict[str, Any]) -> None:
-        event = {
-            "version": "0",
-            "id": f"batch-{described['jobId']}-{described['status']}",
-            "detail-type": "Batch Job State Change",
-            "source": "aws.batch",
-            "region": "us-east-1",
-            "resources": [described.get("jobArn", "")],
-            "detail": described,
-        }
-        body = json.dumps({"type": "compute_event", "event": event}, default=str)
-        self._sqs.send_message(QueueUrl=self._events_url, MessageBody=body)
+        send_aws_event(
+            self._sqs,
+            self._events_url,
+            source="aws.batch",
+            detail_type=BATCH_STATE_CHANGE,
+            event_id=f"batch-{described['jobId']}-{described['status']}",
+            resource=described.get("jobArn", ""),
+            detail=described,
+        )

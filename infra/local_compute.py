@@ -26,7 +26,6 @@ the stack process (tests, or a user trying spot behaviour).
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import signal
 import subprocess
@@ -38,10 +37,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from chalicelib.domain.compute_events import SPOT_WARNING
 from chalicelib.domain.pools import PoolSpec
 from infra import template_app, user_data
 from infra.fake_imds import FakeImds
-from infra.local_agents import AgentLauncher, Runner
+from infra.local_agents import AgentLauncher, Runner, send_aws_event
 
 log = logging.getLogger("stratus.local.compute")
 
@@ -173,18 +173,14 @@ class LocalCompute(Runner):
             machine.reclaim_at = time.time() + grace_s
         now = datetime.now(UTC)
         self._imds.interrupt(instance_id, at=now + timedelta(seconds=grace_s))
-        event = {
-            "version": "0",
-            "id": f"spot-{instance_id}",
-            "detail-type": "EC2 Spot Instance Interruption Warning",
-            "source": "aws.ec2",
-            "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": "us-east-1",
-            "resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}"],
-            "detail": {"instance-id": instance_id, "instance-action": "terminate"},
-        }
-        self._sqs.send_message(
-            QueueUrl=self._events_url, MessageBody=json.dumps({"type": "compute_event", "event": event})
+        send_aws_event(
+            self._sqs,
+            self._events_url,
+            source="aws.ec2",
+            detail_type=SPOT_WARNING,
+            event_id=f"spot-{instance_id}",
+            resource=f"arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}",
+            detail={"instance-id": instance_id, "instance-action": "terminate"},
         )
         log.info("instance %s: spot interruption, terminated in %.0f s", instance_id, grace_s)
 

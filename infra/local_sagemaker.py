@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chalicelib.domain.compute_events import SAGEMAKER_STATE_CHANGE
 from infra import moto_sagemaker
-from infra.local_agents import AgentLauncher, Runner
+from infra.local_agents import AgentLauncher, Runner, send_aws_event
 
 log = logging.getLogger("stratus.local.sagemaker")
 
@@ -127,14 +128,12 @@ class LocalSageMaker(Runner):
         self._jobs[name] = _Job(name, nodes)
 
     def _send_event(self, described: dict[str, Any]) -> None:
-        event = {
-            "version": "0",
-            "id": f"sagemaker-{described['TrainingJobName']}-{described['TrainingJobStatus']}",
-            "detail-type": "SageMaker Training Job State Change",
-            "source": "aws.sagemaker",
-            "region": "us-east-1",
-            "resources": [described.get("TrainingJobArn", "")],
-            "detail": described,
-        }
-        body = json.dumps({"type": "compute_event", "event": event}, default=str)
-        self._sqs.send_message(QueueUrl=self._events_url, MessageBody=body)
+        send_aws_event(
+            self._sqs,
+            self._events_url,
+            source="aws.sagemaker",
+            detail_type=SAGEMAKER_STATE_CHANGE,
+            event_id=f"sagemaker-{described['TrainingJobName']}-{described['TrainingJobStatus']}",
+            resource=described.get("TrainingJobArn", ""),
+            detail=described,
+        )

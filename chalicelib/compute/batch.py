@@ -16,8 +16,7 @@ from __future__ import annotations
 import logging
 
 from chalicelib.compute.cloud import BatchApi, JobCredentials, JobRequest
-from chalicelib.compute.lanes import alive_lanes
-from chalicelib.domain import keys
+from chalicelib.compute.lanes import alive_lanes, job_nodes
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.services.ports import AgentStore, Clock, Host, RunStore
@@ -55,12 +54,9 @@ class BatchJobs:
         """Submit the job of a launched run (once: a run that has a job keeps it)."""
         if run.compute_ref or spec.provider is None:
             return
-        placements = run.placements
-        multi = len(placements) > 1
-        held = [keys.node_id(run.run_id, rank) for rank in range(len(placements))] if multi else [run.run_id]
-        suffix = MULTI_NODE_SUFFIX if multi else ""
+        held, lanes = job_nodes(run)
+        suffix = MULTI_NODE_SUFFIX if len(lanes) > 1 else ""
         name = f"{self._stack}-run-{run.run_id}".replace(".", "-")[:128]
-        lanes = [p.agent_id for p in placements]
         job = JobRequest(
             name=name,
             queue=spec.provider.group + suffix,
@@ -70,7 +66,7 @@ class BatchJobs:
                 "agents": ",".join(lanes),
                 "credentials": self._credentials.write(name, lanes),
             },
-            nodes=len(placements),
+            nodes=len(lanes),
             share=f"e{run.experiment_id}",
             priority=max(0, 100 - run.priority),  # Batch: higher first; Determined: lower first
         )

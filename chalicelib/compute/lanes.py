@@ -10,7 +10,9 @@ scheduler end its run (requeued when it never started), and stopping the run sto
 
 from __future__ import annotations
 
+from chalicelib.domain import keys
 from chalicelib.domain.pools import PoolSpec
+from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import RunState
 from chalicelib.services.clock import epoch_of
 from chalicelib.services.ports import AgentStore, Host, RunStore
@@ -41,3 +43,12 @@ def alive_lanes(
                 continue  # its agent went silent: lost
         alive.append(Host(lane, slots))
     return alive
+
+
+def job_nodes(run: Run) -> tuple[list[str], list[str]]:
+    """A job's nodes for `run`: the ids their agents hold it by (its node records for a run on several
+    lanes, the run itself on one) and their lanes, chief first."""
+    lanes = [p.agent_id for p in run.placements]
+    if len(lanes) == 1:
+        return [run.run_id], lanes
+    return [keys.node_id(run.run_id, rank) for rank in range(len(lanes))], lanes

@@ -20,8 +20,7 @@ import logging
 import re
 
 from chalicelib.compute.cloud import JobCredentials, TrainingApi, TrainingJobRequest
-from chalicelib.compute.lanes import alive_lanes
-from chalicelib.domain import keys
+from chalicelib.compute.lanes import alive_lanes, job_nodes
 from chalicelib.domain.compute_events import RUNS_ENV
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
@@ -74,17 +73,14 @@ class TrainingJobs:
         provider = spec.provider
         if run.compute_ref or provider is None:
             return
-        placements = run.placements
-        multi = len(placements) > 1
-        held = [keys.node_id(run.run_id, rank) for rank in range(len(placements))] if multi else [run.run_id]
+        held, lanes = job_nodes(run)
         runs = ",".join(held)
         name = job_name(self._stack, spec.name, run.run_id)
-        lanes = [p.agent_id for p in placements]
         job = TrainingJobRequest(
             name=name,
             image=self._image(spec, run) or provider.image,
             instance_type=(provider.instance_types or ("ml.g5.xlarge",))[0],
-            instances=len(placements),
+            instances=len(lanes),
             arguments=(
                 "--only-runs",
                 runs,
