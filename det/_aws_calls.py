@@ -157,6 +157,15 @@ class AwsCalls:
         )
         s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tags})
 
+    def notify_submissions(self, bucket: str, queue_arn: str) -> None:
+        """Send the bucket's `submissions/<name>/submit` markers to the stack's submissions queue: the
+        template cannot configure the bucket it adopts (`infra/template_submissions.py`)."""
+        from infra.template_submissions import notification_configuration
+
+        self._session.client("s3").put_bucket_notification_configuration(
+            Bucket=bucket, NotificationConfiguration=notification_configuration(queue_arn)
+        )
+
     def upload_package(self, rt: Runtime, bucket: str, package: Path) -> str:
         """The package's key in the bucket (named by its hash: an unchanged package is not sent again)."""
         digest = hashlib.sha256(package.read_bytes()).hexdigest()

@@ -147,6 +147,7 @@ class LocalStack:
             "scheduler": env["STRATUS_SCHEDULER_QUEUE_URL"],
             "launch": env["STRATUS_LAUNCH_QUEUE_URL"],
             "events": env["STRATUS_EVENTS_QUEUE_URL"],
+            "submissions": env["STRATUS_SUBMISSIONS_QUEUE_URL"],
         }
         log.info("resources of stack %r created", self.stack)
         specs = with_groups([pool.spec for pool in self.pools], self.stack)
@@ -211,6 +212,7 @@ class LocalStack:
             "scheduler": (chalice_app.events.on_scheduler_message, 1),
             "launch": (chalice_app.events.on_launch_message, 10),
             "events": (chalice_app.events.on_trial_event, 1),
+            "submissions": (chalice_app.submissions.on_submission, 1),
         }
         for kind, (handler, batch) in handlers.items():
             pump = QueuePump(sqs, self._queue_urls[kind], handler, batch_size=batch)

@@ -10,7 +10,8 @@ code and Chalice's runtime module, in one zip. Run from the repository root:
 - Chalice is not a dependency of the package: like `chalice package`, only its runtime module
   (`chalice/app.py` and its `__init__`) goes in, not its CLI and the CLI's dependencies.
 - Code: `app.py`, `chalicelib/` and `contract/` (the messages the API and the agents share), sources only.
-- Left out: `__pycache__`, the packages' own `tests` folders and type stubs (`.pyi`).
+- Left out: `__pycache__`, the packages' own `tests` folders, type stubs (`.pyi`) and zstandard's CFFI
+  backend (`LEFT_OUT`).
 - The zip is reproducible: sorted entries, fixed timestamps; the installed dependencies are cached by the
   hash of the requirements under `build/lambda/`.
 
@@ -42,7 +43,10 @@ UNZIPPED_LIMIT = 250 * 2**20
 #: Packages that belong to a command line, never to the function.
 CLI_ONLY = ("click", "inquirer", "blessed", "chalice/cli", "chalice/deploy", "det", "moto", "rich", "httpx")
 #: What `--check` imports: the app (every route and handler) and what the searchers need.
-CHECK_IMPORTS = ("app", "optuna", "numpy", "yaml", "pydantic", "chalicelib.domain.searchers.tpe")
+CHECK_IMPORTS = ("app", "optuna", "numpy", "yaml", "pydantic", "zstandard", "chalicelib.domain.searchers.tpe")
+#: Files of the dependencies no import reaches: zstandard's CFFI backend (11.6 MiB), which it loads only where
+#: its C extension, kept, cannot load (PyPy).
+LEFT_OUT = ("zstandard/_cffi.*.so", "zstandard/backend_cffi.py")
 _CODE = ("app.py", "chalicelib", "contract")
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 
@@ -78,7 +82,8 @@ def runtime_requirements(path: Path = ROOT / "requirements.txt") -> list[str]:
 
 def install_dependencies(requirements: list[str], work: Path) -> Path:
     """The dependencies installed for Lambda's platform into `work/site-<hash>` (reused when there)."""
-    key = hashlib.sha256("\n".join([LAMBDA_PYTHON, *PLATFORMS, *requirements]).encode()).hexdigest()[:12]
+    recipe = [LAMBDA_PYTHON, *PLATFORMS, *requirements, *LEFT_OUT]
+    key = hashlib.sha256("\n".join(recipe).encode()).hexdigest()[:12]
     site = work / f"site-{key}"
     if site.is_dir():
         return site
@@ -97,6 +102,9 @@ def install_dependencies(requirements: list[str], work: Path) -> Path:
             shutil.rmtree(folder, ignore_errors=True)
     for stub in partial.rglob("*.pyi"):
         stub.unlink()
+    for pattern in LEFT_OUT:
+        for path in partial.glob(pattern):
+            path.unlink()
     partial.rename(site)
     return site
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
+from infra.template_submissions import notify_submissions
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def create(
         attributes = queue_attributes(kind, visibility_timeout)
         attributes["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"})
         urls[kind] = sqs.create_queue(QueueName=names.queue(kind), Attributes=attributes)["QueueUrl"]
+    notify_submissions(s3, sqs, names.bucket, urls["submissions"])  # submissions/<name>/submit markers
     logs.create_log_group(logGroupName=names.log_group)
     role = iam.create_role(
         RoleName=f"{names.stack}-states",
@@ -185,6 +187,8 @@ def create(
         "STRATUS_SCHEDULER_QUEUE_URL": urls["scheduler"],
         "STRATUS_LAUNCH_QUEUE_URL": urls["launch"],
         "STRATUS_EVENTS_QUEUE_URL": urls["events"],
+        # Only the local stack's pump reads it (in AWS, S3 sends to the queue and Lambda reads it).
+        "STRATUS_SUBMISSIONS_QUEUE_URL": urls["submissions"],
         "STRATUS_STATE_MACHINE_ARN": machine,
         "STRATUS_LOG_GROUP": names.log_group,
     }

@@ -21,7 +21,12 @@ from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec, pools_to_json
 from chalicelib.settings import QUEUES
 
 #: What each SQS handler of the app consumes: the queue's logical id in the template, by kind.
-QUEUE_IDS = {"scheduler": "SchedulerQueue", "launch": "LaunchQueue", "events": "EventsQueue"}
+QUEUE_IDS = {
+    "scheduler": "SchedulerQueue",
+    "launch": "LaunchQueue",
+    "events": "EventsQueue",
+    "submissions": "SubmissionsQueue",
+}
 RUNTIME = "python3.11"
 STAGE = "api"
 #: The handlers' timeout; the queues' visibility timeout is six times it, as AWS advises.

@@ -62,7 +62,10 @@ def create(
     activate: bool = True,
     owner: str = "user",
     archived: bool = False,
+    experiment_id: int | None = None,
 ) -> CreateResult:
+    """Validate and, unless `validate_only`, create and start the experiment: under `experiment_id` when
+    given (an id claimed beforehand, `chalicelib.services.submissions`), else under a new one."""
     parsed = validate(raw_config)
     warnings = list(parsed.warnings)
     pools.check_request_fits(ports.settings, parsed.config.resources)
@@ -74,7 +77,8 @@ def create(
         )
     if context_sha256 is not None:
         contexts.verified(ports, context_sha256)  # its bytes hash to its name, or a 400: before any id
-    experiment_id = ports.ids.next("experiment")
+    if experiment_id is None:
+        experiment_id = ports.ids.next("experiment")
     # Determined seeds from the submission time; the seed is kept in the stored config so a rerun matches.
     config = parsed.config.with_service_defaults(
         experiment_id=experiment_id, experiment_seed=int(ports.clock.now())

@@ -91,7 +91,7 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
         if f["FunctionName"].startswith(stack)
     }
     assert set(functions) == {f"{stack}-api", f"{stack}-on-scheduler-message", f"{stack}-on-launch-message",
-                              f"{stack}-on-trial-event"}  # fmt: skip
+                              f"{stack}-on-trial-event", f"{stack}-on-submission"}  # fmt: skip
     api = functions[f"{stack}-api"]
     assert api["Handler"] == "app.app" and api["Runtime"] == "python3.11"
     variables = functions[f"{stack}-on-launch-message"]["Environment"]["Variables"]
@@ -108,7 +108,13 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
         if stack in m["FunctionArn"]
     }
     assert fed == {f"{stack}-on-scheduler-message": f"{stack}-scheduler.fifo",
-                   f"{stack}-on-launch-message": f"{stack}-launch", f"{stack}-on-trial-event": f"{stack}-trial-events"}  # fmt: skip
+                   f"{stack}-on-launch-message": f"{stack}-launch", f"{stack}-on-trial-event": f"{stack}-trial-events",
+                   f"{stack}-on-submission": f"{stack}-submissions"}  # fmt: skip
+    # The adopted bucket sends its submission markers to the submissions queue (set by `up`, not the template).
+    (notified,) = boto3.client("s3").get_bucket_notification_configuration(Bucket=bucket)[
+        "QueueConfigurations"
+    ]
+    assert notified["QueueArn"].endswith(f":{stack}-submissions")
     (rest_api,) = [a for a in _all("apigateway", "get_rest_apis", "items") if a["name"] == stack]
     resources = _all("apigateway", "get_resources", "items", restApiId=rest_api["id"], embed=["methods"])
     routes = {r["path"]: r.get("resourceMethods", {}) for r in resources}

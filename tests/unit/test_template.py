@@ -18,7 +18,7 @@ def test_declares_every_table_queue_and_the_state_machine():
     assert len(tables) == len(TABLES)
     assert all(t["Properties"]["BillingMode"] == "PAY_PER_REQUEST" for t in tables)  # no cost when idle
     queues = [r for r in resources.values() if r["Type"] == "AWS::SQS::Queue"]
-    assert len(queues) == 6  # three queues and their dead-letter queues
+    assert len(queues) == 8  # four queues and their dead-letter queues
     definition = resources["TrialRunStateMachine"]["Properties"]["DefinitionString"]["Fn::Sub"]
     assert json.loads(definition)["StartAt"] == "Enqueue"
 
@@ -106,7 +106,7 @@ def test_the_control_plane_runs_in_the_stack_when_a_package_is_given():
     built = template()
     resources = built["Resources"]
     functions = {k: r for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function"}
-    assert len(functions) == 4 and all(r["Condition"] == "HasCode" for r in functions.values())
+    assert len(functions) == 5 and all(r["Condition"] == "HasCode" for r in functions.values())
     assert built["Conditions"]["HasCode"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "CodeKey"}, ""]}]}
     handlers = {r["Properties"]["Handler"] for r in functions.values()}
     assert handlers == {
@@ -114,6 +114,7 @@ def test_the_control_plane_runs_in_the_stack_when_a_package_is_given():
         "chalicelib.handlers.events.on_scheduler_message",
         "chalicelib.handlers.events.on_launch_message",
         "chalicelib.handlers.events.on_trial_event",
+        "chalicelib.handlers.submissions.on_submission",
     }
     variables = resources["ApiFunction"]["Properties"]["Environment"]["Variables"]
     assert variables["STRATUS_TOKEN_SECRET_ARN"] == {"Ref": "TokenSecret"}  # a secret's ARN, not its value
@@ -127,9 +128,11 @@ def test_the_control_plane_runs_in_the_stack_when_a_package_is_given():
         "SchedulerQueue",
         "LaunchQueue",
         "EventsQueue",
+        "SubmissionsQueue",
     }
-    logs = [r for r in resources.values() if r["Type"] == "AWS::Logs::LogGroup"]
-    assert all("RetentionInDays" in r["Properties"] for r in logs) and len(logs) == 5
+    logs = {k: r for k, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup"}
+    assert all("RetentionInDays" in r["Properties"] for r in logs.values())
+    assert {f"{name}Logs" for name in functions} <= set(logs)  # each function's own, with retention
 
 
 def test_chalices_policy_file_is_the_templates_policy_for_the_default_stack():

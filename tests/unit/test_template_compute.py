@@ -13,8 +13,11 @@ import pytest
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec, Provider, pools_from_json
 from infra.compute_resources import ComputeTemplateError, compute_resources, logical_ids
 from infra.template import template
-from infra.template_app import API_URL, COMPUTE_POLICY
+from infra.template_app import API_URL, COMPUTE_POLICY, QUEUE_IDS
 from infra.user_data import agent_command, agent_command_in, script
+
+#: The API's function and one per queue the app consumes.
+FUNCTIONS = 1 + len(QUEUE_IDS)
 
 GPU = PoolSpec(
     name="gpu-a",
@@ -50,7 +53,7 @@ def test_without_ec2_pools_the_template_is_the_one_it_always_was():
     for function in functions:
         variables = function["Properties"]["Environment"]["Variables"]
         assert pools_from_json(variables.pop("STRATUS_POOLS")["Fn::Sub"]) == local
-    assert len(functions) == 4 and built == template()
+    assert len(functions) == FUNCTIONS and built == template()
 
 
 def test_each_ec2_pool_gets_a_launch_template_and_a_group_named_after_the_stack():
@@ -158,7 +161,7 @@ def test_the_control_plane_may_scale_only_the_stacks_groups_and_every_function_w
     ]
     assert describe["Resource"] == "*"
     functions = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Function"]
-    assert len(functions) == 4 and all(COMPUTE_POLICY in f["DependsOn"] for f in functions)
+    assert len(functions) == FUNCTIONS and all(COMPUTE_POLICY in f["DependsOn"] for f in functions)
     assert "arn:aws:" not in json.dumps(built)  # every ARN names its partition
 
 
