@@ -9,8 +9,15 @@ import logging
 
 from chalice.app import Chalice
 
-from chalicelib.api import compute_routes, job_routes, lifecycle_routes, stop_routes, user_routes
-from chalicelib.handlers import events
+from chalicelib.api import (
+    compute_routes,
+    job_routes,
+    lifecycle_routes,
+    monitoring_routes,
+    stop_routes,
+    user_routes,
+)
+from chalicelib.handlers import events, submissions
 
 app = Chalice(app_name="stratus")
 app.log.setLevel(logging.INFO)
@@ -20,3 +27,5 @@ app.register_blueprint(stop_routes.bp)
 app.register_blueprint(lifecycle_routes.bp)
 app.register_blueprint(job_routes.bp)
 app.register_blueprint(events.bp)
+app.register_blueprint(monitoring_routes.bp)
+app.register_blueprint(submissions.bp)

@@ -158,6 +158,9 @@ class ApiClient:
     def unarchive_experiment(self, experiment_id: int) -> Json:
         return self._experiment_action(experiment_id, "unarchive")
 
+    def experiment_dashboard(self, experiment_id: int) -> Json:  # {"name", "url", "trials"}
+        return self._experiment_action(experiment_id, "dashboard")
+
     def _experiment_action(self, experiment_id: int, action: str) -> Json:
         return self._request(
             "POST",

@@ -2,6 +2,7 @@
 
     det [-m MASTER] experiment|e  create | list|ls | describe | activate | archive | unarchive
                                   | cancel | kill | list-trials|lt | list-checkpoints|lc | delete | wait
+                                  | dashboard | plot
     det [-m MASTER] checkpoint|c  list|ls | describe | download
     det [-m MASTER] trial|t       describe | logs | kill
     det [-m MASTER] job|j         list|ls
@@ -32,6 +33,7 @@ from det import (
     _experiment,
     _job,
     _lifecycle,
+    _monitoring,
     _stop,
     _submit,
     _trial,
@@ -185,6 +187,7 @@ def _add_experiment(commands: argparse._SubParsersAction[argparse.ArgumentParser
     activate.set_defaults(command=_submit.activate)
     _add_archiving(sub)
     _lifecycle.add_parsers(sub)
+    _monitoring.add_parsers(sub)
 
 
 def _add_archiving(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -34,6 +34,9 @@ from infra.compute_resources import compute_resources
 from infra.resources import TABLES, table_request
 from infra.template_app import CONDITIONS, PARAMETERS, QUEUE_IDS, app_resources
 from infra.template_iam import TABLE_IDS, api_policy, assume, states_policy
+from infra.template_monitoring import add_monitoring
+from infra.template_submissions import OUTPUTS as SUBMISSION_OUTPUTS
+from infra.template_submissions import template_pieces as submission_pieces
 
 
 def _sub(text: str) -> dict[str, str]:
@@ -249,6 +252,7 @@ def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
         },
     }
     resources.update(_sweep_schedule())
+    resources.update(submission_pieces(resources["Bucket"]))  # markers to the submissions queue
     for spec in TABLES:
         resources[TABLE_IDS[spec.name]] = _table(spec.name)
     for kind, logical in QUEUE_IDS.items():
@@ -260,6 +264,7 @@ def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
     outputs = {
         **function_outputs,
         **compute_outputs,
+        **SUBMISSION_OUTPUTS,
         "BucketName": {"Value": {"Ref": "BucketName"}},
         "SchedulerQueueUrl": {"Value": {"Ref": "SchedulerQueue"}},
         "LaunchQueueUrl": {"Value": {"Ref": "LaunchQueue"}},
@@ -271,7 +276,7 @@ def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
         "TokenSecretArn": {"Value": {"Ref": "TokenSecret"}},
         "AgentTokenSecretArn": {"Value": {"Ref": "AgentTokenSecret"}},
     }
-    return {
+    rendered = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "Stratus: serverless control plane for deep-learning experiments",
         "Parameters": {**PARAMETERS, **parameters},
@@ -279,6 +284,8 @@ def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
         "Resources": resources,
         "Outputs": outputs,
     }
+    add_monitoring(rendered)  # alarms, dashboard, log retention: infra/template_monitoring.py
+    return rendered
 
 
 if __name__ == "__main__":

@@ -148,6 +148,15 @@ def api_policy() -> dict[str, Any]:
                     "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/aws/lambda/${AWS::StackName}-*"
                 ),
             },
+            {
+                # `det experiment dashboard` (POST /experiments/{id}/dashboard): the stack's own dashboards.
+                "Sid": "OwnDashboards",
+                "Effect": "Allow",
+                "Action": ["cloudwatch:PutDashboard", "cloudwatch:GetDashboard"],
+                "Resource": _sub(
+                    "arn:${AWS::Partition}:cloudwatch::${AWS::AccountId}:dashboard/${AWS::StackName}-*"
+                ),
+            },
         ],
     }
 
@@ -166,7 +175,8 @@ def states_policy() -> dict[str, Any]:
                 "Sid": "Queues",
                 "Effect": "Allow",
                 "Action": "sqs:SendMessage",
-                "Resource": [{"Fn::GetAtt": [q, "Arn"]} for q in QUEUE_IDS.values()],
+                # The workflow's queues; not the submissions queue, which only the bucket sends to.
+                "Resource": [{"Fn::GetAtt": [q, "Arn"]} for k, q in QUEUE_IDS.items() if k != "submissions"],
             },
         ],
     }

@@ -9,6 +9,7 @@ from chalicelib.aws.checkpoint_table import DynamoCheckpoints, DynamoIds, Dynamo
 from chalicelib.aws.experiment_table import DynamoExperiments
 from chalicelib.aws.logs import CloudWatchLogs
 from chalicelib.aws.messaging import SqsQueues, StepFunctions
+from chalicelib.aws.metrics import metrics_sink
 from chalicelib.aws.quotas import AwsQuotas
 from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
 from chalicelib.aws.sagemaker import AwsSageMaker
@@ -65,4 +66,5 @@ def aws_ports() -> Ports:
         clock=clock,
         compute=compute,
         bells=bells,
+        telemetry=metrics_sink(settings),
     )

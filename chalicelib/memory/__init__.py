@@ -29,6 +29,7 @@ from chalicelib.memory._clock import EPOCH_2026, MemoryClock, memory_settings
 from chalicelib.memory._cloud import MemoryAutoScaling, MemoryBatch, MemorySageMaker
 from chalicelib.memory._compute import MemoryBells, RecordingCompute
 from chalicelib.memory._messaging import MemoryQueues, MemoryWorkflows, SchedulerMessage
+from chalicelib.memory._metrics import MemoryTelemetry
 from chalicelib.memory._runs import MemoryAgents, MemoryRuns
 from chalicelib.memory._storage import MemoryBlobs, MemoryLogs
 from chalicelib.memory._tables import MemoryExperiments, MemoryTrials
@@ -58,6 +59,7 @@ __all__ = [
     "memory_ports",
     "memory_settings",
     "MemoryBells",
+    "MemoryTelemetry",
 ]
 
 
@@ -80,6 +82,7 @@ class MemoryPorts(Ports):
     clock: MemoryClock
     compute: ComputeBackend
     bells: MemoryBells
+    telemetry: MemoryTelemetry
     #: The Auto Scaling groups of the stack's ec2 pools (`add_group` one per ec2 pool of the settings).
     autoscaling: MemoryAutoScaling
     #: The Batch jobs submitted for the stack's batch pools.
@@ -145,6 +148,7 @@ def memory_ports(
         clock=clock,
         compute=backend,
         bells=bells,
+        telemetry=MemoryTelemetry(),
         autoscaling=autoscaling,
         batch=batch,
         sagemaker=sagemaker,

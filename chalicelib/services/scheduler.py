@@ -15,11 +15,14 @@ told to stop through the pause path: checkpoint, exit, requeue) and says why eve
 that reason is kept on the request for `det job list`. It reads the runs holding slots (bounded by the
 pool's slots), the pool's queue summary (one item) and the head of the queue only as far as a request
 could still be placed (`queue_reading`): its reads grow with what changes, not with the queue.
+Each pass then puts what it saw of the pool (queue, slots, instances, preemptions, silent runs, the
+oldest wait) as CloudWatch metrics, from what it read anyway (`telemetry.pool_pass`).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.queue_head import QueueSummary
@@ -28,9 +31,10 @@ from chalicelib.domain.run_records import Run
 from chalicelib.domain.scheduling import AgentCapacity, Holding
 from chalicelib.domain.scheduling_policies import PoolPolicy
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
-from chalicelib.services import job_updates, pausing, runs
+from chalicelib.domain.telemetry import PoolPass
+from chalicelib.services import job_updates, pausing, runs, telemetry
 from chalicelib.services.clock import epoch_of, iso_utc
-from chalicelib.services.ports import Demand, Ports
+from chalicelib.services.ports import Demand, Host, Ports
 from chalicelib.services.queue_reading import plan_head, queue_position
 from chalicelib.workflow import TASK_BEAT_INTERVAL_S, TASK_HEARTBEAT_S
 from contract import messages
@@ -91,10 +95,11 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     now = ports.clock.now()
     used: dict[str, int] = {}
     holding: list[Run] = []
+    silent = 0
     for run in ports.runs.allocated(pool):
         lost = sorted({p.agent_id for p in run.placements} - alive_ids)
         if lost:
-            runs.agents_lost(ports, run, lost, timeout)
+            silent += runs.agents_lost(ports, run, lost, timeout)
             continue
         if not _still_awaited(ports, run, now):
             continue
@@ -102,7 +107,9 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         for placement in run.placements:
             used[placement.agent_id] = used.get(placement.agent_id, 0) + placement.slots
     summary = ports.runs.queue_summary(pool)
+    seen = _pool_pass(pool, summary, hosts, used, silent)
     if summary.requests <= 0:
+        telemetry.pool_pass(ports, seen)
         return []
     agents = [
         AgentCapacity(agent_id=host.host_id, slots=host.slots, used=used.get(host.host_id, 0))
@@ -118,6 +125,8 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         log.info("pool %s: preempting run %s for %s", pool, victim, plan.preempted_for.get(victim))
         pausing.preempt_run(ports, by_id[victim])
     _note_reasons(ports, head.read, plan.blocked)
+    oldest = min((epoch_of(r.queued_at) for r in head.read if r.queued_at), default=now)
+    telemetry.pool_pass(ports, replace(seen, preempted=len(plan.preempt), oldest_wait_s=now - oldest))
     granted = []
     for assignment in plan.assignments:
         if ports.runs.assign(assignment.run_id, assignment.agent_id, assignment.nodes) is None:
@@ -143,6 +152,21 @@ def _tell_demand(
     unread = max(0, summary.slots - sum(run.slots for run in read))
     if sizes or unread:
         ports.compute.set_demand(pool, Demand(blocked=sizes, unread_slots=unread))
+
+
+def _pool_pass(
+    pool: str, summary: QueueSummary, hosts: list[Host], used: dict[str, int], silent: int
+) -> PoolPass:
+    accepting = [host for host in hosts if host.accepting]
+    return PoolPass(
+        pool=pool,
+        queued=max(0, summary.requests),
+        pending_slots=max(0, summary.slots),
+        capacity=sum(host.slots for host in accepting),
+        used=sum(used.get(host.host_id, 0) for host in accepting),
+        hosts=len(hosts),
+        silent=silent,
+    )
 
 
 def _note_reasons(ports: Ports, read: list[Run], blocked: dict[str, str]) -> None:

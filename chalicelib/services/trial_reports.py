@@ -12,7 +12,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint, Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import experiments, runs
+from chalicelib.services import experiments, runs, telemetry
 from chalicelib.services.ports import Ports
 from chalicelib.services.searching import time_metric
 from contract import messages
@@ -41,7 +41,15 @@ def report_metrics(
     ports: Ports, run: Run, group: str, steps_completed: int, metrics: Mapping[str, Any]
 ) -> None:
     """Store a report of `group` (Determined's generic metrics): `training` raises the trial's totals,
-    `validation` also tells the searcher its metric; a custom group is only stored."""
+    `validation` also tells the searcher its metric; a custom group is only stored. Training and
+    validation metrics are charted in CloudWatch too (`telemetry`)."""
+    _store_metrics(ports, run, group, steps_completed, metrics)
+    telemetry.trial_reports(ports, run, [(group, metrics)])
+
+
+def _store_metrics(
+    ports: Ports, run: Run, group: str, steps_completed: int, metrics: Mapping[str, Any]
+) -> None:
     metric_group(group)
     if steps_completed < 0:
         raise BadRequestError(f"steps_completed must be ≥ 0, got {steps_completed}")
@@ -99,9 +107,12 @@ def report_batch(ports: Ports, run: Run, reports: Sequence[MetricsReport | Progr
             ports.metrics.put(run.trial_id, TRAINING, report.steps_completed, report.metrics)
             furthest = max(furthest or 0, report.steps_completed)
         else:
-            report_metrics(ports, run, report.group, report.steps_completed, report.metrics)
+            _store_metrics(ports, run, report.group, report.steps_completed, report.metrics)
     if furthest is not None:
         ports.trials.record_training(run.trial_id, furthest)
+    telemetry.trial_reports(
+        ports, run, [(r.group, r.metrics) for r in reports if isinstance(r, MetricsReport)]
+    )
     progress = [report.progress for report in reports if isinstance(report, ProgressReport)]
     if progress:
         report_progress(ports, run, progress[-1])

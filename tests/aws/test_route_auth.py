@@ -73,6 +73,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/experiments/{experiment_id}/archive"): USER_CONFLICT,
     ("POST", "/experiments/{experiment_id}/unarchive"): USER_CONFLICT,
     ("GET", "/experiments/{experiment_id}/trials"): USER_READ,
+    ("POST", "/experiments/{experiment_id}/dashboard"): USER_READ,  # no body; a repeat updates it
     ("GET", "/experiments/{experiment_id}/checkpoints"): USER_READ,
     # The experiment is active: only one that has ended can be deleted (409).
     ("DELETE", "/experiments/{experiment_id}"): USER_CONFLICT,

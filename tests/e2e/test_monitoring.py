@@ -1,0 +1,49 @@
+"""Monitoring on the local stack: an adaptive ASHA experiment of the digits example runs to its end;
+`det experiment plot` draws every trial's curves into a PNG, its metrics are in the stack's CloudWatch
+namespace (moto), and `det experiment dashboard` creates the experiment's dashboard there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+
+
+def test_an_asha_experiments_curves_are_plotted_charted_and_on_a_dashboard(det, local_stack, tmp_path: Path):
+    result = det(
+        "experiment", "create", "examples/digits/adaptive.yaml", "examples/digits", "-f", timeout=400
+    )
+    assert result.code == 0, result.out + result.err
+    experiment_id = det.created_experiment_id(result.out)
+    trials = det.describe_experiment(experiment_id)["trials"]
+    assert len(trials) == 6 and all(t["state"] == "COMPLETED" for t in trials)
+
+    image = tmp_path / "asha.png"
+    plotted = det("experiment", "plot", str(experiment_id), "-o", str(image))
+    assert plotted.code == 0, plotted.err
+    assert image.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert plotted.out.startswith(f"Wrote {image}: 6 trials, ")
+
+    cloudwatch = boto3.client(
+        "cloudwatch",
+        endpoint_url=local_stack.moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="stratus-local",
+        aws_secret_access_key="stratus-local",
+    )
+    listed = cloudwatch.list_metrics(
+        MetricName="validation.validation_accuracy",
+        Dimensions=[{"Name": "experiment", "Value": str(experiment_id)}],
+    )["Metrics"]
+    charted = {d["Value"] for m in listed for d in m["Dimensions"] if d["Name"] == "trial"}
+    assert charted == {str(t["id"]) for t in trials}
+    assert {m["Namespace"] for m in listed} == {"Stratus/stratus"}
+
+    shown = det("experiment", "dashboard", str(experiment_id))
+    assert shown.code == 0, shown.err
+    name = f"stratus-experiment-{experiment_id}"
+    assert shown.out.splitlines()[-1].endswith(f"#dashboards/dashboard/{name}")
+    body = json.loads(cloudwatch.get_dashboard(DashboardName=name)["DashboardBody"])
+    titles = {w["properties"].get("title") for w in body["widgets"]}
+    assert {f"Trial {t['id']}" for t in trials} <= titles
