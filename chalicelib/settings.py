@@ -12,19 +12,26 @@ from functools import lru_cache
 from typing import Protocol
 
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolConfigError, PoolSpec, pools_from_json
+from contract.prices import PriceTable, table_from_json
 
-#: How often agents heartbeat (their liveness; work reaches them by their doorbell, `chalicelib.aws.bells`):
-#: tens of seconds on AWS, where every beat is an API call and DynamoDB writes; the local stack sets a few.
-DEFAULT_AGENT_HEARTBEAT_S = 30.0
+#: How often agents heartbeat (their liveness; work reaches them by their doorbell, `chalicelib.aws.bells`,
+#: and stop requests by the doorbell too): minutes on AWS, where every beat is an API request and a few
+#: DynamoDB requests; the local stack sets a few seconds. With the timeout below, a lost agent is noticed
+#: within `AGENT_TIMEOUT_BEATS` x 120 s = 8 minutes; a spot notice (the agent's IMDS watcher) and SIGTERM
+#: (a scale-in, a job's end) drain at once and do not wait on a heartbeat.
+DEFAULT_AGENT_HEARTBEAT_S = 120.0
 #: How long a trial's report sender gathers reports before it sends them (`STRATUS_REPORT_INTERVAL` in
 #: its environment; the local stack sets 5). Every send is an API request and a few DynamoDB writes:
-#: 30 s keeps a trial's steady cost in AWS under half a cent an hour (`bench/results/control_plane_cost.md`);
-#: checkpoints, preemption checks and the end of the trial flush at once whatever the interval.
-DEFAULT_REPORT_INTERVAL_S = 30.0
+#: 120 s keeps the control plane's steady cost in AWS under $0.001 per trial-hour
+#: (`bench/results/control_plane_cost.md`); checkpoints, preemption checks and the end of the trial flush
+#: at once whatever the interval, so nothing waits on it but `det trial describe`'s latest numbers.
+DEFAULT_REPORT_INTERVAL_S = 120.0
 #: An agent silent for longer is presumed lost (its runs end; their trials restart elsewhere). Unless set,
 #: it follows the heartbeat: `AGENT_TIMEOUT_BEATS` missed beats, and never under this.
 DEFAULT_AGENT_TIMEOUT_S = 30.0
 AGENT_TIMEOUT_BEATS = 4
+#: The longest report interval a stack may set (the harness caps it the same).
+MAX_REPORT_INTERVAL_S = 600.0
 #: How long a presigned S3 URL stays valid.
 DEFAULT_PRESIGN_EXPIRY_S = 3600
 
@@ -57,6 +64,9 @@ class Settings:
     agent_role_name: str = ""
     #: The role SageMaker training jobs of `sagemaker` pools run as (the template's execution role).
     sagemaker_role_arn: str = ""
+    #: The stack's price table (`STRATUS_PRICES`, `contract.prices`; written by `det deploy aws up`);
+    #: None: the committed table prices every run.
+    prices: PriceTable | None = None
 
     def table(self, name: str) -> str:
         return f"{self.table_prefix}{name}"
@@ -131,6 +141,7 @@ def get_settings() -> Settings:
         pools=_pools(),
         agent_role_name=os.environ.get("STRATUS_AGENT_ROLE_NAME", "").strip(),
         sagemaker_role_arn=os.environ.get("STRATUS_SAGEMAKER_ROLE_ARN", "").strip(),
+        prices=table_from_json(os.environ.get("STRATUS_PRICES", "")),
     )
 
 
@@ -143,8 +154,10 @@ def _agent_heartbeat() -> float:
 
 def _report_interval() -> float:
     value = float(os.environ.get("STRATUS_REPORT_INTERVAL_S") or DEFAULT_REPORT_INTERVAL_S)
-    if not 0 <= value <= 60:
-        raise RuntimeError(f"STRATUS_REPORT_INTERVAL_S={value:g} must be between 0 and 60 seconds")
+    if not 0 <= value <= MAX_REPORT_INTERVAL_S:
+        raise RuntimeError(
+            f"STRATUS_REPORT_INTERVAL_S={value:g} must be between 0 and {MAX_REPORT_INTERVAL_S:g} seconds"
+        )
     return value
 
 
@@ -167,7 +180,13 @@ def reset_settings() -> None:
     get_settings.cache_clear()
 
 
-QUEUES = {"scheduler": "scheduler.fifo", "launch": "launch", "events": "trial-events"}
+#: `submissions`: the bucket's notifications of `submissions/<name>/submit` (chalicelib.handlers.submissions).
+QUEUES = {
+    "scheduler": "scheduler.fifo",
+    "launch": "launch",
+    "events": "trial-events",
+    "submissions": "submissions",
+}
 
 
 def queue_name(kind: str) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from det._client import ApiClient
+from det._cost import cost_table, experiment_totals
 from det._render import Cell, field, format_percent, records_table, time_field
 from det._runtime import Runtime
 from det._trial import TRIAL_CELLS, custom_group_tables, fetch_metrics, workloads_table
@@ -132,6 +133,8 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
     rt.say(experiment_table(experiments, as_csv=args.csv))
     rt.say("\nTrials:")
     rt.say(trials_table(trials, as_csv=args.csv))
+    rt.say("\nCost:")
+    rt.say(cost_table(trials, experiment_totals(answers), as_csv=args.csv))
     if args.metrics:
         rt.say("\nWorkloads:")
         workloads = [(t["id"], t["metrics"], t["checkpoints"]) for t in trials]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from det._client import ApiClient
+from det._cost import cost_table, trial_totals
 from det._logs import format_line, read_log_pages
 from det._render import (
     Cell,
@@ -51,6 +52,8 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
         )
     rt.say("\nCheckpoints:")
     rt.say(checkpoints_table(checkpoints, as_csv=args.csv))
+    rt.say("\nCost:")
+    rt.say(cost_table([trial], trial_totals(trial), as_csv=args.csv))
     rt.say("")
     rt.say(validation_summary(trial))
     if metrics is not None:

@@ -93,7 +93,21 @@ class CountingApp:
             if service == "sqs" and _to_a_bell(environ):
                 operation += " (agent bell)"
             self._counts.add(service, operation)
+            if service == "dynamodb":  # also by table: the trial's own metrics and checkpoints apart
+                self._counts.add("dynamodb by table", f"{operation} {_table_of(environ)}")
         return self._app(environ, start_response)
+
+
+def _table_of(environ: dict[str, Any]) -> str:
+    """The table a DynamoDB request names (the first, for a batch or transaction), without the stack's
+    prefix (`metrics`, not `stratus-metrics`); "?" when it names none."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    found = re.search(rb'"TableName"\s*:\s*"([^"]+)"', body) or re.search(
+        rb'"RequestItems"\s*:\s*\{\s*"([^"]+)"', body
+    )
+    return found.group(1).decode().rsplit("-", 1)[-1] if found else "?"
 
 
 def _to_a_bell(environ: dict[str, Any]) -> bool:

@@ -75,7 +75,8 @@ def agent_heartbeat(
 )
 def run_started(agent: AgentPrincipal, body: models.RunStarted, agent_id: str, run_id: str) -> models.Empty:
     """The agent started a run's process."""
-    runs.started(ports(), agent_id, run_id, body.pid)
+    instance = body.instance.model_dump() if body.instance else None
+    runs.started(ports(), agent_id, run_id, body.pid, instance)
     return models.Empty()
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from chalicelib.api.cost_models import Cost, InstanceReport
 from chalicelib.domain.numbers import INT64_MAX, first_unstorable
 
 #: Integers clients send: 64 bits, what every client holds (DynamoDB would take 38 digits).
@@ -108,6 +109,7 @@ class Trial(BaseModel):
     latest_checkpoint: Checkpoint | None
     exit: TrialExit | None
     warm_start_trial_id: int | None = None  # the trial whose checkpoint it started from (PBT)
+    cost: Cost | None = None  # its runs' compute time, cost and waste; null before a run ended
 
 
 class Experiment(BaseModel):
@@ -164,6 +166,7 @@ class JobList(BaseModel):
 class ExperimentDetail(BaseModel):
     experiment: Experiment
     trials: list[Trial]
+    cost: Cost | None = None  # every trial's, summed
 
 
 class ExperimentOnly(BaseModel):
@@ -276,6 +279,7 @@ class LaunchSpec(BaseModel):
 
 class RunStarted(_Body):
     pid: Count
+    instance: InstanceReport | None = None
 
 
 class RunExited(_Body):

@@ -101,8 +101,11 @@ def describe_experiment(user: UserPrincipal, experiment_id: int) -> models.Exper
     """One experiment with its trials."""
     p = ports()
     record = experiments.get(p, experiment_id)
-    trials = [views.trial(p, t) for t in p.trials.for_experiment(record.id)]
-    return models.ExperimentDetail(experiment=views.experiment(record), trials=trials)
+    stored = p.trials.for_experiment(record.id)
+    trials = [views.trial(p, t) for t in stored]
+    return models.ExperimentDetail(
+        experiment=views.experiment(record), trials=trials, cost=views.experiment_cost(stored)
+    )
 
 
 @route(bp, "/experiments/{experiment_id}/activate", "POST", response=models.ExperimentOnly, auth="iam")

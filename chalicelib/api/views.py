@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from chalicelib.api import models
+from typing import Any
+
+from chalicelib.api import cost_models, models
 from chalicelib.domain import keys
 from chalicelib.domain.jobs import Job
 from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricReport, Trial
+from chalicelib.services import costs
 from chalicelib.services.ports import Ports
 
 
@@ -71,7 +74,17 @@ def trial(ports: Ports, record: Trial) -> models.Trial:
         latest_checkpoint=latest,
         exit=exit_,
         warm_start_trial_id=record.warm_start_trial_id,
+        cost=_cost(costs.trial_cost(record)),
     )
+
+
+def experiment_cost(trials: list[Trial]) -> cost_models.Cost | None:
+    """Every trial's usage, summed by instance type (`det experiment describe`'s cost table)."""
+    return _cost(costs.experiment_cost(trials))
+
+
+def _cost(view: dict[str, Any] | None) -> cost_models.Cost | None:
+    return None if view is None else cost_models.Cost.model_validate(view)
 
 
 def metric(report: MetricReport) -> models.Metric:

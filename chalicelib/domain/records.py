@@ -128,6 +128,8 @@ class Trial(StoredRecord):
     #: The trial a searcher (PBT) started this one from, and that trial's checkpoint it starts with.
     warm_start_trial_id: int | None = None
     warm_start_checkpoint: str | None = None
+    #: What each of its runs used, by run id (`chalicelib.domain.usage.RunUsage` items), set at each exit.
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     version: int = 0
 
     def __post_init__(self) -> None:

@@ -76,6 +76,8 @@ class Run(StoredRecord):
     launched_at: str | None = None
     started_at: str | None = None
     exited_at: str | None = None
+    #: What its agent said it runs on at its start (`chalicelib.domain.usage.Instance` as an item).
+    instance: dict[str, Any] | None = None
     version: int = 0
 
     def __post_init__(self) -> None:

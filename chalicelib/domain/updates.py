@@ -63,6 +63,10 @@ class TrialUpdates:
         """The searcher answered the trial's result (possibly with nothing: the target stands)."""
         self._set_trial(trial_id, {"searcher_pending": False})
 
+    def record_usage(self, trial_id: int, usage: Mapping[str, Mapping[str, Any]]) -> None:
+        """What the trial's runs used, by run id (`chalicelib.services.costs`: keyed, so idempotent)."""
+        self._set_trial(trial_id, {"usage": usage})
+
 
 @dataclass(frozen=True)
 class RunMove:
@@ -120,9 +124,14 @@ class RunMoves:
             fields = {"launch_token": launch_token, "active_agent": run.agent_id}
         return _run(self._move(run_id, RunMove(RunState.LAUNCHING, {**fields, "launched_at": self._now()})))
 
-    def start(self, run_id: str, agent_id: str, pid: int) -> Run | Node | None:
-        """Its process started, as its own agent reports (another agent's report changes nothing)."""
-        fields = {"pid": pid, "started_at": self._now()}
+    def start(
+        self, run_id: str, agent_id: str, pid: int, instance: Mapping[str, Any] | None = None
+    ) -> Run | Node | None:
+        """Its process started, as its own agent reports (another agent's report changes nothing), on
+        ``instance`` where the agent said what it runs on."""
+        fields: dict[str, Any] = {"pid": pid, "started_at": self._now()}
+        if instance:
+            fields["instance"] = dict(instance)
         return _held(self._move(run_id, RunMove(RunState.RUNNING, fields, agent_id=agent_id)))
 
     def exit(self, run_id: str, exit_code: int, reason: str) -> Run | Node | None:

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 
 from chalicelib.domain import keys
 from chalicelib.domain.records import Experiment, Trial
+from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import ExperimentState, TrialState
-from chalicelib.services import searching
+from chalicelib.services import costs, searching
 from chalicelib.services.ports import Ports
 from contract import messages
 
@@ -101,9 +102,11 @@ def _end_lost_run(ports: Ports, trial: Trial, reason: str, report: Recovery) -> 
     run = ports.runs.get(keys.run_id(trial.id, trial.attempts))
     if run is None or run.state.terminal:
         return
-    ports.runs.exit(run.run_id, LOST_EXIT_CODE, reason)
+    ended = ports.runs.exit(run.run_id, LOST_EXIT_CODE, reason)
     for rank in range(len(run.nodes)):
         ports.runs.exit(keys.node_id(run.run_id, rank), LOST_EXIT_CODE, reason)
+    if isinstance(ended, Run):  # this pass ended it: its usage is recorded once
+        costs.record_run_usage(ports, ended, trial, LOST_EXIT_CODE)
     ports.trials.record_exit(trial.id, LOST_EXIT_CODE, reason, None)
     report.runs_ended.append(run.run_id)
 

@@ -20,7 +20,7 @@ from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import images, tokens
+from chalicelib.services import costs, images, telemetry, tokens
 from chalicelib.services.ports import Ports
 from contract import messages
 from contract.entrypoint import legacy_trial_argv
@@ -130,9 +130,12 @@ def _agent_stopping(ports: Ports, agent_id: str, pool: str, running: Sequence[st
     return {"launch": [], "kill": [], "preempt": []}
 
 
-def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:
+def started(
+    ports: Ports, agent_id: str, run_id: str, pid: int, instance: dict[str, Any] | None = None
+) -> None:
+    """A run's process started, on ``instance`` (what its agent runs on: priced at the run's exit)."""
     held = _held_by(ports, agent_id, run_id)
-    if ports.runs.start(run_id, agent_id, pid) is None:
+    if ports.runs.start(run_id, agent_id, pid, instance) is None:
         return  # a retried report
     run: Run | None = held if isinstance(held, Run) else None
     if isinstance(held, Node):
@@ -141,7 +144,7 @@ def started(ports: Ports, agent_id: str, run_id: str, pid: int) -> None:
         if (
             parent is None
             or parent.agent_id is None
-            or ports.runs.start(parent.run_id, parent.agent_id, pid) is None
+            or ports.runs.start(parent.run_id, parent.agent_id, pid, instance) is None
         ):
             return
         run = parent
@@ -248,15 +251,17 @@ def _report_run_exit(
     *,
     requeue: bool = False,
 ) -> None:
-    """The run has exited: record it on the trial and answer the workflow's launch token."""
+    """The run has exited: record it (and what it used) on the trial and answer the workflow's token."""
     trial = ports.trials.get(run.trial_id)
+    costs.record_run_usage(ports, run, trial, exit_code)
     if trial is not None and trial.invalid_hp and exit_code == 0:
         reason = trial.exit_reason or reason
     if exit_code == 0 and trial is not None:
         failed_rank = trial.failed_rank  # a clean exit keeps the rank an earlier run failed on
     ports.trials.record_exit(run.trial_id, exit_code, reason, failed_rank)
+    output = exit_output(run, trial, exit_code, reason, requeue=requeue)
+    telemetry.run_failed(ports, run, trial, exit_code, output)  # a restart or an error, charted
     if run.launch_token:
-        output = exit_output(run, trial, exit_code, reason, requeue=requeue)
         ports.workflows.succeed(run.launch_token, output)
 
 

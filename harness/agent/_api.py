@@ -71,6 +71,9 @@ class AgentApi:
     ) -> None:
         self._agent = quote(agent_id, safe="")
         self._base_url = base_url
+        #: The instance this agent runs on (`harness.agent._instance.instance_report`), sent with each
+        #: run's start: the control plane prices the run's time by it. None: the pool's provider says.
+        self.instance: dict[str, Any] | None = None
         self._timeout = timeout
         # One transport for every session: a renewed token gets a new session on the same connections.
         self._transport = transport if transport is not None else PooledTransport()
@@ -196,7 +199,11 @@ class AgentApi:
         )
 
     def started(self, run_id: str, pid: int) -> None:
-        self._post(f"/agents/{self._agent}/runs/{quote(run_id, safe='')}/started", {"pid": pid})
+        """The run's process started; with what this agent runs on, where it knows (`instance`)."""
+        body: dict[str, Any] = {"pid": pid}
+        if self.instance:
+            body["instance"] = dict(self.instance)
+        self._post(f"/agents/{self._agent}/runs/{quote(run_id, safe='')}/started", body)
 
     def exited(
         self,

@@ -57,6 +57,8 @@ class Instance:
     local_ipv4: str
     #: "spot" or "on-demand" (IMDS also says "scheduled" for the old scheduled instances).
     life_cycle: str
+    #: "g5.xlarge" ("" where the metadata service has no `instance-type`): what its hours cost.
+    instance_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,8 @@ class ImdsClient:
                 if not value:
                     raise ImdsError(f"{self.base_url} has no meta-data/{name}", status=404)
                 values[name] = value.strip()
-            return Instance(values["instance-id"], values["local-ipv4"], values["instance-life-cycle"])
+            kind = (self.get("meta-data/instance-type") or "").strip()
+            return Instance(values["instance-id"], values["local-ipv4"], values["instance-life-cycle"], kind)
 
         return retry.call(read, status_of=_status, wait=self._wait)
 

@@ -29,6 +29,7 @@ from contract.errors import NO_ANSWER, ErrorBody, HttpCallError, NoAnswerError
 from contract.http import PooledTransport, Request, Transport
 from harness.agent._api import AgentApi
 from harness.agent._aws import ImdsClient, ImdsError
+from harness.agent._instance import instance_report
 from harness.agent._settings import Settings
 from harness.agent._sigv4 import Credentials, sign
 from harness.errors import ApiCallError
@@ -155,10 +156,12 @@ def agent_api(settings: Settings) -> AgentApi:
         credentials = IamCredential(
             settings.api_url, settings.agent_id, imds, timeout_s=settings.request_timeout
         )
-    return AgentApi(
+    api = AgentApi(
         settings.api_url,
         settings.agent_id,
         settings.token,
         timeout=settings.request_timeout,
         credentials=credentials,
     )
+    api.instance = instance_report(settings)
+    return api

@@ -76,6 +76,10 @@ class Settings:
     aws: bool = False
     imds_url: str = IMDS_URL
     spot_poll_interval: float = SPOT_POLL_S
+    #: What it runs on, for the price of its runs' time: the instance type and life cycle ("spot" or
+    #: "on-demand") from the metadata service (`--aws`); empty: the control plane asks its pool.
+    instance_type: str = ""
+    life_cycle: str = ""
 
     def __post_init__(self) -> None:
         if self.slots < 0:
@@ -353,6 +357,8 @@ def parse_cli(
             imds_url=str(ns.imds_url).rstrip("/"),
             spot_poll_interval=ns.spot_poll_interval,
             only_run=only_run,
+            instance_type=instance.instance_type if instance else "",
+            life_cycle=instance.life_cycle if instance else "",
         )
     except ValueError as e:
         parser.error(str(e))

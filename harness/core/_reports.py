@@ -59,9 +59,9 @@ class _Item:
 
 
 def report_interval() -> float:
-    """`STRATUS_REPORT_INTERVAL` (0 to 60 s; `InvalidEnvironmentError` naming a value that is no number)."""
+    """`STRATUS_REPORT_INTERVAL` (0 to 600 s; `InvalidEnvironmentError` naming a value that is no number)."""
     return min(
-        max(trial_env.read_seconds(os.environ, trial_env.REPORT_INTERVAL, REPORT_INTERVAL_S), 0.0), 60.0
+        max(trial_env.read_seconds(os.environ, trial_env.REPORT_INTERVAL, REPORT_INTERVAL_S), 0.0), 600.0
     )
 
 

@@ -117,6 +117,7 @@ def test_the_client_reads_the_instance_with_one_token() -> None:
         "/i-0abc/latest/meta-data/instance-id",
         "/i-0abc/latest/meta-data/local-ipv4",
         "/i-0abc/latest/meta-data/instance-life-cycle",
+        "/i-0abc/latest/meta-data/instance-type",  # what its runs' time is priced by ("" where none)
     ]
     assert all(r.method == "GET" and r.headers[TOKEN_HEADER] for r in gets)
     assert len({r.headers[TOKEN_HEADER] for r in gets}) == 1
