@@ -64,8 +64,8 @@ class Settings:
     agent_role_name: str = ""
     #: The role SageMaker training jobs of `sagemaker` pools run as (the template's execution role).
     sagemaker_role_arn: str = ""
-    #: The stack's price table (`STRATUS_PRICES`, `contract.prices`; written by `det deploy aws up`);
-    #: None: the committed table prices every run.
+    #: A price table the operator pins (`STRATUS_PRICES`, `contract.prices`): it replaces the one the
+    #: stack keeps from AWS (`chalicelib.services.prices`). None: the stack's own, then the committed one.
     prices: PriceTable | None = None
 
     def table(self, name: str) -> str:

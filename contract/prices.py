@@ -1,12 +1,12 @@
 """What an instance-hour costs: the committed price table, the stack's own table and how to read both.
 
 The control plane prices each run's compute time (`chalicelib.services.costs`) from the stack's table
-when it has one, else from the table committed here. `det deploy aws up` writes the stack's table: it
-asks the AWS Price List API (`pricing:GetProducts`, whose endpoint is only in us-east-1, ap-south-1 and
-eu-central-1) for the on-demand price of each instance type of the stack's pools, and EC2
-`DescribeSpotPriceHistory` for their spot price in the stack's region, and hands the table to the stack
-as ``STRATUS_PRICES`` (JSON, `table_from_json`): bounded to the pools' types, so it stays a few hundred
-bytes. Redeploying refreshes it; where the Price List API is not reachable, the committed table is used.
+when it has one, else from the table committed here. The stack keeps its own table current
+(`chalicelib.services.prices`): once a day its sweep asks the AWS Price List API (`pricing:GetProducts`,
+whose endpoint is in us-east-1) for the on-demand price of each instance type of the stack's pools, and
+EC2 `DescribeSpotPriceHistory` for their spot price in the stack's region, and writes them to
+`prices/ec2.json` in its bucket; where AWS does not answer, the committed table is used. ``STRATUS_PRICES``
+(JSON, `table_from_json`) pins a table instead, for an operator who wants to.
 
 An unknown instance type is priced at nothing and says so (`Price.known` is False): its time still
 counts, its cost shows as unknown rather than as a guess.
@@ -130,13 +130,15 @@ def price_of(instance_type: str, spot: bool, stack: PriceTable | None = None) ->
     unknown type costs 0 with ``known`` False, never an error."""
     for table in (stack, committed_table()):
         entry = table.prices.get(instance_type) if table is not None else None
-        if entry is None or entry.on_demand is None:
+        if entry is None:
             continue
         where = f"{table.source} {table.as_of}".strip()  # type: ignore[union-attr]
+        if spot and entry.spot is not None:
+            return Price(entry.spot, f"{where} spot")
+        if entry.on_demand is None:
+            continue
         if not spot:
             return Price(entry.on_demand, where)
-        if entry.spot is not None:
-            return Price(entry.spot, f"{where} spot")
         return Price(
             round(entry.on_demand * SPOT_ESTIMATE, 6), f"{where} spot estimated at {SPOT_ESTIMATE:.0%}"
         )

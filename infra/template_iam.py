@@ -149,6 +149,22 @@ def api_policy() -> dict[str, Any]:
                 ),
             },
             {
+                # The stack's price table (chalicelib.services.prices): written by the daily sweep, read
+                # when a run is priced.
+                "Sid": "PriceTable",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": _sub("arn:${AWS::Partition}:s3:::${BucketName}/prices/*"),
+            },
+            {
+                # AWS's prices of the pools' instance types (chalicelib.aws.prices). Neither action has a
+                # resource type (the service authorization reference lists none): only "*" is allowed.
+                "Sid": "ReadPrices",
+                "Effect": "Allow",
+                "Action": ["pricing:GetProducts", "ec2:DescribeSpotPriceHistory"],
+                "Resource": "*",
+            },
+            {
                 # `det experiment dashboard` (POST /experiments/{id}/dashboard): the stack's own dashboards.
                 "Sid": "OwnDashboards",
                 "Effect": "Allow",

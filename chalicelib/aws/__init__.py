@@ -10,6 +10,7 @@ from chalicelib.aws.experiment_table import DynamoExperiments
 from chalicelib.aws.logs import CloudWatchLogs
 from chalicelib.aws.messaging import SqsQueues, StepFunctions
 from chalicelib.aws.metrics import metrics_sink
+from chalicelib.aws.prices import AwsPrices
 from chalicelib.aws.quotas import AwsQuotas
 from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
 from chalicelib.aws.sagemaker import AwsSageMaker
@@ -67,4 +68,5 @@ def aws_ports() -> Ports:
         compute=compute,
         bells=bells,
         telemetry=metrics_sink(settings),
+        prices=AwsPrices(),
     )

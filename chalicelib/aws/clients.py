@@ -31,11 +31,15 @@ def _session() -> boto3.session.Session:
     return session
 
 
-def client(service: str) -> Any:
+def client(service: str, region: str | None = None) -> Any:
+    """The service's client in the stack's region, or in ``region`` (a service with endpoints in a few
+    regions only, such as the Price List API)."""
     session = _session()
-    key = ("client", service)
+    key = ("client", service, region)
     if key not in _local.cache:
-        _local.cache[key] = session.client(service, endpoint_url=get_settings().endpoint_url, config=_CONFIG)
+        _local.cache[key] = session.client(
+            service, region_name=region, endpoint_url=get_settings().endpoint_url, config=_CONFIG
+        )
     return _local.cache[key]
 
 

@@ -30,6 +30,7 @@ from chalicelib.memory._cloud import MemoryAutoScaling, MemoryBatch, MemorySageM
 from chalicelib.memory._compute import MemoryBells, RecordingCompute
 from chalicelib.memory._messaging import MemoryQueues, MemoryWorkflows, SchedulerMessage
 from chalicelib.memory._metrics import MemoryTelemetry
+from chalicelib.memory._prices import MemoryPrices
 from chalicelib.memory._runs import MemoryAgents, MemoryRuns
 from chalicelib.memory._storage import MemoryBlobs, MemoryLogs
 from chalicelib.memory._tables import MemoryExperiments, MemoryTrials
@@ -50,6 +51,7 @@ __all__ = [
     "MemoryLogs",
     "MemoryMetrics",
     "MemoryPorts",
+    "MemoryPrices",
     "MemoryQueues",
     "MemoryRuns",
     "MemoryTrials",
@@ -83,6 +85,8 @@ class MemoryPorts(Ports):
     compute: ComputeBackend
     bells: MemoryBells
     telemetry: MemoryTelemetry
+    #: AWS's prices and the stack's stored price table.
+    prices: MemoryPrices
     #: The Auto Scaling groups of the stack's ec2 pools (`add_group` one per ec2 pool of the settings).
     autoscaling: MemoryAutoScaling
     #: The Batch jobs submitted for the stack's batch pools.
@@ -149,6 +153,7 @@ def memory_ports(
         compute=backend,
         bells=bells,
         telemetry=MemoryTelemetry(),
+        prices=MemoryPrices(),
         autoscaling=autoscaling,
         batch=batch,
         sagemaker=sagemaker,

@@ -9,8 +9,9 @@ its entry rather than adding to it.
 The instance is what the run's agent said at its start (its instance type and spot or on-demand life
 cycle from IMDS, its GPUs, its slots; `local` at no price for a local agent), else the pool's provider
 (its first instance type). The run is charged its share of that instance: slots used / the instance's
-slots (`chalicelib.domain.usage`). Prices come from the stack's table (`Settings.prices`, written by
-`det deploy aws up` from the AWS Price List API), else the committed one (`contract.prices`).
+slots (`chalicelib.domain.usage`). Prices come from the table the stack keeps current from AWS
+(`chalicelib.services.prices`: `prices/ec2.json` in its bucket, or the operator's ``STRATUS_PRICES``),
+else, per type, from the committed one (`contract.prices`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.usage import Instance, RunUsage, run_usage, summarize, trial_usages
 from chalicelib.services.ports import Ports
+from chalicelib.services.prices import stack_table
 from contract.prices import LOCAL, gpus_of, price_of
 
 
@@ -36,7 +38,7 @@ def instance_of(ports: Ports, run: Run) -> Instance:
     if provider is None or not provider.instance_types:
         return Instance("unknown", slots=slots)
     kind = provider.instance_types[0]
-    gpus = provider.gpus or gpus_of(kind, ports.settings.prices) or 0
+    gpus = provider.gpus or gpus_of(kind, stack_table(ports)) or 0
     return Instance(kind, spot=provider.spot, gpus=gpus, slots=slots)
 
 
@@ -47,7 +49,7 @@ def record_run_usage(ports: Ports, run: Run, trial: Trial | None, exit_code: int
     if trial is None:
         return None
     instance = instance_of(ports, run)
-    price = price_of(instance.type, instance.spot, ports.settings.prices)
+    price = price_of(instance.type, instance.spot, stack_table(ports))
     checkpoint_at = None
     if trial.latest_checkpoint:
         stored = ports.checkpoints.get(trial.latest_checkpoint)

@@ -20,6 +20,7 @@ from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricRep
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.services.metrics_sink import MetricsSink
+from chalicelib.services.price_source import PriceSource
 from chalicelib.settings import Settings
 
 
@@ -396,3 +397,4 @@ class Ports:
     compute: ComputeBackend
     bells: Bells
     telemetry: MetricsSink
+    prices: PriceSource

@@ -32,7 +32,7 @@ from chalicelib.domain.scheduling import AgentCapacity, Holding
 from chalicelib.domain.scheduling_policies import PoolPolicy
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.domain.telemetry import PoolPass
-from chalicelib.services import job_updates, pausing, runs, telemetry
+from chalicelib.services import job_updates, pausing, prices, runs, telemetry
 from chalicelib.services.clock import epoch_of, iso_utc
 from chalicelib.services.ports import Demand, Host, Ports
 from chalicelib.services.queue_reading import plan_head, queue_position
@@ -55,6 +55,7 @@ def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
         for spec in ports.settings.pools:
             body = messages.Sweep(spec.name, at).to_body()
             ports.queues.to_scheduler(spec.name, body, dedup_id=f"sweep-{spec.name}-{at}")
+        prices.refresh_if_due(ports)  # once a day: the stack's price table (it never raises for AWS)
         return
     if isinstance(message, messages.RequestSlots):
         experiment = ports.experiments.get(message.experiment_id)
