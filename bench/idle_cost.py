@@ -11,7 +11,10 @@ come (AWS documents five concurrent pollers per queue, each a 20 s `ReceiveMessa
 billed per month; the package sits in S3. DynamoDB on demand, SQS and API Gateway cost nothing idle
 beyond that. Each `ec2` pool (`--ec2-pools`) is an Auto Scaling group at zero instances, a launch template
 and an EventBridge rule for AWS events, all free; it adds a sweep a minute (the schedule's one message is
-fanned out into one per pool), whose pass also lists the group's instances (free API calls). The always-on alternative: Determined's master on an m5.large with its database, as the
+fanned out into one per pool), whose pass also lists the group's instances (free API calls). The
+monitoring: CloudWatch alarms and the stack's dashboard are billed per month at list price (an account's
+free tier covers 10 alarms and 3 dashboards), log groups hold nothing idle, and a pool at zero puts no
+metric (`PoolPass.idle`). The always-on alternative: Determined's master on an m5.large with its database, as the
 issue compares (about 0.30 USD an hour).
 """
 
@@ -40,6 +43,8 @@ SWEEP_READ_UNITS = (
     25  # the pool's summary, its holdings and a head page (bench/scheduling_reads.py: idle pool)
 )
 MASTER_AN_HOUR = 0.30
+ALARM_A_MONTH = 0.10  # CloudWatch, a standard-resolution metric alarm (the first 10 of an account are free)
+DASHBOARD_A_MONTH = 3.00  # CloudWatch, a dashboard (the first 3 of an account are free)
 
 
 def pools(ec2_pools: int) -> tuple[PoolSpec, ...]:
@@ -64,6 +69,8 @@ def rows(sweep_ms: float, package_mb: float, ec2_pools: int = 0) -> list[tuple[s
     sources = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
     fifo = sum(1 for s in sources if s["Properties"]["EventSourceArn"]["Fn::GetAtt"][0] == "SchedulerQueue")
     secrets = sum(1 for r in resources.values() if r["Type"] == "AWS::SecretsManager::Secret")
+    alarms = sum(1 for r in resources.values() if r["Type"] == "AWS::CloudWatch::Alarm")
+    boards = sum(1 for r in resources.values() if r["Type"] == "AWS::CloudWatch::Dashboard")
     groups = [r for r in resources.values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"]
     assert all(
         "DesiredCapacity" not in g["Properties"] and int(g["Properties"]["MinSize"]) == 0 for g in groups
@@ -86,6 +93,10 @@ def rows(sweep_ms: float, package_mb: float, ec2_pools: int = 0) -> list[tuple[s
             polls_per_queue * (len(sources) - fifo) * SQS_STANDARD,
         ),
         ("secrets (Secrets Manager)", secrets, secrets * SECRET_A_MONTH),
+        ("CloudWatch alarms (list price; an account's first 10 are free)", alarms, alarms * ALARM_A_MONTH),
+        ("the stack's CloudWatch dashboard (list price; an account's first 3 are free)", boards,
+         boards * DASHBOARD_A_MONTH),
+        ("custom metrics: none while idle (a pool at zero puts none)", 0, 0.0),
         (f"the Lambda package in S3 ({package_mb:.0f} MB)", package_mb / 1024, package_mb / 1024 * S3_GB_A_MONTH),
     ]  # fmt: skip
 
@@ -94,7 +105,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sweep-ms", type=float, default=300)
     parser.add_argument(
-        "--package-mb", type=float, default=40, help="the zipped package (python -m infra.package)"
+        "--package-mb", type=float, default=45, help="the zipped package (python -m infra.package)"
     )
     parser.add_argument("--ec2-pools", type=int, default=1, help="ec2 pools in the stack (0: none)")
     parser.add_argument("--write", action="store_true", help="write bench/results/idle_cost.md")

@@ -132,6 +132,15 @@ class PoolPass:
     #: Seconds the oldest request the pass read has waited (0: none read).
     oldest_wait_s: float = 0.0
 
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, held or alive: the pass of a pool at zero, which puts no metric (a metric that
+        receives data bills its hour, so a pool charted every minute while at zero would cost about
+        $3 a month for nothing; its graphs show a gap, and alarms treat missing data as not breaching)."""
+        return not (
+            self.queued or self.pending_slots or self.used or self.hosts or self.preempted or self.silent
+        )
+
 
 def pool_dimensions(pool: str) -> tuple[tuple[str, str], ...]:
     return (("pool", pool),)

@@ -2,7 +2,8 @@
 `chalicelib.domain.telemetry`; how it is written, and why embedded metric format, `chalicelib.aws.metrics`).
 
 - `trial_reports`: a trial's training and validation reports, as the API stores them;
-- `pool_pass`: what a scheduling pass saw of its pool, once per pass (nothing read for it);
+- `pool_pass`: what a scheduling pass saw of its pool, once per pass (nothing read for it), unless the
+  pool is at zero;
 - `run_failed`: a run's non-zero exit, as a restart or an error of its pool;
 - `experiment_dashboard`: `det experiment dashboard ID` (`POST /experiments/{id}/dashboard`).
 """
@@ -41,7 +42,9 @@ def trial_reports(ports: Ports, run: Run, reports: Sequence[tuple[str, Mapping[s
 
 
 def pool_pass(ports: Ports, seen: PoolPass) -> None:
-    ports.telemetry.put(pool_datums(seen), ports.clock.now())
+    """Chart what a pass saw of its pool, unless the pool is at zero (`PoolPass.idle`)."""
+    if not seen.idle:
+        ports.telemetry.put(pool_datums(seen), ports.clock.now())
 
 
 def run_failed(

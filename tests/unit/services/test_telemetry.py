@@ -85,6 +85,15 @@ def test_an_idle_pool_and_a_silent_agent_are_told_too(ports, flow):
     assert ports.telemetry.values("Errors", **pool) == []
 
 
+def test_a_pool_at_zero_puts_no_metric(ports):
+    scheduler.handle_message(ports, messages.Sweep("default"))  # no agent, nothing queued or held
+    assert ports.telemetry.values("Instances", pool="default") == []
+    assert ports.telemetry.values("QueueDepth", pool="default") == []
+    runs.heartbeat(ports, "agent-1", "default", 4, [])  # an agent alive: charted again
+    scheduler.handle_message(ports, messages.Sweep("default"))
+    assert ports.telemetry.values("Instances", pool="default")[-1:] == [1.0]
+
+
 def test_a_failure_without_restarts_left_is_an_error_and_a_clean_exit_nothing(ports, flow):
     run = _running(ports, flow, {**flow.SINGLE, "max_restarts": 0})
     runs.exited(ports, "agent-1", run.run_id, 1, "exited with code 1")
