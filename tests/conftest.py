@@ -15,11 +15,15 @@ a test needs that).
 
 from __future__ import annotations
 
+import io
+import json
 import sys
+import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from harness.compat import compat_path
 
@@ -133,3 +137,109 @@ ALL_REDUCE = """
 def all_reduce() -> str:
     """ALL_REDUCE: a torch.distributed script, to write into a trial's folder."""
     return ALL_REDUCE
+
+
+# ---- hand-made context archives (a member escaping its folder, a link), packed as `det` packs one ------
+
+
+def tar_zst(*members: tuple[str, bytes] | tarfile.TarInfo) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for member in members:
+            if isinstance(member, tarfile.TarInfo):
+                tar.addfile(member)
+            else:
+                info = tarfile.TarInfo(member[0])
+                info.size = len(member[1])
+                tar.addfile(info, io.BytesIO(member[1]))
+    return zstandard.ZstdCompressor().compress(raw.getvalue())
+
+
+def tar_link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
+    """A link member (symbolic, or hard with ``tarfile.LNKTYPE``) for `tar_zst`."""
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, target
+    return info
+
+
+@pytest.fixture(name="tar_zst")
+def _tar_zst() -> Callable[..., bytes]:
+    return tar_zst
+
+
+@pytest.fixture(name="tar_link")
+def _tar_link() -> Callable[..., tarfile.TarInfo]:
+    return tar_link
+
+
+# ---- a `GetProducts` PriceList entry written by hand in the shape AWS documents --------------------------
+# (https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html): each
+# product a JSON string with its attributes and its OnDemand and Reserved terms.
+
+
+def price_product(
+    instance_type: str, usd: str, *, gpu: str | None = "1", operation: str = "RunInstances"
+) -> str:
+    """One `GetProducts` PriceList entry, in the shape AWS documents (a JSON string per product)."""
+    sku = "X3Q9ZB5HSVFWKMCB"
+    attributes = {
+        "servicecode": "AmazonEC2",
+        "location": "US East (N. Virginia)",
+        "locationType": "AWS Region",
+        "regionCode": "us-east-1",
+        "instanceType": instance_type,
+        "instanceFamily": "GPU instance",
+        "vcpu": "4",
+        "memory": "16 GiB",
+        "tenancy": "Shared",
+        "operatingSystem": "Linux",
+        "licenseModel": "No License required",
+        "usagetype": f"BoxUsage:{instance_type}",
+        "operation": operation,
+        "capacitystatus": "Used",
+        "preInstalledSw": "NA",
+        "marketoption": "OnDemand",
+    }
+    if gpu is not None:
+        attributes["gpu"] = gpu
+    return json.dumps(
+        {
+            "product": {"productFamily": "Compute Instance", "attributes": attributes, "sku": sku},
+            "serviceCode": "AmazonEC2",
+            "terms": {
+                "OnDemand": {
+                    f"{sku}.JRTCKXETXF": {
+                        "priceDimensions": {
+                            f"{sku}.JRTCKXETXF.6YS6EN2CT7": {
+                                "unit": "Hrs",
+                                "endRange": "Inf",
+                                "description": f"${usd} per On Demand Linux {instance_type} Instance Hour",
+                                "appliesTo": [],
+                                "rateCode": f"{sku}.JRTCKXETXF.6YS6EN2CT7",
+                                "beginRange": "0",
+                                "pricePerUnit": {"USD": usd},
+                            }
+                        },
+                        "sku": sku,
+                        "effectiveDate": "2025-12-01T00:00:00Z",
+                        "offerTermCode": "JRTCKXETXF",
+                        "termAttributes": {},
+                    }
+                },
+                "Reserved": {
+                    f"{sku}.4NA7Y494T4": {
+                        "priceDimensions": {
+                            f"{sku}.4NA7Y494T4.6YS6EN2CT7": {"unit": "Hrs", "pricePerUnit": {"USD": "0.4"}}
+                        }
+                    }
+                },
+            },
+            "version": "20251201000000",
+            "publicationDate": "2025-12-01T00:00:00Z",
+        }
+    )
+
+
+@pytest.fixture(name="price_product")
+def _price_product() -> Callable[..., str]:
+    return price_product

@@ -15,7 +15,6 @@ from chalicelib import wiring
 from chalicelib.aws import clients
 from chalicelib.aws.prices import AwsPrices, product_filters
 from chalicelib.domain.price_table import OnDemandQuote, PriceFetchError
-from tests.price_list import product
 
 ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -43,11 +42,11 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     wiring.reset()
 
 
-def test_on_demand_prices_come_from_get_products_in_us_east_1(aws) -> None:
+def test_on_demand_prices_come_from_get_products_in_us_east_1(aws, price_product) -> None:
     pricing = clients.client("pricing", region="us-east-1")
     assert pricing.meta.region_name == "us-east-1"  # the stack is in us-west-2; the API's endpoint is not
     with Stubber(pricing) as stub:
-        for kind, answer in (("g5.xlarge", [product("g5.xlarge", "1.0060000000")]), ("x9.huge", [])):
+        for kind, answer in (("g5.xlarge", [price_product("g5.xlarge", "1.0060000000")]), ("x9.huge", [])):
             stub.add_response(
                 "get_products",
                 {"PriceList": answer, "FormatVersion": "aws_v1"},

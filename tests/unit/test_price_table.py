@@ -12,13 +12,13 @@ from chalicelib.aws.prices import on_demand_usd, product_filters, quote_of
 from chalicelib.domain import price_table
 from chalicelib.domain.price_table import OnDemandQuote, SpotQuote, StoredPrices
 from contract.prices import price_of
-from tests.price_list import product
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 NOW = "2026-01-01T00:00:00.000Z"
 
 
-def test_a_price_list_entry_gives_its_on_demand_hourly_price() -> None:
+def test_a_price_list_entry_gives_its_on_demand_hourly_price(price_product) -> None:
+    product = price_product
     assert on_demand_usd(product("g5.xlarge", "1.0060000000")) == pytest.approx(1.006)
     assert on_demand_usd(json.dumps({"product": {}, "terms": {}})) is None
     assert quote_of([product("g5.xlarge", "1.0060000000")]) == OnDemandQuote(1.006, 1)
