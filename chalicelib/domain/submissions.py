@@ -196,8 +196,9 @@ class Problem:
 
 
 def created_status(name: str, experiment_id: int, warnings: Sequence[str]) -> bytes:
-    return _document({"submission": name, "status": "created", "experiment_id": experiment_id,
-                      "warnings": list(warnings)})  # fmt: skip
+    return _document(
+        {"submission": name, "status": "created", "experiment_id": experiment_id, "warnings": list(warnings)}
+    )
 
 
 def refused_status(name: str, problems: Sequence[Problem]) -> bytes:

@@ -59,8 +59,11 @@ def handle(ports: Ports, files: SubmissionFiles, notification: sub.Notification)
     """Answer every marker upload the notification announces (an `s3:TestEvent` announces none)."""
     for upload in notification.uploads:
         if upload.bucket != ports.settings.bucket:
-            log.warning("ignoring a notification of bucket %s (this stack's is %s)", upload.bucket,
-                        ports.settings.bucket)  # fmt: skip
+            log.warning(
+                "ignoring a notification of bucket %s (this stack's is %s)",
+                upload.bucket,
+                ports.settings.bucket,
+            )
             continue
         submit(ports, files, upload)
 
@@ -190,9 +193,10 @@ def _read_context(files: SubmissionFiles, name: str, listing: Mapping[str, int],
     plain = {
         relative: size
         for relative, size in listing.items()
-        if relative not in sub.RESERVED and not (relative.endswith("/") and size == 0)  # console "folders"
+        if relative not in sub.RESERVED
+        and not (relative.endswith("/") and size == 0)  # console "folders"
         and relative != _search_space_file(prepared.raw)
-    }  # fmt: skip
+    }
     if sub.CONTEXT_ARCHIVE in listing:
         if plain:
             shown = ", ".join(sorted(plain)[:5])
@@ -201,7 +205,7 @@ def _read_context(files: SubmissionFiles, name: str, listing: Mapping[str, int],
                     sub.CONTEXT_ARCHIVE,
                     f"comes with other files ({shown}); give the context "
                     "either as context.tar.zst or as plain files, not both",
-                )  # fmt: skip
+                )
             )
             return
         _check_archive(files, name, listing[sub.CONTEXT_ARCHIVE], prepared)
@@ -236,8 +240,9 @@ def _check_archive(files: SubmissionFiles, name: str, size: int, prepared: _Prep
 def _pack_plain(files: SubmissionFiles, name: str, plain: Mapping[str, int], prepared: _Prepared) -> None:
     bad = [r for r in plain if any(p in ("", ".", "..") for p in r.split("/")) or "\\" in r or "\0" in r]
     for relative in bad:
-        prepared.problems.append(sub.Problem(relative, "is not a plain relative file name (an empty, '.' "
-                                             "or '..' part); rename it"))  # fmt: skip
+        prepared.problems.append(
+            sub.Problem(relative, "is not a plain relative file name (an empty, '.' or '..' part); rename it")
+        )
     total = sum(plain.values())
     if total > contexts.MAX_CONTEXT_BYTES:
         prepared.problems.append(_too_big("context", total))
@@ -258,8 +263,11 @@ def _pack_plain(files: SubmissionFiles, name: str, plain: Mapping[str, int], pre
 
 
 def _too_big(path: str, size: int) -> sub.Problem:
-    return sub.Problem(path, f"is {size:,} bytes, over the limit of {contexts.MAX_CONTEXT_BYTES:,}; leave data "
-                       "and outputs out of the context")  # fmt: skip
+    return sub.Problem(
+        path,
+        f"is {size:,} bytes, over the limit of {contexts.MAX_CONTEXT_BYTES:,}; leave data "
+        "and outputs out of the context",
+    )
 
 
 def _problems(error: BadRequestError, path: str) -> list[sub.Problem]:
