@@ -15,13 +15,15 @@ jobs' role (only the agent credential route, and reading and deleting its `crede
 Sizes: `maxvCpus` is `max_instances` times the vCPUs of the pool's largest type. A job takes a whole
 instance of its smallest type: all its vCPUs, `MEMORY_PER_VCPU_MIB` per vCPU (7/8 of the 4 GiB per vCPU
 every type of `DEFAULT_VCPUS` has at least; ECS and the OS keep the rest) and the pool's GPUs. vCPUs come
-from `DEFAULT_VCPUS` or the table given; a type in neither is refused, naming it. `spot_max_price` is not
-passed on: Batch bids a percentage of the on-demand price, a pool gives USD per hour, and the template
-knows no prices, so Batch pays up to the on-demand price (as an EC2 pool without a cap does).
+from `DEFAULT_VCPUS` or the table given; a type in neither is refused, naming it. `spot_max_price` (USD an
+instance-hour) becomes the spot environment's `BidPercentage`, since Batch bids a percentage of each type's
+on-demand price: the highest percentage that keeps every type of the pool at or under the cap, from the
+committed on-demand prices (`contract.prices`); a cap on a type without a committed price is refused.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -29,6 +31,7 @@ from typing import Any
 from chalicelib.compute.batch import MULTI_NODE_SUFFIX
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
+from contract.prices import price_of
 from infra.template_app import API_URL, QUEUE_IDS, STAGE, group_name
 from infra.template_iam import JOB_CREDENTIALS, assume
 from infra.user_data import batch_command
@@ -168,6 +171,25 @@ def _tags(pool: str) -> dict[str, Any]:
     }
 
 
+def bid_percentage(provider: Provider) -> int | None:
+    """The spot environment's `BidPercentage` for the pool's `spot_max_price` (None without a cap: Batch
+    then pays up to the on-demand price). Every type's bid (the percentage of its on-demand price) stays
+    at or under the cap, so the percentage is that of the type with the highest on-demand price."""
+    if not provider.spot_max_price:
+        return None
+    cap = float(provider.spot_max_price)
+    prices = {kind: price_of(kind, spot=False) for kind in provider.instance_types}
+    unknown = sorted(kind for kind, price in prices.items() if not price.known or price.usd_per_hour <= 0)
+    if unknown:
+        raise BatchTemplateError(
+            f"spot_max_price {provider.spot_max_price} cannot be given to Batch for {', '.join(unknown)}: Batch "
+            "bids a percentage of the on-demand price, which contract/prices.py does not know for it; "
+            "drop spot_max_price (Batch then pays up to the on-demand price) or use types it knows"
+        )
+    highest = max(price.usd_per_hour for price in prices.values())
+    return max(1, min(100, math.floor(100 * cap / highest)))
+
+
 def _environment(pool: str, provider: Provider, kind: str, vcpus: int) -> Template:
     """A managed compute environment of the pool's types, from nothing up to `max_instances` of them."""
     strategy = "SPOT_PRICE_CAPACITY_OPTIMIZED" if kind == "SPOT" else "BEST_FIT_PROGRESSIVE"
@@ -190,6 +212,7 @@ def _environment(pool: str, provider: Provider, kind: str, vcpus: int) -> Templa
                 "InstanceRole": {"Fn::GetAtt": ["BatchInstanceProfile", "Arn"]},
                 "Ec2Configuration": [{"ImageType": image}],
                 "Tags": _tags(pool),
+                **({"BidPercentage": bid} if kind == "SPOT" and (bid := bid_percentage(provider)) else {}),
             },
             "Tags": _tags(pool),
         },

@@ -12,7 +12,13 @@ import pytest
 
 from chalicelib.compute.batch import MULTI_NODE_SUFFIX
 from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
-from infra.compute_batch import DEFAULT_VCPUS, MEMORY_PER_VCPU_MIB, BatchTemplateError, batch_resources
+from infra.compute_batch import (
+    DEFAULT_VCPUS,
+    MEMORY_PER_VCPU_MIB,
+    BatchTemplateError,
+    batch_resources,
+    bid_percentage,
+)
 from infra.compute_resources import compute_resources
 from infra.template import template
 from infra.template_app import API_URL, COMPUTE_POLICY
@@ -121,7 +127,7 @@ def test_the_environments_scale_from_zero_to_max_instances_of_the_largest_type()
     assert spot["ServiceRole"] == {"Fn::GetAtt": ["BatchServiceRole", "Arn"]}
     compute = spot["ComputeResources"]
     assert (compute["Type"], compute["AllocationStrategy"]) == ("SPOT", "SPOT_PRICE_CAPACITY_OPTIMIZED")
-    assert "BidPercentage" not in compute  # spot_max_price is USD, Batch bids a percentage: not passed on
+    assert "BidPercentage" not in compute  # no spot_max_price: up to the on-demand price
     assert (on_demand["ComputeResources"]["Type"], on_demand["ComputeResources"]["AllocationStrategy"]) == (
         "EC2",
         "BEST_FIT_PROGRESSIVE",
@@ -290,6 +296,21 @@ def test_a_batch_pool_the_template_cannot_render_is_refused_naming_it(provider: 
         compute_resources([PoolSpec(name="gpu", backend="batch", provider=provider)])
     # det deploy aws up reads any ValueError as a pool it cannot deploy.
     assert issubclass(BatchTemplateError, ValueError)
+
+
+def test_a_spot_max_price_becomes_the_percentage_that_keeps_every_type_under_it():
+    capped = Provider(
+        instance_types=("g5.12xlarge", "p4d.24xlarge"), spot=True, spot_max_price="4.00", image=IMAGE
+    )
+    assert bid_percentage(capped) == 12  # p4d.24xlarge at 32.7726 USD: 12% is 3.93, 13% would be 4.26
+    resources = batch_resources([PoolSpec(name="gpu", backend="batch", provider=capped)], {"gpu": "GpuPool"})
+    assert resources[0]["GpuPoolSpotEnvironment"]["Properties"]["ComputeResources"]["BidPercentage"] == 12
+    assert "BidPercentage" not in resources[0]["GpuPoolOnDemandEnvironment"]["Properties"]["ComputeResources"]
+    above = Provider(instance_types=("g5.xlarge",), spot=True, spot_max_price="9", image=IMAGE)
+    assert bid_percentage(above) == 100  # a cap over the on-demand price: Batch's most
+    unknown = Provider(instance_types=("g5.xlarge", "x9.huge"), spot=True, spot_max_price="1", image=IMAGE)
+    with pytest.raises(BatchTemplateError, match=r"spot_max_price 1 cannot be given to Batch for x9\.huge"):
+        bid_percentage(unknown)
 
 
 def test_a_type_given_in_the_vcpus_table_is_rendered():
