@@ -1,7 +1,7 @@
 """A trial with a GPU's pace, for bench/control_plane_cost.py: each step waits `step_s` (a model's
 forward and backward on a GPU, without using this machine's CPU); a training metric every 100 steps,
-a validation and a checkpoint every 1,000, the operation's progress at each report, `should_preempt()`
-after every step: what a Determined Core API script does, at the rate a real one would."""
+a validation and a checkpoint every `validate_every` steps (and at the end), the operation's progress at
+each report, `should_preempt()` after every step: what a Determined Core API script does."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ import time
 import harness
 
 REPORT_EVERY = 100
-VALIDATE_EVERY = 1000
 
 
-def main(step_s: float) -> None:
+def main(step_s: float, validate_every: int) -> None:
     with harness.init() as core:
         for op in core.searcher.operations():
             steps = 0
@@ -24,7 +23,7 @@ def main(step_s: float) -> None:
                 if steps % REPORT_EVERY == 0:
                     core.train.report_training_metrics(steps_completed=steps, metrics={"loss": 1.0 / steps})
                     op.report_progress(steps)
-                if steps % VALIDATE_EVERY == 0:
+                if steps % validate_every == 0 or steps == op.length:
                     core.train.report_validation_metrics(
                         steps_completed=steps, metrics={"accuracy": 1 - 1 / steps}
                     )
@@ -36,4 +35,4 @@ def main(step_s: float) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]))
+    main(float(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
