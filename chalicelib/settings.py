@@ -23,7 +23,7 @@ DEFAULT_AGENT_HEARTBEAT_S = 120.0
 #: How long a trial's report sender gathers reports before it sends them (`STRATUS_REPORT_INTERVAL` in
 #: its environment; the local stack sets 5). Every send is an API request and a few DynamoDB writes:
 #: 120 s keeps the control plane's steady cost in AWS under $0.001 per trial-hour (0.000909 counted,
-#: (`bench/results/control_plane_cost.md`); checkpoints, preemption checks and the end of the trial flush
+#: `bench/results/control_plane_cost.md`); checkpoints, preemption checks and the end of the trial flush
 #: at once whatever the interval, so nothing waits on it but `det trial describe`'s latest numbers.
 DEFAULT_REPORT_INTERVAL_S = 120.0
 #: An agent silent for longer is presumed lost (its runs end; their trials restart elsewhere). Unless set,
