@@ -132,13 +132,15 @@ class NniReader(TranslationNotes):
             node = node.get(key)
         return node
 
-    def unmapped_fields(self) -> None:
-        """Warn about every field given that has no Stratus equivalent (v1: `trial`'s settings too)."""
+    def unmapped_fields(self, handled: frozenset[str] = frozenset()) -> None:
+        """Warn about every field given that has no Stratus equivalent (v1: `trial`'s settings too),
+        except the `handled` ones (dotted paths: `trainingService`, `trial.adaptive`), which a part of the
+        translator reads and warns about itself (the adl training service, `_nni_adl.py`)."""
         ignored = IGNORED_V1 if self.version == 1 else IGNORED_V2
         mapped = MAPPED_V1 if self.version == 1 else MAPPED_V2
         trials = self.names.max_trials
         for key, value in self.raw.items():
-            if key in mapped or key in PASS_THROUGH or value is None:
+            if key in mapped or key in PASS_THROUGH or key in handled or value is None:
                 continue
             if not isinstance(key, str):
                 self.warn(str(key), f"ignored (not a field of NNI's v{self.version} config)")
@@ -156,7 +158,7 @@ class NniReader(TranslationNotes):
                 self.problem("trial", "must be a mapping with command, codeDir and gpuNum")
             elif isinstance(trial, Mapping):
                 for key, value in trial.items():
-                    if key not in V1_TRIAL_MAPPED and value is not None:
+                    if key not in V1_TRIAL_MAPPED and f"trial.{key}" not in handled and value is not None:
                         self.warn(
                             f"trial.{key}",
                             "ignored (training-service setting; Stratus sizes trials by "

@@ -33,7 +33,9 @@ an equivalent have none, is `_nni_versions.py`):
   limit, `data.nni.max_experiment_duration_s` (`ExperimentConfig.past_time_limit`).
 - `trial.gpuNum` / `trialGpuNumber` -> `resources.slots_per_trial` (0 -> 1, with a note: the slot is
   then a CPU slot); `trial.image` (v1) -> `environment.image`. Kubeflow / FrameworkController
-  roles (`trial.worker`, `trial.taskRoles`, ...) are `_nni_roles.py`'s.
+  roles (`trial.worker`, `trial.taskRoles`, ...) are `_nni_roles.py`'s; the AdaptDL training service
+  (`trainingServicePlatform: adl`, v2 `trainingService.platform: adl`) makes an elastic trial
+  (`elastic`, under `launchers.adaptdl`): `_nni_adl.py`'s.
 - v2 field names are read ignoring case and underscores, as NNI does (`trial_command`,
   `tuner.class_args`: `contract.nni.canonical_nni_keys`).
 - `max_restarts: 0` (NNI does not retry failed trials), and `data.nni` records the origin:
@@ -58,6 +60,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.config._nni_adl import AdlTranslator, is_adl
 from chalicelib.config._nni_roles import RoleTranslator
 from chalicelib.config._nni_tuner import TunerTranslator
 from chalicelib.config._nni_versions import PASS_THROUGH, NniReader, dotted
@@ -126,6 +129,7 @@ class _Translator(NniReader):
         self.tuner = TunerTranslator(raw, version, self.warnings, self.problems)
         self.space = SpaceTranslator(self.warnings, self.problems)
         self.roles = RoleTranslator(raw, version, self.warnings, self.problems)
+        self.adl = AdlTranslator(raw, version, self.warnings, self.problems) if is_adl(raw, version) else None
 
     def translate(self, search_space: Mapping[str, Any] | None) -> NniTranslation:
         config: dict[str, Any] = {}
@@ -154,7 +158,8 @@ class _Translator(NniReader):
         if searcher.get("name") == "grid":
             self.space.grid_counts(config["hyperparameters"])
         config["searcher"] = searcher
-        config["resources"] = {"slots_per_trial": role_trial.slots if role_trial else self._slots()}
+        if self.adl is None:
+            config["resources"] = {"slots_per_trial": role_trial.slots if role_trial else self._slots()}
         config["max_restarts"] = 0
         if seed is not None:
             config["reproducibility"] = {"experiment_seed": seed}
@@ -171,7 +176,9 @@ class _Translator(NniReader):
         if assessor is not None:
             record["assessor"] = assessor
         config["data"] = {"nni": record}
-        self.unmapped_fields()
+        if self.adl is not None:
+            self.adl.apply(config)
+        self.unmapped_fields(self.adl.handled() if self.adl is not None else frozenset())
         self._pass_through(config)
         if self.problems:
             raise ConfigInvalidError(self.problems)

@@ -9,6 +9,9 @@ Decisions where Stratus differs from, or had to choose within, Determined's beha
   Credentials in the config are never stored (see `load.py`).
 - `resources.resource_pool` defaults to "default"; `resources.priority` to 42 (1-99, lower number =
   higher priority, as Determined's priority scheduler).
+- `elastic` (Stratus' own, not Determined's; NNI's `adl` configs translate to it): an elastic trial run by
+  `launchers.adaptdl`. It starts at `elastic.min_replicas * elastic.slots_per_replica` slots, which
+  `resources.slots_per_trial` defaults to and, when given, must equal.
 - Fields that only make sense on a Determined cluster (bind mounts, pod specs, profiling, ...) are
   accepted and kept, and parsing warns that they are ignored.
 """
@@ -38,6 +41,7 @@ from chalicelib.config.searcher import AdaptiveASHASearcher, GridSearcher, PBTSe
 from chalicelib.config.sections import (
     MAX_SEED,
     CheckpointStorageConfig,
+    ElasticConfig,
     EnvironmentConfig,
     EnvironmentVariablesMap,
     ImageMap,
@@ -51,6 +55,7 @@ from chalicelib.config.sections import (
 __all__ = [
     "MAX_SEED",
     "CheckpointStorageConfig",
+    "ElasticConfig",
     "EnvironmentConfig",
     "EnvironmentVariablesMap",
     "ExperimentConfig",
@@ -128,6 +133,31 @@ class ExperimentConfig(StrictModel):
     slurm: dict[str, JsonValue] = {}
     pbs: dict[str, JsonValue] = {}
     integrations: dict[str, JsonValue] | None = None
+    elastic: ElasticConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _elastic_trial_slots(cls, data: Any) -> Any:
+        """An elastic trial's `resources.slots_per_trial` defaults to the slots it starts with."""
+        elastic = data.get("elastic") if isinstance(data, dict) else None
+        resources = data.get("resources") if isinstance(data, dict) else None
+        if not isinstance(elastic, dict) or not isinstance(resources, dict | None):
+            return data
+        replicas, per_replica = elastic.get("min_replicas", 1), elastic.get("slots_per_replica", 1)
+        if (resources or {}).get("slots_per_trial") is None and _positive_ints(replicas, per_replica):
+            return {**data, "resources": {**(resources or {}), "slots_per_trial": replicas * per_replica}}
+        return data
+
+    @model_validator(mode="after")
+    def _elastic_slots_match(self) -> ExperimentConfig:
+        if self.elastic is not None and self.resources.slots_per_trial != self.elastic.start_slots:
+            start = self.elastic.start_slots
+            message = (
+                f"an elastic trial starts at elastic.min_replicas × elastic.slots_per_replica = {start} slots; "
+                f"set slots_per_trial to {start} or leave it out"
+            )
+            raise_problems("ExperimentConfig", [(("resources", "slots_per_trial"), message, None)])
+        return self
 
     @model_validator(mode="after")
     def _grid_needs_counts(self) -> ExperimentConfig:
@@ -238,6 +268,10 @@ class ExperimentConfig(StrictModel):
                 experiment_seed=experiment_seed % (MAX_SEED + 1)
             )
         return self.model_copy(update=update) if update else self
+
+
+def _positive_ints(*values: Any) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)
 
 
 _SHELL_SYNTAX = re.compile(r"[|&;<>()$`*?\[~#\n{}]|^\s*[A-Za-z_][A-Za-z0-9_]*=")

@@ -1,5 +1,5 @@
 """The sections of an experiment config other than the searcher and hyperparameters: `resources`,
-`checkpoint_storage`, `environment`, `reproducibility`, and the small validated types they share with
+`checkpoint_storage`, `environment`, `reproducibility`, Stratus' own `elastic`, and the small validated types they share with
 `schema.py` (see its docstring for where Stratus differs from Determined).
 """
 
@@ -16,6 +16,7 @@ from chalicelib.config._base import StrictModel, custom_error, raise_problems
 __all__ = [
     "MAX_SEED",
     "CheckpointStorageConfig",
+    "ElasticConfig",
     "EnvironmentConfig",
     "EnvironmentVariablesMap",
     "ImageMap",
@@ -64,7 +65,7 @@ _SHM_SIZE = re.compile(r"^([0-9]*[.])?[0-9]+ ?(([kmgtpKMGTP]([iI]?[bB])?)|[bB])?
 
 def _check_shm_size(value: str) -> str:
     if not _SHM_SIZE.match(value):
-        raise custom_error(f'must be a memory size like "4G" or "512Mi", got "{value}"')
+        raise custom_error(f'must be a memory size like "4G" or "512MiB", got "{value}"')
     return value
 
 
@@ -200,3 +201,87 @@ class ReproducibilityConfig(StrictModel):
     """`experiment_seed` None means: filled by the service at submission."""
 
     experiment_seed: Annotated[int, _between(0, MAX_SEED)] | None = None
+
+
+# Kubernetes-style quantities (NNI's `storageSize`): "1Gi" (binary), "500M" (decimal), "2048" bytes.
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?) ?(?:([kKMGTP])(i?))?[bB]?$")
+_QUANTITY_POWERS = {"k": 1, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
+
+
+def quantity_bytes(value: int | str) -> int:
+    """Bytes of a size: a number of bytes, or "1Gi" (2**30), "500M" (5 * 10**8), "64KiB", "10GB"."""
+    if isinstance(value, int):
+        return value
+    match = _QUANTITY.match(value)
+    if match is None:
+        raise ValueError(f"not a size: {value!r}")
+    number, unit, binary = match.groups()
+    power = _QUANTITY_POWERS[unit] if unit else 0
+    return int(float(number) * (1024 if binary else 1000) ** power)
+
+
+def _check_quantity(value: str) -> str:
+    if not _QUANTITY.match(value):
+        raise custom_error(f'must be a size like "1Gi" or "500M" (or a number of bytes), got "{value}"')
+    return value
+
+
+Quantity = Annotated[
+    Annotated[int, Field(ge=1), Tag("int")] | Annotated[str, AfterValidator(_check_quantity), Tag("str")],
+    one_of(value_kind, 'must be a size like "1Gi" or a number of bytes'),
+]
+
+#: `elastic.max_replicas` unset, on a pool whose size is unknown.
+DEFAULT_MAX_REPLICAS = 4
+#: `elastic.max_replicas` unset: at most this many replicas, however large the pool.
+MAX_REPLICAS_CAP = 16
+
+
+class ElasticConfig(StrictModel):
+    """An elastic trial (NNI's `adl` training service): its workers run under `launchers.adaptdl` as
+    `min_replicas` to `max_replicas` replicas of `slots_per_replica` slots each; it starts (and, until the
+    elastic allocator resizes it, stays) at `min_replicas`, so `resources.slots_per_trial` is
+    `min_replicas * slots_per_replica`.
+
+    - `max_replicas` None: as many as the trial's pool can hold (`replica_limit`), capped at
+      `MAX_REPLICAS_CAP`; `DEFAULT_MAX_REPLICAS` where the pool's size is unknown.
+    - `min_rescale_interval_s`: no rescale sooner than this after the trial's last (re)start, so that a
+      restart pays off; `speedup_threshold`: grow only when the estimated speedup gains at least this
+      factor.
+    - `checkpoint_size_limit`: a soft limit on AdaptDL's checkpoint folder (NNI's `checkpoint.storageSize`):
+      a bigger checkpoint is still kept, with a warning in the trial's log.
+    """
+
+    framework: Literal["adaptdl"] = "adaptdl"
+    min_replicas: int = Field(default=1, ge=1)
+    max_replicas: int | None = Field(default=None, ge=1)
+    slots_per_replica: int = Field(default=1, ge=1)
+    min_rescale_interval_s: int = Field(default=300, ge=0)
+    speedup_threshold: float = Field(default=1.05, ge=1)
+    checkpoint_size_limit: Quantity | None = None
+
+    @model_validator(mode="after")
+    def _max_at_least_min(self) -> ElasticConfig:
+        if self.max_replicas is not None and self.max_replicas < self.min_replicas:
+            message = f"must be ≥ min_replicas ({self.min_replicas}), got {self.max_replicas}"
+            raise_problems("elastic", [(("max_replicas",), message, self.max_replicas)])
+        return self
+
+    @property
+    def start_slots(self) -> int:
+        """The slots the trial starts with: `min_replicas * slots_per_replica`."""
+        return self.min_replicas * self.slots_per_replica
+
+    def replica_limit(self, pool_max_slots: int | None) -> int:
+        """The most replicas the trial may grow to in a pool of at most `pool_max_slots` slots (None:
+        unknown): `max_replicas` when set, else what the pool holds, capped; never below `min_replicas`."""
+        if self.max_replicas is not None:
+            return self.max_replicas
+        if pool_max_slots is None:
+            return max(self.min_replicas, DEFAULT_MAX_REPLICAS)
+        return max(self.min_replicas, min(pool_max_slots // self.slots_per_replica, MAX_REPLICAS_CAP))
+
+    @property
+    def checkpoint_size_limit_bytes(self) -> int | None:
+        limit = self.checkpoint_size_limit
+        return None if limit is None else quantity_bytes(limit)

@@ -534,7 +534,7 @@ ERROR_CASES: list[tuple[dict[str, Any], str]] = [
     (with_changes(resources={"resource_pool": ""}), "resources.resource_pool: must not be empty"),
     (
         with_changes(resources={"shm_size": "lots"}),
-        'resources.shm_size: must be a memory size like "4G" or "512Mi", got "lots"',
+        'resources.shm_size: must be a memory size like "4G" or "512MiB", got "lots"',
     ),
     (
         with_changes(resources={"shm_size": 1.5}),
