@@ -17,5 +17,6 @@ have httpx or pydantic), and `tests/contract` checks both ends against it.
     contract.local_events  the local test mode's event log, written by the harness, read by ``det``
     contract.metric_groups  the groups a trial reports metrics under, and the rule for their names
     contract.owner     the header the CLI names its user in (an experiment's owner, a label)
+    contract.adaptdl   AdaptDL elastic trials: the replicas' variables, the hints, the checkpoint's shape
     contract.log_levels  a trial log line's level, as Determined reads it (``det trial logs --level``)
 """

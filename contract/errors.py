@@ -5,6 +5,7 @@
     ├── InvalidLaunchSpecError   a launch spec an agent cannot run
     ├── InvalidMessageError      a queue message of an unknown type or shape
     ├── InvalidMetricGroupError  a metric group name that Determined refuses (empty, or with a '.')
+    ├── InvalidHintsError        an AdaptDL hints payload that is not SCHED_HINTS + speedup (contract.adaptdl)
     └── HttpCallError            a call over HTTP failed (contract.http): refused with a status >= 300
         └── NoAnswerError        ... or never answered (refused connection, reset, timeout): status 0
 
@@ -35,6 +36,10 @@ class InvalidMessageError(ContractError):
 
 
 class InvalidMetricGroupError(ContractError):
+    pass
+
+
+class InvalidHintsError(ContractError):
     pass
 
 

@@ -3,6 +3,7 @@
     python3 -m launchers.torch_distributed [TORCH_OVERRIDES... --] (--trial module:Class | COMMAND...)
     python3 -m launchers.horovod [HOROVODRUN_OVERRIDES... --] (--trial module:Class | COMMAND...)
     python3 -m launchers.deepspeed [DEEPSPEED_OVERRIDES... --] (--trial module:Class | COMMAND...)
+    python3 -m launchers.adaptdl [--replicas-per-node N --] (--trial module:Class | COMMAND...)
     python3 -m launchers.wrap_rank RANK [--] CMD [ARGS...]
 
 Each launcher module has pure builders (its command line, its workers' environment) and a ``main`` that

@@ -24,6 +24,9 @@ launcher registers its address with the control plane and waits until all nodes 
 | `STRATUS_MASTER`, `STRATUS_TRIAL_ID`, `STRATUS_RUN_TOKEN` | the control plane's URL, the trial, the run's bearer token | required |
 | `STRATUS_NODE_ADDR` | this node's address as the other nodes reach it (the agent sets it) | the local address of the route to `STRATUS_MASTER`'s host |
 | `STRATUS_RENDEZVOUS_TIMEOUT_S` | seconds to wait for every node to register | 600 |
+
+The adaptdl launcher also reads `STRATUS_EXPERIMENT_ID`, `STRATUS_LATEST_CHECKPOINT`, `STRATUS_PREEMPT_FILE`
+and `contract.adaptdl`'s knobs (`adaptdl_env`).
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ import math
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
+from contract import adaptdl
 from contract import env as names
 from contract.errors import InvalidEnvironmentError
 from contract.run_token import RunTokenError, run_token
@@ -256,3 +260,50 @@ def _first_int(env: Mapping[str, str], names_in_order: tuple[str, ...], default:
         if value is not None:
             return value
     return default
+
+
+@dataclass(frozen=True)
+class AdaptdlEnv:
+    """What the adaptdl launcher reads besides the placement (`contract.adaptdl`'s knobs). ``trial_id`` is
+    "" off the platform: no sync, and the hints stay local."""
+
+    master: str = ""
+    trial_id: str = ""
+    experiment_id: str = "local"
+    token: str = field(default="", repr=False)
+    latest_checkpoint: str | None = None
+    restarts: int = 0
+    root: str = adaptdl.DEFAULT_ROOT
+    max_replicas: int | None = None
+    preempt_file: str | None = None
+
+    @property
+    def on_platform(self) -> bool:
+        return bool(self.trial_id)
+
+
+@_launch_config_errors
+def adaptdl_env(environ: Mapping[str, str] | None = None) -> AdaptdlEnv:
+    env = os.environ if environ is None else environ
+    trial_id = env.get(names.TRIAL_ID, "").strip()
+    restarts = names.read_int(env, adaptdl.RESTARTS_ENV, 0)
+    max_replicas = names.read_int(env, adaptdl.MAX_REPLICAS_ENV)
+    if restarts < 0 or (max_replicas is not None and max_replicas < 1):
+        raise LaunchConfigError(
+            f"{adaptdl.RESTARTS_ENV}={restarts} / {adaptdl.MAX_REPLICAS_ENV}={max_replicas} are out of range; "
+            "give restarts >= 0 and max replicas >= 1."
+        )
+    master = env.get(names.MASTER, "").strip().rstrip("/")
+    if trial_id and not master:
+        raise LaunchConfigError(f"{names.TRIAL_ID} is set but {names.MASTER} is not; the agent sets both.")
+    return AdaptdlEnv(
+        master=master,
+        trial_id=trial_id,
+        experiment_id=env.get(names.EXPERIMENT_ID, "").strip() or "local",
+        token=_run_token(env).strip() if trial_id else "",
+        latest_checkpoint=env.get(names.LATEST_CHECKPOINT, "").strip() or None,
+        restarts=restarts,
+        root=env.get(adaptdl.ROOT_ENV, "").strip() or adaptdl.DEFAULT_ROOT,
+        max_replicas=max_replicas,
+        preempt_file=env.get(names.PREEMPT_FILE, "").strip() or None,
+    )

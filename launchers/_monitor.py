@@ -18,6 +18,7 @@ thread per worker writes to when ``waitpid`` returns. The selector's only timeou
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -58,6 +59,8 @@ class Outcome:
     exit_code: int
     failed_rank: int | str | None = None
     reason: str = "every worker exited with code 0"
+    #: Every worker's exit code by rank (`supervise` fills it in; not part of the report).
+    codes: Mapping[int | str, int] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"exit_code": self.exit_code, "failed_rank": self.failed_rank, "reason": self.reason}
@@ -78,17 +81,47 @@ def run_workers(
     ``announce=False`` leaves out the ``[launcher]`` line (``wrap_rank`` wraps a single command);
     ``share_stdin`` gives the workers this process's stdin instead of /dev/null.
     """
+    outcome = supervise(
+        workers,
+        kill_grace=kill_grace,
+        announce=announce,
+        share_stdin=share_stdin,
+        out_fd=out_fd,
+        err_fd=err_fd,
+    )
+    if report_path is not None:
+        write_report(Path(report_path), outcome, err_fd=err_fd)
+    return outcome.exit_code
+
+
+def supervise(
+    workers: Sequence[Worker],
+    *,
+    kill_grace: float = DEFAULT_KILL_GRACE_S,
+    announce: bool = True,
+    share_stdin: bool = False,
+    out_fd: int = 1,
+    err_fd: int = 2,
+    signal_map: Mapping[signal.Signals, signal.Signals] | None = None,
+    on_signal: Callable[[signal.Signals], None] | None = None,
+    stop_grace: float | None = None,
+) -> Outcome:
+    """`run_workers` without the report, answering the whole `Outcome` (every rank's code in ``codes``).
+
+    A signal the launcher receives is first told to ``on_signal``, then sent to the workers as
+    ``signal_map`` says (by default as is). With ``stop_grace``, a terminating signal sent on also arms
+    SIGKILL for the workers still running that many seconds later (as a failing rank does)."""
     if not workers:
         raise ValueError("run_workers needs at least one worker")
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     monitor = _Monitor(workers, kill_grace=kill_grace, announce=announce, out_fd=out_fd, err_fd=err_fd)
+    monitor.signal_map = dict(signal_map or {})
+    monitor.on_signal = on_signal
+    monitor.stop_grace = stop_grace
     with forwarding(monitor.forward):
-        outcome = monitor.run(stdin=None if share_stdin else subprocess.DEVNULL)
-    if report_path is not None:
-        write_report(Path(report_path), outcome, err_fd=err_fd)
-    return outcome.exit_code
+        return monitor.run(stdin=None if share_stdin else subprocess.DEVNULL)
 
 
 def write_report(path: Path, outcome: Outcome, *, err_fd: int = 2) -> None:
@@ -128,6 +161,10 @@ class _Monitor:
         self._streams = 0
         self._interrupt: signal.Signals | None = None
         self._outcome: Outcome | None = None
+        self._codes: dict[int | str, int] = {}
+        self.signal_map: dict[signal.Signals, signal.Signals] = {}
+        self.on_signal: Callable[[signal.Signals], None] | None = None
+        self.stop_grace: float | None = None
         self._kill_at: float | None = None
         self._output_broken = False
         #: The agent's frame secret for this run (`contract.env.LOG_FRAME`): it marks our rank prefixes,
@@ -140,8 +177,15 @@ class _Monitor:
     # ---- signals (the main thread, between two bytecodes of run()) -------------------------------------
 
     def forward(self, sig: signal.Signals) -> None:
+        if self.on_signal is not None:
+            self.on_signal(sig)
+        sig = self.signal_map.get(sig, sig)
         if sig in _TERMINATING:
             self._interrupt = sig  # workers not started yet will not be
+            if self.stop_grace is not None and self._live and self._kill_at is None:
+                self._kill_at = time.monotonic() + self.stop_grace
+                if not self._closed:  # same thread as run()'s close: no race
+                    os.write(self._wake_w, b"\0")  # the loop's wait was computed without this deadline
         for i, proc in list(self._live.items()):
             self._send(i, proc, sig)
 
@@ -164,7 +208,7 @@ class _Monitor:
                 self._sel.close()
                 os.close(self._wake_r)
                 os.close(self._wake_w)
-        return self._outcome or Outcome(0)
+        return dataclasses.replace(self._outcome or Outcome(0), codes=dict(self._codes))
 
     def _start_all(self, stdin: int | None) -> None:
         for i, worker in enumerate(self._workers):
@@ -252,6 +296,7 @@ class _Monitor:
                 return
             self._live.pop(i, None)
             code = exit_code(returncode)
+            self._codes[self._workers[i].rank] = code
             if code != 0 and self._outcome is None:
                 self._fail(self._workers[i].rank, code, describe_exit(returncode))
 

@@ -3,7 +3,8 @@
 LauncherError
 ├── LaunchConfigError   the environment or the command line cannot describe a launch
 │   └── RendezvousError the nodes could not find each other (run ended, token refused, timed out)
-└── MissingProgramError the program a launcher wraps (torchrun, horovodrun, deepspeed) is not installed
+├── MissingProgramError the program a launcher wraps (torchrun, horovodrun, deepspeed) is not installed
+└── SyncError           the adaptdl launcher could not restore or store its folders through the API
 """
 
 from __future__ import annotations
@@ -26,3 +27,7 @@ class RendezvousError(LaunchConfigError):
 class MissingProgramError(LauncherError):
     # The shell's "command not found".
     exit_code = 127
+
+
+class SyncError(LauncherError):
+    exit_code = 1
