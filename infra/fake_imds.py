@@ -61,6 +61,7 @@ class _Instance:
     life_cycle: str
     availability_zone: str
     role: str | None = FAKE_ROLE
+    instance_type: str = ""
     local_ipv4: str = "127.0.0.1"
     action: str = ""  # the planned interruption ("terminate", "stop", "hibernate") at ``action_at``
     action_at: datetime | None = None
@@ -75,6 +76,7 @@ class _Instance:
             "instance-id": self.instance_id,
             "local-ipv4": self.local_ipv4,
             "instance-life-cycle": self.life_cycle,
+            "instance-type": self.instance_type or None,
             "placement/availability-zone": self.availability_zone,
             "placement/region": self.availability_zone[:-1],  # us-east-1a -> us-east-1
         }
@@ -108,13 +110,17 @@ class FakeImds:
         life_cycle: str = "spot",
         availability_zone: str = "us-east-1a",
         role: str | None = FAKE_ROLE,
+        instance_type: str = "",
     ) -> None:
         """Register an instance (its ``--imds-url`` is `url_for` it); ``role``: its instance profile's
-        role (None: it has no profile, so no keys)."""
+        role (None: it has no profile, so no keys); ``instance_type``: what ``instance-type`` answers
+        (404 when empty)."""
         if not instance_id or "/" in instance_id:
             raise ValueError(f"instance id {instance_id!r} cannot be a path prefix; use one like 'i-0abc'")
         with self._lock:
-            self._instances[instance_id] = _Instance(instance_id, life_cycle, availability_zone, role)
+            self._instances[instance_id] = _Instance(
+                instance_id, life_cycle, availability_zone, role, instance_type
+            )
 
     def keys(self, instance_id: str) -> dict[str, str]:
         """The role keys the instance's ``iam/security-credentials/<role>`` answers now."""

@@ -211,17 +211,22 @@ class LocalCompute(Runner):
         answer = self._asg.describe_auto_scaling_groups(AutoScalingGroupNames=[pool.provider.group])
         groups = answer.get("AutoScalingGroups") or []
         members = groups[0].get("Instances", []) if groups else []
-        in_service = {m["InstanceId"] for m in members if m.get("LifecycleState") == "InService"}
+        in_service = {
+            m["InstanceId"]: m.get("InstanceType") or pool.provider.instance_types[0]
+            for m in members
+            if m.get("LifecycleState") == "InService"
+        }
         with self._lock:
             known = {i for i, m in self._machines.items() if m.pool.name == pool.name}
-        for instance_id in sorted(in_service - known):
-            self._boot(pool, instance_id)
-        for instance_id in sorted(known - in_service):
+        for instance_id in sorted(in_service.keys() - known):
+            self._boot(pool, instance_id, in_service[instance_id])
+        for instance_id in sorted(known - in_service.keys()):
             self._gone(instance_id, reclaimed=False)
 
-    def _boot(self, pool: PoolSpec, instance_id: str) -> None:
+    def _boot(self, pool: PoolSpec, instance_id: str, instance_type: str) -> None:
         assert pool.provider is not None
-        self._imds.add(instance_id, life_cycle="spot" if pool.provider.spot else "on-demand")
+        life_cycle = "spot" if pool.provider.spot else "on-demand"
+        self._imds.add(instance_id, life_cycle=life_cycle, instance_type=instance_type)
         process = self._launcher.start_line(
             instance_id,
             self._agent_line(pool)[1:],  # after the AMI's interpreter

@@ -122,6 +122,9 @@ def test_the_client_reads_the_instance_with_one_token() -> None:
     assert all(r.method == "GET" and r.headers[TOKEN_HEADER] for r in gets)
     assert len({r.headers[TOKEN_HEADER] for r in gets}) == 1
     assert client.instance_action() is None
+    fake.add("i-0def", life_cycle="on-demand", instance_type="g5.xlarge")
+    typed = ImdsClient("http://imds/i-0def", transport=InMemoryTransport(fake.handle))
+    assert typed.instance() == Instance("i-0def", "127.0.0.1", "on-demand", "g5.xlarge")
 
 
 def test_the_token_is_taken_again_before_its_ttl_ends() -> None:
