@@ -54,6 +54,8 @@ class Runtime:
     environ: Mapping[str, str] = field(default_factory=dict)
     transport: httpx.BaseTransport | None = None
     sleep: Callable[[float], None] = time.sleep
+    #: Seconds since the epoch (how old what the API shows is: `det trial describe`'s hints).
+    now: Callable[[], float] = time.time
     pack: PackFn = _default_pack
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)

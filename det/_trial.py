@@ -9,6 +9,7 @@ from typing import Any
 
 from det._client import ApiClient
 from det._cost import cost_table, trial_totals
+from det._elastic import elastic_config, elastic_section
 from det._logs import format_line, read_log_pages
 from det._render import (
     Cell,
@@ -33,7 +34,8 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
     with rt.client() as client:
         answer = client.get_trial(args.trial_id)
         metrics = fetch_metrics(client, args.trial_id) if args.metrics else None
-        nni = _from_nni(client, answer["trial"])
+        config = _experiment_config(client, answer["trial"])
+    nni = _from_nni(config) or elastic_config(config) is not None
     if nni:
         answer = {**answer, "trial": {**answer["trial"], "nni_status": nni_status(answer["trial"])}}
     if args.json:
@@ -45,6 +47,8 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
     trial: Json = answer["trial"]
     checkpoints: list[Json] = list(answer.get("checkpoints") or [])
     rt.say(trial_table([trial], nni=nni, as_csv=args.csv))
+    if (elastic := elastic_config(config)) is not None:
+        rt.say("\n" + elastic_section(trial, elastic, now=rt.now(), as_csv=args.csv))
     failed_rank = (trial.get("exit") or {}).get("failed_rank")
     if failed_rank is not None:
         rt.say(
@@ -111,16 +115,22 @@ def nni_status(trial: Record) -> str:
     return NNI_STATUSES.get(str(trial.get("state") or ""), "UNKNOWN")
 
 
-def _from_nni(client: ApiClient, trial: Json) -> bool:
-    """Whether the trial's experiment was imported from an NNI config (its config has `data.nni`)."""
+def _experiment_config(client: ApiClient, trial: Json) -> Json:
+    """The config of the trial's experiment ({} when the experiment is gone)."""
     experiment_id = trial.get("experiment_id")
     if experiment_id is None:
-        return False
+        return {}
     try:
         experiment = client.get_experiment(int(experiment_id)).get("experiment") or {}
     except NotFoundError:
-        return False
-    data = (experiment.get("config") or {}).get("data")
+        return {}
+    config = experiment.get("config")
+    return config if isinstance(config, dict) else {}
+
+
+def _from_nni(config: Json) -> bool:
+    """Whether the experiment was imported from an NNI config (its config has `data.nni`)."""
+    data = config.get("data")
     return isinstance(data, dict) and data.get("nni") is not None
 
 

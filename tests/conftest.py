@@ -243,3 +243,31 @@ def price_product(
 @pytest.fixture(name="price_product")
 def _price_product() -> Callable[..., str]:
     return price_product
+
+
+# ---- AdaptDL's scheduling hints, as its rank 0 sends them (with the launcher's speedup table) -------------
+
+ADAPTDL_HINTS: dict[str, object] = {
+    "initBatchSize": 32,
+    "localBszBounds": [16, 128],
+    "globalBatchSize": None,
+    "maxBatchSize": 256,
+    "maxProfiledReplicas": 1,
+    "gradientAccumulation": True,
+    "gradParams": {"norm": 0.0, "var": 0.457},
+    "perfParams": {
+        "alpha_c": 0.0282,
+        "beta_c": 0.000887,
+        "alpha_n": 1.1e-08,
+        "beta_n": 1.1e-08,
+        "alpha_r": 1e-08,
+        "beta_r": 1e-08,
+        "gamma": 1.001,
+    },
+    "speedup": {"1": 1.0, "2": 1.71},
+}
+
+
+@pytest.fixture
+def adaptdl_hints() -> dict[str, object]:
+    return json.loads(json.dumps(ADAPTDL_HINTS))  # a copy a test may change

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from chalice.app import Blueprint
 from pydantic import BaseModel
 
-from chalicelib.api import agent_models, models, report_models, views
+from chalicelib.api import agent_models, elastic_models, models, report_models, views
 from chalicelib.api.agent_identity import AgentIamCredential, credential_for_caller
 from chalicelib.api.auth import AgentPrincipal, RunPrincipal, UserPrincipal
 from chalicelib.api.routing import View, route
 from chalicelib.domain.records import LogLine
-from chalicelib.services import draining, run_logs, runs, trial_reports
+from chalicelib.services import draining, elastic, run_logs, runs, trial_reports
 from chalicelib.wiring import ports
 
 bp = Blueprint(__name__)
@@ -216,3 +216,15 @@ def searcher_invalid_hp(run: RunPrincipal, body: models.InvalidHP, trial_id: int
     """The trial's hyperparameters cannot work; the searcher replaces the trial."""
     trial_reports.report_invalid_hp(ports(), run.run, body.message)
     return models.Empty()
+
+
+@_trial_route(
+    "/trials/{trial_id}/adaptdl/hints",
+    "PUT",
+    request=elastic_models.AdaptdlHints,
+    response=models.TrialElastic,
+)
+def adaptdl_hints(run: RunPrincipal, body: elastic_models.AdaptdlHints, trial_id: int) -> models.TrialElastic:
+    """An elastic trial's latest AdaptDL scheduling hints, forwarded by launchers.adaptdl (idempotent)."""
+    trial = elastic.record_hints(ports(), run.run, body.model_dump(exclude_unset=True))
+    return models.TrialElastic(hints=trial.elastic_hints or {}, hints_at=trial.hints_at or "")

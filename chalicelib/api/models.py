@@ -93,6 +93,11 @@ class TrialExit(BaseModel):
     failed_rank: int | None = None
 
 
+class TrialElastic(BaseModel):  # an elastic trial's latest AdaptDL hints and when they were stored
+    hints: dict[str, Any]
+    hints_at: str
+
+
 class Trial(BaseModel):
     id: int
     experiment_id: int
@@ -110,6 +115,7 @@ class Trial(BaseModel):
     exit: TrialExit | None
     warm_start_trial_id: int | None = None  # the trial whose checkpoint it started from (PBT)
     cost: Cost | None = None  # its runs' compute time, cost and waste; null before a run ended
+    elastic: TrialElastic | None = None  # null: no AdaptDL hints came (`PUT /trials/{id}/adaptdl/hints`)
 
 
 class Experiment(BaseModel):

@@ -75,7 +75,14 @@ def trial(ports: Ports, record: Trial) -> models.Trial:
         exit=exit_,
         warm_start_trial_id=record.warm_start_trial_id,
         cost=_cost(costs.trial_cost(record)),
+        elastic=_elastic(record),
     )
+
+
+def _elastic(record: Trial) -> models.TrialElastic | None:
+    if record.elastic_hints is None or record.hints_at is None:
+        return None
+    return models.TrialElastic(hints=record.elastic_hints, hints_at=record.hints_at)
 
 
 def experiment_cost(trials: list[Trial]) -> cost_models.Cost | None:

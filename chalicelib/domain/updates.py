@@ -67,6 +67,10 @@ class TrialUpdates:
         """What the trial's runs used, by run id (`chalicelib.services.costs`: keyed, so idempotent)."""
         self._set_trial(trial_id, {"usage": usage})
 
+    def record_hints(self, trial_id: int, hints: Mapping[str, Any], at: str) -> None:
+        """An elastic trial's latest AdaptDL hints, stored whole, and when (`chalicelib.services.elastic`)."""
+        self._set_trial(trial_id, {"elastic_hints": dict(hints), "hints_at": at})
+
 
 @dataclass(frozen=True)
 class RunMove:

@@ -19,6 +19,7 @@ from chalicelib.domain.queue_head import QueueSummary
 from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricReport, SearcherWish, Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import ExperimentState, TrialState
+from chalicelib.services.hints_store import HintsStore
 from chalicelib.services.metrics_sink import MetricsSink
 from chalicelib.services.price_source import PriceSource
 from chalicelib.settings import Settings
@@ -110,7 +111,7 @@ class ExperimentStore(Protocol):
         ...
 
 
-class TrialStore(Protocol):
+class TrialStore(HintsStore, Protocol):
     def create(self, trial: Trial) -> None: ...
     def get(self, trial_id: int) -> Trial | None: ...
     def for_experiment(self, experiment_id: int) -> list[Trial]: ...
@@ -148,9 +149,7 @@ class TrialStore(Protocol):
     def set_latest_checkpoint(self, trial_id: int, uuid: str, steps_completed: int) -> None: ...
     def resume_paused(self, trial_id: int, generation: int, attempt: int, *, once: bool = True) -> bool: ...
     def record_searcher_length(self, trial_id: int, length: int) -> Trial | None: ...
-    def delete(self, trial_id: int) -> None:
-        """Remove a trial's record; nothing when it is gone already."""
-        ...
+    def delete(self, trial_id: int) -> None: ...  # nothing when the record is gone already
 
 
 class RunStore(Protocol):

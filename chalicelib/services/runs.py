@@ -20,7 +20,7 @@ from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import costs, images, telemetry, tokens
+from chalicelib.services import costs, elastic, images, telemetry, tokens
 from chalicelib.services.ports import Ports
 from contract import messages
 from contract.entrypoint import legacy_trial_argv
@@ -363,6 +363,7 @@ def launch_spec(ports: Ports, held: Run | Node) -> LaunchSpec:
         node_rank=node.node_rank if node else None,
     )
     environment.update(trial_env.to_env())
+    environment.update(elastic.run_environment(settings, run, config, environment))
     return LaunchSpec(
         run_id=held.held_id,
         trial_id=trial.id,

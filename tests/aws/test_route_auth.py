@@ -100,6 +100,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("POST", "/trials/{trial_id}/searcher/completed"): RUN_BODY,
     ("POST", "/trials/{trial_id}/searcher/invalid_hp"): RUN_BODY,
     ("POST", "/trials/{trial_id}/rendezvous"): RUN_BODY,
+    ("PUT", "/trials/{trial_id}/adaptdl/hints"): RUN_BODY,
     # The credential passes; the run is on one node, so it has no rendezvous to read (400).
     ("GET", "/trials/{trial_id}/rendezvous"): (401, 401, 401, 401, 400, 403, 401),
 }
