@@ -29,7 +29,6 @@ from typing import Any
 
 from chalicelib.config._nni_versions import NniReader
 from chalicelib.config.errors import ConfigProblem
-from chalicelib.config.nni_space import is_int
 from chalicelib.config.schema import entrypoint_argv
 from chalicelib.config.sections import DEFAULT_MAX_REPLICAS, MAX_REPLICAS_CAP, quantity_bytes
 from contract.nni import nni_field_key
@@ -108,7 +107,7 @@ class AdlTranslator(NniReader):
         elastic: dict[str, Any] = {"framework": "adaptdl", "min_replicas": 1}
         if not self._adaptive():
             elastic["max_replicas"] = 1
-        elastic["slots_per_replica"] = self._slots_per_replica()
+        elastic["slots_per_replica"] = self.gpu_slots("replica", "elastic.slots_per_replica")
         size = self._checkpoint()
         if size is not None:
             elastic["checkpoint_size_limit"] = size
@@ -151,23 +150,6 @@ class AdlTranslator(NniReader):
             "is unknown); Stratus does not resize trials yet, so it runs at min_replicas",
         )
         return True
-
-    def _slots_per_replica(self) -> int:
-        path = ".".join(self.names.gpus)
-        gpus = self.get(self.names.gpus)
-        if gpus is None:
-            return 1
-        if not is_int(gpus) or gpus < 0:
-            self.problem(path, "must be a whole number of GPUs (0 or more)")
-            return 1
-        if gpus == 0:
-            self.warn(
-                path,
-                "0 GPUs: each replica gets 1 slot (elastic.slots_per_replica: 1), a CPU slot on a CPU "
-                "resource pool; on a GPU pool that slot is a GPU",
-            )
-            return 1
-        return int(gpus)
 
     def _checkpoint(self) -> str | int | None:
         """`checkpoint.storageSize` (the soft limit), after warning about the rest of `checkpoint`."""

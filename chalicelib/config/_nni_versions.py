@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.config.errors import ConfigProblem
-from chalicelib.config.nni_space import TranslationNotes
+from chalicelib.config.nni_space import TranslationNotes, is_int
 from chalicelib.config.schema import ExperimentConfig
 from contract.nni import DETERMINED_SECTIONS, TRAINING_SERVICE_SECTIONS, V2_FIELDS, nni_field_key
 
@@ -131,6 +131,25 @@ class NniReader(TranslationNotes):
                 return None
             node = node.get(key)
         return node
+
+    def gpu_slots(self, each: str, setting: str) -> int:
+        """The slots the config's GPU count (`gpuNum`, `trialGpuNumber`) gives `each` (a trial, a
+        replica) as `setting` names them: 1 when absent or 0 (a CPU slot on a CPU pool, said so)."""
+        path = dotted(*self.names.gpus)
+        gpus = self.get(self.names.gpus)
+        if gpus is None:
+            return 1
+        if not is_int(gpus) or gpus < 0:
+            self.problem(path, "must be a whole number of GPUs (0 or more)")
+            return 1
+        if gpus == 0:
+            self.warn(
+                path,
+                f"0 GPUs: each {each} gets 1 slot ({setting}: 1), a CPU slot on a CPU resource pool; on a "
+                "GPU pool that slot is a GPU",
+            )
+            return 1
+        return int(gpus)
 
     def unmapped_fields(self, handled: frozenset[str] = frozenset()) -> None:
         """Warn about every field given that has no Stratus equivalent (v1: `trial`'s settings too),

@@ -65,7 +65,7 @@ from chalicelib.config._nni_roles import RoleTranslator
 from chalicelib.config._nni_tuner import TunerTranslator
 from chalicelib.config._nni_versions import PASS_THROUGH, NniReader, dotted
 from chalicelib.config.errors import ConfigInvalidError, ConfigProblem
-from chalicelib.config.nni_space import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS, SpaceTranslator, is_int
+from chalicelib.config.nni_space import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS, SpaceTranslator
 from contract.nni import canonical_nni_keys, nni_config_version
 
 __all__ = [
@@ -159,7 +159,11 @@ class _Translator(NniReader):
             self.space.grid_counts(config["hyperparameters"])
         config["searcher"] = searcher
         if self.adl is None:
-            config["resources"] = {"slots_per_trial": role_trial.slots if role_trial else self._slots()}
+            config["resources"] = {
+                "slots_per_trial": role_trial.slots
+                if role_trial
+                else self.gpu_slots("trial", "resources.slots_per_trial")
+            }
         config["max_restarts"] = 0
         if seed is not None:
             config["reproducibility"] = {"experiment_seed": seed}
@@ -219,23 +223,6 @@ class _Translator(NniReader):
             "passed, the next trial event creates no more trials and stops the running ones",
         )
         return seconds
-
-    def _slots(self) -> int:
-        path = dotted(*self.names.gpus)
-        gpus = self.get(self.names.gpus)
-        if gpus is None:
-            return 1
-        if not is_int(gpus) or gpus < 0:
-            self.problem(path, "must be a whole number of GPUs (0 or more)")
-            return 1
-        if gpus == 0:
-            self.warn(
-                path,
-                "0 GPUs: each trial gets 1 slot (resources.slots_per_trial: 1), a CPU slot on a "
-                "CPU resource pool; on a GPU pool that slot is a GPU",
-            )
-            return 1
-        return int(gpus)
 
     def _pass_through(self, config: dict[str, Any]) -> None:
         for key in sorted(PASS_THROUGH & {k for k in self.raw if isinstance(k, str)}):

@@ -16,25 +16,6 @@ from launchers._monitor import Outcome
 from launchers.adaptdl import ReplicaLaunch, build_replica_env, final_outcome, replicas_per_node
 from launchers.errors import LaunchConfigError
 
-HINTS = {
-    "initBatchSize": 32,
-    "localBszBounds": [16, 128],
-    "globalBatchSize": None,
-    "maxBatchSize": 256,
-    "maxProfiledReplicas": 1,
-    "gradientAccumulation": True,
-    "gradParams": {"norm": 0.0, "var": 0.457},
-    "perfParams": {
-        "alpha_c": 0.0282,
-        "beta_c": 0.000887,
-        "alpha_n": 1.1e-08,
-        "beta_n": 1.1e-08,
-        "alpha_r": 1e-08,
-        "beta_r": 1e-08,
-        "gamma": 1.001,
-    },
-}
-
 
 def launch(tmp_path: Path, **kw: object) -> ReplicaLaunch:
     folders = Folders(tmp_path / "checkpoint", tmp_path / "share", tmp_path / "tb")
@@ -160,9 +141,18 @@ def test_143_without_our_stop_says_so() -> None:
     assert "without a stop from the launcher" in outcome.reason
 
 
-def test_hints_as_adaptdl_sends_them_pass_and_gain_nothing() -> None:
-    assert adaptdl.validate_hints(HINTS) == HINTS
-    assert adaptdl.validate_hints({**HINTS, "speedup": {"1": 1, 2: 1.7}})["speedup"] == {"1": 1.0, "2": 1.7}
+@pytest.fixture
+def rank0_hints(adaptdl_hints: dict[str, object]) -> dict[str, object]:
+    """The hints as AdaptDL's rank 0 sends them: without the launcher's speedup table."""
+    return {key: value for key, value in adaptdl_hints.items() if key != "speedup"}
+
+
+def test_hints_as_adaptdl_sends_them_pass_and_gain_nothing(rank0_hints: dict[str, object]) -> None:
+    assert adaptdl.validate_hints(rank0_hints) == rank0_hints
+    assert adaptdl.validate_hints({**rank0_hints, "speedup": {"1": 1, 2: 1.7}})["speedup"] == {
+        "1": 1.0,
+        "2": 1.7,
+    }
     empty = adaptdl.validate_hints({"initBatchSize": 32, "gradParams": {}})
     assert (
         empty["gradParams"] is None and empty["perfParams"] is None and set(empty) == set(adaptdl.SCHED_HINTS)
@@ -184,11 +174,15 @@ def test_hints_as_adaptdl_sends_them_pass_and_gain_nothing() -> None:
         ({"speedup": {}}, "speedup"),
     ],
 )
-def test_bad_hints_are_refused_naming_the_field(change: dict[str, object], message: str) -> None:
+def test_bad_hints_are_refused_naming_the_field(
+    change: dict[str, object],
+    message: str,
+    rank0_hints: dict[str, object],
+) -> None:
     with pytest.raises(InvalidHintsError, match=message):
-        adaptdl.validate_hints({**HINTS, **change})
+        adaptdl.validate_hints({**rank0_hints, **change})
     with pytest.raises(InvalidHintsError, match="JSON object"):
-        adaptdl.validate_hints([HINTS])
+        adaptdl.validate_hints([rank0_hints])
 
 
 def test_checkpoint_metadata_round_trips_and_others_are_not_adaptdl() -> None:
