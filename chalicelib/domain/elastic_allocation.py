@@ -1,0 +1,294 @@
+"""The elastic allocator (issue 15, docs/adaptdl-plan.md §5): how many replicas each running elastic trial
+should have, decided in the scheduling pass of its pool from what the pass read anyway (the agents' free
+slots, the runs holding slots, the requests it could not place) and each trial's speedup table (its AdaptDL
+hints, `contract.adaptdl`: ``speedup(r)`` is the goodput at ``r`` replicas over the goodput at 1, computed
+by the trial's launcher with `adaptdl.goodput`; none yet: linear, ``speedup(r) = r``, as optimistic as
+AdaptDL's own model is before it has profiled a second batch size).
+
+Pure: no store, no clock. A rescale is a restart (the run is stopped through the pause path, AdaptDL saves
+its checkpoint, the trial is requeued with the new size and resumes from it), so the allocator is
+conservative about *when*:
+
+- **Shrink first.** For each request the pass could not place, in queue order, it looks for slots that
+  elastic runs above their ``min_replicas`` could give up on one agent: among the agents where shrinking
+  makes the request fit, the one costing the least speedup (one replica at a time, the smallest loss per
+  slot first). Only runs that are not more important than the request (priority number at least the
+  request's) give up slots; a request that cannot be made to fit stops the search (queue order is kept:
+  a later, smaller request does not overtake it here). Shrinking is preferred to preempting a fixed trial:
+  the elastic trial keeps running, smaller.
+- **Grow** only when nothing waits: idle slots go, one step at a time, to the run whose speedup gains the
+  most per slot added: within its agent, or by whole idle agents for a run that is alone on its agents
+  (AdaptDL's replicas on several nodes, like a multi-node trial). A grow is kept only when the new
+  speedup is at least ``threshold`` times the current one.
+- **Never too soon.** A run younger than its ``min_interval_s`` (since its last start) is neither shrunk
+  nor grown, so every restart pays off; a run already told to stop is left alone.
+- **One promise at a time.** While runs told to stop have not restarted, the slots they will free or take
+  back (``in_flight``) count for shrinking, and nothing grows (`plan_rescales`).
+
+Requests that need several agents are not made room for by shrinking (they wait, or preempt, as any
+request does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from chalicelib.domain.scheduling import AgentCapacity
+
+
+@dataclass(frozen=True)
+class ElasticRun:
+    """A running elastic trial's run, as the allocator sees it."""
+
+    run_id: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    slots_per_replica: int
+    priority: int
+    #: agent id -> slots the run holds there.
+    placements: Mapping[str, int]
+    #: Seconds since the run started (its processes), or since it was granted its slots.
+    age_s: float
+    min_interval_s: float = 300.0
+    threshold: float = 1.05
+    #: replicas -> speedup over one replica (the trial's hints); empty: linear.
+    speedup: Mapping[int, float] = field(default_factory=dict)
+    #: Told to stop already (paused, preempted, being rescaled).
+    stopping: bool = False
+
+    def speed(self, replicas: int) -> float:
+        """The speedup at ``replicas``: the table's, linearly between its points, flat beyond its last
+        (no gain is assumed where nothing was estimated); ``replicas`` when there is no table."""
+        if replicas <= 0:
+            return 0.0
+        table = self.speedup
+        if not table:
+            return float(replicas)
+        if replicas in table:
+            return table[replicas]
+        points = sorted(table.items())
+        if replicas > points[-1][0]:
+            return points[-1][1]
+        lower = max(((r, s) for r, s in points if r < replicas), default=(0, 0.0))
+        upper = min((r, s) for r, s in points if r > replicas)
+        return lower[1] + (upper[1] - lower[1]) * (replicas - lower[0]) / (upper[0] - lower[0])
+
+    @property
+    def movable(self) -> bool:
+        return not self.stopping and self.age_s >= self.min_interval_s
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A request the pass did not place."""
+
+    run_id: str
+    slots: int
+    priority: int
+
+
+@dataclass(frozen=True)
+class Rescale:
+    """Restart ``run_id`` at ``target`` replicas (it has ``replicas``), for ``reason``."""
+
+    run_id: str
+    replicas: int
+    target: int
+    reason: str
+    #: The waiting request a shrink makes room for.
+    for_run: str | None = None
+
+
+def plan_rescales(
+    runs: Sequence[ElasticRun],
+    agents: Sequence[AgentCapacity],
+    waiting: Sequence[Waiting],
+    in_flight: Mapping[str, int] | None = None,
+) -> list[Rescale]:
+    """The rescales of one pass: shrinks for the waiting requests, else grows into idle slots.
+
+    ``in_flight``: agent id -> the slots that runs told to stop will hold there once they restart, less
+    what they hold now (a run being grown: more; being shrunk: fewer; stopping for good: minus all it
+    holds). A shrink counts the slots coming free, so one request is not made room for twice; nothing
+    grows while any rescale is in flight, so slots promised to one run are not promised to another."""
+    if waiting:
+        return shrink_for(runs, agents, waiting, in_flight or {})
+    if in_flight:
+        return []
+    return grow_into(runs, agents)
+
+
+# -- shrinking ---------------------------------------------------------------------------------------
+
+
+def shrink_for(
+    runs: Sequence[ElasticRun],
+    agents: Sequence[AgentCapacity],
+    waiting: Sequence[Waiting],
+    in_flight: Mapping[str, int] | None = None,
+) -> list[Rescale]:
+    change = in_flight or {}
+    free = {a.agent_id: min(a.slots, max(0, a.free - change.get(a.agent_id, 0))) for a in agents}
+    size = {agent.agent_id: agent.slots for agent in agents}
+    targets: dict[str, int] = {}
+    by_id = {run.run_id: run for run in runs}
+    reasons: dict[str, str] = {}
+    made_for: dict[str, str] = {}
+    for request in waiting:
+        if request.slots > max(size.values(), default=0):
+            break  # several agents: not made room for by shrinking (module docstring)
+        if any(f >= request.slots for f in free.values()):
+            break  # it fits already: the pass will place it (it waits for something else)
+        best: tuple[float, str, dict[str, int]] | None = None
+        for agent in sorted(free):
+            if size[agent] < request.slots:
+                continue
+            on_agent = [
+                run
+                for run in runs
+                if run.movable
+                and set(run.placements) == {agent}
+                and run.priority >= request.priority
+                and targets.get(run.run_id, run.replicas) > run.min_replicas
+            ]
+            cut = _cheapest_cut(on_agent, targets, request.slots - free[agent])
+            if cut is not None and (best is None or cut[0] < best[0]):
+                best = (cut[0], agent, cut[1])
+        if best is None:
+            break
+        _, agent, cut_targets = best
+        freed = 0
+        for run_id, target in cut_targets.items():
+            run = by_id[run_id]
+            freed += (targets.get(run_id, run.replicas) - target) * run.slots_per_replica
+            targets[run_id] = target
+            made_for[run_id] = request.run_id
+            reasons[run_id] = (
+                f"shrink: run {request.run_id} (priority {request.priority}) waits for "
+                f"{_slots(request.slots)}; speedup {run.speed(run.replicas):.2f} -> {run.speed(target):.2f}"
+            )
+        free[agent] += freed - request.slots
+    return [
+        Rescale(run_id, by_id[run_id].replicas, target, reasons[run_id], made_for[run_id])
+        for run_id, target in targets.items()
+        if target != by_id[run_id].replicas
+    ]
+
+
+def _cheapest_cut(
+    runs: Sequence[ElasticRun], targets: Mapping[str, int], need: int
+) -> tuple[float, dict[str, int]] | None:
+    """Replica counts for ``runs`` freeing at least ``need`` slots with the least speedup lost (one
+    replica at a time, the least loss per slot first), with that loss; None when they cannot."""
+    current = {run.run_id: targets.get(run.run_id, run.replicas) for run in runs}
+    cut: dict[str, int] = {}
+    lost = 0.0
+    freed = 0
+    while freed < need:
+        steps = [
+            (
+                (run.speed(current[run.run_id]) - run.speed(current[run.run_id] - 1)) / run.slots_per_replica,
+                run.run_id,
+                run,
+            )
+            for run in runs
+            if current[run.run_id] > run.min_replicas
+        ]
+        if not steps:
+            return None
+        loss, run_id, run = min(steps, key=lambda s: (s[0], s[1]))
+        current[run_id] -= 1
+        cut[run_id] = current[run_id]
+        lost += loss * run.slots_per_replica
+        freed += run.slots_per_replica
+    return lost, cut
+
+
+# -- growing -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pool:
+    free: dict[str, int]
+    size: dict[str, int]
+
+    def idle(self, slots_each: int, besides: Sequence[str]) -> list[str]:
+        return sorted(a for a, f in self.free.items() if a not in besides and f == self.size[a] == slots_each)
+
+
+def grow_into(runs: Sequence[ElasticRun], agents: Sequence[AgentCapacity]) -> list[Rescale]:
+    pool = _Pool({a.agent_id: a.free for a in agents}, {a.agent_id: a.slots for a in agents})
+    if not any(pool.free.values()):
+        return []
+    candidates = [run for run in runs if run.movable and run.replicas < run.max_replicas]
+    held = {run.run_id: dict(run.placements) for run in candidates}
+    targets = {run.run_id: run.replicas for run in candidates}
+    while True:
+        options = []
+        for run in candidates:
+            step = _next_step(run, targets[run.run_id], held[run.run_id], pool)
+            if step is None:
+                continue
+            target, taken = step
+            added = sum(taken.values())
+            gain = (run.speed(target) - run.speed(targets[run.run_id])) / added
+            if gain > 0:
+                options.append((-gain, run.priority, run.run_id, run, target, taken))
+        if not options:
+            break
+        _, _, run_id, run, target, taken = min(options, key=lambda o: o[:3])
+        targets[run_id] = target
+        for agent, slots in taken.items():
+            pool.free[agent] -= slots
+            held[run_id][agent] = held[run_id].get(agent, 0) + slots
+    idle = sum(a.free for a in agents)
+    rescales = []
+    for run in candidates:
+        target = targets[run.run_id]
+        if target == run.replicas or run.speed(target) < run.threshold * run.speed(run.replicas):
+            continue
+        rescales.append(
+            Rescale(
+                run.run_id,
+                run.replicas,
+                target,
+                f"grow: {_slots(idle)} idle and nothing queued; speedup {run.speed(run.replicas):.2f} -> "
+                f"{run.speed(target):.2f}",
+            )
+        )
+    return rescales
+
+
+def _next_step(
+    run: ElasticRun, current: int, held: Mapping[str, int], pool: _Pool
+) -> tuple[int, dict[str, int]] | None:
+    """The smallest growth of ``run`` beyond ``current`` replicas that the pool can hold: one more replica
+    on its one agent, or, for a run alone on whole agents, enough replicas for one more idle agent."""
+    per = run.slots_per_replica
+    if current >= run.max_replicas:
+        return None
+    agents = list(held)
+    if len(agents) == 1:
+        agent = agents[0]
+        if pool.free[agent] >= per and (current + 1) * per <= pool.size[agent]:
+            return current + 1, {agent: per}
+    sizes = {pool.size[a] for a in agents}
+    whole = all(held[a] + pool.free[a] == pool.size[a] for a in agents) and len(sizes) == 1
+    if not whole:
+        return None
+    each = sizes.pop()
+    if each % per:
+        return None
+    target = (len(agents) + 1) * each // per
+    idle = pool.idle(each, agents)
+    if not idle or target > run.max_replicas:
+        return None
+    taken = {a: pool.free[a] for a in agents if pool.free[a]}
+    taken[idle[0]] = each
+    return target, taken
+
+
+def _slots(n: int) -> str:
+    return "1 slot" if n == 1 else f"{n} slots"
