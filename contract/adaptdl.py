@@ -75,6 +75,13 @@ ROOT_ENV = "STRATUS_ADAPTDL_ROOT"
 #: The largest replica count the speedup table goes to (the elastic section's ``max_replicas``; unset:
 #: the current world size).
 MAX_REPLICAS_ENV = "STRATUS_ADAPTDL_MAX_REPLICAS"
+#: Slots per replica (the elastic section's ``slots_per_replica``; unset: 1): the launcher starts this
+#: node's slots / it replicas unless ``--replicas-per-node`` says otherwise.
+SLOTS_PER_REPLICA_ENV = "STRATUS_ADAPTDL_SLOTS_PER_REPLICA"
+#: Set (to 1) in every replica's environment by the launcher: the harness leaves stopping to AdaptDL (a
+#: preempt is AdaptDL's SIGTERM: it saves at its next batch and exits 143), and the NNI shim keeps its
+#: result count in AdaptDL's checkpoint (`harness.compat._nni_adaptdl`).
+REPLICA_ENV = "STRATUS_ADAPTDL_REPLICA"
 DEFAULT_ROOT = "adaptdl"
 #: The kill grace floor: AdaptDL notices SIGTERM only at its next batch, and a replica outside its
 #: AdaptiveDataLoader loop (downloading data, evaluating) only when it gets back to one.

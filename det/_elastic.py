@@ -1,10 +1,12 @@
 """`det trial describe`'s section for an elastic trial (an experiment with an `elastic` section, such as an
-NNI `adl` config): its replica range and the latest AdaptDL hints the API holds (`trial.elastic`: how old
-they are, the replicas AdaptDL profiled, its batch sizes and the speedup table `launchers.adaptdl` adds).
+NNI `adl` config): its replica range, its runs' replicas over time with the reason for each size, a rescale
+under way, and the latest AdaptDL hints the API holds (`trial.elastic`: how old they are, the replicas
+AdaptDL profiled, its batch sizes and the speedup table `launchers.adaptdl` adds).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +27,21 @@ def elastic_section(trial: Json, elastic: Json, *, now: float, as_csv: bool = Fa
     """The replica range, the latest hints' summary line and, where the hints have one, the speedup table."""
     lines = [_range(elastic)]
     stored = trial.get("elastic") or {}
+    runs: Json = stored.get("runs") or {}
+    if runs:
+        rows = [
+            [run_id, format_time(entry.get("at")), entry.get("replicas"), entry.get("reason")]
+            for run_id, entry in sorted(runs.items(), key=lambda item: _attempt(item[0]))
+        ]
+        headers = ["Run", "Granted", "Replicas", "Reason"]
+        lines.append("Replicas over time:")
+        lines.append(csv_table(headers, rows) if as_csv else table(headers, rows))
+    if rescaling(trial):
+        rescale = stored["rescale"]
+        lines.append(
+            f"Rescaling: run {rescale.get('run')} stopped to restart at {rescale.get('target')} "
+            f"replicas ({rescale.get('reason')})"
+        )
     hints: Json = stored.get("hints") or {}
     if not hints:
         return "\n".join([*lines, NO_HINTS])
@@ -38,6 +55,23 @@ def elastic_section(trial: Json, elastic: Json, *, now: float, as_csv: bool = Fa
         lines.append("Speedup (adaptdl.goodput, over 1 replica):")
         lines.append(csv_table(headers, rows) if as_csv else table(headers, rows))
     return "\n".join(lines)
+
+
+def rescaling(trial: Mapping[str, Any]) -> bool:
+    """Whether the trial's latest run was stopped for a rescale whose next run has not got its slots yet
+    (NNI shows such a trial RUNNING: AdaptDL restarts it)."""
+    stored = trial.get("elastic") or {}
+    rescale = stored.get("rescale") or {}
+    runs = stored.get("runs") or {}
+    if not rescale or not runs:
+        return False
+    latest = max(runs, key=_attempt)
+    return bool(rescale.get("run") == latest and str(trial.get("state")) in ("QUEUED", "PULLING", "RUNNING"))
+
+
+def _attempt(run_id: str) -> int:
+    tail = str(run_id).rpartition(".")[2]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _range(elastic: Json) -> str:

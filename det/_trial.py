@@ -9,7 +9,7 @@ from typing import Any
 
 from det._client import ApiClient
 from det._cost import cost_table, trial_totals
-from det._elastic import elastic_config, elastic_section
+from det._elastic import elastic_config, elastic_section, rescaling
 from det._logs import format_line, read_log_pages
 from det._render import (
     Cell,
@@ -92,7 +92,7 @@ def logs(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 # Stratus trial state -> the status NNI would show (NNI's TrialJobStatus). A trial stopping is still
-# running; a paused one waits to be resumed.
+# running; a paused one waits to be resumed; an elastic one requeued for a rescale runs (AdaptDL restarts it).
 NNI_STATUSES: dict[str, str] = {
     "QUEUED": "WAITING",
     "PULLING": "WAITING",
@@ -112,6 +112,8 @@ def nni_status(trial: Record) -> str:
     """The NNI status of a trial: EARLY_STOPPED when the searcher stopped it, else by state."""
     if trial.get("early_stopped") is True:
         return "EARLY_STOPPED"
+    if rescaling(trial):
+        return "RUNNING"
     return NNI_STATUSES.get(str(trial.get("state") or ""), "UNKNOWN")
 
 

@@ -2,7 +2,8 @@
 
     python3 -m launchers.adaptdl [--replicas-per-node N --] (--trial module:Class | COMMAND [ARGS...])
 
-Per node, N replicas (default: this node's slots) with AdaptDL's environment (`contract.adaptdl`): global
+Per node, N replicas (default: this node's slots / ``STRATUS_ADAPTDL_SLOTS_PER_REPLICA``, which the control
+plane sets from the elastic section; 1 when unset) with AdaptDL's environment (`contract.adaptdl`): global
 ranks across nodes, the three folders (local, created before start), ``ADAPTDL_NUM_RESTARTS`` = max(the
 control plane's count, the highest ``checkpoint-N`` present + 1) so it goes up at every start, rank 0's
 address from the rendezvous (``_rendezvous``, on several nodes; the chief picks ``ADAPTDL_MASTER_PORT``),
@@ -78,16 +79,28 @@ class ReplicaLaunch:
         return [nodes[rank // self.replicas_per_node] for rank in range(self.world_size)]
 
 
-def replicas_per_node(overrides: Sequence[str], info: LaunchInfo) -> int:
+def replicas_per_node(
+    overrides: Sequence[str], info: LaunchInfo, environ: Mapping[str, str] = os.environ
+) -> int:
     values = override_names(overrides, FLAGS)
     unknown = sorted(set(values) - {"--replicas-per-node"})
     if unknown:
         raise LaunchConfigError(
             f"the adaptdl launcher takes only --replicas-per-node before '--', not {unknown}."
         )
-    raw = values.get("--replicas-per-node", str(info.slots_per_node)) or ""
+    raw = values.get("--replicas-per-node") or ""
+    if not raw:
+        return max(1, info.slots_per_node // slots_per_replica(environ))
     if not raw.isdigit() or int(raw) < 1:
         raise LaunchConfigError(f"--replicas-per-node {raw!r} is not a whole number >= 1.")
+    return int(raw)
+
+
+def slots_per_replica(env: Mapping[str, str]) -> int:
+    """The slots one replica takes (`adaptdl.SLOTS_PER_REPLICA_ENV`; 1 when unset)."""
+    raw = env.get(adaptdl.SLOTS_PER_REPLICA_ENV, "") or "1"
+    if not raw.isdigit() or int(raw) < 1:
+        raise LaunchConfigError(f"{adaptdl.SLOTS_PER_REPLICA_ENV}={raw!r} is not a whole number >= 1.")
     return int(raw)
 
 
@@ -113,6 +126,7 @@ def build_replica_env(launch: ReplicaLaunch, local_rank: int, base: Mapping[str,
             adaptdl.SUPERVISOR_URL: launch.supervisor_url,
             adaptdl.SCHED_VERSION: launch.sched_version,
             adaptdl.NO_WEIGHTS_ONLY_LOAD: "1",
+            adaptdl.REPLICA_ENV: "1",
         }
     )
     if launch.replicas_per_node > 1 and "OMP_NUM_THREADS" not in base:

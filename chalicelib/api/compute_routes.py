@@ -227,4 +227,4 @@ def searcher_invalid_hp(run: RunPrincipal, body: models.InvalidHP, trial_id: int
 def adaptdl_hints(run: RunPrincipal, body: elastic_models.AdaptdlHints, trial_id: int) -> models.TrialElastic:
     """An elastic trial's latest AdaptDL scheduling hints, forwarded by launchers.adaptdl (idempotent)."""
     trial = elastic.record_hints(ports(), run.run, body.model_dump(exclude_unset=True))
-    return models.TrialElastic(hints=trial.elastic_hints or {}, hints_at=trial.hints_at or "")
+    return views.elastic_view(trial)

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from chalicelib.api.cost_models import Cost, InstanceReport
+from chalicelib.api.elastic_view_models import TrialElastic as TrialElastic
 from chalicelib.domain.numbers import INT64_MAX, first_unstorable
 
 #: Integers clients send: 64 bits, what every client holds (DynamoDB would take 38 digits).
@@ -93,11 +94,6 @@ class TrialExit(BaseModel):
     failed_rank: int | None = None
 
 
-class TrialElastic(BaseModel):  # an elastic trial's latest AdaptDL hints and when they were stored
-    hints: dict[str, Any]
-    hints_at: str
-
-
 class Trial(BaseModel):
     id: int
     experiment_id: int
@@ -115,7 +111,7 @@ class Trial(BaseModel):
     exit: TrialExit | None
     warm_start_trial_id: int | None = None  # the trial whose checkpoint it started from (PBT)
     cost: Cost | None = None  # its runs' compute time, cost and waste; null before a run ended
-    elastic: TrialElastic | None = None  # null: no AdaptDL hints came (`PUT /trials/{id}/adaptdl/hints`)
+    elastic: TrialElastic | None = None  # null: not an elastic trial, or nothing known of it yet
 
 
 class Experiment(BaseModel):

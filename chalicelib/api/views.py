@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.api import cost_models, models
+from chalicelib.api.elastic_view_models import ReplicaRun, Rescale
 from chalicelib.domain import keys
 from chalicelib.domain.jobs import Job
 from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricReport, Trial
@@ -80,9 +81,27 @@ def trial(ports: Ports, record: Trial) -> models.Trial:
 
 
 def _elastic(record: Trial) -> models.TrialElastic | None:
-    if record.elastic_hints is None or record.hints_at is None:
+    if record.elastic_hints is None and not record.elastic_runs:
         return None
-    return models.TrialElastic(hints=record.elastic_hints, hints_at=record.hints_at)
+    return elastic_view(record)
+
+
+def elastic_view(record: Trial) -> models.TrialElastic:
+    """The trial's elastic records as the API shows them."""
+    runs = {run_id: ReplicaRun(**entry) for run_id, entry in record.elastic_runs.items()}
+    stored = record.elastic_rescale
+    rescale = None
+    if stored:
+        rescale = Rescale(
+            run=str(stored.get("run", "")),
+            replicas=stored.get("from"),
+            target=int(stored.get("to", record.elastic_target or 0)),
+            reason=str(stored.get("reason", "")),
+            at=stored.get("at"),
+        )
+    return models.TrialElastic(
+        hints=record.elastic_hints or {}, hints_at=record.hints_at, runs=runs, rescale=rescale
+    )
 
 
 def experiment_cost(trials: list[Trial]) -> cost_models.Cost | None:

@@ -147,7 +147,7 @@ class AdlTranslator(NniReader):
             self._at("adaptive"),
             "an elastic trial of elastic.min_replicas (1) to elastic.max_replicas replicas (unset: as many "
             f"as its pool holds, at most {MAX_REPLICAS_CAP}; {DEFAULT_MAX_REPLICAS} where the pool's size "
-            "is unknown); Stratus does not resize trials yet, so it runs at min_replicas",
+            "is unknown), resized while it runs by the elastic allocator",
         )
         return True
 

@@ -134,6 +134,12 @@ class Trial(StoredRecord):
     #: were first stored as they are (`chalicelib.services.elastic`).
     elastic_hints: dict[str, Any] | None = None
     hints_at: str | None = None
+    #: An elastic trial's size for its next run, set by the allocator's last rescale, and that rescale
+    #: (``{"run", "from", "to", "reason", "at"}``); each run's replicas as it was granted its slots
+    #: (``{run id: {"at", "replicas", "reason"}}``) (`chalicelib.services.elastic_scheduling`).
+    elastic_target: int | None = None
+    elastic_rescale: dict[str, Any] | None = None
+    elastic_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     version: int = 0
 
     def __post_init__(self) -> None:

@@ -78,6 +78,10 @@ class Run(StoredRecord):
     exited_at: str | None = None
     #: What its agent said it runs on at its start (`chalicelib.domain.usage.Instance` as an item).
     instance: dict[str, Any] | None = None
+    #: An elastic trial's run: its replica range and rescale rules, copied from the experiment's
+    #: `elastic` section when it is requested, and why it has the size it has
+    #: (`chalicelib.services.elastic_scheduling.RunElastic` as an item).
+    elastic: dict[str, Any] | None = None
     version: int = 0
 
     def __post_init__(self) -> None:

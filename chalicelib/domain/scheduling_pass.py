@@ -37,6 +37,8 @@ class PassPlan:
     #: Fair share: the jobs whose every request given was placed or made room for (the pass would have
     #: gone on with their next one).
     exhausted: set[str] = field(default_factory=set)
+    #: The requests that wait for slots stopping runs free, reserved for them.
+    reserved: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class PassState:
         else:
             for agent in nodes:
                 self.capacity.claim_whole(agent)
+        self.plan.reserved.add(request.run_id)
         self.plan.blocked[request.run_id] = (
             f"waits for the runs stopping on {', '.join(nodes)} to checkpoint and exit; their slots are reserved for it"
         )

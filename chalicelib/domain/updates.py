@@ -71,6 +71,14 @@ class TrialUpdates:
         """An elastic trial's latest AdaptDL hints, stored whole, and when (`chalicelib.services.elastic`)."""
         self._set_trial(trial_id, {"elastic_hints": dict(hints), "hints_at": at})
 
+    def record_rescale(self, trial_id: int, target: int, rescale: Mapping[str, Any]) -> None:
+        """The elastic allocator resized the trial: its next run asks for `target` replicas."""
+        self._set_trial(trial_id, {"elastic_target": target, "elastic_rescale": dict(rescale)})
+
+    def record_replicas(self, trial_id: int, runs: Mapping[str, Mapping[str, Any]]) -> None:
+        """Each of an elastic trial's runs with its replicas, by run id (set whole by the grant's winner)."""
+        self._set_trial(trial_id, {"elastic_runs": {k: dict(v) for k, v in runs.items()}})
+
 
 @dataclass(frozen=True)
 class RunMove:

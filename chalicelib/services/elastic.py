@@ -17,10 +17,9 @@ is. Hints are kept for any trial that sends them; only an experiment with an `el
 - `STRATUS_KILL_GRACE_S`: at least `contract.adaptdl.MIN_KILL_GRACE_S` (AdaptDL saves at its next batch
   after SIGTERM); the launcher waits that long for its replicas, and the agent for the run's processes.
 
-Slots per replica: `launchers.adaptdl` starts ``--replicas-per-node`` replicas per node, by default one per
-slot. That is right for `slots_per_replica: 1` (every NNI config with `gpuNum` 0 or 1); with more slots
-per replica the entrypoint needs ``--replicas-per-node`` (slots per node / slots_per_replica), which the
-allocator (piece D) must write when it resizes a run; nothing here sets it.
+- `STRATUS_ADAPTDL_SLOTS_PER_REPLICA`: `elastic.slots_per_replica`; `launchers.adaptdl` starts a node's
+  slots / it replicas, so a run resized by the allocator (`chalicelib.services.elastic_scheduling`) needs
+  no other change to its entrypoint.
 """
 
 from __future__ import annotations
@@ -73,6 +72,7 @@ def run_environment(
     return {
         adaptdl.RESTARTS_ENV: str(max(attempt - 1, 0)),
         adaptdl.MAX_REPLICAS_ENV: str(elastic.replica_limit(pool.max_slots if pool else None)),
+        adaptdl.SLOTS_PER_REPLICA_ENV: str(elastic.slots_per_replica),
         KILL_GRACE_S: f"{grace:g}",
     }
 

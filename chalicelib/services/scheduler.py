@@ -12,7 +12,9 @@ agent): without that, their trials would wait forever for an exit nobody is left
 The pass itself is `scheduling_policies.plan_pass` under the pool's configured policy (priority with
 preemption on or off, or fair share): it grants what fits, names the running runs to preempt (they are
 told to stop through the pause path: checkpoint, exit, requeue) and says why every request it read waits;
-that reason is kept on the request for `det job list`. It reads the runs holding slots (bounded by the
+that reason is kept on the request for `det job list`. Elastic trials (`elastic_scheduling`) are sized when
+queued, and each pass may shrink them for the requests it could not place (then plans again, with their
+slots freeing) or grow them into idle slots when nothing waits. It reads the runs holding slots (bounded by the
 pool's slots), the pool's queue summary (one item) and the head of the queue only as far as a request
 could still be placed (`queue_reading`): its reads grow with what changes, not with the queue.
 Each pass then puts what it saw of the pool (queue, slots, instances, preemptions, silent runs, the
@@ -28,11 +30,11 @@ from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.queue_head import QueueSummary
 from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Run
-from chalicelib.domain.scheduling import AgentCapacity, Holding
+from chalicelib.domain.scheduling import AgentCapacity, Assignment, Holding
 from chalicelib.domain.scheduling_policies import PoolPolicy
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.domain.telemetry import PoolPass
-from chalicelib.services import job_updates, pausing, prices, runs, telemetry
+from chalicelib.services import elastic_scheduling, job_updates, pausing, prices, runs, telemetry
 from chalicelib.services.clock import epoch_of, iso_utc
 from chalicelib.services.ports import Demand, Host, Ports
 from chalicelib.services.queue_reading import plan_head, queue_position
@@ -72,24 +74,28 @@ def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
         )
         # The job as it is now (`det job update` may have changed it since the workflow started).
         request = job_updates.queued_as_job(ports, request, experiment)
+        trial = ports.trials.get(message.trial_id)
+        request = elastic_scheduling.queued_elastic(ports, request, experiment, trial)
         ports.runs.put_request(request)
         queued = ports.runs.get(request.run_id) or request
         if experiment is not None and experiment.state == ExperimentState.PAUSED:
             # Its execution started just before the pause: the trial waits PAUSED, unstarted.
             pausing.pause_request_of_paused_experiment(ports, queued)
-        elif _canceled(ports.trials.get(message.trial_id)):
+        elif _canceled(trial):
             # Canceled or killed after its execution asked for slots: it never starts, and its
             # workflow goes on at once (to Cancel) instead of waiting in the queue for slots.
             pausing.drop_request_of_canceled_trial(ports, queued)
     elif isinstance(message, messages.Sweep):
         ports.runs.prune_queue_summary(message.pool)
         ports.compute.sweep(message.pool)
-    schedule_pool(ports, message.pool)
+    released = message.run_id if isinstance(message, messages.ReleaseSlots) else None
+    schedule_pool(ports, message.pool, released=released)
 
 
-def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
+def schedule_pool(ports: Ports, pool: str, *, released: str | None = None) -> list[tuple[str, str]]:
     """One scheduling pass; returns the (run_id, agents) pairs granted now (agents comma-separated, chief
-    first, for a run on several nodes). The pool's backend is told the slots its runs hold and wait for."""
+    first, for a run on several nodes). The pool's backend is told the slots its runs hold and wait for.
+    ``released``: the run whose release asked for this pass."""
     timeout = ports.settings.agent_timeout_s
     hosts = ports.compute.hosts(pool)
     alive_ids = {host.host_id for host in hosts}
@@ -109,17 +115,41 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
             used[placement.agent_id] = used.get(placement.agent_id, 0) + placement.slots
     summary = ports.runs.queue_summary(pool)
     seen = _pool_pass(pool, summary, hosts, used, silent)
-    if summary.requests <= 0:
-        telemetry.pool_pass(ports, seen)
-        return []
     agents = [
         AgentCapacity(agent_id=host.host_id, slots=host.slots, used=used.get(host.host_id, 0))
         for host in hosts
         if host.accepting
     ]
+    flight = elastic_scheduling.in_flight(ports, holding) if any(r.elastic for r in holding) else None
+    change = flight.change if flight is not None else {}
+    if summary.requests <= 0:
+        telemetry.pool_pass(ports, seen)
+        if not (released and elastic_scheduling.released_for_rescale(ports, released)):
+            elastic_scheduling.rescale(ports, holding, agents, [], now, may_grow=True, change=change)
+        return []
     spec = ports.settings.pool(pool) or PoolSpec(name=pool)
-    head = plan_head(ports, pool, PoolPolicy.of(spec), summary, [_holding(r) for r in holding], agents)
-    plan, pending = head.plan, head.read
+    policy = PoolPolicy.of(spec)
+    planned = elastic_scheduling.reserve(agents, change)
+    head = plan_head(ports, pool, policy, summary, [_holding(r) for r in holding], planned)
+    plan = head.plan
+    placed = {a.run_id for a in plan.assignments}
+    waiting = [r for r in head.read if r.run_id not in placed and r.run_id not in plan.reserved]
+    if waiting or summary.requests <= len(head.read):
+        after = _after_grants(planned, plan.assignments, {r.run_id: r for r in head.read})
+        grow = not waiting and not (released and elastic_scheduling.released_for_rescale(ports, released))
+        stopped = elastic_scheduling.rescale(
+            ports, holding, after, waiting, now, may_grow=grow, change=change
+        )
+        shrunk = {run.run_id: for_run for run, for_run in stopped}
+        if shrunk and waiting:  # plan again: the shrunk runs' slots are freeing for the waiting requests
+            holding = [replace(r, preempt=True) if r.run_id in shrunk else r for r in holding]
+            head = plan_head(ports, pool, policy, summary, [_holding(r) for r in holding], planned)
+            plan = head.plan
+            flight = flight or elastic_scheduling.InFlight()
+            flight.shrinking_for.update({f: r for r, f in shrunk.items() if f is not None})
+    if flight is not None:
+        flight.note_waits(plan.blocked, plan.reserved)
+    pending = head.read
     _tell_demand(ports, pool, summary, pending, plan.blocked)
     by_id = {r.run_id: r for r in [*pending, *holding]}
     for victim in plan.preempt:
@@ -135,6 +165,7 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
         grant = {"agent_id": assignment.agent_id, "num_nodes": len(assignment.agents)}
         if ports.workflows.succeed(by_id[assignment.run_id].slot_token, grant):
             granted.append((assignment.run_id, ",".join(assignment.agents)))
+            elastic_scheduling.note_granted(ports, by_id[assignment.run_id])
         else:
             # The execution is gone (stopped or timed out): give the slots back.
             ports.runs.exit(assignment.run_id, -1, "its workflow ended before it was launched")
@@ -142,6 +173,18 @@ def schedule_pool(ports: Ports, pool: str) -> list[tuple[str, str]]:
     if granted:
         log.info("pool %s: granted %s", pool, granted)
     return granted
+
+
+def _after_grants(
+    agents: list[AgentCapacity], assignments: list[Assignment], requests: dict[str, Run]
+) -> list[AgentCapacity]:
+    """The agents as the pass's grants leave them."""
+    used = {a.agent_id: a.used for a in agents}
+    for assignment in assignments:
+        slots = requests[assignment.run_id].slots if assignment.run_id in requests else 0
+        for agent in assignment.agents:
+            used[agent] = used.get(agent, 0) + slots // len(assignment.agents)
+    return [replace(a, used=used[a.agent_id]) for a in agents]
 
 
 def _tell_demand(

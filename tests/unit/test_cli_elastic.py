@@ -99,3 +99,41 @@ def test_a_fixed_size_trial_shows_no_elastic_section(api) -> None:
     out = _describe(api).out
 
     assert "Elastic" not in out and "NNI Status" not in out
+
+
+RUNS = {
+    "5.1": {"at": "2026-01-01T12:00:00.000Z", "replicas": 1, "reason": "start"},
+    "5.2": {
+        "at": "2026-01-01T12:05:00.000Z",
+        "replicas": 2,
+        "reason": "grow: 1 slot idle and nothing queued",
+    },
+}
+
+
+def test_the_replicas_over_time_show_each_run_with_the_reason_for_its_size(api, table_rows) -> None:
+    _seed(api, section={"min_replicas": 1}, state="RUNNING", elastic={"runs": RUNS})
+
+    out = _describe(api).out
+
+    table = out.split("Replicas over time:\n")[1].split("\nLatest hints")[0]
+    assert table_rows(table) == [
+        ["Run", "Granted", "Replicas", "Reason"],
+        ["5.1", "2026-01-01 12:00:00", "1", "start"],
+        ["5.2", "2026-01-01 12:05:00", "2", "grow: 1 slot idle and nothing queued"],
+    ]
+    assert "Rescaling" not in out
+
+
+def test_a_trial_requeued_for_a_rescale_is_running_for_nni_and_says_so(api, table_rows) -> None:
+    rescale = {"run": "5.2", "replicas": 2, "target": 1, "reason": "shrink: run 9.1 waits for 1 slot"}
+    _seed(api, section={"min_replicas": 1}, state="QUEUED", elastic={"runs": RUNS, "rescale": rescale})
+
+    out = _describe(api).out
+
+    assert table_rows(out)[1][2:4] == ["QUEUED", "RUNNING"]
+    assert "Rescaling: run 5.2 stopped to restart at 1 replicas (shrink: run 9.1 waits for 1 slot)\n" in out
+    # Once the next run got its slots, the rescale is history.
+    runs = {**RUNS, "5.3": {"at": "2026-01-01T12:09:00.000Z", "replicas": 1, "reason": rescale["reason"]}}
+    _seed(api, section={"min_replicas": 1}, state="QUEUED", elastic={"runs": runs, "rescale": rescale})
+    assert table_rows(_describe(api).out)[1][2:4] == ["QUEUED", "WAITING"]

@@ -145,7 +145,7 @@ def test_every_adl_field_without_an_exact_equivalent_is_warned_about_once() -> N
     assert adl == [
         "trial.adaptive: an elastic trial of elastic.min_replicas (1) to elastic.max_replicas replicas "
         f"(unset: as many as its pool holds, at most {MAX_REPLICAS_CAP}; {DEFAULT_MAX_REPLICAS} where the "
-        "pool's size is unknown); Stratus does not resize trials yet, so it runs at min_replicas",
+        "pool's size is unknown), resized while it runs by the elastic allocator",
         "trial.checkpoint.storageClass: ignored (AdaptDL's checkpoint folder is kept in the trial's S3 "
         "folder and synced around each restart; there are no storage classes)",
         "trial.image: kept as environment.image, which only SageMaker pools run; agents (local, ec2) and "
@@ -309,7 +309,7 @@ def test_v2_reads_v1s_trial_fields_under_training_service_as_an_extension_and_sa
         "trialCommand)",
         "trainingService.adaptive: an elastic trial of elastic.min_replicas (1) to elastic.max_replicas "
         f"replicas (unset: as many as its pool holds, at most {MAX_REPLICAS_CAP}; {DEFAULT_MAX_REPLICAS} "
-        "where the pool's size is unknown); Stratus does not resize trials yet, so it runs at min_replicas",
+        "where the pool's size is unknown), resized while it runs by the elastic allocator",
     ]
     assert [w.split(":")[0] for w in translation.warnings[3:]] == [
         "trainingService.checkpoint.storageClass",

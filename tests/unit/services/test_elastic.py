@@ -92,6 +92,7 @@ def test_an_elastic_run_gets_its_restart_count_replica_limit_and_kill_grace(port
     assert first["STRATUS_ADAPTDL_RESTARTS"] == "0"
     assert first["STRATUS_ADAPTDL_MAX_REPLICAS"] == "3"
     assert first["STRATUS_KILL_GRACE_S"] == "120"
+    assert first["STRATUS_ADAPTDL_SLOTS_PER_REPLICA"] == "1"
     # A second run of the trial (after a rescale, a preemption or a failure) is AdaptDL's restart 1.
     runs.heartbeat(ports, "agent-1", "default", 1, [f"{trial_id}.1"])
     ports.runs.exit(f"{trial_id}.1", 0, "preempted")
@@ -126,3 +127,4 @@ def test_the_replica_limit_is_what_the_runs_pool_holds(ports, flow):
     env = elastic.run_environment(settings, run, config, {})
 
     assert env["STRATUS_ADAPTDL_MAX_REPLICAS"] == "6"
+    assert env["STRATUS_ADAPTDL_SLOTS_PER_REPLICA"] == "2"
