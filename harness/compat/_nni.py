@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import harness.core
+from harness.compat._nni_adaptdl import ResultCount, result_count, under_adaptdl
 from harness.compat._nni_pbt import PbtRound, at_main_thread_exit, runs_pbt
 from harness.core import Context, LocalSearcherContext, SearcherOperation
 
@@ -75,6 +76,7 @@ class NniTrial:
         self._budget_done = False  # the final result at that budget is reported
         self._restart = restart
         self._pbt: PbtRound | None = None  # with the pbt searcher: this run's round
+        self._adaptdl: ResultCount | None = None  # under launchers.adaptdl: the count AdaptDL keeps
 
     # ---- the API -------------------------------------------------------------------------------
 
@@ -112,7 +114,7 @@ class NniTrial:
         with self._lock:
             if self._budget is not None:  # a point on the way to TRIAL_BUDGET: not a searcher result
                 core = self._context()
-                self._reports += 1
+                self._count()
                 core.train.report_training_metrics(steps_completed=self._reports, metrics=as_metrics(metric))
                 self._exit_if_preempted(core)
                 return
@@ -217,7 +219,7 @@ class NniTrial:
         caller holds the lock."""
         metrics = as_metrics(metric)
         core = self._context()
-        self._reports += 1
+        self._count()
         core.train.report_validation_metrics(steps_completed=self._reports, metrics=metrics)
         return core, metrics
 
@@ -226,6 +228,15 @@ class NniTrial:
             self._core = harness.core.init(handle_sigterm=False)
             atexit.register(self.close)
         return self._core
+
+    def _count(self) -> None:
+        """One more result (under AdaptDL, counted on from its checkpoint: `_nni_adaptdl`)."""
+        if self._adaptdl is None and under_adaptdl():
+            self._adaptdl = result_count()
+            self._reports = max(self._reports, self._adaptdl.value)
+        self._reports += 1
+        if self._adaptdl is not None:
+            self._adaptdl.value = self._reports
 
     def _has_dialogue(self, core: Context) -> bool:
         searcher = core.searcher
@@ -240,6 +251,8 @@ class NniTrial:
         return self._op
 
     def _exit_if_preempted(self, core: Context) -> None:
+        if under_adaptdl():
+            return  # AdaptDL stops on the launcher's SIGTERM, after saving (`_nni_adaptdl`)
         if core.preempt.should_preempt():
             self._exit_process("the platform asked the trial to stop")
 
