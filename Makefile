@@ -7,7 +7,8 @@ STAMP := $(VENV)/.stratus-installed
 # pytest-xdist workers: every core (2 in CI). Tiers in tests/conftest.py; `make test` runs each test once:
 # everything but e2e test by test (an idle worker takes over another's queue: the tests' lengths differ a
 # lot), then e2e whole files per worker (a module's local stack starts once; each worker's stack has its
-# own free ports and state folder).
+# own free ports and state folder), except the files whose every test starts its own stack, spread test by
+# test (tests/e2e/conftest.py groups them).
 # PYTEST_WORKERS=0: no workers, pytest runs the tests itself.
 PYTEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS)
@@ -44,11 +45,11 @@ aws: install
 	$(PYTEST) --dist worksteal tests/aws
 
 e2e: install
-	$(PYTEST) --dist loadfile tests/e2e
+	$(PYTEST) --dist loadgroup tests/e2e
 
 test: lint typecheck
 	$(PYTEST) --dist worksteal -m "not e2e"
-	$(PYTEST) --dist loadfile -m e2e
+	$(PYTEST) --dist loadgroup -m e2e
 
 bench: install
 	$(PY) bench/submit_latency.py --write
@@ -58,6 +59,7 @@ bench: install
 	$(PY) bench/search_quality.py --write
 	$(PY) bench/scheduling_pass.py --write
 	$(PY) bench/stack_state.py --write
+	$(PY) bench/elastic_allocation.py --write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -20,6 +20,17 @@ import pytest
 from infra.local_stack import BackgroundStack
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+#: Modules whose every test starts a stack of its own: spread over the workers test by test.
+TEST_BY_TEST = frozenset({"test_stack_restart.py"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs this tier with ``--dist loadgroup``: a module's tests stay together on one worker
+    (its module- and session-scoped stacks start once), except in `TEST_BY_TEST`."""
+    for item in items:
+        if item.path.parent == HERE and item.path.name not in TEST_BY_TEST:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.2):  # noqa: ANN001, ANN201

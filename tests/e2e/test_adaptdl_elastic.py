@@ -29,7 +29,7 @@ from infra.local_stack import BackgroundStack
 pytestmark = pytest.mark.e2e
 pytest.importorskip("adaptdl.torch", reason="adaptdl (requirements-dev.txt) is not installed")
 
-EPOCHS = 40
+EPOCHS = 20
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "nni_adaptdl"
 
 #: A fixed trial that holds its slot until its gate file appears.
