@@ -672,6 +672,18 @@ class PlaneKit:
     def platform_env(self, hparams: dict[str, Any], *, seed: int = 42, **extra: str) -> None:
         platform_env(self.monkeypatch, hparams, seed=seed, **extra)
 
+    def use(self, plane: Any, heartbeat_interval_s: float = 60.0) -> None:
+        """Make every `harness.core.init()` of the code under test talk to `plane`."""
+        import harness.core
+
+        real_init = harness.core.init
+
+        def init(**kwargs: Any) -> Any:
+            kwargs.update(plane.init_options(heartbeat_interval_s))
+            return real_init(**kwargs)
+
+        self.monkeypatch.setattr(harness.core, "init", init)
+
 
 @pytest.fixture
 def plane_kit(monkeypatch: pytest.MonkeyPatch) -> PlaneKit:

@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 
-import harness
-import harness.core
 from contract.launch import LaunchSpec
 from harness.agent._settings import Settings
 from harness.agent._spawn import build_environment
@@ -34,17 +32,6 @@ EXAMPLES = REPO / "examples"
 @pytest.fixture(autouse=True)
 def clean_env(no_trial_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
-
-
-def use_plane(monkeypatch: pytest.MonkeyPatch, plane, heartbeat_interval_s: float = 60.0) -> None:
-    """Make every `harness.core.init()` of the code under test talk to `plane`."""
-    real_init = harness.core.init
-
-    def init(**kwargs: Any) -> harness.Context:
-        kwargs.update(plane.init_options(heartbeat_interval_s))
-        return real_init(**kwargs)
-
-    monkeypatch.setattr(harness.core, "init", init)
 
 
 def load_example(path: Path, name: str) -> ModuleType:
@@ -143,7 +130,7 @@ def test_determined_is_a_thin_alias_layer(compat: None) -> None:
 def test_cluster_info_has_determineds_names(compat: None, monkeypatch: pytest.MonkeyPatch, plane_kit) -> None:
     plane_kit.platform_env({"lr": 0.1}, STRATUS_LATEST_CHECKPOINT="ck-1", STRATUS_SLOTS="2")
     plane = plane_kit.SearcherPlane(config={"searcher": {"metric": "m"}, "data": {"url": "x"}})
-    use_plane(monkeypatch, plane)
+    plane_kit.use(plane)
     import determined as det
 
     with det.core.init():
@@ -177,7 +164,7 @@ def test_core_api_example_runs_the_searchers_operations(
         "searcher": {"name": "adaptive_asha", "metric": "validation_accuracy", "max_length": {"batches": 100}}
     }
     plane = plane_kit.SearcherPlane([25, 100], config=config)
-    use_plane(monkeypatch, plane)
+    plane_kit.use(plane)
     example = load_example(EXAMPLES / "determined_core" / "train.py", "example_determined_core")
     import determined as det
 
@@ -201,7 +188,7 @@ def test_core_api_example_checkpoints_when_preempted_and_resumes(
     config = {"searcher": {"name": "single", "metric": "validation_accuracy"}}
     plane = plane_kit.SearcherPlane([100], config=config)
     plane.preempt = True
-    use_plane(monkeypatch, plane, heartbeat_interval_s=0.01)
+    plane_kit.use(plane, heartbeat_interval_s=0.01)
     example = load_example(EXAMPLES / "determined_core" / "train.py", "example_determined_core")
     import determined as det
 
@@ -223,7 +210,7 @@ def test_core_api_example_checkpoints_when_preempted_and_resumes(
 def test_invalid_hp_from_a_core_api_script(compat: None, monkeypatch: pytest.MonkeyPatch, plane_kit) -> None:
     plane_kit.platform_env({"learning_rate": 0.01, "hidden_size": 32, "batch_size": 4096})
     plane = plane_kit.SearcherPlane([100], config={"searcher": {"metric": "validation_accuracy"}})
-    use_plane(monkeypatch, plane)
+    plane_kit.use(plane)
     example = load_example(EXAMPLES / "determined_core" / "train.py", "example_determined_core")
     import determined as det
 
@@ -245,7 +232,7 @@ def test_pytorch_trial_example_runs_through_determined_pytorch(
         "scheduling_unit": 20,
     }
     plane = plane_kit.SearcherPlane([89], config=config)  # 2 epochs: 2 * 1438 // 32
-    use_plane(monkeypatch, plane)
+    plane_kit.use(plane)
     from harness.exec import run_trial
 
     trial_class = run_trial.load_trial_class("model_def:DigitsTrial", str(EXAMPLES / "determined_trial"))
@@ -279,7 +266,7 @@ def test_nni_calls_map_to_reports_and_the_searcher(
     plane = plane_kit.SearcherPlane(
         [2], config={"searcher": {"metric": "default"}, "hyperparameters": NNI_SPACE}
     )
-    use_plane(monkeypatch, plane)
+    plane_kit.use(plane)
     before = signal.getsignal(signal.SIGTERM)
     nni = NniTrial()
     request.addfinalizer(nni.close)
@@ -308,7 +295,7 @@ def test_nni_final_result_completes_an_open_ended_operation(
 ) -> None:
     plane_kit.platform_env({"lr": 0.01})
     plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
-    use_plane(monkeypatch, plane)
+    plane_kit.use(plane)
     nni = NniTrial()
     try:
         for value in (0.1, 0.2):
@@ -328,7 +315,7 @@ def test_nni_exits_when_the_platform_preempts(
     plane_kit.platform_env({"lr": 0.01})
     plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
     plane.preempt = True
-    use_plane(monkeypatch, plane, heartbeat_interval_s=0.01)
+    plane_kit.use(plane, heartbeat_interval_s=0.01)
     nni = NniTrial()
     request.addfinalizer(nni.close)
     nni.get_next_parameter()
@@ -373,7 +360,7 @@ def test_nni_example_runs_on_the_platform(compat: None, monkeypatch: pytest.Monk
     }
     plane_kit.platform_env(hparams)
     plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
-    use_plane(monkeypatch, plane)
+    plane_kit.use(plane)
     import nni
 
     fresh = NniTrial()
@@ -395,7 +382,7 @@ def test_nni_hyperband_trials_see_their_budget_and_run_again_when_promoted(
     plane_kit.platform_env({"lr": 0.01})
     config = {"searcher": {"name": "hyperband", "metric": "default"}}
     plane = plane_kit.SearcherPlane([3, 9], config=config)
-    use_plane(monkeypatch, plane)
+    plane_kit.use(plane)
     restarts: list[int] = []
 
     def run(budget: int) -> None:

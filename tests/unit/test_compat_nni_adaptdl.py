@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-import harness
-import harness.core
 from harness.compat import _nni_adaptdl
 from harness.compat._nni import NniTrial
 
@@ -35,27 +33,22 @@ def replica(no_trial_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
             adaptdl_checkpoint._STATES_TO_NAMES.pop(state)
 
 
-def use_plane(monkeypatch: pytest.MonkeyPatch, plane) -> None:
-    real_init = harness.core.init
-
-    def init(**kwargs: Any) -> harness.Context:
-        kwargs.update(plane.init_options(0.01))
-        return real_init(**kwargs)
-
-    monkeypatch.setattr(harness.core, "init", init)
-
-
-def test_a_preempted_replica_goes_on_and_counts_on_from_adaptdls_checkpoint(
-    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, plane_kit, replica: Path
-) -> None:
+@pytest.fixture
+def preempted(plane_kit, request: pytest.FixtureRequest) -> tuple[Any, NniTrial]:
+    """A trial of a platform that asks it to stop (seen by its heartbeat), and its NNI state."""
     plane_kit.platform_env({"lr": 0.01})
     plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
     plane.preempt = True
-    use_plane(monkeypatch, plane)
+    plane_kit.use(plane, heartbeat_interval_s=0.01)
     nni = NniTrial()
     request.addfinalizer(nni.close)
     nni.get_next_parameter()
     assert plane.wait_heartbeats(2)
+    return plane, nni
+
+
+def test_a_preempted_replica_goes_on_and_counts_on_from_adaptdls_checkpoint(replica: Path, preempted) -> None:
+    plane, nni = preempted
 
     nni.report_intermediate_result(0.3)  # no SystemExit: AdaptDL's SIGTERM stops the replica
     nni.report_intermediate_result(0.4)
@@ -67,18 +60,9 @@ def test_a_preempted_replica_goes_on_and_counts_on_from_adaptdls_checkpoint(
     assert (replica / "checkpoint-1" / _nni_adaptdl.STATE_NAME).read_text() == "7"
 
 
-def test_off_the_launcher_a_preempt_still_exits_0(
-    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, plane_kit
-) -> None:
+def test_off_the_launcher_a_preempt_still_exits_0(monkeypatch: pytest.MonkeyPatch, preempted) -> None:
     monkeypatch.delenv("STRATUS_ADAPTDL_REPLICA")
-    plane_kit.platform_env({"lr": 0.01})
-    plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
-    plane.preempt = True
-    use_plane(monkeypatch, plane)
-    nni = NniTrial()
-    request.addfinalizer(nni.close)
-    nni.get_next_parameter()
-    assert plane.wait_heartbeats(2)
+    plane, nni = preempted
 
     with pytest.raises(SystemExit) as exited:
         nni.report_intermediate_result(0.3)
