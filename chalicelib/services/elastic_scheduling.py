@@ -160,11 +160,13 @@ def rescale(
     waiting: Sequence[Run],
     now: float,
     *,
-    may_grow: bool,
     change: Mapping[str, int] | None = None,
+    released: str | None = None,
 ) -> list[tuple[Run, str | None]]:
     """Plan and start this pass's rescales (module docstring): the runs told to stop for them, each with
-    the waiting request it shrinks for (None for a grow)."""
+    the waiting request it shrinks for (None for a grow). ``waiting``: the requests the pass could not
+    place, or none when it placed every request there is (only then may a run grow); ``released``: the
+    run whose release asked for the pass."""
     movable: list[tuple[Run, RunElastic, float]] = []
     for run in holding:
         rules = RunElastic.of(run)
@@ -175,8 +177,10 @@ def rescale(
             movable.append((run, rules, age))
     if not movable:
         return []
-    if not waiting and not (may_grow and any(agent.free for agent in agents)):
+    if not waiting and not any(agent.free for agent in agents):
         return []
+    if not waiting and released and _released_for_rescale(ports, released):
+        return []  # its new request is on its way: the slots it gave back are its own
     views = [_view(ports, run, rules, age) for run, rules, age in movable]
     asks = [Waiting(r.run_id, r.slots, r.priority) for r in waiting]
     rescales = plan_rescales(views, agents, asks, change)
@@ -232,7 +236,7 @@ def _speedup(table: Mapping[str, Any] | None) -> dict[int, float]:
     return {int(r): float(f) for r, f in (table or {}).items()}
 
 
-def released_for_rescale(ports: Ports, run_id: str) -> bool:
+def _released_for_rescale(ports: Ports, run_id: str) -> bool:
     """Whether the run just released was stopped by a rescale (its trial's new request is on its way)."""
     run = ports.runs.get(run_id)
     return run is not None and run.elastic is not None and run.requeue

@@ -124,8 +124,7 @@ def schedule_pool(ports: Ports, pool: str, *, released: str | None = None) -> li
     change = flight.change if flight is not None else {}
     if summary.requests <= 0:
         telemetry.pool_pass(ports, seen)
-        if not (released and elastic_scheduling.released_for_rescale(ports, released)):
-            elastic_scheduling.rescale(ports, holding, agents, [], now, may_grow=True, change=change)
+        elastic_scheduling.rescale(ports, holding, agents, [], now, change=change, released=released)
         return []
     spec = ports.settings.pool(pool) or PoolSpec(name=pool)
     policy = PoolPolicy.of(spec)
@@ -136,9 +135,8 @@ def schedule_pool(ports: Ports, pool: str, *, released: str | None = None) -> li
     waiting = [r for r in head.read if r.run_id not in placed and r.run_id not in plan.reserved]
     if waiting or summary.requests <= len(head.read):
         after = _after_grants(planned, plan.assignments, {r.run_id: r for r in head.read})
-        grow = not waiting and not (released and elastic_scheduling.released_for_rescale(ports, released))
         stopped = elastic_scheduling.rescale(
-            ports, holding, after, waiting, now, may_grow=grow, change=change
+            ports, holding, after, waiting, now, change=change, released=released
         )
         shrunk = {run.run_id: for_run for run, for_run in stopped}
         if shrunk and waiting:  # plan again: the shrunk runs' slots are freeing for the waiting requests
