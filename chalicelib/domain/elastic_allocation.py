@@ -23,7 +23,8 @@ conservative about *when*:
 - **Never too soon.** A run younger than its ``min_interval_s`` (since its last start) is neither shrunk
   nor grown, so every restart pays off; a run already told to stop is left alone.
 - **One promise at a time.** While runs told to stop have not restarted, the slots they will free or take
-  back (``in_flight``) count for shrinking, and nothing grows (`plan_rescales`).
+  back (``in_flight``, from each rescale's ``placements``) count for shrinking, and nothing grows while a
+  run is being grown (`plan_rescales`).
 
 Requests that need several agents are not made room for by shrinking (they wait, or preempt, as any
 request does).
@@ -99,6 +100,8 @@ class Rescale:
     reason: str
     #: The waiting request a shrink makes room for.
     for_run: str | None = None
+    #: Where the run's slots are planned once it restarts (agent id -> slots): what is promised to it.
+    placements: Mapping[str, int] = field(default_factory=dict)
 
 
 def plan_rescales(
@@ -112,10 +115,11 @@ def plan_rescales(
     ``in_flight``: agent id -> the slots that runs told to stop will hold there once they restart, less
     what they hold now (a run being grown: more; being shrunk: fewer; stopping for good: minus all it
     holds). A shrink counts the slots coming free, so one request is not made room for twice; nothing
-    grows while any rescale is in flight, so slots promised to one run are not promised to another."""
+    grows while a run is being grown (a positive entry), so slots promised to one run are not promised to
+    another (a run stopping for good does not hold growth back)."""
     if waiting:
         return shrink_for(runs, agents, waiting, in_flight or {})
-    if in_flight:
+    if any(change > 0 for change in (in_flight or {}).values()):
         return []
     return grow_into(runs, agents)
 
@@ -171,7 +175,14 @@ def shrink_for(
             )
         free[agent] += freed - request.slots
     return [
-        Rescale(run_id, by_id[run_id].replicas, target, reasons[run_id], made_for[run_id])
+        Rescale(
+            run_id,
+            by_id[run_id].replicas,
+            target,
+            reasons[run_id],
+            made_for[run_id],
+            {next(iter(by_id[run_id].placements)): target * by_id[run_id].slots_per_replica},
+        )
         for run_id, target in targets.items()
         if target != by_id[run_id].replicas
     ]
@@ -256,6 +267,7 @@ def grow_into(runs: Sequence[ElasticRun], agents: Sequence[AgentCapacity]) -> li
                 target,
                 f"grow: {_slots(idle)} idle and nothing queued; speedup {run.speed(run.replicas):.2f} -> "
                 f"{run.speed(target):.2f}",
+                placements=dict(held[run.run_id]),
             )
         )
     return rescales

@@ -12,8 +12,8 @@ the pass's grants, and the requests it could not place. A rescale writes the tri
 rescale (`Trial.elastic_target`, `elastic_rescale`), then stops the run through the pause path
 (`pausing.preempt_run`): AdaptDL checkpoints on SIGTERM, the launcher exits 0, the workflow requeues the
 trial (not a restart) and its new request asks for the new size, at its job's place in the queue. A pass
-does not grow anything right after an elastic run was released for a rescale (its new request is on its
-way; the slots it gave back are its own).
+counts a run released for a rescale as in flight until its new request is queued: the slots it gave back
+are promised to it.
 
 **In flight** (`in_flight`, `reserve`): until a rescaled run restarts, the slots it will free or take
 back are known from its trial's rescale: a shrink counts them (one request is not made room for twice),
@@ -124,27 +124,35 @@ class InFlight:
                 )
 
 
-def in_flight(ports: Ports, holding: Sequence[Run]) -> InFlight:
-    """The pool's rescales in flight (`InFlight`; a rescaled run's trial is read, no other)."""
+def in_flight(ports: Ports, holding: Sequence[Run], released: str | None = None) -> InFlight:
+    """The pool's rescales in flight (`InFlight`): the runs told to stop, and ``released``, the run whose
+    release asked for this pass, if it was stopped for a rescale (it holds nothing any more, and its
+    trial's new request is on its way: its promise stands). A rescaled run's trial is read, no other."""
     flight = InFlight()
     change = flight.change
     for run in holding:
-        if not (run.preempt or run.pausing) or not run.placements:
-            continue
-        target = 0
-        rules = RunElastic.of(run)
-        if rules is not None and run.requeue:
-            trial = ports.trials.get(run.trial_id)
-            rescale = (trial.elastic_rescale if trial is not None else None) or {}
-            if rescale.get("run") == run.run_id:
-                target = int(rescale.get("to") or 0) * rules.slots_per_replica
-                if rescale.get("for"):
-                    flight.shrinking_for[str(rescale["for"])] = run.run_id
-        chief = run.placements[0].agent_id
-        change[chief] = change.get(chief, 0) + target
-        for placement in run.placements:
-            change[placement.agent_id] = change.get(placement.agent_id, 0) - placement.slots
+        if (run.preempt or run.pausing) and run.placements:
+            for placement in run.placements:
+                change[placement.agent_id] = change.get(placement.agent_id, 0) - placement.slots
+            _promise(ports, run, flight)
+    gone = ports.runs.get(released) if released else None
+    if gone is not None and gone.state == RunState.EXITED and gone.elastic:
+        _promise(ports, gone, flight)
     return flight
+
+
+def _promise(ports: Ports, run: Run, flight: InFlight) -> None:
+    """Add what the run's rescale promised it (the slots it will hold where, once it restarts)."""
+    if RunElastic.of(run) is None or not run.requeue:
+        return
+    trial = ports.trials.get(run.trial_id)
+    rescale = (trial.elastic_rescale if trial is not None else None) or {}
+    if rescale.get("run") != run.run_id:
+        return
+    for agent, slots in (rescale.get("agents") or {}).items():
+        flight.change[str(agent)] = flight.change.get(str(agent), 0) + int(slots)
+    if rescale.get("for"):
+        flight.shrinking_for[str(rescale["for"])] = run.run_id
 
 
 def reserve(agents: Sequence[AgentCapacity], change: Mapping[str, int]) -> list[AgentCapacity]:
@@ -161,12 +169,11 @@ def rescale(
     now: float,
     *,
     change: Mapping[str, int] | None = None,
-    released: str | None = None,
 ) -> list[tuple[Run, str | None]]:
     """Plan and start this pass's rescales (module docstring): the runs told to stop for them, each with
     the waiting request it shrinks for (None for a grow). ``waiting``: the requests the pass could not
-    place, or none when it placed every request there is (only then may a run grow); ``released``: the
-    run whose release asked for the pass."""
+    place, or none when it placed every request there is (only then may a run grow); ``change``: the
+    rescales in flight (`in_flight`)."""
     movable: list[tuple[Run, RunElastic, float]] = []
     for run in holding:
         rules = RunElastic.of(run)
@@ -179,8 +186,6 @@ def rescale(
         return []
     if not waiting and not any(agent.free for agent in agents):
         return []
-    if not waiting and released and _released_for_rescale(ports, released):
-        return []  # its new request is on its way: the slots it gave back are its own
     views = [_view(ports, run, rules, age) for run, rules, age in movable]
     asks = [Waiting(r.run_id, r.slots, r.priority) for r in waiting]
     rescales = plan_rescales(views, agents, asks, change)
@@ -197,6 +202,8 @@ def rescale(
         }
         if planned.for_run is not None:
             record["for"] = planned.for_run
+        if planned.placements:
+            record["agents"] = dict(planned.placements)
         ports.trials.record_rescale(run.trial_id, planned.target, record)
         pausing.preempt_run(ports, run)
         log.info(
@@ -234,12 +241,6 @@ def _view(ports: Ports, run: Run, rules: RunElastic, age: float) -> ElasticRun:
 def _speedup(table: Mapping[str, Any] | None) -> dict[int, float]:
     """The hints' ``{"<replicas>": factor}`` (validated when stored) with whole-number keys."""
     return {int(r): float(f) for r, f in (table or {}).items()}
-
-
-def _released_for_rescale(ports: Ports, run_id: str) -> bool:
-    """Whether the run just released was stopped by a rescale (its trial's new request is on its way)."""
-    run = ports.runs.get(run_id)
-    return run is not None and run.elastic is not None and run.requeue
 
 
 def note_granted(ports: Ports, run: Run) -> None:

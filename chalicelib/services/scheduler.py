@@ -120,11 +120,11 @@ def schedule_pool(ports: Ports, pool: str, *, released: str | None = None) -> li
         for host in hosts
         if host.accepting
     ]
-    flight = elastic_scheduling.in_flight(ports, holding) if any(r.elastic for r in holding) else None
-    change = flight.change if flight is not None else {}
+    flight = elastic_scheduling.in_flight(ports, holding, released)
+    change = flight.change
     if summary.requests <= 0:
         telemetry.pool_pass(ports, seen)
-        elastic_scheduling.rescale(ports, holding, agents, [], now, change=change, released=released)
+        elastic_scheduling.rescale(ports, holding, agents, [], now, change=change)
         return []
     spec = ports.settings.pool(pool) or PoolSpec(name=pool)
     policy = PoolPolicy.of(spec)
@@ -134,19 +134,16 @@ def schedule_pool(ports: Ports, pool: str, *, released: str | None = None) -> li
     placed = {a.run_id for a in plan.assignments}
     waiting = [r for r in head.read if r.run_id not in placed and r.run_id not in plan.reserved]
     if waiting or summary.requests <= len(head.read):
-        after = _after_grants(planned, plan.assignments, {r.run_id: r for r in head.read})
-        stopped = elastic_scheduling.rescale(
-            ports, holding, after, waiting, now, change=change, released=released
-        )
+        # The agents unreserved: the allocator counts the promises itself (`change`).
+        after = _after_grants(agents, plan.assignments, {r.run_id: r for r in head.read})
+        stopped = elastic_scheduling.rescale(ports, holding, after, waiting, now, change=change)
         shrunk = {run.run_id: for_run for run, for_run in stopped}
         if shrunk and waiting:  # plan again: the shrunk runs' slots are freeing for the waiting requests
             holding = [replace(r, preempt=True) if r.run_id in shrunk else r for r in holding]
             head = plan_head(ports, pool, policy, summary, [_holding(r) for r in holding], planned)
             plan = head.plan
-            flight = flight or elastic_scheduling.InFlight()
             flight.shrinking_for.update({f: r for r, f in shrunk.items() if f is not None})
-    if flight is not None:
-        flight.note_waits(plan.blocked, plan.reserved)
+    flight.note_waits(plan.blocked, plan.reserved)
     pending = head.read
     _tell_demand(ports, pool, summary, pending, plan.blocked)
     by_id = {r.run_id: r for r in [*pending, *holding]}

@@ -87,6 +87,13 @@ def test_a_run_alone_on_its_agent_grows_by_whole_idle_agents() -> None:
     assert [(r.target) for r in rescales] == [8]
 
 
+def test_a_rescale_says_where_its_slots_are_promised() -> None:
+    (grown,) = grow_into([run(replicas=4, placements={"a": 4})], [agent("a", 4, 4), agent("b", 4, 0)])
+    assert grown.placements == {"a": 4, "b": 4}
+    (shrunk,) = shrink_for([run(replicas=2)], [agent("a", 2, 2)], [Waiting("9.1", 1, 42)])
+    assert shrunk.placements == {"a": 1}
+
+
 def test_slots_per_replica_count_in_slots() -> None:
     two = run(replicas=1, per=2)
     assert [r.target for r in grow_into([two], [agent("a", 4, 2)])] == [2]
@@ -174,3 +181,5 @@ def test_nothing_grows_while_a_rescale_is_in_flight() -> None:
     agents = [agent("a", 4, 2)]
     assert plan_rescales([z], agents, [], {"a": 2}) == []
     assert [r.target for r in plan_rescales([z], agents, [])] == [3]
+    # A run stopping for good (a paused fixed trial) holds no growth back.
+    assert [r.target for r in plan_rescales([z], agents, [], {"a": -1})] == [3]

@@ -147,15 +147,18 @@ def test_no_growth_in_the_pass_of_a_release_for_a_rescale(ports, flow):
     flow.launch(second_run)
     runs.heartbeat(ports, "agent-1", "default", 4, [first_run, second_run])
     runs.started(ports, "agent-1", second_run, pid=4244)
-    ports.runs.tell_to_stop(first_run, pause=False)  # as a rescale of the first leaves it
+    grow = {"run": first_run, "from": 1, "to": 2, "reason": "grow", "agents": {"agent-1": 2}}
+    ports.trials.record_rescale(first, 2, grow)  # as a rescale of the first leaves it
+    ports.runs.tell_to_stop(first_run, pause=False)
     later(ports, INTERVAL, 4, [first_run, second_run])
 
     ports.runs.exit(first_run, 0, "stopped for a rescale")
     scheduler.handle_message(ports, messages.ReleaseSlots(run_id=first_run, pool="default"))
 
     assert not ports.runs.get(second_run).preempt
-    scheduler.schedule_pool(ports, "default")  # a later pass with the slots still idle: it grows
-    assert ports.trials.get(second).elastic_target == 3
+    requeued = flow.request_slots(first, 2)  # its new request takes the slots promised to it
+    assert (ports.runs.get(requeued).slots, ports.runs.get(requeued).state) == (2, RunState.ASSIGNED)
+    assert ports.trials.get(second).elastic_target == 2  # into the one slot left, not the promised ones
 
 
 def test_slots_per_replica_size_the_request_and_a_target_beyond_the_pool_is_clamped(ports, flow):
