@@ -18,8 +18,10 @@ conservative about *when*:
   the elastic trial keeps running, smaller.
 - **Grow** only when nothing waits: idle slots go, one step at a time, to the run whose speedup gains the
   most per slot added: within its agent, or by whole idle agents for a run that is alone on its agents
-  (AdaptDL's replicas on several nodes, like a multi-node trial). A grow is kept only when the new
-  speedup is at least ``threshold`` times the current one.
+  (AdaptDL's replicas on several nodes, like a multi-node trial). A grow is kept only when it pays for
+  its restart: over the time the new size is expected to run (as long as the run has already run since
+  its last start, at least the interval), the progress at the new speedup less the restart's
+  (``restart_s``, the trial's last one) is at least ``threshold`` times the progress of staying.
 - **Never too soon.** A run younger than its ``min_interval_s`` (since its last start) is neither shrunk
   nor grown, so every restart pays off; a run already told to stop is left alone.
 - **One promise at a time.** While runs told to stop have not restarted, the slots they will free or take
@@ -58,6 +60,8 @@ class ElasticRun:
     speedup: Mapping[int, float] = field(default_factory=dict)
     #: Told to stop already (paused, preempted, being rescaled).
     stopping: bool = False
+    #: What a restart costs it, in seconds without progress (its last one, measured; 0 before any).
+    restart_s: float = 0.0
 
     def speed(self, replicas: int) -> float:
         """The speedup at ``replicas``: the table's, linearly between its points, flat beyond its last
@@ -79,6 +83,16 @@ class ElasticRun:
     @property
     def movable(self) -> bool:
         return not self.stopping and self.age_s >= self.min_interval_s
+
+    def worth_growing(self, target: int) -> bool:
+        """Whether restarting at ``target`` replicas pays: over the time the new size is expected to run
+        (as long as the run has run since its last start, at least ``min_interval_s``), its progress less
+        the restart's (``restart_s`` without any) beats staying by ``threshold``."""
+        horizon = max(self.min_interval_s, self.age_s)
+        now = self.speed(self.replicas)
+        if horizon <= 0:
+            return self.speed(target) >= self.threshold * now
+        return self.speed(target) * max(horizon - self.restart_s, 0.0) >= self.threshold * now * horizon
 
 
 @dataclass(frozen=True)
@@ -258,7 +272,7 @@ def grow_into(runs: Sequence[ElasticRun], agents: Sequence[AgentCapacity]) -> li
     rescales = []
     for run in candidates:
         target = targets[run.run_id]
-        if target == run.replicas or run.speed(target) < run.threshold * run.speed(run.replicas):
+        if target == run.replicas or not run.worth_growing(target):
             continue
         rescales.append(
             Rescale(

@@ -15,6 +15,9 @@ trial (not a restart) and its new request asks for the new size, at its job's pl
 counts a run released for a rescale as in flight until its new request is queued: the slots it gave back
 are promised to it.
 
+**Restart cost**: a grow must pay for its restart (`ElasticRun.worth_growing`); what the trial's last
+rescale took, from the decision to the next run's process start, is the estimate.
+
 **In flight** (`in_flight`, `reserve`): until a rescaled run restarts, the slots it will free or take
 back are known from its trial's rescale: a shrink counts them (one request is not made room for twice),
 nothing grows, and the pass's planner sees the slots promised to a growing run as taken.
@@ -220,6 +223,7 @@ def rescale(
 def _view(ports: Ports, run: Run, rules: RunElastic, age: float) -> ElasticRun:
     trial = ports.trials.get(run.trial_id)
     hints = (trial.elastic_hints if trial is not None else None) or {}
+    restart_s = _restart_s(trial, run) if trial is not None else 0.0
     placements: dict[str, int] = {}
     for placement in run.placements:
         placements[placement.agent_id] = placements.get(placement.agent_id, 0) + placement.slots
@@ -235,7 +239,19 @@ def _view(ports: Ports, run: Run, rules: RunElastic, age: float) -> ElasticRun:
         min_interval_s=rules.min_interval_s,
         threshold=rules.threshold,
         speedup=_speedup(hints.get(adaptdl.SPEEDUP)),
+        restart_s=restart_s,
     )
+
+
+def _restart_s(trial: Trial, run: Run) -> float:
+    """What the trial's last rescale cost, if the run follows it: from the decision to the run's process
+    started (AdaptDL's own start after that is not counted); 0 otherwise."""
+    rescale = trial.elastic_rescale or {}
+    trial_id, attempt = keys.parse_run_id(run.run_id)
+    started, decided = run.started_at or run.launched_at, rescale.get("at")
+    if attempt <= 1 or rescale.get("run") != keys.run_id(trial_id, attempt - 1) or not started or not decided:
+        return 0.0
+    return max(0.0, epoch_of(started) - epoch_of(str(decided)))
 
 
 def _speedup(table: Mapping[str, Any] | None) -> dict[int, float]:

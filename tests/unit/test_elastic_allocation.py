@@ -183,3 +183,13 @@ def test_nothing_grows_while_a_rescale_is_in_flight() -> None:
     assert [r.target for r in plan_rescales([z], agents, [])] == [3]
     # A run stopping for good (a paused fixed trial) holds no growth back.
     assert [r.target for r in plan_rescales([z], agents, [], {"a": -1})] == [3]
+
+
+def test_a_grow_must_pay_for_its_restart_over_the_time_the_run_has_run() -> None:
+    """2 replicas at speedup 1.5 for a 120 s restart: not after 5 minutes (1.5 x 180 s < 1.05 x 300 s),
+    worth it after an hour (1.5 x 3480 s > 1.05 x 3600 s)."""
+    table = {1: 1.0, 2: 1.5}
+    young = ElasticRun(**{**run(age=300.0, speedup=table).__dict__, "restart_s": 120.0})
+    old = ElasticRun(**{**young.__dict__, "age_s": 3600.0})
+    assert grow_into([young], [agent("a", 2, 1)]) == []
+    assert [r.target for r in grow_into([old], [agent("a", 2, 1)])] == [2]

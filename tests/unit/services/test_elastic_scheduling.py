@@ -182,3 +182,22 @@ def test_a_fixed_trial_is_never_rescaled(ports, flow):
 
     assert not ports.runs.get(spec["run_id"]).preempt
     assert ports.trials.get(trial_id).elastic_target is None
+
+
+def test_a_grow_must_pay_for_the_restart_the_trial_s_last_rescale_took(ports, flow):
+    trial_id, run_id = running_elastic(ports, flow, slots=2)
+    later(ports, INTERVAL, 2, [run_id])
+    scheduler.schedule_pool(ports, "default")  # no rescale yet, no restart cost known: 1 -> 2
+    second = requeue(ports, flow, trial_id, run_id)
+    flow.launch(second)
+    later(ports, 200, 2, [second])  # its restart took 200 s
+    runs.started(ports, "agent-1", second, pid=4243)
+    later(ports, INTERVAL, 4, [second])  # the agent now offers 4 slots: 2 idle
+
+    scheduler.schedule_pool(ports, "default")
+    assert not ports.runs.get(second).preempt  # 4 x (60 s - 200 s) of progress is no gain on 2 x 60 s
+
+    later(ports, 3600, 4, [second])
+    scheduler.schedule_pool(ports, "default")
+    assert ports.runs.get(second).preempt  # an hour at 2 replicas: the next hour at 4 pays for 200 s
+    assert ports.trials.get(trial_id).elastic_target == 4
