@@ -13,7 +13,9 @@ checkpoint for both folders rather than a second kind: the routes, the S3 layout
 with that checkpoint. The cost: the share folder is uploaded again at every save (a shared dataset costs
 its size per rescale; a share file already on the node with the stored size is not downloaded again).
 
-The TensorBoard folder stays local, as ``harness`` does with TensorBoard files today.
+The TensorBoard folder (``ADAPTDL_TENSORBOARD_LOGDIR``) goes with them, so it lives as long as the trial's
+checkpoints (NNI keeps it for the experiment): restored at every start, saved with every AdaptDL save, and
+once more when the trial completes (`tensorboard_files`), since AdaptDL saves nothing at a normal exit.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def checkpoint_files(folders: Folders, n: int) -> dict[str, Path]:
     for kind, root in (
         (f"{adaptdl.CHECKPOINT_DIR}/checkpoint-{n}", base),
         (adaptdl.SHARE_DIR, folders.share),
+        (adaptdl.TENSORBOARD_DIR, folders.tensorboard),
     ):
         for path in sorted(root.rglob("*")):
             if path.is_file() and not path.is_symlink():
@@ -85,12 +88,21 @@ def checkpoint_files(folders: Folders, n: int) -> dict[str, Path]:
     return files
 
 
+def tensorboard_files(folders: Folders) -> bool:
+    """Whether the TensorBoard folder holds a file (then a completed trial saves once more)."""
+    return any(path.is_file() for path in folders.tensorboard.rglob("*"))
+
+
 def local_target(folders: Folders, name: str) -> Path | None:
-    """Where a stored file goes on this node; None for ``metadata.json`` and names outside the two folders."""
+    """Where a stored file goes on this node; None for ``metadata.json`` and names outside the folders."""
     rel = PurePosixPath(name)
     if rel.is_absolute() or ".." in rel.parts or "\\" in name or len(rel.parts) < 2:
         return None
-    roots = {adaptdl.CHECKPOINT_DIR: folders.checkpoint, adaptdl.SHARE_DIR: folders.share}
+    roots = {
+        adaptdl.CHECKPOINT_DIR: folders.checkpoint,
+        adaptdl.SHARE_DIR: folders.share,
+        adaptdl.TENSORBOARD_DIR: folders.tensorboard,
+    }
     root = roots.get(rel.parts[0])
     return None if root is None else root.joinpath(*rel.parts[1:])
 

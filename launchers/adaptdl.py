@@ -9,9 +9,10 @@ control plane's count, the highest ``checkpoint-N`` present + 1) so it goes up a
 address from the rendezvous (``_rendezvous``, on several nodes; the chief picks ``ADAPTDL_MASTER_PORT``),
 and ``ADAPTDL_SUPERVISOR_URL`` pointing at this launcher's proxy (``_adaptdl_proxy``).
 
-Around the replicas (``_adaptdl_sync``): before start every node restores the latest AdaptDL checkpoint
-and share folder through the API; after exit node 0 stores the newest ``checkpoint-N`` it holds, if this
-start saved one.
+Around the replicas (``_adaptdl_sync``): before start every node restores the latest AdaptDL checkpoint,
+share and TensorBoard folders through the API; after exit node 0 stores the newest ``checkpoint-N`` it
+holds with them, if this start saved one, and the folders once more when the trial completed with
+TensorBoard files.
 
 Signals: any signal the launcher gets, or ``STRATUS_PREEMPT_FILE`` appearing, becomes SIGTERM to every
 replica (AdaptDL saves at its next batch and exits 143), and SIGKILL follows after the kill grace (at least
@@ -36,7 +37,13 @@ from pathlib import Path
 from contract import adaptdl
 from contract.http import RetryPolicy, Session
 from launchers._adaptdl_proxy import HintsForwarder, SupervisorProxy
-from launchers._adaptdl_sync import CheckpointSync, Folders, highest_checkpoint, num_restarts
+from launchers._adaptdl_sync import (
+    CheckpointSync,
+    Folders,
+    highest_checkpoint,
+    num_restarts,
+    tensorboard_files,
+)
 from launchers._argv import FlagSpec, Target, override_names, parse_launch_args, worker_command
 from launchers._info import REPORT_ENV, AdaptdlEnv, LaunchInfo, adaptdl_env, free_port, load_launch_info
 from launchers._monitor import Outcome, Worker, supervise, write_report
@@ -248,15 +255,16 @@ def run(info: LaunchInfo, env: AdaptdlEnv, per_node: int, target: Target) -> Out
     newest = highest_checkpoint(folders.checkpoint)
     saved_now = newest is not None and newest >= restarts
     result = final_outcome(outcome, stopped=stop.stopped.is_set(), saved=saved_now or info.node_rank != 0)
-    if sync is not None and info.node_rank == 0 and saved_now and newest is not None:
+    # Node 0 stores this start's AdaptDL save; a completed trial stores its TensorBoard files once more.
+    completed = result.exit_code == 0 and not stop.stopped.is_set() and tensorboard_files(folders)
+    if sync is not None and info.node_rank == 0 and (saved_now or completed):
+        n = newest if newest is not None else restarts
         try:
-            sync.save(folders, newest)
+            sync.save(folders, n)
         except SyncError as e:
             _say(str(e))
             if result.exit_code == 0:
-                result = Outcome(
-                    1, None, f"AdaptDL's checkpoint-{newest} could not be stored: {e}", result.codes
-                )
+                result = Outcome(1, None, f"AdaptDL's checkpoint-{n} could not be stored: {e}", result.codes)
     if session is not None:
         session.close()
     return result

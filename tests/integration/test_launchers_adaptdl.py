@@ -36,6 +36,7 @@ env = {k: v for k, v in os.environ.items() if k.startswith(("ADAPTDL", "TORCH_FO
 rank, group = env["ADAPTDL_REPLICA_RANK"], env["ADAPTDL_NUM_RESTARTS"]
 url, job = env["ADAPTDL_SUPERVISOR_URL"], env["ADAPTDL_JOB_ID"]
 ckpt, share = pathlib.Path(env["ADAPTDL_CHECKPOINT_PATH"]), pathlib.Path(env["ADAPTDL_SHARE_PATH"])
+tb = pathlib.Path(env["ADAPTDL_TENSORBOARD_LOGDIR"])
 addrs = json.load(urllib.request.urlopen(f"{url}/discover/{job}/{group}"))
 hints = None
 if rank == "0":
@@ -43,6 +44,7 @@ if rank == "0":
                                  method="PUT", headers={"Content-Type": "application/json"})
     hints = urllib.request.urlopen(req).status
     (share / "data.txt").write_text("downloaded once")
+    (tb / f"events-{group}").write_text(f"written by start {group}")
 def stop(*_):
     if rank == "0":
         (ckpt / "_checkpoint").mkdir()
@@ -252,7 +254,12 @@ def test_two_replicas_get_their_env_proxy_and_a_sigterm_is_a_clean_preempt_then_
 
     [(uid, stored)] = api.checkpoints.items()
     assert stored["metadata"] == {"steps_completed": 0, "adaptdl": {"format": 1, "restarts": 0}}
-    assert sorted(stored["resources"]) == ["checkpoint/checkpoint-0/state", "metadata.json", "share/data.txt"]
+    assert sorted(stored["resources"]) == [
+        "checkpoint/checkpoint-0/state",
+        "metadata.json",
+        "share/data.txt",
+        "tensorboard/events-0",
+    ]
 
     # The next start, on a fresh node: the folders come back through the API, NUM_RESTARTS goes up.
     second = Launcher(
@@ -265,7 +272,13 @@ def test_two_replicas_get_their_env_proxy_and_a_sigterm_is_a_clean_preempt_then_
     assert again["env"]["ADAPTDL_NUM_RESTARTS"] == "1" and again["env"]["ADAPTDL_NUM_REPLICAS"] == "1"
     assert again["restored"] == ["checkpoint-0"] and again["share"] == ["data.txt"]
     assert (workdir.path / "b" / "checkpoint" / "checkpoint-0" / "state").read_text() == "saved by start 0"
-    assert len(api.checkpoints) == 1  # nothing new saved at completion
+    # Completed: AdaptDL saved nothing, but the TensorBoard folder (both starts' files) is stored once more.
+    [last] = [c for u, c in api.checkpoints.items() if u != uid]
+    assert last["metadata"] == {"steps_completed": 0, "adaptdl": {"format": 1, "restarts": 0}}
+    assert sorted(n for n in last["resources"] if n.startswith("tensorboard/")) == [
+        "tensorboard/events-0",
+        "tensorboard/events-1",
+    ]
 
 
 def test_the_preempt_file_stops_the_replicas_like_our_sigterm(
