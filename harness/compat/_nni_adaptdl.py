@@ -15,6 +15,7 @@ Two things differ from a plain NNI trial:
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import IO, Any
 
@@ -33,11 +34,13 @@ class ResultCount:
     """The number of results reported, kept in AdaptDL's checkpoint (restored on creation)."""
 
     def __init__(self) -> None:
-        import adaptdl.checkpoint as checkpoint  # only in a replica, where AdaptDL is installed
+        # The trial's own dependency, not the compute side's (as `launchers._adaptdl_proxy` loads goodput):
+        # only a replica of launchers.adaptdl gets here, and AdaptDL is what runs it.
+        checkpoint = importlib.import_module("adaptdl.checkpoint")
 
         outer = self
 
-        class _State(checkpoint.State):  # type: ignore[misc]
+        class _State(checkpoint.State):  # type: ignore[name-defined,misc]
             def save(self, fileobj: IO[bytes]) -> None:
                 fileobj.write(str(outer.value).encode())
 
