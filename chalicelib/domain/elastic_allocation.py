@@ -60,7 +60,7 @@ class ElasticRun:
     speedup: Mapping[int, float] = field(default_factory=dict)
     #: Told to stop already (paused, preempted, being rescaled).
     stopping: bool = False
-    #: What a restart costs it, in seconds without progress (its last one, measured; 0 before any).
+    #: What a restart costs it, in seconds without progress (its last one, or its first start, measured).
     restart_s: float = 0.0
 
     def speed(self, replicas: int) -> float:
@@ -244,10 +244,40 @@ class _Pool:
 
 
 def grow_into(runs: Sequence[ElasticRun], agents: Sequence[AgentCapacity]) -> list[Rescale]:
-    pool = _Pool({a.agent_id: a.free for a in agents}, {a.agent_id: a.slots for a in agents})
-    if not any(pool.free.values()):
+    if not any(a.free for a in agents):
         return []
     candidates = [run for run in runs if run.movable and run.replicas < run.max_replicas]
+    while True:  # a run whose share does not pay for its restart leaves it to the others
+        targets, held = _divide(candidates, agents)
+        unpaid = [
+            run
+            for run in candidates
+            if targets[run.run_id] != run.replicas and not run.worth_growing(targets[run.run_id])
+        ]
+        if not unpaid:
+            break
+        candidates = [run for run in candidates if run not in unpaid]
+    idle = sum(a.free for a in agents)
+    return [
+        Rescale(
+            run.run_id,
+            run.replicas,
+            targets[run.run_id],
+            f"grow: {_slots(idle)} idle and nothing queued; speedup {run.speed(run.replicas):.2f} -> "
+            f"{run.speed(targets[run.run_id]):.2f}",
+            placements=dict(held[run.run_id]),
+        )
+        for run in candidates
+        if targets[run.run_id] != run.replicas
+    ]
+
+
+def _divide(
+    candidates: Sequence[ElasticRun], agents: Sequence[AgentCapacity]
+) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """The idle slots divided among ``candidates``, one step at a time to the best gain per slot: each
+    run's target replicas and where its slots would be."""
+    pool = _Pool({a.agent_id: a.free for a in agents}, {a.agent_id: a.slots for a in agents})
     held = {run.run_id: dict(run.placements) for run in candidates}
     targets = {run.run_id: run.replicas for run in candidates}
     while True:
@@ -257,34 +287,16 @@ def grow_into(runs: Sequence[ElasticRun], agents: Sequence[AgentCapacity]) -> li
             if step is None:
                 continue
             target, taken = step
-            added = sum(taken.values())
-            gain = (run.speed(target) - run.speed(targets[run.run_id])) / added
+            gain = (run.speed(target) - run.speed(targets[run.run_id])) / sum(taken.values())
             if gain > 0:
-                options.append((-gain, run.priority, run.run_id, run, target, taken))
+                options.append((-gain, run.priority, run.run_id, target, taken))
         if not options:
-            break
-        _, _, run_id, run, target, taken = min(options, key=lambda o: o[:3])
+            return targets, held
+        _, _, run_id, target, taken = min(options, key=lambda o: o[:3])
         targets[run_id] = target
         for agent, slots in taken.items():
             pool.free[agent] -= slots
             held[run_id][agent] = held[run_id].get(agent, 0) + slots
-    idle = sum(a.free for a in agents)
-    rescales = []
-    for run in candidates:
-        target = targets[run.run_id]
-        if target == run.replicas or not run.worth_growing(target):
-            continue
-        rescales.append(
-            Rescale(
-                run.run_id,
-                run.replicas,
-                target,
-                f"grow: {_slots(idle)} idle and nothing queued; speedup {run.speed(run.replicas):.2f} -> "
-                f"{run.speed(target):.2f}",
-                placements=dict(held[run.run_id]),
-            )
-        )
-    return rescales
 
 
 def _next_step(

@@ -16,7 +16,8 @@ counts a run released for a rescale as in flight until its new request is queued
 are promised to it.
 
 **Restart cost**: a grow must pay for its restart (`ElasticRun.worth_growing`); what the trial's last
-rescale took, from the decision to the next run's process start, is the estimate.
+rescale took, from the decision to the next run's process start, is the estimate (before any rescale: the
+run's own start, from its grant to its process).
 
 **In flight** (`in_flight`, `reserve`): until a rescaled run restarts, the slots it will free or take
 back are known from its trial's rescale: a shrink counts them (one request is not made room for twice),
@@ -244,14 +245,17 @@ def _view(ports: Ports, run: Run, rules: RunElastic, age: float) -> ElasticRun:
 
 
 def _restart_s(trial: Trial, run: Run) -> float:
-    """What the trial's last rescale cost, if the run follows it: from the decision to the run's process
-    started (AdaptDL's own start after that is not counted); 0 otherwise."""
+    """What a restart costs the trial: its last rescale, from the decision to the next run's process start,
+    if this run follows it; else this run's own start, from its grant to its process (AdaptDL's own start
+    after that is not counted)."""
     rescale = trial.elastic_rescale or {}
     trial_id, attempt = keys.parse_run_id(run.run_id)
     started, decided = run.started_at or run.launched_at, rescale.get("at")
-    if attempt <= 1 or rescale.get("run") != keys.run_id(trial_id, attempt - 1) or not started or not decided:
+    if not started:
         return 0.0
-    return max(0.0, epoch_of(started) - epoch_of(str(decided)))
+    if attempt > 1 and rescale.get("run") == keys.run_id(trial_id, attempt - 1) and decided:
+        return max(0.0, epoch_of(started) - epoch_of(str(decided)))
+    return max(0.0, epoch_of(started) - epoch_of(run.assigned_at)) if run.assigned_at else 0.0
 
 
 def _speedup(table: Mapping[str, Any] | None) -> dict[int, float]:

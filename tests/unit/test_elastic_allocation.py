@@ -193,3 +193,11 @@ def test_a_grow_must_pay_for_its_restart_over_the_time_the_run_has_run() -> None
     old = ElasticRun(**{**young.__dict__, "age_s": 3600.0})
     assert grow_into([young], [agent("a", 2, 1)]) == []
     assert [r.target for r in grow_into([old], [agent("a", 2, 1)])] == [2]
+
+
+def test_a_run_whose_grow_does_not_pay_leaves_the_idle_slots_to_another() -> None:
+    """x's restart costs more than its interval: its share of the 2 idle slots goes to z."""
+    x = ElasticRun(**{**run("1.1", age=60.0).__dict__, "min_interval_s": 60.0, "restart_s": 65.0})
+    z = ElasticRun(**{**run("2.1", age=60.0).__dict__, "min_interval_s": 60.0})
+    agents = [agent("a", 4, 2)]
+    assert [(r.run_id, r.target) for r in grow_into([x, z], agents)] == [("2.1", 3)]

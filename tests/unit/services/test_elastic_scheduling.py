@@ -187,7 +187,7 @@ def test_a_fixed_trial_is_never_rescaled(ports, flow):
 def test_a_grow_must_pay_for_the_restart_the_trial_s_last_rescale_took(ports, flow):
     trial_id, run_id = running_elastic(ports, flow, slots=2)
     later(ports, INTERVAL, 2, [run_id])
-    scheduler.schedule_pool(ports, "default")  # no rescale yet, no restart cost known: 1 -> 2
+    scheduler.schedule_pool(ports, "default")  # its own start took no time: 1 -> 2
     second = requeue(ports, flow, trial_id, run_id)
     flow.launch(second)
     later(ports, 200, 2, [second])  # its restart took 200 s
