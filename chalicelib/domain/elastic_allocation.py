@@ -247,7 +247,7 @@ def grow_into(runs: Sequence[ElasticRun], agents: Sequence[AgentCapacity]) -> li
     if not any(a.free for a in agents):
         return []
     candidates = [run for run in runs if run.movable and run.replicas < run.max_replicas]
-    while True:  # a run whose share does not pay for its restart leaves it to the others
+    while True:  # a run whose share does not pay for its restart leaves it to the others, one at a time
         targets, held = _divide(candidates, agents)
         unpaid = [
             run
@@ -256,7 +256,16 @@ def grow_into(runs: Sequence[ElasticRun], agents: Sequence[AgentCapacity]) -> li
         ]
         if not unpaid:
             break
-        candidates = [run for run in candidates if run not in unpaid]
+        # first a run that would not pay even with every idle slot to itself, else the least gaining one
+        least = min(
+            unpaid,
+            key=lambda r: (
+                _pays_alone(r, agents),
+                r.speed(targets[r.run_id]) / r.speed(r.replicas),
+                r.run_id,
+            ),
+        )
+        candidates = [run for run in candidates if run is not least]
     idle = sum(a.free for a in agents)
     return [
         Rescale(
@@ -270,6 +279,11 @@ def grow_into(runs: Sequence[ElasticRun], agents: Sequence[AgentCapacity]) -> li
         for run in candidates
         if targets[run.run_id] != run.replicas
     ]
+
+
+def _pays_alone(run: ElasticRun, agents: Sequence[AgentCapacity]) -> bool:
+    target = _divide([run], agents)[0][run.run_id]
+    return target != run.replicas and run.worth_growing(target)
 
 
 def _divide(

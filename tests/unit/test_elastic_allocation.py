@@ -201,3 +201,16 @@ def test_a_run_whose_grow_does_not_pay_leaves_the_idle_slots_to_another() -> Non
     z = ElasticRun(**{**run("2.1", age=60.0).__dict__, "min_interval_s": 60.0})
     agents = [agent("a", 4, 2)]
     assert [(r.run_id, r.target) for r in grow_into([x, z], agents)] == [("2.1", 3)]
+
+
+def test_a_run_that_could_never_pay_is_left_out_before_one_that_pays_with_more_slots() -> None:
+    """2 idle slots: split, neither x (a restart as long as its age) nor y (3 replicas: 2.53 x 139 s <
+    1.05 x 1.88 x 180 s) pays; y with both (4: 3.09 x 139 s) does."""
+    x = ElasticRun(
+        **{**run("1.1", 2, age=200.0, speedup={2: 1.0, 3: 2.0, 4: 2.5}).__dict__, "restart_s": 200.0}
+    )
+    y = ElasticRun(
+        **{**run("2.1", 2, age=180.0, speedup={2: 1.88, 3: 2.53, 4: 3.09}).__dict__, "restart_s": 41.0}
+    )
+    both = [ElasticRun(**{**r.__dict__, "min_interval_s": 60.0}) for r in (x, y)]
+    assert [(r.run_id, r.target) for r in grow_into(both, [agent("a", 6, 4)])] == [("2.1", 4)]
