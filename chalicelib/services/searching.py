@@ -181,6 +181,14 @@ def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTria
         )
     )
     ports.experiments.record_trial_count(experiment.id, len(ports.trials.for_experiment(experiment.id)))
+    current = ports.experiments.get(experiment.id)
+    if current is not None and (current.state in stopping.STOPPING_TO_CANCELED or current.state.terminal):
+        # Canceled or killed while the searcher decided (the cancel listed the trials before this one
+        # existed): it never starts, and the experiment ends once its other trials have.
+        ports.trials.transition(trial_id, TrialState.CANCELED, end_time=ports.clock.now_iso())
+        if not current.state.terminal:
+            stopping.on_trial_event(ports, current)
+        return trial_id
     if not paused:
         _start_run(ports, experiment, trial_id, generation=0)
     return trial_id

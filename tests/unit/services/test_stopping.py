@@ -144,3 +144,52 @@ def test_a_killed_trial_ends_and_its_experiment_goes_on(ports, flow):
     flow.end_trial(flow.trial_ids(experiment.id)[2], "COMPLETED")
     with pytest.raises(ConflictError, match=r"trial \d+ is COMPLETED"):
         stopping.kill_trial(ports, flow.trial_ids(experiment.id)[2])
+
+
+def test_a_trial_the_searcher_creates_while_the_experiment_is_canceled_never_starts(ports, flow):
+    """The race: the searcher read the experiment ACTIVE, the cancel listed the trials, then the searcher
+    created one more. It is canceled at once, no workflow starts for it, and the experiment ends."""
+    experiment, first, second, first_run, _ = flow.running_and_queued(RANDOM)
+    claim = ports.ids.claim
+    canceled: list[int] = []
+
+    def claim_after_a_cancel(key: str, kind: str) -> int:
+        if kind == "trial" and not canceled:
+            canceled.append(stopping.cancel_experiment(ports, experiment.id).id)
+        return claim(key, kind)
+
+    ports.ids.claim = claim_after_a_cancel
+    runs.exited(ports, "agent-1", first_run, 0, "exited with code 0")
+    flow.end_trial(first, "COMPLETED")  # its event: the searcher creates the next trial
+
+    assert canceled == [experiment.id]
+    (late,) = [t for t in flow.trial_ids(experiment.id) if t not in (first, second)]
+    assert ports.trials.get(late).state == TrialState.CANCELED
+    assert keys.execution_name(late, 0) not in ports.workflows.executions
+    assert ports.experiments.get(experiment.id).state == ExperimentState.CANCELED
+
+
+def test_a_trial_created_during_a_cancel_with_another_still_running_waits_for_nothing(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, second = flow.trial_ids(experiment.id)
+    flow.place(first, slots=2)
+    second_run = flow.request_slots(second)
+    flow.launch(second_run)
+    claim = ports.ids.claim
+
+    def claim_after_a_cancel(key: str, kind: str) -> int:
+        if kind == "trial" and ports.experiments.get(experiment.id).state == ExperimentState.ACTIVE:
+            stopping.cancel_experiment(ports, experiment.id)
+        return claim(key, kind)
+
+    ports.ids.claim = claim_after_a_cancel
+    runs.exited(ports, "agent-1", keys.run_id(first, 1), 0, "exited with code 0")
+    flow.end_trial(first, "COMPLETED")
+
+    (late,) = [t for t in flow.trial_ids(experiment.id) if t not in (first, second)]
+    assert ports.trials.get(late).state == TrialState.CANCELED
+    assert keys.execution_name(late, 0) not in ports.workflows.executions
+    assert ports.experiments.get(experiment.id).state == ExperimentState.STOPPING_CANCELED
+    runs.exited(ports, "agent-1", second_run, 0, "exited with code 0")  # the running one stops
+    _workflow_ends(ports, flow, second_run)
+    assert ports.experiments.get(experiment.id).state == ExperimentState.CANCELED
