@@ -688,3 +688,20 @@ class PlaneKit:
 @pytest.fixture
 def plane_kit(monkeypatch: pytest.MonkeyPatch) -> PlaneKit:
     return PlaneKit(monkeypatch)
+
+
+@pytest.fixture
+def preempted_nni(plane_kit: PlaneKit, request: pytest.FixtureRequest) -> tuple[Any, Any]:
+    """An NNI trial (`harness.compat._nni.NniTrial`, parameters fetched) of a platform that asks it to stop,
+    once its heartbeat has seen that: the plane and the trial's NNI state."""
+    from harness.compat._nni import NniTrial
+
+    plane_kit.platform_env({"lr": 0.01})
+    plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
+    plane.preempt = True
+    plane_kit.use(plane, heartbeat_interval_s=0.01)
+    nni = NniTrial()
+    request.addfinalizer(nni.close)
+    nni.get_next_parameter()
+    assert plane.wait_heartbeats(2)
+    return plane, nni

@@ -309,17 +309,8 @@ def test_nni_final_result_completes_an_open_ended_operation(
         NniTrial().report_final_result({"accuracy": 1.0})
 
 
-def test_nni_exits_when_the_platform_preempts(
-    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, plane_kit
-) -> None:
-    plane_kit.platform_env({"lr": 0.01})
-    plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
-    plane.preempt = True
-    plane_kit.use(plane, heartbeat_interval_s=0.01)
-    nni = NniTrial()
-    request.addfinalizer(nni.close)
-    nni.get_next_parameter()
-    assert plane.wait_heartbeats(2)
+def test_nni_exits_when_the_platform_preempts(preempted_nni) -> None:
+    plane, nni = preempted_nni
     with pytest.raises(SystemExit) as exited:
         nni.report_intermediate_result(0.3)
     assert exited.value.code == 0

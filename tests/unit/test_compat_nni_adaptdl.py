@@ -5,12 +5,10 @@ AdaptDL's checkpoint after a restart instead of landing on steps already stored.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.compat import _nni_adaptdl
-from harness.compat._nni import NniTrial
 
 adaptdl_checkpoint = pytest.importorskip("adaptdl.checkpoint")
 
@@ -33,22 +31,10 @@ def replica(no_trial_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
             adaptdl_checkpoint._STATES_TO_NAMES.pop(state)
 
 
-@pytest.fixture
-def preempted(plane_kit, request: pytest.FixtureRequest) -> tuple[Any, NniTrial]:
-    """A trial of a platform that asks it to stop (seen by its heartbeat), and its NNI state."""
-    plane_kit.platform_env({"lr": 0.01})
-    plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})
-    plane.preempt = True
-    plane_kit.use(plane, heartbeat_interval_s=0.01)
-    nni = NniTrial()
-    request.addfinalizer(nni.close)
-    nni.get_next_parameter()
-    assert plane.wait_heartbeats(2)
-    return plane, nni
-
-
-def test_a_preempted_replica_goes_on_and_counts_on_from_adaptdls_checkpoint(replica: Path, preempted) -> None:
-    plane, nni = preempted
+def test_a_preempted_replica_goes_on_and_counts_on_from_adaptdls_checkpoint(
+    replica: Path, preempted_nni
+) -> None:
+    plane, nni = preempted_nni
 
     nni.report_intermediate_result(0.3)  # no SystemExit: AdaptDL's SIGTERM stops the replica
     nni.report_intermediate_result(0.4)
@@ -60,9 +46,9 @@ def test_a_preempted_replica_goes_on_and_counts_on_from_adaptdls_checkpoint(repl
     assert (replica / "checkpoint-1" / _nni_adaptdl.STATE_NAME).read_text() == "7"
 
 
-def test_off_the_launcher_a_preempt_still_exits_0(monkeypatch: pytest.MonkeyPatch, preempted) -> None:
+def test_off_the_launcher_a_preempt_still_exits_0(monkeypatch: pytest.MonkeyPatch, preempted_nni) -> None:
     monkeypatch.delenv("STRATUS_ADAPTDL_REPLICA")
-    plane, nni = preempted
+    plane, nni = preempted_nni
 
     with pytest.raises(SystemExit) as exited:
         nni.report_intermediate_result(0.3)
