@@ -48,6 +48,13 @@ IGNORED_V1: dict[str, str] = {
     "multiThread": "the searcher has no dispatcher threads",
     "versionCheck": "there is no NNI trial keeper whose version could be checked",
 }
+#: Fields whose value given is NNI's default, which asks for nothing Stratus lacks: no warning.
+NNI_DEFAULTS: dict[str, object] = {
+    "useAnnotation": False,
+    "debug": False,
+    "multiThread": False,
+    "versionCheck": True,
+}
 V2_SPELLINGS = {nni_field_key(name): name for name in V2_FIELDS}
 for _section in TRAINING_SERVICE_SECTIONS:
     IGNORED_V1[_section] = "training-service settings; " + _COMPUTE
@@ -161,6 +168,8 @@ class NniReader(TranslationNotes):
         for key, value in self.raw.items():
             if key in mapped or key in PASS_THROUGH or key in handled or value is None:
                 continue
+            if key in NNI_DEFAULTS and value is NNI_DEFAULTS[key]:
+                continue  # `useAnnotation: false` and the like: NNI's default, nothing to warn about
             if not isinstance(key, str):
                 self.warn(str(key), f"ignored (not a field of NNI's v{self.version} config)")
                 continue

@@ -232,9 +232,7 @@ def test_v1_example_with_assessor() -> None:
         "authorName: ignored (the submitting user is recorded as the experiment's owner)",
         "trainingServicePlatform: ignored (Stratus runs trials on its own compute backends; "
         "resources.resource_pool picks one)",
-        "useAnnotation: ignored (Stratus cannot read NNI annotations; give the search space in "
-        "searchSpacePath (`nnictl ss_gen` writes it from the annotations))",
-    ]
+    ]  # useAnnotation: false is NNI's default: nothing to warn about
 
 
 # --- search-space types -------------------------------------------------------------------------
@@ -812,7 +810,7 @@ V2_IGNORED = {
     "maxTrialDuration": "30m",
     "trainingService": {"platform": "remote", "machineList": [{"host": "1.2.3.4", "user": "a"}]},
     "nniManagerIp": "10.0.0.1",
-    "useAnnotation": False,
+    "useAnnotation": True,
     "debug": True,
     "logLevel": "debug",
     "experimentWorkingDirectory": "~/nni-experiments",
@@ -825,13 +823,13 @@ V1_IGNORED = {
     "maxTrialDuration": "30m",
     "trainingServicePlatform": "local",
     "nniManagerIp": "10.0.0.1",
-    "useAnnotation": False,
-    "debug": False,
+    "useAnnotation": True,
+    "debug": True,
     "logLevel": "info",
     "logDir": "/tmp/nni",
     "logCollection": "http",
     "multiThread": True,
-    "versionCheck": True,
+    "versionCheck": False,
     "localConfig": {"gpuIndices": "0", "useActiveGpu": True},
     "machineList": [{"ip": "1.2.3.4", "username": "a", "passwd": "b"}],
     "paiConfig": {"userName": "a", "host": "pai"},
@@ -857,6 +855,19 @@ def test_every_v1_field_without_equivalent_warns(field: str, value: Any) -> None
 
     found = warnings_about(translation, field)
     assert len(found) == 1 and found[0].startswith(f"{field}: ignored (")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("useAnnotation", False), ("debug", False), ("multiThread", False), ("versionCheck", True)],
+)
+def test_a_field_at_nnis_default_asks_for_nothing_and_is_not_warned_about(field: str, value: Any) -> None:
+    raw = load(V1)
+    raw["searchSpace"] = SEARCH_SPACE
+    raw[field] = value
+
+    assert warnings_about(translate(raw), field) == []
+    assert warnings_about(translate(raw | {field: not value}), field) != []  # the other value is
 
 
 def test_all_ignored_fields_at_once_each_warn_once() -> None:
