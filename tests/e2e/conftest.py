@@ -33,15 +33,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
-def wait_for(condition, timeout: float, what: str, interval: float = 0.2):  # noqa: ANN001, ANN201
-    """Poll `condition` until it returns something truthy; fail with `what` after `timeout` seconds."""
+def wait_for(condition, timeout: float, what: str, interval: float = 0.2, seen=None):  # noqa: ANN001, ANN201
+    """Poll `condition` until it returns something truthy; fail with `what` after `timeout` seconds, and
+    with what `seen()` describes then (the state the condition looked at), where given."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    detail = f"; last seen: {seen()}" if seen is not None else ""
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}{detail}")
 
 
 @dataclass

@@ -114,14 +114,19 @@ def test_a_request_the_remaining_agents_cannot_hold_waits_with_its_reason_and_bl
     # passes the submission check (the pool's shape has two slots) but the agents left cannot hold it.
     # It waits with its reason (the pool could grow back) and, preemption being on, a lower-priority
     # trial runs behind it (it could take that slot back by preemption, so it is not starved).
-    agents = json.loads(det("agent", "list", "--json").out)["agents"]
-    with_slots = [a["id"] for a in agents if a["slots"] > 0]
-    for agent_id in with_slots[1:]:
-        os.kill(agent_pid(pool["api_url"], agent_id), signal.SIGTERM)
+    # An agent that stopped without its last beat reaching the API keeps its slots in the list but is
+    # not alive (no beat within the agent timeout): only live agents' slots count.
+    def live_agents() -> list[dict]:
+        agents = json.loads(det("agent", "list", "--json").out)["agents"]
+        return [a for a in agents if a["alive"] and a["slots"] > 0]
+
+    for agent in live_agents()[1:]:
+        os.kill(agent_pid(pool["api_url"], agent["id"]), signal.SIGTERM)
     wait_for(
-        lambda: sum(a["slots"] for a in json.loads(det("agent", "list", "--json").out)["agents"]) == 1,
-        timeout=60,
-        what="one slot left in the pool",
+        lambda: sum(a["slots"] for a in live_agents()) == 1,
+        timeout=90,
+        what="one live slot left in the pool",
+        seen=lambda: det("agent", "list").out,
     )
     big = probe.submit(tmp_path, "two-slots", "resources: {slots_per_trial: 2, priority: 1}")
     small = probe.submit(tmp_path, "one-slot")
