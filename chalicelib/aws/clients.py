@@ -1,5 +1,10 @@
 """The one factory for boto3 clients and resources, created lazily (never at import time, so tests can
-start moto first) and cached per thread (boto3 clients are thread-safe, sessions are not)."""
+start moto first).
+
+One session serves every thread: a session is not thread-safe, so clients and resources are made from it
+under a lock; clients are thread-safe and shared, resources are not and are kept per thread. A session per
+thread would load every service model again in each new thread: the local stack's API serves each
+connection in a thread of its own, and that cost 0.45 s of CPU per `det` command (16 ms once shared)."""
 
 from __future__ import annotations
 
@@ -12,7 +17,10 @@ from botocore.config import Config
 from chalicelib.settings import get_settings
 
 _local = threading.local()
+_lock = threading.Lock()
 _generation = 0
+#: (generation, session, clients) of the current generation; replaced under `_lock`.
+_shared: tuple[int, boto3.session.Session, dict[tuple[str, str | None], Any]] | None = None
 
 _CONFIG = Config(
     retries={"max_attempts": 5, "mode": "standard"},
@@ -21,44 +29,52 @@ _CONFIG = Config(
 )
 
 
-def _session() -> boto3.session.Session:
-    session = getattr(_local, "session", None)
-    if session is None or getattr(_local, "generation", -1) != _generation:
-        session = boto3.session.Session(region_name=get_settings().region)
-        _local.session = session
-        _local.cache = {}
-        _local.generation = _generation
-    return session
+def _current() -> tuple[boto3.session.Session, dict[tuple[str, str | None], Any]]:
+    """The session and clients of this generation (callers hold `_lock`)."""
+    global _shared
+    if _shared is None or _shared[0] != _generation:
+        _shared = (_generation, boto3.session.Session(region_name=get_settings().region), {})
+    return _shared[1], _shared[2]
 
 
 def client(service: str, region: str | None = None) -> Any:
     """The service's client in the stack's region, or in ``region`` (a service with endpoints in a few
     regions only, such as the Price List API)."""
-    session = _session()
-    key = ("client", service, region)
-    if key not in _local.cache:
-        _local.cache[key] = session.client(
-            service, region_name=region, endpoint_url=get_settings().endpoint_url, config=_CONFIG
-        )
-    return _local.cache[key]
+    with _lock:
+        session, cache = _current()
+        key = (service, region)
+        if key not in cache:
+            cache[key] = session.client(
+                service, region_name=region, endpoint_url=get_settings().endpoint_url, config=_CONFIG
+            )
+        return cache[key]
 
 
 def resource(service: str) -> Any:
-    session = _session()
-    key = ("resource", service)
-    if key not in _local.cache:
-        _local.cache[key] = session.resource(
-            service, endpoint_url=get_settings().endpoint_url, config=_CONFIG
-        )
-    return _local.cache[key]
+    """The service's resource for this thread (resources are not thread-safe)."""
+    cache: dict[str, Any] | None = getattr(_local, "resources", None)
+    if cache is None or getattr(_local, "generation", -1) != _generation:
+        cache = _local.resources = {}
+        _local.generation = _generation
+    if service not in cache:
+        with _lock:
+            session, _ = _current()
+            cache[service] = session.resource(
+                service, endpoint_url=get_settings().endpoint_url, config=_CONFIG
+            )
+    return cache[service]
 
 
 def reset() -> None:
     """Drop cached clients in every thread (after the settings or the endpoint changed)."""
     global _generation
-    _generation += 1
+    with _lock:
+        _generation += 1
 
 
 def frozen_credentials() -> Any:
     """The credentials the clients sign with, as they are now (to presign what boto3 cannot)."""
-    return _session().get_credentials().get_frozen_credentials()
+    with _lock:
+        session, _ = _current()
+        credentials = session.get_credentials()
+    return credentials.get_frozen_credentials()

@@ -705,3 +705,36 @@ def preempted_nni(plane_kit: PlaneKit, request: pytest.FixtureRequest) -> tuple[
     nni.get_next_parameter()
     assert plane.wait_heartbeats(2)
     return plane, nni
+
+
+# ---- moto in-process, with the settings the control plane's AWS adapters read -----------------------
+
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-west-2",
+    "STRATUS_BUCKET": "prices-bucket",
+    "STRATUS_SCHEDULER_QUEUE_URL": "q1",
+    "STRATUS_LAUNCH_QUEUE_URL": "q2",
+    "STRATUS_EVENTS_QUEUE_URL": "q3",
+    "STRATUS_STATE_MACHINE_ARN": "arn",
+    "STRATUS_TOKEN_SECRET": "s",
+    "STRATUS_AGENT_TOKEN": "a",
+}
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto's `mock_aws` around the test, the stack's settings in us-west-2, the clients made afresh."""
+    from moto import mock_aws
+
+    from chalicelib import wiring
+
+    for name, value in AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_REGION", "AWS_ENDPOINT_URL", "STRATUS_PRICES"):
+        monkeypatch.delenv(name, raising=False)
+    wiring.reset()
+    with mock_aws():
+        yield
+    wiring.reset()

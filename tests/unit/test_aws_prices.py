@@ -3,43 +3,15 @@ List API), DescribeSpotPriceHistory and the stored table against moto's EC2 and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
-from chalicelib import wiring
 from chalicelib.aws import clients
 from chalicelib.aws.prices import AwsPrices, product_filters
 from chalicelib.domain.price_table import OnDemandQuote, PriceFetchError
-
-ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-west-2",
-    "STRATUS_BUCKET": "prices-bucket",
-    "STRATUS_SCHEDULER_QUEUE_URL": "q1",
-    "STRATUS_LAUNCH_QUEUE_URL": "q2",
-    "STRATUS_EVENTS_QUEUE_URL": "q3",
-    "STRATUS_STATE_MACHINE_ARN": "arn",
-    "STRATUS_TOKEN_SECRET": "s",
-    "STRATUS_AGENT_TOKEN": "a",
-}
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    for name in ("AWS_REGION", "AWS_ENDPOINT_URL", "STRATUS_PRICES"):
-        monkeypatch.delenv(name, raising=False)
-    wiring.reset()
-    with mock_aws():
-        yield
-    wiring.reset()
 
 
 def test_on_demand_prices_come_from_get_products_in_us_east_1(aws, price_product) -> None:
