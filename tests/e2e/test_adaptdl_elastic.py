@@ -79,7 +79,7 @@ def gated(det, folder: Path, name: str) -> tuple[int, Path]:
 
 def epochs(det, trial_id: int) -> list[tuple[int, int, int]]:
     """(epoch, restart, replicas) of rank 0's finished epochs, in log order."""
-    logs = det("trial", "logs", str(trial_id)).out
+    logs = det.read("trial", "logs", str(trial_id)).out
     return [(int(e), int(n), int(r)) for e, n, r in EPOCH_LINE.findall(logs)]
 
 

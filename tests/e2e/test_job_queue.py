@@ -32,7 +32,7 @@ def det(pool, det_runner) -> Any:
 
 
 def _jobs(det: Any) -> list[dict]:
-    listed = det("job", "list", "--json")
+    listed = det.read("job", "list", "--json")
     assert listed.code == 0, listed.err
     return list(json.loads(listed.out)["jobs"])
 

@@ -61,7 +61,7 @@ def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(
         what="the first run to start",
     )
     wait_for(
-        lambda: f"attempt {trial_id}.1" in det("trial", "logs", str(trial_id)).out,
+        lambda: f"attempt {trial_id}.1" in det.read("trial", "logs", str(trial_id)).out,
         timeout=60,
         what="the first run's output",
     )
@@ -77,7 +77,9 @@ def test_a_trial_on_a_dead_agent_restarts_on_a_live_one(
     assert ended["reason"].startswith(f"lost agent {first['agent_id']}: no heartbeat for 8 s")
     wait_for(lambda: run_record(pool["moto_url"], f"{trial_id}.2"), timeout=60, what="the restart")
     wait_for(
-        lambda: det("experiment", "describe", str(experiment_id), "--json").out.count('"COMPLETED"') >= 2,
+        lambda: (
+            det.read("experiment", "describe", str(experiment_id), "--json").out.count('"COMPLETED"') >= 2
+        ),
         timeout=120,
         what="the experiment to complete",
     )

@@ -117,7 +117,7 @@ def test_a_request_the_remaining_agents_cannot_hold_waits_with_its_reason_and_bl
     # An agent that stopped without its last beat reaching the API keeps its slots in the list but is
     # not alive (no beat within the agent timeout): only live agents' slots count.
     def live_agents() -> list[dict]:
-        agents = json.loads(det("agent", "list", "--json").out)["agents"]
+        agents = json.loads(det.read("agent", "list", "--json").out)["agents"]
         return [a for a in agents if a["alive"] and a["slots"] > 0]
 
     for agent in live_agents()[1:]:
