@@ -60,6 +60,7 @@ bench: install
 	$(PY) bench/scheduling_pass.py --write
 	$(PY) bench/stack_state.py --write
 	$(PY) bench/elastic_allocation.py --write
+	$(PY) bench/api_request_cost.py --write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
