@@ -18,6 +18,7 @@ and recovers what was in flight (`chalicelib.services.recovery`) before its agen
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -299,10 +300,21 @@ class LocalStack:
         log.info("stopped")
 
 
+#: How often the stack's main thread looks whether it was told to stop.
+STOP_POLL_S = 0.5
 #: The local agents' heartbeat interval (seconds; `STRATUS_AGENT_HEARTBEAT_S` sets another).
 LOCAL_AGENT_HEARTBEAT_S = 5.0
 #: How long trials gather reports before sending them on the local stack (`STRATUS_REPORT_INTERVAL_S`).
 LOCAL_REPORT_INTERVAL_S = 5.0
+
+
+def wait_until_set(stopping: threading.Event) -> None:
+    """Wait in the main thread for `stopping`, which a signal handler sets, in timed waits: a signal the
+    kernel hands to another thread (the API's, moto's) only marks the handler due, and the main thread
+    runs it at its next bytecode; in an untimed wait it never gets there (the stack ignored a SIGTERM
+    until it was killed, seen in the e2e tests)."""
+    while not stopping.wait(STOP_POLL_S):
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -337,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     configured = bool(args.pool) or args.cluster_config is not None
 
     stopping = threading.Event()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack to the log
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     stack = LocalStack(
@@ -355,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stack.start()
         log.info("ready: %s", stack.api_url)
-        stopping.wait()
+        wait_until_set(stopping)
     finally:
         stack.stop()
     return 0

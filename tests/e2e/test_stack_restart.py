@@ -29,7 +29,7 @@ LONG = (DIGITS / "const.yaml").read_text().replace(
 
 
 def _trial(det, experiment_id: int) -> dict:
-    described = det("experiment", "describe", str(experiment_id), "--json")
+    described = det.read("experiment", "describe", str(experiment_id), "--json")
     assert described.code == 0, described.out + described.err
     (trial,) = json.loads(described.out)["trials"]
     return trial
