@@ -6,9 +6,9 @@ STAMP := $(VENV)/.stratus-installed
 
 # pytest-xdist workers: every core (2 in CI). Tiers in tests/conftest.py; `make test` runs each test once:
 # everything but e2e test by test (an idle worker takes over another's queue: the tests' lengths differ a
-# lot), then e2e whole files per worker (a module's local stack starts once; each worker's stack has its
-# own free ports and state folder), except the files whose every test starts its own stack, spread test by
-# test (tests/e2e/conftest.py groups them).
+# lot), then e2e: a module with a stack of its own (a module-scoped fixture) whole on one worker, so that
+# stack starts once, every other test on whichever worker is free (each worker has its own session stack,
+# with its own free ports and state folder); tests/e2e/conftest.py groups them.
 # PYTEST_WORKERS=0: no workers, pytest runs the tests itself.
 PYTEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS)

@@ -22,16 +22,40 @@ from infra.local_stack import BackgroundStack
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-#: Modules whose every test starts a stack of its own: spread over the workers test by test.
-TEST_BY_TEST = frozenset({"test_stack_restart.py"})
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`make test` runs this tier with ``--dist loadgroup``: a module's tests stay together on one worker
-    (its module- and session-scoped stacks start once), except in `TEST_BY_TEST`."""
+    """`make test` runs this tier with ``--dist loadgroup``: the tests of a module that share a
+    module-scoped fixture (a stack of the module's own) stay together on one worker, so that stack starts
+    once; every other test goes to whichever worker is free (each worker has its own session stack).
+
+    First among the hooks: xdist's own reads the groups to name the tests after them, and a group marked
+    after it is ignored (it was, until this ran first: every module was spread test by test)."""
     for item in items:
-        if item.path.parent == HERE and item.path.name not in TEST_BY_TEST:
+        if item.path.parent == HERE and _shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup``, fail at once where xdist did not group the tests (it names each grouped
+    test ``...@group``): with pytest 9.2 and xdist 3.8 it silently does not (pytest-xdist#1386), and the
+    module-scoped stacks then start on several workers and their tests meet others' state."""
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    for item in session.items:
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid:
+            raise pytest.UsageError(
+                f"xdist did not group {item.nodeid} (pytest {pytest.__version__}): install the pytest "
+                "version requirements-dev.txt pins"
+            )
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(fixture.scope == "module" for defs in info.name2fixturedefs.values() for fixture in defs)
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.2, seen=None):  # noqa: ANN001, ANN201
