@@ -116,10 +116,14 @@ def test_a_request_the_remaining_agents_cannot_hold_waits_with_its_reason_and_bl
     # trial runs behind it (it could take that slot back by preemption, so it is not starved).
     # An agent that stopped without its last beat reaching the API keeps its slots in the list but is
     # not alive (no beat within the agent timeout): only live agents' slots count.
-    def live_agents() -> list[dict]:
-        agents = json.loads(det.read("agent", "list", "--json").out)["agents"]
-        return [a for a in agents if a["alive"] and a["slots"] > 0]
+    def agents() -> list[dict]:
+        return list(json.loads(det.read("agent", "list", "--json").out)["agents"])
 
+    def live_agents() -> list[dict]:
+        return [a for a in agents() if a["alive"] and a["slots"] > 0]
+
+    # Run alone, on a stack just started, the second agent may not have beaten yet.
+    wait_for(lambda: len(agents()) == 2, timeout=60, what="both agents to have registered")
     for agent in live_agents()[1:]:
         os.kill(agent_pid(pool["api_url"], agent["id"]), signal.SIGTERM)
     wait_for(
