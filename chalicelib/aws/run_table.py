@@ -246,6 +246,9 @@ class DynamoRuns(RunMoves):
         flag = "pausing" if pause else "requeue"
         dynamo.update_fields(self._table, {"run_id": run_id}, {"preempt": True, flag: True}, pk="run_id")
 
+    def ask_to_stop(self, run_id: str) -> None:
+        dynamo.update_fields(self._table, {"run_id": run_id}, {"preempt": True}, pk="run_id")
+
 
 def _extra(move: RunMove) -> tuple[dict[str, Any], tuple[str, ...], str, dict[str, Any]]:
     """A move's sets, removes and the condition of an agent's own move (`transition`'s arguments)."""

@@ -149,6 +149,11 @@ class MemoryRuns(RunMoves):
             run["preempt"] = True
             run["pausing" if pause else "requeue"] = True
 
+    def ask_to_stop(self, run_id: str) -> None:
+        run = self.items.get(run_id)
+        if run is not None:
+            run["preempt"] = True
+
     def delete(self, run_id: str) -> None:
         self.items.pop(run_id, None)
 

@@ -133,6 +133,11 @@ def _stop_trial(ports: Ports, trial: Trial, *, kill: bool) -> bool:
         ports.trials.transition(trial.id, TrialState.STOPPING_CANCELED)
     if not kill:
         ports.trials.set_searcher_action(trial.id, "stop")  # should_preempt() turns true
+        if run is not None and launched:
+            # Told now through its agent (rung: it heartbeats at once and passes the stop on), not at
+            # the trial's next heartbeat of its own (every 60 s under an agent).
+            ports.runs.ask_to_stop(run.run_id)
+            ports.compute.nudge(run.run_id)
     elif run is not None and launched:
         runs.end_run(ports, run, KILLED_EXIT_CODE, "killed by the user (det experiment|trial kill)")
     return False

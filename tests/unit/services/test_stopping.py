@@ -40,6 +40,7 @@ def _workflow_ends(ports, flow, run_id: str) -> None:
 
 def test_cancel_drops_queued_trials_and_tells_running_ones_to_stop(ports, flow):
     experiment, first, second, first_run, second_run = flow.running_and_queued(RANDOM)
+    rings = len(ports.bells.rung)
     canceled = stopping.cancel_experiment(ports, experiment.id)
 
     assert canceled.state == ExperimentState.STOPPING_CANCELED
@@ -50,6 +51,11 @@ def test_cancel_drops_queued_trials_and_tells_running_ones_to_stop(ports, flow):
     run = ports.runs.get(first_run)
     assert trial_reports.heartbeat(ports, run) == {"preempt": True}  # should_preempt() turns true
     assert trial_reports.searcher_state(ports, run)["action"] == "stop"
+    # Its agent is rung and passes the stop on at once, as for a pause (not at the trial's own next
+    # heartbeat, a minute away under an agent); the run is not marked for a requeue or a pause.
+    assert ports.bells.rung[rings:] == [ports.runs.get(first_run).agent_id]
+    assert runs.heartbeat(ports, "agent-1", "default", 1, [first_run])["preempt"] == [first_run]
+    assert not run.requeue and not run.pausing
 
     # The trial checkpoints and exits 0: the workflow cancels it, and the experiment ends.
     runs.exited(ports, "agent-1", first_run, 0, "exited with code 0")
