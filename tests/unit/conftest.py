@@ -709,11 +709,9 @@ def preempted_nni(plane_kit: PlaneKit, request: pytest.FixtureRequest) -> tuple[
 
 # ---- moto in-process, with the settings the control plane's AWS adapters read -----------------------
 
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-west-2",
-    "STRATUS_BUCKET": "prices-bucket",
+#: The settings `chalicelib.settings` requires (what a deployed stack's Lambda environment holds).
+STACK_SETTINGS = {
+    "STRATUS_BUCKET": "b",
     "STRATUS_SCHEDULER_QUEUE_URL": "q1",
     "STRATUS_LAUNCH_QUEUE_URL": "q2",
     "STRATUS_EVENTS_QUEUE_URL": "q3",
@@ -721,6 +719,21 @@ AWS_ENV = {
     "STRATUS_TOKEN_SECRET": "s",
     "STRATUS_AGENT_TOKEN": "a",
 }
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-west-2",
+    **STACK_SETTINGS,
+    "STRATUS_BUCKET": "prices-bucket",
+}
+
+
+@pytest.fixture
+def stack_settings(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """The required settings in the environment (`STACK_SETTINGS`); the monkeypatch, for more."""
+    for name, value in STACK_SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    return monkeypatch
 
 
 @pytest.fixture

@@ -7,21 +7,10 @@ import pytest
 
 from chalicelib.settings import AGENT_TIMEOUT_BEATS, DEFAULT_AGENT_TIMEOUT_S, get_settings, reset_settings
 
-REQUIRED = {
-    "STRATUS_BUCKET": "b",
-    "STRATUS_SCHEDULER_QUEUE_URL": "q1",
-    "STRATUS_LAUNCH_QUEUE_URL": "q2",
-    "STRATUS_EVENTS_QUEUE_URL": "q3",
-    "STRATUS_STATE_MACHINE_ARN": "arn",
-    "STRATUS_TOKEN_SECRET": "s",
-    "STRATUS_AGENT_TOKEN": "a",
-}
-
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
-    for name, value in REQUIRED.items():
-        monkeypatch.setenv(name, value)
+def env(stack_settings: pytest.MonkeyPatch):  # noqa: ANN201
+    monkeypatch = stack_settings
     for name in ("STRATUS_AGENT_HEARTBEAT_S", "STRATUS_AGENT_TIMEOUT_S", "STRATUS_REPORT_INTERVAL_S"):
         monkeypatch.delenv(name, raising=False)
     reset_settings()
