@@ -22,7 +22,7 @@ from chalicelib.domain.queue_head import QueueSummary, queue_fields, sort_key
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
 from chalicelib.domain.updates import RunMove, RunMoves
-from chalicelib.services.ports import AgentRecord, Host
+from chalicelib.services.agent_store import AgentRecord, Host
 
 #: Attempts at a transaction that another write got in the way of.
 _TRIES = 5

@@ -19,7 +19,8 @@ from chalicelib.compute.cloud import BatchApi, JobCredentials, JobRequest
 from chalicelib.compute.lanes import alive_lanes, job_nodes
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
-from chalicelib.services.ports import AgentStore, Clock, Host, RunStore
+from chalicelib.services.agent_store import AgentStore, Host
+from chalicelib.services.ports import Clock, RunStore
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,9 @@ from chalicelib.domain import keys
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import RunState
+from chalicelib.services.agent_store import AgentStore, Host
 from chalicelib.services.clock import epoch_of
-from chalicelib.services.ports import AgentStore, Host, RunStore
+from chalicelib.services.ports import RunStore
 
 
 def lane_ids(spec: PoolSpec) -> list[str]:

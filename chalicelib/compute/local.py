@@ -8,7 +8,8 @@ heartbeat at once instead of at their next beat."""
 from __future__ import annotations
 
 from chalicelib.domain.run_records import Node, Run
-from chalicelib.services.ports import AgentStore, Bells, Demand, Host, RunStore
+from chalicelib.services.agent_store import AgentStore, Host
+from chalicelib.services.ports import Bells, Demand, RunStore
 
 
 class LocalAgents:

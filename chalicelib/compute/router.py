@@ -19,7 +19,8 @@ from chalicelib.compute.local import LocalAgents
 from chalicelib.compute.sagemaker import TrainingJobs
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
-from chalicelib.services.ports import Demand, Host, RunStore
+from chalicelib.services.agent_store import Host
+from chalicelib.services.ports import Demand, RunStore
 from chalicelib.settings import Settings
 
 

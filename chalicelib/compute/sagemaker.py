@@ -24,7 +24,8 @@ from chalicelib.compute.lanes import alive_lanes, job_nodes
 from chalicelib.domain.compute_events import RUNS_ENV
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
-from chalicelib.services.ports import AgentStore, Clock, ExperimentStore, Host, RunStore
+from chalicelib.services.agent_store import AgentStore, Host
+from chalicelib.services.ports import Clock, ExperimentStore, RunStore
 
 log = logging.getLogger(__name__)
 

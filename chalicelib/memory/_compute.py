@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.domain.run_records import Run
-from chalicelib.services.ports import Demand, Host, RunStore
+from chalicelib.services.agent_store import Host
+from chalicelib.services.ports import Demand, RunStore
 
 
 class RecordingCompute:

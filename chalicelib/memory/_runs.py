@@ -12,7 +12,8 @@ from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_recor
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState
 from chalicelib.domain.updates import RunMove, RunMoves
 from chalicelib.memory._items import Record, read, stored, transition
-from chalicelib.services.ports import AgentRecord, Clock, Host
+from chalicelib.services.agent_store import AgentRecord, Host
+from chalicelib.services.ports import Clock
 
 _LIVE = (str(RunState.LAUNCHING), str(RunState.RUNNING))
 

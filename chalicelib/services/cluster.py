@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.services import jobs
+from chalicelib.services.agent_store import AgentRecord
 from chalicelib.services.clock import iso_utc
-from chalicelib.services.ports import AgentRecord, Ports
+from chalicelib.services.ports import Ports
 
 
 @dataclass(frozen=True)

@@ -19,53 +19,11 @@ from chalicelib.domain.queue_head import QueueSummary
 from chalicelib.domain.records import Checkpoint, Experiment, LogLine, MetricReport, SearcherWish, Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import ExperimentState, TrialState
+from chalicelib.services.agent_store import AgentStore, Host
 from chalicelib.services.hints_store import HintsStore
 from chalicelib.services.metrics_sink import MetricsSink
 from chalicelib.services.price_source import PriceSource
 from chalicelib.settings import Settings
-
-
-@dataclass(frozen=True)
-class Host:
-    """A machine a compute backend runs nodes on, with the slots it offers (an agent, for `local`). A
-    host that is not `accepting` (draining: its instance is about to go) is alive, so what it runs is not
-    presumed lost, but nothing more is placed on it."""
-
-    host_id: str
-    slots: int
-    accepting: bool = True
-
-
-@dataclass(frozen=True)
-class AgentRecord:
-    """An agent as its heartbeats left it: its pool, its slots, when it was first and last heard and when
-    it last ran something (epoch s), and whether it drains (its instance is about to go)."""
-
-    agent_id: str
-    pool: str
-    slots: int
-    last_seen: float
-    first_seen: float | None = None
-    busy_at: float | None = None
-    draining: bool = False
-
-    @classmethod
-    def of(cls, item: Mapping[str, Any]) -> AgentRecord:
-        """The record of a stored agent item (numbers may be Decimals)."""
-
-        def seconds(key: str) -> float | None:
-            value = item.get(key)
-            return None if value is None else float(value)
-
-        return cls(
-            agent_id=str(item["agent_id"]),
-            pool=str(item["pool"]),
-            slots=int(item["slots"]),
-            last_seen=float(item["last_seen"]),
-            first_seen=seconds("first_seen"),
-            busy_at=seconds("busy_at"),
-            draining=bool(item.get("draining", False)),
-        )
 
 
 @dataclass(frozen=True)
@@ -225,31 +183,6 @@ class RunStore(Protocol):
     def register_rendezvous(self, run_id: str, node_rank: int, entry: RendezvousEntry) -> Run | None: ...
     def delete(self, run_id: str) -> None:
         """Remove a run's record, or one node's (by the id `held` takes); nothing when it is gone."""
-        ...
-
-
-class AgentStore(Protocol):
-    def heartbeat(self, agent_id: str, pool: str, slots: int, *, busy: bool = False) -> bool:
-        """Record a beat (`busy`: the agent runs something); True when the agent is new or its capacity
-        changed (the scheduler should run)."""
-        ...
-
-    def set_draining(self, agent_id: str) -> bool:
-        """Mark the agent draining, for good (its instance is about to go); True the first time."""
-        ...
-
-    def alive(self, pool: str, timeout_s: float) -> list[Host]:
-        """The pool's agents that heartbeated within `timeout_s`, by id (a draining one not accepting)."""
-        ...
-
-    def in_pool(self, pool: str) -> list[AgentRecord]:
-        """Every agent record of the pool, alive or not, by id."""
-        ...
-
-    def get(self, agent_id: str) -> AgentRecord | None: ...
-
-    def every(self) -> list[AgentRecord]:
-        """Every agent that ever heartbeated, by id, with its last heartbeat (`det agent list`)."""
         ...
 
 

@@ -35,8 +35,9 @@ from chalicelib.domain.scheduling_policies import PoolPolicy
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.domain.telemetry import PoolPass
 from chalicelib.services import elastic_scheduling, job_updates, pausing, prices, runs, telemetry
+from chalicelib.services.agent_store import Host
 from chalicelib.services.clock import epoch_of, iso_utc
-from chalicelib.services.ports import Demand, Host, Ports
+from chalicelib.services.ports import Demand, Ports
 from chalicelib.services.queue_reading import plan_head, queue_position
 from chalicelib.workflow import TASK_BEAT_INTERVAL_S, TASK_HEARTBEAT_S
 from contract import messages

@@ -9,7 +9,8 @@ from chalicelib.domain import keys
 from chalicelib.domain.run_records import Run
 from chalicelib.memory import RecordingCompute, memory_ports
 from chalicelib.services import runs, scheduler
-from chalicelib.services.ports import Demand, Host
+from chalicelib.services.agent_store import Host
+from chalicelib.services.ports import Demand
 from contract import messages
 
 

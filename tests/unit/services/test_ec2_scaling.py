@@ -11,7 +11,7 @@ from chalicelib.domain.states import RunState
 from chalicelib.handlers.events import handle_events_message
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import draining, runs, scheduler
-from chalicelib.services.ports import Host
+from chalicelib.services.agent_store import Host
 from contract import messages
 
 GROUP = "memory-default"
