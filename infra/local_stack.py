@@ -308,13 +308,25 @@ LOCAL_AGENT_HEARTBEAT_S = 5.0
 LOCAL_REPORT_INTERVAL_S = 5.0
 
 
-def wait_until_set(stopping: threading.Event) -> None:
-    """Wait in the main thread for `stopping`, which a signal handler sets, in timed waits: a signal the
-    kernel hands to another thread (the API's, moto's) only marks the handler due, and the main thread
-    runs it at its next bytecode; in an untimed wait it never gets there (the stack ignored a SIGTERM
-    until it was killed, seen in the e2e tests)."""
-    while not stopping.wait(STOP_POLL_S):
-        pass
+class StopSignal:
+    """SIGTERM and SIGINT as a flag the main thread looks at every `STOP_POLL_S` (`wait`). The handler only
+    sets it: a handler runs in the main thread between two bytecodes, and one that took a lock the main
+    thread held there (`threading.Event.set`) would wait on itself for ever. The waits are timed: a
+    signal the kernel hands to another thread (the API's, moto's) only marks the handler due, and the
+    main thread runs it at its next bytecode; in an untimed wait it never got there (the stack ignored a
+    SIGTERM until it was killed, seen in the e2e tests)."""
+
+    def __init__(self) -> None:
+        self.received = False
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.received = True
+
+    def wait(self) -> None:
+        while not self.received:
+            time.sleep(STOP_POLL_S)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,10 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"Error: {error}\n")
     configured = bool(args.pool) or args.cluster_config is not None
 
-    stopping = threading.Event()
+    stop = StopSignal()
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack to the log
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopping.set())
     stack = LocalStack(
         port=args.port,
         slots=args.slots,
@@ -368,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stack.start()
         log.info("ready: %s", stack.api_url)
-        wait_until_set(stopping)
+        stop.wait()
     finally:
         stack.stop()
     return 0

@@ -4,7 +4,8 @@ start moto first).
 One session serves every thread: a session is not thread-safe, so clients and resources are made from it
 under a lock; clients are thread-safe and shared, resources are not and are kept per thread. A session per
 thread would load every service model again in each new thread: the local stack's API serves each
-connection in a thread of its own, and that cost 0.45 s of CPU per `det` command (16 ms once shared)."""
+connection in a thread of its own, and that cost the stack 0.3-0.4 s of CPU per `det` command (20-40 ms
+with one session: bench/results/api_request_cost.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The local stack's main thread waits for its stop signal in a way that sees a signal the kernel hands to
-another thread: a process with the stack's handler and wait (`infra.local_stack.wait_until_set`), whose
-main thread blocks SIGTERM so that the kernel must deliver it to another thread."""
+another thread: a process with the stack's handler and wait (`infra.local_stack.StopSignal`), whose main
+thread blocks SIGTERM so that the kernel must deliver it to another thread."""
 
 from __future__ import annotations
 
@@ -19,10 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent(
     """
     import signal, sys, threading, time
-    from infra.local_stack import wait_until_set
+    from infra.local_stack import StopSignal
 
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    stop = StopSignal()
     quiet = threading.Event()
     threading.Thread(target=quiet.wait, daemon=True).start()  # a thread that can take the signal
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # not the main thread: the other one
@@ -35,7 +34,8 @@ SCRIPT = textwrap.dedent(
 
 def _run(wait: str) -> subprocess.Popen[str]:
     """The script with `wait` as its main thread's wait, SIGTERMed once it waits. (With the stack's old
-    `stopping.wait()` it never ends: checked by hand when this was written.)"""
+    handler setting a `threading.Event` and an untimed `Event.wait()`, it never ends: checked by hand
+    when this was written.)"""
     process = subprocess.Popen(
         [sys.executable, "-c", SCRIPT.replace("{wait}", wait)],
         cwd=ROOT,
@@ -48,7 +48,7 @@ def _run(wait: str) -> subprocess.Popen[str]:
 
 
 def test_a_sigterm_taken_by_another_thread_stops_the_stacks_wait() -> None:
-    process = _run("wait_until_set(stopping)")
+    process = _run("stop.wait()")
 
     out, _ = process.communicate(timeout=30)
 
