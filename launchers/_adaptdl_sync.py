@@ -10,8 +10,12 @@ is the newest AdaptDL one and reaches the next run as ``STRATUS_LATEST_CHECKPOIN
 through ``GET /checkpoints/{uuid}/downloads`` (every replica reads the checkpoint in AdaptDL). Why one
 checkpoint for both folders rather than a second kind: the routes, the S3 layout, the retention and the
 ``det checkpoint`` commands exist and need no change, and the share folder is always the one that went
-with that checkpoint. The cost: the share folder is uploaded again at every save (a shared dataset costs
-its size per rescale; a share file already on the node with the stored size is not downloaded again).
+with that checkpoint. A file of 1 MiB or more unchanged since the checkpoint this node restored (its size
+and modification time as the restore left them: the share folder's, the TensorBoard files written before,
+the restored ``checkpoint-N`` a completed trial stores again) is not uploaded again: the new checkpoint names it in
+``copy_from`` and the control plane copies it within the trial's S3 prefix (a shared dataset crosses the
+network once, not at every rescale); a share file already on the node with the stored size is not
+downloaded again. Where the control plane cannot copy (the old checkpoint is gone), everything is uploaded.
 
 The TensorBoard folder (``ADAPTDL_TENSORBOARD_LOGDIR``) goes with them, so it lives as long as the trial's
 checkpoints (NNI keeps it for the experiment): restored at every start, saved with every AdaptDL save, and
@@ -39,6 +43,10 @@ from launchers.errors import SyncError
 
 METADATA_FILE = "metadata.json"
 MAX_FILES = 10_000  # the API's limit per checkpoint
+#: An unchanged file is copied by the control plane rather than uploaded from this size on (a smaller
+#: one costs the node one quick PUT, and the API call's copies are limited: `MAX_COPIES`, largest first).
+COPY_MIN_BYTES = 1 << 20
+MAX_COPIES = 1_000
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
 
@@ -113,6 +121,10 @@ class CheckpointSync:
     def __init__(self, session: Session, trial_id: str) -> None:
         self._session = session
         self._trial = urllib.parse.quote(trial_id, safe="")
+        #: The checkpoint this node's files last came from or went to, and each file's (size, mtime_ns)
+        #: then: what a save may copy from it instead of uploading.
+        self._source: str | None = None
+        self._stored: dict[str, tuple[int, int]] = {}
 
     def restore(self, storage_id: str, folders: Folders) -> int | None:
         """Download AdaptDL checkpoint ``storage_id`` into ``folders``; its N, or None (and nothing
@@ -136,16 +148,20 @@ class CheckpointSync:
         resources = checkpoint.get("resources")
         sizes: Mapping[str, Any] = resources if isinstance(resources, Mapping) else {}
         fetched = 0
+        stored: dict[str, tuple[int, int]] = {}
         for name, url in sorted(urls.items()):
             target = local_target(folders, str(name))
-            if target is None or _already_there(target, sizes.get(name), folders):
+            if target is None:
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                self._session.download(str(url), target)
-            except HttpCallError as e:
-                raise SyncError(f"cannot download {name} of checkpoint {storage_id}: {e}") from e
-            fetched += 1
+            if not _already_there(target, sizes.get(name), folders):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    self._session.download(str(url), target)
+                except HttpCallError as e:
+                    raise SyncError(f"cannot download {name} of checkpoint {storage_id}: {e}") from e
+                fetched += 1
+            stored[str(name)] = _state(target)
+        self._source, self._stored = storage_id, stored
         _say(f"restored checkpoint-{n} from checkpoint {storage_id} ({fetched} files downloaded)")
         return n
 
@@ -159,18 +175,25 @@ class CheckpointSync:
             )
         storage_id = str(uuid.uuid4())
         metadata = adaptdl.checkpoint_metadata(n)
-        names = [*files, METADATA_FILE]
+        states = {name: _state(path) for name, path in files.items()}
+        source = self._source
+        unchanged = [
+            n for n, state in states.items() if state[0] >= COPY_MIN_BYTES and self._stored.get(n) == state
+        ]
+        copied = set(sorted(unchanged, key=lambda n: -states[n][0])[:MAX_COPIES]) if source else set()
         base = f"/trials/{self._trial}/checkpoints"
         with tempfile.TemporaryDirectory(prefix="stratus-adaptdl-") as tmp:
             marker = Path(tmp) / METADATA_FILE
             marker.write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-            resources = {name: path.stat().st_size for name, path in files.items()}
+            resources = {name: state[0] for name, state in states.items()}
             resources[METADATA_FILE] = marker.stat().st_size
             try:
-                answer = self._session.call("POST", f"{base}/uploads", {"uuid": storage_id, "files": names})
+                answer, copied = self._ask_uploads(base, storage_id, files, copied, source)
+                uploaded = [name for name in files if name not in copied]
+                names = [*uploaded, METADATA_FILE]
                 urls = _upload_urls(answer, names)
-                for name, path in files.items():
-                    self._session.put_file(urls[name], path)
+                for name in uploaded:
+                    self._session.put_file(urls[name], files[name])
                 self._session.put_file(urls[METADATA_FILE], marker)  # last: it marks completion
                 body: dict[str, Any] = {
                     "uuid": storage_id,
@@ -181,8 +204,30 @@ class CheckpointSync:
                 self._session.call("POST", base, body)
             except HttpCallError as e:
                 raise SyncError(f"checkpoint-{n} could not be stored as checkpoint {storage_id}: {e}") from e
-        _say(f"stored checkpoint-{n} as checkpoint {storage_id} ({len(names)} files)")
+        self._source = storage_id
+        self._stored = states
+        also = f", {len(copied)} unchanged copied from checkpoint {source}" if copied else ""
+        _say(f"stored checkpoint-{n} as checkpoint {storage_id} ({len(names)} files uploaded{also})")
         return storage_id
+
+    def _ask_uploads(
+        self, base: str, storage_id: str, files: Mapping[str, Path], copied: set[str], source: str | None
+    ) -> tuple[Mapping[str, Any], set[str]]:
+        """The upload URLs of the files not in ``copied``, which the control plane copies from ``source``;
+        where it cannot (that checkpoint is gone: a 404), the URLs of every file. The answer and what was
+        copied."""
+        uploads = [name for name in files if name not in copied]
+        body: dict[str, Any] = {"uuid": storage_id, "files": [*uploads, METADATA_FILE]}
+        if copied and source:
+            body["copy_from"] = dict.fromkeys(sorted(copied), source)
+            try:
+                return self._session.call("POST", f"{base}/uploads", body), copied
+            except HttpCallError as e:
+                if e.status != 404:
+                    raise
+                _say(f"cannot copy from checkpoint {source} ({e}); uploading every file")
+        body = {"uuid": storage_id, "files": [*files, METADATA_FILE]}
+        return self._session.call("POST", f"{base}/uploads", body), set()
 
 
 def prune_older(folder: Path, keep: int) -> None:
@@ -191,6 +236,11 @@ def prune_older(folder: Path, keep: int) -> None:
         m = _CHECKPOINT.fullmatch(path.name)
         if m and int(m[1]) < keep and path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _state(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
 
 
 def _already_there(target: Path, size: Any, folders: Folders) -> bool:

@@ -152,8 +152,9 @@ def trial_heartbeat(run: RunPrincipal, body: models.TrialHeartbeat, trial_id: in
 def checkpoint_uploads(
     run: RunPrincipal, body: models.CheckpointUploadRequest, trial_id: int
 ) -> models.CheckpointUploadAnswer:
-    """Presigned PUT URLs for a new checkpoint's files, under the trial's own prefix."""
-    urls = trial_reports.checkpoint_uploads(ports(), run.run, body.uuid, body.files)
+    """Presigned PUT URLs for a new checkpoint's files, under the trial's own prefix; the files named in
+    `copy_from` are copied from an earlier checkpoint of the trial instead (unchanged since)."""
+    urls = trial_reports.checkpoint_uploads(ports(), run.run, body.uuid, body.files, body.copy_from)
     return models.CheckpointUploadAnswer.model_validate(urls)
 
 

@@ -357,11 +357,14 @@ class HeartbeatAnswer(BaseModel):
 class CheckpointUploadRequest(_Body):
     uuid: str
     files: list[str] = Field(min_length=1, max_length=10_000)
+    #: File -> an earlier checkpoint of the trial holding it unchanged: copied in S3, not uploaded.
+    copy_from: dict[str, str] = Field(default_factory=dict, max_length=10_000)
 
 
 class CheckpointUploadAnswer(BaseModel):
     prefix: str
     urls: dict[str, str]
+    copied: list[str] = []
 
 
 class CheckpointReport(_Body):

@@ -21,6 +21,8 @@ from contract.errors import InvalidMetricGroupError
 from contract.metric_groups import TRAINING, VALIDATION, check_metric_group
 
 MAX_CHECKPOINT_FILES = 10_000
+#: Copies one upload request makes (each an S3 request inside the API call, which must answer in time).
+MAX_CHECKPOINT_COPIES = 1_000
 
 
 def trial_info(ports: Ports, run: Run) -> dict[str, Any]:
@@ -194,22 +196,63 @@ def _note_pausing(ports: Ports, run: Run, trial: Trial) -> None:
         ports.runs.mark_pausing(run.run_id)
 
 
-def checkpoint_uploads(ports: Ports, run: Run, uuid: str, files: Sequence[str]) -> dict[str, Any]:
+def checkpoint_uploads(
+    ports: Ports, run: Run, uuid: str, files: Sequence[str], copy_from: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Presigned PUT URLs for a new checkpoint's `files`; the files of `copy_from` (name -> the uuid of an
+    earlier checkpoint of this trial holding that file) are copied into it here, in S3, not uploaded again
+    (what did not change since that checkpoint: AdaptDL's share folder)."""
+    copy_from = dict(copy_from or {})
     if not keys.is_uuid(uuid):
         raise BadRequestError(f"checkpoint uuid {uuid!r} is not a lowercase UUID; use uuid.uuid4()")
-    if not files or len(files) > MAX_CHECKPOINT_FILES:
-        raise BadRequestError(f"a checkpoint needs 1 to {MAX_CHECKPOINT_FILES} files, got {len(files)}")
+    if not files or len(files) + len(copy_from) > MAX_CHECKPOINT_FILES:
+        raise BadRequestError(
+            f"a checkpoint needs 1 to {MAX_CHECKPOINT_FILES} files, got {len(files)} (+{len(copy_from)} copied)"
+        )
+    if len(copy_from) > MAX_CHECKPOINT_COPIES:
+        raise BadRequestError(
+            f"copy_from names {len(copy_from)} files; copy at most {MAX_CHECKPOINT_COPIES} and upload the rest"
+        )
+    if twice := sorted(set(files) & set(copy_from)):
+        raise BadRequestError(f"{twice[0]!r} is both uploaded and copied; give it in files or copy_from")
     if ports.checkpoints.get(uuid) is not None:
         raise ConflictError(f"checkpoint {uuid} is already reported; store a new checkpoint under a new uuid")
     experiment_id, trial_id = run.experiment_id, run.trial_id
-    urls = {}
-    for path in files:
-        try:
-            key = keys.checkpoint_object_key(experiment_id, trial_id, uuid, path)
-        except ValueError as error:
-            raise BadRequestError(str(error)) from error
-        urls[path] = ports.blobs.presign_put(key)
-    return {"prefix": keys.checkpoint_prefix(experiment_id, trial_id, uuid), "urls": urls}
+    targets = {path: _object_key(experiment_id, trial_id, uuid, path) for path in [*files, *copy_from]}
+    sources = {path: _copy_source(ports, run, path, source) for path, source in sorted(copy_from.items())}
+    for path, source in sources.items():
+        ports.blobs.copy(source, targets[path])
+    urls = {path: ports.blobs.presign_put(targets[path]) for path in files}
+    return {
+        "prefix": keys.checkpoint_prefix(experiment_id, trial_id, uuid),
+        "urls": urls,
+        "copied": sorted(sources),
+    }
+
+
+def _object_key(experiment_id: int, trial_id: int, uuid: str, path: str) -> str:
+    try:
+        return keys.checkpoint_object_key(experiment_id, trial_id, uuid, path)
+    except ValueError as error:
+        raise BadRequestError(str(error)) from error
+
+
+def _copy_source(ports: Ports, run: Run, path: str, source: str) -> str:
+    """The object key of `path` in checkpoint `source`, which must be this trial's and hold it."""
+    if not keys.is_uuid(source):
+        raise BadRequestError(f"copy_from[{path!r}]: {source!r} is not a checkpoint uuid")
+    checkpoint = ports.checkpoints.get(source)
+    if checkpoint is None or checkpoint.trial_id != run.trial_id or checkpoint.state != "COMPLETED":
+        raise NotFoundError(
+            f"copy_from[{path!r}]: checkpoint {source} is not a stored checkpoint of trial {run.trial_id}; "
+            "upload the file instead"
+        )
+    key = _object_key(checkpoint.experiment_id, checkpoint.trial_id, source, path)
+    if path not in checkpoint.resources or not ports.blobs.exists(key):
+        raise NotFoundError(
+            f"copy_from[{path!r}]: checkpoint {source} has no file {path!r}; upload it instead"
+        )
+    return key
 
 
 def report_checkpoint(

@@ -3,12 +3,15 @@ slot request → grant → launch → exit → complete, restart or fail."""
 
 from __future__ import annotations
 
+import hashlib
 import time
+import uuid as uuidlib
 
+import httpx
 import pytest
 
 from chalicelib.domain.records import LogLine
-from chalicelib.services import run_logs, runs, scheduler
+from chalicelib.services import run_logs, runs, scheduler, trial_reports
 
 pytestmark = pytest.mark.aws
 
@@ -34,6 +37,25 @@ def test_a_trial_that_exits_zero_completes_the_experiment(stack):
     assert trial.state == "COMPLETED" and trial.attempts == 1 and trial.end_time
     stack.pump_until(lambda: stack.execution_status(trial.id) == "SUCCEEDED")
     assert p.runs.allocated("default") == []  # slots given back
+
+
+def test_a_checkpoint_copies_an_earlier_ones_unchanged_file_in_s3(stack):
+    p = stack.ports
+    stack.submit_experiment()
+    spec = stack.launch_on_agent()
+    runs.started(p, "agent-1", spec["run_id"], pid=123)
+    run = p.runs.get(spec["run_id"])
+    first, second = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    urls = trial_reports.checkpoint_uploads(p, run, first, ["share/data.bin", "metadata.json"])["urls"]
+    for name, body in (("share/data.bin", b"dataset"), ("metadata.json", b"{}")):
+        httpx.put(urls[name], content=body, timeout=30).raise_for_status()
+    trial_reports.report_checkpoint(p, run, first, 1, {"share/data.bin": 7, "metadata.json": 2}, {})
+
+    answer = trial_reports.checkpoint_uploads(p, run, second, ["metadata.json"], {"share/data.bin": first})
+
+    assert answer["copied"] == ["share/data.bin"] and list(answer["urls"]) == ["metadata.json"]
+    key = answer["prefix"] + "share/data.bin"
+    assert p.blobs.sha256_of(key) == (hashlib.sha256(b"dataset").hexdigest(), 7)
 
 
 def test_a_failing_trial_is_restarted_then_errors(stack):

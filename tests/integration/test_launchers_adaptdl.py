@@ -43,7 +43,8 @@ if rank == "0":
     req = urllib.request.Request(f"{url}/hints/{job}", data=json.dumps(json.loads(os.environ["HINTS"])).encode(),
                                  method="PUT", headers={"Content-Type": "application/json"})
     hints = urllib.request.urlopen(req).status
-    (share / "data.txt").write_text("downloaded once")
+    if not (share / "data.txt").exists():  # a dataset fetched once into the share folder (1 MiB)
+        (share / "data.txt").write_text("downloaded once " * 65536)
     (tb / f"events-{group}").write_text(f"written by start {group}")
 def stop(*_):
     if rank == "0":
@@ -73,6 +74,9 @@ class FakeApi:
         self.hints_route = hints_route
         self.hints: list[tuple[str | None, Any]] = []
         self.objects: dict[str, bytes] = {}
+        #: The objects written, "uuid/name", by a PUT to a presigned URL or by a copy the API made.
+        self.puts: list[str] = []
+        self.copies: list[str] = []
         self.checkpoints: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         fake = self
@@ -110,6 +114,7 @@ class FakeApi:
                 return 400, {"message": "a presigned URL with an Authorization header"}
             if method == "PUT":
                 self.objects[path[4:]] = body or b""
+                self.puts.append(path[4:])
                 return 200, b""
             return (200, self.objects[path[4:]]) if path[4:] in self.objects else (404, b"")
         if auth != f"Bearer {TOKEN}":
@@ -121,8 +126,14 @@ class FakeApi:
             self.hints.append((auth, decoded))
             return 200, {}
         if method == "POST" and path == "/trials/7/checkpoints/uploads":
-            uid = decoded["uuid"]
-            return 200, {"urls": {name: f"{self.url}/s3/{uid}/{name}" for name in decoded["files"]}}
+            uid, copy_from = decoded["uuid"], decoded.get("copy_from") or {}
+            if any(f"{source}/{name}" not in self.objects for name, source in copy_from.items()):
+                return 404, {"error": "NotFound", "message": "no such file to copy"}
+            for name, source in copy_from.items():
+                self.objects[f"{uid}/{name}"] = self.objects[f"{source}/{name}"]
+                self.copies.append(f"{uid}/{name}")
+            urls = {name: f"{self.url}/s3/{uid}/{name}" for name in decoded["files"]}
+            return 200, {"urls": urls, "copied": sorted(copy_from)}
         if method == "POST" and path == "/trials/7/checkpoints":
             if f"{decoded['uuid']}/metadata.json" not in self.objects:
                 return 409, {"error": "Conflict", "message": "no metadata.json yet"}
@@ -273,12 +284,23 @@ def test_two_replicas_get_their_env_proxy_and_a_sigterm_is_a_clean_preempt_then_
     assert again["restored"] == ["checkpoint-0"] and again["share"] == ["data.txt"]
     assert (workdir.path / "b" / "checkpoint" / "checkpoint-0" / "state").read_text() == "saved by start 0"
     # Completed: AdaptDL saved nothing, but the TensorBoard folder (both starts' files) is stored once more.
-    [last] = [c for u, c in api.checkpoints.items() if u != uid]
+    [(last_uid, last)] = [(u, c) for u, c in api.checkpoints.items() if u != uid]
     assert last["metadata"] == {"steps_completed": 0, "adaptdl": {"format": 1, "restarts": 0}}
     assert sorted(n for n in last["resources"] if n.startswith("tensorboard/")) == [
         "tensorboard/events-0",
         "tensorboard/events-1",
     ]
+    # What did not change since the restore and is worth it (1 MiB or more) was copied by the control
+    # plane, not uploaded again; small files were uploaded.
+    assert api.copies == [f"{last_uid}/share/data.txt"]
+    assert sorted(p for p in api.puts if p.startswith(last_uid)) == [
+        f"{last_uid}/checkpoint/checkpoint-0/state",
+        f"{last_uid}/metadata.json",
+        f"{last_uid}/tensorboard/events-0",
+        f"{last_uid}/tensorboard/events-1",
+    ]
+    assert api.objects[f"{last_uid}/share/data.txt"] == b"downloaded once " * 65536
+    assert "1 unchanged copied from checkpoint" in second.output
 
 
 def test_the_preempt_file_stops_the_replicas_like_our_sigterm(

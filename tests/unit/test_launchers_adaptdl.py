@@ -1,16 +1,26 @@
 """The adaptdl launcher's pure parts: the replicas' environment, NUM_RESTARTS, the exit rule, the hints
-check and the discover answer (no processes, no sockets)."""
+check, the discover answer, and what a save sends (no processes, no sockets: the session is a fake)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contract import adaptdl
-from contract.errors import InvalidHintsError
+from contract.errors import HttpCallError, InvalidHintsError
 from launchers._adaptdl_proxy import discover_answer
-from launchers._adaptdl_sync import Folders, checkpoint_files, highest_checkpoint, local_target, num_restarts
+from launchers._adaptdl_sync import (
+    COPY_MIN_BYTES,
+    CheckpointSync,
+    Folders,
+    checkpoint_files,
+    highest_checkpoint,
+    local_target,
+    num_restarts,
+)
 from launchers._info import LaunchInfo
 from launchers._monitor import Outcome
 from launchers.adaptdl import ReplicaLaunch, build_replica_env, final_outcome, replicas_per_node
@@ -110,6 +120,111 @@ def test_a_save_holds_the_newest_checkpoint_and_the_share_folder(tmp_path: Path)
     assert local_target(folders, "share/data/x.bin") == folders.share / "data" / "x.bin"
     for name in ("metadata.json", "share/../../etc/passwd", "/abs/x", "other/x"):
         assert local_target(folders, name) is None
+
+
+class FakeSession:
+    """The control plane's checkpoint routes over an in-memory "S3" (stored name -> bytes), as `CheckpointSync`
+    calls them; ``copies`` answers 404 to a `copy_from` (its source checkpoint is gone)."""
+
+    def __init__(self, copies: bool = True) -> None:
+        self.copies = copies
+        self.objects: dict[str, bytes] = {}
+        self.records: dict[str, dict[str, Any]] = {}
+        self.asked: list[dict[str, Any]] = []
+        self.put: list[str] = []
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        if path.endswith("/downloads"):
+            uid = path.split("/")[2]
+            return {
+                "checkpoint": self.records[uid],
+                "urls": {n: f"{uid}/{n}" for n in self.records[uid]["resources"]},
+            }
+        assert body is not None
+        if path.endswith("/uploads"):
+            self.asked.append(body)
+            copy_from = body.get("copy_from") or {}
+            if copy_from and not self.copies:
+                raise HttpCallError(f"{method} {path}", 404)
+            for name, source in copy_from.items():
+                self.objects[f"{body['uuid']}/{name}"] = self.objects[f"{source}/{name}"]
+            return {
+                "urls": {name: f"{body['uuid']}/{name}" for name in body["files"]},
+                "copied": sorted(copy_from),
+            }
+        self.records[body["uuid"]] = body
+        return {"checkpoint": body}
+
+    def put_file(self, url: str, path: Path) -> None:
+        self.objects[url] = path.read_bytes()
+        self.put.append(url)
+
+    def download(self, url: str, dest: Path) -> None:
+        dest.write_bytes(self.objects[url])
+
+
+DATASET = b"d" * COPY_MIN_BYTES
+
+
+def _saved_once(tmp_path: Path, session: FakeSession) -> str:
+    """A first node saves checkpoint-0 with a dataset in its share folder; the stored checkpoint's uuid."""
+    folders = Folders.prepare(tmp_path / "first")
+    (folders.checkpoint / "checkpoint-0").mkdir()
+    (folders.checkpoint / "checkpoint-0" / "state").write_bytes(b"s0")
+    (folders.share / "data.bin").write_bytes(DATASET)
+    (folders.share / "notes.txt").write_bytes(b"small")  # under COPY_MIN_BYTES: uploaded even unchanged
+    return CheckpointSync(session, "7").save(folders, 0)  # type: ignore[arg-type]
+
+
+def test_a_save_after_a_restore_copies_what_did_not_change_and_uploads_the_rest(tmp_path: Path) -> None:
+    session = FakeSession()
+    first = _saved_once(tmp_path, session)
+    folders = Folders.prepare(tmp_path / "second")
+    sync = CheckpointSync(session, "7")  # type: ignore[arg-type]
+    assert sync.restore(first, folders) == 0
+    (folders.checkpoint / "checkpoint-1").mkdir()
+    (folders.checkpoint / "checkpoint-1" / "state").write_bytes(b"s1")
+    (folders.tensorboard / "events").write_bytes(b"e")
+
+    second = sync.save(folders, 1)
+
+    assert session.asked[-1]["copy_from"] == {"share/data.bin": first}
+    assert sorted(p for p in session.put if p.startswith(second)) == [
+        f"{second}/checkpoint/checkpoint-1/state",
+        f"{second}/metadata.json",
+        f"{second}/share/notes.txt",
+        f"{second}/tensorboard/events",
+    ]
+    assert session.objects[f"{second}/share/data.bin"] == DATASET
+    assert sorted(session.records[second]["resources"]) == [
+        "checkpoint/checkpoint-1/state",
+        "metadata.json",
+        "share/data.bin",
+        "share/notes.txt",
+        "tensorboard/events",
+    ]
+    # Changed since (same size, rewritten a second later): uploaded, and copied no more.
+    data = folders.share / "data.bin"
+    written = data.stat().st_mtime_ns
+    data.write_bytes(DATASET.upper())
+    os.utime(data, ns=(written + 10**9, written + 10**9))  # a file clock's tick may be coarser than this test
+    sync.save(folders, 1)
+    assert "copy_from" not in session.asked[-1] or "share/data.bin" not in session.asked[-1]["copy_from"]
+
+
+def test_where_the_old_checkpoint_is_gone_every_file_is_uploaded(tmp_path: Path) -> None:
+    session = FakeSession()
+    first = _saved_once(tmp_path, session)
+    folders = Folders.prepare(tmp_path / "second")
+    sync = CheckpointSync(session, "7")  # type: ignore[arg-type]
+    sync.restore(first, folders)
+    session.copies = False
+
+    second = sync.save(folders, 0)
+
+    assert [("copy_from" in asked) for asked in session.asked[-2:]] == [True, False]
+    assert session.objects[f"{second}/share/data.bin"] == DATASET  # uploaded after all
+    assert "share/data.bin" in session.asked[-1]["files"]
 
 
 CLEAN = {0: 143, 1: 143}

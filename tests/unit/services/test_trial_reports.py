@@ -180,6 +180,52 @@ def test_a_checkpoint_is_recorded_once_its_files_are_in_the_bucket(ports, run):
     assert trial_reports.trial_info(ports, run)["latest_checkpoint"] == UUID
 
 
+def test_files_unchanged_since_an_earlier_checkpoint_are_copied_in_the_bucket_not_uploaded(ports, run):
+    _upload(ports, run, UUID, ("share/data.bin", "checkpoint-1/state", "metadata.json"))
+    trial_reports.report_checkpoint(ports, run, UUID, 1, {"share/data.bin": 1, "checkpoint-1/state": 1}, {})
+    new = str(uuidlib.uuid4())
+
+    answer = trial_reports.checkpoint_uploads(
+        ports, run, new, ["checkpoint-2/state", "metadata.json"], {"share/data.bin": UUID}
+    )
+
+    prefix = keys.checkpoint_prefix(run.experiment_id, run.trial_id, new)
+    assert answer["copied"] == ["share/data.bin"] and sorted(answer["urls"]) == [
+        "checkpoint-2/state",
+        "metadata.json",
+    ]
+    assert ports.blobs.objects[prefix + "share/data.bin"] == b"w"  # there before the answer
+    assert not ports.blobs.exists(prefix + "checkpoint-2/state")  # the node uploads that one
+
+
+def test_a_copy_comes_only_from_a_stored_checkpoint_of_the_same_trial_that_holds_the_file(ports, flow, run):
+    _upload(ports, run, UUID, ("share/data.bin", "metadata.json"))
+    trial_reports.report_checkpoint(ports, run, UUID, 1, {"share/data.bin": 1}, {})
+    new = str(uuidlib.uuid4())
+
+    def ask(copy_from, files=("metadata.json",)):
+        return trial_reports.checkpoint_uploads(ports, run, new, list(files), copy_from)
+
+    with pytest.raises(NotFoundError, match=r"checkpoint \S+ has no file 'share/other.bin'"):
+        ask({"share/other.bin": UUID})
+    with pytest.raises(NotFoundError, match=f"is not a stored checkpoint of trial {run.trial_id}"):
+        ask({"share/data.bin": str(uuidlib.uuid4())})
+    with pytest.raises(BadRequestError, match="is not a checkpoint uuid"):
+        ask({"share/data.bin": "../../other-trial"})
+    too_many = {f"share/{i}": UUID for i in range(trial_reports.MAX_CHECKPOINT_COPIES + 1)}
+    with pytest.raises(BadRequestError, match="copy at most 1000 and upload the rest"):
+        ask(too_many)
+    with pytest.raises(BadRequestError, match="'share/data.bin' is both uploaded and copied"):
+        ask({"share/data.bin": UUID}, files=("share/data.bin", "metadata.json"))
+    other = dataclasses.replace(run, trial_id=run.trial_id + 1)  # another trial's run asks for this one's
+    with pytest.raises(NotFoundError, match=f"is not a stored checkpoint of trial {run.trial_id + 1}"):
+        trial_reports.checkpoint_uploads(ports, other, new, ["metadata.json"], {"share/data.bin": UUID})
+    ports.checkpoints.mark_deleted(UUID)
+    with pytest.raises(NotFoundError, match="is not a stored checkpoint"):
+        ask({"share/data.bin": UUID})
+    assert not [key for key in ports.blobs.objects if new in key]  # nothing copied by a refused request
+
+
 def test_checkpoint_downloads_stay_within_the_experiment(ports, flow, run):
     _upload(ports, run, UUID)
     trial_reports.report_checkpoint(ports, run, UUID, 10, {"model.pt": 1}, {})
