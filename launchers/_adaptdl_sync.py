@@ -11,11 +11,12 @@ through ``GET /checkpoints/{uuid}/downloads`` (every replica reads the checkpoin
 checkpoint for both folders rather than a second kind: the routes, the S3 layout, the retention and the
 ``det checkpoint`` commands exist and need no change, and the share folder is always the one that went
 with that checkpoint. A file of 1 MiB or more unchanged since the checkpoint this node restored (its size
-and modification time as the restore left them: the share folder's, the TensorBoard files written before,
-the restored ``checkpoint-N`` a completed trial stores again) is not uploaded again: the new checkpoint names it in
-``copy_from`` and the control plane copies it within the trial's S3 prefix (a shared dataset crosses the
-network once, not at every rescale); a share file already on the node with the stored size is not
-downloaded again. Where the control plane cannot copy (the old checkpoint is gone), everything is uploaded.
+and modification time as the restore left them: the share folder's, the TensorBoard files written
+before, the restored ``checkpoint-N`` a completed trial stores again) is not uploaded again: the new
+checkpoint names it in ``copy_from`` and the control plane copies it within the trial's S3 prefix (a
+shared dataset crosses the network once, not at every rescale); a share file already on the node with the
+stored size is not downloaded again. Where the control plane cannot copy (the old checkpoint is gone),
+everything is uploaded.
 
 The TensorBoard folder (``ADAPTDL_TENSORBOARD_LOGDIR``) goes with them, so it lives as long as the trial's
 checkpoints (NNI keeps it for the experiment): restored at every start, saved with every AdaptDL save, and
@@ -176,11 +177,7 @@ class CheckpointSync:
         storage_id = str(uuid.uuid4())
         metadata = adaptdl.checkpoint_metadata(n)
         states = {name: _state(path) for name, path in files.items()}
-        source = self._source
-        unchanged = [
-            n for n, state in states.items() if state[0] >= COPY_MIN_BYTES and self._stored.get(n) == state
-        ]
-        copied = set(sorted(unchanged, key=lambda n: -states[n][0])[:MAX_COPIES]) if source else set()
+        copy_from = self._copy_from(states)
         base = f"/trials/{self._trial}/checkpoints"
         with tempfile.TemporaryDirectory(prefix="stratus-adaptdl-") as tmp:
             marker = Path(tmp) / METADATA_FILE
@@ -188,8 +185,8 @@ class CheckpointSync:
             resources = {name: state[0] for name, state in states.items()}
             resources[METADATA_FILE] = marker.stat().st_size
             try:
-                answer, copied = self._ask_uploads(base, storage_id, files, copied, source)
-                uploaded = [name for name in files if name not in copied]
+                answer, copy_from = self._ask_uploads(base, storage_id, files, copy_from)
+                uploaded = [name for name in files if name not in copy_from]
                 names = [*uploaded, METADATA_FILE]
                 urls = _upload_urls(answer, names)
                 for name in uploaded:
@@ -204,30 +201,40 @@ class CheckpointSync:
                 self._session.call("POST", base, body)
             except HttpCallError as e:
                 raise SyncError(f"checkpoint-{n} could not be stored as checkpoint {storage_id}: {e}") from e
-        self._source = storage_id
-        self._stored = states
-        also = f", {len(copied)} unchanged copied from checkpoint {source}" if copied else ""
+        also = f", {len(copy_from)} unchanged copied from checkpoint {self._source}" if copy_from else ""
+        self._source, self._stored = storage_id, states
         _say(f"stored checkpoint-{n} as checkpoint {storage_id} ({len(names)} files uploaded{also})")
         return storage_id
 
+    def _copy_from(self, states: Mapping[str, tuple[int, int]]) -> dict[str, str]:
+        """What a save copies from the last checkpoint (name -> its uuid): the files of `COPY_MIN_BYTES` or
+        more as they were then, the `MAX_COPIES` largest."""
+        if self._source is None:
+            return {}
+        unchanged = [
+            name
+            for name, state in states.items()
+            if state[0] >= COPY_MIN_BYTES and self._stored.get(name) == state
+        ]
+        largest = sorted(unchanged, key=lambda name: -states[name][0])[:MAX_COPIES]
+        return dict.fromkeys(sorted(largest), self._source)
+
     def _ask_uploads(
-        self, base: str, storage_id: str, files: Mapping[str, Path], copied: set[str], source: str | None
-    ) -> tuple[Mapping[str, Any], set[str]]:
-        """The upload URLs of the files not in ``copied``, which the control plane copies from ``source``;
-        where it cannot (that checkpoint is gone: a 404), the URLs of every file. The answer and what was
-        copied."""
-        uploads = [name for name in files if name not in copied]
-        body: dict[str, Any] = {"uuid": storage_id, "files": [*uploads, METADATA_FILE]}
-        if copied and source:
-            body["copy_from"] = dict.fromkeys(sorted(copied), source)
+        self, base: str, storage_id: str, files: Mapping[str, Path], copy_from: dict[str, str]
+    ) -> tuple[Mapping[str, Any], dict[str, str]]:
+        """The upload URLs of the files not in ``copy_from``, which the control plane copies; where it
+        cannot (that checkpoint is gone: a 404), the URLs of every file. The answer and what was copied."""
+        if copy_from:
+            uploads = [name for name in files if name not in copy_from]
+            body = {"uuid": storage_id, "files": [*uploads, METADATA_FILE], "copy_from": copy_from}
             try:
-                return self._session.call("POST", f"{base}/uploads", body), copied
+                return self._session.call("POST", f"{base}/uploads", body), copy_from
             except HttpCallError as e:
                 if e.status != 404:
                     raise
-                _say(f"cannot copy from checkpoint {source} ({e}); uploading every file")
+                _say(f"cannot copy from checkpoint {self._source} ({e}); uploading every file")
         body = {"uuid": storage_id, "files": [*files, METADATA_FILE]}
-        return self._session.call("POST", f"{base}/uploads", body), set()
+        return self._session.call("POST", f"{base}/uploads", body), {}
 
 
 def prune_older(folder: Path, keep: int) -> None:
