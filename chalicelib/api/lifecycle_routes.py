@@ -1,14 +1,16 @@
 """User-facing routes (IAM-authorized in AWS) that read an experiment's trials and checkpoints, hand out a
-checkpoint's files, and delete an ended experiment (`chalicelib.services.checkpoints`, `.deleting`)."""
+checkpoint's files, change an experiment's name, description, labels or slot limit, and delete an ended
+experiment (`chalicelib.services.checkpoints`, `.experiment_edits`, `.deleting`)."""
 
 from __future__ import annotations
 
 from chalice.app import Blueprint
 
 from chalicelib.api import models, views
+from chalicelib.api import queue_models as qm
 from chalicelib.api.auth import UserPrincipal
 from chalicelib.api.routing import int_query, query_int, route
-from chalicelib.services import checkpoints, deleting, experiments
+from chalicelib.services import checkpoints, deleting, experiment_edits, experiments
 from chalicelib.wiring import ports
 
 bp = Blueprint(__name__)
@@ -46,6 +48,25 @@ def list_checkpoints(user: UserPrincipal, experiment_id: int) -> models.Experime
     ]
     return models.ExperimentCheckpointList(
         searcher_metric=searcher.metric, smaller_is_better=searcher.smaller_is_better, checkpoints=listed
+    )
+
+
+@route(
+    bp,
+    "/experiments/{experiment_id}",
+    "PATCH",
+    request=qm.ExperimentChange,
+    response=models.ExperimentOnly,
+    auth="iam",
+)
+def edit_experiment(
+    user: UserPrincipal, body: qm.ExperimentChange, experiment_id: int
+) -> models.ExperimentOnly:
+    """Change an experiment's name, description, labels (added and removed by name) or slot limit
+    (`max_slots`, 0: none); fields left out stay as they are."""
+    change = experiment_edits.ExperimentEdit(**body.model_dump())
+    return models.ExperimentOnly(
+        experiment=views.experiment(experiment_edits.edit(ports(), experiment_id, change))
     )
 
 

@@ -130,6 +130,7 @@ class Experiment(BaseModel):
     num_trials: int
     context_sha256: str | None
     config: dict[str, Any]
+    max_slots: int | None = None  # the most slots its trials may hold at once (None: no limit)
 
 
 class CreateExperimentResponse(BaseModel):

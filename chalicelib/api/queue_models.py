@@ -1,5 +1,5 @@
 """Request and response bodies of the job-queue and cluster routes (`chalicelib.api.job_routes`):
-`det job update | update-batch`, `det resource-pool list`, `det agent list`, `det slot list`."""
+`det job update | update-batch`, `det experiment set | label`, `det resource-pool list`, `det agent list`, `det slot list`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,17 @@ class JobChange(_Body):
     resource_pool: str | None = None
     ahead_of: str | None = None
     behind_of: str | None = None
+
+
+class ExperimentChange(_Body):
+    """What `PATCH /experiments/{id}` changes (`chalicelib.services.experiment_edits`): at least one."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    description: str | None = Field(default=None, max_length=4000)
+    add_labels: list[str] = Field(default_factory=list, max_length=100)
+    remove_labels: list[str] = Field(default_factory=list, max_length=100)
+    #: The most slots its trials may hold at once; 0 clears the limit.
+    max_slots: Int64 | None = Field(default=None, ge=0)
 
 
 class JobBatchItem(JobChange):

@@ -30,6 +30,7 @@ def experiment(record: Experiment) -> models.Experiment:
         num_trials=record.num_trials,
         context_sha256=record.context_sha256,
         config=record.config,
+        max_slots=record.job_max_slots,
     )
 
 

@@ -113,7 +113,7 @@ class DynamoExperiments(ExperimentUpdates):
             raise
         return True
 
-    def update_job(
+    def update_versioned(
         self, experiment_id: int, fields: Mapping[str, Any], expected_version: int
     ) -> Experiment | None:
         names = {"#version": "version"}

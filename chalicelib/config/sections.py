@@ -95,6 +95,16 @@ class ResourcesConfig(StrictModel):
     native_parallel: bool = False
     slots: int | None = None
 
+    @model_validator(mode="after")
+    def _max_slots_hold_a_trial(self) -> ResourcesConfig:
+        if self.max_slots is not None and self.max_slots < self.slots_per_trial:
+            message = (
+                f"{self.max_slots} is less than resources.slots_per_trial ({self.slots_per_trial}): no trial could ever "
+                f"start; set it to {self.slots_per_trial} or more, or leave it out (no limit)"
+            )
+            raise_problems("ResourcesConfig", [(("max_slots",), message, self.max_slots)])
+        return self
+
 
 class CheckpointStorageConfig(StrictModel):
     """Where checkpoints go: always S3. `bucket` None means the platform's bucket."""

@@ -64,9 +64,20 @@ class Experiment(StoredRecord):
     priority: int | None = None
     weight: float = 1.0
     queue_position: float | None = None
+    #: The most slots its runs may hold at once as `det experiment set max-slots` left it: None means the
+    #: config's `resources.max_slots`, 0 no limit (cleared).
+    max_slots: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", ExperimentState(self.state))
+
+    @property
+    def job_max_slots(self) -> int | None:
+        """The most slots its runs may hold at once (None: no limit)."""
+        if self.max_slots is not None:
+            return self.max_slots or None
+        configured = (self.config.get("resources") or {}).get("max_slots")  # read without parsing all
+        return configured if isinstance(configured, int) and configured > 0 else None
 
     @property
     def job_priority(self) -> int:

@@ -45,6 +45,8 @@ class Run(StoredRecord):
     #: the experiment's submission time unless `det job update` moved it), copied when it is requested.
     weight: float = 1.0
     queue_position: float | None = None
+    #: The most slots its job's runs may hold at once (`resources.max_slots`); 0: no limit.
+    max_slots: int = 0
     #: The token of the workflow's slot request (answered by the grant).
     slot_token: str = ""
     queued_at: str = ""

@@ -37,6 +37,8 @@ class SlotRequest:
     #: The job's place among jobs of equal priority: its submission time in epoch seconds, or the
     #: midpoint `det job update --ahead-of/--behind-of` moved it to (see `queue_moves`).
     queue_position: float = 0.0
+    #: The most slots the job's runs may hold at once (`resources.max_slots`, see `job_limits`); 0: none.
+    max_slots: int = 0
 
 
 @dataclass(frozen=True)

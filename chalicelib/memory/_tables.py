@@ -77,7 +77,7 @@ class MemoryExperiments(ExperimentUpdates):
         item["searcher_version"] = expected_version + 1
         return True
 
-    def update_job(
+    def update_versioned(
         self, experiment_id: int, fields: Mapping[str, Any], expected_version: int
     ) -> Experiment | None:
         item = self.items.get(experiment_id)

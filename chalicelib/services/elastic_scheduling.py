@@ -80,11 +80,11 @@ class RunElastic:
 
 def queued_elastic(ports: Ports, request: Run, experiment: Experiment | None, trial: Trial | None) -> Run:
     """A new slot request, sized and ruled as its elastic trial's (unchanged for any other trial)."""
-    section = experiment.parsed_config.elastic if experiment is not None else None
-    if section is None or trial is None:
+    if experiment is None or trial is None or (section := experiment.parsed_config.elastic) is None:
         return request
     pool = ports.settings.pool(request.pool)
-    most = section.replica_limit(pool.max_slots if pool else None)
+    limits = [n for n in (pool.max_slots if pool else None, experiment.job_max_slots) if n is not None]
+    most = section.replica_limit(min(limits, default=None))
     wanted = trial.elastic_target or section.min_replicas
     replicas = min(max(wanted, section.min_replicas), most)
     rules = RunElastic(

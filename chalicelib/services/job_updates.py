@@ -214,7 +214,7 @@ class _Plan:
             if not fields:
                 written[key] = planned
                 continue
-            updated = self.ports.experiments.update_job(key, fields, self.read[key].version)
+            updated = self.ports.experiments.update_versioned(key, fields, self.read[key].version)
             if updated is None:
                 return None
             written[key] = updated
@@ -249,6 +249,16 @@ def _apply_to_runs(ports: Ports, plan: _Plan) -> None:
         )
 
 
+def refresh_live_runs(ports: Ports, experiment: Experiment) -> None:
+    """Copy one job's fields onto its live runs (`det experiment set max-slots`) and ask its pool for a
+    scheduling pass, so the next pass and `det job list` see the change."""
+    pool = experiment.job_pool
+    for run in _live_runs(ports, pool, experiment.id):
+        copy_job_to_run(ports, experiment, run)
+    now = ports.clock.now_iso()
+    ports.queues.to_scheduler(pool, messages.Sweep(pool, now).to_body(), dedup_id=f"job-update-{pool}-{now}")
+
+
 def _live_runs(ports: Ports, pool: str, experiment_id: int) -> Iterable[Run]:
     for run in ports.runs.pending(pool) + ports.runs.allocated(pool):
         if run.experiment_id == experiment_id:
@@ -256,11 +266,12 @@ def _live_runs(ports: Ports, pool: str, experiment_id: int) -> Iterable[Run]:
 
 
 def run_job_fields(experiment: Experiment) -> dict[str, Any]:
-    """What a run carries of its job: priority, weight and queue position."""
+    """What a run carries of its job: priority, weight, queue position and slot limit (0: none)."""
     return {
         "priority": experiment.job_priority,
         "weight": experiment.weight,
         "queue_position": experiment.queue_position,
+        "max_slots": experiment.job_max_slots or 0,
     }
 
 

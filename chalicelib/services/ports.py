@@ -55,11 +55,12 @@ class ExperimentStore(Protocol):
     def save_searcher(
         self, experiment_id: int, snapshot: Mapping[str, Any], expected_version: int
     ) -> bool: ...
-    def update_job(
+    def update_versioned(
         self, experiment_id: int, fields: Mapping[str, Any], expected_version: int
     ) -> Experiment | None:
-        """Set the job's fields (priority, weight, queue_position, resource_pool) if the record is still
-        at `expected_version` (bumping it); None when it moved meanwhile (or does not exist)."""
+        """Set fields a user changes (the job's priority, weight, queue_position, resource_pool and
+        max_slots; name, description, labels) if the record is still at `expected_version` (bumping
+        it); None when it moved meanwhile (or does not exist)."""
         ...
 
     def record_progress(self, experiment_id: int, progress: float) -> None: ...

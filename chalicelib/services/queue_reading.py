@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from chalicelib.domain.job_limits import JobLimits, capped_demand
 from chalicelib.domain.queue_head import (
     PAGE_FIRST,
     PAGE_MAX,
@@ -51,10 +52,13 @@ class _Stream:
 @dataclass
 class HeadPlan:
     plan: PassPlan
-    #: The requests read, in the order read (the plan decided for each of them).
+    #: The requests read, in the order read (the plan decided for each of them, or held it back).
     read: list[Run]
     #: Queries made.
     pages: int
+    #: Run id -> why it waits, for the requests read that their job's slot limit held back before the
+    #: plan (`job_limits`): not in the plan's `blocked`, since no slot the pool could add would help.
+    held_back: dict[str, str] = field(default_factory=dict)
 
 
 def plan_head(
@@ -84,6 +88,8 @@ def plan_head(
     pages = 0
     wanted = streams
     planner = PriorityPass(policy, holdings, agents) if policy.kind != "fair_share" else None
+    limits = JobLimits(holdings)
+    held_back: dict[str, str] = {}
     while True:
         fresh: list[Run] = []
         for stream in wanted:
@@ -93,19 +99,23 @@ def plan_head(
             sizes.update(run.slots for run in runs)
         read.extend(fresh)
         if planner is not None:  # the priority pass goes on where it stopped
-            plan = planner.feed([slot_request(run) for run in fresh])
+            admitted, held = limits.split([slot_request(run) for run in fresh])
+            held_back.update(held)
+            plan = planner.feed(admitted)
         else:  # the fair-share pass plans again over every job's head
             requests = [slot_request(run) for run in read]
-            plan = plan_pass(policy, requests, holdings, agents, waiting_slots=waiting_slots)
+            admitted, held_back = JobLimits(holdings).split(requests)
+            demand = None if waiting_slots is None else capped_demand(waiting_slots, requests, holdings)
+            plan = plan_pass(policy, admitted, holdings, agents, waiting_slots=demand)
         left = unread_sizes(summary, sizes)
         if len(read) >= READ_MAX or not left:
-            return HeadPlan(plan, read, pages)
+            return HeadPlan(plan, read, pages, held_back)
         if planner is None:
             wanted = [s for s in streams if not s.done and s.job in plan.exhausted]
         else:
             wanted = [s for s in streams if not s.done and _wants_more(s, plan.room, left)]
         if not wanted:
-            return HeadPlan(plan, read, pages)
+            return HeadPlan(plan, read, pages, held_back)
 
 
 def _wants_more(stream: _Stream, room: Room, sizes: list[int]) -> bool:
@@ -147,4 +157,5 @@ def slot_request(run: Run) -> SlotRequest:
         job_id=str(run.experiment_id),
         weight=run.weight,
         queue_position=queue_position(run),
+        max_slots=run.max_slots,
     )

@@ -133,7 +133,8 @@ def schedule_pool(ports: Ports, pool: str, *, released: str | None = None) -> li
     head = plan_head(ports, pool, policy, summary, [_holding(r) for r in holding], planned)
     plan = head.plan
     placed = {a.run_id for a in plan.assignments}
-    waiting = [r for r in head.read if r.run_id not in placed and r.run_id not in plan.reserved]
+    skip = placed | plan.reserved | head.held_back.keys()  # held back by its job's limit: grows nothing
+    waiting = [r for r in head.read if r.run_id not in skip]
     if waiting or summary.requests <= len(head.read):
         # The agents unreserved: the allocator counts the promises itself (`change`).
         after = _after_grants(agents, plan.assignments, {r.run_id: r for r in head.read})
@@ -151,7 +152,7 @@ def schedule_pool(ports: Ports, pool: str, *, released: str | None = None) -> li
     for victim in plan.preempt:
         log.info("pool %s: preempting run %s for %s", pool, victim, plan.preempted_for.get(victim))
         pausing.preempt_run(ports, by_id[victim])
-    _note_reasons(ports, head.read, plan.blocked)
+    _note_reasons(ports, head.read, {**plan.blocked, **head.held_back})
     oldest = min((epoch_of(r.queued_at) for r in head.read if r.queued_at), default=now)
     telemetry.pool_pass(ports, replace(seen, preempted=len(plan.preempt), oldest_wait_s=now - oldest))
     granted = []

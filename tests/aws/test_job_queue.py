@@ -35,10 +35,12 @@ def _run(run_id: str, experiment_id: int = 1) -> Run:
 def test_an_experiments_job_fields_are_written_only_at_the_version_read(ports):
     ports.experiments.create(Experiment(id=1, state="ACTIVE", config={}, queue_position=1767225600.5))
     assert ports.experiments.get(1).queue_position == 1767225600.5
-    updated = ports.experiments.update_job(1, {"priority": 7, "weight": 2.5}, expected_version=0)
+    updated = ports.experiments.update_versioned(1, {"priority": 7, "weight": 2.5}, expected_version=0)
     assert (updated.priority, updated.weight, updated.version) == (7, 2.5, 1)
-    assert ports.experiments.update_job(1, {"priority": 9}, expected_version=0) is None  # a stale writer
-    assert ports.experiments.update_job(99, {"priority": 9}, expected_version=0) is None
+    assert (
+        ports.experiments.update_versioned(1, {"priority": 9}, expected_version=0) is None
+    )  # a stale writer
+    assert ports.experiments.update_versioned(99, {"priority": 9}, expected_version=0) is None
     assert ports.experiments.get(1).priority == 7
 
 

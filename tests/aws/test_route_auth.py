@@ -77,6 +77,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/experiments/{experiment_id}/checkpoints"): USER_READ,
     # The experiment is active: only one that has ended can be deleted (409).
     ("DELETE", "/experiments/{experiment_id}"): USER_CONFLICT,
+    ("PATCH", "/experiments/{experiment_id}"): USER_BODY,
     ("GET", "/checkpoints/{uuid}"): USER_READ,
     ("GET", "/checkpoints/{uuid}/files"): USER_READ,
     ("GET", "/trials/{trial_id}"): USER_READ,

@@ -255,11 +255,11 @@ class _RacingExperiments(MemoryExperiments):
         super().__init__()
         self.races = races
 
-    def update_job(self, experiment_id, fields, expected_version):
+    def update_versioned(self, experiment_id, fields, expected_version):
         if self.races:
             self.races -= 1
             self.items[experiment_id]["version"] += 1
-        return super().update_job(experiment_id, fields, expected_version)
+        return super().update_versioned(experiment_id, fields, expected_version)
 
 
 @pytest.mark.parametrize("races", [1, 2])
