@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from det._client import UPLOAD_TIMEOUT
+from det._client import UPLOAD_TIMEOUT, ApiClient
 from det._render import Cell, field, format_bytes, format_json, records_table, time_field
 from det._runtime import Runtime
 from det.errors import ApiError, ConnectionFailedError, UsageError
@@ -128,23 +128,29 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
 def download(args: argparse.Namespace, rt: Runtime) -> int:
     target = Path(args.output_dir) if args.output_dir else Path("checkpoints") / args.uuid
     with rt.client() as client:
-        answer = client.checkpoint_files(args.uuid)
+        download_into(rt, client, args.uuid, target, quiet=args.quiet)
+    return 0
+
+
+def download_into(rt: Runtime, client: ApiClient, uuid: str, target: Path, *, quiet: bool) -> None:
+    """Write checkpoint `uuid`'s files under `target`, then print it as `det checkpoint download` does:
+    its local path and its table (`quiet`: only the path, and no progress on stderr)."""
+    answer = client.checkpoint_files(uuid)
     checkpoint: Json = answer["checkpoint"]
     places = {name: safe_place(target, name) for name in answer.get("urls") or {}}
     sizes = {str(k): int(v) for k, v in (checkpoint.get("resources") or {}).items()}
-    if not args.quiet:
+    if not quiet:
         total = format_bytes(sum(sizes.get(n, 0) for n in places))
-        rt.note(f"Downloading checkpoint {args.uuid}: {len(places)} files, {total}, to {target}")
+        rt.note(f"Downloading checkpoint {uuid}: {len(places)} files, {total}, to {target}")
     for number, (name, place) in enumerate(sorted(places.items()), start=1):
         written = _fetch(rt, answer["urls"][name], place)
-        if not args.quiet:
+        if not quiet:
             rt.note(f"  [{number}/{len(places)}] {name} ({format_bytes(written)})")
-    if args.quiet:
+    if quiet:
         rt.say(str(target))
-        return 0
+        return
     rt.say(f"Local checkpoint path:\n{target}\n")
     rt.say(records_table(_DESCRIBE_CELLS, list(_DESCRIBE_CELLS), [checkpoint]))
-    return 0
 
 
 def safe_place(root: Path, name: str) -> Path:

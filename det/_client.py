@@ -124,16 +124,12 @@ class ApiClient:
 
     def get_experiment(self, experiment_id: int) -> Json:
         return self._request(
-            "GET",
-            f"/experiments/{experiment_id}",
-            not_found=f"experiment {experiment_id} does not exist; `det experiment list` shows the ids",
+            "GET", f"/experiments/{experiment_id}", not_found=_experiment_not_found(experiment_id)
         )
 
     def activate_experiment(self, experiment_id: int) -> Json:
         return self._request(
-            "POST",
-            f"/experiments/{experiment_id}/activate",
-            not_found=f"experiment {experiment_id} does not exist; `det experiment list` shows the ids",
+            "POST", f"/experiments/{experiment_id}/activate", not_found=_experiment_not_found(experiment_id)
         )
 
     def pause_experiment(self, experiment_id: int) -> Json:
@@ -151,6 +147,11 @@ class ApiClient:
     def _stop(self, path: str, what: str) -> Json:
         lister = "`det experiment list`" if what.startswith("experiment") else "`det experiment describe`"
         return self._request("POST", path, not_found=f"{what} does not exist; {lister} shows the ids")
+
+    def edit_experiment(self, experiment_id: int, change: Mapping[str, Any]) -> Json:
+        """`{"experiment"}` after changing its name, description, labels or max_slots (`PATCH`)."""
+        path = f"/experiments/{experiment_id}"
+        return self._request("PATCH", path, json=dict(change), not_found=_experiment_not_found(experiment_id))
 
     def archive_experiment(self, experiment_id: int) -> Json:
         return self._experiment_action(experiment_id, "archive")

@@ -1,4 +1,5 @@
-"""`det trial describe` and `det trial logs`, and the workloads table `det experiment describe` shares."""
+"""`det trial describe` and `det trial logs` (whose reading `det experiment logs` shares), and the workloads
+table `det experiment describe` shares."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from contract.log_levels import LEVELS
 from det._client import ApiClient
 from det._cost import cost_table, trial_totals
 from det._elastic import elastic_config, elastic_section, rescaling
@@ -69,26 +71,61 @@ def describe(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 def logs(args: argparse.Namespace, rt: Runtime) -> int:
+    check_log_window(args)
+    with rt.client() as client:
+        write_logs(rt, client, args.trial_id, args)
+    return 0
+
+
+def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    """The filters of `det trial logs` (after its id): -f, --head | --tail, --timestamps, --rank,
+    --level; `write_logs` reads them."""
+    parser.add_argument(
+        "-f", "--follow", action="store_true", help="follow the logs of a running trial, like tail -f"
+    )
+    window = parser.add_mutually_exclusive_group()
+    window.add_argument("--head", type=int, metavar="N", help="only the first N lines")
+    window.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    parser.add_argument(
+        "--timestamps", action="store_true", help="prefix each line with its time (UTC, ISO 8601)"
+    )
+    parser.add_argument(
+        "--rank", "--rank-id", dest="rank_id", type=int, metavar="RANK", help="only the lines of this rank"
+    )
+    parser.add_argument(
+        "--level",
+        type=str.upper,
+        choices=LEVELS,
+        metavar="LEVEL",
+        help=f"only the lines of this level or higher ({', '.join(LEVELS)}; a line that names no level "
+        "is INFO)",
+    )
+
+
+def check_log_window(args: argparse.Namespace) -> None:
     for flag in ("head", "tail"):
         value = getattr(args, flag)
         if value is not None and value < 0:
             raise UsageError(f"--{flag} {value} is negative; pass a number of lines (0 or more)")
+
+
+def write_logs(rt: Runtime, client: ApiClient, trial_id: int, args: argparse.Namespace) -> None:
+    """Print trial `trial_id`'s log lines on stdout, as the filters of `add_log_arguments` in `args`
+    ask (checked by `check_log_window`), following them with --follow until the trial ends."""
     if args.head == 0 or (args.tail == 0 and not args.follow):
-        return 0
-    with rt.client() as client:
-        for page in read_log_pages(
-            client,
-            args.trial_id,
-            follow=args.follow,
-            head=args.head,
-            tail=args.tail,
-            rank=args.rank_id,
-            level=args.level,
-            sleep=rt.sleep,
-        ):
-            rt.out.write("".join(format_line(line, timestamps=args.timestamps) + "\n" for line in page))
-            rt.out.flush()
-    return 0
+        return
+    for page in read_log_pages(
+        client,
+        trial_id,
+        follow=args.follow,
+        head=args.head,
+        tail=args.tail,
+        rank=args.rank_id,
+        level=args.level,
+        sleep=rt.sleep,
+    ):
+        rt.out.write("".join(format_line(line, timestamps=args.timestamps) + "\n" for line in page))
+        rt.out.flush()
 
 
 # Stratus trial state -> the status NNI would show (NNI's TrialJobStatus). A trial stopping is still

@@ -1,10 +1,11 @@
 """The `det` command line (also installed as `stratus`), shaped like Determined's.
 
-    det [-m MASTER] experiment|e  create | list|ls | describe | activate | archive | unarchive
-                                  | cancel | kill | list-trials|lt | list-checkpoints|lc | delete | wait
-                                  | dashboard | plot
+    det [-m MASTER] experiment|e  create | list|ls | describe | config | logs | activate | archive
+                                  | unarchive | pause | cancel | kill | list-trials|lt | list-checkpoints|lc
+                                  | download | delete | wait | dashboard | plot
+                                  | set description|name|max-slots|priority|weight | label add|remove
     det [-m MASTER] checkpoint|c  list|ls | describe | download
-    det [-m MASTER] trial|t       describe | logs | kill
+    det [-m MASTER] trial|t       describe | logs | download | kill
     det [-m MASTER] job|j         list|ls
     det deploy local              up | status | down
     det deploy aws                up | down | list | status
@@ -24,13 +25,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import TextIO
 
-from contract.log_levels import LEVELS
 from det import (
     _checkpoint,
     _cluster,
     _deploy,
     _deploy_aws,
+    _exp_downloads,
     _experiment,
+    _experiment_set,
     _job,
     _lifecycle,
     _monitoring,
@@ -187,7 +189,9 @@ def _add_experiment(commands: argparse._SubParsersAction[argparse.ArgumentParser
     activate.set_defaults(command=_submit.activate)
     _add_archiving(sub)
     _lifecycle.add_parsers(sub)
+    _experiment_set.add_parsers(sub)
     _monitoring.add_parsers(sub)
+    _exp_downloads.add_experiment_parsers(sub)
 
 
 def _add_archiving(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -216,31 +220,13 @@ def _add_trial(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     logs = sub.add_parser("logs", help="print a trial's logs")
     logs.add_argument("trial_id", type=int, metavar="ID", help="trial id")
-    logs.add_argument(
-        "-f", "--follow", action="store_true", help="follow the logs of a running trial, like tail -f"
-    )
-    window = logs.add_mutually_exclusive_group()
-    window.add_argument("--head", type=int, metavar="N", help="only the first N lines")
-    window.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
-    logs.add_argument(
-        "--timestamps", action="store_true", help="prefix each line with its time (UTC, ISO 8601)"
-    )
-    logs.add_argument(
-        "--rank", "--rank-id", dest="rank_id", type=int, metavar="RANK", help="only the lines of this rank"
-    )
-    logs.add_argument(
-        "--level",
-        type=str.upper,
-        choices=LEVELS,
-        metavar="LEVEL",
-        help=f"only the lines of this level or higher ({', '.join(LEVELS)}; a line that names no level "
-        "is INFO)",
-    )
+    _trial.add_log_arguments(logs)
     logs.set_defaults(command=_trial.logs)
 
     kill = sub.add_parser("kill", help="kill a trial (no checkpoint); its experiment goes on")
     kill.add_argument("trial_id", type=int, metavar="ID", help="trial id")
     kill.set_defaults(command=_stop.kill_trial)
+    _exp_downloads.add_trial_parsers(sub)
 
 
 def _add_stop_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

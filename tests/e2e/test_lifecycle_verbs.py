@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -64,6 +65,20 @@ def test_list_download_wait_and_delete_an_experiment(det, local_stack, tmp_path:
     assert downloaded.code == 0, downloaded.err
     assert json.loads((tmp_path / "best" / "state.json").read_text()) == {"step": 10}
     assert json.loads((tmp_path / "best" / "metadata.json").read_text())["steps_completed"] == 10
+
+    # Determined's other read verbs on the same experiment: its config, its first trial's logs, and the
+    # best checkpoint of the experiment and the latest of the trial downloaded by uuid folder.
+    config = det("experiment", "config", str(experiment_id))
+    assert config.code == 0 and yaml.safe_load(config.out)["checkpoint_storage"]["save_trial_latest"] == 2
+    logs = det("experiment", "logs", str(experiment_id))
+    trial_id = int(table_rows(trials.out)[1][0])
+    assert logs.code == 0 and f"det trial logs -f {trial_id}" in logs.err, logs.err
+    top = det("experiment", "download", str(experiment_id), "--top-n", "1", "-o", str(tmp_path / "top"), "-q")
+    assert top.code == 0 and top.out.strip() == str(tmp_path / "top" / uuid), top.out + top.err
+    assert json.loads((tmp_path / "top" / uuid / "state.json").read_text()) == {"step": 10}
+    latest = det("trial", "download", str(trial_id), "--latest", "-o", str(tmp_path / "latest"), "-q")
+    assert latest.code == 0, latest.err
+    assert json.loads((tmp_path / "latest" / "state.json").read_text()) == {"step": 10}
 
     deleted = det("experiment", "delete", str(experiment_id), "--yes")
     assert (deleted.code, deleted.out.strip()) == (0, f"Successfully deleted experiment {experiment_id}")

@@ -233,7 +233,7 @@ def test_describe_unknown_id_names_it(api) -> None:
     result = api.run("e", "describe", "42")
 
     assert result.code == 1
-    assert result.err == "Error: experiment 42 does not exist; `det experiment list` shows the ids\n"
+    assert result.err == "Error: experiment 42 does not exist; `det experiment list --all` shows the ids\n"
 
 
 def test_describe_rejects_a_non_numeric_id(api) -> None:
