@@ -14,6 +14,9 @@ from det._quotas import InstanceShape
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
 
+#: The largest template CloudFormation takes inline (`TemplateBody`); a bigger one only from S3.
+TEMPLATE_BODY_MAX = 51_200
+
 
 class AwsCalls:
     """The boto3 calls of these commands (one session: the profile, the region, AWS_ENDPOINT_URL)."""
@@ -78,15 +81,42 @@ class AwsCalls:
             if "ResourceType" in r
         ]
 
-    def validate(self, body: str) -> None:
-        self._cfn.validate_template(TemplateBody=body)
+    def template_source(self, bucket: str | None, body: str) -> dict[str, str] | None:
+        """How CloudFormation gets the template: inline (`TemplateBody`) when it fits, else from the
+        stack's bucket (`TemplateURL` of `deploy/template-<hash>.json`, put there now); None when it is too
+        big to pass inline and there is no bucket yet."""
+        data = body.encode()
+        if len(data) <= TEMPLATE_BODY_MAX:
+            return {"TemplateBody": body}
+        if bucket is None:
+            return None
+        key = f"deploy/template-{hashlib.sha256(data).hexdigest()[:16]}.json"
+        self._session.client("s3").put_object(
+            Bucket=bucket, Key=key, Body=data, ContentType="application/json"
+        )
+        return {"TemplateURL": self.object_url(bucket, key)}
+
+    def object_url(self, bucket: str, key: str) -> str:
+        """The object's virtual-hosted URL in the bucket's region, in the region's partition."""
+        partition = self._session.get_partition_for_region(self.region)
+        suffix = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+        return f"https://{bucket}.s3.{self.region}.{suffix}/{key}"
+
+    def validate(self, source: dict[str, str]) -> None:
+        self._cfn.validate_template(**source)
 
     def deploy(
-        self, name: str, body: str, parameters: dict[str, str], tags: list[dict[str, str]], *, update: bool
+        self,
+        name: str,
+        source: dict[str, str],
+        parameters: dict[str, str],
+        tags: list[dict[str, str]],
+        *,
+        update: bool,
     ) -> bool:
         request = {
             "StackName": name,
-            "TemplateBody": body,
+            **source,
             "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
             "Capabilities": ["CAPABILITY_IAM"],
             "Tags": tags,

@@ -154,12 +154,14 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
             f"{agents.files} files; requires {', '.join(agents.requires)})"
         )
     if args.dry_run:
-        aws.validate(body)
-        rt.say(f"dry run: the template ({len(body):,} bytes) is valid; nothing was uploaded or changed")
+        _dry_run(rt, aws, body, bucket if kept else None)
         return 0
     package = _package(rt, args.package)
     if not kept:
         aws.make_bucket(bucket, tags)
+    source = aws.template_source(bucket, body)
+    if source is None:
+        raise StackError(f"bucket {bucket!r} is missing; the template cannot be handed to CloudFormation")
     key = aws.upload_package(rt, bucket, package)
     parameters = {"BucketName": bucket, "CreateBucket": "false", "CodeKey": key}
     parameters |= {name: value for name, value in compute.parameters.items() if name in declared}
@@ -167,7 +169,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
         aws.upload_once(rt, bucket, agents.path, agents.key)
         parameters["ComputeKey"] = agents.key
     since = aws.last_event_time(stack) if existing is not None else None
-    started = aws.deploy(stack, body, parameters, tags, update=existing is not None)
+    started = aws.deploy(stack, source, parameters, tags, update=existing is not None)
     if not started:
         rt.say("the stack is up to date: nothing to change")
         return 0
@@ -181,6 +183,36 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     if url := _outputs(found).get("ApiUrl"):
         rt.say(f"Point det at it (requests are signed with your AWS credentials):\n  export DET_MASTER={url}")
     return 0
+
+
+def _dry_run(rt: Runtime, aws: AwsCalls, body: str, bucket: str | None) -> None:
+    """CloudFormation checks the template where it can read it: inline up to 51,200 bytes, else from the
+    bucket if it exists (the one object a dry run writes); otherwise cfn-lint checks it here, if installed."""
+    size = f"{len(body.encode()):,} bytes"
+    source = aws.template_source(bucket, body)
+    if source is not None:
+        aws.validate(source)
+        where = f" (read from {source['TemplateURL']})" if "TemplateURL" in source else ""
+        rt.say(f"dry run: the template ({size}) is valid{where}; nothing else was uploaded or changed")
+        return
+    try:
+        from cfnlint.api import lint
+    except ImportError:
+        rt.say(
+            f"dry run: the template ({size}) is over CloudFormation's inline limit (51,200 bytes) and the "
+            "bucket it is read from does not exist yet, so CloudFormation checks it at `up`; install "
+            "cfn-lint to check it here; nothing was uploaded or changed"
+        )
+        return
+    errors = [m for m in lint(body, regions=[aws.region]) if str(m.rule.id).startswith("E")]
+    for match in errors:
+        rt.say(f"  cfn-lint {match.rule.id}: {match.message} ({'/'.join(map(str, match.path))})")
+    if errors:
+        raise StackError(f"the template has {len(errors)} error(s) (cfn-lint, above); nothing was changed")
+    rt.say(
+        f"dry run: the template ({size}) passes cfn-lint (CloudFormation reads a template over 51,200 bytes "
+        "from S3 only, and the bucket does not exist yet); nothing was uploaded or changed"
+    )
 
 
 def _render_template(pools: tuple[Any, ...] | None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import uuid
 import zipfile
@@ -84,6 +85,13 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     assert "CREATE_COMPLETE" in err and "BucketName" in out
     bucket = f"{stack.lower()}-123456789012-us-east-1"
     assert len(_tables(stack)) == 8 and bucket in _buckets()
+    # The template is over CloudFormation's inline limit (51,200 bytes): the stack was made from the
+    # copy `up` put in the bucket, by its URL.
+    (stored,) = _all("s3", "list_objects_v2", "Contents", Bucket=bucket, Prefix="deploy/template-")
+    body = boto3.client("s3").get_object(Bucket=bucket, Key=stored["Key"])["Body"].read()
+    assert len(body) > 51_200
+    used = boto3.client("cloudformation").get_template(StackName=stack)["TemplateBody"]
+    assert json.loads(body) == (used if isinstance(used, dict) else json.loads(used))
     # The control plane: the API function and one function per queue, each fed by its queue, behind the API.
     functions = {
         f["FunctionName"]: f
@@ -142,7 +150,7 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     assert len(_tables(stack)) == 8
     assert boto3.client("s3").get_object(Bucket=bucket, Key="checkpoints/1/weights")["Body"].read() == b"w"
     code, out, _ = det("down", "--cluster-id", stack, "--yes", "--delete-bucket")
-    assert code == 0 and f"deleted bucket {bucket} (2 objects)" in out  # the checkpoint and the package
+    assert code == 0 and f"deleted bucket {bucket} (3 objects)" in out  # the checkpoint, package, template
     assert bucket not in _buckets()
 
 
