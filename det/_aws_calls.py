@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from det._aws_teardown import TeardownCalls
 from det._quotas import InstanceShape
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
@@ -18,7 +19,7 @@ from det.errors import StackError, UsageError
 TEMPLATE_BODY_MAX = 51_200
 
 
-class AwsCalls:
+class AwsCalls(TeardownCalls):
     """The boto3 calls of these commands (one session: the profile, the region, AWS_ENDPOINT_URL)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -73,13 +74,6 @@ class AwsCalls:
     def stacks(self) -> Iterator[dict[str, Any]]:
         for page in self._cfn.get_paginator("describe_stacks").paginate():
             yield from page["Stacks"]
-
-    def resources(self, name: str) -> list[dict[str, Any]]:
-        return [
-            r
-            for r in self._cfn.describe_stack_resources(StackName=name)["StackResources"]
-            if "ResourceType" in r
-        ]
 
     def template_source(self, bucket: str | None, body: str) -> dict[str, str] | None:
         """How CloudFormation gets the template: inline (`TemplateBody`) when it fits, else from the
@@ -146,23 +140,6 @@ class AwsCalls:
     def last_event_time(self, name: str) -> Any:
         events = self._cfn.describe_stack_events(StackName=name)["StackEvents"]
         return max((e["Timestamp"] for e in events), default=None)
-
-    def stop_executions(self, machine: str | None) -> int:
-        if not machine:
-            return 0
-        states = self._session.client("stepfunctions")
-        stopped = 0
-        pages = states.get_paginator("list_executions").paginate(
-            stateMachineArn=machine, statusFilter="RUNNING"
-        )
-        try:
-            for page in pages:
-                for execution in page["executions"]:
-                    states.stop_execution(executionArn=execution["executionArn"], cause="det deploy aws down")
-                    stopped += 1
-        except states.exceptions.StateMachineDoesNotExist:
-            pass  # gone already (deleted by hand; or moto, whose executing backend does not see CloudFormation's)
-        return stopped
 
     def make_bucket(self, bucket: str, tags: list[dict[str, str]]) -> None:
         """The stack's bucket, as the template would make it: private, encrypted, tagged."""
@@ -337,57 +314,3 @@ class AwsCalls:
         except self._errors.ClientError:
             return None
         return float(quota["Quota"]["Value"])
-
-    def stack_groups(self, tag: str, stack: str) -> list[dict[str, Any]]:
-        """The Auto Scaling groups of the stack: tagged `tag=stack`, or named `<stack>-...`."""
-        pages = self._session.client("autoscaling").get_paginator("describe_auto_scaling_groups")
-        groups = {}
-        for page in pages.paginate():
-            for group in page["AutoScalingGroups"]:
-                tags = {t["Key"]: t.get("Value") for t in group.get("Tags", [])}
-                if tags.get(tag) == stack or group["AutoScalingGroupName"].startswith(stack + "-"):
-                    groups[group["AutoScalingGroupName"]] = group
-        return [groups[name] for name in sorted(groups)]
-
-    def scale_to_zero(self, group: dict[str, Any]) -> list[str]:
-        """Set the group to 0/0/0 and terminate its instances (scale-in protection would keep them
-        otherwise); the instances terminated."""
-        name = group["AutoScalingGroupName"]
-        self._session.client("autoscaling").update_auto_scaling_group(
-            AutoScalingGroupName=name, MinSize=0, MaxSize=0, DesiredCapacity=0
-        )
-        instances = sorted(i["InstanceId"] for i in group.get("Instances", []))
-        if instances:
-            self._session.client("ec2").terminate_instances(InstanceIds=instances)
-        return instances
-
-    def stop_jobs(self, stack: str) -> tuple[int, int]:
-        """Terminate the active Batch jobs of the stack's job queues and stop its InProgress SageMaker
-        training jobs (named `<stack>-...`); how many of each."""
-        batch = self._session.client("batch")
-        terminated = 0
-        queues = [
-            q["jobQueueName"]
-            for page in batch.get_paginator("describe_job_queues").paginate()
-            for q in page["jobQueues"]
-            if q["jobQueueName"].startswith(stack + "-")
-        ]
-        for queue in queues:
-            for status in ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"):
-                for page in batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus=status):
-                    for job in page["jobSummaryList"]:
-                        batch.terminate_job(
-                            jobId=job["jobId"], reason=f"det deploy aws down: stack {stack} deleted"
-                        )
-                        terminated += 1
-        sagemaker = self._session.client("sagemaker")
-        stopped = 0
-        pages = sagemaker.get_paginator("list_training_jobs").paginate(
-            NameContains=stack + "-", StatusEquals="InProgress"
-        )
-        for page in pages:
-            for job in page["TrainingJobSummaries"]:
-                if job["TrainingJobName"].startswith(stack + "-"):
-                    sagemaker.stop_training_job(TrainingJobName=job["TrainingJobName"])
-                    stopped += 1
-        return terminated, stopped

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from det._aws_calls import AwsCalls
 from det._aws_compute import add_compute_arguments, describe, plan_compute, scale_groups_to_zero
+from det._deploy_checks import dry_run, refuse_overlap
 from det._render import table
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
@@ -128,6 +129,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
         rt.note(f"warning: {warning}")
     rendered = _render_template(compute.pools)
     body = json.dumps(rendered, sort_keys=True)
+    refuse_overlap(aws, stack, CLUSTER_TAG)
     existing = aws.stack(stack)
     if existing is not None and existing["StackStatus"] == "ROLLBACK_COMPLETE":
         raise StackError(
@@ -154,7 +156,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
             f"{agents.files} files; requires {', '.join(agents.requires)})"
         )
     if args.dry_run:
-        _dry_run(rt, aws, body, bucket if kept else None)
+        dry_run(rt, aws, body, bucket if kept else None)
         return 0
     package = _package(rt, args.package)
     if not kept:
@@ -183,36 +185,6 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     if url := _outputs(found).get("ApiUrl"):
         rt.say(f"Point det at it (requests are signed with your AWS credentials):\n  export DET_MASTER={url}")
     return 0
-
-
-def _dry_run(rt: Runtime, aws: AwsCalls, body: str, bucket: str | None) -> None:
-    """CloudFormation checks the template where it can read it: inline up to 51,200 bytes, else from the
-    bucket if it exists (the one object a dry run writes); otherwise cfn-lint checks it here, if installed."""
-    size = f"{len(body.encode()):,} bytes"
-    source = aws.template_source(bucket, body)
-    if source is not None:
-        aws.validate(source)
-        where = f" (read from {source['TemplateURL']})" if "TemplateURL" in source else ""
-        rt.say(f"dry run: the template ({size}) is valid{where}; nothing else was uploaded or changed")
-        return
-    try:
-        from cfnlint.api import lint
-    except ImportError:
-        rt.say(
-            f"dry run: the template ({size}) is over CloudFormation's inline limit (51,200 bytes) and the "
-            "bucket it is read from does not exist yet, so CloudFormation checks it at `up`; install "
-            "cfn-lint to check it here; nothing was uploaded or changed"
-        )
-        return
-    errors = [m for m in lint(body, regions=[aws.region]) if str(m.rule.id).startswith("E")]
-    for match in errors:
-        rt.say(f"  cfn-lint {match.rule.id}: {match.message} ({'/'.join(map(str, match.path))})")
-    if errors:
-        raise StackError(f"the template has {len(errors)} error(s) (cfn-lint, above); nothing was changed")
-    rt.say(
-        f"dry run: the template ({size}) passes cfn-lint (CloudFormation reads a template over 51,200 bytes "
-        "from S3 only, and the bucket does not exist yet); nothing was uploaded or changed"
-    )
 
 
 def _render_template(pools: tuple[Any, ...] | None) -> dict[str, Any]:
@@ -272,6 +244,11 @@ def down(args: argparse.Namespace, rt: Runtime) -> int:
             rt.say("nothing deleted")
             return 1
     outputs = _outputs(found)
+    # The control plane first: a sweep or a queued message could otherwise start an instance or a job
+    # after the ones below were stopped, which would outlive the stack.
+    frozen = aws.freeze(stack)
+    if frozen:
+        rt.say(f"stopped the control plane ({len(frozen)} functions at concurrency 0)")
     scale_groups_to_zero(rt, aws, CLUSTER_TAG, stack)
     jobs, training_jobs = aws.stop_jobs(stack)
     if jobs or training_jobs:
@@ -283,7 +260,11 @@ def down(args: argparse.Namespace, rt: Runtime) -> int:
     aws.delete(stack)
     final = _follow(rt, aws, stack, since)
     if final != "DELETE_COMPLETE":
-        raise StackError(f"stack {stack!r} ended {final}; the events above name the resource that failed")
+        aws.unfreeze(aws.owned(stack, "AWS::Lambda::Function"))  # what is left of it works again
+        raise StackError(
+            f"stack {stack!r} ended {final}; the events above name the resource that failed (its "
+            "remaining functions run again: `down` once more retries)"
+        )
     bucket = outputs.get("BucketName")
     if bucket and args.delete_bucket:
         removed = aws.delete_bucket(bucket)

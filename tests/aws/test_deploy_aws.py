@@ -21,6 +21,7 @@ import pytest
 
 from det._aws_calls import AwsCalls
 from det._aws_compute import plan_compute
+from det._deploy_aws import CLUSTER_TAG
 from det._quotas import QuotaError
 from det._runtime import Runtime
 from det.cli import build_parser, main
@@ -272,14 +273,29 @@ def test_up_with_an_ec2_pool_passes_the_agents_parameters_and_down_scales_its_gr
     ]
     assert (group["MinSize"], group["MaxSize"]) == (1, 5)
     (instance,) = [i["InstanceId"] for i in group["Instances"]]  # moto launches the minimum at once
+    # A group of another cluster whose name starts with this stack's (`<stack>-big-default`): not ours.
+    template = ec2.create_launch_template(
+        LaunchTemplateName=f"{stack}-big", LaunchTemplateData={"ImageId": ami}
+    )
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=f"{stack}-big-default", MinSize=1, MaxSize=1, AvailabilityZones=["us-east-1a"],
+        LaunchTemplate={"LaunchTemplateId": template["LaunchTemplate"]["LaunchTemplateId"]},
+        Tags=[{"Key": CLUSTER_TAG, "Value": f"{stack}-big", "PropagateAtLaunch": True}],
+    )  # fmt: skip
 
     code, out, err = det("down", "--cluster-id", stack, "--yes")
 
     assert code == 0, err
+    assert "stopped the control plane (" in out  # first, so no sweep scales a group up again meanwhile
     assert f"group {stack}-default: min 0 / max 0 / desired 0; terminated {instance}" in out
+    assert f"{stack}-big-default" not in out
     assert "DELETE_COMPLETE" in err
     (reservation,) = ec2.describe_instances(InstanceIds=[instance])["Reservations"]
     assert reservation["Instances"][0]["State"]["Name"] == "terminated"
+    (kept,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[f"{stack}-big-default"])[
+        "AutoScalingGroups"
+    ]
+    assert (kept["MinSize"], kept["MaxSize"], len(kept["Instances"])) == (1, 1, 1)
 
 
 #: The agents' wheel in the bucket: under the wheel's sha256, by the wheel's own name (pip reads it).
@@ -296,7 +312,9 @@ def test_down_stops_the_stacks_batch_and_sagemaker_jobs(
     moto_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`det deploy aws down` ends the stack's work before deleting it: its active Batch jobs terminated,
-    its InProgress training jobs stopped; another stack's are left alone."""
+    its InProgress training jobs stopped; those of a stack whose name starts with this one's (`<stack>-big`:
+    its queue and its jobs are named `<stack>-big-...`) are left alone. What the stack owns is its
+    CloudFormation resources (`AwsCalls.owned`; read from a real stack by the tests of `down` above)."""
     import argparse
 
     import httpx
@@ -309,20 +327,22 @@ def test_down_stops_the_stacks_batch_and_sagemaker_jobs(
     moto_sagemaker.apply()
     httpx.post(f"{moto_url}/moto-api/config", json={"batch": {"use_docker": False}}).raise_for_status()
     try:
-        stack, other = _name(), _name()
+        stack = _name().lower()
+        other = stack + "-big"
         batch, sagemaker = boto3.client("batch"), boto3.client("sagemaker")
-        role = boto3.client("iam").create_role(RoleName=f"{stack}-batch", AssumeRolePolicyDocument="{}")[
-            "Role"
-        ]["Arn"]
-        environment = batch.create_compute_environment(
-            computeEnvironmentName=f"{stack}-ce", type="UNMANAGED", state="ENABLED", serviceRole=role
-        )["computeEnvironmentArn"]
-        jobs = {}
+        roles, queues, jobs = {}, {}, {}
         for name in (stack, other):
-            batch.create_job_queue(
+            roles[name] = boto3.client("iam").create_role(
+                RoleName=f"{name}-role", AssumeRolePolicyDocument="{}"
+            )["Role"]["Arn"]
+        environment = batch.create_compute_environment(
+            computeEnvironmentName=f"{stack}-ce", type="UNMANAGED", state="ENABLED", serviceRole=roles[stack]
+        )["computeEnvironmentArn"]
+        for name in (stack, other):
+            queues[name] = batch.create_job_queue(
                 jobQueueName=f"{name}-default", state="ENABLED", priority=1,
                 computeEnvironmentOrder=[{"order": 1, "computeEnvironment": environment}],
-            )  # fmt: skip
+            )["jobQueueArn"]  # fmt: skip
             batch.register_job_definition(
                 jobDefinitionName=f"{name}-default", type="container",
                 containerProperties={"image": "example/train:1", "command": ["true"],
@@ -333,7 +353,7 @@ def test_down_stops_the_stacks_batch_and_sagemaker_jobs(
                 jobName=f"{name}-run-1-1", jobQueue=f"{name}-default", jobDefinition=f"{name}-default"
             )["jobId"]
             sagemaker.create_training_job(
-                TrainingJobName=f"{name}-sm-1-1", RoleArn=role,
+                TrainingJobName=f"{name}-sm-1-1", RoleArn=roles[name],
                 AlgorithmSpecification={"TrainingImage": "example/train:1", "TrainingInputMode": "File"},
                 OutputDataConfig={"S3OutputPath": "s3://nowhere/"},
                 ResourceConfig={"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 50},
@@ -341,6 +361,8 @@ def test_down_stops_the_stacks_batch_and_sagemaker_jobs(
             )  # fmt: skip
 
         calls = AwsCalls(argparse.Namespace(region="us-east-1", profile=None))
+        owned = {"AWS::Batch::JobQueue": [queues[stack]], "AWS::IAM::Role": [f"{stack}-role"]}
+        monkeypatch.setattr(calls, "owned", lambda name, kind: owned.get(kind, []) if name == stack else [])
         assert calls.stop_jobs(stack) == (1, 1)
 
         statuses = {j["jobId"]: j["status"] for j in batch.describe_jobs(jobs=list(jobs.values()))["jobs"]}
@@ -352,3 +374,25 @@ def test_down_stops_the_stacks_batch_and_sagemaker_jobs(
         assert training == {stack: "Stopped", other: "InProgress"}
     finally:
         httpx.post(f"{moto_url}/moto-api/config", json={"batch": {"use_docker": True}}).raise_for_status()
+
+
+def test_a_cluster_id_that_starts_with_another_stacks_is_refused_both_ways(det) -> None:
+    """Stack `lab`'s roles reach `lab-*` and its resources are named `lab-...`: a stack `lab-big` beside
+    it would share both. Either order is refused before anything is made; an untagged stack is not ours."""
+    base = "Ovl" + uuid.uuid4().hex[:8]
+    stack = f"{base}-core"
+    template = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
+    cloudformation = boto3.client("cloudformation")
+    cloudformation.create_stack(
+        StackName=stack, TemplateBody=template, Tags=[{"Key": CLUSTER_TAG, "Value": stack}]
+    )
+    plain = "Un" + uuid.uuid4().hex[:8]
+    cloudformation.create_stack(StackName=plain, TemplateBody=template)  # not a Stratus stack
+    for wanted in (f"{stack.lower()}-big", base):
+        code, _, err = det("up", "--cluster-id", wanted, "--no-compute", "--dry-run")
+        assert code == 2, err
+        assert f"--cluster-id {wanted}: Stratus stack {stack!r} is in this region" in err
+        assert not _tables(wanted)
+    for free in (f"{stack}x", f"{plain}-lab"):  # no `<stack>-` prefix shared; an untagged stack is not ours
+        code, _, err = det("up", "--cluster-id", free, "--no-compute", "--dry-run")
+        assert code == 0, err

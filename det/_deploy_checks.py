@@ -1,0 +1,59 @@
+"""Checks of `det deploy aws up` before it changes anything: a cluster id that would share its resources'
+names with another stack's, and the template's validation for `--dry-run`."""
+
+from __future__ import annotations
+
+from det._aws_calls import AwsCalls
+from det._runtime import Runtime
+from det.errors import StackError, UsageError
+
+
+def refuse_overlap(aws: AwsCalls, stack: str, tag: str) -> None:
+    """A stack's resources are named `<stack>-...` and its roles reach `<stack>-*`: stacks `lab` and
+    `lab-big` would reach each other's jobs, groups and logs. One cluster id may not start another's."""
+    mine = stack.lower()
+    for found in aws.stacks():
+        other = str(found["StackName"])
+        tags = {t["Key"] for t in found.get("Tags", [])}
+        theirs = other.lower()
+        if (
+            tag in tags
+            and theirs != mine
+            and (mine.startswith(theirs + "-") or theirs.startswith(mine + "-"))
+        ):
+            shorter = min(other, stack, key=len)
+            raise UsageError(
+                f"--cluster-id {stack}: Stratus stack {other!r} is in this region, and what one names "
+                f"`{shorter}-...` (jobs, groups, logs, and the permissions over them) would take in the "
+                "other's; choose a cluster id that does not start with the other's followed by '-'"
+            )
+
+
+def dry_run(rt: Runtime, aws: AwsCalls, body: str, bucket: str | None) -> None:
+    """CloudFormation checks the template where it can read it: inline up to 51,200 bytes, else from the
+    bucket if it exists (the one object a dry run writes); otherwise cfn-lint checks it here, if installed."""
+    size = f"{len(body.encode()):,} bytes"
+    source = aws.template_source(bucket, body)
+    if source is not None:
+        aws.validate(source)
+        where = f" (read from {source['TemplateURL']})" if "TemplateURL" in source else ""
+        rt.say(f"dry run: the template ({size}) is valid{where}; nothing else was uploaded or changed")
+        return
+    try:
+        from cfnlint.api import lint
+    except ImportError:
+        rt.say(
+            f"dry run: the template ({size}) is over CloudFormation's inline limit (51,200 bytes) and the "
+            "bucket it is read from does not exist yet, so CloudFormation checks it at `up`; install "
+            "cfn-lint to check it here; nothing was uploaded or changed"
+        )
+        return
+    errors = [m for m in lint(body, regions=[aws.region]) if str(m.rule.id).startswith("E")]
+    for match in errors:
+        rt.say(f"  cfn-lint {match.rule.id}: {match.message} ({'/'.join(map(str, match.path))})")
+    if errors:
+        raise StackError(f"the template has {len(errors)} error(s) (cfn-lint, above); nothing was changed")
+    rt.say(
+        f"dry run: the template ({size}) passes cfn-lint (CloudFormation reads a template over 51,200 bytes "
+        "from S3 only, and the bucket does not exist yet); nothing was uploaded or changed"
+    )
