@@ -6,7 +6,10 @@ stack parameters that carry them; and, before `down` deletes the stack, its grou
 The AMI is the Deep Learning AMI (NVIDIA driver, PyTorch, Amazon Linux 2023) of the region, read from
 its public SSM parameter (`DLAMI_PARAMETER`); where that name is gone, the newest PyTorch version under
 `DLAMI_PATH`; `--agent-ami` skips the lookup. Slots per agent are the type's GPUs (`InstanceShape.slots`:
-a CPU-only type gives agents of one slot, which run CPU trials).
+a CPU-only type gives agents of one slot, which run CPU trials); the types' vCPUs (`ComputePlan.vcpus`)
+size the Batch pools' compute environments and jobs (`infra.template.template(pools, vcpus)`). The
+agents' network (subnets, VPC, key pair, inbound CIDR) is looked up only for EC2 and Batch pools: a
+SageMaker job runs in SageMaker's own network, and the template declares those parameters only for them.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ _DLAMI_NAME = re.compile(
 _AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
 #: The backends whose resources the stack's template makes.
 DEPLOYABLE = ("local", "ec2", "batch", "sagemaker")
+#: The backends whose instances run in the agents' network (subnets, security group, key pair).
+NETWORKED = ("ec2", "batch")
 #: The flags of the pool (not with --pools-file) and of the agents' network and image (dest names).
 _POOL_FLAGS = {"compute_agent_instance_type": "instance_type", "min_dynamic_agents": "min_instances",
                "max_dynamic_agents": "max_instances", "spot": "spot", "spot_max_price": "spot_max_price",
@@ -106,6 +111,9 @@ class ComputePlan:
     #: Where the AMI came from: `--agent-ami` or the SSM parameter's name.
     ami_source: str = ""
     warnings: tuple[str, ...] = ()
+    #: The vCPUs of the cloud pools' EC2 instance types (`ec2:DescribeInstanceTypes`), for the template's
+    #: Batch pools: `infra.template.template(plan.pools, plan.vcpus)`.
+    vcpus: dict[str, int] = field(default_factory=dict)
 
 
 def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
@@ -128,14 +136,20 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         sorted({_ec2_type(t) for p in cloud for t in p["provider"]["instance_types"]})
     )
     pools = pool_specs(with_slots(wire, shapes, _source(args)))
-    warnings = check_quotas(calls, pools)
-    if not cloud:
+    warnings = tuple(check_quotas(calls, pools))
+    vcpus = {kind: shape.vcpus for kind, shape in shapes.items()}
+    if not any(p["backend"] in NETWORKED for p in cloud):  # no agent network: no lookup, no parameter
         given = [_flag(dest) for dest in _AGENT_FLAGS if getattr(args, dest)]
-        if given:
+        if given and not cloud:
             raise UsageError(
                 f"{given[0]} sets the cloud agents, and {_source(args)} has no cloud pool; drop it"
             )
-        return ComputePlan(pools=pools, warnings=tuple(warnings))
+        if given:
+            raise UsageError(
+                f"{given[0]} sets the EC2 and Batch agents, and {_source(args)} has only SageMaker pools "
+                "(their jobs run in SageMaker's own network, from their image); drop it"
+            )
+        return ComputePlan(pools=pools, warnings=warnings, vcpus=vcpus)
     vpc, subnets = agent_network(calls, args.agent_subnet_id or [])
     cidr = args.inbound_cidr or DEFAULT_INBOUND_CIDR
     try:
@@ -159,7 +173,7 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         raise UsageError(
             f"--agent-ami sets the EC2 agents' image, and {_source(args)} has no EC2 pool; drop it"
         )
-    return ComputePlan(pools, parameters, source, tuple(warnings))
+    return ComputePlan(pools, parameters, source, warnings, vcpus)
 
 
 def wire_pools(args: argparse.Namespace) -> list[dict[str, Any]] | None:

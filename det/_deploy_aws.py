@@ -127,7 +127,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
         )
     for warning in compute.warnings:
         rt.note(f"warning: {warning}")
-    rendered = _render_template(compute.pools)
+    rendered = _render_template(compute.pools, compute.vcpus)
     body = json.dumps(rendered, sort_keys=True)
     refuse_overlap(aws, stack, CLUSTER_TAG)
     existing = aws.stack(stack)
@@ -187,12 +187,12 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     return 0
 
 
-def _render_template(pools: tuple[Any, ...] | None) -> dict[str, Any]:
+def _render_template(pools: tuple[Any, ...] | None, vcpus: dict[str, int] | None = None) -> dict[str, Any]:
     """The stack's template for the pools (None: the template's default pools, all local)."""
     from infra.template import template
 
     try:
-        return template() if pools is None else template(pools)
+        return template() if pools is None else template(pools, vcpus)
     except ValueError as e:  # infra's ComputeTemplateError: a pool its resources cannot be made for
         raise UsageError(f"the pools cannot be deployed: {e}") from e
 

@@ -1,7 +1,7 @@
 """The Batch pools' part of the stack (`infra/compute_resources.py` merges it; they share its network).
 
-    resources, outputs = batch_resources(pools, ids)   # ids: compute_resources.logical_ids(pools)
-    statements = control_statements()                  # for the control plane's compute policy
+    resources, outputs = batch_resources(pools, ids, vcpus)  # ids: compute_resources.logical_ids(pools)
+    statements = control_statements()                        # for the control plane's compute policy
 
 Per pool: an on-demand compute environment (and a spot one for a spot pool), a fair-share policy, the
 job queue `<stack>-<pool>` ([spot, on-demand] or [on-demand]), the multi-node queue `<stack>-<pool>-mnp`
@@ -14,11 +14,15 @@ jobs' role (only the agent credential route, and reading and deleting its `crede
 
 Sizes: `maxvCpus` is `max_instances` times the vCPUs of the pool's largest type. A job takes a whole
 instance of its smallest type: all its vCPUs, `MEMORY_PER_VCPU_MIB` per vCPU (7/8 of the 4 GiB per vCPU
-every type of `DEFAULT_VCPUS` has at least; ECS and the OS keep the rest) and the pool's GPUs. vCPUs come
-from `DEFAULT_VCPUS` or the table given; a type in neither is refused, naming it. `spot_max_price` (USD an
-instance-hour) becomes the spot environment's `BidPercentage`, since Batch bids a percentage of each type's
-on-demand price: the highest percentage that keeps every type of the pool at or under the cap, from the
-committed on-demand prices (`contract.prices`); a cap on a type without a committed price is refused.
+the usual GPU types, g4dn to g6 and p3 to p5, have at least; ECS and the OS keep the rest; a type with
+less memory per vCPU, such as a c type, cannot run the job) and the pool's GPUs. The types' vCPUs are
+`vcpus`: `det deploy aws up` reads them from `ec2:DescribeInstanceTypes` (`ComputePlan.vcpus`), so any
+type EC2 offers renders. Rendered without them (`infra` used directly: tests, a template made by hand),
+the types of `DEFAULT_VCPUS` render and any other is refused, naming it and the fix. `spot_max_price`
+(USD an instance-hour) becomes the spot environment's `BidPercentage`, since Batch bids a percentage of
+each type's on-demand price: the highest percentage that keeps every type of the pool at or under the
+cap, from the committed on-demand prices (`contract.prices`); a cap on a type without a committed price
+is refused.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from infra.user_data import batch_command
 
 Template = dict[str, Any]
 
-#: vCPUs of common GPU instance types; `batch_resources(vcpus=...)` takes others.
+#: vCPUs of common GPU instance types: only for a template rendered without the types' vCPUs from EC2
+#: (`det deploy aws up` passes them, for any type).
 # fmt: off
 DEFAULT_VCPUS: Mapping[str, int] = MappingProxyType({
     "g5.xlarge": 4, "g5.2xlarge": 8, "g5.12xlarge": 48, "g6.xlarge": 4,
@@ -80,12 +85,13 @@ def queue_names(pool: str) -> tuple[str, str]:
 
 
 def batch_resources(
-    pools: Sequence[PoolSpec], ids: Mapping[str, str], vcpus: Mapping[str, int] = DEFAULT_VCPUS
+    pools: Sequence[PoolSpec], ids: Mapping[str, str], vcpus: Mapping[str, int] | None = None
 ) -> tuple[Template, Template]:
     """The Batch pools' (resources, outputs), each pool's logical ids prefixed with `ids[pool.name]`:
-    both empty without Batch pools."""
+    both empty without Batch pools. `vcpus`: each instance type's vCPUs (None: `DEFAULT_VCPUS`)."""
     if not pools:
         return {}, {}
+    vcpus = DEFAULT_VCPUS if vcpus is None else vcpus
     resources: Template = {**_shared_roles(), BATCH_STATE_RULE: _state_rule(pools)}
     outputs: Template = {}
     for pool in pools:
@@ -158,7 +164,8 @@ def _vcpus_of(pool: str, kind: str, vcpus: Mapping[str, int]) -> int:
     if kind not in vcpus:
         raise BatchTemplateError(
             f"Batch pool {pool!r} has instance type {kind!r}, whose vCPUs the template does not know; "
-            f"use one of {', '.join(sorted(vcpus))}, or give its vCPUs in the vcpus table"
+            "deploy it with `det deploy aws up`, which reads every type's vCPUs from EC2, or pass them to "
+            f"the template: template(pools, vcpus={{{kind!r}: <vCPUs>}})"
         )
     return vcpus[kind]
 

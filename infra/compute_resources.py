@@ -4,24 +4,28 @@ permissions, and the spot interruption warnings routed to the events queue. The 
 (`infra/compute_batch.py`) joins it and shares the agents' network; the SageMaker pools' part
 (`infra/compute_sagemaker.py`, no per-pool resource) joins it too.
 
-    parameters, conditions, resources, outputs = compute_resources(pools)
+    parameters, conditions, resources, outputs = compute_resources(pools, vcpus)
 
-Nothing for a stack without EC2, Batch or SageMaker pools (and without EC2 pools, no AMI or compute
-package parameter). A group has no desired capacity: the control plane alone sets it (upward with
-`SetDesiredCapacity`, downward only by terminating the instances it chose idle, so every instance is
-protected from AWS's own scale-in), and a stack update never resets a scaled group.
+Nothing for a stack without EC2, Batch or SageMaker pools. Each parameter only where a pool uses it
+(CloudFormation refuses a template with a parameter no resource uses): the AMI and the compute package
+with EC2 pools, the agents' network (subnets, VPC, SSH key and CIDR) and its security group with EC2 or
+Batch pools, whose instances run in it; SageMaker runs its jobs in a network of its own. A group has no
+desired capacity: the control plane alone sets it (upward with `SetDesiredCapacity`, downward only by
+terminating the instances it chose idle, so every instance is protected from AWS's own scale-in), and a
+stack update never resets a scaled group.
 
 The pools' resources wait for the control plane (`HasCode`): their agents need its API (the user data's
 `--api`, the agent policy's credential route), and nothing else scales the groups. `det deploy aws up`
 fills the parameters: the Deep Learning AMI (`AgentAmiId`, resolved from AWS's public SSM parameter),
-the subnets and their VPC, the compute package's key (`ComputeKey`, uploaded next to the Lambda package).
+the subnets and their VPC, the compute package's key (`ComputeKey`, uploaded next to the Lambda package);
+and the vCPUs of the Batch pools' instance types (`vcpus`, from `ec2:DescribeInstanceTypes`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
@@ -72,6 +76,10 @@ PARAMETERS: Template = {
     },
 }
 CONDITIONS: Template = {"HasKeyName": {"Fn::Not": [{"Fn::Equals": [{"Ref": "KeyName"}, ""]}]}}
+#: The parameters of EC2 pools only: Batch's instances boot the ECS AMI and run their jobs' image.
+EC2_PARAMETERS = ("AgentAmiId", "ComputeKey")
+#: The parameters of the agents' network, with EC2 or Batch pools (their instances run in it).
+NETWORK_PARAMETERS = ("AgentSubnetIds", "AgentVpcId", "InboundCidr", "KeyName")
 
 
 class ComputeTemplateError(ValueError):
@@ -112,8 +120,11 @@ def _provider(pool: PoolSpec) -> Provider:
     return pool.provider
 
 
-def compute_resources(pools: Sequence[PoolSpec]) -> tuple[Template, Template, Template, Template]:
-    """The cloud pools' (parameters, conditions, resources, outputs): all empty without them."""
+def compute_resources(
+    pools: Sequence[PoolSpec], vcpus: Mapping[str, int] | None = None
+) -> tuple[Template, Template, Template, Template]:
+    """The cloud pools' (parameters, conditions, resources, outputs): all empty without them. `vcpus`: each
+    Batch pool's instance types' vCPUs (`infra.compute_batch.batch_resources`)."""
     ec2 = [pool for pool in pools if pool.backend == "ec2"]
     batch = [pool for pool in pools if pool.backend == "batch"]
     sagemaker = [pool for pool in pools if pool.backend == "sagemaker"]
@@ -125,7 +136,7 @@ def compute_resources(pools: Sequence[PoolSpec]) -> tuple[Template, Template, Te
         twice = sorted({name for name in names if names.count(name) > 1})
         raise ComputeTemplateError(f"pool {twice[0]!r} is given twice; name each pool once")
     ids = logical_ids(ec2)
-    batched, outputs = batch_resources(batch, logical_ids(batch))
+    batched, outputs = batch_resources(batch, logical_ids(batch), vcpus)
     trained, trained_outputs = sagemaker_resources(sagemaker)
     outputs.update(trained_outputs)
     rules = [
@@ -133,7 +144,8 @@ def compute_resources(pools: Sequence[PoolSpec]) -> tuple[Template, Template, Te
         *([BATCH_STATE_RULE] if batch else []),
         *([SAGEMAKER_STATE_RULE] if sagemaker else []),
     ]
-    shared = {**_agent_network(), **_agent_identity(), **_spot_warnings(rules)}
+    networked = bool(ec2 or batch)  # pools whose instances run in the agents' network
+    shared = {**(_agent_network() if networked else {}), **_agent_identity(), **_spot_warnings(rules)}
     resources: Template = {**shared, **batched, **trained}
     jobs = [*(control_statements() if batch else []), *(sagemaker_statements() if sagemaker else [])]
     resources[COMPUTE_POLICY] = _control_policy(bool(ec2), jobs)
@@ -146,9 +158,9 @@ def compute_resources(pools: Sequence[PoolSpec]) -> tuple[Template, Template, Te
             "Description": f"The Auto Scaling group of pool {pool.name}",
             "Value": {"Ref": logical + "Group"},
         }
-    # Batch's instances boot the ECS AMI and its jobs' image: only EC2 pools need an AMI and the package.
-    parameters = {k: v for k, v in PARAMETERS.items() if ec2 or k not in ("AgentAmiId", "ComputeKey")}
-    return parameters, dict(CONDITIONS), resources, outputs
+    unused = (*(() if ec2 else EC2_PARAMETERS), *(() if networked else NETWORK_PARAMETERS))
+    parameters = {k: v for k, v in PARAMETERS.items() if k not in unused}
+    return parameters, dict(CONDITIONS) if networked else {}, resources, outputs
 
 
 def _tags(pool: str) -> list[dict[str, Any]]:

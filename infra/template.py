@@ -15,6 +15,7 @@ partition. With a `CodeKey` (the Lambda package in the bucket), the stack also r
 
     template()                     # the default pool only: the stack starts no machine
     template(pools)                # plus an Auto Scaling group and a launch template per EC2 pool
+    template(pools, vcpus)         # with the instance types' vCPUs, for Batch pools of any type
 """
 
 from __future__ import annotations
@@ -151,9 +152,13 @@ def _sweep_schedule() -> dict[str, Any]:
     }
 
 
-def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
+def template(
+    pools: Sequence[PoolSpec] = DEFAULT_POOLS, vcpus: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     """The stack of these resource pools: its EC2 pools' groups and launch templates come from
-    `infra/compute_resources.py`; with local pools only, the stack starts no machine."""
+    `infra/compute_resources.py`; with local pools only, the stack starts no machine. `vcpus`: each
+    instance type's vCPUs, which size the Batch pools (`det deploy aws up` reads them from EC2; None:
+    the common GPU types of `infra.compute_batch.DEFAULT_VCPUS` only)."""
     definition = compile_trial_workflow(
         WorkflowResources(
             trials_table="${TrialsTable}",
@@ -163,7 +168,7 @@ def template(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> dict[str, Any]:
             partition="${AWS::Partition}",
         )
     )
-    parameters, conditions, compute, compute_outputs = compute_resources(pools)
+    parameters, conditions, compute, compute_outputs = compute_resources(pools, vcpus)
     cloud = "AgentPolicy" in compute  # cloud pools' agents sign their credential request
     resources: dict[str, Any] = {
         "Bucket": {

@@ -78,10 +78,13 @@ def group_name(pool: str) -> str:
     return "${AWS::StackName}-" + pool
 
 
-def _pools_variable(pools: Sequence[PoolSpec]) -> dict[str, str]:
+def _pools_variable(pools: Sequence[PoolSpec]) -> str | dict[str, str]:
     """`STRATUS_POOLS`: the pools' JSON, each EC2 pool's `provider.group` its group's name, each Batch
     pool's its job queue's (`infra/compute_batch.py`: the same `<stack>-<pool>`). JSON braces
-    are plain text to `Fn::Sub`; a `${` of the pools' own text is escaped (`${!`) so it stays literal."""
+    are plain text to `Fn::Sub`; a `${` of the pools' own text is escaped (`${!`) so it stays literal.
+    Without such pools (local and SageMaker pools only) nothing names the stack: a plain string."""
+    if not any(pool.backend in ("ec2", "batch") for pool in pools):
+        return pools_to_json(pools)
     with_groups = [
         replace(pool, provider=replace(pool.provider, group=group_name(pool.name)))
         if pool.backend in ("ec2", "batch") and pool.provider is not None

@@ -213,6 +213,28 @@ def test_a_dry_run_with_determineds_compute_flags_shows_the_pool_the_ami_and_the
     assert not _tables(stack) and bucket not in _buckets()
 
 
+def test_a_dry_run_with_sagemaker_pools_only_validates_without_the_agents_network(
+    det, tmp_path: Path
+) -> None:
+    """SageMaker runs its jobs in its own network: the template declares no subnet, VPC, key or CIDR
+    parameter (CloudFormation refuses one no resource uses), and none is looked up or shown."""
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(
+        "resource_pools:\n"
+        "  - pool_name: default\n"
+        "    provider: {type: sagemaker, instance_type: ml.g5.xlarge, max_instances: 2, image: example/train:1}\n"
+    )
+    template_out = tmp_path / "t.json"
+    stack = _name().lower()  # SageMaker pools need a lower-case cluster id
+    code, out, err = det(
+        "up", "--cluster-id", stack, "--dry-run", "--pools-file", str(pools), "--template-out", str(template_out)
+    )  # fmt: skip
+    assert code == 0, err
+    assert "dry run: the template" in out and "AgentSubnetIds" not in out
+    declared = json.loads(template_out.read_text())["Parameters"]
+    assert not {"AgentSubnetIds", "AgentVpcId", "InboundCidr", "KeyName", "AgentAmiId"} & set(declared)
+
+
 def test_without_agent_ami_the_deep_learning_ami_is_looked_up_in_ssm(det) -> None:
     # moto publishes no /aws/service/deeplearning parameter (and refuses to make one), so the lookup fails.
     code, _, err = det("up", "--cluster-id", _name(), "--dry-run")

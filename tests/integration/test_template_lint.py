@@ -1,6 +1,6 @@
 """The stack's CloudFormation template passes cfn-lint (AWS's own linter: resource schemas, IAM policy
-shapes, intrinsic functions), as `det deploy aws up` renders it, with and without EC2, Batch and
-SageMaker pools."""
+shapes, intrinsic functions, unused parameters), as `det deploy aws up` renders it, with and without
+EC2, Batch and SageMaker pools, each alone too."""
 
 from __future__ import annotations
 
@@ -113,6 +113,62 @@ def test_a_template_with_an_ec2_a_batch_and_a_spot_sagemaker_pool_is_cfn_lint_cl
         "SageMakerStateRule",
     } <= set(rendered["Resources"])
     path = tmp_path / "sagemaker.cfn.json"
+    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
+    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_a_template_with_sagemaker_pools_only_is_cfn_lint_clean(tmp_path: Path) -> None:
+    """No EC2 or Batch pool: no agent network, so none of its parameters (an unused one is W2001, and
+    CloudFormation refuses it), and STRATUS_POOLS names no group, so it is a plain string (W1020)."""
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:latest"
+    pools = [
+        PoolSpec(name="default"),
+        PoolSpec(
+            name="gpu-sm",
+            slots_per_agent=1,
+            max_agents=4,
+            backend="sagemaker",
+            provider=Provider(
+                instance_types=("ml.g5.xlarge",), max_instances=4, spot=True, gpus=1, image=image
+            ),
+        ),
+    ]
+    rendered = template(pools)
+    assert {"SageMakerExecutionRole", "SageMakerStateRule"} <= set(rendered["Resources"])
+    assert "AgentSecurityGroup" not in rendered["Resources"]
+    assert not {"AgentSubnetIds", "AgentVpcId", "InboundCidr", "KeyName"} & set(rendered["Parameters"])
+    path = tmp_path / "sagemaker-only.cfn.json"
+    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
+    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_a_template_with_a_batch_pool_only_of_a_type_outside_the_default_table_is_cfn_lint_clean(
+    tmp_path: Path,
+) -> None:
+    """No EC2 pool: the agents' network without the AMI and the compute package; g4dn.xlarge sized by the
+    vCPUs `det deploy aws up` reads from EC2."""
+    pools = [
+        PoolSpec(name="default"),
+        PoolSpec(
+            name="t4",
+            slots_per_agent=1,
+            max_agents=3,
+            backend="batch",
+            provider=Provider(
+                instance_types=("g4dn.xlarge",),
+                max_instances=3,
+                spot=True,
+                gpus=1,
+                image="123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:latest",
+            ),
+        ),
+    ]
+    rendered = template(pools, vcpus={"g4dn.xlarge": 4})
+    assert {"T4PoolSpotEnvironment", "T4PoolQueue", "AgentSecurityGroup"} <= set(rendered["Resources"])
+    assert not {"AgentAmiId", "ComputeKey"} & set(rendered["Parameters"])
+    path = tmp_path / "batch-only.cfn.json"
     path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
     linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
     assert linted.returncode == 0, linted.stdout + linted.stderr

@@ -432,7 +432,8 @@ class FakeAws:
 
     def instance_types(self, names: Sequence[str]) -> dict[str, InstanceShape]:
         shapes = {"g5.xlarge": InstanceShape(4, 1), "g5.12xlarge": InstanceShape(48, 4),
-                  "p4d.24xlarge": InstanceShape(96, 8), "c6i.large": InstanceShape(2, 0)}  # fmt: skip
+                  "p4d.24xlarge": InstanceShape(96, 8), "c6i.large": InstanceShape(2, 0),
+                  "g4dn.xlarge": InstanceShape(4, 1)}  # fmt: skip
         return {name: shapes[name] for name in names}
 
     def service_quota(self, code: str) -> float | None:
@@ -623,6 +624,49 @@ def test_agent_flags_without_a_cloud_pool_are_refused(tmp_path: Path) -> None:
     assert (
         str(caught.value)
         == f"--keypair sets the cloud agents, and --pools-file {path} has no cloud pool; drop it"
+    )
+
+
+def test_the_plan_carries_the_types_vcpus_which_size_a_batch_pool_of_any_type(tmp_path: Path) -> None:
+    """g4dn.xlarge is not in the template's own table: the vCPUs EC2 gave the plan size its pool, as
+    `det deploy aws up` renders it (`infra.template.template(plan.pools, plan.vcpus)`)."""
+    from infra.template import template
+
+    path = tmp_path / "pools.yaml"
+    path.write_text(
+        "resource_pools:\n"
+        "  - pool_name: default\n"
+        "    provider: {type: batch, instance_type: g4dn.xlarge, max_instances: 3, image: example/train:1}\n"
+    )
+    plan = _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), FakeAws())
+    assert plan.vcpus == {"g4dn.xlarge": 4}
+    assert plan.pools is not None
+    resources = template(plan.pools, plan.vcpus)["Resources"]
+    compute = resources["DefaultPoolOnDemandEnvironment"]["Properties"]["ComputeResources"]
+    assert (compute["InstanceTypes"], compute["MaxvCpus"]) == (["g4dn.xlarge"], 3 * 4)
+    container = resources["DefaultPoolJobDefinition"]["Properties"]["ContainerProperties"]
+    requirements = {r["Type"]: r["Value"] for r in container["ResourceRequirements"]}
+    assert (requirements["VCPU"], requirements["GPU"]) == ("4", "1")
+
+
+def test_sagemaker_pools_only_need_no_agent_network_and_refuse_its_flags(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(
+        "resource_pools:\n"
+        "  - pool_name: default\n"
+        "    provider: {type: sagemaker, instance_type: ml.g5.xlarge, image: example/train:1}\n"
+    )
+    aws = FakeAws(network=("", []))  # no default VPC: nothing here needs one
+    plan = _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), aws)
+    assert plan.pools is not None and plan.pools[0].backend == "sagemaker"
+    assert plan.parameters == {} and plan.vcpus == {"g5.xlarge": 4} and aws.asked == []
+    with pytest.raises(UsageError) as caught:
+        _aws_compute.plan_compute(
+            aws_up_args("--pools-file", str(path), "--agent-subnet-id", "subnet-x"), aws
+        )
+    assert str(caught.value) == (
+        f"--agent-subnet-id sets the EC2 and Batch agents, and --pools-file {path} has only SageMaker pools "
+        "(their jobs run in SageMaker's own network, from their image); drop it"
     )
 
 

@@ -287,7 +287,9 @@ def test_the_roles_of_batch_its_instances_and_its_jobs():
         (Provider(image=IMAGE), "Batch pool 'gpu' has no instance type"),
         (
             Provider(instance_types=("g5.xlarge", "x9.huge"), image=IMAGE),
-            "Batch pool 'gpu' has instance type 'x9.huge', whose vCPUs the template does not know",
+            "Batch pool 'gpu' has instance type 'x9.huge', whose vCPUs the template does not know; deploy it "
+            "with `det deploy aws up`, which reads every type's vCPUs from EC2, or pass them to the template: "
+            "template(pools, vcpus={'x9.huge': <vCPUs>})",
         ),
     ],
 )
@@ -323,3 +325,46 @@ def test_a_type_given_in_the_vcpus_table_is_rendered():
     # max_instances (5 by default) of 2 vCPUs.
     assert resources["CpuPoolOnDemandEnvironment"]["Properties"]["ComputeResources"]["MaxvCpus"] == 10
     assert batch_resources([], {}) == ({}, {})
+
+
+#: A type outside `DEFAULT_VCPUS`, with the vCPUs `det deploy aws up` reads from ec2:DescribeInstanceTypes.
+G4DN = PoolSpec(
+    name="t4",
+    slots_per_agent=1,
+    max_agents=3,
+    backend="batch",
+    provider=Provider(instance_types=("g4dn.xlarge",), max_instances=3, spot=True, gpus=1, image=IMAGE),
+)
+
+
+def test_a_type_outside_the_default_table_renders_with_the_vcpus_the_deploy_side_gives():
+    assert "g4dn.xlarge" not in DEFAULT_VCPUS
+    resources = template((PoolSpec(name="default"), G4DN), vcpus={"g4dn.xlarge": 4})["Resources"]
+    for environment in ("T4PoolSpotEnvironment", "T4PoolOnDemandEnvironment"):
+        compute = resources[environment]["Properties"]["ComputeResources"]
+        assert (compute["MinvCpus"], compute["MaxvCpus"]) == (0, 3 * 4)  # max_instances of 4 vCPUs
+        assert compute["InstanceTypes"] == ["g4dn.xlarge"]
+    container = resources["T4PoolJobDefinition"]["Properties"]["ContainerProperties"]
+    requirements = {r["Type"]: r["Value"] for r in container["ResourceRequirements"]}
+    assert requirements == {"VCPU": "4", "MEMORY": str(4 * MEMORY_PER_VCPU_MIB), "GPU": "1"}
+    assert container["LinuxParameters"]["SharedMemorySize"] == 4 * MEMORY_PER_VCPU_MIB // 2
+    (node,) = resources["T4PoolMultiNodeJobDefinition"]["Properties"]["NodeProperties"]["NodeRangeProperties"]
+    assert node["Container"] == container
+
+
+def test_a_type_whose_vcpus_are_unknown_is_refused_naming_it_and_the_fix():
+    # Rendered without the deploy side's vCPUs: only the default table's types.
+    with pytest.raises(BatchTemplateError) as caught:
+        template((PoolSpec(name="default"), G4DN))
+    assert str(caught.value) == (
+        "Batch pool 't4' has instance type 'g4dn.xlarge', whose vCPUs the template does not know; deploy it "
+        "with `det deploy aws up`, which reads every type's vCPUs from EC2, or pass them to the template: "
+        "template(pools, vcpus={'g4dn.xlarge': <vCPUs>})"
+    )
+    # The vCPUs given are the whole table: a type missing from them is refused too, not looked up elsewhere.
+    with pytest.raises(BatchTemplateError, match=r"instance type 'g5\.12xlarge'"):
+        template((PoolSpec(name="default"), SPOT), vcpus={"p4d.24xlarge": 96})
+    # ... and they win over the default table's.
+    resources = template((PoolSpec(name="default"), SPOT), vcpus={"g5.12xlarge": 48, "p4d.24xlarge": 100})
+    compute = resources["Resources"]["GpuBPoolOnDemandEnvironment"]["Properties"]["ComputeResources"]
+    assert compute["MaxvCpus"] == 3 * 100

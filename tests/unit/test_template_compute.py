@@ -52,7 +52,8 @@ def test_without_ec2_pools_the_template_is_the_one_it_always_was():
     functions = [r for r in built["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
     for function in functions:
         variables = function["Properties"]["Environment"]["Variables"]
-        assert pools_from_json(variables.pop("STRATUS_POOLS")["Fn::Sub"]) == local
+        # A plain string: no group's name to fill in (an `Fn::Sub` without a variable is a cfn-lint warning).
+        assert pools_from_json(variables.pop("STRATUS_POOLS")) == local
     assert len(functions) == FUNCTIONS and built == template()
 
 
@@ -266,6 +267,47 @@ def test_the_functions_learn_each_ec2_pools_group_from_stratus_pools():
     assert pools["gpu-a"].provider is not None and pools["gpu-a"].provider.group == "Lab-gpu-a"
     assert pools["gpu-a"].description == "costs ${dollars}"
     assert pools["default"].provider is None
+
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:1"
+BATCH = PoolSpec(
+    name="batch", backend="batch", provider=Provider(instance_types=("g5.xlarge",), gpus=1, image=IMAGE)
+)
+SAGEMAKER = PoolSpec(
+    name="sm", backend="sagemaker", provider=Provider(instance_types=("ml.g5.xlarge",), gpus=1, image=IMAGE)
+)
+NETWORK = {"AgentSubnetIds", "AgentVpcId", "InboundCidr", "KeyName"}
+
+
+@pytest.mark.parametrize(
+    ("pools", "declared"),
+    [
+        ((), set()),
+        ((CPU,), {"AgentAmiId", "ComputeKey", *NETWORK}),
+        ((BATCH,), NETWORK),
+        ((SAGEMAKER,), set()),
+        ((CPU, BATCH), {"AgentAmiId", "ComputeKey", *NETWORK}),
+        ((CPU, SAGEMAKER), {"AgentAmiId", "ComputeKey", *NETWORK}),
+        ((BATCH, SAGEMAKER), NETWORK),
+        ((CPU, BATCH, SAGEMAKER), {"AgentAmiId", "ComputeKey", *NETWORK}),
+    ],
+    ids=["local", "ec2", "batch", "sagemaker", "ec2+batch", "ec2+sagemaker", "batch+sagemaker", "all"],
+)
+def test_each_compute_parameter_is_declared_only_where_a_pool_uses_it(pools: tuple, declared: set):
+    """CloudFormation refuses a parameter nothing uses: the AMI and the compute package only with EC2 pools,
+    the agents' network only with EC2 or Batch pools (SageMaker jobs run in SageMaker's own network)."""
+    built = template((PoolSpec(name="default"), *pools))
+    assert set(built["Parameters"]) - set(template()["Parameters"]) == declared
+    assert ("HasKeyName" in built["Conditions"]) == ("KeyName" in declared)
+    assert ("AgentSecurityGroup" in built["Resources"]) == ("AgentVpcId" in declared)
+    # Every parameter is used: by a Ref, or by name in an Fn::Sub string.
+    text = json.dumps(built["Resources"]) + json.dumps(built["Conditions"]) + json.dumps(built["Outputs"])
+    unused = [
+        name
+        for name in built["Parameters"]
+        if f'{{"Ref": "{name}"}}' not in text and f"${{{name}}}" not in text
+    ]
+    assert unused == []
 
 
 def test_logical_ids_are_alphanumeric_and_unique_even_for_names_that_look_alike():
