@@ -6,7 +6,7 @@ code and Chalice's runtime module, in one zip. Run from the repository root:
 - Dependencies are `requirements.txt` (the runtime's list; the Chalice CLI, the local stack's moto and the
   `det` CLI's packages are in requirements-dev.txt), installed by pip for the Lambda runtime's platform:
   CPython 3.11 on Amazon Linux 2, glibc 2.26, so wheels tagged manylinux2014 / manylinux_2_17 (pip picks
-  the newest version that has one: numpy 2.3 and later have none, so the package gets numpy 2.2).
+  the newest version that has one; requirements.txt pins numpy to 2.2, the last minor that has one).
 - Chalice is not a dependency of the package: like `chalice package`, only its runtime module
   (`chalice/app.py` and its `__init__`) goes in, not its CLI and the CLI's dependencies.
 - Code: `app.py`, `chalicelib/` and `contract/` (the messages the API and the agents share), sources only.
