@@ -64,6 +64,9 @@ class Settings:
     agent_role_name: str = ""
     #: The role SageMaker training jobs of `sagemaker` pools run as (the template's execution role).
     sagemaker_role_arn: str = ""
+    #: The compute package's key in the bucket (`STRATUS_COMPUTE_KEY`, `compute/<sha256>/<wheel>`): what a
+    #: SageMaker job installs before its agent runs (`contract.container_boot`).
+    compute_key: str = ""
     #: A price table the operator pins (`STRATUS_PRICES`, `contract.prices`): it replaces the one the
     #: stack keeps from AWS (`chalicelib.services.prices`). None: the stack's own, then the committed one.
     prices: PriceTable | None = None
@@ -141,6 +144,7 @@ def get_settings() -> Settings:
         pools=_pools(),
         agent_role_name=os.environ.get("STRATUS_AGENT_ROLE_NAME", "").strip(),
         sagemaker_role_arn=os.environ.get("STRATUS_SAGEMAKER_ROLE_ARN", "").strip(),
+        compute_key=os.environ.get("STRATUS_COMPUTE_KEY", "").strip(),
         prices=table_from_json(os.environ.get("STRATUS_PRICES", "")),
     )
 

@@ -35,9 +35,10 @@ from typing import Any
 from chalicelib.compute.batch import MULTI_NODE_SUFFIX
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
+from contract.container_boot import COMPUTE_URI_ENV
 from contract.prices import price_of
 from infra.template_app import API_URL, QUEUE_IDS, STAGE, group_name
-from infra.template_iam import JOB_CREDENTIALS, assume
+from infra.template_iam import COMPUTE_PACKAGES, JOB_CREDENTIALS, assume
 from infra.user_data import batch_command
 
 Template = dict[str, Any]
@@ -273,6 +274,7 @@ def _container(pool: PoolSpec, provider: Provider, vcpus: int) -> Template:
     return {
         "Image": provider.image,
         "Command": job_command(pool.name, pool.slots_per_agent or 1),
+        "Environment": [{"Name": COMPUTE_URI_ENV, "Value": _sub("s3://${BucketName}/${ComputeKey}")}],
         "JobRoleArn": {"Fn::GetAtt": ["BatchJobRole", "Arn"]},
         "ResourceRequirements": requirements,
         "LinuxParameters": {"SharedMemorySize": int(memory * SHARED_MEMORY_FRACTION)},
@@ -350,6 +352,8 @@ def _shared_roles() -> Template:
                         _allow(
                             "ReadOnceJobCredentials", ["s3:GetObject", "s3:DeleteObject"], JOB_CREDENTIALS
                         ),
+                        # The job's container installs the stack's compute package (`contract.container_boot`).
+                        _allow("ReadTheComputePackage", "s3:GetObject", COMPUTE_PACKAGES),
                     ],
                 },
             },

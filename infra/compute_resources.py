@@ -72,12 +72,12 @@ PARAMETERS: Template = {
         "Default": "",
         "AllowedPattern": r"^(compute/([0-9a-f]{64}/)?[A-Za-z0-9._+-]+)?$",
         "Description": "The agents' package in the bucket (compute/...), uploaded by det deploy aws up; "
-        "empty: the instances cannot install the agent",
+        "empty: the instances and container jobs cannot install the agent",
     },
 }
 CONDITIONS: Template = {"HasKeyName": {"Fn::Not": [{"Fn::Equals": [{"Ref": "KeyName"}, ""]}]}}
 #: The parameters of EC2 pools only: Batch's instances boot the ECS AMI and run their jobs' image.
-EC2_PARAMETERS = ("AgentAmiId", "ComputeKey")
+EC2_PARAMETERS = ("AgentAmiId",)
 #: The parameters of the agents' network, with EC2 or Batch pools (their instances run in it).
 NETWORK_PARAMETERS = ("AgentSubnetIds", "AgentVpcId", "InboundCidr", "KeyName")
 

@@ -25,7 +25,7 @@ from typing import Any
 from chalicelib.domain.compute_events import SAGEMAKER_STATE_CHANGE
 from chalicelib.domain.pools import PoolSpec
 from infra.template_app import QUEUE_IDS, STAGE
-from infra.template_iam import JOB_CREDENTIALS, assume
+from infra.template_iam import COMPUTE_PACKAGES, JOB_CREDENTIALS, assume
 
 Template = dict[str, Any]
 
@@ -154,6 +154,21 @@ def _execution_policy() -> Template:
                         "Effect": "Allow",
                         "Action": ["s3:GetObject", "s3:DeleteObject"],
                         "Resource": JOB_CREDENTIALS,
+                    },
+                    {
+                        # SageMaker copies the job's `compute` channel (the compute package's folder)
+                        # into the container as this role (`contract.container_boot`).
+                        "Sid": "ReadTheComputePackage",
+                        "Effect": "Allow",
+                        "Action": "s3:GetObject",
+                        "Resource": COMPUTE_PACKAGES,
+                    },
+                    {
+                        "Sid": "ListTheComputePackage",
+                        "Effect": "Allow",
+                        "Action": "s3:ListBucket",
+                        "Resource": {"Fn::Sub": "arn:${AWS::Partition}:s3:::${BucketName}"},
+                        "Condition": {"StringLike": {"s3:prefix": "compute/*"}},
                     },
                     {
                         # GetAuthorizationToken has no resource type: only "*" allows it.

@@ -30,6 +30,7 @@ from typing import Any
 
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import PoolSpec
+from contract.container_boot import agent_argv
 from infra import moto_batch, user_data
 from infra.local_agents import AgentLauncher, Runner, send_aws_event
 
@@ -164,7 +165,9 @@ class LocalBatch(Runner):
             }
             # Every node is on this machine: a multi-node trial rendezvouses on the loopback.
             nodes.append(
-                self._launcher.start_line(agent_id, command[1:], extra=["--address", "127.0.0.1"], env=env)
+                self._launcher.start_line(
+                    agent_id, agent_argv(command), extra=["--address", "127.0.0.1"], env=env
+                )
             )
             log.info("Batch job %s node %d: agent %s for %s", job_id, index, agent_id, run_id)
         self._jobs[job_id] = _Job(job_id, pool.name, nodes)

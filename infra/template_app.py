@@ -111,8 +111,12 @@ def _environment(pools: Sequence[PoolSpec]) -> dict[str, Any]:
         # The role EC2 agents sign `POST /agents/{id}/iam-credential` with (its name: `Ref` of a role).
         "STRATUS_AGENT_ROLE_NAME": {"Ref": "AgentRole"},
         # The role of SageMaker pools' training jobs (infra/compute_sagemaker.py): with such pools only.
+        # and the compute package their jobs install (`contract.container_boot`).
         **(
-            {"STRATUS_SAGEMAKER_ROLE_ARN": {"Fn::GetAtt": ["SageMakerExecutionRole", "Arn"]}}
+            {
+                "STRATUS_SAGEMAKER_ROLE_ARN": {"Fn::GetAtt": ["SageMakerExecutionRole", "Arn"]},
+                "STRATUS_COMPUTE_KEY": {"Ref": "ComputeKey"},
+            }
             if any(p.backend == "sagemaker" for p in pools)
             else {}
         ),

@@ -16,6 +16,8 @@ TABLE_IDS = {spec.name: spec.name.capitalize() + "Table" for spec in TABLES}
 #: The Batch and SageMaker jobs' credential objects (`chalicelib.compute.cloud.JobCredentials`): the API
 #: writes them, each job's role reads and deletes them.
 JOB_CREDENTIALS = {"Fn::Sub": "arn:${AWS::Partition}:s3:::${BucketName}/" + CREDENTIALS_PREFIX + "*"}
+#: The compute packages (`compute/<sha256>/<wheel>`), which agents' instances and container jobs install.
+COMPUTE_PACKAGES = {"Fn::Sub": "arn:${AWS::Partition}:s3:::${BucketName}/compute/*"}
 
 
 def _sub(text: str) -> dict[str, str]:

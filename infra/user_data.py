@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from contract.container_boot import boot_command
 from infra.template_app import API_URL
 
 #: The Deep Learning AMI's PyTorch environment (AL2023 and Ubuntu DLAMIs alike).
@@ -98,8 +99,9 @@ BATCH_WORK_DIR = "/tmp/stratus"
 def batch_command(api_url: str, pool: str, slots: int = 1) -> list[str]:
     """The command of a `batch` pool's job definition: a one-run agent per node, which takes its run and
     lane from the job's `runs` and `agents` parameters by its node index (`AWS_BATCH_JOB_NODE_INDEX`),
-    and its lane's credential from the objects under the job's `credentials` parameter (read once)."""
-    return [
-        "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
-        "--credential-from", "Ref::credentials", "--api", api_url, "--pool", pool, "--slots", str(slots), "--work-dir", BATCH_WORK_DIR,
-    ]  # fmt: skip
+    and its lane's credential from the objects under the job's `credentials` parameter (read once); first
+    installed into the job's image from the stack's bucket (`contract.container_boot`)."""
+    return boot_command([
+        "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents", "--credential-from", "Ref::credentials",
+        "--api", api_url, "--pool", pool, "--slots", str(slots), "--work-dir", BATCH_WORK_DIR,
+    ])  # fmt: skip

@@ -9,34 +9,13 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import clients
 from chalicelib.compute.cloud import TrainingJobRequest
 from chalicelib.settings import get_settings
+from contract.container_boot import COMPUTE_CHANNEL, boot_entrypoint
 
 
 class AwsSageMaker:
     def create(self, job: TrainingJobRequest) -> None:
-        stopping: dict[str, int] = {"MaxRuntimeInSeconds": job.max_runtime_s}
-        if job.spot:
-            stopping["MaxWaitTimeInSeconds"] = job.max_runtime_s  # at least the run time (SageMaker's rule)
-        request: dict[str, Any] = {
-            "TrainingJobName": job.name,
-            "RoleArn": get_settings().sagemaker_role_arn,
-            "AlgorithmSpecification": {
-                "TrainingImage": job.image,
-                "TrainingInputMode": "File",
-                "ContainerEntrypoint": ["python", "-m", "harness.agent"],
-                "ContainerArguments": list(job.arguments),
-            },
-            "ResourceConfig": {
-                "InstanceType": job.instance_type,
-                "InstanceCount": job.instances,
-                "VolumeSizeInGB": 50,
-            },
-            "OutputDataConfig": {"S3OutputPath": f"s3://{get_settings().bucket}/sagemaker/"},
-            "StoppingCondition": stopping,
-            "EnableManagedSpotTraining": job.spot,
-            "Environment": job.environment,
-            # Stratus requeues an interrupted trial itself: no retry by SageMaker.
-            "RetryStrategy": {"MaximumRetryAttempts": 1},
-        }
+        settings = get_settings()
+        request = training_request(job, settings.bucket, settings.sagemaker_role_arn, settings.compute_key)
         clients.client("sagemaker").create_training_job(**request)
 
     def stop(self, name: str) -> None:
@@ -45,3 +24,50 @@ class AwsSageMaker:
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ValidationException":  # ended already
                 raise
+
+
+def training_request(job: TrainingJobRequest, bucket: str, role_arn: str, compute_key: str) -> dict[str, Any]:
+    """`CreateTrainingJob`'s request for a run's job: the framework image boots into the agent after
+    installing the compute package from its `compute` channel (`contract.container_boot`)."""
+    stopping: dict[str, int] = {"MaxRuntimeInSeconds": job.max_runtime_s}
+    if job.spot:
+        stopping["MaxWaitTimeInSeconds"] = job.max_runtime_s  # at least the run time (SageMaker's rule)
+    request: dict[str, Any] = {
+        "TrainingJobName": job.name,
+        "RoleArn": role_arn,
+        "AlgorithmSpecification": {
+            "TrainingImage": job.image,
+            "TrainingInputMode": "File",
+            # Install the stack's compute package from the `compute` channel, then run the agent.
+            "ContainerEntrypoint": boot_entrypoint(),
+            "ContainerArguments": list(job.arguments),
+        },
+        "ResourceConfig": {
+            "InstanceType": job.instance_type,
+            "InstanceCount": job.instances,
+            "VolumeSizeInGB": 50,
+        },
+        "OutputDataConfig": {"S3OutputPath": f"s3://{bucket}/sagemaker/"},
+        "StoppingCondition": stopping,
+        "EnableManagedSpotTraining": job.spot,
+        "Environment": job.environment,
+        # Stratus requeues an interrupted trial itself: no retry by SageMaker.
+        "RetryStrategy": {"MaximumRetryAttempts": 1},
+    }
+    if channel := compute_channel(bucket, compute_key):
+        request["InputDataConfig"] = channel
+    return request
+
+
+def compute_channel(bucket: str, compute_key: str) -> list[dict[str, Any]]:
+    """The `compute` input channel: the folder of the stack's compute package (`compute/<sha256>/`), which
+    SageMaker copies into the container before it starts (none without a package: the boot says so)."""
+    if not compute_key:
+        return []
+    folder = compute_key.rsplit("/", 1)[0] + "/"
+    source = {
+        "S3DataType": "S3Prefix",
+        "S3Uri": f"s3://{bucket}/{folder}",
+        "S3DataDistributionType": "FullyReplicated",
+    }
+    return [{"ChannelName": COMPUTE_CHANNEL, "DataSource": {"S3DataSource": source}, "InputMode": "File"}]

@@ -32,6 +32,7 @@ import boto3
 import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
+from contract.container_boot import agent_argv
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 
@@ -113,10 +114,14 @@ def test_the_queues_and_job_definitions_have_the_names_the_control_plane_submits
     container = definitions[f"{name}-gpu-b"]["containerProperties"]
     assert container["image"] == IMAGE
     command = container["command"]
-    assert command[:9] == [
-        "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
+    # The image installs the stack's compute package first (`contract.container_boot`), from the bucket.
+    assert agent_argv(command)[:8] == [
+        "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
         "--credential-from", "Ref::credentials",
     ]  # fmt: skip
+    (uri,) = container["environment"]
+    # (This stack was made with no ComputeKey, so the URI names the bucket only; `up` sets the key.)
+    assert uri == {"name": "STRATUS_COMPUTE_URI", "value": f"s3://{stack.name.lower()}-bucket/"}
     assert command[command.index("--pool") + 1] == "gpu-b"
     assert command[command.index("--api") + 1] == stack.outputs["ApiUrl"]  # filled in by CloudFormation
     assert {r["type"]: r["value"] for r in container["resourceRequirements"]}["GPU"] == "1"

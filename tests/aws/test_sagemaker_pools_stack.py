@@ -33,6 +33,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3-gpu-py311"
 ACCOUNT = "arn:aws:{service}:us-east-1:123456789012:"
+COMPUTE_KEY = "compute/" + "c" * 64 + "/stratus_compute-0.1.0-py3-none-any.whl"
 GPU = PoolSpec(
     name="sm-gpu",
     slots_per_agent=1,
@@ -52,7 +53,7 @@ def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Any]:
 def stack(deployed_pools_stack) -> Iterator[Any]:  # noqa: ANN001
     """The stack with the default pool and GPU, its control plane included."""
     with deployed_pools_stack(
-        "sagemaker-" + uuid.uuid4().hex[:8], [PoolSpec(name="default"), GPU]
+        "sagemaker-" + uuid.uuid4().hex[:8], [PoolSpec(name="default"), GPU], ComputeKey=COMPUTE_KEY
     ) as deployed:
         yield deployed
 
@@ -84,6 +85,9 @@ def test_the_execution_role_is_sagemakers_and_the_functions_know_it(aws, stack) 
             "Variables"
         ]
         assert variables[ROLE_VARIABLE] == role["Arn"]
+        # ...and the compute package its training jobs install (their `compute` channel).
+        assert variables["STRATUS_COMPUTE_KEY"] == COMPUTE_KEY
+    assert statements["ReadTheComputePackage"]["Resource"] == f"arn:aws:s3:::{name}-bucket/compute/*"
 
 
 def test_the_control_plane_may_run_the_stacks_training_jobs_and_pass_the_role_to_sagemaker(

@@ -12,6 +12,7 @@ import pytest
 
 from chalicelib.compute.batch import MULTI_NODE_SUFFIX
 from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
+from contract.container_boot import boot_command
 from infra.compute_batch import (
     DEFAULT_VCPUS,
     MEMORY_PER_VCPU_MIB,
@@ -151,11 +152,14 @@ def test_the_job_runs_the_one_run_agent_with_the_jobs_parameters_on_a_whole_inst
     assert definition["RetryStrategy"] == {"Attempts": 1} and "Timeout" not in definition
     container = definition["ContainerProperties"]
     assert container["Image"] == IMAGE
-    assert container["Command"] == [
-        "python", "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
-        "--credential-from", "Ref::credentials",
+    # The image's Python installs the stack's compute package (from STRATUS_COMPUTE_URI), then runs the agent.
+    assert container["Command"] == boot_command([
+        "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents", "--credential-from", "Ref::credentials",
         "--api", {"Fn::Sub": API_URL}, "--pool", "gpu-b", "--slots", "4", "--work-dir", "/tmp/stratus",
-    ]  # fmt: skip
+    ])  # fmt: skip
+    assert container["Environment"] == [
+        {"Name": "STRATUS_COMPUTE_URI", "Value": {"Fn::Sub": "s3://${BucketName}/${ComputeKey}"}}
+    ]
     assert container["JobRoleArn"] == {"Fn::GetAtt": ["BatchJobRole", "Arn"]}
     requirements = {r["Type"]: r["Value"] for r in container["ResourceRequirements"]}
     # The smallest type of the pool, whole: g5.12xlarge's 48 vCPUs.
@@ -232,8 +236,8 @@ def test_the_control_plane_may_submit_only_to_the_stacks_queues_and_definitions(
     batch_only = template((PoolSpec(name="default"), SPOT))
     sids = [s["Sid"] for s in _statements(batch_only["Resources"][COMPUTE_POLICY])]
     assert sids == ["SubmitToTheStacksQueues", "TerminateJobs", "DescribeJobs"]
-    # Batch pools boot the ECS AMI and their image: no AMI nor compute package to pass.
-    assert not {"AgentAmiId", "ComputeKey"} & set(batch_only["Parameters"])
+    # Batch pools boot the ECS AMI and their image: no AMI to pass; their jobs install the compute package.
+    assert "AgentAmiId" not in batch_only["Parameters"] and "ComputeKey" in batch_only["Parameters"]
     assert {"AgentSubnetIds", "AgentVpcId"} <= set(batch_only["Parameters"])
     assert "AgentSecurityGroup" in batch_only["Resources"]
     for text in (json.dumps(built), json.dumps(batch_only)):
@@ -262,7 +266,14 @@ def test_the_roles_of_batch_its_instances_and_its_jobs():
     assert "Policies" not in resources["BatchJobRole"]["Properties"]
     policy = resources["BatchJobPolicy"]
     assert policy["Condition"] == "HasCode" and policy["Properties"]["Roles"] == [{"Ref": "BatchJobRole"}]
-    credential, objects = _statements(policy)
+    credential, objects, package = _statements(policy)
+    # ...and its container installs the stack's compute package (`contract.container_boot`).
+    assert package == {
+        "Sid": "ReadTheComputePackage",
+        "Effect": "Allow",
+        "Action": "s3:GetObject",
+        "Resource": {"Fn::Sub": "arn:${AWS::Partition}:s3:::${BucketName}/compute/*"},
+    }
     assert objects == {
         "Sid": "ReadOnceJobCredentials",
         "Effect": "Allow",

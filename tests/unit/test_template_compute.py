@@ -284,18 +284,19 @@ NETWORK = {"AgentSubnetIds", "AgentVpcId", "InboundCidr", "KeyName"}
     [
         ((), set()),
         ((CPU,), {"AgentAmiId", "ComputeKey", *NETWORK}),
-        ((BATCH,), NETWORK),
-        ((SAGEMAKER,), set()),
+        ((BATCH,), {"ComputeKey", *NETWORK}),
+        ((SAGEMAKER,), {"ComputeKey"}),
         ((CPU, BATCH), {"AgentAmiId", "ComputeKey", *NETWORK}),
         ((CPU, SAGEMAKER), {"AgentAmiId", "ComputeKey", *NETWORK}),
-        ((BATCH, SAGEMAKER), NETWORK),
+        ((BATCH, SAGEMAKER), {"ComputeKey", *NETWORK}),
         ((CPU, BATCH, SAGEMAKER), {"AgentAmiId", "ComputeKey", *NETWORK}),
     ],
     ids=["local", "ec2", "batch", "sagemaker", "ec2+batch", "ec2+sagemaker", "batch+sagemaker", "all"],
 )
 def test_each_compute_parameter_is_declared_only_where_a_pool_uses_it(pools: tuple, declared: set):
-    """CloudFormation refuses a parameter nothing uses: the AMI and the compute package only with EC2 pools,
-    the agents' network only with EC2 or Batch pools (SageMaker jobs run in SageMaker's own network)."""
+    """CloudFormation refuses a parameter nothing uses: the AMI only with EC2 pools, the compute package with
+    any cloud pool (instances and container jobs install it), the agents' network only with EC2 or Batch
+    pools (SageMaker jobs run in SageMaker's own network)."""
     built = template((PoolSpec(name="default"), *pools))
     assert set(built["Parameters"]) - set(template()["Parameters"]) == declared
     assert ("HasKeyName" in built["Conditions"]) == ("KeyName" in declared)

@@ -97,7 +97,15 @@ def test_the_execution_policy_calls_the_credential_route_pulls_images_and_writes
         "PullTheTrainingImage",
         "TrainingJobsLogGroup",
         "TrainingJobsLogs",
+        "ReadTheComputePackage",
+        "ListTheComputePackage",
     }
+    # SageMaker copies the `compute` channel (the compute package's folder) in as this role: only there.
+    assert statements["ReadTheComputePackage"]["Action"] == "s3:GetObject"
+    assert statements["ReadTheComputePackage"]["Resource"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:s3:::${BucketName}/compute/*"
+    }
+    assert statements["ListTheComputePackage"]["Condition"] == {"StringLike": {"s3:prefix": "compute/*"}}
     # The job's agent calls the same route as an EC2 agent, and nothing else of the API.
     agent_route = _by_sid(resources["AgentPolicy"])["AgentCredential"]
     assert statements["AgentCredential"]["Action"] == "execute-api:Invoke"
@@ -132,7 +140,8 @@ def test_the_execution_policy_calls_the_credential_route_pulls_images_and_writes
             if resource == "*":
                 assert sid in ("EcrToken", "PullTheTrainingImage")
                 continue
-            if sid == "ReadOnceJobCredentials":  # S3's ARNs name no region or account
+            if sid in ("ReadOnceJobCredentials", "ReadTheComputePackage", "ListTheComputePackage"):
+                # S3's ARNs name no region or account
                 continue
             text = resource["Fn::Sub"]
             assert text.startswith("arn:${AWS::Partition}:") and ":${AWS::Region}:${AWS::AccountId}:" in text
