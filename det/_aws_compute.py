@@ -160,6 +160,11 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         ) from e
     if args.keypair:
         calls.check_key_pair(args.keypair)
+    elif args.inbound_cidr:
+        raise UsageError(
+            f"--inbound-cidr {cidr} opens SSH to the agents, and there is no SSH without --keypair; "
+            "give --keypair NAME too, or drop --inbound-cidr"
+        )
     parameters = {
         "AgentSubnetIds": ",".join(subnets),
         "AgentVpcId": vpc,

@@ -97,6 +97,7 @@ def _aws_errors(
     @functools.wraps(command)
     def run(args: argparse.Namespace, rt: Runtime) -> int:
         from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.parsers import ResponseParserError
 
         try:
             return command(args, rt)
@@ -105,7 +106,7 @@ def _aws_errors(
             raise StackError(
                 f"AWS refused {e.operation_name}: {error.get('Code')}: {error.get('Message')}"
             ) from e
-        except BotoCoreError as e:
+        except (BotoCoreError, ResponseParserError) as e:  # the latter: an answer botocore cannot read
             raise StackError(f"AWS call failed: {e}") from e
 
     return run
@@ -148,7 +149,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     rt.say("  tags: " + ", ".join(f"{t['Key']}={t['Value']}" for t in tags))
     rt.say(describe(compute))
     declared = rendered.get("Parameters", {})
-    # The template declares ComputeKey with its EC2 pools: their instances install the agent from it.
+    # The template declares ComputeKey with its cloud pools: their instances and jobs install the agent from it.
     agents = _compute_package() if "ComputeKey" in declared else None
     if agents is not None:
         rt.say(

@@ -269,9 +269,10 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--pool",
         action="append",
         metavar="NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]"
-        "[:backend=local|ec2][:min=N][:max=N][:spot=on|off][:idle=S]",
+        "[:backend=local|ec2|batch|sagemaker][:min=N][:max=N][:spot=on|off][:idle=S]",
         help="start a resource pool with its own agents (repeatable; slots and agents default to --slots "
-        "and --agents; backend=ec2: an Auto Scaling group of min to max instances instead); the pool "
+        "and --agents; backend=ec2: an Auto Scaling group of min to max instances instead; batch and "
+        "sagemaker: a job per trial in moto's Batch or SageMaker, run by a local runner); the pool "
         "'default' always exists",
     )
     up.add_argument(

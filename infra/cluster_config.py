@@ -2,7 +2,7 @@
 `--cluster-config FILE` file, read into pools with their agents.
 
     --pool NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]
-           [:backend=local|ec2][:min=N][:max=N][:spot=on|off][:idle=SECONDS]
+           [:backend=local|ec2|batch|sagemaker][:min=N][:max=N][:spot=on|off][:idle=SECONDS]
 
 (repeatable; `slots` and `agents` default to `--slots` and `--agents`; `--backend ec2` makes the default
 pool an ec2 one) and, in the shape of Determined's

@@ -522,6 +522,7 @@ def test_the_ami_falls_back_to_the_newest_pytorch_dlami_when_the_pinned_name_is_
         ((), FakeAws(network=("", [])), "region us-east-1 has no default VPC with subnets; pass --agent-subnet-id"),
         (("--agent-ami", "my-ami"), FakeAws(), "--agent-ami 'my-ami' is not an AMI id"),
         (("--inbound-cidr", "10.0.0.1/8"), FakeAws(), "--inbound-cidr '10.0.0.1/8' is not an IPv4 CIDR"),
+        (("--inbound-cidr", "10.0.0.0/8"), FakeAws(), "there is no SSH without --keypair; give --keypair NAME"),
         (("--max-idle-agent-period", "10"), FakeAws(), "--max-idle-agent-period '10' is not a duration"),
         (("--no-spot", "--spot-max-price", "1"), FakeAws(), "--spot-max-price applies to spot instances only; set --spot"),
         (("--min-dynamic-agents", "6"), FakeAws(), "--min-dynamic-agents 6 and --max-dynamic-agents 5 must satisfy"),
