@@ -10,8 +10,9 @@ instances a pool has (`chalicelib.domain.capacity`):
   desired size must grow), so a pass that places everything costs no AWS call.
 - Before raising it, the account's EC2 vCPU quota of the pool's instance family (Service Quotas, the
   table in `contract.ec2_quotas`) caps it: a group is never asked for more instances than the quota holds
-  (counting this group's instances only; other use of the quota is AWS's to refuse), and the log says
-  which quota and where to raise it. A quota that cannot be read does not hold scaling back.
+  (counting this group's instances only; other use of the quota is AWS's to refuse), and the log and the
+  waiting requests' reasons (`det job list`) say which quota and where to raise it. A quota that cannot
+  be read does not hold scaling back.
 - `sweep` (the pool's periodic sweep) terminates, one by one and lowering the desired size, the instances
   idle past the pool's idle period (none while requests wait, never below the minimum), and replaces
   those whose agent never joined or went silent; the instance is marked draining first, so that no pass
@@ -62,7 +63,8 @@ class Ec2Scaler:
         self._clock = clock
         self._timeout_s = agent_timeout_s
 
-    def set_demand(self, spec: PoolSpec, demand: Demand) -> None:
+    def set_demand(self, spec: PoolSpec, demand: Demand) -> str | None:
+        """Raise the group for what waits; why it cannot grow enough where the account's quota holds it."""
         provider = _provider(spec)
         per_agent = spec.slots_per_agent or 1
         hosts = self._agents.alive(spec.name, self._timeout_s)
@@ -77,10 +79,10 @@ class Ec2Scaler:
             max_instances=provider.max_instances,
         )
         if target <= len(alive) and not drained:
-            return
+            return None
         group = self._group(provider)
         if group is None:
-            return
+            return None
         if drained:
             # Draining instances (about to be reclaimed) that hold nothing any more: replaced now rather
             # than at the reclaim, so that what they ran (requeued, waiting here) resumes sooner.
@@ -89,11 +91,12 @@ class Ec2Scaler:
             for instance_id in sorted((drained & members) - holding):
                 log.info("pool %s: replacing drained instance %s", spec.name, instance_id)
                 self._api.terminate(instance_id, decrement=False)
-        target = self._within_quota(spec, target, group.desired)
-        if target > group.desired:
+        capped, held = self._within_quota(spec, target, group.desired)
+        if capped > group.desired:
             log.info("pool %s: %d instance(s) wanted (%d alive); group %s desired %d -> %d", spec.name,
-                     target, len(alive), group.name, group.desired, target)  # fmt: skip
-            self._api.set_desired(group.name, target)
+                     capped, len(alive), group.name, group.desired, capped)  # fmt: skip
+            self._api.set_desired(group.name, capped)
+        return held
 
     def sweep(self, spec: PoolSpec) -> None:
         provider = _provider(spec)
@@ -147,26 +150,30 @@ class Ec2Scaler:
             )
             self._api.set_desired(group.name, max(left, provider.min_instances))
 
-    def _within_quota(self, spec: PoolSpec, target: int, desired: int) -> int:
+    def _within_quota(self, spec: PoolSpec, target: int, desired: int) -> tuple[int, str | None]:
         """`target`, or fewer instances where the account's vCPU quota of the family holds no more (never
-        below what the group has now)."""
+        below what the group has now), and then why, for the waiting requests."""
         provider = _provider(spec)
         kind = (provider.instance_types or ("",))[0]
         quota = quota_for(kind, provider.spot) if self._quotas is not None else None
         if quota is None or self._quotas is None:
-            return target
+            return target, None
         code, name = quota
         vcpus, value = self._quotas.vcpus(kind), self._quotas.quota(code)
         if not vcpus or value is None:
-            return target
+            return target, None
         most = int(value // vcpus)
         if target <= most:
-            return target
+            return target, None
         log.warning(
             "pool %s: %d x %s (%d vCPUs each) wanted, but the account's quota %s (%s) of %g vCPUs holds %d; "
             "ask for more at %s", spec.name, target, kind, vcpus, code, name, value, most, CONSOLE_URL.format(code=code),
         )  # fmt: skip
-        return max(desired, most)
+        held = (
+            f"pool {spec.name} stays at {max(desired, most)} instance(s) of {kind}: the account's quota {code} "
+            f"({name}) of {value:g} vCPUs holds no more; ask for more at {CONSOLE_URL.format(code=code)}"
+        )
+        return max(desired, most), held
 
     def _group(self, provider: Provider) -> Group | None:
         group = self._api.group(provider.group)

@@ -23,8 +23,9 @@ class LocalAgents:
         """The agents that heartbeated within the timeout."""
         return self._agents.alive(pool, self._timeout_s)
 
-    def set_demand(self, pool: str, demand: Demand) -> None:
+    def set_demand(self, pool: str, demand: Demand) -> str | None:
         """Nothing to scale: the pool is the agents that were started."""
+        return None
 
     def sweep(self, pool: str) -> None:
         """Nothing to let go: agents stop when they are stopped."""

@@ -52,10 +52,9 @@ class ComputeRouter:
             return self._jobs(spec.backend).hosts(spec)
         return self._agents.hosts(pool)
 
-    def set_demand(self, pool: str, demand: Demand) -> None:
+    def set_demand(self, pool: str, demand: Demand) -> str | None:
         spec = self._spec(pool, "ec2")
-        if spec is not None:
-            self._scaler().set_demand(spec, demand)
+        return self._scaler().set_demand(spec, demand) if spec is not None else None
 
     def sweep(self, pool: str) -> None:
         spec = self._spec(pool, "ec2")

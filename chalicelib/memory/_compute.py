@@ -33,8 +33,9 @@ class RecordingCompute:
     def hosts(self, pool: str) -> list[Host]:
         return sorted(self.pools.get(pool, {}).values(), key=lambda host: host.host_id)
 
-    def set_demand(self, pool: str, demand: Demand) -> None:
+    def set_demand(self, pool: str, demand: Demand) -> str | None:
         self.demands.setdefault(pool, []).append(demand)
+        return None
 
     def sweep(self, pool: str) -> None:
         self.sweeps.append(pool)

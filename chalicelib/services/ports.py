@@ -268,8 +268,9 @@ class ComputeBackend(Protocol):
         """The pool's hosts that are alive now; a run on a host missing here is presumed lost."""
         ...
 
-    def set_demand(self, pool: str, demand: Demand) -> None:
-        """What the pass could not place (a backend that scales grows the pool for it)."""
+    def set_demand(self, pool: str, demand: Demand) -> str | None:
+        """What the pass could not place (a backend that scales grows the pool for it); why the pool will
+        not grow enough for it where that is known (the account's quota), for the requests' wait reasons."""
         ...
 
     def sweep(self, pool: str) -> None:

@@ -147,7 +147,9 @@ def schedule_pool(ports: Ports, pool: str, *, released: str | None = None) -> li
             flight.shrinking_for.update({f: r for r, f in shrunk.items() if f is not None})
     flight.note_waits(plan.blocked, plan.reserved)
     pending = head.read
-    _tell_demand(ports, pool, summary, pending, plan.blocked)
+    held = _tell_demand(ports, pool, summary, pending, plan.blocked)
+    if held:  # the backend cannot grow the pool for them: say so where they wait
+        plan.blocked.update({run_id: f"{why}; {held}" for run_id, why in plan.blocked.items()})
     by_id = {r.run_id: r for r in [*pending, *holding]}
     for victim in plan.preempt:
         log.info("pool %s: preempting run %s for %s", pool, victim, plan.preempted_for.get(victim))
@@ -186,13 +188,14 @@ def _after_grants(
 
 def _tell_demand(
     ports: Ports, pool: str, summary: QueueSummary, read: list[Run], blocked: dict[str, str]
-) -> None:
+) -> str | None:
     """Tell the backend what this pass could not place: the blocked requests it read, and the slots of
-    those it did not read (a backend that scales grows the pool for them)."""
+    those it did not read (a backend that scales grows the pool for them); why it cannot grow enough."""
     sizes = tuple(run.slots for run in read if run.run_id in blocked)
     unread = max(0, summary.slots - sum(run.slots for run in read))
     if sizes or unread:
-        ports.compute.set_demand(pool, Demand(blocked=sizes, unread_slots=unread))
+        return ports.compute.set_demand(pool, Demand(blocked=sizes, unread_slots=unread))
+    return None
 
 
 def _pool_pass(

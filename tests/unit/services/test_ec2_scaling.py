@@ -154,6 +154,34 @@ def test_the_accounts_vcpu_quota_caps_the_group(flow, quota, desired) -> None:
     ports = flow.ports
     quotas = FakeQuotas(quota)
     scaler = Ec2Scaler(ports.autoscaling, ports.agents, ports.runs, ports.clock, 30.0, quotas)
-    scaler.set_demand(EC2_POOL, Demand(blocked=(1, 1, 1)))  # three one-slot requests, 4 vCPUs each
+    held = scaler.set_demand(EC2_POOL, Demand(blocked=(1, 1, 1)))  # three one-slot requests, 4 vCPUs each
     assert ports.autoscaling.groups[GROUP].desired == desired  # 8 vCPUs hold 2; unknown: not held back
     assert quotas.asked == ["L-DB2E81BA"]  # on-demand G and VT
+    if quota is None:
+        assert held is None
+    else:
+        assert held is not None and held.startswith(
+            f"pool default stays at {desired} instance(s) of g5.xlarge"
+        )
+        assert "the account's quota L-DB2E81BA (" in held and f"of {quota:g} vCPUs holds no more" in held
+
+
+def test_requests_the_quota_keeps_waiting_say_so_in_det_job_list(ports, flow) -> None:
+    """The scheduler adds the backend's reason to the wait reasons of what it could not place."""
+    from chalicelib.compute.ec2 import Ec2Scaler
+    from chalicelib.services import jobs
+
+    ports.compute._ec2 = Ec2Scaler(
+        ports.autoscaling, ports.agents, ports.runs, ports.clock, 30.0, FakeQuotas(4.0)
+    )
+    experiment = flow.submit(flow.TWO_AT_ONCE)
+    first, second = flow.trial_ids(experiment.id)[:2]
+    flow.request_slots(first)
+    waiting = flow.request_slots(second)
+    assert ports.autoscaling.groups[GROUP].desired == 1  # 4 vCPUs: one g5.xlarge
+    _join(ports)
+    scheduler.schedule_pool(ports, DEFAULT_POOL)
+    reason = ports.runs.get(waiting).wait_reason
+    assert reason is not None and "the account's quota L-DB2E81BA" in reason and "ask for more at" in reason
+    (job,) = jobs.list_jobs(ports, DEFAULT_POOL)
+    assert "L-DB2E81BA" in (job.reason or "")
