@@ -162,6 +162,16 @@ def read_provider(raw: Mapping[str, Any], label: Keys) -> tuple[str, dict[str, A
         )
     if price and (not re.fullmatch(r"\d+(\.\d+)?", price) or float(price) <= 0):
         raise UsageError(f"{label('spot_max_price')} {price!r} must be a positive price in USD such as 0.50")
+    if backend == "sagemaker" and low:
+        raise UsageError(
+            f"{label('min_instances')} {low}: a SageMaker pool starts a training job per trial and keeps no "
+            "instance between them; drop it (or use an ec2 or batch pool to keep instances warm)"
+        )
+    if backend == "sagemaker" and price:
+        raise UsageError(
+            f"{label('spot_max_price')}: SageMaker's managed spot training takes no price cap (it bills "
+            "the spot price, at most the on-demand one); drop it"
+        )
     image = str(raw.get("image") or "")
     if image and backend == "ec2":
         raise UsageError(f"{label('image')}: EC2 pools run on the AMI (--agent-ami), not an image; drop it")
