@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
 from chalicelib.errors import StratusError
@@ -169,7 +169,23 @@ def provider_from_dict(pool: str, item: Any) -> Provider:
 
 
 def pools_to_json(pools: Iterable[PoolSpec]) -> str:
-    return json.dumps([asdict(pool) for pool in pools], sort_keys=True)
+    """The pools' JSON (`pools_from_json` reads it back): only the fields that differ from their defaults,
+    without spaces, as it travels in a Lambda environment (4 KB in all, with the other variables)."""
+    return json.dumps([_changed(pool) for pool in pools], sort_keys=True, separators=(",", ":"))
+
+
+def _changed(record: PoolSpec | Provider) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        if f.name == "name" or value != default:
+            out[f.name] = _changed(value) if isinstance(value, Provider) else _plain(value)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def why_never_fits(pool: PoolSpec, slots: int) -> str | None:

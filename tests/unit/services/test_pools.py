@@ -7,7 +7,15 @@ from __future__ import annotations
 import pytest
 
 from chalicelib import config as cfg
-from chalicelib.domain.pools import DEFAULT_POOLS, PoolConfigError, PoolSpec, pools_from_json, why_never_fits
+from chalicelib.domain.pools import (
+    DEFAULT_POOLS,
+    PoolConfigError,
+    PoolSpec,
+    Provider,
+    pools_from_json,
+    pools_to_json,
+    why_never_fits,
+)
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import cluster, experiments, runs
 
@@ -142,3 +150,24 @@ def test_pools_agents_and_slots_as_the_cluster_lists_show_them(ports, flow):
     ports.clock.advance(ports.settings.agent_timeout_s + 1)
     assert not any(a.alive for a in cluster.list_agents(ports))
     assert not any(s.alive for s in cluster.list_slots(ports))
+
+
+def test_the_pools_json_round_trips_and_carries_only_what_differs_from_the_defaults() -> None:
+    """It travels in the functions' environment (4 KB with everything else): these ten pools take 1.9 KB
+    (3.8 KB with every field, as before)."""
+    pools = (
+        PoolSpec(name="default"),
+        PoolSpec(name="cpu", scheduler="fair_share", preemption=False, description="CPU jobs"),
+        *(
+            PoolSpec(
+                name=f"gpu-{i}", backend="ec2", slots_per_agent=8, max_agents=4,
+                provider=Provider(instance_types=("p4d.24xlarge", "p5.48xlarge"), min_instances=1,
+                                  max_instances=4, spot=True, spot_max_price="12.50", gpus=8, group=f"lab-gpu-{i}"),
+            )
+            for i in range(8)
+        ),
+    )  # fmt: skip
+    text = pools_to_json(pools)
+    assert pools_from_json(text) == pools
+    assert '{"name":"default"}' in text and "max_idle_agent_period_s" not in text  # defaults left out
+    assert len(text) < 2000
