@@ -190,7 +190,7 @@ def rescale(
         return []
     if not waiting and not any(agent.free for agent in agents):
         return []
-    views = [_view(ports, run, rules, age) for run, rules, age in movable]
+    views = _within_job_limits([_view(ports, run, rules, age) for run, rules, age in movable], holding)
     asks = [Waiting(r.run_id, r.slots, r.priority) for r in waiting]
     rescales = plan_rescales(views, agents, asks, change)
     by_id = {run.run_id: run for run, _, _ in movable}
@@ -219,6 +219,30 @@ def rescale(
         )
         stopped.append((run, planned.for_run))
     return stopped
+
+
+def _within_job_limits(views: list[ElasticRun], holding: Sequence[Run]) -> list[ElasticRun]:
+    """Each view's `max_replicas` kept within its job's `resources.max_slots` (`job_limits`): the slots the
+    job's runs hold, plus a growth, stay within it. One run of a job may grow in a pass (into the job's whole
+    headroom); its others keep their size, so two growths together cannot pass the limit."""
+    held: dict[int, int] = {}
+    limit: dict[int, int] = {}
+    for run in holding:
+        held[run.experiment_id] = held.get(run.experiment_id, 0) + run.slots
+        if run.max_slots > 0:
+            limit[run.experiment_id] = run.max_slots
+    by_run = {run.run_id: run for run in holding}
+    grown: set[int] = set()
+    out = []
+    for view in views:
+        job = by_run[view.run_id].experiment_id
+        if job in limit:
+            room = max(0, limit[job] - held[job]) // view.slots_per_replica if job not in grown else 0
+            grown.add(job)
+            most = max(view.min_replicas, min(view.max_replicas, view.replicas + room))
+            view = replace(view, max_replicas=most)
+        out.append(view)
+    return out
 
 
 def _view(ports: Ports, run: Run, rules: RunElastic, age: float) -> ElasticRun:

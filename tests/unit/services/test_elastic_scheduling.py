@@ -201,3 +201,23 @@ def test_a_grow_must_pay_for_the_restart_the_trial_s_last_rescale_took(ports, fl
     scheduler.schedule_pool(ports, "default")
     assert ports.runs.get(second).preempt  # an hour at 2 replicas: the next hour at 4 pays for 200 s
     assert ports.trials.get(trial_id).elastic_target == 4
+
+
+def test_an_elastic_trial_grows_no_further_than_its_experiments_max_slots(ports, flow):
+    """`resources.max_slots` holds under elastic growth too: 2 idle slots, a limit of 2, one replica run."""
+    trial_id, run_id = running_elastic(ports, flow, slots=4, max_replicas=4)
+    assert ports.runs.get(run_id).slots == 1
+    experiment_id = ports.trials.get(trial_id).experiment_id
+    from chalicelib.services.experiment_edits import ExperimentEdit, edit
+
+    edit(ports, experiment_id, ExperimentEdit(max_slots=2))
+    later(ports, INTERVAL, 4, [run_id])
+    scheduler.schedule_pool(ports, "default")
+    assert ports.trials.get(trial_id).elastic_target == 2  # 4 slots free, but the job may hold 2
+
+    second = requeue(ports, flow, trial_id, run_id)
+    later(ports, INTERVAL, 4, [second])
+    runs.started(ports, "agent-1", second, pid=4243)
+    later(ports, INTERVAL, 4, [second])
+    scheduler.schedule_pool(ports, "default")
+    assert not ports.runs.get(second).preempt  # at its job's limit: no further growth
