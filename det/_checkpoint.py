@@ -18,7 +18,8 @@ from typing import Any
 
 import httpx
 
-from det._client import UPLOAD_TIMEOUT, ApiClient
+from det._client import ApiClient
+from det._client_uploads import UPLOAD_TIMEOUT
 from det._render import Cell, field, format_bytes, format_json, records_table, time_field
 from det._runtime import Runtime
 from det.errors import ApiError, ConnectionFailedError, UsageError
@@ -79,6 +80,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "-q", "--quiet", action="store_true", help="print only the checkpoint's local path, no progress"
     )
     download_cmd.set_defaults(command=download)
+
+    delete_cmd = sub.add_parser(
+        "delete", aliases=["rm"], help="delete checkpoints' files (keeps their records)"
+    )
+    delete_cmd.add_argument("uuids", metavar="UUID[,UUID...]", help="checkpoint uuids, comma-separated")
+    delete_cmd.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    delete_cmd.set_defaults(command=delete)
 
     describe_cmd = sub.add_parser("describe", help="describe a checkpoint")
     describe_cmd.add_argument("uuid", metavar="UUID", help="checkpoint uuid")
@@ -151,6 +159,33 @@ def download_into(rt: Runtime, client: ApiClient, uuid: str, target: Path, *, qu
         return
     rt.say(f"Local checkpoint path:\n{target}\n")
     rt.say(records_table(_DESCRIBE_CELLS, list(_DESCRIBE_CELLS), [checkpoint]))
+
+
+_DELETE_WARNING = (
+    "Deleting checkpoints will result in deletion of all data associated\n"
+    "with each checkpoint in the checkpoint storage. Do you still want to proceed?"
+)
+
+
+def delete(args: argparse.Namespace, rt: Runtime) -> int:
+    """Determined's lines; every uuid is checked by the API before any is deleted."""
+    uuids = [u.strip() for u in args.uuids.split(",") if u.strip()]
+    if not uuids:
+        raise UsageError(f"{args.uuids!r} names no checkpoint; give UUID[,UUID...]")
+    if not args.yes:
+        if not rt.inp_is_tty():
+            raise UsageError(
+                "deleting checkpoints asks for confirmation, and there is no terminal; pass --yes"
+            )
+        if not rt.confirm(_DELETE_WARNING):
+            rt.say("Stopping deletion of checkpoints.")
+            return 0
+    with rt.client() as client:
+        answer = client.delete_checkpoints(uuids)
+    rt.say(f"Deleted checkpoints {','.join(answer.get('deleted') or []) or '(none)'}")
+    if gone := answer.get("already_deleted"):
+        rt.say(f"Already deleted: {','.join(gone)}")
+    return 0
 
 
 def safe_place(root: Path, name: str) -> Path:

@@ -8,8 +8,7 @@ becomes `ApiError` (`NotFoundError` for 404), a refused or timed-out connection 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -17,18 +16,16 @@ import httpx
 
 from contract.errors import ErrorBody
 from contract.owner import USER_HEADER, clean_user_name
+from det._client_uploads import ContextUploads
 from det.errors import ApiError, ConnectionFailedError, NotFoundError
 
 # API Gateway gives up on a request after 29 s; the local stack answers well within that.
 API_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
-# The context goes straight to S3 and may be up to ~95 MiB: allow slow links.
-UPLOAD_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
-UPLOAD_CHUNK = 256 * 1024
 
 Json = dict[str, Any]
 
 
-class ApiClient:
+class ApiClient(ContextUploads):
     """A thin client of the user-facing routes. `transport` lets tests answer in memory; `user` (the OS
     user) goes in `contract.owner.USER_HEADER`, the owner label of what it creates; `auth` signs each
     request (`det._sigv4`, for an API in AWS)."""
@@ -194,6 +191,10 @@ class ApiClient:
     def get_checkpoint(self, uuid: str) -> Json:
         return self._request("GET", f"/checkpoints/{uuid}", not_found=_checkpoint_not_found(uuid))
 
+    def delete_checkpoints(self, uuids: Sequence[str]) -> Json:
+        """`{"deleted", "already_deleted"}`; a 404 names the unknown uuid."""
+        return self._request("POST", "/checkpoint-deletions", json={"uuids": list(uuids)}, not_found=None)
+
     def checkpoint_files(self, uuid: str) -> Json:
         """`{"checkpoint", "urls": {path: presigned GET URL}}`."""
         return self._request("GET", f"/checkpoints/{uuid}/files", not_found=_checkpoint_not_found(uuid))
@@ -233,60 +234,6 @@ class ApiClient:
         return self._request(
             "GET", f"/trials/{trial_id}/logs", params=params, not_found=_trial_not_found(trial_id)
         )
-
-    # --- contexts ----------------------------------------------------------------------------
-
-    def request_context_upload(self, sha256: str, size: int) -> Json:
-        return self._request("POST", "/contexts", json={"sha256": sha256, "size": size})
-
-    def upload(
-        self,
-        upload: Mapping[str, Any],
-        data: bytes | Iterable[bytes],
-        size: int | None = None,
-        on_chunk: Callable[[int], None] | None = None,
-    ) -> None:
-        """Send `data` (bytes, or pieces of `size` bytes in all, read as they are sent) to the presigned
-        URL of `POST /contexts`, streamed in chunks."""
-        url = str(upload["url"])
-        headers = {str(k): str(v) for k, v in (upload.get("headers") or {}).items()}
-        if isinstance(data, bytes | bytearray):
-            whole = bytes(data)
-            size = len(whole)
-            pieces: Iterable[bytes] = (whole[i : i + UPLOAD_CHUNK] for i in range(0, size, UPLOAD_CHUNK))
-        elif size is None:
-            raise ValueError("upload: the size of streamed data must be given")
-        else:
-            pieces = data
-        # S3 refuses chunked transfer encoding on a presigned PUT: give the length up front.
-        headers["Content-Length"] = str(size)
-
-        def chunks() -> Iterator[bytes]:
-            for piece in pieces:
-                for start in range(0, len(piece), UPLOAD_CHUNK):
-                    chunk = piece[start : start + UPLOAD_CHUNK]
-                    yield chunk
-                    if on_chunk is not None:
-                        on_chunk(len(chunk))
-
-        # A separate client: the URL points at S3, not at the API, and must carry none of its headers.
-        with httpx.Client(transport=self._transport, timeout=UPLOAD_TIMEOUT) as s3:
-            try:
-                response = s3.request(
-                    str(upload.get("method") or "PUT"), url, content=chunks(), headers=headers
-                )
-            except httpx.TransportError as e:
-                raise ConnectionFailedError(
-                    f"cannot upload the context to {_origin(url)}: {e or type(e).__name__}; "
-                    "check your network and retry"
-                ) from e
-        if response.status_code >= 300:
-            raise ApiError(
-                f"uploading the context to {_origin(url)} failed with HTTP {response.status_code}"
-                f"{_s3_reason(response.text)}; retry, or check the storage configuration of the stack",
-                status=response.status_code,
-                code="UploadFailed",
-            )
 
     # --- misc --------------------------------------------------------------------------------
 
@@ -384,16 +331,3 @@ def _checkpoint_not_found(uuid: str) -> str:
 
 def _trial_not_found(trial_id: int) -> str:
     return f"trial {trial_id} does not exist; `det experiment describe EXPERIMENT_ID` lists the trial ids"
-
-
-def _origin(url: str) -> str:
-    parsed = httpx.URL(url)
-    return f"{parsed.scheme}://{parsed.netloc.decode()}"
-
-
-def _s3_reason(body: str) -> str:
-    """S3 answers errors in XML: keep its code and message, drop the rest."""
-    code = re.search(r"<Code>([^<]*)</Code>", body)
-    message = re.search(r"<Message>([^<]*)</Message>", body)
-    parts = [m.group(1).strip() for m in (code, message) if m]
-    return f" ({': '.join(parts)})" if parts else ""

@@ -4,7 +4,7 @@
                                   | unarchive | pause | cancel | kill | list-trials|lt | list-checkpoints|lc
                                   | download | delete | wait | dashboard | plot
                                   | set description|name|max-slots|priority|weight | label add|remove
-    det [-m MASTER] checkpoint|c  list|ls | describe | download
+    det [-m MASTER] checkpoint|c  list|ls | describe | download | delete|rm
     det [-m MASTER] trial|t       describe | logs | download | kill
     det [-m MASTER] job|j         list|ls
     det deploy local              up | status | down

@@ -10,7 +10,7 @@ from chalicelib.api import models, views
 from chalicelib.api import queue_models as qm
 from chalicelib.api.auth import UserPrincipal
 from chalicelib.api.routing import int_query, query_int, route
-from chalicelib.services import checkpoints, deleting, experiment_edits, experiments
+from chalicelib.services import checkpoint_deletion, checkpoints, deleting, experiment_edits, experiments
 from chalicelib.wiring import ports
 
 bp = Blueprint(__name__)
@@ -92,3 +92,18 @@ def checkpoint_files(user: UserPrincipal, uuid: str) -> models.CheckpointDownloa
     p = ports()
     checkpoint, urls = checkpoints.download_urls(p, uuid)
     return models.CheckpointDownloads(checkpoint=views.checkpoint(p, checkpoint), urls=urls)
+
+
+@route(
+    bp,
+    "/checkpoint-deletions",
+    "POST",
+    request=qm.CheckpointDeletionRequest,
+    response=qm.CheckpointDeletion,
+    auth="iam",
+)
+def delete_checkpoints(user: UserPrincipal, body: qm.CheckpointDeletionRequest) -> qm.CheckpointDeletion:
+    """Delete checkpoints' files and mark them DELETED (not the latest of a trial that has not ended: it
+    resumes from it); every uuid is checked before any is deleted."""
+    done = checkpoint_deletion.delete(ports(), body.uuids)
+    return qm.CheckpointDeletion(deleted=done.deleted, already_deleted=done.already_deleted)

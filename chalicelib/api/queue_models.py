@@ -1,5 +1,5 @@
 """Request and response bodies of the job-queue and cluster routes (`chalicelib.api.job_routes`):
-`det job update | update-batch`, `det experiment set | label`, `det resource-pool list`, `det agent list`, `det slot list`."""
+`det job update | update-batch`, `det experiment set | label`, `det checkpoint delete`, `det resource-pool list`, `det agent list`, `det slot list`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,17 @@ class ExperimentChange(_Body):
     remove_labels: list[str] = Field(default_factory=list, max_length=100)
     #: The most slots its trials may hold at once; 0 clears the limit.
     max_slots: Int64 | None = Field(default=None, ge=0)
+
+
+class CheckpointDeletionRequest(_Body):
+    """`det checkpoint delete`: the uuids, all checked before any is deleted."""
+
+    uuids: list[str] = Field(min_length=1, max_length=100)
+
+
+class CheckpointDeletion(BaseModel):
+    deleted: list[str]
+    already_deleted: list[str]
 
 
 class JobBatchItem(JobChange):

@@ -76,9 +76,9 @@ def download_urls(ports: Ports, uuid: str) -> tuple[Checkpoint, dict[str, str]]:
     checkpoint = get(ports, uuid)
     if checkpoint.state != "COMPLETED":
         raise ConflictError(
-            f"checkpoint {uuid} is {checkpoint.state}: its files were removed by the experiment's "
-            "checkpoint_storage policy (save_experiment_best, save_trial_best, save_trial_latest); "
-            "keep more with those settings, or download another checkpoint"
+            f"checkpoint {uuid} is {checkpoint.state}: its files were removed, by `det checkpoint delete` "
+            "or the experiment's checkpoint_storage policy (save_experiment_best, save_trial_best, "
+            "save_trial_latest); keep more with those settings, or download another checkpoint"
         )
     experiment_id, trial_id = checkpoint.experiment_id, checkpoint.trial_id
     files = sorted(set(checkpoint.resources) | {METADATA_FILE})

@@ -78,6 +78,7 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     # The experiment is active: only one that has ended can be deleted (409).
     ("DELETE", "/experiments/{experiment_id}"): USER_CONFLICT,
     ("PATCH", "/experiments/{experiment_id}"): USER_BODY,
+    ("POST", "/checkpoint-deletions"): USER_BODY,
     ("GET", "/checkpoints/{uuid}"): USER_READ,
     ("GET", "/checkpoints/{uuid}/files"): USER_READ,
     ("GET", "/trials/{trial_id}"): USER_READ,

@@ -80,6 +80,14 @@ def test_list_download_wait_and_delete_an_experiment(det, local_stack, tmp_path:
     assert latest.code == 0, latest.err
     assert json.loads((tmp_path / "latest" / "state.json").read_text()) == {"step": 10}
 
+    # The other checkpoint (not the best) deleted by uuid: its files go, its record says DELETED.
+    (other,) = [c["uuid"] for c in json.loads(listed.out)["checkpoints"] if c["uuid"] != uuid]
+    removed = det("checkpoint", "delete", other, "--yes")
+    assert (removed.code, removed.out.strip()) == (0, f"Deleted checkpoints {other}"), removed.err
+    assert json.loads(det("checkpoint", "describe", other, "--json").out)["checkpoint"]["state"] == "DELETED"
+    refused = det("checkpoint", "download", other, "-o", str(tmp_path / "gone"))
+    assert refused.code != 0 and f"checkpoint {other} is DELETED" in refused.err
+
     deleted = det("experiment", "delete", str(experiment_id), "--yes")
     assert (deleted.code, deleted.out.strip()) == (0, f"Successfully deleted experiment {experiment_id}")
     gone = det("experiment", "describe", str(experiment_id))
