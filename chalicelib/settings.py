@@ -12,7 +12,9 @@ from functools import lru_cache
 from typing import Protocol
 
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolConfigError, PoolSpec, pools_from_json
+from contract.errors import InvalidTagError
 from contract.prices import PriceTable, table_from_json
+from contract.tags import CLUSTER_TAG, TAGS_ENV, tags_from_json
 
 #: How often agents heartbeat (their liveness; work reaches them by their doorbell, `chalicelib.aws.bells`,
 #: and stop requests by the doorbell too): minutes on AWS, where every beat is an API request and a few
@@ -70,6 +72,13 @@ class Settings:
     #: A price table the operator pins (`STRATUS_PRICES`, `contract.prices`): it replaces the one the
     #: stack keeps from AWS (`chalicelib.services.prices`). None: the stack's own, then the committed one.
     prices: PriceTable | None = None
+    #: The user's tags (`STRATUS_TAGS`, a JSON object, `det deploy aws up --add-tag`; `contract.tags`), as
+    #: (key, value) pairs sorted by key: what the Batch and SageMaker jobs are tagged with (`job_tags`).
+    tags: tuple[tuple[str, str], ...] = ()
+
+    def job_tags(self) -> dict[str, str]:
+        """The tags of every job the control plane starts: the user's, and the stack's cluster tag."""
+        return {**dict(self.tags), CLUSTER_TAG: self.stack}
 
     def table(self, name: str) -> str:
         return f"{self.table_prefix}{name}"
@@ -146,6 +155,7 @@ def get_settings() -> Settings:
         sagemaker_role_arn=os.environ.get("STRATUS_SAGEMAKER_ROLE_ARN", "").strip(),
         compute_key=os.environ.get("STRATUS_COMPUTE_KEY", "").strip(),
         prices=table_from_json(os.environ.get("STRATUS_PRICES", "")),
+        tags=_tags(),
     )
 
 
@@ -177,6 +187,13 @@ def _pools() -> tuple[PoolSpec, ...]:
         return pools_from_json(os.environ.get("STRATUS_POOLS", ""))
     except PoolConfigError as error:
         raise RuntimeError(f"environment variable STRATUS_POOLS: {error}") from error
+
+
+def _tags() -> tuple[tuple[str, str], ...]:
+    try:
+        return tuple(tags_from_json(os.environ.get(TAGS_ENV, "")).items())
+    except InvalidTagError as error:
+        raise RuntimeError(f"environment variable {TAGS_ENV}: {error}") from error
 
 
 def reset_settings() -> None:

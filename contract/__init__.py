@@ -19,4 +19,5 @@ have httpx or pydantic), and `tests/contract` checks both ends against it.
     contract.owner     the header the CLI names its user in (an experiment's owner, a label)
     contract.adaptdl   AdaptDL elastic trials: the replicas' variables, the hints, the checkpoint's shape
     contract.log_levels  a trial log line's level, as Determined reads it (``det trial logs --level``)
+    contract.tags      the user's tags (``det deploy aws up --add-tag``): AWS's rules, ``STRATUS_TAGS``
 """

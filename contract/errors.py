@@ -6,6 +6,7 @@
     ├── InvalidMessageError      a queue message of an unknown type or shape
     ├── InvalidMetricGroupError  a metric group name that Determined refuses (empty, or with a '.')
     ├── InvalidHintsError        an AdaptDL hints payload that is not SCHED_HINTS + speedup (contract.adaptdl)
+    ├── InvalidTagError          a user's tag AWS or Stratus refuses, or too many of them (contract.tags)
     └── HttpCallError            a call over HTTP failed (contract.http): refused with a status >= 300
         └── NoAnswerError        ... or never answered (refused connection, reset, timeout): status 0
 
@@ -40,6 +41,10 @@ class InvalidMetricGroupError(ContractError):
 
 
 class InvalidHintsError(ContractError):
+    pass
+
+
+class InvalidTagError(ContractError):
     pass
 
 

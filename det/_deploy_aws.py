@@ -13,8 +13,10 @@ stack's `ComputeKey`), and creates or updates the stack of `infra/template.py`: 
 Lambda functions (the API and one per queue, fed by it) and the REST API with each route's authorization,
 wired together (the API's URL included) in one deployment; it prints the `DET_MASTER` to use. Its
 resource pools and their agents' AMI and network come from Determined's compute flags or a pools file
-(`det/_aws_compute.py`), checked against the account's vCPU quotas first. `down` scales the stack's Auto
-Scaling groups to zero before deleting it.
+(`det/_aws_compute.py`), checked against the account's vCPU quotas first. `--add-tag KEY=VALUE` tags the
+stack and, through the template, its pools' instances, volumes, groups and Batch resources, and the
+Batch and SageMaker jobs its control plane starts (`contract.tags`: AWS's rules, checked before anything
+is asked of AWS). `down` scales the stack's Auto Scaling groups to zero before deleting it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contract.errors import InvalidTagError
+from contract.tags import CLUSTER_TAG, user_tags
 from det._aws_calls import AwsCalls
 from det._aws_compute import add_compute_arguments, describe, plan_compute, scale_groups_to_zero
 from det._deploy_checks import dry_run, refuse_overlap
@@ -37,8 +41,6 @@ from det.errors import StackError, UsageError
 if TYPE_CHECKING:
     from infra.compute_package import Wheel
 
-#: The tag every Stratus stack carries (how `list` finds them).
-CLUSTER_TAG = "stratus:cluster-id"
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _DONE = re.compile(r"_(COMPLETE|FAILED)$")
 _FAILED = ("CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "DELETE_FAILED", "UPDATE_ROLLBACK_COMPLETE",
@@ -60,7 +62,11 @@ def add_parser(targets: argparse._SubParsersAction[argparse.ArgumentParser], nee
     up_parser = sub.add_parser("up", help="create or update the stack")
     common(up_parser)
     up_parser.add_argument(
-        "--add-tag", action="append", default=[], metavar="KEY=VALUE", help="tag the stack (repeatable)"
+        "--add-tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tag the stack, its pools' instances and the jobs it starts (repeatable)",
     )
     up_parser.add_argument(
         "--dry-run", action="store_true", help="show what would be deployed, change nothing"
@@ -115,7 +121,8 @@ def _aws_errors(
 @_aws_errors
 def up(args: argparse.Namespace, rt: Runtime) -> int:
     stack = _stack_name(args.cluster_id)
-    tags = _tags(args.add_tag, stack)
+    added = _user_tags(args.add_tag)
+    tags = [{"Key": key, "Value": value} for key, value in {CLUSTER_TAG: stack, **added}.items()]
     aws = AwsCalls(args)
     account, region = aws.identity()
     bucket = bucket_name(stack, account, region)
@@ -128,7 +135,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
         )
     for warning in compute.warnings:
         rt.note(f"warning: {warning}")
-    rendered = _render_template(compute.pools, compute.vcpus)
+    rendered = _render_template(compute.pools, compute.vcpus, added)
     body = json.dumps(rendered, sort_keys=True)
     refuse_overlap(aws, stack, CLUSTER_TAG)
     existing = aws.stack(stack)
@@ -188,12 +195,17 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     return 0
 
 
-def _render_template(pools: tuple[Any, ...] | None, vcpus: dict[str, int] | None = None) -> dict[str, Any]:
-    """The stack's template for the pools (None: the template's default pools, all local)."""
+def _render_template(
+    pools: tuple[Any, ...] | None, vcpus: dict[str, int] | None = None, tags: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The stack's template for the pools (None: the template's default pools, all local) and the user's
+    tags (checked already)."""
     from infra.template import template
 
     try:
-        return template() if pools is None else template(pools, vcpus)
+        return template(tags=tags) if pools is None else template(pools, vcpus, tags)
+    except InvalidTagError as e:  # tags the functions' environment has no room for
+        raise UsageError(f"--add-tag: {e}") from e
     except ValueError as e:  # infra's ComputeTemplateError: a pool its resources cannot be made for
         raise UsageError(f"the pools cannot be deployed: {e}") from e
 
@@ -332,14 +344,22 @@ def _stack_name(value: str) -> str:
     return value
 
 
-def _tags(pairs: list[str], stack: str) -> list[dict[str, str]]:
-    tags = {CLUSTER_TAG: stack}
+def _user_tags(pairs: list[str]) -> dict[str, str]:
+    """The `--add-tag` pairs (a key given twice: its last value), checked by AWS's rules, sorted by key."""
+    tags: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UsageError(f"--add-tag {pair!r} is not KEY=VALUE")
+        try:
+            user_tags({key: value})
+        except InvalidTagError as e:
+            raise UsageError(f"--add-tag {pair!r}: {e}") from e
         tags[key] = value
-    return [{"Key": k, "Value": v} for k, v in tags.items()]
+    try:
+        return user_tags(tags)
+    except InvalidTagError as e:  # too many
+        raise UsageError(f"--add-tag: {e}") from e
 
 
 def _resource_summary(resources: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """The Batch pools' part of the stack (`infra/compute_resources.py` merges it; they share its network).
 
-    resources, outputs = batch_resources(pools, ids, vcpus)  # ids: compute_resources.logical_ids(pools)
-    statements = control_statements()                        # for the control plane's compute policy
+    resources, outputs = batch_resources(pools, ids, vcpus, tags)  # ids: compute_resources.logical_ids(pools)
+    statements = control_statements()                              # for the control plane's compute policy
 
 Per pool: an on-demand compute environment (and a spot one for a spot pool), a fair-share policy, the
 job queue `<stack>-<pool>` ([spot, on-demand] or [on-demand]), the multi-node queue `<stack>-<pool>-mnp`
@@ -11,6 +11,11 @@ same two names. The control plane submits by these names (`provider.group` plus 
 agent reads as `Ref::runs`, `Ref::agents` and `Ref::credentials`. Stratus' scheduler decides what runs; the fair share only orders jobs
 waiting for capacity. Shared: the environments' service role, their instances' ECS role and profile, the
 jobs' role (only the agent credential route, and reading and deleting its `credentials/` objects) and `BatchStateRule`: ended jobs to the events queue.
+
+Tags: every pool resource has `stratus:cluster-id`, `stratus:pool` and `Name`, then the user's `tags`. An
+environment's own tags stay on it: its `ComputeResources.Tags` are what its instances get. A job definition's
+reach its jobs' ECS tasks, as the control plane submits with `propagateTags` (and tags the job itself:
+`batch:TagResource`). Changing the tags replaces the environments (their tags cannot be updated in place).
 
 Sizes: `maxvCpus` is `max_instances` times the vCPUs of the pool's largest type. A job takes a whole
 instance of its smallest type: all its vCPUs, `MEMORY_PER_VCPU_MIB` per vCPU (7/8 of the 4 GiB per vCPU
@@ -37,8 +42,8 @@ from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
 from contract.container_boot import COMPUTE_URI_ENV
 from contract.prices import price_of
-from infra.template_app import API_URL, QUEUE_IDS, STAGE, group_name
-from infra.template_iam import COMPUTE_PACKAGES, JOB_CREDENTIALS, assume
+from infra.compute_batch_roles import shared_roles
+from infra.template_app import API_URL, QUEUE_IDS, group_name
 from infra.user_data import batch_command
 
 Template = dict[str, Any]
@@ -72,10 +77,6 @@ def _sub(text: str) -> dict[str, str]:
     return {"Fn::Sub": text}
 
 
-def _managed_policy(name: str) -> dict[str, str]:
-    return _sub("arn:${AWS::Partition}:iam::aws:policy/service-role/" + name)
-
-
 def _allow(sid: str, action: str | list[str], resource: Any) -> Template:
     return {"Sid": sid, "Effect": "Allow", "Action": action, "Resource": resource}
 
@@ -86,34 +87,39 @@ def queue_names(pool: str) -> tuple[str, str]:
 
 
 def batch_resources(
-    pools: Sequence[PoolSpec], ids: Mapping[str, str], vcpus: Mapping[str, int] | None = None
+    pools: Sequence[PoolSpec],
+    ids: Mapping[str, str],
+    vcpus: Mapping[str, int] | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> tuple[Template, Template]:
     """The Batch pools' (resources, outputs), each pool's logical ids prefixed with `ids[pool.name]`:
-    both empty without Batch pools. `vcpus`: each instance type's vCPUs (None: `DEFAULT_VCPUS`)."""
+    both empty without Batch pools. `vcpus`: each instance type's vCPUs (None: `DEFAULT_VCPUS`); `tags`:
+    the user's, after Stratus's own on each resource."""
     if not pools:
         return {}, {}
     vcpus = DEFAULT_VCPUS if vcpus is None else vcpus
-    resources: Template = {**_shared_roles(), BATCH_STATE_RULE: _state_rule(pools)}
+    resources: Template = {**shared_roles(), BATCH_STATE_RULE: _state_rule(pools)}
     outputs: Template = {}
     for pool in pools:
         provider = _provider(pool)
         logical = ids[pool.name]
         types = [_vcpus_of(pool.name, kind, vcpus) for kind in provider.instance_types]
+        pool_tags = _tags(pool.name, tags or {})
         on_demand, spot = logical + "OnDemandEnvironment", logical + "SpotEnvironment"
-        resources[on_demand] = _environment(pool.name, provider, "EC2", max(types))
+        resources[on_demand] = _environment(pool_tags, provider, "EC2", max(types))
         order = [on_demand]
         if provider.spot:
-            resources[spot] = _environment(pool.name, provider, "SPOT", max(types))
+            resources[spot] = _environment(pool_tags, provider, "SPOT", max(types))
             order = [spot, on_demand]
-        resources[logical + "FairShare"] = _fair_share(pool.name)
+        resources[logical + "FairShare"] = _fair_share(pool_tags)
         queue, multi_node = queue_names(pool.name)
-        resources[logical + "Queue"] = _queue(queue, order, logical + "FairShare", pool.name)
+        resources[logical + "Queue"] = _queue(queue, order, logical + "FairShare", pool_tags)
         resources[logical + "MultiNodeQueue"] = _queue(
-            multi_node, [on_demand], logical + "FairShare", pool.name
+            multi_node, [on_demand], logical + "FairShare", pool_tags
         )
         container = _container(pool, provider, min(types))
         resources[logical + "JobDefinition"] = _job_definition(
-            queue, pool.name, {"ContainerProperties": container}
+            queue, pool_tags, {"ContainerProperties": container}
         )
         nodes = {
             "NumNodes": 2,
@@ -121,7 +127,7 @@ def batch_resources(
             "NodeRangeProperties": [{"TargetNodes": "0:", "Container": container}],
         }
         resources[logical + "MultiNodeJobDefinition"] = _job_definition(
-            multi_node, pool.name, {"Type": "multinode", "NodeProperties": nodes}
+            multi_node, pool_tags, {"Type": "multinode", "NodeProperties": nodes}
         )
         for suffix, name in (("QueueName", queue), ("MultiNodeQueueName", multi_node)):
             outputs[logical + suffix] = {
@@ -135,9 +141,13 @@ def batch_resources(
 def control_statements() -> list[Template]:
     """What the control plane's role needs to run the stack's Batch jobs and stop them."""
     queues = [_sub(_ARN + "job-queue/${AWS::StackName}-*"), _sub(_ARN + "job-definition/${AWS::StackName}-*")]
+    jobs = _sub(_ARN + "job/*")  # a job's ARN has its id, not its name: the region's jobs
     return [
         _allow("SubmitToTheStacksQueues", "batch:SubmitJob", queues),
-        _allow("TerminateJobs", "batch:TerminateJob", _sub(_ARN + "job/*")),
+        # SubmitJob with `tags` (the control plane always sends `stratus:cluster-id`) is also authorized
+        # as TagResource on the new job; no other Batch resource may be tagged.
+        _allow("TagTheJobsItSubmits", "batch:TagResource", jobs),
+        _allow("TerminateJobs", "batch:TerminateJob", jobs),
         # These describe actions have no resource type: only "*" allows them.
         _allow("DescribeJobs", ["batch:DescribeJobs", "batch:ListJobs"], "*"),
     ]
@@ -171,11 +181,13 @@ def _vcpus_of(pool: str, kind: str, vcpus: Mapping[str, int]) -> int:
     return vcpus[kind]
 
 
-def _tags(pool: str) -> dict[str, Any]:
+def _tags(pool: str, user: Mapping[str, str]) -> dict[str, Any]:
+    """A pool resource's tags: Stratus's, then the user's by key."""
     return {
         "stratus:cluster-id": {"Ref": "AWS::StackName"},
         "stratus:pool": pool,
         "Name": _sub(group_name(pool)),
+        **dict(sorted(user.items())),
     }
 
 
@@ -198,7 +210,7 @@ def bid_percentage(provider: Provider) -> int | None:
     return max(1, min(100, math.floor(100 * cap / highest)))
 
 
-def _environment(pool: str, provider: Provider, kind: str, vcpus: int) -> Template:
+def _environment(tags: Template, provider: Provider, kind: str, vcpus: int) -> Template:
     """A managed compute environment of the pool's types, from nothing up to `max_instances` of them."""
     strategy = "SPOT_PRICE_CAPACITY_OPTIMIZED" if kind == "SPOT" else "BEST_FIT_PROGRESSIVE"
     image = "ECS_AL2023_NVIDIA" if provider.gpus > 0 else "ECS_AL2023"
@@ -219,27 +231,27 @@ def _environment(pool: str, provider: Provider, kind: str, vcpus: int) -> Templa
                 "SecurityGroupIds": [{"Fn::GetAtt": ["AgentSecurityGroup", "GroupId"]}],
                 "InstanceRole": {"Fn::GetAtt": ["BatchInstanceProfile", "Arn"]},
                 "Ec2Configuration": [{"ImageType": image}],
-                "Tags": _tags(pool),
+                "Tags": dict(tags),  # its instances'
                 **({"BidPercentage": bid} if kind == "SPOT" and (bid := bid_percentage(provider)) else {}),
             },
-            "Tags": _tags(pool),
+            "Tags": dict(tags),
         },
     }
 
 
-def _fair_share(pool: str) -> Template:
+def _fair_share(tags: Template) -> Template:
     # No decay, no reservation: Stratus' scheduler has granted every job it submits already.
     return {
         "Type": "AWS::Batch::SchedulingPolicy",
         "Condition": "HasCode",
         "Properties": {
             "FairsharePolicy": {"ShareDecaySeconds": 0, "ComputeReservation": 0},
-            "Tags": _tags(pool),
+            "Tags": dict(tags),
         },
     }
 
 
-def _queue(name: str, environments: list[str], policy: str, pool: str) -> Template:
+def _queue(name: str, environments: list[str], policy: str, tags: Template) -> Template:
     # Both queues have the policy: the control plane gives every job a share identifier, which a queue
     # without a fair-share policy refuses.
     return {
@@ -254,7 +266,7 @@ def _queue(name: str, environments: list[str], policy: str, pool: str) -> Templa
                 {"Order": order, "ComputeEnvironment": {"Ref": environment}}
                 for order, environment in enumerate(environments, start=1)
             ],
-            "Tags": _tags(pool),
+            "Tags": dict(tags),
         },
     }
 
@@ -281,7 +293,7 @@ def _container(pool: PoolSpec, provider: Provider, vcpus: int) -> Template:
     }
 
 
-def _job_definition(name: str, pool: str, kind: Template) -> Template:
+def _job_definition(name: str, tags: Template, kind: Template) -> Template:
     return {
         "Type": "AWS::Batch::JobDefinition",
         "Condition": "HasCode",
@@ -295,68 +307,7 @@ def _job_definition(name: str, pool: str, kind: Template) -> Template:
             # One attempt: a run whose job fails is ended, and requeued, by Stratus. No timeout either:
             # the scheduler stops runs.
             "RetryStrategy": {"Attempts": 1},
-            "Tags": _tags(pool),
-        },
-    }
-
-
-def _shared_roles() -> Template:
-    route = _sub(
-        "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${RestApi}/"
-        + STAGE
-        + "/POST/agents/*/iam-credential"
-    )
-    return {
-        # Explicit (AWS would take its service-linked role instead; moto requires a role).
-        "BatchServiceRole": {
-            "Type": "AWS::IAM::Role",
-            "Properties": {
-                "AssumeRolePolicyDocument": assume("batch.amazonaws.com"),
-                "ManagedPolicyArns": [_managed_policy("AWSBatchServiceRole")],
-                "Description": "AWS Batch manages the Stratus Batch pools' compute environments",
-            },
-        },
-        "BatchInstanceRole": {
-            "Type": "AWS::IAM::Role",
-            "Properties": {
-                "AssumeRolePolicyDocument": assume("ec2.amazonaws.com"),
-                # The ECS agent: register the instance, pull the image, send the container's logs.
-                "ManagedPolicyArns": [_managed_policy("AmazonEC2ContainerServiceforEC2Role")],
-                "Description": "The instances of the Stratus Batch pools (ECS container instances)",
-            },
-        },
-        "BatchInstanceProfile": {
-            "Type": "AWS::IAM::InstanceProfile",
-            "Properties": {"Roles": [{"Ref": "BatchInstanceRole"}]},
-        },
-        "BatchJobRole": {
-            "Type": "AWS::IAM::Role",
-            "Properties": {
-                "AssumeRolePolicyDocument": assume("ecs-tasks.amazonaws.com"),
-                "Description": "The Stratus Batch pools' jobs: their BatchJobPolicy",
-            },
-        },
-        # Trials move bytes through presigned URLs: the job's agent only reads its agent credential, once
-        # (`credentials/<job>/<lane>`, written by the control plane: the job's session names no job, so
-        # the IAM credential route cannot tell which lanes are its own).
-        "BatchJobPolicy": {
-            "Type": "AWS::IAM::Policy",
-            "Condition": "HasCode",
-            "Properties": {
-                "PolicyName": "batch-job",
-                "Roles": [{"Ref": "BatchJobRole"}],
-                "PolicyDocument": {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        _allow("AgentCredential", "execute-api:Invoke", route),
-                        _allow(
-                            "ReadOnceJobCredentials", ["s3:GetObject", "s3:DeleteObject"], JOB_CREDENTIALS
-                        ),
-                        # The job's container installs the stack's compute package (`contract.container_boot`).
-                        _allow("ReadTheComputePackage", "s3:GetObject", COMPUTE_PACKAGES),
-                    ],
-                },
-            },
+            "Tags": dict(tags),
         },
     }
 

@@ -4,7 +4,7 @@ permissions, and the spot interruption warnings routed to the events queue. The 
 (`infra/compute_batch.py`) joins it and shares the agents' network; the SageMaker pools' part
 (`infra/compute_sagemaker.py`, no per-pool resource) joins it too.
 
-    parameters, conditions, resources, outputs = compute_resources(pools, vcpus)
+    parameters, conditions, resources, outputs = compute_resources(pools, vcpus, tags)
 
 Nothing for a stack without EC2, Batch or SageMaker pools. Each parameter only where a pool uses it
 (CloudFormation refuses a template with a parameter no resource uses): the AMI and the compute package
@@ -18,7 +18,10 @@ The pools' resources wait for the control plane (`HasCode`): their agents need i
 `--api`, the agent policy's credential route), and nothing else scales the groups. `det deploy aws up`
 fills the parameters: the Deep Learning AMI (`AgentAmiId`, resolved from AWS's public SSM parameter),
 the subnets and their VPC, the compute package's key (`ComputeKey`, uploaded next to the Lambda package);
-and the vCPUs of the Batch pools' instance types (`vcpus`, from `ec2:DescribeInstanceTypes`).
+and the vCPUs of the Batch pools' instance types (`vcpus`, from `ec2:DescribeInstanceTypes`). The user's
+tags (`tags`, `--add-tag`, checked by `contract.tags`) follow Stratus's own on every pool resource that
+tags what it starts: the launch templates' instances and volumes, the groups (propagated at launch), and
+the Batch pools' environments, their instances, queues, policies and job definitions.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
+from infra.compute_agents import agent_identity, agent_network
 from infra.compute_batch import BATCH_STATE_RULE, batch_resources, control_statements
 from infra.compute_sagemaker import SAGEMAKER_STATE_RULE, sagemaker_resources
 from infra.compute_sagemaker import control_statements as sagemaker_statements
-from infra.template_app import COMPUTE_POLICY, QUEUE_IDS, STAGE, group_name
+from infra.template_app import COMPUTE_POLICY, QUEUE_IDS, group_name
 from infra.user_data import user_data
 
 Template = dict[str, Any]
@@ -121,10 +125,11 @@ def _provider(pool: PoolSpec) -> Provider:
 
 
 def compute_resources(
-    pools: Sequence[PoolSpec], vcpus: Mapping[str, int] | None = None
+    pools: Sequence[PoolSpec], vcpus: Mapping[str, int] | None = None, tags: Mapping[str, str] | None = None
 ) -> tuple[Template, Template, Template, Template]:
     """The cloud pools' (parameters, conditions, resources, outputs): all empty without them. `vcpus`: each
-    Batch pool's instance types' vCPUs (`infra.compute_batch.batch_resources`)."""
+    Batch pool's instance types' vCPUs (`infra.compute_batch.batch_resources`); `tags`: the user's (checked
+    already, `contract.tags.user_tags`), after Stratus's own on each pool resource."""
     ec2 = [pool for pool in pools if pool.backend == "ec2"]
     batch = [pool for pool in pools if pool.backend == "batch"]
     sagemaker = [pool for pool in pools if pool.backend == "sagemaker"]
@@ -136,7 +141,7 @@ def compute_resources(
         twice = sorted({name for name in names if names.count(name) > 1})
         raise ComputeTemplateError(f"pool {twice[0]!r} is given twice; name each pool once")
     ids = logical_ids(ec2)
-    batched, outputs = batch_resources(batch, logical_ids(batch), vcpus)
+    batched, outputs = batch_resources(batch, logical_ids(batch), vcpus, tags)
     trained, trained_outputs = sagemaker_resources(sagemaker)
     outputs.update(trained_outputs)
     rules = [
@@ -145,14 +150,17 @@ def compute_resources(
         *([SAGEMAKER_STATE_RULE] if sagemaker else []),
     ]
     networked = bool(ec2 or batch)  # pools whose instances run in the agents' network
-    shared = {**(_agent_network() if networked else {}), **_agent_identity(), **_spot_warnings(rules)}
+    shared = {**(agent_network() if networked else {}), **agent_identity(), **_spot_warnings(rules)}
     resources: Template = {**shared, **batched, **trained}
     jobs = [*(control_statements() if batch else []), *(sagemaker_statements() if sagemaker else [])]
     resources[COMPUTE_POLICY] = _control_policy(bool(ec2), jobs)
     for pool in ec2:
         logical = ids[pool.name]
-        resources[logical + "LaunchTemplate"] = _launch_template(pool)
-        resources[logical + "Group"] = _group(pool, providers[pool.name], logical + "LaunchTemplate")
+        pool_tags = _tags(pool.name, tags or {})
+        resources[logical + "LaunchTemplate"] = _launch_template(pool, pool_tags)
+        resources[logical + "Group"] = _group(
+            pool, providers[pool.name], logical + "LaunchTemplate", pool_tags
+        )
         outputs[logical + "GroupName"] = {
             "Condition": "HasCode",
             "Description": f"The Auto Scaling group of pool {pool.name}",
@@ -163,15 +171,17 @@ def compute_resources(
     return parameters, dict(CONDITIONS) if networked else {}, resources, outputs
 
 
-def _tags(pool: str) -> list[dict[str, Any]]:
+def _tags(pool: str, user: Mapping[str, str]) -> list[dict[str, Any]]:
+    """A pool's instances' tags: Stratus's, then the user's by key."""
     return [
         {"Key": "stratus:cluster-id", "Value": {"Ref": "AWS::StackName"}},
         {"Key": "stratus:pool", "Value": pool},
         {"Key": "Name", "Value": _sub(group_name(pool))},
+        *({"Key": key, "Value": value} for key, value in sorted(user.items())),
     ]
 
 
-def _launch_template(pool: PoolSpec) -> Template:
+def _launch_template(pool: PoolSpec, tags: list[dict[str, Any]]) -> Template:
     return {
         "Type": "AWS::EC2::LaunchTemplate",
         "Condition": "HasCode",
@@ -199,14 +209,15 @@ def _launch_template(pool: PoolSpec) -> Template:
                 "KeyName": {"Fn::If": ["HasKeyName", {"Ref": "KeyName"}, {"Ref": "AWS::NoValue"}]},
                 "UserData": user_data(pool.name, pool.slots_per_agent or 1),
                 "TagSpecifications": [
-                    {"ResourceType": kind, "Tags": _tags(pool.name)} for kind in ("instance", "volume")
+                    {"ResourceType": kind, "Tags": [dict(tag) for tag in tags]}
+                    for kind in ("instance", "volume")
                 ],
             },
         },
     }
 
 
-def _group(pool: PoolSpec, provider: Provider, launch_template: str) -> Template:
+def _group(pool: PoolSpec, provider: Provider, launch_template: str, tags: list[dict[str, Any]]) -> Template:
     distribution: Template = {
         "OnDemandBaseCapacity": 0,
         "OnDemandPercentageAboveBaseCapacity": 0 if provider.spot else 100,
@@ -240,86 +251,7 @@ def _group(pool: PoolSpec, provider: Provider, launch_template: str) -> Template
                 },
                 "InstancesDistribution": distribution,
             },
-            "Tags": [{**tag, "PropagateAtLaunch": True} for tag in _tags(pool.name)],
-        },
-    }
-
-
-def _agent_network() -> Template:
-    group_id = {"Fn::GetAtt": ["AgentSecurityGroup", "GroupId"]}
-    return {
-        "AgentSecurityGroup": {
-            "Type": "AWS::EC2::SecurityGroup",
-            "Properties": {
-                # Agents poll the API: nothing comes in but a trial's other nodes (and SSH with a key).
-                "GroupDescription": "Stratus agents: the nodes of a trial reach each other",
-                "VpcId": {"Ref": "AgentVpcId"},
-                "Tags": [
-                    {"Key": "stratus:cluster-id", "Value": {"Ref": "AWS::StackName"}},
-                    {"Key": "Name", "Value": _sub("${AWS::StackName}-agents")},
-                ],
-            },
-        },
-        "AgentSelfIngress": {
-            "Type": "AWS::EC2::SecurityGroupIngress",
-            "Properties": {
-                "Description": "The nodes of a trial: NCCL, gloo and the rendezvous on any port",
-                "GroupId": group_id,
-                "IpProtocol": "-1",
-                "SourceSecurityGroupId": group_id,
-            },
-        },
-        "AgentSshIngress": {
-            "Type": "AWS::EC2::SecurityGroupIngress",
-            "Condition": "HasKeyName",
-            "Properties": {
-                "Description": "SSH with the key pair of the stack",
-                "GroupId": group_id,
-                "IpProtocol": "tcp",
-                "FromPort": 22,
-                "ToPort": 22,
-                "CidrIp": {"Ref": "InboundCidr"},
-            },
-        },
-    }
-
-
-def _agent_identity() -> Template:
-    """The instance profile of the template's agent role, and the role's policy: read the compute
-    package, and call the one route that turns the instance's identity into its agent credential."""
-    return {
-        "AgentInstanceProfile": {
-            "Type": "AWS::IAM::InstanceProfile",
-            "Properties": {"Roles": [{"Ref": "AgentRole"}]},
-        },
-        "AgentPolicy": {
-            "Type": "AWS::IAM::Policy",
-            "Condition": "HasCode",
-            "Properties": {
-                "PolicyName": "agent",
-                "Roles": [{"Ref": "AgentRole"}],
-                "PolicyDocument": {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Sid": "ComputePackage",
-                            "Effect": "Allow",
-                            "Action": "s3:GetObject",
-                            "Resource": _sub("arn:${AWS::Partition}:s3:::${BucketName}/compute/*"),
-                        },
-                        {
-                            "Sid": "AgentCredential",
-                            "Effect": "Allow",
-                            "Action": "execute-api:Invoke",
-                            "Resource": _sub(
-                                "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${RestApi}/"
-                                + STAGE
-                                + "/POST/agents/*/iam-credential"
-                            ),
-                        },
-                    ],
-                },
-            },
+            "Tags": [{**tag, "PropagateAtLaunch": True} for tag in tags],
         },
     }
 

@@ -16,6 +16,8 @@ partition. With a `CodeKey` (the Lambda package in the bucket), the stack also r
     template()                     # the default pool only: the stack starts no machine
     template(pools)                # plus an Auto Scaling group and a launch template per EC2 pool
     template(pools, vcpus)         # with the instance types' vCPUs, for Batch pools of any type
+    template(pools, tags={"team": "vision"})  # the user's tags on the pools' resources and, through the
+                                   # functions' STRATUS_TAGS, on the jobs the control plane starts
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from chalicelib.services.scheduler import EVERY_POOL
 from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
 from contract.messages import Sweep
+from contract.tags import user_tags
 from infra.compute_resources import compute_resources
 from infra.resources import TABLES, table_request
 from infra.template_app import CONDITIONS, PARAMETERS, QUEUE_IDS, app_resources
@@ -153,12 +156,17 @@ def _sweep_schedule() -> dict[str, Any]:
 
 
 def template(
-    pools: Sequence[PoolSpec] = DEFAULT_POOLS, vcpus: Mapping[str, int] | None = None
+    pools: Sequence[PoolSpec] = DEFAULT_POOLS,
+    vcpus: Mapping[str, int] | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The stack of these resource pools: its EC2 pools' groups and launch templates come from
     `infra/compute_resources.py`; with local pools only, the stack starts no machine. `vcpus`: each
     instance type's vCPUs, which size the Batch pools (`det deploy aws up` reads them from EC2; None:
-    the common GPU types of `infra.compute_batch.DEFAULT_VCPUS` only)."""
+    the common GPU types of `infra.compute_batch.DEFAULT_VCPUS` only). `tags`: the user's (`--add-tag`),
+    on every pool resource that tags what it starts and in the functions' `STRATUS_TAGS`; none, and the
+    template is the one without. A tag AWS would refuse, or too many, is `contract.errors.InvalidTagError`."""
+    checked = user_tags(tags or {})
     definition = compile_trial_workflow(
         WorkflowResources(
             trials_table="${TrialsTable}",
@@ -168,7 +176,7 @@ def template(
             partition="${AWS::Partition}",
         )
     )
-    parameters, conditions, compute, compute_outputs = compute_resources(pools, vcpus)
+    parameters, conditions, compute, compute_outputs = compute_resources(pools, vcpus, checked)
     cloud = "AgentPolicy" in compute  # cloud pools' agents sign their credential request
     resources: dict[str, Any] = {
         "Bucket": {
@@ -263,7 +271,7 @@ def template(
     for kind, logical in QUEUE_IDS.items():
         resources[logical] = _queue(kind)
         resources[logical + "Dlq"] = _dlq(kind)
-    functions, function_outputs = app_resources(pools)
+    functions, function_outputs = app_resources(pools, checked)
     resources.update(functions)
     resources.update(compute)
     outputs = {

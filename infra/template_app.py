@@ -3,7 +3,10 @@ from the Chalice app itself (its routes, their authorizers, its SQS handlers), p
 parameters. `det deploy aws up` builds the package (`infra/package.py`), uploads it to the stack's bucket
 and passes its key as `CodeKey`; without one (the template deployed by hand) the stack holds the
 infrastructure only. The functions learn the resource pools from `STRATUS_POOLS` (absent for the default
-pool), each EC2 pool with its Auto Scaling group's name, each Batch pool with its job queue's.
+pool), each EC2 pool with its Auto Scaling group's name, each Batch pool with its job queue's; and the
+user's tags, which they put on the jobs they start, from `STRATUS_TAGS` (`contract.tags`; absent without
+any). Lambda takes 4 KB of environment in all: tags that would take it over are refused (`InvalidTagError`),
+by an estimate of what CloudFormation fills in.
 
 The API function learns the API's URL (for the launch specs it hands agents) from an environment variable
 that names the REST API, so the REST API must not depend on the function: its integrations name the
@@ -13,12 +16,15 @@ function by its ARN, built from the stack's name, not by a reference.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec, pools_to_json
 from chalicelib.settings import QUEUES
+from contract.errors import InvalidTagError
+from contract.tags import TAGS_ENV, tags_to_json
 
 #: What each SQS handler of the app consumes: the queue's logical id in the template, by kind.
 QUEUE_IDS = {
@@ -38,6 +44,18 @@ API_FUNCTION = "ApiFunction"
 API_URL = "https://${RestApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/" + STAGE
 #: The EC2 pools' scaling permissions (`infra/compute_resources.py`): every function waits for them.
 COMPUTE_POLICY = "ComputeControlPolicy"
+#: Lambda's limit on a function's environment: every variable's name and value, in bytes.
+ENVIRONMENT_LIMIT = 4096
+#: The longest stack name `det deploy aws up` takes: its bucket, `<stack>-<account>-<region>`, has 63
+#: characters at most, and the shortest region names have 9.
+STACK_NAME_CHARS = 40
+#: At most what CloudFormation fills in for a `Ref` or `Fn::GetAtt` (a queue's URL, a secret's or role's
+#: ARN, each with the stack's name), or for these `Ref`s (a bucket's name, a role's name, the compute
+#: package's key), and for any other `${...}` of an `Fn::Sub` (region, URL suffix, API id).
+REFERENCE_CHARS = 100 + STACK_NAME_CHARS
+REF_CHARS = {"AWS::StackName": STACK_NAME_CHARS, "BucketName": 63, "AgentRole": 64, "ComputeKey": 128}
+SUBSTITUTION_CHARS = 20
+_SUBSTITUTION = re.compile(r"\$\{([^!}][^}]*)\}")
 
 PARAMETERS: dict[str, Any] = {
     "BucketName": {
@@ -95,9 +113,11 @@ def _pools_variable(pools: Sequence[PoolSpec]) -> str | dict[str, str]:
     return _sub(text)
 
 
-def _environment(pools: Sequence[PoolSpec]) -> dict[str, Any]:
+def _environment(pools: Sequence[PoolSpec], tags: Mapping[str, str]) -> dict[str, Any]:
     # The default pools are the settings' default: their stack's functions need no STRATUS_POOLS.
     pools_variable = {} if tuple(pools) == DEFAULT_POOLS else {"STRATUS_POOLS": _pools_variable(pools)}
+    # The user's tags for the jobs the control plane starts (`contract.tags`): none, no variable.
+    tags_variable = {TAGS_ENV: tags_to_json(tags)} if tags else {}
     return {
         "STRATUS_STACK": {"Ref": "AWS::StackName"},
         "STRATUS_BUCKET": {"Ref": "BucketName"},
@@ -121,10 +141,47 @@ def _environment(pools: Sequence[PoolSpec]) -> dict[str, Any]:
             else {}
         ),
         **pools_variable,
+        **tags_variable,
     }
 
 
-def _function(suffix: str, handler: str, pools: Sequence[PoolSpec]) -> dict[str, Any]:
+def environment_bytes(variables: Mapping[str, Any]) -> int:
+    """The size the variables will have once CloudFormation fills them in, at most (by `REFERENCE_CHARS`
+    and `SUBSTITUTION_CHARS`; the stack's name counts `STACK_NAME_CHARS`)."""
+
+    def filled(match: re.Match[str]) -> str:
+        return "x" * (STACK_NAME_CHARS if match[1] == "AWS::StackName" else SUBSTITUTION_CHARS)
+
+    def size(value: Any) -> int:
+        if isinstance(value, str):
+            return len(value.encode())
+        if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+            # `${!` is an escaped, literal `${`.
+            return len(_SUBSTITUTION.sub(filled, value["Fn::Sub"]).replace("${!", "${").encode())
+        if isinstance(value, dict) and value.get("Ref") in REF_CHARS:
+            return REF_CHARS[value["Ref"]]
+        return REFERENCE_CHARS
+
+    return sum(len(name) + size(value) for name, value in variables.items())
+
+
+def _check_environment(variables: Mapping[str, Any]) -> None:
+    """InvalidTagError when the user's tags would take the functions' environment over Lambda's limit
+    (without tags, the environment is what it always was, and is not checked)."""
+    if TAGS_ENV not in variables:
+        return
+    total = environment_bytes(variables)
+    if total > ENVIRONMENT_LIMIT:
+        tags = len(TAGS_ENV) + len(variables[TAGS_ENV].encode())
+        raise InvalidTagError(
+            f"the tags take {tags} bytes of the control plane's environment, which would then have about "
+            f"{total} of Lambda's {ENVIRONMENT_LIMIT}; use fewer or shorter tags"
+        )
+
+
+def _function(
+    suffix: str, handler: str, pools: Sequence[PoolSpec], tags: Mapping[str, str]
+) -> dict[str, Any]:
     # A function may scale a group as soon as it exists: the policy that allows it comes first.
     compute = [COMPUTE_POLICY] if any(pool.backend != "local" for pool in pools) else []
     return {
@@ -139,7 +196,7 @@ def _function(suffix: str, handler: str, pools: Sequence[PoolSpec]) -> dict[str,
             "Code": {"S3Bucket": {"Ref": "BucketName"}, "S3Key": {"Ref": "CodeKey"}},
             "MemorySize": MEMORY_MB,
             "Timeout": TIMEOUT_S,
-            "Environment": {"Variables": _environment(pools)},
+            "Environment": {"Variables": _environment(pools, tags)},
         },
     }
 
@@ -171,14 +228,20 @@ def _swagger(chalice_app: Any) -> dict[str, Any]:
     return loaded
 
 
-def app_resources(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The functions (configured with `pools`), event sources, API and log groups (each on the HasCode
-    condition), and outputs."""
+def app_resources(
+    pools: Sequence[PoolSpec] = DEFAULT_POOLS, tags: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The functions (configured with `pools` and the user's `tags`, checked already), event sources, API
+    and log groups (each on the HasCode condition), and outputs; InvalidTagError for tags the functions'
+    environment has no room for."""
     import app as chalice_app_module
+
+    tags = tags or {}
+    _check_environment(_environment(pools, tags))
 
     chalice_app = chalice_app_module.app
     resources: dict[str, Any] = {
-        API_FUNCTION: _function("api", "app.app", pools),
+        API_FUNCTION: _function("api", "app.app", pools, tags),
         f"{API_FUNCTION}Logs": _logs("api"),
         "RestApi": {
             "Type": "AWS::ApiGateway::RestApi",
@@ -212,7 +275,7 @@ def app_resources(pools: Sequence[PoolSpec] = DEFAULT_POOLS) -> tuple[dict[str, 
         kind = next(kind for kind, name in QUEUES.items() if source.queue.endswith("-" + name))
         suffix = source.name.replace("_", "-")
         logical = _logical(suffix)
-        resources[logical] = _function(suffix, source.handler_string, pools)
+        resources[logical] = _function(suffix, source.handler_string, pools, tags)
         resources[f"{logical}Logs"] = _logs(suffix)
         resources[f"{logical}Source"] = {
             "Type": "AWS::Lambda::EventSourceMapping",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -15,7 +16,9 @@ from contract.container_boot import COMPUTE_CHANNEL, boot_entrypoint
 class AwsSageMaker:
     def create(self, job: TrainingJobRequest) -> None:
         settings = get_settings()
-        request = training_request(job, settings.bucket, settings.sagemaker_role_arn, settings.compute_key)
+        request = training_request(
+            job, settings.bucket, settings.sagemaker_role_arn, settings.compute_key, settings.job_tags()
+        )
         clients.client("sagemaker").create_training_job(**request)
 
     def stop(self, name: str) -> None:
@@ -26,9 +29,17 @@ class AwsSageMaker:
                 raise
 
 
-def training_request(job: TrainingJobRequest, bucket: str, role_arn: str, compute_key: str) -> dict[str, Any]:
+def training_request(
+    job: TrainingJobRequest,
+    bucket: str,
+    role_arn: str,
+    compute_key: str,
+    tags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """`CreateTrainingJob`'s request for a run's job: the framework image boots into the agent after
-    installing the compute package from its `compute` channel (`contract.container_boot`)."""
+    installing the compute package from its `compute` channel (`contract.container_boot`); `tags`: the
+    job's (`Settings.job_tags`: the user's and the cluster's; creating a job with them needs
+    `sagemaker:AddTags`), sorted by key."""
     stopping: dict[str, int] = {"MaxRuntimeInSeconds": job.max_runtime_s}
     if job.spot:
         stopping["MaxWaitTimeInSeconds"] = job.max_runtime_s  # at least the run time (SageMaker's rule)
@@ -56,6 +67,8 @@ def training_request(job: TrainingJobRequest, bucket: str, role_arn: str, comput
     }
     if channel := compute_channel(bucket, compute_key):
         request["InputDataConfig"] = channel
+    if tags:
+        request["Tags"] = [{"Key": key, "Value": value} for key, value in sorted(tags.items())]
     return request
 
 

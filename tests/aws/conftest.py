@@ -388,10 +388,12 @@ class DeployedStack:
 
 
 @contextmanager
-def deployed_pools_stack(name: str, pools: Sequence[Any], **extra: str) -> Iterator[DeployedStack]:
-    """The stack of `pools` (its control plane included: a stand-in Lambda package, which moto stores
-    and never runs) created in moto's CloudFormation with the shared network's parameters (and `extra`
-    ones), deleted after. `AWS_ENDPOINT_URL` must point at moto."""
+def deployed_pools_stack(
+    name: str, pools: Sequence[Any], tags: dict[str, str] | None = None, **extra: str
+) -> Iterator[DeployedStack]:
+    """The stack of `pools` and the user's `tags` (its control plane included: a stand-in Lambda package,
+    which moto stores and never runs) created in moto's CloudFormation with the shared network's
+    parameters (and `extra` ones), deleted after. `AWS_ENDPOINT_URL` must point at moto."""
     import io
     import zipfile
 
@@ -415,7 +417,7 @@ def deployed_pools_stack(name: str, pools: Sequence[Any], **extra: str) -> Itera
     }
     cfn.create_stack(
         StackName=name,
-        TemplateBody=json.dumps(template(pools)),
+        TemplateBody=json.dumps(template(pools, tags=tags)),
         Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
         Capabilities=["CAPABILITY_IAM"],
     )

@@ -88,8 +88,9 @@ def multinode_job_definitions(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def stack(deployed_pools_stack, multinode_job_definitions: None) -> Iterator[Any]:  # noqa: ANN001
-    """The stack with the default pool and GPU, its control plane included."""
-    with deployed_pools_stack("Batch-" + uuid.uuid4().hex[:8], [PoolSpec(name="default"), GPU]) as deployed:
+    """The stack with the default pool and GPU, its control plane included, deployed with a user's tag."""
+    name = "Batch-" + uuid.uuid4().hex[:8]
+    with deployed_pools_stack(name, [PoolSpec(name="default"), GPU], tags={"team": "vision"}) as deployed:
         yield deployed
 
 
@@ -111,6 +112,8 @@ def test_the_queues_and_job_definitions_have_the_names_the_control_plane_submits
         if d["jobDefinitionName"].startswith(name)
     }
     assert set(definitions) == {f"{name}-gpu-b", f"{name}-gpu-b-mnp"}
+    # The user's tag, which the jobs' ECS tasks get (the control plane submits with propagateTags).
+    assert all(d["tags"]["team"] == "vision" for d in definitions.values())
     container = definitions[f"{name}-gpu-b"]["containerProperties"]
     assert container["image"] == IMAGE
     command = container["command"]
@@ -134,6 +137,10 @@ def test_the_queues_and_job_definitions_have_the_names_the_control_plane_submits
     policy = aws("iam").get_role_policy(RoleName=stack.resources["ApiRole"], PolicyName="ec2-pools")
     (submit,) = [s for s in policy["PolicyDocument"]["Statement"] if s["Action"] == "batch:SubmitJob"]
     assert submit["Resource"] == [f"{ARN}job-queue/{name}-*", f"{ARN}job-definition/{name}-*"]
+    (tag,) = [s for s in policy["PolicyDocument"]["Statement"] if s["Action"] == "batch:TagResource"]
+    assert tag["Resource"] == f"{ARN}job/*"  # SubmitJob with tags: the new job only
+    # The functions tag the jobs they submit with the user's tags.
+    assert function["Configuration"]["Environment"]["Variables"]["STRATUS_TAGS"] == '{"team":"vision"}'
 
 
 def test_single_node_jobs_try_spot_first_and_multi_node_jobs_get_on_demand_only(aws, stack) -> None:
@@ -164,6 +171,7 @@ def test_single_node_jobs_try_spot_first_and_multi_node_jobs_get_on_demand_only(
         assert compute["instanceRole"].endswith("/" + resources["BatchInstanceProfile"])
         assert compute["ec2Configuration"] == [{"imageType": "ECS_AL2023_NVIDIA"}]
         assert compute["tags"]["stratus:cluster-id"] == stack.name
+        assert compute["tags"]["team"] == "vision"  # the user's tag, on the environment's instances
         assert environment["serviceRole"].endswith("/" + resources["BatchServiceRole"])
 
 

@@ -143,9 +143,8 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     assert "DELETE_COMPLETE" in err and f"kept bucket {bucket}" in out
     assert not _tables(stack) and bucket in _buckets()
 
-    code, out, err = det(
-        "up", "--cluster-id", stack, "--no-compute"
-    )  # the same name again: the bucket is ours
+    # The same name again: the bucket is ours. (The same tags: the same template, stored once.)
+    code, out, err = det("up", "--cluster-id", stack, "--no-compute", "--add-tag", "team=vision")
     assert code == 0, err
     assert "kept from before, adopted" in out and "already uploaded" in err
     assert len(_tables(stack)) == 8
@@ -265,7 +264,7 @@ def test_a_quota_too_low_refuses_up(det) -> None:
 def test_up_with_an_ec2_pool_passes_the_agents_parameters_and_down_scales_its_group_to_zero(det) -> None:
     stack, ami, key_pair = _name(), _moto_ami(), _key_pair()
     flags = ("--cluster-id", stack, "--agent-ami", ami, "--min-dynamic-agents", "1", "--keypair", key_pair,
-             "--inbound-cidr", "203.0.113.0/24")  # fmt: skip
+             "--inbound-cidr", "203.0.113.0/24", "--add-tag", "team=vision")  # fmt: skip
     code, out, err = det("up", *flags)
     assert code == 0, err
     found = boto3.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
@@ -295,6 +294,14 @@ def test_up_with_an_ec2_pool_passes_the_agents_parameters_and_down_scales_its_gr
     ]
     assert (group["MinSize"], group["MaxSize"]) == (1, 5)
     (instance,) = [i["InstanceId"] for i in group["Instances"]]  # moto launches the minimum at once
+    # --add-tag reaches the group, which hands it to its instances, and the jobs' tags in the functions.
+    assert {"Key": "team", "Value": "vision", "PropagateAtLaunch": True} in [
+        {k: t[k] for k in ("Key", "Value", "PropagateAtLaunch")} for t in group["Tags"]
+    ]
+    (reservation,) = ec2.describe_instances(InstanceIds=[instance])["Reservations"]
+    assert {"Key": "team", "Value": "vision"} in reservation["Instances"][0]["Tags"]
+    function = boto3.client("lambda").get_function(FunctionName=f"{stack}-on-launch-message")
+    assert function["Configuration"]["Environment"]["Variables"]["STRATUS_TAGS"] == '{"team":"vision"}'
     # A group of another cluster whose name starts with this stack's (`<stack>-big-default`): not ours.
     template = ec2.create_launch_template(
         LaunchTemplateName=f"{stack}-big", LaunchTemplateData={"ImageId": ami}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -29,14 +30,18 @@ def det(pool, det_runner):  # noqa: ANN001, ANN201
     return det_runner(pool["api_url"])
 
 
-def _jobs(pool: dict[str, str], status: str) -> list[dict]:
-    batch = boto3.client(
+def _batch(pool: dict[str, str]) -> Any:
+    return boto3.client(
         "batch",
         endpoint_url=pool["moto_url"],
         region_name="us-east-1",
         aws_access_key_id="stratus-local",
         aws_secret_access_key="stratus-local",
     )
+
+
+def _jobs(pool: dict[str, str], status: str) -> list[dict]:
+    batch = _batch(pool)
     return [
         job
         for queue in ("stratus-default", "stratus-default-mnp")
@@ -52,6 +57,9 @@ def test_digits_runs_as_a_batch_job_and_no_job_stays_active(det, pool, wait_for)
     wait_for(lambda: _jobs(pool, "RUNNING") == [], timeout=60, what="no job running")
     (job,) = _jobs(pool, "SUCCEEDED")
     assert job["jobName"] == f"stratus-run-{trial['id']}-1"
+    # Tagged with the stack's cluster tag (and the user's tags, none here). moto shows no propagateTags.
+    (described,) = _batch(pool).describe_jobs(jobs=[job["jobId"]])["jobs"]
+    assert described["tags"] == {"stratus:cluster-id": "stratus"}
 
 
 def test_a_two_node_trial_runs_as_one_multi_node_job(det, pool, wait_for):

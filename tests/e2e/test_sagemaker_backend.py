@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -31,14 +32,18 @@ def det(pool, det_runner):  # noqa: ANN001, ANN201
     return det_runner(pool["api_url"])
 
 
-def _jobs(pool: dict[str, str]) -> dict[str, str]:
-    sagemaker = boto3.client(
+def _sagemaker(pool: dict[str, str]) -> Any:
+    return boto3.client(
         "sagemaker",
         endpoint_url=pool["moto_url"],
         region_name="us-east-1",
         aws_access_key_id="stratus-local",
         aws_secret_access_key="stratus-local",
     )
+
+
+def _jobs(pool: dict[str, str]) -> dict[str, str]:
+    sagemaker = _sagemaker(pool)
     listed = sagemaker.list_training_jobs(NameContains="stratus-", MaxResults=100)["TrainingJobSummaries"]
     return {job["TrainingJobName"]: job["TrainingJobStatus"] for job in listed}
 
@@ -52,6 +57,11 @@ def test_digits_runs_as_a_training_job_that_completes(det, pool, wait_for):
     wait_for(
         lambda: _jobs(pool).get(name) == "Completed", timeout=60, what=f"training job {name} to complete"
     )
+    # Tagged with the stack's cluster tag (and the user's tags, none here).
+    arn = _sagemaker(pool).describe_training_job(TrainingJobName=name)["TrainingJobArn"]
+    assert _sagemaker(pool).list_tags(ResourceArn=arn)["Tags"] == [
+        {"Key": "stratus:cluster-id", "Value": "stratus"}
+    ]
 
 
 def test_killing_a_trial_stops_its_training_job(det, probe, pool, tmp_path: Path, wait_for):

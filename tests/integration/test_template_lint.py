@@ -174,6 +174,39 @@ def test_a_template_with_a_batch_pool_only_of_a_type_outside_the_default_table_i
     assert linted.returncode == 0, linted.stdout + linted.stderr
 
 
+def test_a_template_with_the_users_tags_on_ec2_and_batch_pools_is_cfn_lint_clean(tmp_path: Path) -> None:
+    """`--add-tag`: 40 tags (the most; one of the longest key, one with every punctuation AWS takes), after
+    Stratus's own on the launch template's instances and volumes, the group (propagated at launch), the
+    Batch environments and their instances, queues, fair-share policy and job definitions; and
+    `STRATUS_TAGS` in the functions."""
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:latest"
+    pools = [
+        PoolSpec(name="default"),
+        PoolSpec(name="gpu-spot", backend="ec2", provider=Provider(instance_types=("g5.xlarge",), spot=True)),
+        PoolSpec(
+            name="gpu-batch",
+            backend="batch",
+            provider=Provider(instance_types=("g5.xlarge",), max_instances=2, spot=True, gpus=1, image=image),
+        ),
+        PoolSpec(
+            name="gpu-sm",
+            backend="sagemaker",
+            provider=Provider(instance_types=("ml.g5.xlarge",), max_instances=2, gpus=1, image=image),
+        ),
+    ]
+    tags = {f"team-{i:02}": "vision" for i in range(38)} | {
+        "k" * 128: "",
+        "cost center": "a b:c/d@e.f+g=h-i_j",
+    }
+    rendered = template(pools, tags=tags)
+    spot = rendered["Resources"]["GpuBatchPoolSpotEnvironment"]["Properties"]["ComputeResources"]["Tags"]
+    assert len(spot) == 43 and spot["team-00"] == "vision"
+    path = tmp_path / "tagged.cfn.json"
+    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
+    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
 def test_cfn_lint_finds_a_broken_template(tmp_path: Path) -> None:
     broken = template()
     broken["Resources"]["TrialsTable"]["Properties"]["BillingMode"] = "FREE"  # not a billing mode

@@ -685,6 +685,57 @@ def test_a_pool_of_types_with_different_gpu_counts_is_refused(tmp_path: Path) ->
     )
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--add-tag", "aws:team=vision"),
+         "--add-tag 'aws:team=vision': tag aws:team=vision: keys starting with 'aws:' are AWS's own; use another key"),
+        (("--add-tag", "stratus:cluster-id=other"), "keys starting with 'stratus:' are Stratus's own"),
+        (("--add-tag", "Name=mine"), "Stratus names each pool's instances with 'Name'"),
+        (("--add-tag", "k" * 129 + "=v"), "a key has 1 to 128 characters (this one 129)"),
+        (("--add-tag", "team=" + "v" * 257), "a value has at most 256 characters (this one 257)"),
+        (("--add-tag", "team=a,b"), "--add-tag 'team=a,b': tag team=a,b: its value has ','"),
+        (("--add-tag", "=vision"), "--add-tag '=vision' is not KEY=VALUE"),
+        (tuple(f"--add-tag=k{i:02}=v" for i in range(40)), "--add-tag: 41 tags: at most 40"),  # and team
+    ],
+)  # fmt: skip
+def test_aws_up_refuses_a_tag_aws_would_refuse_before_asking_aws_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], message: str
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens: any AWS call would fail
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    streams = Streams()
+    argv = [
+        "deploy",
+        "aws",
+        "up",
+        "--cluster-id",
+        "lab",
+        "--add-tag",
+        "team=vision",
+        *flags,
+        "--region",
+        "us-east-1",
+    ]
+    code = cli.main(argv, runtime=runtime(tmp_path, streams))
+    assert code == 2 and message in streams.err.getvalue()
+    assert "AWS call failed" not in streams.err.getvalue()
+
+
+def test_aws_up_passes_the_users_tags_not_the_cluster_tag_to_the_template() -> None:
+    from det._deploy_aws import _render_template, _user_tags
+
+    added = _user_tags(["team=vision", "cost-center=4711", "team=vision-2"])  # the last value of a key
+    assert added == {"cost-center": "4711", "team": "vision-2"}
+    rendered = _render_template(None, None, added)  # --no-compute: the default pools
+    variables = rendered["Resources"]["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["STRATUS_TAGS"] == '{"cost-center":"4711","team":"vision-2"}'
+    with pytest.raises(
+        UsageError, match=r"^--add-tag: the tags take \d+ bytes of the control plane's environment"
+    ):
+        _render_template(None, None, {f"key-{i:02}": "v" * 256 for i in range(20)})
+
+
 class FakeGroups:
     def __init__(self) -> None:
         self.scaled: list[str] = []

@@ -65,3 +65,10 @@ def test_the_training_job_request_passes_sagemakers_own_parameter_rules(compute_
     validate_parameters(request, model.operation_model("CreateTrainingJob").input_shape)  # raises if not
     assert ("InputDataConfig" in request) == bool(compute_key)
     assert request["AlgorithmSpecification"]["ContainerEntrypoint"] == boot_entrypoint()
+    assert "Tags" not in request
+    # The job's tags (the user's, at most 40 of AWS's longest, and the cluster's), sorted by key.
+    tags = {f"k{i:02}-" + "k" * 124: "v" * 256 for i in range(40)} | {"stratus:cluster-id": "lab"}
+    tagged = training_request(job, "lab-bucket", "arn:aws:iam::123456789012:role/lab-sm", compute_key, tags)
+    validate_parameters(tagged, model.operation_model("CreateTrainingJob").input_shape)
+    assert tagged["Tags"] == [{"Key": key, "Value": tags[key]} for key in sorted(tags)]
+    assert {k: v for k, v in tagged.items() if k != "Tags"} == request

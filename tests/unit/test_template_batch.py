@@ -227,6 +227,10 @@ def test_the_control_plane_may_submit_only_to_the_stacks_queues_and_definitions(
     assert _actions(terminate) == ["batch:TerminateJob"] and terminate["Resource"] == {
         "Fn::Sub": batch + "job/*"
     }
+    # SubmitJob with tags (the control plane always sends its cluster tag) is authorized as TagResource
+    # on the new job too: jobs only, never a queue, environment or definition.
+    tag = statements["TagTheJobsItSubmits"]
+    assert _actions(tag) == ["batch:TagResource"] and tag["Resource"] == {"Fn::Sub": batch + "job/*"}
     describe = statements["DescribeJobs"]
     assert (
         sorted(_actions(describe)) == ["batch:DescribeJobs", "batch:ListJobs"] and describe["Resource"] == "*"
@@ -235,7 +239,7 @@ def test_the_control_plane_may_submit_only_to_the_stacks_queues_and_definitions(
     assert "ScaleTheStacksGroups" in statements
     batch_only = template((PoolSpec(name="default"), SPOT))
     sids = [s["Sid"] for s in _statements(batch_only["Resources"][COMPUTE_POLICY])]
-    assert sids == ["SubmitToTheStacksQueues", "TerminateJobs", "DescribeJobs"]
+    assert sids == ["SubmitToTheStacksQueues", "TagTheJobsItSubmits", "TerminateJobs", "DescribeJobs"]
     # Batch pools boot the ECS AMI and their image: no AMI to pass; their jobs install the compute package.
     assert "AgentAmiId" not in batch_only["Parameters"] and "ComputeKey" in batch_only["Parameters"]
     assert {"AgentSubnetIds", "AgentVpcId"} <= set(batch_only["Parameters"])
