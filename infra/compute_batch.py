@@ -149,7 +149,15 @@ def control_statements() -> list[Template]:
         _allow("TagTheJobsItSubmits", "batch:TagResource", jobs),
         _allow("TerminateJobs", "batch:TerminateJob", jobs),
         # These describe actions have no resource type: only "*" allows them.
-        _allow("DescribeJobs", ["batch:DescribeJobs", "batch:ListJobs"], "*"),
+        _allow("DescribeJobs", ["batch:DescribeJobs", "batch:ListJobs", "batch:DescribeJobDefinitions"], "*"),
+        # An experiment's own image runs in a copy of its pool's job definition (`<stack>-<pool>-image-...`,
+        # `chalicelib.aws.batch.image_definition`), which names the jobs' role.
+        _allow(
+            "RegisterImageDefinitions",
+            "batch:RegisterJobDefinition",
+            _sub(_ARN + "job-definition/${AWS::StackName}-*"),
+        ),
+        _allow("PassTheJobsRole", "iam:PassRole", {"Fn::GetAtt": ["BatchJobRole", "Arn"]}),
     ]
 
 

@@ -38,7 +38,9 @@ def aws_ports() -> Ports:
         runs,
         settings,
         ec2=lambda: Ec2Scaler(AwsAutoScaling(), agents, runs, clock, timeout, AwsQuotas()),
-        batch=lambda: BatchJobs(AwsBatch(), agents, runs, clock, timeout, settings.stack, credentials),
+        batch=lambda: BatchJobs(
+            AwsBatch(), agents, runs, clock, timeout, settings.stack, credentials, experiments=experiments
+        ),
         sagemaker=lambda: TrainingJobs(
             AwsSageMaker(),
             agents,

@@ -20,7 +20,7 @@ from chalicelib.compute.lanes import alive_lanes, job_nodes
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.services.agent_store import AgentStore, Host
-from chalicelib.services.ports import Clock, RunStore
+from chalicelib.services.ports import Clock, ExperimentStore, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,10 @@ class BatchJobs:
         agent_timeout_s: float,
         stack: str,
         credentials: JobCredentials,
+        experiments: ExperimentStore | None = None,
     ) -> None:
         self._api = api
+        self._experiments = experiments
         self._agents = agents
         self._runs = runs
         self._clock = clock
@@ -70,10 +72,19 @@ class BatchJobs:
             nodes=len(lanes),
             share=f"e{run.experiment_id}",
             priority=max(0, 100 - run.priority),  # Batch: higher first; Determined: lower first
+            image=self._image(spec, run),
         )
         job_id = self._api.submit(job)
         self._runs.note_compute_ref(run.run_id, job_id)
         log.info("run %s: Batch job %s on %s (%d node(s))", run.run_id, job_id, job.queue, job.nodes)
+
+    def _image(self, spec: PoolSpec, run: Run) -> str:
+        """The experiment's own image for this pool's machines where it names one other than the pool's."""
+        experiment = self._experiments.get(run.experiment_id) if self._experiments is not None else None
+        if experiment is None or spec.provider is None:
+            return ""
+        image = experiment.parsed_config.environment.image_for(gpu=spec.provider.gpus > 0) or ""
+        return image if image != spec.provider.image else ""
 
     def terminate(self, run: Run, reason: str) -> None:
         if run.compute_ref:

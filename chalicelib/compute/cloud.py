@@ -63,6 +63,9 @@ class JobRequest:
     nodes: int = 1
     share: str = ""
     priority: int = 0
+    #: The experiment's own image (`environment.image`) where it is not the pool's: the job runs a copy
+    #: of `definition` with this image (`chalicelib.aws.batch.image_definition`); empty: the pool's.
+    image: str = ""
 
 
 class BatchApi(Protocol):

@@ -122,7 +122,9 @@ def memory_ports(
             runs,
             settings,
             ec2=lambda: Ec2Scaler(autoscaling, agents, runs, clock, timeout),
-            batch=lambda: BatchJobs(batch, agents, runs, clock, timeout, settings.stack, credentials),
+            batch=lambda: BatchJobs(
+                batch, agents, runs, clock, timeout, settings.stack, credentials, experiments=experiments
+            ),
             sagemaker=lambda: TrainingJobs(
                 sagemaker,
                 agents,

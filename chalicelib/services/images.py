@@ -3,9 +3,10 @@
 A pool whose machines have GPUs (an `ec2` pool of a GPU instance type: its provider's `gpus`) runs the GPU
 flavour of Determined's `environment.environment_variables` (`cuda`/`gpu`), any other the CPU one.
 `environment.image` is honoured where the backend runs containers: a SageMaker training job runs it
-(`chalicelib.compute.sagemaker`). Agents on a machine (`local`, and `ec2` on the Deep Learning AMI's
-Python) run the trial without it, and a Batch job runs its pool's job definition, whose image is the
-pool's; there the trial's log says so in its first line rather than silently ignoring it."""
+(`chalicelib.compute.sagemaker`), and a Batch job runs a copy of its pool's job definition with it
+(`chalicelib.aws.batch.image_definition`). Agents on a machine (`local`, and `ec2` on the Deep Learning
+AMI's Python) run the trial without it; there the trial's log says so in its first line rather than
+silently ignoring it."""
 
 from __future__ import annotations
 
@@ -24,15 +25,11 @@ def note_unused_image(ports: Ports, run: Run, experiment: Experiment) -> None:
     spec = ports.settings.pool(run.pool)
     backend = spec.backend if spec is not None else "local"
     image = experiment.parsed_config.environment.image_for(gpu=on_gpus(spec))
-    pool_image = spec.provider.image if spec is not None and spec.provider is not None else ""
-    if not image or backend == "sagemaker" or (backend == "batch" and image == pool_image):
+    if not image or backend in ("sagemaker", "batch"):
         return
-    where = {
-        "ec2": "the instance's Deep Learning AMI Python",
-        "batch": f"the pool's job definition's image {pool_image!r}",
-    }.get(backend, "the agent machine's Python")
+    where = "the instance's Deep Learning AMI Python" if backend == "ec2" else "the agent machine's Python"
     line = (
         f"[stratus] environment.image {image!r} is not used on pool {run.pool!r} (backend {backend}): "
-        f"the trial runs on {where}; a SageMaker pool runs the experiment's image"
+        f"the trial runs on {where}; a Batch or SageMaker pool runs the experiment's image"
     )
     ports.logs.put(run.trial_id, [LogLine(timestamp=int(ports.clock.now() * 1000), message=line)])

@@ -233,13 +233,15 @@ def test_the_control_plane_may_submit_only_to_the_stacks_queues_and_definitions(
     assert _actions(tag) == ["batch:TagResource"] and tag["Resource"] == {"Fn::Sub": batch + "job/*"}
     describe = statements["DescribeJobs"]
     assert (
-        sorted(_actions(describe)) == ["batch:DescribeJobs", "batch:ListJobs"] and describe["Resource"] == "*"
+        sorted(_actions(describe)) == ["batch:DescribeJobDefinitions", "batch:DescribeJobs", "batch:ListJobs"]
+        and describe["Resource"] == "*"
     )
     # The EC2 pool's scaling stays; a stack without EC2 pools has none of it.
     assert "ScaleTheStacksGroups" in statements
     batch_only = template((PoolSpec(name="default"), SPOT))
     sids = [s["Sid"] for s in _statements(batch_only["Resources"][COMPUTE_POLICY])]
-    assert sids == ["SubmitToTheStacksQueues", "TagTheJobsItSubmits", "TerminateJobs", "DescribeJobs"]
+    assert sids == ["SubmitToTheStacksQueues", "TagTheJobsItSubmits", "TerminateJobs", "DescribeJobs",
+                    "RegisterImageDefinitions", "PassTheJobsRole"]  # fmt: skip
     # Batch pools boot the ECS AMI and their image: no AMI to pass; their jobs install the compute package.
     assert "AgentAmiId" not in batch_only["Parameters"] and "ComputeKey" in batch_only["Parameters"]
     assert {"AgentSubnetIds", "AgentVpcId"} <= set(batch_only["Parameters"])

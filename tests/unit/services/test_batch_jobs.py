@@ -121,9 +121,14 @@ def test_a_job_failed_for_its_machine_requeues_its_run_once(ports, flow) -> None
     handle_events_message(ports, other)
 
 
-def test_an_experiments_image_other_than_the_pools_is_named_in_the_trials_log(ports, flow) -> None:
+def test_an_experiments_own_image_is_the_jobs_and_the_pools_image_is_not_named_again(ports, flow) -> None:
+    """Batch runs containers: the job asks for the experiment's image (a copy of the pool's job definition
+    with it: `chalicelib.aws.batch.image_definition`); nothing is said in the trial's log."""
     (trial_id,) = flow.trial_ids(flow.submit(environment={"image": "example/other:1"}).id)
     flow.launch(flow.request_slots(trial_id))
-    (line,) = [logged.message for logged in ports.logs.streams[trial_id]]
-    assert "'example/other:1' is not used on pool 'default' (backend batch)" in line
-    assert "job definition's image 'example/train:1'" in line
+    (job,) = ports.batch.submitted.values()
+    assert job.image == "example/other:1" and job.definition == "memory-default"  # the pool's, copied
+    assert not ports.logs.streams.get(trial_id)
+    (same,) = flow.trial_ids(flow.submit(environment={"image": "example/train:1"}).id)  # the pool's own
+    flow.launch(flow.request_slots(same))
+    assert [j.image for j in ports.batch.submitted.values()] == ["example/other:1", ""]
