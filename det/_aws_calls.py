@@ -228,7 +228,8 @@ class AwsCalls(TeardownCalls):
         if wanted:
             for item in self._describe_instance_types(wanted):
                 gpus = sum(g.get("Count", 0) for g in item.get("GpuInfo", {}).get("Gpus", []))
-                shape = InstanceShape(vcpus=item["VCpuInfo"]["DefaultVCpus"], gpus=gpus)
+                memory = int(item.get("MemoryInfo", {}).get("SizeInMiB", 0))
+                shape = InstanceShape(vcpus=item["VCpuInfo"]["DefaultVCpus"], gpus=gpus, memory_mib=memory)
                 self._shapes[item["InstanceType"]] = shape
             unknown = [name for name in wanted if name not in self._shapes]
             if unknown:

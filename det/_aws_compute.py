@@ -114,6 +114,8 @@ class ComputePlan:
     #: The vCPUs of the cloud pools' EC2 instance types (`ec2:DescribeInstanceTypes`), for the template's
     #: Batch pools: `infra.template.template(plan.pools, plan.vcpus)`.
     vcpus: dict[str, int] = field(default_factory=dict)
+    #: Their memory (MiB), where read: it caps a Batch job's memory (`template(..., memory=plan.memory)`).
+    memory: dict[str, int] = field(default_factory=dict)
 
 
 def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
@@ -138,6 +140,7 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
     pools = pool_specs(with_slots(wire, shapes, _source(args)))
     warnings = tuple(check_quotas(calls, pools))
     vcpus = {kind: shape.vcpus for kind, shape in shapes.items()}
+    memory = {kind: shape.memory_mib for kind, shape in shapes.items() if shape.memory_mib}
     if not any(p["backend"] in NETWORKED for p in cloud):  # no agent network: no lookup, no parameter
         given = [_flag(dest) for dest in _AGENT_FLAGS if getattr(args, dest)]
         if given and not cloud:
@@ -149,7 +152,7 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
                 f"{given[0]} sets the EC2 and Batch agents, and {_source(args)} has only SageMaker pools "
                 "(their jobs run in SageMaker's own network, from their image); drop it"
             )
-        return ComputePlan(pools=pools, warnings=warnings, vcpus=vcpus)
+        return ComputePlan(pools=pools, warnings=warnings, vcpus=vcpus, memory=memory)
     vpc, subnets = agent_network(calls, args.agent_subnet_id or [])
     cidr = args.inbound_cidr or DEFAULT_INBOUND_CIDR
     try:
@@ -178,7 +181,7 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         raise UsageError(
             f"--agent-ami sets the EC2 agents' image, and {_source(args)} has no EC2 pool; drop it"
         )
-    return ComputePlan(pools, parameters, source, warnings, vcpus)
+    return ComputePlan(pools, parameters, source, warnings, vcpus, memory)
 
 
 def wire_pools(args: argparse.Namespace) -> list[dict[str, Any]] | None:

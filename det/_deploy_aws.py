@@ -135,7 +135,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
         )
     for warning in compute.warnings:
         rt.note(f"warning: {warning}")
-    rendered = _render_template(compute.pools, compute.vcpus, added)
+    rendered = _render_template(compute.pools, compute.vcpus, added, compute.memory)
     body = json.dumps(rendered, sort_keys=True)
     refuse_overlap(aws, stack, CLUSTER_TAG)
     existing = aws.stack(stack)
@@ -196,14 +196,17 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 def _render_template(
-    pools: tuple[Any, ...] | None, vcpus: dict[str, int] | None = None, tags: dict[str, str] | None = None
+    pools: tuple[Any, ...] | None,
+    vcpus: dict[str, int] | None = None,
+    tags: dict[str, str] | None = None,
+    memory: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The stack's template for the pools (None: the template's default pools, all local) and the user's
     tags (checked already)."""
     from infra.template import template
 
     try:
-        return template(tags=tags) if pools is None else template(pools, vcpus, tags)
+        return template(tags=tags) if pools is None else template(pools, vcpus, tags, memory)
     except InvalidTagError as e:  # tags the functions' environment has no room for
         raise UsageError(f"--add-tag: {e}") from e
     except ValueError as e:  # infra's ComputeTemplateError: a pool its resources cannot be made for

@@ -30,10 +30,11 @@ class QuotaError(UsageError):
 
 @dataclass(frozen=True)
 class InstanceShape:
-    """What `ec2:DescribeInstanceTypes` says of a type: its vCPUs and GPUs."""
+    """What `ec2:DescribeInstanceTypes` says of a type: its vCPUs, GPUs and memory (MiB, 0: not read)."""
 
     vcpus: int
     gpus: int
+    memory_mib: int = 0
 
     @property
     def slots(self) -> int:

@@ -19,8 +19,8 @@ reach its jobs' ECS tasks, as the control plane submits with `propagateTags` (an
 
 Sizes: `maxvCpus` is `max_instances` times the vCPUs of the pool's largest type. A job takes a whole
 instance of its smallest type: all its vCPUs, `MEMORY_PER_VCPU_MIB` per vCPU (7/8 of the 4 GiB per vCPU
-the usual GPU types, g4dn to g6 and p3 to p5, have at least; ECS and the OS keep the rest; a type with
-less memory per vCPU, such as a c type, cannot run the job) and the pool's GPUs. The types' vCPUs are
+the usual GPU types, g4dn to g6 and p3 to p5, have at least; ECS and the OS keep the rest), or 7/8 of the
+type's own memory where `det` read it (`memory`) and it has less (a c type), and the pool's GPUs. The types' vCPUs are
 `vcpus`: `det deploy aws up` reads them from `ec2:DescribeInstanceTypes` (`ComputePlan.vcpus`), so any
 type EC2 offers renders. Rendered without them (`infra` used directly: tests, a template made by hand),
 the types of `DEFAULT_VCPUS` render and any other is refused, naming it and the fix. `spot_max_price`
@@ -91,10 +91,11 @@ def batch_resources(
     ids: Mapping[str, str],
     vcpus: Mapping[str, int] | None = None,
     tags: Mapping[str, str] | None = None,
+    memory: Mapping[str, int] | None = None,
 ) -> tuple[Template, Template]:
     """The Batch pools' (resources, outputs), each pool's logical ids prefixed with `ids[pool.name]`:
     both empty without Batch pools. `vcpus`: each instance type's vCPUs (None: `DEFAULT_VCPUS`); `tags`:
-    the user's, after Stratus's own on each resource."""
+    the user's, after Stratus's own on each resource; `memory`: each type's memory (MiB), where known."""
     if not pools:
         return {}, {}
     vcpus = DEFAULT_VCPUS if vcpus is None else vcpus
@@ -117,7 +118,8 @@ def batch_resources(
         resources[logical + "MultiNodeQueue"] = _queue(
             multi_node, [on_demand], logical + "FairShare", pool_tags
         )
-        container = _container(pool, provider, min(types))
+        smallest = min(provider.instance_types, key=lambda kind: vcpus[kind])
+        container = _container(pool, provider, vcpus[smallest], (memory or {}).get(smallest))
         resources[logical + "JobDefinition"] = _job_definition(
             queue, pool_tags, {"ContainerProperties": container}
         )
@@ -286,8 +288,10 @@ def job_command(pool: str, slots: int) -> list[Any]:
     return [_sub(API_URL) if arg == API_URL else arg for arg in batch_command(API_URL, pool, slots)]
 
 
-def _container(pool: PoolSpec, provider: Provider, vcpus: int) -> Template:
+def _container(pool: PoolSpec, provider: Provider, vcpus: int, memory_mib: int | None = None) -> Template:
     memory = vcpus * MEMORY_PER_VCPU_MIB
+    if memory_mib:  # the type's own memory, where known: 7/8 of it, at most (ECS and the OS keep the rest)
+        memory = min(memory, memory_mib * 7 // 8)
     requirements = [{"Type": "VCPU", "Value": str(vcpus)}, {"Type": "MEMORY", "Value": str(memory)}]
     if provider.gpus > 0:
         requirements.append({"Type": "GPU", "Value": str(provider.gpus)})

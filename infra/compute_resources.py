@@ -125,11 +125,14 @@ def _provider(pool: PoolSpec) -> Provider:
 
 
 def compute_resources(
-    pools: Sequence[PoolSpec], vcpus: Mapping[str, int] | None = None, tags: Mapping[str, str] | None = None
+    pools: Sequence[PoolSpec],
+    vcpus: Mapping[str, int] | None = None,
+    tags: Mapping[str, str] | None = None,
+    memory: Mapping[str, int] | None = None,
 ) -> tuple[Template, Template, Template, Template]:
-    """The cloud pools' (parameters, conditions, resources, outputs): all empty without them. `vcpus`: each
-    Batch pool's instance types' vCPUs (`infra.compute_batch.batch_resources`); `tags`: the user's (checked
-    already, `contract.tags.user_tags`), after Stratus's own on each pool resource."""
+    """The cloud pools' (parameters, conditions, resources, outputs): all empty without them. `vcpus` and
+    `memory` (MiB): each Batch pool's instance types' (`infra.compute_batch.batch_resources`); `tags`: the
+    user's (checked already, `contract.tags.user_tags`), after Stratus's own on each pool resource."""
     ec2 = [pool for pool in pools if pool.backend == "ec2"]
     batch = [pool for pool in pools if pool.backend == "batch"]
     sagemaker = [pool for pool in pools if pool.backend == "sagemaker"]
@@ -141,7 +144,7 @@ def compute_resources(
         twice = sorted({name for name in names if names.count(name) > 1})
         raise ComputeTemplateError(f"pool {twice[0]!r} is given twice; name each pool once")
     ids = logical_ids(ec2)
-    batched, outputs = batch_resources(batch, logical_ids(batch), vcpus, tags)
+    batched, outputs = batch_resources(batch, logical_ids(batch), vcpus, tags, memory)
     trained, trained_outputs = sagemaker_resources(sagemaker)
     outputs.update(trained_outputs)
     rules = [

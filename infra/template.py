@@ -159,13 +159,16 @@ def template(
     pools: Sequence[PoolSpec] = DEFAULT_POOLS,
     vcpus: Mapping[str, int] | None = None,
     tags: Mapping[str, str] | None = None,
+    memory: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The stack of these resource pools: its EC2 pools' groups and launch templates come from
     `infra/compute_resources.py`; with local pools only, the stack starts no machine. `vcpus`: each
     instance type's vCPUs, which size the Batch pools (`det deploy aws up` reads them from EC2; None:
     the common GPU types of `infra.compute_batch.DEFAULT_VCPUS` only). `tags`: the user's (`--add-tag`),
     on every pool resource that tags what it starts and in the functions' `STRATUS_TAGS`; none, and the
-    template is the one without. A tag AWS would refuse, or too many, is `contract.errors.InvalidTagError`."""
+    template is the one without. A tag AWS would refuse, or too many, is `contract.errors.InvalidTagError`.
+    `memory`: each instance type's memory (MiB), which caps a Batch job's where a type has less than 4 GiB
+    a vCPU."""
     checked = user_tags(tags or {})
     definition = compile_trial_workflow(
         WorkflowResources(
@@ -176,7 +179,7 @@ def template(
             partition="${AWS::Partition}",
         )
     )
-    parameters, conditions, compute, compute_outputs = compute_resources(pools, vcpus, checked)
+    parameters, conditions, compute, compute_outputs = compute_resources(pools, vcpus, checked, memory)
     cloud = "AgentPolicy" in compute  # cloud pools' agents sign their credential request
     resources: dict[str, Any] = {
         "Bucket": {

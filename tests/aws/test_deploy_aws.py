@@ -425,3 +425,23 @@ def test_a_cluster_id_that_starts_with_another_stacks_is_refused_both_ways(det) 
     for free in (f"{stack}x", f"{plain}-lab"):  # no `<stack>-` prefix shared; an untagged stack is not ours
         code, _, err = det("up", "--cluster-id", free, "--no-compute", "--dry-run")
         assert code == 0, err
+
+
+def test_the_instance_types_shapes_come_from_ec2_with_their_memory(det) -> None:
+    """What `det` reads of a type from moto's ec2:DescribeInstanceTypes (AWS's own data): vCPUs, GPUs,
+    memory; the memory caps a Batch job's on a type with less than 4 GiB a vCPU."""
+    import argparse
+
+    shapes = AwsCalls(argparse.Namespace(region="us-east-1", profile=None)).instance_types(
+        ["g5.xlarge", "c6i.large"]
+    )
+    assert (shapes["g5.xlarge"].vcpus, shapes["g5.xlarge"].gpus, shapes["g5.xlarge"].memory_mib) == (
+        4,
+        1,
+        16384,
+    )
+    assert (shapes["c6i.large"].vcpus, shapes["c6i.large"].gpus, shapes["c6i.large"].memory_mib) == (
+        2,
+        0,
+        4096,
+    )

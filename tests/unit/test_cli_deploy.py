@@ -432,7 +432,7 @@ class FakeAws:
 
     def instance_types(self, names: Sequence[str]) -> dict[str, InstanceShape]:
         shapes = {"g5.xlarge": InstanceShape(4, 1), "g5.12xlarge": InstanceShape(48, 4),
-                  "p4d.24xlarge": InstanceShape(96, 8), "c6i.large": InstanceShape(2, 0),
+                  "p4d.24xlarge": InstanceShape(96, 8), "c6i.large": InstanceShape(2, 0, 4096),
                   "g4dn.xlarge": InstanceShape(4, 1)}  # fmt: skip
         return {name: shapes[name] for name in names}
 
@@ -648,6 +648,17 @@ def test_the_plan_carries_the_types_vcpus_which_size_a_batch_pool_of_any_type(tm
     container = resources["DefaultPoolJobDefinition"]["Properties"]["ContainerProperties"]
     requirements = {r["Type"]: r["Value"] for r in container["ResourceRequirements"]}
     assert (requirements["VCPU"], requirements["GPU"]) == ("4", "1")
+
+
+def test_the_plan_carries_the_types_memory_where_ec2_gave_it(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(
+        "resource_pools:\n"
+        "  - pool_name: default\n"
+        "    provider: {type: batch, instance_type: [c6i.large, g4dn.xlarge], image: example/train:1}\n"
+    )
+    plan = _aws_compute.plan_compute(aws_up_args("--pools-file", str(path)), FakeAws())
+    assert plan.memory == {"c6i.large": 4096}  # g4dn.xlarge's was not given by this fake EC2
 
 
 def test_sagemaker_pools_only_need_no_agent_network_and_refuse_its_flags(tmp_path: Path) -> None:

@@ -369,6 +369,26 @@ def test_a_type_outside_the_default_table_renders_with_the_vcpus_the_deploy_side
     assert node["Container"] == container
 
 
+def test_a_type_with_less_than_4_gib_a_vcpu_gets_7_8_of_its_own_memory():
+    """A c type (c6i.large: 2 vCPUs, 4 GiB) could never place a job asking 3.5 GiB a vCPU: where det read
+    the type's memory, the job asks 7/8 of it; a GPU type keeps 3.5 GiB a vCPU (its memory is more)."""
+    cpu = PoolSpec(name="cpu", backend="batch", provider=Provider(instance_types=("c6i.large",), image=IMAGE))
+    pools = (PoolSpec(name="default"), cpu, G4DN)
+    vcpus, memory = {"c6i.large": 2, "g4dn.xlarge": 4}, {"c6i.large": 4096, "g4dn.xlarge": 16384}
+    resources = template(pools, vcpus=vcpus, memory=memory)["Resources"]
+
+    def asked(definition: str) -> dict[str, str]:
+        container = resources[definition]["Properties"]["ContainerProperties"]
+        return {r["Type"]: r["Value"] for r in container["ResourceRequirements"]}
+
+    assert asked("CpuPoolJobDefinition") == {"VCPU": "2", "MEMORY": str(4096 * 7 // 8)}
+    assert asked("T4PoolJobDefinition")["MEMORY"] == str(4 * MEMORY_PER_VCPU_MIB)  # 14,336 of 16,384
+    without = template(pools, vcpus=vcpus)["Resources"]["CpuPoolJobDefinition"]["Properties"]
+    assert {r["Type"]: r["Value"] for r in without["ContainerProperties"]["ResourceRequirements"]}[
+        "MEMORY"
+    ] == str(2 * MEMORY_PER_VCPU_MIB)  # not read: as before
+
+
 def test_a_type_whose_vcpus_are_unknown_is_refused_naming_it_and_the_fix():
     # Rendered without the deploy side's vCPUs: only the default table's types.
     with pytest.raises(BatchTemplateError) as caught:
