@@ -16,6 +16,19 @@ from infra.template import template
 CFN_LINT = [sys.executable, "-c", "import sys; from cfnlint.runner import main; sys.exit(main())"]
 
 
+def _assert_lint_clean(path: Path, rendered: dict) -> None:
+    """cfn-lint's exit code 0: no error and no warning (an unused parameter is W2001, and CloudFormation
+    refuses it)."""
+    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
+    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def _sagemaker_pool(image: str) -> PoolSpec:
+    provider = Provider(instance_types=("ml.g5.xlarge",), max_instances=4, spot=True, gpus=1, image=image)
+    return PoolSpec(name="gpu-sm", slots_per_agent=1, max_agents=4, backend="sagemaker", provider=provider)
+
+
 def test_the_rendered_template_is_cfn_lint_clean(tmp_path: Path) -> None:
     path = tmp_path / "stratus.cfn.json"
     path.write_text(json.dumps(template(), indent=2, sort_keys=True))
@@ -40,10 +53,7 @@ def test_a_template_with_a_spot_and_an_on_demand_ec2_pool_is_cfn_lint_clean(tmp_
     ]
     rendered = template(pools)
     assert {"GpuSpotPoolGroup", "CpuPoolGroup", "SpotWarningRule"} <= set(rendered["Resources"])
-    path = tmp_path / "pools.cfn.json"
-    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
-    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
-    assert linted.returncode == 0, linted.stdout + linted.stderr
+    _assert_lint_clean(tmp_path / "pools.cfn.json", rendered)
 
 
 def test_a_template_with_an_ec2_pool_and_a_spot_batch_pool_is_cfn_lint_clean(tmp_path: Path) -> None:
@@ -76,10 +86,7 @@ def test_a_template_with_an_ec2_pool_and_a_spot_batch_pool_is_cfn_lint_clean(tmp
         "GpuBatchPoolMultiNodeJobDefinition",
         "BatchStateRule",
     } <= set(rendered["Resources"])
-    path = tmp_path / "batch.cfn.json"
-    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
-    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
-    assert linted.returncode == 0, linted.stdout + linted.stderr
+    _assert_lint_clean(tmp_path / "batch.cfn.json", rendered)
 
 
 def test_a_template_with_an_ec2_a_batch_and_a_spot_sagemaker_pool_is_cfn_lint_clean(tmp_path: Path) -> None:
@@ -94,15 +101,7 @@ def test_a_template_with_an_ec2_a_batch_and_a_spot_sagemaker_pool_is_cfn_lint_cl
             backend="batch",
             provider=Provider(instance_types=("g5.xlarge",), max_instances=2, gpus=1, image=image),
         ),
-        PoolSpec(
-            name="gpu-sm",
-            slots_per_agent=1,
-            max_agents=4,
-            backend="sagemaker",
-            provider=Provider(
-                instance_types=("ml.g5.xlarge",), max_instances=4, spot=True, gpus=1, image=image
-            ),
-        ),
+        _sagemaker_pool(image),
     ]
     rendered = template(pools)
     assert {
@@ -112,10 +111,7 @@ def test_a_template_with_an_ec2_a_batch_and_a_spot_sagemaker_pool_is_cfn_lint_cl
         "SageMakerExecutionPolicy",
         "SageMakerStateRule",
     } <= set(rendered["Resources"])
-    path = tmp_path / "sagemaker.cfn.json"
-    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
-    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
-    assert linted.returncode == 0, linted.stdout + linted.stderr
+    _assert_lint_clean(tmp_path / "sagemaker.cfn.json", rendered)
 
 
 def test_a_template_with_sagemaker_pools_only_is_cfn_lint_clean(tmp_path: Path) -> None:
@@ -124,24 +120,13 @@ def test_a_template_with_sagemaker_pools_only_is_cfn_lint_clean(tmp_path: Path) 
     image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:latest"
     pools = [
         PoolSpec(name="default"),
-        PoolSpec(
-            name="gpu-sm",
-            slots_per_agent=1,
-            max_agents=4,
-            backend="sagemaker",
-            provider=Provider(
-                instance_types=("ml.g5.xlarge",), max_instances=4, spot=True, gpus=1, image=image
-            ),
-        ),
+        _sagemaker_pool(image),
     ]
     rendered = template(pools)
     assert {"SageMakerExecutionRole", "SageMakerStateRule"} <= set(rendered["Resources"])
     assert "AgentSecurityGroup" not in rendered["Resources"]
     assert not {"AgentSubnetIds", "AgentVpcId", "InboundCidr", "KeyName"} & set(rendered["Parameters"])
-    path = tmp_path / "sagemaker-only.cfn.json"
-    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
-    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
-    assert linted.returncode == 0, linted.stdout + linted.stderr
+    _assert_lint_clean(tmp_path / "sagemaker-only.cfn.json", rendered)
 
 
 def test_a_template_with_a_batch_pool_only_of_a_type_outside_the_default_table_is_cfn_lint_clean(
@@ -168,10 +153,7 @@ def test_a_template_with_a_batch_pool_only_of_a_type_outside_the_default_table_i
     rendered = template(pools, vcpus={"g4dn.xlarge": 4})
     assert {"T4PoolSpotEnvironment", "T4PoolQueue", "AgentSecurityGroup"} <= set(rendered["Resources"])
     assert "AgentAmiId" not in rendered["Parameters"] and "ComputeKey" in rendered["Parameters"]
-    path = tmp_path / "batch-only.cfn.json"
-    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
-    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
-    assert linted.returncode == 0, linted.stdout + linted.stderr
+    _assert_lint_clean(tmp_path / "batch-only.cfn.json", rendered)
 
 
 def test_a_template_with_the_users_tags_on_ec2_and_batch_pools_is_cfn_lint_clean(tmp_path: Path) -> None:
@@ -201,10 +183,7 @@ def test_a_template_with_the_users_tags_on_ec2_and_batch_pools_is_cfn_lint_clean
     rendered = template(pools, tags=tags)
     spot = rendered["Resources"]["GpuBatchPoolSpotEnvironment"]["Properties"]["ComputeResources"]["Tags"]
     assert len(spot) == 43 and spot["team-00"] == "vision"
-    path = tmp_path / "tagged.cfn.json"
-    path.write_text(json.dumps(rendered, indent=2, sort_keys=True))
-    linted = subprocess.run([*CFN_LINT, str(path)], capture_output=True, text=True)
-    assert linted.returncode == 0, linted.stdout + linted.stderr
+    _assert_lint_clean(tmp_path / "tagged.cfn.json", rendered)
 
 
 def test_cfn_lint_finds_a_broken_template(tmp_path: Path) -> None:
