@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract.errors import InvalidTagError
-from contract.tags import CLUSTER_TAG, user_tags
+from contract.tags import CLUSTER_TAG
 from det._aws_calls import AwsCalls
 from det._aws_compute import add_compute_arguments, describe, plan_compute, scale_groups_to_zero
-from det._deploy_checks import dry_run, refuse_overlap
+from det._deploy_checks import bucket_name, dry_run, refuse_overlap, stack_name, user_tag_flags
 from det._render import table
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
@@ -41,7 +41,6 @@ from det.errors import StackError, UsageError
 if TYPE_CHECKING:
     from infra.compute_package import Wheel
 
-_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _DONE = re.compile(r"_(COMPLETE|FAILED)$")
 _FAILED = ("CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "DELETE_FAILED", "UPDATE_ROLLBACK_COMPLETE",
            "UPDATE_ROLLBACK_FAILED", "UPDATE_FAILED")  # fmt: skip
@@ -120,8 +119,8 @@ def _aws_errors(
 
 @_aws_errors
 def up(args: argparse.Namespace, rt: Runtime) -> int:
-    stack = _stack_name(args.cluster_id)
-    added = _user_tags(args.add_tag)
+    stack = stack_name(args.cluster_id)
+    added = user_tag_flags(args.add_tag)
     tags = [{"Key": key, "Value": value} for key, value in {CLUSTER_TAG: stack, **added}.items()]
     aws = AwsCalls(args)
     account, region = aws.identity()
@@ -324,45 +323,9 @@ def status(args: argparse.Namespace, rt: Runtime) -> int:
 
 def _lookup(args: argparse.Namespace) -> tuple[str, AwsCalls, dict[str, Any] | None]:
     """The cluster's stack name, the AWS calls, and the live stack of that name (None if there is none)."""
-    stack = _stack_name(args.cluster_id)
+    stack = stack_name(args.cluster_id)
     aws = AwsCalls(args)
     return stack, aws, aws.stack(stack)
-
-
-def bucket_name(stack: str, account: str, region: str) -> str:
-    """The stack's bucket: lower case (a stack name may have capitals, a bucket name may not), at most 63."""
-    name = f"{stack.lower()}-{account}-{region}"
-    if len(name) > 63:
-        raise UsageError(
-            f"--cluster-id {stack!r} is too long for its bucket name {name!r}; use a shorter one"
-        )
-    return name
-
-
-def _stack_name(value: str) -> str:
-    if not _STACK_NAME.match(value or ""):
-        raise UsageError(
-            f"--cluster-id {value!r} is not a stack name: a letter, then letters, digits and hyphens (128 at most)"
-        )
-    return value
-
-
-def _user_tags(pairs: list[str]) -> dict[str, str]:
-    """The `--add-tag` pairs (a key given twice: its last value), checked by AWS's rules, sorted by key."""
-    tags: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--add-tag {pair!r} is not KEY=VALUE")
-        try:
-            user_tags({key: value})
-        except InvalidTagError as e:
-            raise UsageError(f"--add-tag {pair!r}: {e}") from e
-        tags[key] = value
-    try:
-        return user_tags(tags)
-    except InvalidTagError as e:  # too many
-        raise UsageError(f"--add-tag: {e}") from e
 
 
 def _resource_summary(resources: dict[str, Any]) -> str:

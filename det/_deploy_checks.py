@@ -1,11 +1,54 @@
-"""Checks of `det deploy aws up` before it changes anything: a cluster id that would share its resources'
-names with another stack's, and the template's validation for `--dry-run`."""
+"""Checks of `det deploy aws up` before it changes anything: the cluster id (a stack name, its bucket's
+name, one that would share its resources' names with another stack's), the `--add-tag` pairs, and the
+template's validation for `--dry-run`."""
 
 from __future__ import annotations
 
+import re
+
+from contract.errors import InvalidTagError
+from contract.tags import user_tags
 from det._aws_calls import AwsCalls
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
+
+STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+
+
+def bucket_name(stack: str, account: str, region: str) -> str:
+    """The stack's bucket: lower case (a stack name may have capitals, a bucket name may not), at most 63."""
+    name = f"{stack.lower()}-{account}-{region}"
+    if len(name) > 63:
+        raise UsageError(
+            f"--cluster-id {stack!r} is too long for its bucket name {name!r}; use a shorter one"
+        )
+    return name
+
+
+def stack_name(value: str) -> str:
+    if not STACK_NAME.match(value or ""):
+        raise UsageError(
+            f"--cluster-id {value!r} is not a stack name: a letter, then letters, digits and hyphens (128 at most)"
+        )
+    return value
+
+
+def user_tag_flags(pairs: list[str]) -> dict[str, str]:
+    """The `--add-tag` pairs (a key given twice: its last value), checked by AWS's rules, sorted by key."""
+    tags: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--add-tag {pair!r} is not KEY=VALUE")
+        try:
+            user_tags({key: value})
+        except InvalidTagError as e:
+            raise UsageError(f"--add-tag {pair!r}: {e}") from e
+        tags[key] = value
+    try:
+        return user_tags(tags)
+    except InvalidTagError as e:  # too many
+        raise UsageError(f"--add-tag: {e}") from e
 
 
 def refuse_overlap(aws: AwsCalls, stack: str, tag: str) -> None:

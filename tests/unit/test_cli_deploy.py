@@ -734,9 +734,10 @@ def test_aws_up_refuses_a_tag_aws_would_refuse_before_asking_aws_anything(
 
 
 def test_aws_up_passes_the_users_tags_not_the_cluster_tag_to_the_template() -> None:
-    from det._deploy_aws import _render_template, _user_tags
+    from det._deploy_aws import _render_template
+    from det._deploy_checks import user_tag_flags
 
-    added = _user_tags(["team=vision", "cost-center=4711", "team=vision-2"])  # the last value of a key
+    added = user_tag_flags(["team=vision", "cost-center=4711", "team=vision-2"])  # the last value of a key
     assert added == {"cost-center": "4711", "team": "vision-2"}
     rendered = _render_template(None, None, added)  # --no-compute: the default pools
     variables = rendered["Resources"]["ApiFunction"]["Properties"]["Environment"]["Variables"]
