@@ -81,9 +81,10 @@ def list_jobs(args: argparse.Namespace, rt: Runtime) -> int:
         return 0
     rt.say(jobs_table(jobs, as_csv=args.csv))
     if not args.csv:
-        # Determined's table has no column for it: why a queued job waits, under the table.
+        # Determined's table has no column for it: why a job's queued trials wait, under the table (a
+        # scheduled job too, while it needs more slots than it holds: its max_slots, say).
         for job in jobs:
-            if job.get("reason") and not job.get("slots_acquired"):
+            if job.get("reason") and job.get("slots_acquired", 0) < job.get("slots_needed", 0):
                 rt.say(f"job {job['id']} waits: {job['reason']}")
     return 0
 

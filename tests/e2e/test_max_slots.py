@@ -60,6 +60,8 @@ def test_max_slots_holds_a_trial_back_until_it_is_raised(det, tmp_path: Path, wa
     assert (held["slots_acquired"], held["slots_needed"]) == (1, 2)
     assert "its experiment may hold 1 at once (resources.max_slots)" in held["reason"]
     assert states() == ["QUEUED", "RUNNING"]  # a free slot, and still only one trial: the limit
+    table = det.read("job", "list")
+    assert f"job {eid} waits: needs 1 slot; its experiment may hold 1 at once" in table.out, table.out
 
     raised = det("experiment", "set", "max-slots", str(eid), "2")
     assert raised.code == 0 and raised.out == f"Set `max_slots` of experiment {eid} to 2\n", raised.err

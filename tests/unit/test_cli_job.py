@@ -60,6 +60,19 @@ def test_job_list_shows_determined_columns_in_scheduling_order(api, table_rows) 
     assert api.requests[-1][2] == {}  # the API picks the default pool
 
 
+def test_why_a_jobs_trials_wait_is_printed_under_the_table_while_it_needs_more_slots(api) -> None:
+    api.jobs = [
+        _job(1, 4, reason="needs 2 slots on one agent; the most free on an agent is 1", slots_needed=2),
+        _job(2, 3, slots_acquired=1, slots_needed=2, status="SCHEDULED",
+             reason="needs 1 slot; its experiment may hold 1 at once (resources.max_slots)"),
+        _job(3, 5, slots_acquired=2, slots_needed=2, status="SCHEDULED", reason="an old reason"),
+    ]  # fmt: skip
+    lines = api.run("job", "list").out.splitlines()
+    assert "job 4 waits: needs 2 slots on one agent; the most free on an agent is 1" in lines
+    assert "job 3 waits: needs 1 slot; its experiment may hold 1 at once (resources.max_slots)" in lines
+    assert not any(line.startswith("job 5 waits") for line in lines)  # it holds all it needs
+
+
 def test_job_ls_of_a_pool_as_json_and_csv(api, table_rows) -> None:
     _seed(api)
 
