@@ -41,6 +41,7 @@ class AwsCalls(TeardownCalls):
         self.region: str = self._session.region_name
         self._cfn = self._session.client("cloudformation")
         self._shapes: dict[str, InstanceShape] = {}
+        self._owned_cache = {}
 
     def identity(self) -> tuple[str, str]:
         try:
@@ -127,6 +128,7 @@ class AwsCalls(TeardownCalls):
         return True
 
     def delete(self, name: str) -> None:
+        self._owned_cache.pop(name, None)  # what is left of it is read again
         self._cfn.delete_stack(StackName=name)
 
     def events(self, name: str, since: Any) -> list[dict[str, Any]]:

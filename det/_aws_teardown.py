@@ -15,6 +15,8 @@ class TeardownCalls:
     _session: Any
     _errors: Any
     _cfn: Any
+    #: Each stack's resources as `owned` read them once (`down` asks for four types, then deletes).
+    _owned_cache: dict[str, list[dict[str, Any]]]
 
     def resources(self, name: str) -> list[dict[str, Any]]:
         return [
@@ -41,11 +43,14 @@ class TeardownCalls:
         return stopped
 
     def owned(self, stack: str, resource_type: str) -> list[str]:
-        """The physical ids of the stack's own resources of one type (none once the stack is gone)."""
-        try:
-            found = self.resources(stack)
-        except self._errors.ClientError:
-            return []
+        """The physical ids of the stack's own resources of one type (none once the stack is gone); the
+        stack's resources are read once until it is deleted."""
+        if stack not in self._owned_cache:
+            try:
+                self._owned_cache[stack] = self.resources(stack)
+            except self._errors.ClientError:
+                return []
+        found = self._owned_cache[stack]
         return sorted(
             str(r["PhysicalResourceId"])
             for r in found

@@ -42,7 +42,7 @@ from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
 from contract.container_boot import COMPUTE_URI_ENV
 from contract.prices import price_of
-from infra.compute_batch_roles import shared_roles
+from infra.compute_batch_roles import allow, shared_roles
 from infra.template_app import API_URL, QUEUE_IDS, group_name
 from infra.user_data import batch_command
 
@@ -75,10 +75,6 @@ class BatchTemplateError(ValueError):
 
 def _sub(text: str) -> dict[str, str]:
     return {"Fn::Sub": text}
-
-
-def _allow(sid: str, action: str | list[str], resource: Any) -> Template:
-    return {"Sid": sid, "Effect": "Allow", "Action": action, "Resource": resource}
 
 
 def queue_names(pool: str) -> tuple[str, str]:
@@ -145,21 +141,21 @@ def control_statements() -> list[Template]:
     queues = [_sub(_ARN + "job-queue/${AWS::StackName}-*"), _sub(_ARN + "job-definition/${AWS::StackName}-*")]
     jobs = _sub(_ARN + "job/*")  # a job's ARN has its id, not its name: the region's jobs
     return [
-        _allow("SubmitToTheStacksQueues", "batch:SubmitJob", queues),
+        allow("SubmitToTheStacksQueues", "batch:SubmitJob", queues),
         # SubmitJob with `tags` (the control plane always sends `stratus:cluster-id`) is also authorized
         # as TagResource on the new job; no other Batch resource may be tagged.
-        _allow("TagTheJobsItSubmits", "batch:TagResource", jobs),
-        _allow("TerminateJobs", "batch:TerminateJob", jobs),
+        allow("TagTheJobsItSubmits", "batch:TagResource", jobs),
+        allow("TerminateJobs", "batch:TerminateJob", jobs),
         # These describe actions have no resource type: only "*" allows them.
-        _allow("DescribeJobs", ["batch:DescribeJobs", "batch:ListJobs", "batch:DescribeJobDefinitions"], "*"),
+        allow("DescribeJobs", ["batch:DescribeJobs", "batch:ListJobs", "batch:DescribeJobDefinitions"], "*"),
         # An experiment's own image runs in a copy of its pool's job definition (`<stack>-<pool>-image-...`,
         # `chalicelib.aws.batch.image_definition`), which names the jobs' role.
-        _allow(
+        allow(
             "RegisterImageDefinitions",
             "batch:RegisterJobDefinition",
             _sub(_ARN + "job-definition/${AWS::StackName}-*"),
         ),
-        _allow("PassTheJobsRole", "iam:PassRole", {"Fn::GetAtt": ["BatchJobRole", "Arn"]}),
+        allow("PassTheJobsRole", "iam:PassRole", {"Fn::GetAtt": ["BatchJobRole", "Arn"]}),
     ]
 
 

@@ -19,7 +19,7 @@ def _managed_policy(name: str) -> dict[str, str]:
     return _sub("arn:${AWS::Partition}:iam::aws:policy/service-role/" + name)
 
 
-def _allow(sid: str, action: str | list[str], resource: Any) -> Template:
+def allow(sid: str, action: str | list[str], resource: Any) -> Template:
     return {"Sid": sid, "Effect": "Allow", "Action": action, "Resource": resource}
 
 
@@ -71,12 +71,10 @@ def shared_roles() -> Template:
                 "PolicyDocument": {
                     "Version": "2012-10-17",
                     "Statement": [
-                        _allow("AgentCredential", "execute-api:Invoke", route),
-                        _allow(
-                            "ReadOnceJobCredentials", ["s3:GetObject", "s3:DeleteObject"], JOB_CREDENTIALS
-                        ),
+                        allow("AgentCredential", "execute-api:Invoke", route),
+                        allow("ReadOnceJobCredentials", ["s3:GetObject", "s3:DeleteObject"], JOB_CREDENTIALS),
                         # The job's container installs the stack's compute package (`contract.container_boot`).
-                        _allow("ReadTheComputePackage", "s3:GetObject", COMPUTE_PACKAGES),
+                        allow("ReadTheComputePackage", "s3:GetObject", COMPUTE_PACKAGES),
                     ],
                 },
             },
