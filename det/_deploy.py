@@ -204,7 +204,7 @@ def up(
         )
         return 0
     remove_stale_files(directory)
-    if args.slots < 1:
+    if args.slots is not None and args.slots < 1:
         raise StackError(f"--slots {args.slots} must be at least 1")
     agents = int(getattr(args, "agents", 1))
     if agents < 1:

@@ -15,7 +15,7 @@ from det.errors import StackError
 
 def stack_command(
     port: int,
-    slots: int,
+    slots: int | None,
     directory: Path,
     agents: int = 1,
     *,
@@ -23,7 +23,8 @@ def stack_command(
     cluster_config: Path | None = None,
     warm_start: bool = False,
 ) -> list[str]:
-    """The stack's command line. `pools` are `--pool` values and `cluster_config` a file."""
+    """The stack's command line. `pools` are `--pool` values and `cluster_config` a file; `slots` None
+    leaves the agents' slots to the stack (one per GPU of this machine, else 2)."""
     extra = [arg for pool in pools for arg in ("--pool", pool)]
     if warm_start:
         extra.append("--warm-start")
@@ -35,8 +36,7 @@ def stack_command(
         "infra.local_stack",
         "--port",
         str(port),
-        "--slots",
-        str(slots),
+        *(["--slots", str(slots)] if slots is not None else []),
         "--agents",
         str(agents),
         "--state-dir",

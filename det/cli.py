@@ -255,7 +255,11 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
     up = sub.add_parser("up", help="start the local stack")
     up.add_argument(
-        "--slots", type=int, default=2, metavar="N", help="slots of each local agent (default: 2)"
+        "--slots",
+        type=int,
+        default=None,
+        metavar="N",
+        help="slots of each local agent (default: one per GPU that nvidia-smi lists, 2 on a machine without)",
     )
     up.add_argument(
         "--agents",

@@ -21,7 +21,7 @@ class BackgroundStack:
         state_dir: Path,
         *,
         port: int = 0,
-        slots: int = 2,
+        slots: int | None = 2,
         agents: int = 1,
         timeout: float = 120,
         env: Mapping[str, str] | None = None,

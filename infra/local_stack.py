@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.domain.pools import pools_to_json
+from harness.agent import detect_gpus
 from infra.background_stack import BackgroundStack  # noqa: F401  (where the tests and benches find it)
 from infra.cluster_config import ClusterConfigError, LocalPool, local_pools
 from infra.leftovers import end_leftovers, record_agents
@@ -302,6 +303,8 @@ class LocalStack:
 
 #: How often the stack's main thread looks whether it was told to stop.
 STOP_POLL_S = 0.5
+#: A local agent's slots on a machine without GPUs, unless --slots says otherwise.
+DEFAULT_SLOTS = 2
 #: The local agents' heartbeat interval (seconds; `STRATUS_AGENT_HEARTBEAT_S` sets another).
 LOCAL_AGENT_HEARTBEAT_S = 5.0
 #: How long trials gather reports before sending them on the local stack (`STRATUS_REPORT_INTERVAL_S`).
@@ -329,10 +332,21 @@ class StopSignal:
             time.sleep(STOP_POLL_S)
 
 
+def default_slots(environ: dict[str, str] | None = None) -> int:
+    """A local agent's slots when --slots is not given: one per GPU of this machine (as the agent hands
+    them out: ``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi -L``), as Determined's agent offers; 2 without."""
+    return len(detect_gpus(environ)) or DEFAULT_SLOTS
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.local_stack", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8080, help="API port (0 picks a free one)")
-    parser.add_argument("--slots", type=int, default=2, help="slots of the local agent")
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=None,
+        help="slots of each local agent (default: one per GPU that nvidia-smi lists, 2 on a machine without)",
+    )
     parser.add_argument("--agents", type=int, default=1, help="number of local agents")
     parser.add_argument(
         "--pool",
@@ -353,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         help="agents fork trials from a warm interpreter where safe (default: $STRATUS_WARM_START, else off)",
     )
     args = parser.parse_args(argv)
+    if args.slots is None:
+        args.slots = default_slots()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         pools = local_pools(args.pool, args.cluster_config, slots=args.slots, agents=args.agents)

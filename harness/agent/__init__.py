@@ -10,6 +10,6 @@ from contract.launch import LaunchSpec
 from harness.agent._agent import Agent
 from harness.agent._api import AgentApi
 from harness.agent._run import Run
-from harness.agent._settings import Settings
+from harness.agent._settings import Settings, detect_gpus
 
-__all__ = ["Agent", "AgentApi", "LaunchSpec", "Run", "Settings"]
+__all__ = ["Agent", "AgentApi", "LaunchSpec", "Run", "Settings", "detect_gpus"]

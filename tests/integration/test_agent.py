@@ -29,6 +29,7 @@ from harness.agent._agent import Agent
 from harness.agent._settings import Settings, detect_gpus
 from harness.agent.testing import TOKEN, FakeApi, Runner, pid_alive, spec_for, wait_until
 from harness.errors import UnsafeArchiveError
+from infra.local_stack import DEFAULT_SLOTS, default_slots
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -550,6 +551,16 @@ def test_detect_gpus(tmp_path: Path) -> None:
     )
     smi.chmod(0o755)
     assert detect_gpus({"PATH": str(tmp_path)}) == ("0", "1")
+
+
+def test_the_local_agent_offers_a_slot_per_gpu_unless_told(tmp_path: Path) -> None:
+    """`det deploy local up` without --slots: one slot per GPU the agent would hand out, 2 without GPUs."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-a)'\n")
+    smi.chmod(0o755)
+    assert default_slots({"PATH": str(tmp_path)}) == 1
+    assert default_slots({"CUDA_VISIBLE_DEVICES": "0,1,2"}) == 3
+    assert default_slots({"PATH": str(tmp_path / "none")}) == DEFAULT_SLOTS == 2
 
 
 def test_python_m_harness_agent_stops_on_sigterm(api: FakeApi, tmp_path: Path) -> None:

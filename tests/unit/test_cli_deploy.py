@@ -183,6 +183,15 @@ def test_up_starts_detached_and_waits_for_health(tmp_path: Path) -> None:
     assert len(sleeps) == 3
 
 
+def test_up_without_slots_leaves_them_to_the_stack() -> None:
+    """No --slots: the stack gives its agent one slot per GPU of the machine (2 without GPUs), so `det`
+    passes none (`infra.local_stack.default_slots`)."""
+    command = _deploy.stack_command(0, None, Path("/state"))
+    assert "--slots" not in command
+    assert command[command.index("--port") + 1 :][:3] == ["0", "--agents", "1"]
+    assert _deploy.stack_command(0, 3, Path("/state"))[4:8] == ["0", "--slots", "3", "--agents"]
+
+
 def test_up_when_already_running_says_so(tmp_path: Path) -> None:
     write_state(tmp_path / "local", 9)
     streams = Streams()
