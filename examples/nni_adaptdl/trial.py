@@ -80,6 +80,7 @@ def main() -> None:
     torch.set_num_threads(1)
     adaptdl.torch.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"rank {rank} trains on {device} ({torch.distributed.get_backend()})", flush=True)
 
     train_set, valid_set = datasets()
     train_loader = adaptdl.torch.AdaptiveDataLoader(train_set, batch_size=32, shuffle=True, drop_last=True)
