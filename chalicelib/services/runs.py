@@ -96,8 +96,12 @@ def heartbeat(
     for held in mine:
         if held.state == RunState.LAUNCHING and held.held_id not in running:
             launches.append(launch_spec(ports, held).to_json())
-        if isinstance(held, Run) and held.preempt and held.held_id in running:
-            preempt.append(held.held_id)  # paused or preempted: the agent tells its processes at once
+        if held.held_id in running:
+            # A node is told with its run (the stop is marked on the run): every node's launcher must
+            # pass it on (AdaptDL's replicas on each node save on SIGTERM), not only the chief's trainer.
+            run = ports.runs.get(held.run_id) if isinstance(held, Node) else held
+            if run is not None and run.preempt:
+                preempt.append(held.held_id)  # paused or preempted: the agent tells its processes at once
     for run_id in running:
         if run_id not in live:
             kill.append(run_id)  # the control plane no longer expects it (ended, or canceled)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.errors import BadRequestError, ConflictError
-from chalicelib.services import runs, scheduler
+from chalicelib.services import pausing, runs, scheduler
 from contract import messages
 
 AGENTS = ("agent-a", "agent-b", "agent-c")
@@ -106,3 +106,19 @@ def test_losing_one_node_ends_the_run_and_every_node(ports, flow):
     assert {ports.runs.held(n["run_id"]).state for n in (chief, worker)} == {"EXITED"}
     assert runs.heartbeat(ports, "agent-a", "default", 2, [chief["run_id"]])["kill"] == [chief["run_id"]]
     assert ports.trials.get(trial_id).exit_reason.startswith("lost agent agent-b")
+
+
+def test_a_run_told_to_stop_is_passed_on_by_the_agent_of_every_node(ports, flow):
+    """A pause or a preemption (an elastic shrink too) is marked on the run: each node's agent is told at
+    its heartbeat, so every node's launcher stops its processes (an AdaptDL replica saves on SIGTERM)."""
+    _, run_id, specs = _on_two_nodes(ports, flow)
+    (chief,), (worker,) = specs["agent-a"], specs["agent-b"]
+    runs.started(ports, "agent-a", chief["run_id"], 11)
+    runs.started(ports, "agent-b", worker["run_id"], 22)
+    assert runs.heartbeat(ports, "agent-b", "default", 2, [worker["run_id"]])["preempt"] == []
+    rings = len(ports.bells.rung)
+    pausing.preempt_run(ports, ports.runs.get(run_id))
+    assert sorted(ports.bells.rung[rings:]) == ["agent-a", "agent-b"]
+    assert runs.heartbeat(ports, "agent-a", "default", 2, [chief["run_id"]])["preempt"] == [chief["run_id"]]
+    assert runs.heartbeat(ports, "agent-b", "default", 2, [worker["run_id"]])["preempt"] == [worker["run_id"]]
+    assert runs.heartbeat(ports, "agent-c", "default", 2, [])["preempt"] == []
