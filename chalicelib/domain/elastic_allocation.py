@@ -12,7 +12,8 @@ conservative about *when*:
 - **Shrink first.** For each request the pass could not place, in queue order, it looks for slots that
   elastic runs above their ``min_replicas`` could give up on one agent: among the agents where shrinking
   makes the request fit, the one costing the least speedup (one replica at a time, the smallest loss per
-  slot first). Only runs that are not more important than the request (priority number at least the
+  slot first); or a run on several agents gives up a whole one of them (its replicas on the others stay),
+  where that costs less. Only runs that are not more important than the request (priority number at least the
   request's) give up slots; a request that cannot be made to fit stops the search (queue order is kept:
   a later, smaller request does not overtake it here). Shrinking is preferred to preempting a fixed trial:
   the elastic trial keeps running, smaller.
@@ -154,12 +155,13 @@ def shrink_for(
     by_id = {run.run_id: run for run in runs}
     reasons: dict[str, str] = {}
     made_for: dict[str, str] = {}
+    promised: dict[str, dict[str, int]] = {}
     for request in waiting:
         if request.slots > max(size.values(), default=0):
             break  # several agents: not made room for by shrinking (module docstring)
         if any(f >= request.slots for f in free.values()):
             break  # it fits already: the pass will place it (it waits for something else)
-        best: tuple[float, str, dict[str, int]] | None = None
+        best = _cheapest_drop(runs, targets, free, request)
         for agent in sorted(free):
             if size[agent] < request.slots:
                 continue
@@ -173,15 +175,19 @@ def shrink_for(
             ]
             cut = _cheapest_cut(on_agent, targets, request.slots - free[agent])
             if cut is not None and (best is None or cut[0] < best[0]):
-                best = (cut[0], agent, cut[1])
+                promises = {
+                    run_id: {agent: n * by_id[run_id].slots_per_replica} for run_id, n in cut[1].items()
+                }
+                best = (cut[0], agent, cut[1], promises)
         if best is None:
             break
-        _, agent, cut_targets = best
+        _, agent, cut_targets, promises = best
         freed = 0
         for run_id, target in cut_targets.items():
             run = by_id[run_id]
             freed += (targets.get(run_id, run.replicas) - target) * run.slots_per_replica
             targets[run_id] = target
+            promised[run_id] = promises[run_id]
             made_for[run_id] = request.run_id
             reasons[run_id] = (
                 f"shrink: run {request.run_id} (priority {request.priority}) waits for "
@@ -195,11 +201,39 @@ def shrink_for(
             target,
             reasons[run_id],
             made_for[run_id],
-            {next(iter(by_id[run_id].placements)): target * by_id[run_id].slots_per_replica},
+            promised[run_id],
         )
         for run_id, target in targets.items()
         if target != by_id[run_id].replicas
     ]
+
+
+def _cheapest_drop(
+    runs: Sequence[ElasticRun], targets: Mapping[str, int], free: Mapping[str, int], request: Waiting
+) -> tuple[float, str, dict[str, int], dict[str, dict[str, int]]] | None:
+    """A run on several agents giving up the whole of one of them, where that makes ``request`` fit: the one
+    losing the least speedup, as (loss, agent, {run: target}, {run: where its slots stay}); None if none.
+    AdaptDL's replicas are the same number on every node, so a run on several agents shrinks by agents."""
+    best: tuple[float, str, dict[str, int], dict[str, dict[str, int]]] | None = None
+    for run in runs:
+        if (
+            not run.movable
+            or len(run.placements) < 2
+            or run.priority < request.priority
+            or run.run_id in targets
+        ):
+            continue
+        for agent, held in sorted(run.placements.items()):
+            if agent not in free or held % run.slots_per_replica or free[agent] + held < request.slots:
+                continue
+            target = run.replicas - held // run.slots_per_replica
+            if target < run.min_replicas:
+                continue
+            loss = run.speed(run.replicas) - run.speed(target)
+            if best is None or (loss, agent) < best[:2]:
+                stay = {a: slots for a, slots in run.placements.items() if a != agent}
+                best = (loss, agent, {run.run_id: target}, {run.run_id: stay})
+    return best
 
 
 def _cheapest_cut(

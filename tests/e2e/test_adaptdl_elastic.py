@@ -11,6 +11,11 @@ and AdaptDL trial code, unchanged) on a local stack of its own with one 2-slot a
 Rank 0's `EPOCH e done restart=n replicas=r` lines over all of A's runs show every epoch exactly once
 (AdaptDL resumed from its checkpoint each time), with the sizes 1, 2, 1 in that order, and `det trial
 describe` shows the replicas over time with the reason of each size and NNI's SUCCEEDED.
+
+On a stack of two 1-slot agents the same trial grows onto both (two nodes, one replica each) when nothing
+else runs, gives up a whole agent when an experiment queues, and completes with every epoch once: each
+node's launcher is told of the stop (AdaptDL's replicas save on every node) and the allocator takes a
+whole agent back from a run on several.
 """
 
 from __future__ import annotations
@@ -88,26 +93,47 @@ def trial_of(det, experiment_id: int) -> dict:
     return trial
 
 
-def test_an_adl_trial_grows_into_a_freed_slot_shrinks_for_queued_work_and_completes_every_epoch_once(
-    det, tmp_path: Path, wait_for
-) -> None:
-    exp_b, gate_b = gated(det, tmp_path / "b", "fixed-b")
-    wait_for(lambda: trial_of(det, exp_b)["state"] == "RUNNING", 120, "B running")
-
-    code = tmp_path / "a"
-    shutil.copytree(EXAMPLE, code)
+def submit_adl(det, folder: Path) -> int:
+    """The example as experiment A (`min_rescale_interval_s: 5`, EPOCHS epochs); its id."""
+    shutil.copytree(EXAMPLE, folder)
     created = det(
         "experiment",
         "create",
-        str(code / "config_adl.yml"),
-        str(code),
+        str(folder / "config_adl.yml"),
+        str(folder),
         "--config",
         "elastic.min_rescale_interval_s=5",
         "--config",
         f"environment.environment_variables=[EPOCHS={EPOCHS}, STEP_SLEEP=0.05]",
     )
     assert created.code == 0, created.out + created.err
-    exp_a = det.created_experiment_id(created.out)
+    return det.created_experiment_id(created.out)
+
+
+def assert_every_epoch_once_at_sizes(det, trial_id: int, sizes: list[int]) -> list[tuple[str, dict]]:
+    """Rank 0 finished every epoch once, in order, over restarts that began at ``sizes`` (then any), and
+    `det trial describe` says SUCCEEDED with those sizes; the runs' entries in order."""
+    done = epochs(det, trial_id)
+    print("rank 0's epochs (epoch, restart, replicas):", done)
+    assert [e for e, _, _ in done] == list(range(EPOCHS))  # every epoch once, in order, across restarts
+    began = [r for i, (_, _, r) in enumerate(done) if i == 0 or done[i - 1][1] != done[i][1]]
+    assert began[: len(sizes)] == sizes, began
+    restarts = [n for _, n, _ in done]
+    assert restarts == sorted(restarts) and restarts[0] == 0 and len(set(restarts)) >= len(sizes)
+    shown = json.loads(det("trial", "describe", str(trial_id), "--json").out)["trial"]
+    assert shown["nni_status"] == "SUCCEEDED"
+    runs = sorted(shown["elastic"]["runs"].items(), key=lambda item: int(item[0].rpartition(".")[2]))
+    assert [entry["replicas"] for _, entry in runs][: len(sizes)] == sizes
+    return runs
+
+
+def test_an_adl_trial_grows_into_a_freed_slot_shrinks_for_queued_work_and_completes_every_epoch_once(
+    det, tmp_path: Path, wait_for
+) -> None:
+    exp_b, gate_b = gated(det, tmp_path / "b", "fixed-b")
+    wait_for(lambda: trial_of(det, exp_b)["state"] == "RUNNING", 120, "B running")
+
+    exp_a = submit_adl(det, tmp_path / "a")
     trial_a = wait_for(lambda: (t := trial_of(det, exp_a))["state"] == "RUNNING" and t, 120, "A running")
     wait_for(lambda: epochs(det, trial_a["id"]), 180, "A's first epoch on 1 replica")
     assert epochs(det, trial_a["id"])[0][1:] == (0, 1)
@@ -130,21 +156,37 @@ def test_an_adl_trial_grows_into_a_freed_slot_shrinks_for_queued_work_and_comple
     assert described["experiment"]["state"] == "COMPLETED"
     assert wait_for(lambda: trial_of(det, exp_c)["state"] == "COMPLETED", 120, "C to complete")
 
-    done = epochs(det, trial_a["id"])
-    print("rank 0's epochs (epoch, restart, replicas):", done)
-    assert [e for e, _, _ in done] == list(range(EPOCHS))  # every epoch once, in order, across restarts
-    sizes = [r for i, (_, _, r) in enumerate(done) if i == 0 or done[i - 1][1] != done[i][1]]
-    assert sizes[:3] == [1, 2, 1], sizes
-    restarts = [n for _, n, _ in done]
-    assert restarts == sorted(restarts) and restarts[0] == 0 and len(set(restarts)) >= 3
-
-    shown = json.loads(det("trial", "describe", str(trial_a["id"]), "--json").out)["trial"]
-    assert shown["nni_status"] == "SUCCEEDED"
-    runs = sorted(shown["elastic"]["runs"].items(), key=lambda item: int(item[0].rpartition(".")[2]))
-    assert [entry["replicas"] for _, entry in runs][:3] == [1, 2, 1]
+    runs = assert_every_epoch_once_at_sizes(det, trial_a["id"], [1, 2, 1])
     reasons = [entry["reason"] for _, entry in runs]
     assert reasons[0] == "start"
     assert reasons[1].startswith("grow: 1 slot idle and nothing queued")
     assert reasons[2].startswith(f"shrink: run {trial_of(det, exp_c)['id']}.1 (priority 42) waits for 1 slot")
     table = det("trial", "describe", str(trial_a["id"])).out
     assert "Replicas over time:" in table and "SUCCEEDED" in table
+
+
+def test_an_adl_trial_on_two_agents_gives_one_up_for_queued_work_and_completes_every_epoch_once(
+    det_runner, tmp_path: Path, wait_for
+) -> None:
+    stack = BackgroundStack(tmp_path / "stack", slots=1, agents=2)
+    try:
+        det = det_runner(stack.state["api_url"])
+        exp_a = submit_adl(det, tmp_path / "a")  # alone on the pool: it grows onto the second agent
+        trial_a = wait_for(lambda: (t := trial_of(det, exp_a))["state"] == "RUNNING" and t, 120, "A running")
+        wait_for(lambda: any(r == 2 for _, _, r in epochs(det, trial_a["id"])), 240, "A on 2 nodes")
+        exp_c, gate_c = gated(det, tmp_path / "c", "fixed-c")  # C queues: A gives up an agent for it
+        wait_for(lambda: trial_of(det, exp_c)["state"] == "RUNNING", 240, "C running")
+        wait_for(lambda: [r for _, _, r in epochs(det, trial_a["id"])][-1:] == [1], 240, "A back on 1 node")
+        gate_c.touch()
+
+        def ended() -> dict | None:
+            described = det.describe_experiment(exp_a)
+            return described if described["experiment"]["state"] in ("COMPLETED", "ERROR") else None
+
+        assert wait_for(ended, 420, "A to end")["experiment"]["state"] == "COMPLETED"
+        runs = assert_every_epoch_once_at_sizes(det, trial_a["id"], [1, 2, 1])
+        assert runs[2][1]["reason"].startswith(
+            f"shrink: run {trial_of(det, exp_c)['id']}.1 (priority 42) waits for 1 slot"
+        )
+    finally:
+        stack.stop()

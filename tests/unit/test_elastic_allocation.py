@@ -214,3 +214,52 @@ def test_a_run_that_could_never_pay_is_left_out_before_one_that_pays_with_more_s
     )
     both = [ElasticRun(**{**r.__dict__, "min_interval_s": 60.0}) for r in (x, y)]
     assert [(r.run_id, r.target) for r in grow_into(both, [agent("a", 6, 4)])] == [("2.1", 4)]
+
+
+# -- runs on several agents give up whole agents --------------------------------------------------------
+
+
+def wide(
+    run_id: str = "1.1", *, lo: int = 1, priority: int = 42, speedup: dict[int, float] | None = None
+) -> ElasticRun:
+    """A run grown onto two whole agents of 2 slots: 4 replicas, 2 on each."""
+    return run(run_id, replicas=4, lo=lo, priority=priority, speedup=speedup, placements={"a": 2, "b": 2})
+
+
+def test_a_run_on_several_agents_gives_up_a_whole_agent_for_a_waiting_request() -> None:
+    full = [agent("a", 2, 2), agent("b", 2, 2)]
+    rescales = shrink_for([wide()], full, [Waiting("9.1", 2, 42)])
+    assert [(r.run_id, r.replicas, r.target, dict(r.placements)) for r in rescales] == [
+        ("1.1", 4, 2, {"b": 2})
+    ]
+    assert rescales[0].for_run == "9.1"
+    assert rescales[0].reason.startswith(
+        "shrink: run 9.1 (priority 42) waits for 2 slots; speedup 4.00 -> 2.00"
+    )
+    # one slot wanted: still a whole agent (the same number of replicas on every node)
+    assert [r.target for r in shrink_for([wide()], full, [Waiting("9.1", 1, 42)])] == [2]
+
+
+def test_a_run_on_several_agents_keeps_its_min_its_priority_and_its_interval() -> None:
+    full = [agent("a", 2, 2), agent("b", 2, 2)]
+    waiting = [Waiting("9.1", 2, 42)]
+    assert shrink_for([wide(lo=3)], full, waiting) == []
+    assert shrink_for([wide(priority=10)], full, waiting) == []
+    young = run("1.1", replicas=4, age=5.0, placements={"a": 2, "b": 2})
+    assert shrink_for([young], full, waiting) == []
+    assert shrink_for([wide()], full, [Waiting("9.1", 3, 42)]) == []  # needs several agents
+
+
+def test_giving_up_an_agent_competes_with_cutting_a_run_on_one_agent_by_speedup_lost() -> None:
+    agents = [agent("a", 2, 2), agent("b", 2, 2), agent("c", 2, 2)]
+    waiting = [Waiting("9.1", 2, 42)]
+    flat_wide = wide("1.1", speedup={1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7})  # loses 0.2 by going to 2
+    steep_alone = run("2.1", replicas=2, agent="c", speedup={1: 1.0, 2: 1.9})  # loses 0.9 by going to 1
+    assert [r.run_id for r in shrink_for([flat_wide, steep_alone], agents, waiting)] == ["1.1"]
+    steep_wide = wide("1.1", speedup={1: 1.0, 2: 1.9, 3: 2.8, 4: 3.7})  # loses 1.8
+    flat_alone = run("2.1", replicas=2, agent="c", speedup={1: 1.0, 2: 1.1})  # loses 0.1
+    # run 2.1 at 1 replica leaves 1 slot free on c: not 2, so only giving up an agent of 1.1 makes room
+    assert [r.run_id for r in shrink_for([steep_wide, flat_alone], agents, waiting)] == ["1.1"]
+    assert [r.run_id for r in shrink_for([steep_wide, flat_alone], agents, [Waiting("9.1", 1, 42)])] == [
+        "2.1"
+    ]
