@@ -1096,7 +1096,7 @@ def conclusions(pools: Sequence[tuple[int, int]], configs: Sequence[Config], res
         "load), and "
         "loses a little on an idle pool. Why ours is lower: only half our jobs are elastic (the fixed half gains "
         "little); the allocator is greedy per pass, hands out only *idle* slots and only when nothing waits, takes "
-        "slots back only for the head of the queue, on one agent, and never from a run on several agents; the "
+        "slots back only for the head of the queue and only where that request fits one agent; the "
         "queue is strict FIFO, so a request that does not fit blocks the rest; and every rescale is a "
         "checkpoint-restart through the queue, with the requeue gap. Pollux re-divides all GPUs among all jobs, "
         "queued ones included, every period with a genetic algorithm (NSGA-II over whole-cluster allocations, "
@@ -1133,7 +1133,7 @@ def problems(pools: Sequence[tuple[int, int]], configs: Sequence[Config], result
         )
 
     lines = [
-        "## Allocator behaviours: status (chalicelib not changed here)",
+        "## Allocator behaviours: status",
         "",
         "Counted per run in the checks tables (figures here: "
         f"{where}, along before → no restart cost → now, or now → short gap → none); each reproduced in the "
@@ -1172,9 +1172,21 @@ def problems(pools: Sequence[tuple[int, int]], configs: Sequence[Config], result
         "for a rescale in `in_flight` in every pass until its trial's new request is queued, not only in its "
         "release pass (e.g. from the trials whose `elastic_rescale` names an exited run of this pool with no "
         "later run yet): the `no requeue gap` variant.",
-        "4. **Runs on several agents are never shrunk** (a known limit, unchanged): `shrink_for` only considers "
-        "runs placed on exactly one agent, so a run grown onto whole agents during a lull keeps them until it "
-        "ends while requests wait (the slot-h column; row 4); shrinking it by a whole agent would serve the queue.",
+        "4. **Runs on several agents give up a whole agent, where the queue takes all of it** (dc00978 and "
+        "`DROP_USED`; until then such runs were never shrunk: a run grown onto whole agents during a lull kept "
+        "them until it ended while requests waited). `shrink_for` weighs dropping one of a multi-agent run's "
+        "agents against cutting runs on one agent, by speedup lost. As measured on 2026-11-26 against the run "
+        "before it: on the 64-slot pool nothing moves beyond noise (few drops qualify there); on the 16-slot "
+        "pool it cuts the slot-hours multi-agent runs hold while a request waits (medium `elastic r10 i60` "
+        "6.7 -> 5.2, `r120 i60` 8.4 -> 5.4; heavy 4.4 -> 2.1, 1.9 -> 1.2) but not the longest first wait, and "
+        "mean JCT moved both ways within that pool's noise (the last bullet of 'What it shows'): with the 5 s "
+        "gap medium `r120 i60` -13 % -> -4 % and heavy `r10 i60` -28 % -> -21 % against fixed-1, with 0.5 s or "
+        "no gap medium `r120 i60` as before (-17 %, -20 %) and heavy `r10 i60` -18 % -> -17 %, -15 % -> -24 %. "
+        "A version that gave up an agent for any request "
+        "fitting it made heavy load worse on both pools (best configuration 4x4 -28 % -> -15 %, 8x8 -19 % -> "
+        "-15 %), and one that asked the queue to take half of the agent did too (4x4 -20 %): a run restarted "
+        "at a fraction of its speed for a request much smaller than the agent. What is left (the slot-h column, "
+        "row 4): a request that needs several agents is not made room for, and one agent goes per pass.",
         "5. **Thrashing when the interval is short against the restart cost: addressed** by the restart-cost rule "
         f"(7d56715; row 5): mean JCT against fixed-1 {fig('jct_change', (1, 2))}, rescales "
         f"{fig('rescales', (1, 2))}, reversals "

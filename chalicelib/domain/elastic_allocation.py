@@ -13,7 +13,7 @@ conservative about *when*:
   elastic runs above their ``min_replicas`` could give up on one agent: among the agents where shrinking
   makes the request fit, the one costing the least speedup (one replica at a time, the smallest loss per
   slot first); or a run on several agents gives up a whole one of them (its replicas on the others stay),
-  where that costs less. Only runs that are not more important than the request (priority number at least the
+  where that costs less and the queue takes the whole agent (``DROP_USED``). Only runs that are not more important than the request (priority number at least the
   request's) give up slots; a request that cannot be made to fit stops the search (queue order is kept:
   a later, smaller request does not overtake it here). Shrinking is preferred to preempting a fixed trial:
   the elastic trial keeps running, smaller.
@@ -39,6 +39,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from chalicelib.domain.scheduling import AgentCapacity
+
+#: The part of an agent given up by a run on several agents that the waiting requests must take
+#: (`_cheapest_drop`): all of it. Less (any request that fits, or half the agent used) made mean completion
+#: times worse under heavy load in bench/elastic_allocation.py: a run restarted at a fraction of its speed
+#: for a request much smaller than the agent.
+DROP_USED = 1.0
 
 
 @dataclass(frozen=True)
@@ -156,12 +162,12 @@ def shrink_for(
     reasons: dict[str, str] = {}
     made_for: dict[str, str] = {}
     promised: dict[str, dict[str, int]] = {}
-    for request in waiting:
+    for index, request in enumerate(waiting):
         if request.slots > max(size.values(), default=0):
             break  # several agents: not made room for by shrinking (module docstring)
         if any(f >= request.slots for f in free.values()):
             break  # it fits already: the pass will place it (it waits for something else)
-        best = _cheapest_drop(runs, targets, free, request)
+        best = _cheapest_drop(runs, targets, free, waiting[index:])
         for agent in sorted(free):
             if size[agent] < request.slots:
                 continue
@@ -209,11 +215,15 @@ def shrink_for(
 
 
 def _cheapest_drop(
-    runs: Sequence[ElasticRun], targets: Mapping[str, int], free: Mapping[str, int], request: Waiting
+    runs: Sequence[ElasticRun], targets: Mapping[str, int], free: Mapping[str, int], queue: Sequence[Waiting]
 ) -> tuple[float, str, dict[str, int], dict[str, dict[str, int]]] | None:
-    """A run on several agents giving up the whole of one of them, where that makes ``request`` fit: the one
-    losing the least speedup, as (loss, agent, {run: target}, {run: where its slots stay}); None if none.
-    AdaptDL's replicas are the same number on every node, so a run on several agents shrinks by agents."""
+    """A run on several agents giving up the whole of one of them, where that makes ``queue[0]`` fit and
+    the queue (in order, from it) takes at least ``DROP_USED`` of the slots given up: the one losing the
+    least speedup, as (loss, agent, {run: target}, {run: where its slots stay}); None if none. AdaptDL's
+    replicas are the same number on every node, so a run on several agents shrinks by whole agents, and
+    an agent given up for a request much smaller than it would mostly idle (or go to a grow) while the
+    run pays a restart at a fraction of its speed."""
+    request = queue[0]
     best: tuple[float, str, dict[str, int], dict[str, dict[str, int]]] | None = None
     for run in runs:
         if (
@@ -227,13 +237,26 @@ def _cheapest_drop(
             if agent not in free or held % run.slots_per_replica or free[agent] + held < request.slots:
                 continue
             target = run.replicas - held // run.slots_per_replica
-            if target < run.min_replicas:
+            if (
+                target < run.min_replicas
+                or _taken(queue, free[agent] + held) - free[agent] < DROP_USED * held
+            ):
                 continue
             loss = run.speed(run.replicas) - run.speed(target)
             if best is None or (loss, agent) < best[:2]:
                 stay = {a: slots for a, slots in run.placements.items() if a != agent}
                 best = (loss, agent, {run.run_id: target}, {run.run_id: stay})
     return best
+
+
+def _taken(queue: Sequence[Waiting], slots: int) -> int:
+    """The slots the queue, in order, takes of ``slots`` on one agent (up to the first that does not fit)."""
+    taken = 0
+    for request in queue:
+        if taken + request.slots > slots:
+            break
+        taken += request.slots
+    return taken
 
 
 def _cheapest_cut(

@@ -236,8 +236,12 @@ def test_a_run_on_several_agents_gives_up_a_whole_agent_for_a_waiting_request() 
     assert rescales[0].reason.startswith(
         "shrink: run 9.1 (priority 42) waits for 2 slots; speedup 4.00 -> 2.00"
     )
-    # one slot wanted: still a whole agent (the same number of replicas on every node)
-    assert [r.target for r in shrink_for([wide()], full, [Waiting("9.1", 1, 42)])] == [2]
+    # a whole agent or nothing (the same number of replicas on every node), and only where the queue, in
+    # order, takes all of it: one 1-slot request leaves the run be, two take the agent
+    assert shrink_for([wide()], full, [Waiting("9.1", 1, 42)]) == []
+    two = [Waiting("9.1", 1, 42), Waiting("10.1", 1, 42)]
+    assert [(r.target, r.for_run) for r in shrink_for([wide()], full, two)] == [(2, "9.1")]
+    assert shrink_for([wide()], full, [Waiting("9.1", 1, 42), Waiting("10.1", 2, 42)]) == []
 
 
 def test_a_run_on_several_agents_keeps_its_min_its_priority_and_its_interval() -> None:
@@ -252,14 +256,10 @@ def test_a_run_on_several_agents_keeps_its_min_its_priority_and_its_interval() -
 
 def test_giving_up_an_agent_competes_with_cutting_a_run_on_one_agent_by_speedup_lost() -> None:
     agents = [agent("a", 2, 2), agent("b", 2, 2), agent("c", 2, 2)]
-    waiting = [Waiting("9.1", 2, 42)]
-    flat_wide = wide("1.1", speedup={1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7})  # loses 0.2 by going to 2
-    steep_alone = run("2.1", replicas=2, agent="c", speedup={1: 1.0, 2: 1.9})  # loses 0.9 by going to 1
-    assert [r.run_id for r in shrink_for([flat_wide, steep_alone], agents, waiting)] == ["1.1"]
+    queue = [Waiting("9.1", 1, 42), Waiting("10.1", 1, 42)]  # together they take a whole agent
+    flat_wide = wide("1.1", speedup={1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7})  # loses 0.2 going to 2 replicas
+    steep_alone = run("2.1", replicas=2, agent="c", speedup={1: 1.0, 2: 1.9})  # loses 0.9 going to 1
+    assert [r.run_id for r in shrink_for([flat_wide, steep_alone], agents, queue)] == ["1.1"]
     steep_wide = wide("1.1", speedup={1: 1.0, 2: 1.9, 3: 2.8, 4: 3.7})  # loses 1.8
     flat_alone = run("2.1", replicas=2, agent="c", speedup={1: 1.0, 2: 1.1})  # loses 0.1
-    # run 2.1 at 1 replica leaves 1 slot free on c: not 2, so only giving up an agent of 1.1 makes room
-    assert [r.run_id for r in shrink_for([steep_wide, flat_alone], agents, waiting)] == ["1.1"]
-    assert [r.run_id for r in shrink_for([steep_wide, flat_alone], agents, [Waiting("9.1", 1, 42)])] == [
-        "2.1"
-    ]
+    assert [r.run_id for r in shrink_for([steep_wide, flat_alone], agents, queue)] == ["2.1"]
