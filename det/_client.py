@@ -240,6 +240,9 @@ class ApiClient(ContextUploads):
     def health(self) -> Json:
         return self._request("GET", "/health")
 
+    def info(self) -> Json:
+        return self._request("GET", "/info")
+
     # --- plumbing ----------------------------------------------------------------------------
 
     def _request(

@@ -21,7 +21,6 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import TextIO
 
@@ -35,6 +34,7 @@ from det import (
     _experiment_set,
     _job,
     _lifecycle,
+    _master,
     _monitoring,
     _stop,
     _submit,
@@ -98,13 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help=f"the Stratus API (default: $DET_MASTER, else {DEFAULT_MASTER})",
     )
-    parser.add_argument("-v", "--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("-v", "--version", action="version", version=f"%(prog)s {_master.client_version()}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     _add_experiment(commands)
     _add_trial(commands)
     _job.add_parser(commands)
     _checkpoint.add_parser(commands)
     _cluster.add_parsers(commands)
+    _master.add_parsers(commands)
     _add_deploy(commands)
     return parser
 
@@ -335,13 +336,6 @@ def _needs_subcommand(parser: argparse.ArgumentParser) -> Command:
 def _master_url(value: str | None) -> str:
     url = (value or DEFAULT_MASTER).strip().rstrip("/")
     return url if "://" in url else f"http://{url}"
-
-
-def _version() -> str:
-    try:
-        return metadata.version("stratus")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -244,6 +244,15 @@ class Health(BaseModel):
     version: str
 
 
+class Info(BaseModel):
+    """What `det version` and `det master info` show of the API (Determined's `GET /info`)."""
+
+    version: str
+    #: The stack's name: `det deploy aws up --cluster-id`, or the local stack's (`stratus`).
+    cluster_id: str
+    region: str
+
+
 class ErrorBody(BaseModel):
     error: str
     message: str

@@ -26,6 +26,13 @@ def health(principal: Anonymous) -> models.Health:
     return models.Health(status="ok", version=VERSION)
 
 
+@route(bp, "/info", "GET", response=models.Info, auth="none")
+def info(principal: Anonymous) -> models.Info:
+    """The API's version and the stack it belongs to (as Determined's master answers `GET /info`)."""
+    settings = ports().settings
+    return models.Info(version=VERSION, cluster_id=settings.stack, region=settings.region)
+
+
 @route(bp, "/openapi.json", "GET", response=models.Empty, auth="none")
 def openapi(principal: Anonymous) -> Response:
     """This API as an OpenAPI 3 document."""

@@ -46,6 +46,7 @@ RUN_READ = (401, 401, 401, 401, 200, 403, 401)
 RUN_BODY = (401, 401, 401, 401, 400, 403, 401)
 TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/health"): OPEN,
+    ("GET", "/info"): OPEN,
     ("GET", "/openapi.json"): OPEN,
     ("POST", "/contexts"): USER_BODY,
     ("POST", "/experiments"): USER_BODY,

@@ -178,6 +178,7 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         cli.request_context_upload("ab" * 32, 1024)
         cli.upload({"url": "https://s3.test/contexts/x?sig=1", "headers": {}}, b"data")
         cli.health()
+        cli.info()
     assert_follows_the_document(
         sent,
         {
@@ -208,6 +209,7 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "GET /slots",
             "POST /contexts",
             "GET /health",
+            "GET /info",
         },
     )
 

@@ -143,6 +143,8 @@ class FakeApi:
         self.jobs: list[dict[str, Any]] = []  # in scheduling order, each with its resource_pool
         # `GET /resource-pools | /agents | /slots` answer these; job updates answer `job_update`.
         self.cluster: dict[str, list[dict[str, Any]]] = {"resource-pools": [], "agents": [], "slots": []}
+        #: What `GET /info` answers (`det version`, `det master info`).
+        self.info: dict[str, Any] = {"version": "0.1.0", "cluster_id": "lab", "region": "eu-west-1"}
         self.job_update: httpx.Response = httpx.Response(200, json={"jobs": [], "notes": []})
         self.contexts: dict[str, bytes] = {}
         self.put_headers: dict[str, str] = {}
@@ -207,6 +209,7 @@ class FakeApi:
             (r"POST /job-queue", lambda *_: self.job_update),
             (r"GET /(resource-pools|agents|slots)", self._cluster),
             (r"GET /health", lambda *_: httpx.Response(200, json={"status": "ok", "version": "0.1.0"})),
+            (r"GET /info", lambda *_: httpx.Response(200, json=self.info)),
         ]
 
     def _cluster(self, params: dict[str, str], body: Any, kind: str) -> httpx.Response:

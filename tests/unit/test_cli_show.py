@@ -7,8 +7,10 @@ import re
 from typing import Any
 
 import httpx
+import yaml
 
 from det._logs import MAX_EMPTY_PAGES
+from det._runtime import DEFAULT_MASTER
 
 # --- experiment list / describe ----------------------------------------------------------------
 
@@ -580,3 +582,40 @@ def test_trial_logs_level_keeps_that_level_and_higher(api, capsys) -> None:
     assert warnings.out == "WARNING:root:slow batch\n[rank=1] ERROR: [7] x: bad\n"
     assert {r[2].get("level") for r in api.requests} == {"WARNING"}  # the API filters
     assert wrong.code == 2 and "invalid choice: 'LOUD'" in capsys.readouterr().err  # argparse's
+
+
+# ---- det version, det master info ---------------------------------------------------------------------
+
+
+def test_version_shows_the_cli_and_the_api_as_determined_does(api):
+    from det._master import client_version
+
+    api.info = {**api.info, "version": client_version()}
+    result = api.run("version")
+    assert result.code == 0, result.err
+    shown = yaml.safe_load(result.out)
+    assert shown == {
+        "client": {"version": client_version()},
+        "master": {"cluster_id": "lab", "region": "eu-west-1", "version": client_version()},
+        "master_address": DEFAULT_MASTER,
+    }
+    assert result.err == ""
+
+
+def test_version_says_which_side_is_older_and_works_without_an_api(api):
+    api.info = {**api.info, "version": "999.0.0"}
+    newer = api.run("version")
+    assert newer.code == 0 and "is older than the master's (999.0.0): upgrade the CLI" in newer.err
+    api.transport = httpx.MockTransport(lambda request: (_ for _ in ()).throw(httpx.ConnectError("refused")))
+    away = api.run("version")
+    assert away.code == 0
+    assert yaml.safe_load(away.out)["master"] == {"cluster_id": "", "region": "", "version": ""}
+    assert f"Master not found at {DEFAULT_MASTER}" in away.err and "DET_MASTER" in away.err
+
+
+def test_master_info_prints_the_apis_info_as_yaml_or_json(api):
+    shown = api.run("master", "info")
+    assert shown.code == 0, shown.err
+    assert yaml.safe_load(shown.out) == api.info
+    assert json.loads(api.run("master", "info", "--json").out) == api.info
+    assert ("GET", "/info") in [(m, p) for m, p, *_ in api.requests]
