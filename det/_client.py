@@ -113,6 +113,11 @@ class ApiClient(ContextUploads):
         """`{"agent_id", "credential"}`: what an agent started by hand presents as that agent."""
         return self._request("POST", f"/agents/{quote(agent_id, safe='')}/credential")
 
+    def set_agent_enabled(self, agent_id: str, enabled: bool, *, drain: bool = False) -> Json:
+        """`{"agent", "moved", "remaining"}`: the agent after, the runs told to move off it, those left."""
+        path = f"/agents/{quote(agent_id, safe='')}/{'enable' if enabled else 'disable'}"
+        return self._request("POST", path, json=None if enabled else {"drain": drain})
+
     def list_agents(self) -> list[Json]:
         return list(self._request("GET", "/agents").get("agents", []))
 

@@ -3,7 +3,8 @@ agents and slots in Determined's columns, each also as JSON or CSV.
 
 A pool row shows its scheduler (priority, with or without preemption, or fair_share), its default
 priority, its agents and slots (used of available, from the agents alive now) and its queued jobs. An
-agent is Enabled while it heartbeats; a slot shows the run (Allocation ID) and trial that hold it.
+agent is Enabled while it heartbeats and nobody disabled it (`det agent disable`); a slot shows the run
+(Allocation ID) and trial that hold it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ _AGENT_CELLS: dict[str, Cell] = {
     "Slots Used": field("slots_used"),
     "Containers": field("containers"),
     "Resource Pool": field("resource_pool"),
-    "Enabled": field("alive"),
+    "Enabled": lambda a: bool(a["alive"] and a.get("enabled", True)),
     "Draining": field("draining"),
 }
 _SLOT_CELLS: dict[str, Cell] = {
@@ -64,6 +65,23 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     credential.add_argument("agent_id", metavar="AGENT_ID")
     credential.set_defaults(command=mint_credential)
+    for action, enabled in (("enable", True), ("disable", False)):
+        toggle = agent.add_parser(
+            action,
+            help="put agents back into placement"
+            if enabled
+            else "take agents out of placement: their runs checkpoint and move (--drain: finish there)",
+        )
+        which = toggle.add_mutually_exclusive_group(required=True)
+        which.add_argument("agent_id", nargs="?", metavar="AGENT_ID")
+        which.add_argument("--all", action="store_true", help=f"{action} every agent")
+        if not enabled:
+            toggle.add_argument(
+                "--drain",
+                action="store_true",
+                help="let the runs on it finish there instead of checkpointing and moving to other agents",
+            )
+        toggle.set_defaults(command=set_enabled, enabled=enabled, drain=False)
     _add(commands, "slot", ["s"], "slots", "list every agent's slots and who holds them", "slots")
 
 
@@ -104,6 +122,29 @@ def mint_credential(args: argparse.Namespace, rt: Runtime) -> int:
         f"<this API> --agent-id {args.agent_id} --pool <pool> --work-dir <dir>  (or put it in a file and "
         "pass --token-file); keep it secret: it acts as that agent"
     )
+    return 0
+
+
+def set_enabled(args: argparse.Namespace, rt: Runtime) -> int:
+    """`det agent enable | disable [--drain] AGENT_ID | --all`, as Determined's (a disabled agent's runs
+    checkpoint and move, where Determined kills them)."""
+    with rt.client() as client:
+        ids = [args.agent_id] if args.agent_id else [a["id"] for a in client.list_agents()]
+        remaining = []
+        for agent_id in ids:
+            answer = client.set_agent_enabled(agent_id, args.enabled, drain=args.drain)
+            rt.note(f"{'Enabled' if args.enabled else 'Disabled'} agent {agent_id}.")
+            for run_id in answer.get("moved", []):
+                rt.note(
+                    f"  run {run_id} checkpoints and goes back to the queue (it resumes on another agent)"
+                )
+            remaining += [(agent_id, run_id) for run_id in answer.get("remaining", [])]
+    if args.drain:
+        if remaining:
+            rt.say("Tasks still in progress on draining nodes:")
+            rt.say("\n".join(f"  run {run_id} on {agent_id}" for agent_id, run_id in remaining))
+        else:
+            rt.say("No tasks in progress on draining nodes.")
     return 0
 
 

@@ -71,21 +71,40 @@ def mint_agent_credential(user: UserPrincipal, agent_id: str) -> qm.AgentCredent
 @route(bp, "/agents", "GET", response=qm.AgentList, auth="iam")
 def list_agents(user: UserPrincipal) -> qm.AgentList:
     """Every agent that heartbeated, with its pool, slots, runs and last heartbeat."""
-    return qm.AgentList(
-        agents=[
-            qm.Agent(
-                id=agent.agent_id,
-                resource_pool=agent.pool,
-                slots=agent.slots,
-                slots_used=agent.slots_used,
-                containers=agent.runs,
-                last_heartbeat=agent.last_heartbeat,
-                alive=agent.alive,
-                draining=agent.draining,
-            )
-            for agent in cluster.list_agents(ports())
-        ]
+    return qm.AgentList(agents=[_agent(agent) for agent in cluster.list_agents(ports())])
+
+
+@route(bp, "/agents/{agent_id}/enable", "POST", response=qm.AgentChange, auth="iam")
+def enable_agent(user: UserPrincipal, agent_id: str) -> qm.AgentChange:
+    """Put a disabled agent back into placement (`det agent enable`); a repeat is a no-op. In AWS grant
+    this route to operators only."""
+    return _change(cluster.set_enabled(ports(), agent_id, enabled=True))
+
+
+@route(bp, "/agents/{agent_id}/disable", "POST", request=qm.AgentDisable, response=qm.AgentChange, auth="iam")
+def disable_agent(user: UserPrincipal, body: qm.AgentDisable, agent_id: str) -> qm.AgentChange:
+    """Take an agent out of placement (`det agent disable [--drain]`): its runs checkpoint and move to
+    other agents, or with `drain` finish there; a repeat is a no-op. In AWS grant this route to operators
+    only."""
+    return _change(cluster.set_enabled(ports(), agent_id, enabled=False, drain=body.drain))
+
+
+def _agent(agent: cluster.AgentStatus) -> qm.Agent:
+    return qm.Agent(
+        id=agent.agent_id,
+        resource_pool=agent.pool,
+        slots=agent.slots,
+        slots_used=agent.slots_used,
+        containers=agent.runs,
+        last_heartbeat=agent.last_heartbeat,
+        alive=agent.alive,
+        draining=agent.draining,
+        enabled=agent.enabled,
     )
+
+
+def _change(change: cluster.AgentChange) -> qm.AgentChange:
+    return qm.AgentChange(agent=_agent(change.agent), moved=change.moved, remaining=change.remaining)
 
 
 @route(bp, "/slots", "GET", response=qm.SlotList, auth="iam")

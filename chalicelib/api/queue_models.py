@@ -97,8 +97,24 @@ class Agent(BaseModel):
     containers: int
     last_heartbeat: str
     alive: bool
-    #: Its machine is about to go (a spot interruption, a scale-in): nothing more is placed on it.
+    #: Its machine is about to go (a spot interruption, a scale-in), or it was disabled with runs still on
+    #: it: nothing more is placed on it.
     draining: bool = False
+    #: False once `det agent disable` took it out of placement (`det agent enable` puts it back).
+    enabled: bool = True
+
+
+class AgentDisable(BaseModel):
+    #: Let the runs on it finish there (Determined's `--drain`); else they checkpoint and move.
+    drain: bool = False
+
+
+class AgentChange(BaseModel):
+    agent: Agent
+    #: Runs told to checkpoint and go back to the queue (they resume on other agents).
+    moved: list[str]
+    #: Runs still on it (draining: they finish there).
+    remaining: list[str]
 
 
 class AgentList(BaseModel):

@@ -296,10 +296,25 @@ class DynamoAgents:
             raise
         return True
 
+    def set_disabled(self, agent_id: str, disabled: bool) -> AgentRecord | None:
+        try:
+            answer = self._table.update_item(
+                Key={"agent_id": agent_id},
+                UpdateExpression="SET disabled = :d",
+                ConditionExpression="attribute_exists(agent_id)",
+                ExpressionAttributeValues={":d": disabled},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as e:
+            if dynamo.is_condition_failure(e):
+                return None
+            raise
+        return AgentRecord.of(dynamo.plain(answer["Attributes"]))
+
     def alive(self, pool: str, timeout_s: float) -> list[Host]:
         horizon = dynamo.now_epoch() - timeout_s
         return [
-            Host(record.agent_id, record.slots, accepting=not record.draining)
+            Host(record.agent_id, record.slots, accepting=not record.draining and not record.disabled)
             for record in self.in_pool(pool)
             if record.last_seen >= horizon
         ]

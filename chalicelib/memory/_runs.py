@@ -194,10 +194,19 @@ class MemoryAgents:
         item["draining"] = True
         return True
 
+    def set_disabled(self, agent_id: str, disabled: bool) -> AgentRecord | None:
+        item = self.items.get(agent_id)
+        if item is None:
+            return None
+        item["disabled"] = disabled
+        return AgentRecord.of(item)
+
     def alive(self, pool: str, timeout_s: float) -> list[Host]:
         horizon = self._clock.now() - timeout_s
         return [
-            Host(agent_id, int(item["slots"]), accepting=not item.get("draining"))
+            Host(
+                agent_id, int(item["slots"]), accepting=not item.get("draining") and not item.get("disabled")
+            )
             for agent_id, item in sorted(self.items.items())
             if item["pool"] == pool and item["last_seen"] >= horizon
         ]

@@ -31,6 +31,8 @@ class AgentRecord:
     first_seen: float | None = None
     busy_at: float | None = None
     draining: bool = False
+    #: Disabled by an operator (`det agent disable`): nothing new is placed on it until it is enabled.
+    disabled: bool = False
 
     @classmethod
     def of(cls, item: Mapping[str, Any]) -> AgentRecord:
@@ -48,6 +50,7 @@ class AgentRecord:
             first_seen=seconds("first_seen"),
             busy_at=seconds("busy_at"),
             draining=bool(item.get("draining", False)),
+            disabled=bool(item.get("disabled", False)),
         )
 
 
@@ -61,8 +64,14 @@ class AgentStore(Protocol):
         """Mark the agent draining, for good (its instance is about to go); True the first time."""
         ...
 
+    def set_disabled(self, agent_id: str, disabled: bool) -> AgentRecord | None:
+        """Disable the agent (nothing new is placed on it) or enable it again; its record after, None for
+        an agent that never heartbeated. A heartbeat leaves it as it is."""
+        ...
+
     def alive(self, pool: str, timeout_s: float) -> list[Host]:
-        """The pool's agents that heartbeated within `timeout_s`, by id (a draining one not accepting)."""
+        """The pool's agents that heartbeated within `timeout_s`, by id (a draining or disabled one not
+        accepting)."""
         ...
 
     def in_pool(self, pool: str) -> list[AgentRecord]:

@@ -1,6 +1,9 @@
 """What the cluster is made of, as `det resource-pool list`, `det agent list` and `det slot list` show
 it: the configured pools with their agents, slots and queues; the agents that ever heartbeated, with
-their last heartbeat; and each agent's slots with the trial that holds it."""
+their last heartbeat; and each agent's slots with the trial that holds it. And `det agent enable |
+disable`: a disabled agent gets nothing new; its runs checkpoint and move to other agents, or, with
+`--drain`, finish where they are (Determined kills them instead: their progress since the last checkpoint
+is lost)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,12 @@ from dataclasses import dataclass
 
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
-from chalicelib.services import jobs
+from chalicelib.errors import NotFoundError
+from chalicelib.services import jobs, pausing
 from chalicelib.services.agent_store import AgentRecord
 from chalicelib.services.clock import iso_utc
 from chalicelib.services.ports import Ports
+from contract import messages
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,17 @@ class AgentStatus:
     last_heartbeat: str
     alive: bool
     draining: bool = False
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class AgentChange:
+    """What `set_enabled` did: the agent after, the runs told to checkpoint and move off it, and the runs
+    left on it (draining: they finish there)."""
+
+    agent: AgentStatus
+    moved: list[str]
+    remaining: list[str]
 
 
 @dataclass(frozen=True)
@@ -69,20 +85,48 @@ def list_pools(ports: Ports) -> list[PoolStatus]:
 def list_agents(ports: Ports) -> list[AgentStatus]:
     agents = ports.agents.every()
     holders = _holders(ports, agents)
+    return [_status(ports, agent, holders.get(agent.agent_id, [])) for agent in agents]
+
+
+def set_enabled(ports: Ports, agent_id: str, *, enabled: bool, drain: bool = False) -> AgentChange:
+    """Enable or disable an agent (idempotent: a repeat changes nothing more). Disabling takes it out of
+    placement at once; without ``drain`` each run on it is told to checkpoint and go back to the queue
+    (the preemption path: it resumes on another agent from that checkpoint), with ``drain`` they finish
+    there. The pool's scheduler runs either way (capacity changed)."""
+    record = ports.agents.set_disabled(agent_id, not enabled)
+    if record is None:
+        raise NotFoundError(f"agent {agent_id!r} never heartbeated; `det agent list` shows the agents")
+    held = _holders(ports, [record]).get(agent_id, [])
+    moved = []
+    if not enabled and not drain:
+        for run, _ in held:
+            if not (run.preempt or run.pausing):
+                pausing.preempt_run(ports, run)
+                moved.append(run.run_id)
+    state = "enabled" if enabled else "disabled"
+    ports.queues.to_scheduler(
+        record.pool,
+        messages.CapacityChanged(record.pool).to_body(),
+        dedup_id=f"capacity-{agent_id}-{state}-{ports.clock.now_iso()}",
+    )
+    remaining = [run.run_id for run, _ in held if run.run_id not in moved]
+    return AgentChange(_status(ports, record, held), moved, remaining)
+
+
+def _status(ports: Ports, agent: AgentRecord, held: list[tuple[Run, int]]) -> AgentStatus:
     horizon = ports.clock.now() - ports.settings.agent_timeout_s
-    return [
-        AgentStatus(
-            agent_id=agent.agent_id,
-            pool=agent.pool,
-            slots=agent.slots,
-            slots_used=sum(slots for _, slots in holders.get(agent.agent_id, [])),
-            runs=len(holders.get(agent.agent_id, [])),
-            last_heartbeat=iso_utc(agent.last_seen),
-            alive=agent.last_seen >= horizon,
-            draining=agent.draining,
-        )
-        for agent in agents
-    ]
+    return AgentStatus(
+        agent_id=agent.agent_id,
+        pool=agent.pool,
+        slots=agent.slots,
+        slots_used=sum(slots for _, slots in held),
+        runs=len(held),
+        last_heartbeat=iso_utc(agent.last_seen),
+        alive=agent.last_seen >= horizon,
+        # its machine is about to go, or an operator disabled it with runs still on it
+        draining=agent.draining or (agent.disabled and bool(held)),
+        enabled=not agent.disabled,
+    )
 
 
 def list_slots(ports: Ports) -> list[SlotStatus]:

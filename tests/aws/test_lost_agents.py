@@ -62,3 +62,27 @@ def test_losing_one_node_ends_a_multi_node_run_and_the_other_node_is_killed(stac
     trial = p.trials.get(chief["trial_id"])
     assert trial.exit_reason.startswith("lost agent agent-b")
     assert p.runs.allocated("default") == []
+
+
+def test_a_disabled_agent_is_not_accepting_and_its_run_moves_on_dynamodb(stack):
+    """`det agent disable` on the real tables: the flag survives heartbeats, the host stops accepting, its
+    run is told to checkpoint and requeue; enabling takes it back; an unknown agent is not created."""
+    from chalicelib.errors import NotFoundError
+    from chalicelib.services import cluster
+
+    p = stack.ports
+    stack.submit_experiment()
+    first = stack.launch_on_agent(agent="gpu-1")
+    runs.started(p, "gpu-1", first["run_id"], pid=10)
+    change = cluster.set_enabled(p, "gpu-1", enabled=False)
+    assert change.moved == [first["run_id"]] and not change.agent.enabled
+    runs.heartbeat(p, "gpu-1", "default", 1, [first["run_id"]])
+    assert p.agents.get("gpu-1").disabled
+    assert [h.accepting for h in p.agents.alive("default", 60)] == [False]
+    run = p.runs.get(first["run_id"])
+    assert run.preempt and run.requeue
+    assert cluster.set_enabled(p, "gpu-1", enabled=True).agent.enabled
+    assert [h.accepting for h in p.agents.alive("default", 60)] == [True]
+    with pytest.raises(NotFoundError):
+        cluster.set_enabled(p, "nobody", enabled=False)
+    assert p.agents.get("nobody") is None

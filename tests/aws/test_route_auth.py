@@ -57,6 +57,8 @@ TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/resource-pools"): USER_READ,
     ("GET", "/agents"): USER_READ,
     ("POST", "/agents/{agent_id}/credential"): USER_READ,  # no body
+    ("POST", "/agents/{agent_id}/enable"): USER_READ,  # no body; the agent is enabled: a no-op
+    ("POST", "/agents/{agent_id}/disable"): USER_BODY,
     # Only an EC2 agent role's session, which the local stack has none of: refused to every caller.
     ("POST", "/agents/{agent_id}/iam-credential"): (403, 403, 403, 403, 403, 403, 403),
     ("GET", "/slots"): USER_READ,

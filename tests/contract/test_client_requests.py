@@ -179,6 +179,8 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
         cli.upload({"url": "https://s3.test/contexts/x?sig=1", "headers": {}}, b"data")
         cli.health()
         cli.info()
+        cli.set_agent_enabled("gpu-1", False, drain=True)
+        cli.set_agent_enabled("gpu-1", True)
     assert_follows_the_document(
         sent,
         {
@@ -206,6 +208,8 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
             "GET /resource-pools",
             "GET /agents",
             "POST /agents/{agent_id}/credential",
+            "POST /agents/{agent_id}/disable",
+            "POST /agents/{agent_id}/enable",
             "GET /slots",
             "POST /contexts",
             "GET /health",

@@ -5,6 +5,8 @@ API, state machine, agents and trial processes.
   exits and frees its slot (`det job list` shows the job gone); `det experiment activate` resumes it
   from its checkpoint, and it ends with exactly the metrics and weights of the same trial run
   uninterrupted beside it: no step lost, none repeated.
+- `det agent disable` tells the agent's trial to checkpoint and exit (not a kill): it is requeued, resumes
+  on the other agent and completes with every step once; `det agent enable` takes the agent back.
 - An agent that is stopped (SIGTERM: a scale-in, a spot reclaim) SIGTERMs its trial, which checkpoints
   and exits 0: the trial is requeued (not completed), resumes on the other agent and completes, with no
   restart used.
@@ -72,6 +74,46 @@ def test_a_paused_trial_frees_its_slot_and_resumes_to_exactly_the_uninterrupted_
     assert resumed == uninterrupted  # every loss and every final weight, exactly
     described = probe.trial(paused)
     assert described["restarts"] == 0
+
+
+def test_a_disabled_agents_trial_checkpoints_and_resumes_on_another_without_losing_a_step(
+    det, probe, pool, tmp_path: Path, wait_for, run_record
+):
+    """`det agent disable` (no --drain): where Determined kills the agent's tasks, ours checkpoint and move;
+    the agent takes nothing new until `det agent enable`."""
+    experiment_id = probe.submit(tmp_path, "agent-disable")
+    trial = wait_for(
+        lambda: (t := probe.trial(experiment_id))["state"] == "RUNNING" and t,
+        timeout=120,
+        what="the trial to run",
+    )
+    first_run = f"{trial['id']}.1"
+    record = wait_for(
+        lambda: (r := run_record(pool["moto_url"], first_run)) and r.get("agent_id") and r,
+        timeout=30,
+        what="the first run's agent",
+    )
+    wait_for(lambda: probe.reported_steps(trial["id"]) >= 5, timeout=60, what="a few steps")
+    disabled = det("agent", "disable", record["agent_id"])
+    assert disabled.code == 0, disabled.err
+    assert f"run {first_run} checkpoints and goes back to the queue" in disabled.err
+    try:
+        wait_for(
+            lambda: det.describe_experiment(experiment_id)["experiment"]["state"] == "COMPLETED",
+            timeout=180,
+            what="the experiment to complete on the other agent",
+        )
+        second = run_record(pool["moto_url"], f"{trial['id']}.2")
+        assert second is not None and second["agent_id"] != record["agent_id"]
+        done = probe.trial(experiment_id)
+        assert done["state"] == "COMPLETED" and done["restarts"] == 0
+        training = probe.metrics(trial["id"])["training"]
+        assert [steps for steps, _ in training] == list(range(1, probe.steps + 1))
+        agents = json.loads(det.read("agent", "list", "--json").out)["agents"]
+        assert [a["enabled"] for a in agents if a["id"] == record["agent_id"]] == [False]
+    finally:
+        enabled = det("agent", "enable", record["agent_id"])  # the next tests use both agents
+    assert enabled.code == 0, enabled.err
 
 
 def test_a_stopped_agent_requeues_its_trial_which_resumes_on_another_and_completes(

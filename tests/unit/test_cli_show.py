@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from det._logs import MAX_EMPTY_PAGES
@@ -619,3 +620,68 @@ def test_master_info_prints_the_apis_info_as_yaml_or_json(api):
     assert yaml.safe_load(shown.out) == api.info
     assert json.loads(api.run("master", "info", "--json").out) == api.info
     assert ("GET", "/info") in [(m, p) for m, p, *_ in api.requests]
+
+
+# ---- det agent enable | disable -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def toggling(api):
+    """The fake API with two agents and the enable/disable routes: gpu-1 holds run 3.1."""
+    api.cluster["agents"] = [
+        {"id": aid, "resource_pool": "default", "slots": 1, "slots_used": used, "containers": used,
+         "last_heartbeat": "2026-11-26T10:00:00Z", "alive": True, "draining": False, "enabled": True}
+        for aid, used in (("gpu-1", 1), ("gpu-2", 0))
+    ]  # fmt: skip
+    fallback = api.handle
+    sent: list[tuple[str, Any]] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        found = re.fullmatch(r"/agents/([^/]+)/(enable|disable)", request.url.path)
+        if request.method == "POST" and found:
+            agent_id, action = found.groups()
+            body = json.loads(request.content) if request.content else None
+            sent.append((f"{action} {agent_id}", body))
+            held = ["3.1"] if agent_id == "gpu-1" else []
+            drain = bool(body and body.get("drain"))
+            moved = held if action == "disable" and not drain else []
+            agent = next(a for a in api.cluster["agents"] if a["id"] == agent_id)
+            answer = {"agent": {**agent, "enabled": action == "enable"}, "moved": moved}
+            return httpx.Response(200, json={**answer, "remaining": [r for r in held if r not in moved]})
+        return fallback(request)
+
+    api.transport = httpx.MockTransport(handle)
+    api.sent = sent
+    return api
+
+
+def test_agent_disable_moves_its_runs_and_says_so_as_determined_does(toggling):
+    result = toggling.run("agent", "disable", "gpu-1")
+    assert result.code == 0, result.err
+    assert toggling.sent == [("disable gpu-1", {"drain": False})]
+    assert result.err.splitlines() == [
+        "Disabled agent gpu-1.",
+        "  run 3.1 checkpoints and goes back to the queue (it resumes on another agent)",
+    ]
+    assert result.out == ""
+
+
+def test_agent_disable_drain_lists_what_still_runs_and_all_takes_every_agent(toggling):
+    result = toggling.run("agent", "disable", "--all", "--drain")
+    assert result.code == 0, result.err
+    assert toggling.sent == [("disable gpu-1", {"drain": True}), ("disable gpu-2", {"drain": True})]
+    assert result.out.splitlines() == ["Tasks still in progress on draining nodes:", "  run 3.1 on gpu-1"]
+    enabled = toggling.run("agent", "enable", "gpu-2")
+    assert enabled.code == 0 and enabled.err == "Enabled agent gpu-2.\n"
+    assert toggling.sent[-1] == ("enable gpu-2", None)
+
+
+def test_agent_disable_needs_an_agent_or_all_and_the_list_shows_who_is_enabled(toggling):
+    assert toggling.run("agent", "disable").code == 2
+    assert toggling.run("agent", "disable", "gpu-1", "--all").code == 2
+    toggling.cluster["agents"][0]["enabled"] = False
+    listed = toggling.run("agent", "list")
+    rows = [[c.strip() for c in line.split("|")] for line in listed.out.splitlines()[2:]]
+    header = [c.strip() for c in listed.out.splitlines()[0].split("|")]
+    enabled = header.index("Enabled")
+    assert [(row[0], row[enabled]) for row in rows] == [("gpu-1", "False"), ("gpu-2", "True")]
