@@ -314,7 +314,12 @@ class DynamoAgents:
     def alive(self, pool: str, timeout_s: float) -> list[Host]:
         horizon = dynamo.now_epoch() - timeout_s
         return [
-            Host(record.agent_id, record.slots, accepting=not record.draining and not record.disabled)
+            Host(
+                record.agent_id,
+                record.slots,
+                accepting=not record.draining and not record.disabled,
+                draining=record.draining,
+            )
             for record in self.in_pool(pool)
             if record.last_seen >= horizon
         ]

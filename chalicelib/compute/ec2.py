@@ -69,17 +69,22 @@ class Ec2Scaler:
         per_agent = spec.slots_per_agent or 1
         hosts = self._agents.alive(spec.name, self._timeout_s)
         alive = [h for h in hosts if h.accepting]
-        drained = {h.host_id for h in hosts if not h.accepting}
+        drained = {h.host_id for h in hosts if h.draining}
+        # Disabled by an operator (`det agent disable`): not capacity, and not terminated early as a draining
+        # one is (the sweep's idle scale-in still applies); the group holds them on top of what the
+        # accepting ones need.
+        disabled = sum(1 for h in hosts if not h.accepting and not h.draining)
         blocked = [*demand.blocked, *[per_agent] * math.ceil(demand.unread_slots / per_agent)]
         target = scale_out_target(
             alive=len(alive),
             blocked=blocked,
             slots_per_agent=per_agent,
             min_instances=provider.min_instances,
-            max_instances=provider.max_instances,
+            max_instances=max(0, provider.max_instances - disabled),
         )
         if target <= len(alive) and not drained:
             return None
+        target = min(target + disabled, provider.max_instances)
         group = self._group(provider)
         if group is None:
             return None

@@ -205,7 +205,10 @@ class MemoryAgents:
         horizon = self._clock.now() - timeout_s
         return [
             Host(
-                agent_id, int(item["slots"]), accepting=not item.get("draining") and not item.get("disabled")
+                agent_id,
+                int(item["slots"]),
+                accepting=not item.get("draining") and not item.get("disabled"),
+                draining=bool(item.get("draining")),
             )
             for agent_id, item in sorted(self.items.items())
             if item["pool"] == pool and item["last_seen"] >= horizon

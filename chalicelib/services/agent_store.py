@@ -17,6 +17,8 @@ class Host:
     host_id: str
     slots: int
     accepting: bool = True
+    #: Its machine is about to go (not accepting for that reason; a disabled agent is not draining).
+    draining: bool = False
 
 
 @dataclass(frozen=True)

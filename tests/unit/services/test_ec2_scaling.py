@@ -102,7 +102,7 @@ def test_a_spot_warning_drains_the_agent_and_preempts_its_run(ports, flow) -> No
     for _ in range(2):  # SQS delivers at least once
         handle_events_message(ports, messages.ComputeEvent(warning))
     assert ports.runs.get(run_id).preempt
-    assert ports.compute.hosts(DEFAULT_POOL) == [Host(instance, 1, accepting=False)]
+    assert ports.compute.hosts(DEFAULT_POOL) == [Host(instance, 1, accepting=False, draining=True)]
     answer = runs.heartbeat(ports, instance, DEFAULT_POOL, 1, [run_id])
     assert answer["preempt"] == [run_id]  # the agent passes it on: the trial checkpoints and exits
 
@@ -185,3 +185,23 @@ def test_requests_the_quota_keeps_waiting_say_so_in_det_job_list(ports, flow) ->
     assert reason is not None and "the account's quota L-DB2E81BA" in reason and "ask for more at" in reason
     (job,) = jobs.list_jobs(ports, DEFAULT_POOL)
     assert "L-DB2E81BA" in (job.reason or "")
+
+
+def test_a_disabled_instance_is_replaced_for_its_moved_run_but_not_terminated(ports, flow) -> None:
+    """`det agent disable` on an EC2 agent: its run moves to a new instance; the disabled one is not
+    terminated early as a draining one (about to be reclaimed) is."""
+    from chalicelib.services import cluster
+
+    (trial_id,) = flow.trial_ids(flow.submit().id)
+    run_id = flow.request_slots(trial_id)
+    _join(ports)
+    (instance,) = ports.autoscaling.instance_ids(GROUP)
+    scheduler.schedule_pool(ports, DEFAULT_POOL)
+    flow.launch(run_id)
+    _join(ports, f"{instance}:{run_id}")
+    assert cluster.set_enabled(ports, instance, enabled=False).moved == [run_id]
+    runs.exited(ports, instance, run_id, 0, "preempted")
+    flow.request_slots(trial_id, attempt=2)
+    assert ports.autoscaling.groups[GROUP].desired == 2  # a new instance for the moved run
+    assert not [c for c in ports.autoscaling.calls if c[0] == "terminate"]
+    assert instance in ports.autoscaling.instance_ids(GROUP)
