@@ -29,7 +29,9 @@ def alive_lanes(
 ) -> list[Host]:
     slots = spec.slots_per_agent or 1
     starting_s = spec.provider.max_agent_starting_period_s if spec.provider else 1200.0
-    heard = {record.agent_id: record.last_seen for record in agents.in_pool(spec.name)}
+    records = agents.in_pool(spec.name)
+    heard = {record.agent_id: record.last_seen for record in records}
+    disabled = {record.agent_id for record in records if record.disabled}  # `det agent disable LANE`
     holding = {p.agent_id: run for run in runs.allocated(spec.name) for p in run.placements}
     alive = []
     for lane in lane_ids(spec):
@@ -42,7 +44,7 @@ def alive_lanes(
                 continue  # its job never started an agent: lost
             if since_launch is not None and now - since_launch > timeout_s:
                 continue  # its agent went silent: lost
-        alive.append(Host(lane, slots))
+        alive.append(Host(lane, slots, accepting=lane not in disabled))
     return alive
 
 

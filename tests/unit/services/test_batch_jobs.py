@@ -132,3 +132,17 @@ def test_an_experiments_own_image_is_the_jobs_and_the_pools_image_is_not_named_a
     (same,) = flow.trial_ids(flow.submit(environment={"image": "example/train:1"}).id)  # the pool's own
     flow.launch(flow.request_slots(same))
     assert [j.image for j in ports.batch.submitted.values()] == ["example/other:1", ""]
+
+
+def test_a_disabled_lane_gets_no_job_until_it_is_enabled(ports, flow) -> None:
+    """`det agent disable batch-default-0`: the lane's agent record says so, and no run is placed there."""
+    from chalicelib.services import cluster
+
+    runs.heartbeat(ports, "batch-default-0", DEFAULT_POOL, 1, [])  # a job's agent was heard once
+    cluster.set_enabled(ports, "batch-default-0", enabled=False)
+    (trial_id,) = flow.trial_ids(flow.submit().id)
+    run_id = flow.request_slots(trial_id)
+    assert ports.workflows.answers[f"slots-{run_id}"]["agent_id"] == "batch-default-1"
+    assert [h.accepting for h in ports.compute.hosts(DEFAULT_POOL)] == [False, True]
+    cluster.set_enabled(ports, "batch-default-0", enabled=True)
+    assert [h.accepting for h in ports.compute.hosts(DEFAULT_POOL)] == [True, True]
