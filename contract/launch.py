@@ -3,7 +3,7 @@
 
 The control plane builds it (`chalicelib/services/runs.py`) and answers it as JSON (`to_json`); the agent
 parses it (`from_json`), refusing one it cannot run with `InvalidLaunchSpecError`. The API's pydantic
-model of it (`chalicelib.api.models.LaunchSpec`, for the OpenAPI document) has the same fields, which
+model of it (`chalicelib.api.agent_models.LaunchSpec`, for the OpenAPI document) has the same fields, which
 `tests/contract` checks.
 """
 

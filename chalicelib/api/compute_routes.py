@@ -54,11 +54,11 @@ def agent_iam_credential(caller: UserPrincipal, agent_id: str) -> AgentIamCreden
 @_agent_route(
     "/agents/{agent_id}/heartbeat",
     "POST",
-    request=models.AgentHeartbeat,
+    request=agent_models.AgentHeartbeat,
     response=agent_models.AgentInstructions,
 )
 def agent_heartbeat(
-    agent: AgentPrincipal, body: models.AgentHeartbeat, agent_id: str
+    agent: AgentPrincipal, body: agent_models.AgentHeartbeat, agent_id: str
 ) -> agent_models.AgentInstructions:
     """An agent's capacity and running runs in; runs to launch and to kill out."""
     if body.draining and not body.stopping:
@@ -71,9 +71,11 @@ def agent_heartbeat(
 
 
 @_agent_route(
-    "/agents/{agent_id}/runs/{run_id}/started", "POST", request=models.RunStarted, response=models.Empty
+    "/agents/{agent_id}/runs/{run_id}/started", "POST", request=agent_models.RunStarted, response=models.Empty
 )
-def run_started(agent: AgentPrincipal, body: models.RunStarted, agent_id: str, run_id: str) -> models.Empty:
+def run_started(
+    agent: AgentPrincipal, body: agent_models.RunStarted, agent_id: str, run_id: str
+) -> models.Empty:
     """The agent started a run's process."""
     instance = body.instance.model_dump() if body.instance else None
     runs.started(ports(), agent_id, run_id, body.pid, instance)
@@ -81,9 +83,11 @@ def run_started(agent: AgentPrincipal, body: models.RunStarted, agent_id: str, r
 
 
 @_agent_route(
-    "/agents/{agent_id}/runs/{run_id}/exit", "POST", request=models.RunExited, response=models.Empty
+    "/agents/{agent_id}/runs/{run_id}/exit", "POST", request=agent_models.RunExited, response=models.Empty
 )
-def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run_id: str) -> models.Empty:
+def run_exited(
+    agent: AgentPrincipal, body: agent_models.RunExited, agent_id: str, run_id: str
+) -> models.Empty:
     """A run's process ended; the trial's workflow moves on."""
     runs.exited(
         ports(), agent_id, run_id, body.exit_code, body.reason, body.failed_rank, requeue=body.requeue
@@ -91,8 +95,8 @@ def run_exited(agent: AgentPrincipal, body: models.RunExited, agent_id: str, run
     return models.Empty()
 
 
-@_agent_route("/trials/{trial_id}/logs", "POST", request=models.LogBatch, response=models.Empty)
-def put_logs(agent: AgentPrincipal, body: models.LogBatch, trial_id: int) -> models.Empty:
+@_agent_route("/trials/{trial_id}/logs", "POST", request=agent_models.LogBatch, response=models.Empty)
+def put_logs(agent: AgentPrincipal, body: agent_models.LogBatch, trial_id: int) -> models.Empty:
     """Log lines of a run, shipped by its agent (403 for a run that agent does not hold)."""
     lines = [LogLine(line.timestamp, line.message, line.rank) for line in body.lines]
     run_logs.store_logs(ports(), trial_id, body.run_id, body.seq, lines, agent_id=agent.agent_id)

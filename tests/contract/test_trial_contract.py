@@ -12,7 +12,7 @@ from typing import get_args
 
 import pytest
 
-from chalicelib.api import models
+from chalicelib.api import agent_models, models
 from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.run_records import Node, Placement, Run
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
@@ -96,7 +96,7 @@ def test_the_launch_spec_the_control_plane_builds_is_the_one_the_agent_runs(cont
     built = runs.launch_spec(ports, node)
     wire = json.loads(json.dumps(built.to_json()))  # as the heartbeat answers it
 
-    models.LaunchSpec.model_validate(wire)  # the API's documented answer accepts it
+    agent_models.LaunchSpec.model_validate(wire)  # the API's documented answer accepts it
     parsed = LaunchSpec.from_json(wire)
     assert parsed == built
     assert (parsed.run_id, parsed.trial_id, parsed.experiment_id, parsed.slots) == ("7.1-node1", 7, 3, 2)
@@ -159,8 +159,8 @@ def test_the_variables_written_are_the_ones_the_harness_and_the_launchers_read(
 
 
 def test_the_api_models_have_the_contracts_fields() -> None:
-    assert list(models.LaunchSpec.model_fields) == [f.name for f in dataclasses.fields(LaunchSpec)]
+    assert list(agent_models.LaunchSpec.model_fields) == [f.name for f in dataclasses.fields(LaunchSpec)]
     for name in ("trial_id", "experiment_id", "slots"):
-        assert models.LaunchSpec.model_fields[name].annotation is int
+        assert agent_models.LaunchSpec.model_fields[name].annotation is int
     action = models.SearcherOp.model_fields["action"].annotation
     assert get_args(action) == tuple(a.value for a in SearcherAction)
