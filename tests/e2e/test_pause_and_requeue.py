@@ -76,12 +76,9 @@ def test_a_paused_trial_frees_its_slot_and_resumes_to_exactly_the_uninterrupted_
     assert described["restarts"] == 0
 
 
-def test_a_disabled_agents_trial_checkpoints_and_resumes_on_another_without_losing_a_step(
-    det, probe, pool, tmp_path: Path, wait_for, run_record
-):
-    """`det agent disable` (no --drain): where Determined kills the agent's tasks, ours checkpoint and move;
-    the agent takes nothing new until `det agent enable`."""
-    experiment_id = probe.submit(tmp_path, "agent-disable")
+def running_on_an_agent(probe, pool, folder: Path, name: str, wait_for, run_record) -> tuple[int, dict, dict]:
+    """A steps experiment ``name`` running a few steps in: its id, its trial, its first run's record."""
+    experiment_id = probe.submit(folder, name)
     trial = wait_for(
         lambda: (t := probe.trial(experiment_id))["state"] == "RUNNING" and t,
         timeout=120,
@@ -94,21 +91,40 @@ def test_a_disabled_agents_trial_checkpoints_and_resumes_on_another_without_losi
         what="the first run's agent",
     )
     wait_for(lambda: probe.reported_steps(trial["id"]) >= 5, timeout=60, what="a few steps")
+    return experiment_id, trial, record
+
+
+def completes_on_the_other_agent(
+    det, probe, pool, experiment_id: int, trial: dict, first: dict, wait_for, run_record
+) -> None:
+    """The trial requeued (no restart used), resumed on the other agent and completed with every step once."""
+    wait_for(
+        lambda: det.describe_experiment(experiment_id)["experiment"]["state"] == "COMPLETED",
+        timeout=180,
+        what="the experiment to complete on the other agent",
+    )
+    second = run_record(pool["moto_url"], f"{trial['id']}.2")
+    assert second is not None and second["agent_id"] != first["agent_id"]
+    done = probe.trial(experiment_id)
+    assert done["state"] == "COMPLETED" and done["restarts"] == 0
+    training = probe.metrics(trial["id"])["training"]
+    assert [steps for steps, _ in training] == list(range(1, probe.steps + 1))
+    assert "resumed at step" in det("trial", "logs", str(trial["id"])).out
+
+
+def test_a_disabled_agents_trial_checkpoints_and_resumes_on_another_without_losing_a_step(
+    det, probe, pool, tmp_path: Path, wait_for, run_record
+):
+    """`det agent disable` (no --drain): where Determined kills the agent's tasks, ours checkpoint and move;
+    the agent takes nothing new until `det agent enable`."""
+    experiment_id, trial, record = running_on_an_agent(
+        probe, pool, tmp_path, "agent-disable", wait_for, run_record
+    )
     disabled = det("agent", "disable", record["agent_id"])
     assert disabled.code == 0, disabled.err
-    assert f"run {first_run} checkpoints and goes back to the queue" in disabled.err
+    assert f"run {trial['id']}.1 checkpoints and goes back to the queue" in disabled.err
     try:
-        wait_for(
-            lambda: det.describe_experiment(experiment_id)["experiment"]["state"] == "COMPLETED",
-            timeout=180,
-            what="the experiment to complete on the other agent",
-        )
-        second = run_record(pool["moto_url"], f"{trial['id']}.2")
-        assert second is not None and second["agent_id"] != record["agent_id"]
-        done = probe.trial(experiment_id)
-        assert done["state"] == "COMPLETED" and done["restarts"] == 0
-        training = probe.metrics(trial["id"])["training"]
-        assert [steps for steps, _ in training] == list(range(1, probe.steps + 1))
+        completes_on_the_other_agent(det, probe, pool, experiment_id, trial, record, wait_for, run_record)
         agents = json.loads(det.read("agent", "list", "--json").out)["agents"]
         assert [a["enabled"] for a in agents if a["id"] == record["agent_id"]] == [False]
     finally:
@@ -119,34 +135,11 @@ def test_a_disabled_agents_trial_checkpoints_and_resumes_on_another_without_losi
 def test_a_stopped_agent_requeues_its_trial_which_resumes_on_another_and_completes(
     det, probe, pool, tmp_path: Path, wait_for, run_record, agent_pid
 ):
-    experiment_id = probe.submit(tmp_path, "agent-stop")
-    trial = wait_for(
-        lambda: (t := probe.trial(experiment_id))["state"] == "RUNNING" and t,
-        timeout=120,
-        what="the trial to run",
+    experiment_id, trial, record = running_on_an_agent(
+        probe, pool, tmp_path, "agent-stop", wait_for, run_record
     )
-    first_run = f"{trial['id']}.1"
-    record = wait_for(
-        lambda: (r := run_record(pool["moto_url"], first_run)) and r.get("agent_id") and r,
-        timeout=30,
-        what="the first run's agent",
-    )
-    wait_for(lambda: probe.reported_steps(trial["id"]) >= 5, timeout=60, what="a few steps")
-
     os.kill(agent_pid(pool["api_url"], record["agent_id"]), signal.SIGTERM)  # a scale-in
-
-    wait_for(
-        lambda: det.describe_experiment(experiment_id)["experiment"]["state"] == "COMPLETED",
-        timeout=180,
-        what="the experiment to complete on the other agent",
-    )
-    second = run_record(pool["moto_url"], f"{trial['id']}.2")
-    assert second is not None and second["agent_id"] != record["agent_id"]
-    done = probe.trial(experiment_id)
-    assert done["state"] == "COMPLETED" and done["restarts"] == 0
-    training = probe.metrics(trial["id"])["training"]
-    assert [steps for steps, _ in training] == list(range(1, probe.steps + 1))
-    assert "resumed at step" in det("trial", "logs", str(trial["id"])).out
+    completes_on_the_other_agent(det, probe, pool, experiment_id, trial, record, wait_for, run_record)
 
 
 def test_a_request_the_remaining_agents_cannot_hold_waits_with_its_reason_and_blocks_nobody(

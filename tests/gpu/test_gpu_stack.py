@@ -6,14 +6,10 @@ it, and the AdaptDL trial joins its process group over NCCL. Skips itself withou
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -38,31 +34,7 @@ def api_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stack.stop()
 
 
-def det(api_url: str, *args: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "det", *args],
-        cwd=ROOT,
-        env={**os.environ, "DET_MASTER": api_url},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def described(api_url: str, experiment_id: int) -> dict[str, Any]:
-    shown = det(api_url, "experiment", "describe", str(experiment_id), "--json")
-    assert shown.returncode == 0, shown.stderr
-    detail: dict[str, Any] = json.loads(shown.stdout)
-    return detail
-
-
-def created_id(output: str) -> int:
-    return int(
-        next(line for line in output.splitlines() if line.startswith("Created experiment")).split()[-1]
-    )
-
-
-def test_the_agent_offers_one_slot_per_gpu(api_url: str) -> None:
+def test_the_agent_offers_one_slot_per_gpu(api_url: str, det) -> None:
     deadline = time.monotonic() + 60
     while True:
         listed = det(api_url, "agent", "list", "--json")
@@ -76,46 +48,28 @@ def test_the_agent_offers_one_slot_per_gpu(api_url: str) -> None:
     assert [int(a["slots"]) for a in agents] == [torch.cuda.device_count()]
 
 
-def test_a_determined_trial_trains_on_the_agents_gpu(api_url: str) -> None:
-    created = det(
-        api_url,
-        "experiment",
-        "create",
-        "examples/determined_trial/const.yaml",
-        "examples/determined_trial",
-        "-f",
+def test_a_determined_trial_trains_on_the_agents_gpu(api_url: str, completed_trial) -> None:
+    trial = completed_trial(
+        api_url, "examples/determined_trial/const.yaml", "examples/determined_trial", says=" on cuda"
     )
-    print(created.stdout[-3000:], created.stderr[-2000:])
-    assert created.returncode == 0
-    detail = described(api_url, created_id(created.stdout))
-    assert detail["experiment"]["state"] == "COMPLETED"
-    trial = detail["trials"][0]
-    logs = det(api_url, "trial", "logs", str(trial["id"]))
-    assert " on cuda" in logs.stdout, logs.stdout[-3000:]
     print("validation:", trial.get("latest_validation"))
 
 
-def test_an_nni_adaptdl_trial_trains_on_the_gpu_over_nccl(api_url: str, tmp_path: Path) -> None:
+def test_an_nni_adaptdl_trial_trains_on_the_gpu_over_nccl(
+    api_url: str, tmp_path: Path, det, completed_trial
+) -> None:
     pytest.importorskip("adaptdl.torch", reason="adaptdl (requirements-dev.txt) is not installed")
     code = tmp_path / "nni_adaptdl"
     shutil.copytree(ROOT / "examples" / "nni_adaptdl", code)
     config = (code / "config_adl.yml").read_text().replace("gpuNum: 0", "gpuNum: 1")
     (code / "config_adl.yml").write_text(config)
-    created = det(
+    trial = completed_trial(
         api_url,
-        "experiment",
-        "create",
         str(code / "config_adl.yml"),
         str(code),
-        "-f",
         "--config",
         "environment.environment_variables=[EPOCHS=4]",
+        says="rank 0 trains on cuda (nccl)",
     )
-    print(created.stdout[-3000:], created.stderr[-2000:])
-    assert created.returncode == 0
-    detail = described(api_url, created_id(created.stdout))
-    assert detail["experiment"]["state"] == "COMPLETED"
-    trial = detail["trials"][0]
     logs = det(api_url, "trial", "logs", str(trial["id"]))
-    assert "rank 0 trains on cuda (nccl)" in logs.stdout, logs.stdout[-3000:]
     assert [line for line in logs.stdout.splitlines() if "EPOCH 3 done" in line]

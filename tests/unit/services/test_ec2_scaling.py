@@ -85,7 +85,8 @@ def test_a_sweep_for_every_pool_fans_out_one_per_pool(ports) -> None:
     ]
 
 
-def test_a_spot_warning_drains_the_agent_and_preempts_its_run(ports, flow) -> None:
+def _running_on_an_instance(ports: MemoryPorts, flow) -> tuple[int, str, str]:
+    """A trial's run launched on the group's one instance: the trial, the run, the instance."""
     (trial_id,) = flow.trial_ids(flow.submit().id)
     run_id = flow.request_slots(trial_id)
     _join(ports)
@@ -93,6 +94,11 @@ def test_a_spot_warning_drains_the_agent_and_preempts_its_run(ports, flow) -> No
     scheduler.schedule_pool(ports, DEFAULT_POOL)
     flow.launch(run_id)
     _join(ports, f"{instance}:{run_id}")
+    return trial_id, run_id, instance
+
+
+def test_a_spot_warning_drains_the_agent_and_preempts_its_run(ports, flow) -> None:
+    trial_id, run_id, instance = _running_on_an_instance(ports, flow)
     warning = {
         "source": "aws.ec2",
         "detail-type": "EC2 Spot Instance Interruption Warning",
@@ -192,13 +198,7 @@ def test_a_disabled_instance_is_replaced_for_its_moved_run_but_not_terminated(po
     terminated early as a draining one (about to be reclaimed) is."""
     from chalicelib.services import cluster
 
-    (trial_id,) = flow.trial_ids(flow.submit().id)
-    run_id = flow.request_slots(trial_id)
-    _join(ports)
-    (instance,) = ports.autoscaling.instance_ids(GROUP)
-    scheduler.schedule_pool(ports, DEFAULT_POOL)
-    flow.launch(run_id)
-    _join(ports, f"{instance}:{run_id}")
+    trial_id, run_id, instance = _running_on_an_instance(ports, flow)
     assert cluster.set_enabled(ports, instance, enabled=False).moved == [run_id]
     runs.exited(ports, instance, run_id, 0, "preempted")
     flow.request_slots(trial_id, attempt=2)
