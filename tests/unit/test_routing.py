@@ -10,7 +10,7 @@ import pytest
 from chalice.app import Blueprint, Chalice
 from chalice.test import Client
 
-from chalicelib.api import models
+from chalicelib.api import agent_models, models
 from chalicelib.api.auth import Anonymous, RunPrincipal, UserPrincipal
 from chalicelib.api.routing import ROUTES, route
 from chalicelib.errors import ConflictError
@@ -112,4 +112,4 @@ def test_a_view_answering_another_model_than_declared_is_a_500(bp):
 
 def test_a_log_batch_with_an_empty_run_id_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="run_id"):
-        models.LogBatch.model_validate({"run_id": "", "lines": []})
+        agent_models.LogBatch.model_validate({"run_id": "", "lines": []})
