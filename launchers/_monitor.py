@@ -5,7 +5,8 @@ The contract every launcher shares:
 - each worker runs with its own environment; its stdout and stderr are read by this process and written,
   line by line with a ``[rank=N] `` prefix, to this process's stdout and stderr (each on its own stream);
 - the first worker to exit non-zero (a worker killed by signal N counts as failed, with 128+N) is named
-  once, on stderr: ``[launcher] rank R exited with code C; stopping the other workers``; the others get
+  once, on stderr: ``[launcher] rank R exited with code C; stopping the other workers`` (``... with code C
+  after SIGTERM was passed on; ...`` when the launcher had passed a terminating signal on); the others get
   SIGTERM, and SIGKILL when they are still there after the kill grace;
 - SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 sent to the launcher go to every worker still running;
 - the result is the first failing rank's exit code, or 0 when every worker exits 0; with a report path,
@@ -303,7 +304,10 @@ class _Monitor:
     def _fail(self, rank: int | str, code: int, reason: str) -> None:
         self._outcome = Outcome(code, rank, f"rank {rank} {reason}")
         if self._announce:
-            self._line(f"rank {rank} exited with code {code}; stopping the other workers")
+            # After a stop the launcher passed on (a pause, a preemption, a rescale), say so: the exit is
+            # the answer to it, not a failure of the worker's own.
+            after = f" after {self._interrupt.name} was passed on" if self._interrupt is not None else ""
+            self._line(f"rank {rank} exited with code {code}{after}; stopping the other workers")
         for i, proc in list(self._live.items()):
             if i not in self._termed:
                 self._send(i, proc, signal.SIGTERM)

@@ -218,6 +218,31 @@ def test_signals_reach_every_worker(workdir) -> None:
         proc.communicate()
 
 
+def test_an_exit_after_a_passed_on_sigterm_is_named_as_such(workdir) -> None:
+    """Workers that die of the SIGTERM the launcher passed on (as an AdaptDL replica does once it has
+    saved): the first exit is named as the answer to that stop, not as the worker's own failure."""
+    workdir.script("worker.py", WORKER.replace("sys.exit(0)", "os._exit(143)"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launchers.torch_distributed", "--", "worker.py"],
+        cwd=workdir.path,
+        env=workdir.env(STRATUS_SLOTS="2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        read_until(proc, {f"[rank={r}] ready {r}" for r in range(2)}, workdir.wait_s)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=workdir.wait_s) == 143
+        err = proc.communicate()[1]
+    finally:
+        proc.kill()
+    named = [line for line in err.splitlines() if line.startswith("[launcher] rank ")]
+    assert len(named) == 1 and named[0].endswith(
+        " exited with code 143 after SIGTERM was passed on; stopping the other workers"
+    ), err
+
+
 def test_launcher_exit_code_and_report_through_the_cli(tmp_path: Path, workdir) -> None:
     workdir.script("w.py", WORKER.replace('print(f"ready', 'sys.exit(5) if rank == 2 else print(f"ready'))
     report = tmp_path / "launcher.json"
