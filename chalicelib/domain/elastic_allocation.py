@@ -13,8 +13,8 @@ conservative about *when*:
   elastic runs above their ``min_replicas`` could give up on one agent: among the agents where shrinking
   makes the request fit, the one costing the least speedup (one replica at a time, the smallest loss per
   slot first); or a run on several agents gives up a whole one of them (its replicas on the others stay),
-  where that costs less and the queue takes the whole agent (``DROP_USED``). Only runs that are not more important than the request (priority number at least the
-  request's) give up slots; a request that cannot be made to fit stops the search (queue order is kept:
+  where that costs less and the queue takes the whole agent (``DROP_USED``). Only runs that are not more
+  important than the request (priority number at least the request's) give up slots; a request that cannot be made to fit stops the search (queue order is kept:
   a later, smaller request does not overtake it here). Shrinking is preferred to preempting a fixed trial:
   the elastic trial keeps running, smaller.
 - **Grow** only when nothing waits: idle slots go, one step at a time, to the run whose speedup gains the
@@ -48,6 +48,10 @@ __all__ = ["DROP_USED", "ElasticRun", "Rescale", "Waiting", "grow_into", "plan_r
 #: times worse under heavy load in bench/elastic_allocation.py: a run restarted at a fraction of its speed
 #: for a request much smaller than the agent.
 DROP_USED = 1.0
+
+#: A way to make room for a request: (speedup lost, the agent it frees, {run: target replicas},
+#: {run: agent -> the slots it keeps}).
+_Cut = tuple[float, str, dict[str, int], dict[str, dict[str, int]]]
 
 
 def plan_rescales(
@@ -141,7 +145,7 @@ def shrink_for(
 
 def _cheapest_drop(
     runs: Sequence[ElasticRun], targets: Mapping[str, int], free: Mapping[str, int], queue: Sequence[Waiting]
-) -> tuple[float, str, dict[str, int], dict[str, dict[str, int]]] | None:
+) -> _Cut | None:
     """A run on several agents giving up the whole of one of them, where that makes ``queue[0]`` fit and
     the queue (in order, from it) takes at least ``DROP_USED`` of the slots given up: the one losing the
     least speedup, as (loss, agent, {run: target}, {run: where its slots stay}); None if none. AdaptDL's
@@ -149,7 +153,7 @@ def _cheapest_drop(
     an agent given up for a request much smaller than it would mostly idle (or go to a grow) while the
     run pays a restart at a fraction of its speed."""
     request = queue[0]
-    best: tuple[float, str, dict[str, int], dict[str, dict[str, int]]] | None = None
+    best: _Cut | None = None
     for run in runs:
         if (
             not run.movable

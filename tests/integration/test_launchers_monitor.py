@@ -67,6 +67,18 @@ def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
     return lines
 
 
+def spawn_torch_distributed(workdir, slots: int) -> subprocess.Popen[str]:  # noqa: ANN001
+    """`python -m launchers.torch_distributed -- worker.py` with ``slots`` workers, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "launchers.torch_distributed", "--", "worker.py"],
+        cwd=workdir.path,
+        env=workdir.env(STRATUS_SLOTS=str(slots)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def read_until(proc: subprocess.Popen[str], wanted: set[str], timeout: float) -> list[str]:
     """Lines of ``proc``'s stdout until each of ``wanted`` has been seen (a deadline, not a sleep)."""
     lines = _lines(proc)
@@ -197,14 +209,7 @@ def test_a_command_that_cannot_start(tmp_path: Path) -> None:
 
 def test_signals_reach_every_worker(workdir) -> None:
     workdir.script("worker.py", WORKER)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "launchers.torch_distributed", "--", "worker.py"],
-        cwd=workdir.path,
-        env=workdir.env(STRATUS_SLOTS="3"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_torch_distributed(workdir, slots=3)
     try:
         read_until(proc, {f"[rank={r}] ready {r}" for r in range(3)}, workdir.wait_s)
         proc.send_signal(signal.SIGUSR1)
@@ -222,14 +227,7 @@ def test_an_exit_after_a_passed_on_sigterm_is_named_as_such(workdir) -> None:
     """Workers that die of the SIGTERM the launcher passed on (as an AdaptDL replica does once it has
     saved): the first exit is named as the answer to that stop, not as the worker's own failure."""
     workdir.script("worker.py", WORKER.replace("sys.exit(0)", "os._exit(143)"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "launchers.torch_distributed", "--", "worker.py"],
-        cwd=workdir.path,
-        env=workdir.env(STRATUS_SLOTS="2"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_torch_distributed(workdir, slots=2)
     try:
         read_until(proc, {f"[rank={r}] ready {r}" for r in range(2)}, workdir.wait_s)
         proc.send_signal(signal.SIGTERM)
