@@ -7,7 +7,8 @@ requests at 29 s, so the replicas never call the API themselves (docs/adaptdl-pl
   address of every replica by global rank (AdaptDL reads ``[0]``, rank 0's). A job or a group (the restart
   counter) other than this start's is refused with 404, which AdaptDL raises instead of looping.
 - ``PUT /hints/<job>`` is checked (`contract.adaptdl.validate_hints`), given a ``speedup`` table when
-  ``adaptdl.goodput`` imports in this process, and forwarded to ``PUT {master}/trials/{id}/adaptdl/hints``
+  ``adaptdl.goodput`` imports in this process (with numpy's removed aliases, `launchers._adaptdl_numpy`,
+  as the replicas have them), and forwarded to ``PUT {master}/trials/{id}/adaptdl/hints``
   with the run token. An API without that route (404) means "not supported yet": said once, and AdaptDL
   still gets 200 so training goes on. Off the platform the hints are only checked.
 """
@@ -27,6 +28,7 @@ from typing import Any
 from contract import adaptdl
 from contract.errors import HttpCallError, InvalidHintsError
 from contract.http import Session
+from launchers._adaptdl_numpy import install as install_numpy_aliases
 
 MAX_BODY_BYTES = 1 << 20
 
@@ -54,13 +56,12 @@ def speedup_table(
     perf, grad, init = hints.get("perfParams"), hints.get("gradParams"), hints.get("initBatchSize")
     if perf is None or grad is None or init is None:
         return None
+    install_numpy_aliases()  # adaptdl 0.2.11's optimize(accumulation=False) uses np.int, gone since numpy 1.24
     try:
         np = importlib.import_module("numpy")
         goodput = importlib.import_module("adaptdl.goodput")
     except Exception:  # not installed, or its scipy/autograd missing: the raw hints go on
         return None
-    if not hasattr(np, "int"):
-        setattr(np, "int", int)  # noqa: B010 adaptdl 0.2.11's optimize(accumulation=False) uses np.int, gone since numpy 1.24
     fn = goodput.GoodputFunction(
         goodput.PerfParams(**perf), goodput.GradParams(sqr=grad["norm"], var=grad["var"]), init
     )

@@ -7,7 +7,9 @@ plane sets from the elastic section; 1 when unset) with AdaptDL's environment (`
 ranks across nodes, the three folders (local, created before start), ``ADAPTDL_NUM_RESTARTS`` = max(the
 control plane's count, the highest ``checkpoint-N`` present + 1) so it goes up at every start, rank 0's
 address from the rendezvous (``_rendezvous``, on several nodes; the chief picks ``ADAPTDL_MASTER_PORT``),
-and ``ADAPTDL_SUPERVISOR_URL`` pointing at this launcher's proxy (``_adaptdl_proxy``).
+and ``ADAPTDL_SUPERVISOR_URL`` pointing at this launcher's proxy (``_adaptdl_proxy``). ``PYTHONPATH``
+starts with ``launchers/adaptdl_numpy``, whose sitecustomize gives AdaptDL's modules, and only them, the
+numpy aliases that numpy 1.24 and 2.0 removed (``_adaptdl_numpy``: adaptdl 0.2.11 uses ``np.int``).
 
 Around the replicas (``_adaptdl_sync``): before start every node restores the latest AdaptDL checkpoint,
 share and TensorBoard folders through the API; after exit node 0 stores the newest ``checkpoint-N`` it
@@ -36,6 +38,7 @@ from pathlib import Path
 
 from contract import adaptdl
 from contract.http import RetryPolicy, Session
+from launchers._adaptdl_numpy import with_layer as with_numpy_aliases
 from launchers._adaptdl_proxy import HintsForwarder, SupervisorProxy
 from launchers._adaptdl_sync import (
     CheckpointSync,
@@ -138,7 +141,7 @@ def build_replica_env(launch: ReplicaLaunch, local_rank: int, base: Mapping[str,
     )
     if launch.replicas_per_node > 1 and "OMP_NUM_THREADS" not in base:
         env["OMP_NUM_THREADS"] = "1"  # N replicas must not each take every core
-    return env
+    return with_numpy_aliases(env)
 
 
 def final_outcome(outcome: Outcome, *, stopped: bool, saved: bool) -> Outcome:

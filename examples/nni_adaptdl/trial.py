@@ -84,8 +84,8 @@ def main() -> None:
 
     train_set, valid_set = datasets()
     train_loader = adaptdl.torch.AdaptiveDataLoader(train_set, batch_size=32, shuffle=True, drop_last=True)
-    # gradient_accumulation=True: with False, adaptdl 0.2.11's goodput model uses np.int, which numpy
-    # >= 1.24 removed, and every replica crashes at its first restart.
+    # gradient_accumulation=True as in NNI's main_adl.py. AdaptDL's default (False) works too: adaptdl
+    # 0.2.11's goodput model then uses np.int, gone from numpy >= 1.24, which the launcher gives AdaptDL.
     train_loader.autoscale_batch_size(256, (16, 128), gradient_accumulation=True)
     valid_loader = adaptdl.torch.AdaptiveDataLoader(valid_set, batch_size=100, shuffle=False)
 

@@ -16,6 +16,12 @@ On a stack of two 1-slot agents the same trial grows onto both (two nodes, one r
 else runs, gives up a whole agent when an experiment queues, and completes with every epoch once: each
 node's launcher is told of the stop (AdaptDL's replicas save on every node) and the allocator takes a
 whole agent back from a run on several.
+
+AdaptDL's defaults (issue 28): a trial written as AdaptDL's tutorial writes one,
+``autoscale_batch_size(1024, local_bsz_bounds=(32, 256))`` with no ``gradient_accumulation`` (False),
+grows from 1 to 2 replicas and trains on long enough (over 30 s in one run) for AdaptDL to fit its
+goodput model and run ``GoodputFunction.optimize(accumulation=False)``, which uses ``np.int``; numpy 2 has
+none, and only the launcher's numpy alias layer (`launchers._adaptdl_numpy`) lets it complete.
 """
 
 from __future__ import annotations
@@ -48,6 +54,66 @@ print("released", flush=True)
 """
 
 EPOCH_LINE = re.compile(r"EPOCH (\d+) done restart=(\d+) replicas=(\d+) rank=0\b")
+
+#: Digits as AdaptDL's tutorial (docs/adaptdl-pytorch.rst) writes a trial, reporting to NNI as an adl trial
+#: does: `autoscale_batch_size` at AdaptDL's defaults (no gradient_accumulation: False).
+DEFAULTS_TRIAL = """
+import os, time
+import adaptdl.env, adaptdl.torch, nni, torch
+import torch.nn.functional as F
+from sklearn.datasets import load_digits
+from torch import nn
+from torch.utils.data import TensorDataset
+
+EPOCHS, STEP_SLEEP = int(os.environ["EPOCHS"]), float(os.environ["STEP_SLEEP"])
+digits = load_digits()
+x, y = torch.tensor(digits.data / 16.0, dtype=torch.float32), torch.tensor(digits.target)
+order = torch.randperm(len(x), generator=torch.Generator().manual_seed(1234))
+train_set, valid_set = TensorDataset(x[order[360:]], y[order[360:]]), TensorDataset(x[order[:360]], y[order[:360]])
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+adaptdl.torch.init_process_group("gloo")
+model = adaptdl.torch.AdaptiveDataParallel(model, optimizer)
+train_loader = adaptdl.torch.AdaptiveDataLoader(train_set, drop_last=True, batch_size=32, shuffle=True)
+valid_loader = adaptdl.torch.AdaptiveDataLoader(valid_set, batch_size=100)
+train_loader.autoscale_batch_size(1024, local_bsz_bounds=(32, 256))
+
+rank, accuracy = adaptdl.env.replica_rank(), 0.0
+for epoch in adaptdl.torch.remaining_epochs_until(EPOCHS):
+    model.train()
+    local_bsz = accumulation = None  # None: restarted after this epoch's training, in its validation
+    for inputs, targets in train_loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(inputs), targets).backward()
+        optimizer.step()
+        local_bsz, accumulation = train_loader.current_local_bsz, train_loader.accumulation_steps
+        time.sleep(STEP_SLEEP)
+    model.eval()
+    stats = adaptdl.torch.Accumulator()
+    with torch.no_grad():
+        for inputs, targets in valid_loader:
+            stats["correct"] += (model(inputs).argmax(dim=1) == targets).sum().item()
+            stats["total"] += targets.size(0)
+    with stats.synchronized():
+        accuracy = stats["correct"] / stats["total"]
+    if rank == 0:
+        nni.report_intermediate_result(accuracy)
+    print(f"EPOCH {epoch} done restart={adaptdl.env.num_restarts()} replicas={adaptdl.env.num_replicas()} "
+          f"rank={rank} local_bsz={local_bsz} accumulation={accumulation}",
+          flush=True)
+if rank == 0:
+    nni.report_final_result(accuracy)
+"""
+#: Epochs of about 3 s at 1 replica: the allocator grows the trial once the growth pays for its restart
+#: (by its start's length; later under load), and then it runs on 2 replicas past AdaptDL's first goodput
+#: fit (30 s into a run) for several epochs before it ends.
+DEFAULTS_EPOCHS = 80
+BATCH_LINE = re.compile(
+    r"EPOCH (\d+) done restart=\d+ replicas=(\d+) rank=0 local_bsz=(\d+|None) accumulation=(\d+|None)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,25 +159,30 @@ def trial_of(det, experiment_id: int) -> dict:
     return trial
 
 
-def submit_adl(det, folder: Path) -> int:
-    """The example as experiment A (`min_rescale_interval_s: 5`, EPOCHS epochs); its id."""
+def submit_adl(
+    det, folder: Path, *, epochs: int = EPOCHS, trial: str | None = None, interval_s: int = 5
+) -> int:
+    """The example as experiment A (`min_rescale_interval_s: interval_s`, ``epochs`` epochs), with ``trial``
+    as its trial.py where given; its id."""
     shutil.copytree(EXAMPLE, folder)
+    if trial is not None:
+        (folder / "trial.py").write_text(trial)
     created = det(
         "experiment",
         "create",
         str(folder / "config_adl.yml"),
         str(folder),
         "--config",
-        "elastic.min_rescale_interval_s=5",
+        f"elastic.min_rescale_interval_s={interval_s}",
         "--config",
-        f"environment.environment_variables=[EPOCHS={EPOCHS}, STEP_SLEEP=0.05]",
+        f"environment.environment_variables=[EPOCHS={epochs}, STEP_SLEEP=0.05]",
     )
     assert created.code == 0, created.out + created.err
     return det.created_experiment_id(created.out)
 
 
 def assert_every_epoch_once_at_sizes(
-    det, trial_id: int, sizes: list[int], *, by_epochs: bool = True
+    det, trial_id: int, sizes: list[int], *, by_epochs: bool = True, total: int = EPOCHS
 ) -> list[tuple[str, dict]]:
     """Rank 0 finished every epoch once, in order, across restarts, and `det trial describe` says SUCCEEDED
     with runs of ``sizes`` replicas first; with ``by_epochs``, rank 0's epochs show those sizes too (only
@@ -119,7 +190,7 @@ def assert_every_epoch_once_at_sizes(
     entries in order."""
     done = epochs(det, trial_id)
     print("rank 0's epochs (epoch, restart, replicas):", done)
-    assert [e for e, _, _ in done] == list(range(EPOCHS))  # every epoch once, in order, across restarts
+    assert [e for e, _, _ in done] == list(range(total))  # every epoch once, in order, across restarts
     restarts = [n for _, n, _ in done]
     assert restarts == sorted(restarts)
     if by_epochs:
@@ -197,3 +268,46 @@ def test_an_adl_trial_on_two_agents_gives_one_up_for_queued_work_and_completes_e
         )
     finally:
         stack.stop()
+
+
+def test_an_adl_trial_at_adaptdls_autoscale_defaults_grows_to_2_replicas_and_completes_every_epoch_once(
+    det, tmp_path: Path, wait_for
+) -> None:
+    # not rescaled in its first 30 s: a replica stopped while still importing torch (a loaded machine) dies
+    # of the SIGTERM before AdaptDL can save, which ends the trial (AdaptDL saved nothing)
+    exp = submit_adl(det, tmp_path / "a", epochs=DEFAULTS_EPOCHS, trial=DEFAULTS_TRIAL, interval_s=30)
+    trial = wait_for(lambda: (t := trial_of(det, exp))["state"] == "RUNNING" and t, 120, "the trial running")
+
+    def ended() -> str | None:
+        found = det.describe_experiment(exp)["experiment"]["state"]
+        return found if found in ("COMPLETED", "ERROR", "CANCELED") else None
+
+    def grown_or_ended() -> str | None:
+        return "grown" if any(r == 2 for _, _, r in epochs(det, trial["id"])) else ended()
+
+    def logs() -> str:
+        return det.read("trial", "logs", str(trial["id"])).out
+
+    def errors() -> str:
+        return "\n".join(line for line in logs().splitlines() if "Error" in line)[-3000:]
+
+    grown = wait_for(grown_or_ended, 300, "the trial on 2 replicas", seen=lambda: epochs(det, trial["id"]))
+    # without the layer, rank 0 dies 30 s into a run: "AttributeError: module 'numpy' has no attribute 'int'"
+    assert grown == "grown", errors()
+    assert wait_for(ended, 600, "the trial to end") == "COMPLETED", errors()
+    # it was grown before or after its first epoch: the sizes are the runs' (describe)
+    assert_every_epoch_once_at_sizes(det, trial["id"], [1, 2], by_epochs=False, total=DEFAULTS_EPOCHS)
+
+    text = logs()
+    found = BATCH_LINE.findall(text)
+    print("rank 0's (epoch, replicas, local batch size, accumulation steps):", found)
+    assert [int(e) for e, _, _, _ in found] == list(range(DEFAULTS_EPOCHS))
+    batches = [(int(r), int(b), int(a)) for _, r, b, a in found if b != "None"]  # a run's training epochs
+    assert {a for _, _, a in batches} == {0}  # no gradient accumulation: AdaptDL's default
+    # AdaptDL fitted its goodput model and chose the 2 replicas' batch size with it (without it, a local
+    # batch is 32 / 2): optimize(accumulation=False) ran in the replicas
+    assert any(r == 2 and 32 <= b <= 256 for r, b, _ in batches), found
+    hints = json.loads(det("trial", "describe", str(trial["id"]), "--json").out)["trial"]["elastic"]["hints"]
+    assert hints["gradientAccumulation"] is False and hints["perfParams"] is not None
+    assert set(hints["speedup"]) >= {"1", "2"}  # the launcher's goodput at accumulation=False, too
+    assert "adaptdl.goodput uses np.int, gone from numpy" in text
