@@ -23,6 +23,7 @@ class DynamoCheckpoints:
         item = checkpoint.to_item()
         item["resources"] = dynamo.dumps(item["resources"])
         item["metadata"] = dynamo.dumps(item["metadata"])
+        item.pop("used_by", None)  # a number set, grown by `add_user` only
         try:
             self._table.put_item(
                 Item=dynamo.to_dynamo(item),
@@ -46,6 +47,22 @@ class DynamoCheckpoints:
     def delete(self, uuid: str) -> None:
         self._table.delete_item(Key={"uuid": uuid})
 
+    def add_user(self, uuid: str, experiment_id: int) -> Checkpoint | None:
+        try:
+            answer = self._table.update_item(
+                Key={"uuid": uuid},
+                UpdateExpression="ADD used_by :e",
+                ConditionExpression="attribute_exists(#u)",
+                ExpressionAttributeNames={"#u": "uuid"},
+                ExpressionAttributeValues={":e": {experiment_id}},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if dynamo.is_condition_failure(error):
+                return None  # no such checkpoint (a stub is never created)
+            raise
+        return _decode(dynamo.plain(answer["Attributes"]))
+
     def for_trial(self, trial_id: int) -> list[Checkpoint]:
         items = dynamo.query_index(self._table, "by_trial", "trial_id", trial_id)
         return sorted((_decode(i) for i in items), key=lambda c: (c.steps_completed, c.report_time))
@@ -54,6 +71,8 @@ class DynamoCheckpoints:
 def _decode(item: dict[str, Any]) -> Checkpoint:
     item["resources"] = json.loads(item["resources"])
     item["metadata"] = json.loads(item["metadata"])
+    if "used_by" in item:
+        item["used_by"] = sorted(item["used_by"])
     return Checkpoint.from_item(item)
 
 

@@ -12,7 +12,7 @@ v1's fields under v2's `trainingService`, as an extension, and says so in a warn
 | `gpuNum` / `trialGpuNumber` | `elastic.slots_per_replica` (0 -> 1, a CPU slot, with a note) |
 | `adaptive: true` | `elastic.min_replicas: 1`, `max_replicas` unset: the pool's size, capped (`ElasticConfig`) |
 | `adaptive: false` or unset | `elastic.min_replicas = max_replicas = 1` (still under the launcher: the code needs `ADAPTDL_*`) |
-| `checkpoint.storageSize` | `elastic.checkpoint_size_limit`, a soft limit (the checkpoint folder lives in the trial's S3 folder) |
+| `checkpoint.storageSize` | `elastic.checkpoint_size_limit`, kept but not enforced (parsing warns about it) |
 | `checkpoint.storageClass` | warning: no storage classes |
 | `nfs` | refused: no NFS mounts; `ADAPTDL_SHARE_PATH` is a folder synced to S3 |
 | `image` / `dockerImage` | `environment.image`, with a warning: only SageMaker pools run it |

@@ -79,9 +79,14 @@ class TunerTranslator(NniReader):
             self.warn(path, "no tuner given; using the random searcher")
             searcher = "random"
         for key in section:
-            if key in (name_key, "classArgs", *self.names.custom_class):
+            if section[key] is None or key in (name_key, "classArgs"):
                 continue
-            if section[key] is None:
+            if key in self.names.custom_class:
+                if name is not None:  # a built-in tuner is named: the custom class is not used
+                    self.warn(
+                        dotted(path, key),
+                        f"ignored (the built-in tuner {name} is used, as {name_key} names it)",
+                    )
                 continue
             why = (
                 "the searcher runs in the control plane, on no GPU"

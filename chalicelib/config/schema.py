@@ -5,7 +5,8 @@ Decisions where Stratus differs from, or had to choose within, Determined's beha
 - `name` defaults to None; the service fills it (`with_service_defaults`: "Experiment <id>").
 - `reproducibility.experiment_seed` defaults to None; the service fills it at submission, as
   Determined derives it from the submission time.
-- `checkpoint_storage` is S3 only (`type` defaults to `s3`; `bucket` None = the platform's bucket).
+- `checkpoint_storage` is S3 only (`type` defaults to `s3`), the platform's bucket (`bucket` and `prefix`
+  are warned about and ignored).
   Credentials in the config are never stored (see `load.py`).
 - `resources.resource_pool` defaults to "default"; `resources.priority` to 42 (1-99, lower number =
   higher priority, as Determined's priority scheduler).
@@ -100,6 +101,15 @@ class ExperimentConfig(StrictModel):
         "slurm": _CLUSTER_ONLY,
         "pbs": _CLUSTER_ONLY,
         "integrations": _CLUSTER_ONLY,
+        "workspace": "Stratus has no workspaces or projects; labels group experiments",
+        "project": "Stratus has no workspaces or projects; labels group experiments",
+        "checkpoint_policy": "PyTorchTrial checkpoints at min_checkpoint_period, when told to stop and at "
+        "its end",
+        "preemption_timeout": "a trial told to stop is not killed after a deadline; it stops at its next "
+        "should_preempt() check",
+        "debug": "Determined's debug logging has no Stratus equivalent",
+        "log_policies": "trial logs are not matched against patterns; a failed trial restarts up to "
+        "max_restarts",
     }
 
     name: NonEmptyStr | None = None

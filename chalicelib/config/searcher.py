@@ -29,11 +29,12 @@ hyperparameters + 1). See `chalicelib/domain/searchers/hyperband.py` and `bohb.p
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, model_validator
 
-from chalicelib.config._base import PositiveLength, StrictModel, raise_problems
+from chalicelib.config._base import PositiveLength, StrictModel, custom_error, raise_problems
 
 __all__ = [
     "SEARCHER_NAMES",
@@ -62,13 +63,38 @@ SEARCHER_NAMES: tuple[str, ...] = (
 DEFAULT_MAX_CONCURRENT_TRIALS = 16
 
 
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
+
+
+def _checkpoint_uuid(value: str) -> str:
+    if not _UUID.match(value):
+        raise custom_error(
+            f'must be a checkpoint UUID like "0e5a9d51-…", got "{value}"; '
+            "`det experiment list-checkpoints ID` shows them"
+        )
+    return value.lower()
+
+
 class _Searcher(StrictModel):
+    """What every searcher takes. `source_trial_id` / `source_checkpoint_uuid`: Determined's warm start,
+    every trial starts from that trial's latest checkpoint (at the experiment's creation) or from that
+    checkpoint (`chalicelib.services.warm_start`); at most one of them."""
+
     name: str
     metric: str = Field(min_length=1)
     smaller_is_better: bool = True
-    source_trial_id: int | None = None
-    source_checkpoint_uuid: str | None = None
+    source_trial_id: int | None = Field(default=None, ge=1)
+    source_checkpoint_uuid: Annotated[str, AfterValidator(_checkpoint_uuid)] | None = None
     max_length: PositiveLength | None = None
+
+    @model_validator(mode="after")
+    def _one_warm_start_source(self) -> _Searcher:
+        if self.source_trial_id is not None and self.source_checkpoint_uuid is not None:
+            message = (
+                "set either source_trial_id or source_checkpoint_uuid, not both (the source of every trial)"
+            )
+            raise_problems(self.name, [(("source_checkpoint_uuid",), message, self.source_checkpoint_uuid)])
+        return self
 
 
 class SingleSearcher(_Searcher):

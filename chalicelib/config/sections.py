@@ -81,6 +81,8 @@ class ResourcesConfig(StrictModel):
         "agent_label": "removed from Determined in 0.20",
         "native_parallel": "removed from Determined",
         "slots": "Determined sizes commands and notebooks with it; a trial gets slots_per_trial",
+        "shm_size": "trials use the shared memory of the machine or container they run in",
+        "is_single_node": "a trial's slots are placed by the scheduler, across nodes where it needs them",
     }
 
     slots_per_trial: int = Field(default=1, ge=0)
@@ -107,9 +109,14 @@ class ResourcesConfig(StrictModel):
 
 
 class CheckpointStorageConfig(StrictModel):
-    """Where checkpoints go: always S3. `bucket` None means the platform's bucket."""
+    """Where checkpoints go: always S3, the platform's bucket (a `bucket` or `prefix` given is ignored, with a
+    warning); `save_*` are the retention policy applied when the experiment ends."""
 
-    ignored_fields = {"endpoint_url": "checkpoints go to the platform's S3 endpoint"}
+    ignored_fields = {
+        "endpoint_url": "checkpoints go to the platform's S3 endpoint",
+        "bucket": "checkpoints go to the platform's bucket, under checkpoints/<experiment>/<trial>/<uuid>/",
+        "prefix": "checkpoints go to the platform's bucket, under checkpoints/<experiment>/<trial>/<uuid>/",
+    }
 
     type: Literal["s3"] = "s3"
     bucket: NonEmptyStr | None = None
@@ -133,6 +140,8 @@ class CheckpointStorageConfig(StrictModel):
 class ImageMap(StrictModel):
     """Per-device images; `gpu` is Determined's older name for `cuda`."""
 
+    ignored_fields = {"rocm": "Stratus runs trials on CPUs and NVIDIA GPUs only"}
+
     cpu: NonEmptyStr | None = None
     cuda: NonEmptyStr | None = None
     gpu: NonEmptyStr | None = None
@@ -150,6 +159,10 @@ EnvVar = Annotated[str, AfterValidator(_check_env_var)]
 
 
 class EnvironmentVariablesMap(StrictModel):
+    """Per-device variables: `cpu` on CPU slots, `cuda` and `gpu` (its older name) on GPUs."""
+
+    ignored_fields = {"rocm": "Stratus runs trials on CPUs and NVIDIA GPUs only"}
+
     cpu: list[EnvVar] = []
     cuda: list[EnvVar] = []
     gpu: list[EnvVar] = []
@@ -258,9 +271,13 @@ class ElasticConfig(StrictModel):
     - `min_rescale_interval_s`: no rescale sooner than this after the trial's last (re)start, so that a
       restart pays off; `speedup_threshold`: grow only when the estimated speedup gains at least this
       factor.
-    - `checkpoint_size_limit`: a soft limit on AdaptDL's checkpoint folder (NNI's `checkpoint.storageSize`):
-      a bigger checkpoint is still kept, with a warning in the trial's log.
+    - `checkpoint_size_limit`: a soft limit on AdaptDL's checkpoint folder (NNI's `checkpoint.storageSize`),
+      kept but not enforced yet: parsing warns that it is ignored.
     """
+
+    ignored_fields = {
+        "checkpoint_size_limit": "not enforced: AdaptDL's checkpoint folder is stored whatever its size",
+    }
 
     framework: Literal["adaptdl"] = "adaptdl"
     min_replicas: int = Field(default=1, ge=1)

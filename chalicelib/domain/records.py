@@ -64,6 +64,9 @@ class Experiment(StoredRecord):
     priority: int | None = None
     weight: float = 1.0
     queue_position: float | None = None
+    #: The checkpoint its trials start from (`searcher.source_checkpoint_uuid`, or the latest of
+    #: `searcher.source_trial_id` when it was created): Determined's warm start.
+    warm_start_checkpoint: str | None = None
     #: The most slots its runs may hold at once as `det experiment set max-slots` left it: None means the
     #: config's `resources.max_slots`, 0 no limit (cleared).
     max_slots: int | None = None
@@ -185,6 +188,9 @@ class Checkpoint(StoredRecord):
     resources: dict[str, int] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     report_time: str = ""
+    #: The experiments whose trials start from it (Determined's warm start), claimed at their creation
+    #: (`chalicelib.services.warm_start`): while one of them runs, the checkpoint is kept.
+    used_by: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,13 @@ class MemoryCheckpoints:
     def delete(self, uuid: str) -> None:
         self.items.pop(uuid, None)
 
+    def add_user(self, uuid: str, experiment_id: int) -> Checkpoint | None:
+        item = self.items.get(uuid)
+        if item is None:
+            return None
+        item["used_by"] = sorted({*item.get("used_by", []), experiment_id})
+        return _checkpoint(item)
+
     def for_trial(self, trial_id: int) -> list[Checkpoint]:
         found = [_checkpoint(c) for c in self.items.values() if c["trial_id"] == trial_id]
         return sorted(found, key=lambda c: (c.steps_completed, c.report_time))

@@ -6,7 +6,9 @@ Every uuid is checked before anything is deleted; one refused refuses the reques
 - not a uuid (400) or no such checkpoint (404);
 - the latest checkpoint of a trial that has not ended (409): its next run resumes from it (a pause, a
   preemption, a rescale), so deleting it would lose the trial's progress. Determined deletes it anyway;
-  here the trial is paused or ended first, or a newer checkpoint is stored.
+  here the trial is paused or ended first, or a newer checkpoint is stored;
+- the warm-start source of an experiment that has not ended (409, `searcher.source_checkpoint_uuid` or
+  `source_trial_id`): its trials start (and restart) from it, `chalicelib.services.warm_start`.
 A checkpoint already DELETED is left as it is (a repeated request deletes nothing more).
 """
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint
 from chalicelib.errors import BadRequestError, ConflictError
-from chalicelib.services import checkpoints
+from chalicelib.services import checkpoints, warm_start
 from chalicelib.services.ports import Ports
 
 #: At most this many checkpoints in one request (each is an S3 listing and deletion inside it).
@@ -40,6 +42,7 @@ def delete(ports: Ports, uuids: Sequence[str]) -> Deletion:
     found = [checkpoints.get(ports, uuid) for uuid in wanted]  # 400/404 before anything is deleted
     for checkpoint in found:
         _refuse_a_resume_point(ports, checkpoint)
+    warm_start.refuse_deleting_checkpoints(ports, found)
     deleted, gone = [], []
     for checkpoint in found:
         if checkpoint.state == "DELETED":

@@ -1,7 +1,8 @@
 """`det experiment delete ID`, as Determined does it: only an experiment that has ended (COMPLETED,
-CANCELED or ERROR) is deleted; it goes DELETING (a conditional write, `domain.states`), then its
-checkpoints (S3 and their records), metrics, logs, runs, trials and finally its own record are removed,
-after which it is a 404 like any unknown id.
+CANCELED or ERROR) is deleted, and not while an experiment that has not ended starts its trials from one of
+its checkpoints (`chalicelib.services.warm_start`); it goes DELETING (a conditional write, `domain.states`),
+then its checkpoints (S3 and their records), metrics, logs, runs, trials and finally its own record are
+removed, after which it is a 404 like any unknown id.
 
 Where the work runs: the request removes up to `IN_REQUEST_TRIALS` trials, which finishes a small
 experiment before it answers. A larger one would not fit: API Gateway gives a request 29 s, and each
@@ -23,6 +24,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.records import Trial
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import ConflictError, NotFoundError
+from chalicelib.services import warm_start
 from chalicelib.services.ports import Ports
 from contract import messages
 
@@ -57,6 +59,7 @@ def delete_experiment(
                 f"`det experiment cancel {experiment_id}` (or `det experiment kill {experiment_id}`), "
                 "then delete it"
             )
+        warm_start.refuse_deleting_experiment(ports, experiment_id)  # 409 while another starts from it
         if ports.experiments.transition(experiment_id, ExperimentState.DELETING) is None:
             again = ports.experiments.get(experiment_id)
             if again is None or again.state != ExperimentState.DELETING:

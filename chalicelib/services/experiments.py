@@ -16,7 +16,7 @@ from chalicelib.domain.records import Experiment
 from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
-from chalicelib.services import contexts, pools, searching
+from chalicelib.services import contexts, pools, searching, warm_start
 from chalicelib.services.ports import Ports
 from contract.nni import is_nni_config
 
@@ -69,6 +69,7 @@ def create(
     parsed = validate(raw_config)
     warnings = list(parsed.warnings)
     pools.check_request_fits(ports.settings, parsed.config.resources)
+    source = warm_start.check_source(ports, parsed.config)  # one that cannot be restored: 400/404
     if validate_only:
         return CreateResult(experiment=None, warnings=warnings)
     if context_sha256 is not None and not keys.is_sha256(context_sha256):
@@ -79,6 +80,8 @@ def create(
         contexts.verified(ports, context_sha256)  # its bytes hash to its name, or a 400: before any id
     if experiment_id is None:
         experiment_id = ports.ids.next("experiment")
+    if source is not None:
+        warm_start.claim(ports, source, experiment_id, parsed.config)  # kept while the experiment runs
     # Determined seeds from the submission time; the seed is kept in the stored config so a rerun matches.
     config = parsed.config.with_service_defaults(
         experiment_id=experiment_id, experiment_seed=int(ports.clock.now())
@@ -98,6 +101,7 @@ def create(
         start_time=ports.clock.now_iso(),
         weight=config.resources.weight,
         queue_position=ports.clock.now(),  # FIFO among jobs of one priority until `det job update`
+        warm_start_checkpoint=source,
     )
     ports.experiments.create(experiment)
     if activate:

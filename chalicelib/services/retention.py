@@ -15,6 +15,7 @@ from typing import Any
 
 from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint, Experiment, Trial
+from chalicelib.services import warm_start
 from chalicelib.services.ports import Ports
 
 
@@ -43,6 +44,7 @@ def apply(ports: Ports, experiment: Experiment, trials: Sequence[Trial]) -> list
         scored.extend(trial_scored)
     scored.sort()
     keep.update(uuid for _, uuid in scored[: storage.save_experiment_best])
+    keep.update(warm_start.sources_in_use(ports, everything))  # experiments still running start from them
 
     deleted = []
     for checkpoint in everything:

@@ -283,6 +283,8 @@ def test_credentials_are_dropped_with_a_warning() -> None:
         "checkpoint_storage.access_key: ignored and not stored (trials reach S3 with the platform's IAM role)",
         "checkpoint_storage.secret_key: ignored and not stored (trials reach S3 with the platform's IAM role)",
         "environment.registry_auth: ignored and not stored (images are pulled with the backend's credentials)",
+        "checkpoint_storage.bucket: ignored by Stratus (checkpoints go to the platform's bucket, under "
+        "checkpoints/<experiment>/<trial>/<uuid>/)",
     ]
     dumped = str(parsed.config.model_dump(mode="json"))
     assert "AKIA" not in dumped and "shh" not in dumped and "password" not in dumped
