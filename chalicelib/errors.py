@@ -11,7 +11,10 @@ code and HTTP status.
     ├── ForbiddenError                    403  a token used outside its trial or agent
     ├── NotFoundError                     404  an unknown experiment, trial, checkpoint or run id
     ├── ConflictError                     409  a stale update, or an operation the current state forbids
-    │   └── StaleSearcherError            409  (chalicelib.services.searching) retried by the queue
+    │   └── StaleSearcherError            409  (chalicelib.services.searching) an event's consumer kept
+    │                                              losing the searcher's save; the queue delivers the event
+    │                                              again. Never reaches an HTTP caller: a create or activate
+    │                                              hands unfinished searcher work to the queue
     └── PayloadTooLargeError              413
 
 This module imports nothing of the project, so the pure packages (`domain`, `config`) raise its errors

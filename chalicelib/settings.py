@@ -34,6 +34,9 @@ DEFAULT_AGENT_TIMEOUT_S = 30.0
 AGENT_TIMEOUT_BEATS = 4
 #: The longest report interval a stack may set (the harness caps it the same).
 MAX_REPORT_INTERVAL_S = 600.0
+#: How long after a trial's run ends (or an experiment starts) the sweep looks at its experiment, if nothing
+#: happened to it since (`chalicelib.services.searcher_watch`).
+DEFAULT_SEARCHER_CHECK_S = 120.0
 #: How long a presigned S3 URL stays valid.
 DEFAULT_PRESIGN_EXPIRY_S = 3600
 
@@ -57,6 +60,9 @@ class Settings:
     presign_expiry_s: int
     agent_heartbeat_s: float = DEFAULT_AGENT_HEARTBEAT_S
     report_interval_s: float = DEFAULT_REPORT_INTERVAL_S
+    #: `STRATUS_SEARCHER_CHECK_S`: the sweep's look at an experiment comes this long after the last run of
+    #: its trials ended (`chalicelib.services.searcher_watch`).
+    searcher_check_s: float = DEFAULT_SEARCHER_CHECK_S
     #: The resource pools (`STRATUS_POOLS`, JSON: a list of `PoolSpec` fields; one "default" pool,
     #: priority scheduler with preemption, when unset).
     pools: tuple[PoolSpec, ...] = DEFAULT_POOLS
@@ -149,6 +155,7 @@ def get_settings() -> Settings:
         agent_timeout_s=_agent_timeout(),
         agent_heartbeat_s=_agent_heartbeat(),
         report_interval_s=_report_interval(),
+        searcher_check_s=_searcher_check(),
         presign_expiry_s=int(os.environ.get("STRATUS_PRESIGN_EXPIRY_S", DEFAULT_PRESIGN_EXPIRY_S)),
         pools=_pools(),
         agent_role_name=os.environ.get("STRATUS_AGENT_ROLE_NAME", "").strip(),
@@ -172,6 +179,13 @@ def _report_interval() -> float:
         raise RuntimeError(
             f"STRATUS_REPORT_INTERVAL_S={value:g} must be between 0 and {MAX_REPORT_INTERVAL_S:g} seconds"
         )
+    return value
+
+
+def _searcher_check() -> float:
+    value = float(os.environ.get("STRATUS_SEARCHER_CHECK_S") or DEFAULT_SEARCHER_CHECK_S)
+    if not 0 < value <= 3600:
+        raise RuntimeError(f"STRATUS_SEARCHER_CHECK_S={value:g} must be between 0 and 3600 seconds")
     return value
 
 

@@ -8,7 +8,8 @@ Three queues, each read by one event handler (`chalicelib/handlers/events.py`):
 - launch: `Launch` (the state machine hands a granted run to its agent, with its task token);
 - events (the searcher's): `TrialExited` and `TrialPaused` (the state machine, or the control plane when
   it closes a paused trial) and `ValidationReported` (a trial reported its searcher metric), and
-  `DeleteExperiment` (`det experiment delete` going on with what its request could not finish).
+  `DeleteExperiment` (`det experiment delete` going on with what its request could not finish), and
+  `SearcherWork` (an experiment's searcher has work left that a request could not finish: carry it on).
 
 A body is a JSON object with ``"type"`` and the fields of its class; extra keys are ignored. `parse`
 (and the per-queue `parse_scheduler`, `parse_launch`, `parse_event`) raise `InvalidMessageError` for an
@@ -39,6 +40,7 @@ class MessageType(StrEnum):
     VALIDATION = "validation"
     DELETE_EXPERIMENT = "delete_experiment"
     COMPUTE_EVENT = "compute_event"
+    SEARCHER_WORK = "searcher_work"
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,15 @@ class DeleteExperiment(_Message):
 
 
 @dataclass(frozen=True)
+class SearcherWork(_Message):
+    """An experiment's searcher has work left (its outbox, or its first operations) that the request or
+    consumer that started it could not finish (it lost races too often, or failed): carry it on."""
+
+    TYPE: ClassVar[MessageType] = MessageType.SEARCHER_WORK
+    experiment_id: int
+
+
+@dataclass(frozen=True)
 class ComputeEvent(_Message):
     """An AWS event about the stack's compute (an EC2 spot interruption warning, a Batch or SageMaker job's
     state change), as the stack's EventBridge rules put it on the events queue: their input transformer
@@ -160,7 +171,7 @@ class ComputeEvent(_Message):
 
 SchedulerMessage = RequestSlots | ReleaseSlots | CapacityChanged | Sweep
 TrialEvent = TrialExited | TrialPaused | ValidationReported
-EventsQueueMessage = TrialEvent | DeleteExperiment | ComputeEvent
+EventsQueueMessage = TrialEvent | DeleteExperiment | SearcherWork | ComputeEvent
 Message = SchedulerMessage | Launch | EventsQueueMessage
 
 MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
@@ -173,6 +184,7 @@ MESSAGE_CLASSES: dict[MessageType, type[Message]] = {
     MessageType.TRIAL_PAUSED: TrialPaused,
     MessageType.VALIDATION: ValidationReported,
     MessageType.DELETE_EXPERIMENT: DeleteExperiment,
+    MessageType.SEARCHER_WORK: SearcherWork,
     MessageType.COMPUTE_EVENT: ComputeEvent,
 }
 SCHEDULER_TYPES = frozenset(
@@ -185,6 +197,7 @@ EVENT_TYPES = frozenset(
         MessageType.TRIAL_PAUSED,
         MessageType.VALIDATION,
         MessageType.DELETE_EXPERIMENT,
+        MessageType.SEARCHER_WORK,
         MessageType.COMPUTE_EVENT,
     }
 )
@@ -227,16 +240,19 @@ def parse_launch(body: str | bytes | Mapping[str, Any]) -> Launch:
 
 def parse_event(body: str | bytes | Mapping[str, Any]) -> TrialEvent:
     """A trial event (the searcher's); a `DeleteExperiment` of the same queue is refused here."""
-    message = parse(body, EVENT_TYPES - {MessageType.DELETE_EXPERIMENT, MessageType.COMPUTE_EVENT})
+    others = {MessageType.DELETE_EXPERIMENT, MessageType.SEARCHER_WORK, MessageType.COMPUTE_EVENT}
+    message = parse(body, EVENT_TYPES - others)
     assert isinstance(message, TrialExited | TrialPaused | ValidationReported)
     return message
 
 
 def parse_events_queue(body: str | bytes | Mapping[str, Any]) -> EventsQueueMessage:
-    """Any message of the events queue: a trial event, a `DeleteExperiment` or a `ComputeEvent`."""
+    """Any message of the events queue: a trial event, a `DeleteExperiment`, a `SearcherWork` or a
+    `ComputeEvent`."""
     message = parse(body, EVENT_TYPES)
     assert isinstance(
-        message, TrialExited | TrialPaused | ValidationReported | DeleteExperiment | ComputeEvent
+        message,
+        TrialExited | TrialPaused | ValidationReported | DeleteExperiment | SearcherWork | ComputeEvent,
     )
     return message
 

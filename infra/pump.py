@@ -99,6 +99,10 @@ def _record(message: dict[str, Any], queue_url: str) -> dict[str, Any]:
     }
 
 
+#: How often the stack-wide sweep runs (the template's EventBridge schedule: every minute).
+STACK_SWEEP_S = 60.0
+
+
 class SweepTicker(_QueueThread):
     """The local stand-in for the EventBridge schedule of the template: a `sweep` message to the scheduler
     queue every ``interval`` seconds, so a pass runs (and ends the runs of lost agents) even when nothing

@@ -22,6 +22,7 @@ class Index:
     name: str
     hash_key: tuple[str, str]  # (attribute, "S" | "N")
     range_key: tuple[str, str] | None = None
+    projection: str = "ALL"  # or "KEYS_ONLY": an index read only for keys costs the keys' size
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,16 @@ class TableSpec:
 
 TABLES: tuple[TableSpec, ...] = (
     # `newest`: every experiment under one key (`listed`), by id: listing pages by the last id seen.
-    TableSpec("experiments", ("id", "N"), indexes=(Index("newest", ("listed", "S"), ("id", "N")),)),
+    # `watched`: sparse, the experiments the searcher sweep should look at, by when
+    # (`chalicelib.services.searcher_watch`).
+    TableSpec(
+        "experiments",
+        ("id", "N"),
+        indexes=(
+            Index("newest", ("listed", "S"), ("id", "N")),
+            Index("watched", ("watched", "S"), ("check_at", "N"), projection="KEYS_ONLY"),
+        ),
+    ),
     TableSpec("trials", ("id", "N"), indexes=(Index("by_experiment", ("experiment_id", "N"), ("id", "N")),)),
     TableSpec(
         "runs",
@@ -100,7 +110,11 @@ def table_request(names: StackNames, spec: TableSpec) -> dict[str, Any]:
             attributes.add(index.range_key)
             index_keys.append({"AttributeName": index.range_key[0], "KeyType": "RANGE"})
         indexes.append(
-            {"IndexName": index.name, "KeySchema": index_keys, "Projection": {"ProjectionType": "ALL"}}
+            {
+                "IndexName": index.name,
+                "KeySchema": index_keys,
+                "Projection": {"ProjectionType": index.projection},
+            }
         )
     request: dict[str, Any] = {
         "TableName": names.table(spec.name),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import zlib
 from collections.abc import Mapping
@@ -13,9 +14,13 @@ from chalicelib.aws import dynamo
 from chalicelib.domain.records import Experiment
 from chalicelib.domain.states import EXPERIMENT_TRANSITIONS, ExperimentState, allowed_sources
 from chalicelib.domain.updates import ExperimentUpdates
+from chalicelib.errors import ConflictError
 
 #: The `listed` attribute of every experiment: the one key of the `newest` index.
 LISTED = "experiment"
+#: The `watched` attribute of an experiment the sweep should look at (`check_at`: from when): the key
+#: of the sparse `watched` index, removed once a check finds nothing to do.
+WATCHED = "1"
 
 
 class DynamoExperiments(ExperimentUpdates):
@@ -30,7 +35,15 @@ class DynamoExperiments(ExperimentUpdates):
         item["state"] = str(experiment.state)
         item.setdefault("version", 0)
         item["listed"] = LISTED  # the key of the `newest` index, which `list` pages through
-        self._table.put_item(Item=dynamo.to_dynamo(item), ConditionExpression="attribute_not_exists(id)")
+        try:
+            self._table.put_item(Item=dynamo.to_dynamo(item), ConditionExpression="attribute_not_exists(id)")
+        except ClientError as error:
+            if dynamo.is_condition_failure(error):
+                # As the twin says it (a 409, not a 500): ids are never reused.
+                raise ConflictError(
+                    f"experiment {experiment.id} exists already; draw a new id from ids.next"
+                ) from error
+            raise
 
     def get(self, experiment_id: int) -> Experiment | None:
         item = self._table.get_item(Key={"id": experiment_id}, ConsistentRead=True).get("Item")
@@ -100,7 +113,12 @@ class DynamoExperiments(ExperimentUpdates):
                 # zlib-compressed: an ASHA snapshot grows ~300 bytes a trial, and an item is capped at
                 # 400 KB; compressed, thousands of trials fit.
                 UpdateExpression="SET searcher = :s, searcher_version = :next",
-                ConditionExpression="attribute_not_exists(searcher_version) OR searcher_version = :expected",
+                # attribute_exists(id): an UpdateItem would otherwise create a stub of a missing experiment
+                # (no config: every later read of it would fail).
+                ConditionExpression=(
+                    "attribute_exists(id) AND "
+                    "(attribute_not_exists(searcher_version) OR searcher_version = :expected)"
+                ),
                 ExpressionAttributeValues={
                     ":s": zlib.compress(dynamo.dumps(snapshot).encode(), 6),
                     ":next": expected_version + 1,
@@ -108,9 +126,16 @@ class DynamoExperiments(ExperimentUpdates):
                 },
             )
         except ClientError as error:
-            if dynamo.is_condition_failure(error):
-                return False
-            raise
+            if not dynamo.is_condition_failure(error):
+                raise
+            found = self._table.get_item(
+                Key={"id": experiment_id}, ConsistentRead=True, ProjectionExpression="id"
+            )
+            if "Item" not in found:
+                raise ConflictError(
+                    f"experiment {experiment_id} not found; create it before its searcher"
+                ) from error
+            return False
         return True
 
     def update_versioned(
@@ -135,6 +160,44 @@ class DynamoExperiments(ExperimentUpdates):
 
     def _set_experiment(self, experiment_id: int, fields: Mapping[str, Any]) -> None:
         dynamo.update_fields(self._table, {"id": experiment_id}, fields)
+
+    def raise_progress(self, experiment_id: int, progress: float) -> None:
+        # Lost: the experiment is at `progress` or beyond already (a report that raced this one), or gone.
+        dynamo.update_fields(
+            self._table,
+            {"id": experiment_id},
+            {"progress": progress},
+            "attribute_exists(#pk) AND (attribute_not_exists(progress) OR progress < :p)",
+            {":p": dynamo.number(progress)},
+        )
+
+    def watch(self, experiment_id: int, check_at: int) -> None:
+        # Unconditional but for the record's existence: a later mark moves the check later.
+        dynamo.update_fields(self._table, {"id": experiment_id}, {"watched": WATCHED, "check_at": check_at})
+
+    def unwatch(self, experiment_id: int, check_at: int) -> bool:
+        # Lost: the experiment was marked again since `check_at` was read; that newer mark stands.
+        try:
+            self._table.update_item(
+                Key={"id": experiment_id},
+                UpdateExpression="REMOVE watched, check_at",
+                ConditionExpression="check_at = :seen",
+                ExpressionAttributeValues={":seen": check_at},
+            )
+        except ClientError as error:
+            if dynamo.is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def due_for_check(self, now: float, limit: int) -> builtins.list[tuple[int, int]]:
+        answer = self._table.query(
+            IndexName="watched",
+            KeyConditionExpression="watched = :w AND check_at <= :now",
+            ExpressionAttributeValues={":w": WATCHED, ":now": dynamo.number(now)},
+            Limit=limit,
+        )
+        return [(int(i["id"]), int(i["check_at"])) for i in answer.get("Items", [])]
 
     def delete(self, experiment_id: int) -> None:
         try:

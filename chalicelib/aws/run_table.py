@@ -22,6 +22,7 @@ from chalicelib.domain.queue_head import QueueSummary, queue_fields, sort_key
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run, held_record
 from chalicelib.domain.states import RUN_TRANSITIONS, RunState, allowed_sources
 from chalicelib.domain.updates import RunMove, RunMoves
+from chalicelib.errors import ConflictError
 from chalicelib.services.agent_store import AgentRecord, Host
 
 #: Attempts at a transaction that another write got in the way of.
@@ -205,7 +206,10 @@ class DynamoRuns(RunMoves):
         return run
 
     def _move_pool(self, run_id: str, fields: Mapping[str, Any]) -> Run | None:
-        """A waiting run to another pool's queue, both pools' summaries with it."""
+        """A waiting run to another pool's queue, both pools' summaries with it; None once it is not
+        waiting. ConflictError when other writes kept getting in the way (every enqueue and grant of
+        either pool moves its summary): the run still waits where it was, and the caller must not read
+        that as "granted meanwhile"."""
         for _ in range(_TRIES):
             run = self.get(run_id)
             if run is None or run.state is not RunState.PENDING:
@@ -225,7 +229,12 @@ class DynamoRuns(RunMoves):
                 changes = []
             if queue_table.transact([queue_table.run_update(run_id, update), *changes]):
                 return self.get(run_id)
-        return None
+        run = self.get(run_id)
+        if run is None or run.state is not RunState.PENDING:
+            return None
+        raise ConflictError(
+            f"run {run_id}: its pool's queue kept changing while it was moved; run the update again"
+        )
 
     def note_task_beat(self, run_id: str, at: str) -> None:
         dynamo.update_fields(self._table, {"run_id": run_id}, {"beat_at": at}, pk="run_id")

@@ -16,6 +16,7 @@ from chalicelib.domain.scheduling_victims import (
     victims_on_one_agent,
     victims_on_whole_agents,
 )
+from chalicelib.domain.words import plural
 
 
 @dataclass
@@ -63,7 +64,7 @@ def shape_refusal(slots: int, shape: PoolShape) -> str | None:
     if shape.max_agents is not None and slots // per_agent > shape.max_agents:
         return (
             f"can never fit: needs {slots} slots, the pool has {shape.max_agents * per_agent} at most "
-            f"({shape.max_agents} agents of {per_agent})"
+            f"({plural(shape.max_agents, 'agent')} of {per_agent})"
         )
     return None
 
@@ -260,7 +261,7 @@ class PassState:
         size = sizes[0]
         return (
             f"needs {slots} slots; the largest agent has {capacity.largest} and there are no "
-            f"{slots // size} idle agents of {size}"
+            f"{plural(slots // size, 'idle agent')} of {size}"
         )
 
     def fits_ignoring_protection(self, slots: int) -> bool:

@@ -110,7 +110,10 @@ EXPERIMENT_TRANSITIONS: dict[ExperimentState, frozenset[ExperimentState]] = {
 
 TRIAL_TRANSITIONS: dict[TrialState, frozenset[TrialState]] = {
     # QUEUED -> QUEUED: a restart re-enters the queue (the attempt counter moves on).
-    T.QUEUED: frozenset({T.QUEUED, T.PULLING, T.PAUSED, T.STOPPING_CANCELED, T.CANCELED, T.ERROR}),
+    # QUEUED -> STOPPING_KILLED: a kill between its run's launch and the trial's PULLING (the run is ended).
+    T.QUEUED: frozenset(
+        {T.QUEUED, T.PULLING, T.PAUSED, T.STOPPING_CANCELED, T.STOPPING_KILLED, T.CANCELED, T.ERROR}
+    ),
     T.PULLING: frozenset(
         {T.RUNNING, T.QUEUED, T.PAUSED, T.STOPPING_CANCELED, T.STOPPING_KILLED, T.COMPLETED, T.ERROR}
     ),

@@ -42,6 +42,15 @@ class TrialUpdates:
     def record_progress(self, trial_id: int, progress: float) -> None:
         self._set_trial(trial_id, {"progress": progress})
 
+    def _set_trial_if_newer(self, trial_id: int, fields: Mapping[str, Any], seq: int) -> bool:
+        """Set `fields` and `searcher_seq` = `seq` unless the trial holds a later `searcher_seq` (or is
+        gone); whether it did."""
+        raise NotImplementedError
+
+    def _answer_trial(self, trial_id: int, length: int) -> None:
+        """Clear `searcher_pending` unless the trial reported a searcher length beyond `length`."""
+        raise NotImplementedError
+
     def set_searcher_action(
         self,
         trial_id: int,
@@ -49,19 +58,30 @@ class TrialUpdates:
         *,
         target_length: int | None = None,
         early_stopped: bool | None = None,
-    ) -> None:
+        seq: int | None = None,
+    ) -> bool:
         """What the searcher wants of the trial; with a new target to train to, or whether stopping it
-        now is stopping it early."""
+        now is stopping it early. `seq`: the searcher outbox entry it carries out
+        (`chalicelib.domain.searcher_outbox`): an entry older than one already applied to the trial (a
+        stale consumer carrying it out late) changes nothing and answers False; the same entry again
+        (a consumer that failed half-way through it) applies again."""
         fields: dict[str, Any] = {"searcher_action": action}
         if target_length is not None:
             fields["target_length"] = target_length
         if early_stopped is not None:
             fields["early_stopped"] = early_stopped
+        if seq is not None:
+            return self._set_trial_if_newer(trial_id, fields, seq)
         self._set_trial(trial_id, fields)
+        return True
 
-    def clear_searcher_pending(self, trial_id: int) -> None:
-        """The searcher answered the trial's result (possibly with nothing: the target stands)."""
-        self._set_trial(trial_id, {"searcher_pending": False})
+    def clear_searcher_pending(self, trial_id: int, length: int | None = None) -> None:
+        """The searcher answered the trial's result (possibly with nothing: the target stands); with
+        `length`, the result at that length, so an answer carried out late never answers a newer one."""
+        if length is None:
+            self._set_trial(trial_id, {"searcher_pending": False})
+        else:
+            self._answer_trial(trial_id, length)
 
     def record_usage(self, trial_id: int, usage: Mapping[str, Mapping[str, Any]]) -> None:
         """What the trial's runs used, by run id (`chalicelib.services.costs`: keyed, so idempotent)."""

@@ -56,10 +56,12 @@ def on_trial_event(event: SQSEvent) -> None:
 
 
 def handle_events_message(ports: Ports, message: messages.EventsQueueMessage) -> None:
-    """The events queue: trial events go to the searcher; a `DeleteExperiment` goes on deleting; an AWS
-    compute event (a spot interruption warning) drains its instance's agent."""
+    """The events queue: trial events go to the searcher; a `DeleteExperiment` goes on deleting; a
+    `SearcherWork` carries on a searcher's outbox; an AWS compute event (a spot interruption warning) drains its instance's agent."""
     if isinstance(message, messages.DeleteExperiment):
         deleting.carry_on(ports, message.experiment_id)
+    elif isinstance(message, messages.SearcherWork):
+        searching.on_searcher_work(ports, message)
     elif isinstance(message, messages.ComputeEvent):
         compute_events.handle(ports, message.event)
     else:

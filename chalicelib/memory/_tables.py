@@ -4,6 +4,7 @@ creation, the searcher snapshot saved under its version, and values that only mo
 
 from __future__ import annotations
 
+import builtins
 import copy
 import math
 from collections.abc import Mapping
@@ -77,6 +78,27 @@ class MemoryExperiments(ExperimentUpdates):
         item["searcher_version"] = expected_version + 1
         return True
 
+    def raise_progress(self, experiment_id: int, progress: float) -> None:
+        item = self.items.get(experiment_id)
+        if item is not None and (item.get("progress") is None or item["progress"] < progress):
+            item["progress"] = stored(progress)
+
+    def watch(self, experiment_id: int, check_at: int) -> None:
+        item = self.items.get(experiment_id)
+        if item is not None:
+            item["check_at"] = check_at
+
+    def unwatch(self, experiment_id: int, check_at: int) -> bool:
+        item = self.items.get(experiment_id)
+        if item is None or item.get("check_at") != check_at:
+            return False
+        del item["check_at"]
+        return True
+
+    def due_for_check(self, now: float, limit: int) -> builtins.list[tuple[int, int]]:
+        due = sorted((item["check_at"], key) for key, item in self.items.items() if "check_at" in item)
+        return [(key, at) for at, key in due if at <= now][:limit]
+
     def update_versioned(
         self, experiment_id: int, fields: Mapping[str, Any], expected_version: int
     ) -> Experiment | None:
@@ -112,7 +134,7 @@ class MemoryTrials(TrialUpdates):
         item = self.items.get(trial_id)
         return _trial(item) if item is not None else None
 
-    def for_experiment(self, experiment_id: int) -> list[Trial]:
+    def for_experiment(self, experiment_id: int, *, consistent: bool = False) -> list[Trial]:
         return [
             _trial(self.items[i])
             for i in sorted(self.items)
@@ -127,11 +149,28 @@ class MemoryTrials(TrialUpdates):
     def _set_trial(self, trial_id: int, fields: Mapping[str, Any]) -> None:
         update_fields(self.items, trial_id, fields)
 
+    def _set_trial_if_newer(self, trial_id: int, fields: Mapping[str, Any], seq: int) -> bool:
+        item = self.items.get(trial_id)
+        if item is None or item.get("searcher_seq", 0) > seq:
+            return False
+        update_fields(self.items, trial_id, {**fields, "searcher_seq": seq})
+        return True
+
+    def _answer_trial(self, trial_id: int, length: int) -> None:
+        item = self.items.get(trial_id)
+        if item is not None and item.get("searcher_length", length) <= length:
+            item["searcher_pending"] = False
+
     def delete(self, trial_id: int) -> None:
         self.items.pop(trial_id, None)
 
-    def record_training(self, trial_id: int, steps_completed: int) -> None:
-        self._raise(trial_id, "total_batches", steps_completed, {"total_batches": steps_completed})
+    def record_training(self, trial_id: int, steps_completed: int) -> Trial | None:
+        item = self.items.get(trial_id)
+        if item is None or item.get("total_batches", -1) >= steps_completed:
+            return None
+        before = _trial(item)
+        item["total_batches"] = steps_completed
+        return before
 
     def record_validation(
         self,

@@ -66,6 +66,9 @@ def edit(ports: Ports, experiment_id: int, change: ExperimentEdit) -> Experiment
         before = experiments.get(ports, experiment_id)
         fields = _fields(before, change)
         if not fields:
+            if change.max_slots is not None and not before.state.terminal:
+                # A repeat: the first may have written the limit and failed before its runs got it.
+                job_updates.refresh_live_runs(ports, before)
             return before
         after = ports.experiments.update_versioned(experiment_id, fields, before.version)
         if after is None:

@@ -39,6 +39,8 @@ from contract import messages
 
 #: How many times a batch is planned again after a concurrent change to one of its experiments.
 PLAN_ATTEMPTS = 3
+#: Requests read at a time from a job's queue in a pool it has left (`_left_behind`).
+_PAGE = 100
 MIN_PRIORITY, MAX_PRIORITY = 1, 99
 JOB_FIELDS = ("priority", "weight", "queue_position", "resource_pool")
 
@@ -242,6 +244,9 @@ def _apply_to_runs(ports: Ports, plan: _Plan) -> None:
         pools.update({old_pool, planned.job_pool})
         for run in _live_runs(ports, old_pool, key):
             copy_job_to_run(ports, planned, run)
+        for run in _left_behind(ports, planned, old_pool):
+            pools.add(run.pool)
+            copy_job_to_run(ports, planned, run)
     now = ports.clock.now_iso()
     for pool in sorted(pools):
         ports.queues.to_scheduler(
@@ -257,6 +262,21 @@ def refresh_live_runs(ports: Ports, experiment: Experiment) -> None:
         copy_job_to_run(ports, experiment, run)
     now = ports.clock.now_iso()
     ports.queues.to_scheduler(pool, messages.Sweep(pool, now).to_body(), dedup_id=f"job-update-{pool}-{now}")
+
+
+def _left_behind(ports: Ports, experiment: Experiment, read_pool: str) -> Iterable[Run]:
+    """The job's runs still queued in a pool other than its own (and than `read_pool`, whose runs are
+    copied anyway): an earlier update wrote the job's new pool, then lost the move of these to other
+    writes (a 409 that asked for the update again). One small read of the job's queue in each pool."""
+    for spec in ports.settings.pools:
+        if spec.name in (experiment.job_pool, read_pool):
+            continue
+        after: str | None = None
+        while True:
+            page, after = ports.runs.job_queue_page(spec.name, str(experiment.id), after, _PAGE)
+            yield from page
+            if after is None:
+                break
 
 
 def _live_runs(ports: Ports, pool: str, experiment_id: int) -> Iterable[Run]:

@@ -26,11 +26,11 @@ from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.errors import ConflictError
-from chalicelib.services import experiments, searching
+from chalicelib.services import experiments, runs, searching
 from chalicelib.services.ports import Ports
 
 #: The grant that tells a waiting slot request it will never get slots (its workflow goes on at once).
-NO_GRANT = {"agent_id": "", "num_nodes": 0}
+NO_GRANT = runs.NO_GRANT
 
 
 def pause_experiment(ports: Ports, experiment_id: int) -> Experiment:
@@ -60,9 +60,11 @@ def activate_experiment(ports: Ports, experiment_id: int) -> Experiment:
                 "PAUSED experiment can"
             )
         experiment = experiments.get(ports, experiment_id)
-    if not experiment.searcher_started:
-        searching.start(ports, experiment)
-    else:
+    # Starts a searcher created paused; carries on what a started one left pending (its outbox), and
+    # has the sweep look at the experiment again (a paused one is not looked at).
+    started = experiment.searcher_started
+    searching.start(ports, experiment)
+    if started:
         # Also on a repeated activate: a trial whose pause ended after the first is resumed now.
         for trial in ports.trials.for_experiment(experiment_id):
             if trial.state == TrialState.PAUSED and trial.searcher_action == "train":
@@ -86,7 +88,7 @@ def pause_request_of_paused_experiment(ports: Ports, run: Run) -> None:
 def drop_request_of_canceled_trial(ports: Ports, run: Run) -> None:
     """A slot request of a trial canceled or killed meanwhile: answered at once with no agent, so its
     workflow finds the run ended and the trial canceled (its Cancel), instead of waiting for slots."""
-    _leave_queue(ports, run, -1, "canceled while it waited for slots")
+    runs.leave_queue(ports, run, -1, "canceled while it waited for slots")
 
 
 def _pause_trials(ports: Ports, experiment: Experiment) -> None:
@@ -100,21 +102,17 @@ def _pause_trials(ports: Ports, experiment: Experiment) -> None:
 
 
 def _pause_run(ports: Ports, run: Run) -> None:
-    ports.runs.tell_to_stop(run.run_id, pause=True)
-    ports.compute.nudge(run.run_id)
-    _leave_queue(ports, run, 0, "paused while it waited for slots")
+    if run.state != RunState.EXITED:  # else it ended unstarted already: only its answer may be missing
+        ports.runs.tell_to_stop(run.run_id, pause=True)
+        ports.compute.nudge(run.run_id)
+    runs.leave_queue(ports, run, 0, "paused while it waited for slots")
     # ASSIGNED: the launch consumer ends it unstarted. LAUNCHING or RUNNING: its processes stop.
 
 
-def _leave_queue(ports: Ports, run: Run, exit_code: int, reason: str) -> None:
-    """A run waiting for slots ends unstarted; its slot request is answered with no agent, so its
-    workflow goes on at once (its launch finds the run ended)."""
-    waiting = run.state == RunState.PENDING and run.slot_token
-    if waiting and ports.runs.exit(run.run_id, exit_code, reason) is not None:
-        ports.workflows.succeed(run.slot_token, NO_GRANT)
-
-
 def _current_run(ports: Ports, trial: Trial) -> Run | None:
-    """The trial's current run (the workflow names its runs after the trial's attempts)."""
+    """The trial's current run (the workflow names its runs after the trial's attempts). One that ended
+    unstarted, never granted, is kept: its slot request's answer may have been lost (a repeat gives it)."""
     run = ports.runs.get(keys.run_id(trial.id, trial.attempts)) if trial.attempts > 0 else None
-    return run if run is not None and run.state != RunState.EXITED else None
+    if run is None or (run.state == RunState.EXITED and run.assigned_at is not None):
+        return None
+    return run

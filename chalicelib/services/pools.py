@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from chalicelib import config as cfg
 from chalicelib.domain.pools import PoolSpec, why_never_fits
+from chalicelib.domain.words import plural
 from chalicelib.errors import BadRequestError
 from chalicelib.settings import Settings
 
@@ -37,9 +38,10 @@ def check_request_fits(settings: Settings, resources: cfg.ResourcesConfig) -> No
         raise cfg.ConfigInvalidError([problem])
     reason = why_never_fits(pool, resources.slots_per_trial or 1)
     if reason is not None:
-        shape = f"{pool.max_agents} agents of {pool.slots_per_agent} slots"
         if pool.slots_per_agent is None or pool.max_agents is None:
             shape = f"agents of {pool.slots_per_agent} slots"
+        else:
+            shape = f"{plural(pool.max_agents, 'agent')} of {plural(pool.slots_per_agent, 'slot')}"
         problem = cfg.ConfigProblem(
             "resources.slots_per_trial",
             f"{reason}; the pool has {shape}: lower slots_per_trial or use another pool",

@@ -64,7 +64,25 @@ class ExperimentStore(Protocol):
         ...
 
     def record_progress(self, experiment_id: int, progress: float) -> None: ...
+    def raise_progress(self, experiment_id: int, progress: float) -> None:
+        """Set the experiment's progress unless it is at `progress` or beyond already (two reports that
+        race keep the further one)."""
+        ...
+
     def record_trial_count(self, experiment_id: int, num_trials: int) -> None: ...
+    def watch(self, experiment_id: int, check_at: int) -> None:
+        """Ask the sweep to look at the experiment from `check_at` (epoch seconds) on
+        (`chalicelib.services.searcher_watch`); a later mark replaces an earlier one."""
+        ...
+
+    def unwatch(self, experiment_id: int, check_at: int) -> bool:
+        """Drop the mark read as `check_at`; False when a newer mark replaced it meanwhile (it stands)."""
+        ...
+
+    def due_for_check(self, now: float, limit: int) -> builtins.list[tuple[int, int]]:
+        """Up to `limit` marked experiments whose `check_at` has come, earliest first, with it."""
+        ...
+
     def delete(self, experiment_id: int) -> None:
         """Remove the record of an experiment in DELETING (nothing when it is gone or in another state)."""
         ...
@@ -73,7 +91,11 @@ class ExperimentStore(Protocol):
 class TrialStore(HintsStore, Protocol):
     def create(self, trial: Trial) -> None: ...
     def get(self, trial_id: int) -> Trial | None: ...
-    def for_experiment(self, experiment_id: int) -> list[Trial]: ...
+    def for_experiment(self, experiment_id: int, *, consistent: bool = False) -> list[Trial]:
+        """The experiment's trials by id, from an eventually consistent index; `consistent`: each trial
+        not ended as it is now (for deciding whether every trial has ended)."""
+        ...
+
     def transition(
         self, trial_id: int, target: TrialState, *, end_time: str | None = None
     ) -> Trial | None: ...
@@ -90,12 +112,18 @@ class TrialStore(HintsStore, Protocol):
         *,
         target_length: int | None = None,
         early_stopped: bool | None = None,
-    ) -> None: ...
-    def clear_searcher_pending(self, trial_id: int) -> None:
-        """The searcher answered the trial's result (possibly with nothing: the target stands)."""
+        seq: int | None = None,
+    ) -> bool: ...
+    def clear_searcher_pending(self, trial_id: int, length: int | None = None) -> None:
+        """The searcher answered the trial's result (possibly with nothing: the target stands); with
+        `length`, only while the trial reported nothing beyond it."""
         ...
 
-    def record_training(self, trial_id: int, steps_completed: int) -> None: ...
+    def record_training(self, trial_id: int, steps_completed: int) -> Trial | None:
+        """Raise the trial's trained batches to `steps_completed`; the trial as it was before, or None
+        when it was there already (or is gone)."""
+        ...
+
     def record_usage(self, trial_id: int, usage: Mapping[str, Mapping[str, Any]]) -> None: ...
     def record_validation(
         self,
@@ -194,6 +222,11 @@ class CheckpointStore(Protocol):
     def mark_deleted(self, uuid: str) -> None: ...
     def delete(self, uuid: str) -> None:
         """Remove a checkpoint's record (its files are the blobs' business); nothing when it is gone."""
+        ...
+
+    def add_user(self, uuid: str, experiment_id: int) -> Checkpoint | None:
+        """Note that experiment `experiment_id` starts from the checkpoint (a set: twice is once); the
+        checkpoint as it is now, or None when it has no record."""
         ...
 
 

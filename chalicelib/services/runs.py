@@ -19,6 +19,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import RunState, TrialState
+from chalicelib.domain.updates import MAX_REASON
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from chalicelib.services import costs, elastic, images, telemetry, tokens
 from chalicelib.services.ports import Ports
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: The exit code of a run whose agent was lost (no process exit code exists; non-zero, so it may restart).
 AGENT_LOST_EXIT_CODE = -1
+#: The grant that tells a waiting slot request it will never get slots (its workflow goes on at once).
+NO_GRANT = {"agent_id": "", "num_nodes": 0}
 
 
 def get_trial(ports: Ports, trial_id: int) -> Trial:
@@ -68,7 +71,10 @@ def handle_launch(ports: Ports, message: messages.Launch) -> None:
         exit_code = run.exit_code if run.exit_code is not None else -1
         output = exit_output(run, trial, exit_code, run.reason or "")
         ports.workflows.succeed(message.token, output)
-    # LAUNCHING or RUNNING: a redelivered message; the agent already has it.
+    else:
+        # LAUNCHING or RUNNING: a redelivered message; the agent already has it. The trial's PULLING may
+        # be what the first delivery failed before (refused unless the trial is still QUEUED).
+        ports.trials.transition(run.trial_id, TrialState.PULLING)
 
 
 def heartbeat(
@@ -153,6 +159,9 @@ def started(
             return
         run = parent
     if run is not None:
+        # Its launch's PULLING first, if that has not landed yet (the agent was rung before it was
+        # written, or its write failed): refused unless the trial is still QUEUED.
+        ports.trials.transition(run.trial_id, TrialState.PULLING)
         ports.trials.transition(run.trial_id, TrialState.RUNNING)
 
 
@@ -171,7 +180,17 @@ def exited(
     from its latest checkpoint; it is neither completed nor counted as a restart."""
     held = _held_by(ports, agent_id, run_id)
     if held.state == RunState.EXITED:
-        return  # a retried report
+        if (held.exit_code, held.reason) != (exit_code, reason[:MAX_REASON]):
+            return  # ended by another (a kill, another node's failure, a lost agent): that one reports it
+        # A retried report: what followed its exit's win may not all have happened (a failure in
+        # between), so it is done again; each step is idempotent.
+        told = f"requeued: {reason}" if requeue else reason
+        if isinstance(held, Node) and _node_exited(
+            ports, held, exit_code, told, failed_rank, requeue=requeue
+        ):
+            return
+        _report_again(ports, held, failed_rank, requeue=requeue)
+        return
     if ports.runs.exit(run_id, exit_code, reason) is None:
         return
     if requeue:
@@ -183,29 +202,57 @@ def exited(
         _report_run_exit(ports, held, exit_code, reason, failed_rank, requeue=requeue)
 
 
+def _report_again(ports: Ports, held: Run | Node, failed_rank: int | None, *, requeue: bool) -> None:
+    """Report the exit of the EXITED run that `held` (this report's run, or node) ended, again, from the
+    run as stored: the first report may have failed after winning (before the trial's record or the
+    token's answer). Nothing changes once it was all done: the same values are written, and the token's
+    answer is refused once given. A run its trial has moved on from was answered (that answer starts the
+    next attempt); a run that another node's failure ended is that node's to report."""
+    run = ports.runs.get(held.run_id)
+    trial = ports.trials.get(run.trial_id) if run is not None else None
+    if run is None or run.state != RunState.EXITED or trial is None:
+        return
+    if keys.run_id(trial.id, trial.attempts) != run.run_id:
+        return
+    if isinstance(held, Node) and run.exit_code != 0 and not _ended_by(run, held):
+        return
+    exit_code = run.exit_code if run.exit_code is not None else -1
+    reason = run.reason or ""
+    if requeue and "requeued: " not in reason:
+        reason = f"requeued: {reason}"
+    _report_run_exit(ports, run, exit_code, reason, failed_rank, requeue=requeue, again=True)
+
+
+def _ended_by(run: Run, node: Node) -> bool:
+    """Whether the failure of `node` ended the run (the reason `_node_exited` wrote names it first)."""
+    return (run.reason or "").startswith(f"node {node.node_rank} of ")
+
+
 def _node_exited(
     ports: Ports, node: Node, exit_code: int, reason: str, failed_rank: int | None, *, requeue: bool
-) -> None:
+) -> bool:
     """One node of a multi-node run ended: the first failure ends the run (the other nodes are told to
-    stop at their agents' next heartbeat); a clean exit ends it once every node has exited cleanly."""
+    stop at their agents' next heartbeat); a clean exit ends it once every node has exited cleanly.
+    True when this call ended the run and reported it."""
     run = ports.runs.record_node_exit(node.run_id, node.node_rank, exit_code)
     if run is None:
-        return  # the run has ended already: another node failed first
+        return False  # the run has ended already: another node failed first
     count = len(run.nodes)
     if exit_code == 0:
         if len(run.node_exits) < count:
-            return  # the others are still running
+            return False  # the others are still running
         reason = f"all {count} nodes exited with code 0"
     else:
         reason = f"node {node.node_rank} of {count} (agent {node.agent_id}): {reason}"
     if ports.runs.exit(run.run_id, exit_code, reason) is None:
-        return
+        return False
     for other in range(count):
         if other != node.node_rank:
             node_id = keys.node_id(run.run_id, other)
             ports.runs.exit(node_id, -1, f"stopped: node {node.node_rank} ended the run")
             ports.compute.stop(node_id)
     _report_run_exit(ports, run, exit_code, reason, failed_rank, requeue=requeue)
+    return True
 
 
 def agents_lost(ports: Ports, run: Run, agents: Sequence[str], timeout_s: float) -> bool:
@@ -238,12 +285,28 @@ def end_run(ports: Ports, run: Run, exit_code: int, reason: str, *, requeue: boo
     ``requeue``, its trial goes back to the queue). False if the run had ended already."""
     if ports.runs.exit(run.run_id, exit_code, reason) is None:
         return False
-    ports.compute.stop(run.run_id)
     for rank in range(len(run.nodes)):
         ports.runs.exit(keys.node_id(run.run_id, rank), exit_code, reason)
-        ports.compute.stop(keys.node_id(run.run_id, rank))
+    # Told before any call to stop its compute (a Batch or SageMaker API that may fail): once answered,
+    # a failed stop leaves only processes that their agents kill at the next heartbeat.
     _report_run_exit(ports, run, exit_code, reason, None, requeue=requeue)
+    ports.compute.stop(run.run_id)
+    for rank in range(len(run.nodes)):
+        ports.compute.stop(keys.node_id(run.run_id, rank))
     return True
+
+
+def leave_queue(ports: Ports, run: Run, exit_code: int, reason: str) -> None:
+    """A run waiting for slots ends unstarted, and its slot request is answered with no agent, so its
+    workflow goes on at once (its launch finds the run ended). Also for a run that left the queue this
+    way already: the first call may have failed before its answer (a repeat is refused once answered)."""
+    if not run.slot_token or run.state not in (RunState.PENDING, RunState.EXITED):
+        return
+    if run.state == RunState.PENDING:
+        ports.runs.exit(run.run_id, exit_code, reason)
+    current = ports.runs.get(run.run_id)
+    if current is not None and current.state == RunState.EXITED and current.assigned_at is None:
+        ports.workflows.succeed(run.slot_token, NO_GRANT)  # never granted: its wait for slots ends
 
 
 def _report_run_exit(
@@ -254,8 +317,10 @@ def _report_run_exit(
     failed_rank: int | None,
     *,
     requeue: bool = False,
+    again: bool = False,
 ) -> None:
-    """The run has exited: record it (and what it used) on the trial and answer the workflow's token."""
+    """The run has exited: record it (and what it used) on the trial and answer the workflow's token.
+    ``again``: a repeat of a report that may have been made (its failure is charted by the first only)."""
     trial = ports.trials.get(run.trial_id)
     costs.record_run_usage(ports, run, trial, exit_code)
     if trial is not None and trial.invalid_hp and exit_code == 0:
@@ -264,7 +329,8 @@ def _report_run_exit(
         failed_rank = trial.failed_rank  # a clean exit keeps the rank an earlier run failed on
     ports.trials.record_exit(run.trial_id, exit_code, reason, failed_rank)
     output = exit_output(run, trial, exit_code, reason, requeue=requeue)
-    telemetry.run_failed(ports, run, trial, exit_code, output)  # a restart or an error, charted
+    if not again:
+        telemetry.run_failed(ports, run, trial, exit_code, output)  # a restart or an error, charted
     if run.launch_token:
         ports.workflows.succeed(run.launch_token, output)
 

@@ -34,7 +34,15 @@ from chalicelib.domain.scheduling import AgentCapacity, Assignment, Holding
 from chalicelib.domain.scheduling_policies import PoolPolicy
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.domain.telemetry import PoolPass
-from chalicelib.services import elastic_scheduling, job_updates, pausing, prices, runs, telemetry
+from chalicelib.services import (
+    elastic_scheduling,
+    job_updates,
+    pausing,
+    prices,
+    runs,
+    searcher_watch,
+    telemetry,
+)
 from chalicelib.services.agent_store import Host
 from chalicelib.services.clock import epoch_of, iso_utc
 from chalicelib.services.ports import Demand, Ports
@@ -59,6 +67,7 @@ def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
             body = messages.Sweep(spec.name, at).to_body()
             ports.queues.to_scheduler(spec.name, body, dedup_id=f"sweep-{spec.name}-{at}")
         prices.refresh_if_due(ports)  # once a day: the stack's price table (it never raises for AWS)
+        searcher_watch.sweep(ports)  # no experiment hangs silently
         return
     if isinstance(message, messages.RequestSlots):
         experiment = ports.experiments.get(message.experiment_id)
@@ -237,6 +246,10 @@ def _still_awaited(ports: Ports, run: Run, now: float) -> bool:
     if run.state == RunState.ASSIGNED:
         stale = run.assigned_at is not None and now - epoch_of(run.assigned_at) > TASK_HEARTBEAT_S
         if stale and ports.runs.exit(run.run_id, -1, "its launch never came") is not None:
+            if run.slot_token:
+                # Its grant's answer may be what was lost (the pass that assigned it failed before it):
+                # the workflow goes on to its launch, which finds the run ended. A no-op once answered.
+                ports.workflows.succeed(run.slot_token, runs.NO_GRANT)
             ports.compute.stop(run.run_id)
             return False
         return not stale

@@ -1,9 +1,16 @@
 """Running an experiment's searcher: feed it events, persist its snapshot, carry out its operations.
 
-The snapshot is saved with a conditional write on `searcher_version` before any operation is carried
-out, so two consumers racing on the same experiment cannot both act; the loser raises and SQS delivers
-the event again, by which time the winner's snapshot already holds it (so it is a no-op). Operations are
-idempotent on their own too: a trial is created once per searcher request id, executions are named.
+A searcher's answer to an event is written into its stored snapshot (its outbox,
+`chalicelib.domain.searcher_outbox`) by the same conditional write on `searcher_version` that records the
+event, before any of it is carried out. A consumer that loses that write changes nothing and raises
+`StaleSearcherError`: SQS delivers the event again, and the searcher then answers it from the winner's
+snapshot (or, having seen it, ignores it). Once saved, the outbox is carried out entry by entry (`drive`),
+each entry removed by another conditional save; a save lost to a concurrent consumer is retried on fresh
+state, and work left after `DRIVE_ATTEMPTS` losses (or a failure) is handed to the events queue
+(`SearcherWork`) and watched by the sweep (`searcher_watch`). Nothing the searcher decided is dropped,
+and no request reports failure for work it handed on. Every entry is idempotent: a trial is created once
+per searcher request id, executions are named, and entries that change a trial carry their sequence
+number, so one carried out late changes nothing a later one set.
 
 Per trial, the searcher's wishes live on the trial record: `target_length` (train until there),
 `searcher_action` (`train`, `pause` or `stop`) and `searcher_pending` (a validation at the target has
@@ -13,14 +20,23 @@ been reported and the searcher has not answered yet). The trial reads them throu
 
 from __future__ import annotations
 
+import logging
+
 from chalicelib import config as cfg
 from chalicelib.domain import keys, searchers
 from chalicelib.domain.records import Experiment, Trial
+from chalicelib.domain.searcher_outbox import AnswerValidation, Pending, SearcherRecord, Work
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
 from chalicelib.services import retention, stopping
 from chalicelib.services.ports import Ports
 from contract import messages
+
+log = logging.getLogger(__name__)
+
+#: Saves lost in a row before `drive` hands the outbox to the queue (each loss means another consumer
+#: saved the searcher meanwhile, so it made progress too).
+DRIVE_ATTEMPTS = 8
 
 
 class StaleSearcherError(ConflictError):
@@ -47,56 +63,148 @@ def search_spec(config: cfg.ExperimentConfig) -> searchers.SearchSpec:
 
 
 def start(ports: Ports, experiment: Experiment) -> None:
-    """Start the experiment's searcher: its first trials. Once: a searcher already started is kept."""
+    """Start the experiment's searcher: its first trials. Once: a searcher already started is kept, and
+    what it left pending is carried on. Never raises once the experiment's record exists: what this call
+    cannot finish (lost races, a failure) goes to the queue, so a create or an activation never reports
+    failure for an experiment it made."""
+    try:
+        _start(ports, experiment)
+    except Exception:  # noqa: BLE001 - handed on: SearcherWork's consumer starts it, or raises and is retried
+        log.exception("experiment %s: starting its searcher failed; handed to the queue", experiment.id)
+        _hand_off(ports, experiment.id)
+        return
+    carry_on(ports, experiment.id)
+
+
+def _start(ports: Ports, experiment: Experiment) -> None:
+    watch(ports, experiment.id)  # the sweep finishes what this call may not
     if experiment.searcher_started:
-        return  # already started (a redelivered activation)
+        return
     spec = search_spec(experiment.parsed_config)
     searcher = searchers.new_searcher(spec)
-    _save_and_apply(ports, experiment, spec, searcher, searcher.initial_operations(), version=0)
+    first = searcher.initial_operations()  # before the snapshot: it records what it asked for
+    record = SearcherRecord(snapshot={}).enqueue(searcher.snapshot(), first, ports.clock.now())
+    # Lost: another start saved the searcher first (a redelivered activation); its outbox is carried on.
+    ports.experiments.save_searcher(experiment.id, record.to_json(), expected_version=0)
+
+
+def watch(ports: Ports, experiment_id: int) -> None:
+    """Have the sweep look at the experiment once `searcher_check_s` pass with nothing happening to it
+    (`chalicelib.services.searcher_watch`): a later call moves the look later."""
+    ports.experiments.watch(experiment_id, int(ports.clock.now() + ports.settings.searcher_check_s))
+
+
+def carry_on(ports: Ports, experiment_id: int) -> bool:
+    """Carry out the experiment's outbox; where it cannot (lost races, a failure), hand it to the events
+    queue. True when nothing is left pending. Never raises."""
+    try:
+        if drive(ports, experiment_id):
+            return True
+        log.info(
+            "experiment %s: its searcher kept changing; the rest of its work goes to the queue", experiment_id
+        )
+    except Exception:  # noqa: BLE001 - handed on: SearcherWork's consumer raises, and is retried
+        log.exception(
+            "experiment %s: carrying out its searcher's work failed; handed to the queue", experiment_id
+        )
+    _hand_off(ports, experiment_id)
+    return False
+
+
+def _hand_off(ports: Ports, experiment_id: int) -> None:
+    ports.queues.to_events(messages.SearcherWork(experiment_id=experiment_id).to_body())
+
+
+def on_searcher_work(ports: Ports, message: messages.SearcherWork) -> None:
+    """The events queue's `SearcherWork`: start the searcher of an active experiment whose start was cut
+    short, and carry out its outbox; raises (the message comes again) while races or a failure keep it
+    from finishing."""
+    experiment = ports.experiments.get(message.experiment_id)
+    if experiment is None or _gone(experiment):
+        return
+    if not experiment.searcher_started:
+        if experiment.state != ExperimentState.ACTIVE:
+            return  # created paused: its activation starts it
+        _start(ports, experiment)
+    _drive_or_raise(ports, experiment.id)
 
 
 def handle_event(ports: Ports, message: messages.TrialEvent) -> None:
+    """A trial event for the searcher: its answer is saved into the outbox and carried out. A save lost
+    to another consumer is tried again on fresh state; after `DRIVE_ATTEMPTS` losses it raises
+    `StaleSearcherError` having changed nothing, and the event comes again."""
+    for _ in range(DRIVE_ATTEMPTS):
+        if _answer_event(ports, message):
+            _drive_or_raise(ports, message.experiment_id)
+            return
+    raise StaleSearcherError(f"searcher of experiment {message.experiment_id} changed meanwhile; retrying")
+
+
+def _answer_event(ports: Ports, message: messages.TrialEvent) -> bool:
+    """Feed the event to the searcher as stored now and save its answer into the outbox. False when
+    the save lost to another consumer (nothing changed); True otherwise (also when there was nothing to
+    answer, or the event was carried out another way)."""
     experiment = ports.experiments.get(message.experiment_id)
     if experiment is None or experiment.searcher is None or _gone(experiment):
-        return
+        return True
+    if isinstance(message, messages.TrialExited | messages.TrialPaused):
+        watch(ports, experiment.id)  # a trial ended a run: the experiment may have gone idle
     if experiment.state in stopping.STOPPING_TO_CANCELED:
         stopping.on_trial_event(ports, experiment)  # canceled: the searcher creates nothing more
-        return
+        return True
     if experiment.state in (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR):
-        _end_experiment_once_trials_stopped(ports, experiment, message)
-        return
+        _drive_or_raise(ports, experiment.id)  # what the searcher decided before its shutdown first
+        finish_stopping(ports, experiment.id, message)
+        return True
     spec = search_spec(experiment.parsed_config)  # parsed once per event
     if experiment.parsed_config.past_time_limit(experiment.start_time, ports.clock.now()):
         _on_searcher_shutdown(ports, experiment, spec, failure=False)  # NNI's maxExperimentDuration: no more
-        return
-    searcher = searchers.restore_searcher(experiment.searcher, spec)
-    trial_id = message.trial_id
+        return True
+    record = SearcherRecord.load(experiment.searcher)
+    if not isinstance(message, messages.TrialPaused) and message.event_id in record.seen_events:
+        return True  # a redelivery: its answer was saved with the event (and is carried out)
+    searcher = searchers.restore_searcher(record.snapshot, spec)
+    work: list[Work]
     if isinstance(message, messages.TrialPaused):
-        _carry_out_decision_on_paused_trial(ports, experiment, trial_id)
-        _tell_pause(ports, experiment, spec, searcher, message)
-        return
+        _carry_out_decision_on_paused_trial(ports, experiment, message.trial_id)
+        work = list(_tell_pause(ports, searcher, message))
+    else:
+        event = _searcher_event(ports, message)
+        work = list(searcher.on_event(event))
+        if isinstance(event, searchers.ValidationReported):
+            # Answered (possibly with nothing: the target stands, or the trial is done), after the rest.
+            work.append(AnswerValidation(event.trial_id, event.length))
+    saved = record.enqueue(searcher.snapshot(), work, ports.clock.now())
+    return ports.experiments.save_searcher(experiment.id, saved.to_json(), experiment.searcher_version)
+
+
+def _searcher_event(
+    ports: Ports, message: messages.TrialExited | messages.ValidationReported
+) -> searchers.TrialExited | searchers.ValidationReported:
     if isinstance(message, messages.TrialExited):
-        trial = ports.trials.get(trial_id)
+        trial = ports.trials.get(message.trial_id)
         failed = trial is None or trial.state != TrialState.COMPLETED
         invalid = trial is not None and trial.invalid_hp
-        event: searchers.TrialExited | searchers.ValidationReported = searchers.TrialExited(
+        return searchers.TrialExited(
             event_id=message.event_id,
-            trial_id=trial_id,
+            trial_id=message.trial_id,
             failed=failed and not invalid,
             invalid_hp=invalid,
         )
-    else:
-        event = searchers.ValidationReported(
-            event_id=message.event_id,
-            trial_id=trial_id,
-            length=message.length,
-            metric=message.metric,
-        )
-    ops = searcher.on_event(event)
-    _save_and_apply(ports, experiment, spec, searcher, ops, version=experiment.searcher_version)
-    if isinstance(event, searchers.ValidationReported):
-        # Answered (possibly with nothing: the target stands, or the trial is done).
-        ports.trials.clear_searcher_pending(trial_id)
+    return searchers.ValidationReported(
+        event_id=message.event_id,
+        trial_id=message.trial_id,
+        length=message.length,
+        metric=message.metric,
+    )
+
+
+def _drive_or_raise(ports: Ports, experiment_id: int) -> bool:
+    """`drive` for an event's consumer: work it cannot finish raises, so the event comes again (the
+    searcher has seen it then: only the outbox is carried on). True when nothing is left pending."""
+    if drive(ports, experiment_id):
+        return True
+    raise StaleSearcherError(f"searcher of experiment {experiment_id} changed meanwhile; retrying")
 
 
 def _gone(experiment: Experiment) -> bool:
@@ -105,63 +213,91 @@ def _gone(experiment: Experiment) -> bool:
 
 
 def _tell_pause(
-    ports: Ports,
-    experiment: Experiment,
-    spec: searchers.SearchSpec,
-    searcher: searchers.Searcher,
-    message: messages.TrialPaused,
-) -> None:
+    ports: Ports, searcher: searchers.Searcher, message: messages.TrialPaused
+) -> list[searchers.Operation]:
     """Tell a searcher that observes pauses (PBT) that the trial's pause checkpoint is stored."""
     if not isinstance(searcher, searchers.PauseObserver):
-        return
+        return []
     trial = ports.trials.get(message.trial_id)
     if trial is None or trial.state != TrialState.PAUSED:
-        return  # the pause was not recorded (the trial was canceled meanwhile)
+        return []  # the pause was not recorded (the trial was canceled meanwhile)
     if trial.searcher_action != "pause":
-        return  # paused by the user (`det experiment pause`), not by the searcher: not a round's end
-    ops = searcher.on_trial_paused(searchers.TrialPaused(message.event_id, message.trial_id))
-    _save_and_apply(ports, experiment, spec, searcher, ops, version=experiment.searcher_version)
+        return []  # paused by the user (`det experiment pause`), not by the searcher: not a round's end
+    return searcher.on_trial_paused(searchers.TrialPaused(message.event_id, message.trial_id))
 
 
-def _save_and_apply(
+def drive(ports: Ports, experiment_id: int, *, attempts: int = DRIVE_ATTEMPTS) -> bool:
+    """Carry out the experiment's outbox, oldest entry first, each from the state as stored now. True
+    when nothing is left pending; False after `attempts` saves lost in a row to other consumers."""
+    lost = 0
+    while True:
+        experiment = ports.experiments.get(experiment_id)
+        if experiment is None or experiment.searcher is None or _gone(experiment):
+            return True  # nothing more may happen to an experiment that ended
+        record = SearcherRecord.load(experiment.searcher)
+        if not record.pending:
+            _record_progress(ports, experiment, record)
+            return True
+        spec = search_spec(experiment.parsed_config)
+        searcher = searchers.restore_searcher(record.snapshot, spec)
+        entry = record.pending[0]
+        followups = _carry_out(ports, experiment, spec, searcher, entry)
+        done = record.done(entry.seq, searcher.snapshot(), ports.clock.now())
+        if followups:
+            done = done.enqueue(searcher.snapshot(), followups, ports.clock.now())
+        if ports.experiments.save_searcher(experiment_id, done.to_json(), experiment.searcher_version):
+            lost = 0
+            continue
+        lost += 1  # another consumer saved first: carry on from its state (the entry may be done)
+        if lost >= attempts:
+            return False
+
+
+def _carry_out(
     ports: Ports,
     experiment: Experiment,
     spec: searchers.SearchSpec,
     searcher: searchers.Searcher,
-    ops: list[searchers.Operation],
-    version: int,
-) -> None:
-    version = _save(ports, experiment.id, searcher, version)
-    for op in ops:
-        if isinstance(op, searchers.CreateTrial):
-            trial_id = _create_trial(ports, experiment, op)
-            # Tell the searcher the trial's id; saved before the next operation runs.
-            searcher.on_event(searchers.TrialCreated(f"created-{op.request_id}", op.request_id, trial_id))
-            version = _save(ports, experiment.id, searcher, version)
-        elif isinstance(op, searchers.ContinueTrial):
-            _continue_trial(ports, experiment, op)
-        elif isinstance(op, searchers.PauseTrial):
-            ports.trials.set_searcher_action(op.trial_id, "pause")
-        elif isinstance(op, searchers.StopTrial):
-            _stop_trial(ports, op.trial_id, spec)
-        elif isinstance(op, searchers.Shutdown):
-            _on_searcher_shutdown(ports, experiment, spec, failure=op.failure)
-    if not any(isinstance(op, searchers.Shutdown) for op in ops):
-        # A searcher that shut down counts itself done: the experiment's end records what was done.
-        ports.experiments.record_progress(experiment.id, round(searcher.progress(), 4))
+    entry: Pending,
+) -> list[searchers.Operation]:
+    """Carry out one outbox entry; the searcher operations it leads to (none, so far)."""
+    work, seq = entry.work, entry.seq
+    if isinstance(work, searchers.CreateTrial):
+        trial_id = _create_trial(ports, experiment, work)
+        # Tell the searcher the trial's id (a second time changes nothing: the event id is the same).
+        return searcher.on_event(
+            searchers.TrialCreated(f"created-{work.request_id}", work.request_id, trial_id)
+        )
+    if isinstance(work, searchers.ContinueTrial):
+        _continue_trial(ports, experiment, work, seq=seq)
+    elif isinstance(work, searchers.PauseTrial):
+        ports.trials.set_searcher_action(work.trial_id, "pause", seq=seq)
+    elif isinstance(work, searchers.StopTrial):
+        _stop_trial(ports, work.trial_id, spec, seq=seq)
+    elif isinstance(work, searchers.Shutdown):
+        _on_searcher_shutdown(ports, experiment, spec, failure=work.failure, seq=seq)
+    elif isinstance(work, AnswerValidation):
+        ports.trials.clear_searcher_pending(work.trial_id, work.length)
+    return []
 
 
-def _save(ports: Ports, experiment_id: int, searcher: searchers.Searcher, version: int) -> int:
-    if not ports.experiments.save_searcher(experiment_id, searcher.snapshot(), expected_version=version):
-        raise StaleSearcherError(f"searcher of experiment {experiment_id} changed meanwhile; retrying")
-    return version + 1
+def _record_progress(ports: Ports, experiment: Experiment, record: SearcherRecord) -> None:
+    """The experiment's progress, as its searcher sees it, raised only (the trials' reports raise it
+    between events: `chalicelib.services.progress`); a searcher that shut down counts itself done, and
+    the experiment's end records what was done."""
+    if record.snapshot.get("shut_down"):
+        return
+    searcher = searchers.restore_searcher(record.snapshot, search_spec(experiment.parsed_config))
+    progress = searcher.progress()
+    if progress is not None and (experiment.progress is None or round(progress, 4) > experiment.progress):
+        ports.experiments.raise_progress(experiment.id, round(progress, 4))
 
 
 def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTrial) -> int:
     # Claimed once per request id, so a redelivered event finds the trial it already created.
     trial_id = ports.ids.claim(keys.trial_request_claim(experiment.id, op.request_id), "trial")
     seed = experiment.parsed_config.reproducibility.experiment_seed or 0
-    warm_start = _warm_start_checkpoint(ports, op)
+    start_from = _warm_start_checkpoint(ports, experiment, op)
     # While the experiment is paused, a new trial waits PAUSED for `det experiment activate`.
     paused = experiment.state == ExperimentState.PAUSED
     ports.trials.create(
@@ -176,8 +312,8 @@ def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTria
             target_length=op.length,
             warm_start_trial_id=op.warm_start_trial_id,
             # The trial starts from it (its launch spec's latest_checkpoint) until it stores its own.
-            latest_checkpoint=warm_start,
-            warm_start_checkpoint=warm_start,
+            latest_checkpoint=start_from,
+            warm_start_checkpoint=start_from,
         )
     )
     ports.experiments.record_trial_count(experiment.id, len(ports.trials.for_experiment(experiment.id)))
@@ -194,12 +330,13 @@ def _create_trial(ports: Ports, experiment: Experiment, op: searchers.CreateTria
     return trial_id
 
 
-def _warm_start_checkpoint(ports: Ports, op: searchers.CreateTrial) -> str | None:
-    """The latest checkpoint of the trial a new one starts from (None: it starts from scratch)."""
-    if op.warm_start_trial_id is None:
-        return None
-    parent = ports.trials.get(op.warm_start_trial_id)
-    return parent.latest_checkpoint if parent is not None else None
+def _warm_start_checkpoint(ports: Ports, experiment: Experiment, op: searchers.CreateTrial) -> str | None:
+    """The checkpoint a new trial starts from (None: from scratch): its PBT parent's latest, else the
+    experiment's warm-start source (Determined's `source_checkpoint_uuid` / `source_trial_id`)."""
+    if op.warm_start_trial_id is not None:
+        parent = ports.trials.get(op.warm_start_trial_id)
+        return parent.latest_checkpoint if parent is not None else None
+    return experiment.warm_start_checkpoint
 
 
 def _start_run(ports: Ports, experiment: Experiment, trial_id: int, generation: int) -> None:
@@ -217,11 +354,14 @@ def _start_run(ports: Ports, experiment: Experiment, trial_id: int, generation: 
     )
 
 
-def _continue_trial(ports: Ports, experiment: Experiment, op: searchers.ContinueTrial) -> None:
+def _continue_trial(
+    ports: Ports, experiment: Experiment, op: searchers.ContinueTrial, *, seq: int | None = None
+) -> None:
     trial = ports.trials.get(op.trial_id)
     if trial is None:
         return
-    ports.trials.set_searcher_action(op.trial_id, "train", target_length=op.length)
+    if not ports.trials.set_searcher_action(op.trial_id, "train", target_length=op.length, seq=seq):
+        return  # carried out late: a later entry was applied to the trial already
     if trial.state == TrialState.PAUSED:
         # A promotion: resume the paused trial from its latest checkpoint in a new execution. The
         # generation moves on only if the trial is still paused, so a redelivery starts it once.
@@ -236,6 +376,12 @@ def resume_paused_trial(ports: Ports, experiment: Experiment, trial: Trial) -> N
         return
     if ports.trials.resume_paused(trial.id, trial.generation, trial.attempts):
         _start_run(ports, experiment, trial.id, trial.generation + 1)
+        return
+    fresh = ports.trials.get(trial.id)
+    if fresh is not None and fresh.state == TrialState.PAUSED and fresh.generation > 0:
+        # Claimed already, perhaps by a call that failed before its start: executions are started by
+        # name, so this is a no-op when the claimed one runs or ran, and its start when it never did.
+        _start_run(ports, experiment, trial.id, fresh.generation)
 
 
 def restart_lost_trial(ports: Ports, experiment: Experiment, trial: Trial) -> None:
@@ -249,11 +395,14 @@ def _stops_early(trial: Trial, spec: searchers.SearchSpec) -> bool:
     return spec.max_length is not None and (trial.searcher_length or 0) < spec.max_length
 
 
-def _stop_trial(ports: Ports, trial_id: int, spec: searchers.SearchSpec) -> None:
+def _stop_trial(ports: Ports, trial_id: int, spec: searchers.SearchSpec, *, seq: int | None = None) -> None:
     trial = ports.trials.get(trial_id)
     if trial is None:
         return
-    ports.trials.set_searcher_action(trial_id, "stop", early_stopped=_stops_early(trial, spec))
+    if not ports.trials.set_searcher_action(
+        trial_id, "stop", early_stopped=_stops_early(trial, spec), seq=seq
+    ):
+        return  # carried out late: a later entry was applied to the trial already
     if trial.state == TrialState.PAUSED:
         _complete_stopped_paused_trial(ports, trial)
 
@@ -286,33 +435,53 @@ def _complete_stopped_paused_trial(ports: Ports, trial: Trial) -> None:
 
 
 def _on_searcher_shutdown(
-    ports: Ports, experiment: Experiment, spec: searchers.SearchSpec, *, failure: bool
+    ports: Ports,
+    experiment: Experiment,
+    spec: searchers.SearchSpec,
+    *,
+    failure: bool,
+    seq: int | None = None,
 ) -> None:
     """The searcher shut down. Trials still running (typically on their way to a pause) are told to stop
     and the experiment waits in STOPPING_* for them, as Determined's does; otherwise it ends now."""
     running = [
         t
-        for t in ports.trials.for_experiment(experiment.id)
+        for t in ports.trials.for_experiment(experiment.id, consistent=True)
         if not t.state.terminal and t.state != TrialState.PAUSED
     ]
     if not running:
         _end_experiment(ports, experiment, failure=failure)
         return
     for trial in running:
-        ports.trials.set_searcher_action(trial.id, "stop", early_stopped=_stops_early(trial, spec))
+        ports.trials.set_searcher_action(trial.id, "stop", early_stopped=_stops_early(trial, spec), seq=seq)
     stopping = ExperimentState.STOPPING_ERROR if failure else ExperimentState.STOPPING_COMPLETED
     ports.experiments.transition(experiment.id, stopping)
 
 
-def _end_experiment_once_trials_stopped(
-    ports: Ports, experiment: Experiment, message: messages.TrialEvent
-) -> None:
-    """An event for an experiment waiting in STOPPING_*: end it once no trial is running any more."""
+def end_experiment(ports: Ports, experiment_id: int) -> None:
+    """End an active experiment as its searcher's shutdown would (no failure): its running trials are
+    told to stop and it waits for them in STOPPING_COMPLETED, or it ends now."""
+    experiment = ports.experiments.get(experiment_id)
+    if experiment is None or _gone(experiment):
+        return
+    _on_searcher_shutdown(ports, experiment, search_spec(experiment.parsed_config), failure=False)
+
+
+def finish_stopping(ports: Ports, experiment_id: int, message: messages.TrialEvent | None = None) -> None:
+    """An experiment waiting in STOPPING_COMPLETED or STOPPING_ERROR (its searcher shut down): end it
+    once no trial is running any more. `message`: the trial event that asks (a trial that paused is
+    finished where it is)."""
+    experiment = ports.experiments.get(experiment_id)
+    if experiment is None or experiment.state not in (
+        ExperimentState.STOPPING_COMPLETED,
+        ExperimentState.STOPPING_ERROR,
+    ):
+        return
     if isinstance(message, messages.TrialPaused):
         trial = ports.trials.get(message.trial_id)
         if trial is not None and trial.state == TrialState.PAUSED:
             _complete_paused_trial_as_experiment_ends(ports, trial)
-    trials = ports.trials.for_experiment(experiment.id)
+    trials = ports.trials.for_experiment(experiment.id, consistent=True)
     if all(t.state.terminal or t.state == TrialState.PAUSED for t in trials):
         _end_experiment(ports, experiment, failure=experiment.state == ExperimentState.STOPPING_ERROR)
 
@@ -329,7 +498,7 @@ def _end_experiment(ports: Ports, experiment: Experiment, *, failure: bool) -> N
     for trial in ports.trials.for_experiment(experiment.id):
         if trial.state == TrialState.PAUSED:
             _complete_paused_trial_as_experiment_ends(ports, trial)
-    trials = ports.trials.for_experiment(experiment.id)
+    trials = ports.trials.for_experiment(experiment.id, consistent=True)
     any_completed = any(t.state == TrialState.COMPLETED for t in trials)
     target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
     # Retention first: if it fails, the event comes again while the experiment has not ended.

@@ -75,12 +75,14 @@ def on_trial_event(ports: Ports, experiment: Experiment) -> None:
 
     A stopping trial whose run has exited ends CANCELED here too: its exit may have been reported just
     before the cancel (so without the flag that makes the workflow cancel it)."""
-    for trial in ports.trials.for_experiment(experiment.id):
+    # Consistent: the consumer of a trial's last event must see that trial as its event left it (the
+    # index could show it as it was before, and the experiment would never end).
+    for trial in ports.trials.for_experiment(experiment.id, consistent=True):
         if trial.state in _TRIAL_STOPPING:
             run = _latest_run(ports, trial)
             if run is None or run.state == RunState.EXITED:
                 ports.trials.transition(trial.id, TrialState.CANCELED, end_time=ports.clock.now_iso())
-    trials = ports.trials.for_experiment(experiment.id)
+    trials = ports.trials.for_experiment(experiment.id, consistent=True)
     if all(t.state.terminal for t in trials):
         retention.apply(ports, experiment, trials)
         ports.experiments.transition(experiment.id, ExperimentState.CANCELED, end_time=ports.clock.now_iso())
@@ -119,14 +121,20 @@ def _stop_experiment(ports: Ports, experiment_id: int, *, kill: bool) -> Experim
 def _stop_trial(ports: Ports, trial: Trial, *, kill: bool) -> bool:
     """Stop one trial; True when it ended here (no run of it was launched)."""
     if trial.state.terminal:
+        if trial.state == TrialState.CANCELED and (run := _latest_run(ports, trial)) is not None:
+            _drop_queued_run(ports, run)  # a repeat: the first may have lost its slot request's answer
         return False
     run = _latest_run(ports, trial)
     launched = run is not None and run.state in (RunState.LAUNCHING, RunState.RUNNING)
     if not launched and trial.state in (TrialState.QUEUED, TrialState.PAUSED):
         ended = ports.trials.transition(trial.id, TrialState.CANCELED, end_time=ports.clock.now_iso())
+        if ended is None:
+            # It moved on meanwhile (its launch made it PULLING): stopped as it is now, its run with it.
+            fresh = ports.trials.get(trial.id)
+            return fresh is not None and fresh.state != trial.state and _stop_trial(ports, fresh, kill=kill)
         if run is not None:
             _drop_queued_run(ports, run)
-        return ended is not None
+        return True
     if kill:
         ports.trials.transition(trial.id, TrialState.STOPPING_KILLED)
     elif trial.state != TrialState.STOPPING_KILLED:
@@ -151,10 +159,8 @@ def _latest_run(ports: Ports, trial: Trial) -> Run | None:
 def _drop_queued_run(ports: Ports, run: Run) -> None:
     """A run waiting for slots (or for its launch) never starts: it is ended, and a pending one's slot
     request answered with no agent, so its workflow goes on to find the run ended (and the trial
-    canceled) instead of waiting."""
-    if run.state not in (RunState.PENDING, RunState.ASSIGNED):
-        return
-    if ports.runs.exit(run.run_id, -1, "canceled while it waited for slots") is None:
-        return
-    if run.state == RunState.PENDING and run.slot_token:
-        ports.workflows.succeed(run.slot_token, {"agent_id": "", "num_nodes": 0})
+    canceled) instead of waiting. An ASSIGNED one's launch finds it ended."""
+    if run.state == RunState.ASSIGNED:
+        ports.runs.exit(run.run_id, -1, "canceled while it waited for slots")
+    else:
+        runs.leave_queue(ports, run, -1, "canceled while it waited for slots")

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint, Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import experiments, runs, telemetry
+from chalicelib.services import experiments, progress, runs, telemetry, warm_start
 from chalicelib.services.ports import Ports
 from chalicelib.services.searching import time_metric
 from contract import messages
@@ -58,7 +58,7 @@ def _store_metrics(
     trial_id = run.trial_id
     ports.metrics.put(trial_id, group, steps_completed, metrics)  # a repeated report is a no-op
     if group == TRAINING:
-        ports.trials.record_training(trial_id, steps_completed)
+        _trained(ports, trial_id, steps_completed)
         return
     if group != VALIDATION:
         return
@@ -111,13 +111,20 @@ def report_batch(ports: Ports, run: Run, reports: Sequence[MetricsReport | Progr
         else:
             _store_metrics(ports, run, report.group, report.steps_completed, report.metrics)
     if furthest is not None:
-        ports.trials.record_training(run.trial_id, furthest)
+        _trained(ports, run.trial_id, furthest)
     telemetry.trial_reports(
         ports, run, [(r.group, r.metrics) for r in reports if isinstance(r, MetricsReport)]
     )
-    progress = [report.progress for report in reports if isinstance(report, ProgressReport)]
-    if progress:
-        report_progress(ports, run, progress[-1])
+    shares = [report.progress for report in reports if isinstance(report, ProgressReport)]
+    if shares:
+        report_progress(ports, run, shares[-1])
+
+
+def _trained(ports: Ports, trial_id: int, steps_completed: int) -> None:
+    """Raise the trial's trained batches, and its experiment's progress with them."""
+    before = ports.trials.record_training(trial_id, steps_completed)
+    if before is not None:
+        progress.after_report(ports, before, replace(before, total_batches=steps_completed))
 
 
 def metric_group(group: str) -> str:
@@ -177,10 +184,14 @@ def report_invalid_hp(ports: Ports, run: Run, message: str) -> None:
     ports.trials.mark_invalid_hp(run.trial_id, f"invalid hyperparameters: {message}")
 
 
-def report_progress(ports: Ports, run: Run, progress: float) -> None:
-    if not 0.0 <= progress <= 1.0:
-        raise BadRequestError(f"progress must be between 0 and 1, got {progress}")
-    ports.trials.record_progress(run.trial_id, progress)
+def report_progress(ports: Ports, run: Run, share: float) -> None:
+    """Core API's `report_progress`: the trial's share of its work done, and its experiment's progress."""
+    if not 0.0 <= share <= 1.0:
+        raise BadRequestError(f"progress must be between 0 and 1, got {share}")
+    before = ports.trials.get(run.trial_id)
+    ports.trials.record_progress(run.trial_id, share)
+    if before is not None:
+        progress.after_report(ports, before, replace(before, progress=share))
 
 
 def heartbeat(ports: Ports, run: Run) -> dict[str, Any]:
@@ -294,7 +305,9 @@ def checkpoint_downloads(ports: Ports, run: Run, uuid: str) -> dict[str, Any]:
     checkpoint = ports.checkpoints.get(uuid)
     if checkpoint is None:
         raise NotFoundError(f"checkpoint {uuid} not found")
-    if checkpoint.experiment_id != run.experiment_id:
+    if checkpoint.experiment_id != run.experiment_id and not warm_start.may_restore(
+        ports, run.trial_id, uuid
+    ):
         raise ForbiddenError(f"checkpoint {uuid} belongs to another experiment")
     if checkpoint.state != "COMPLETED":
         raise ConflictError(f"checkpoint {uuid} is {checkpoint.state} and cannot be restored")

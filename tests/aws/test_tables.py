@@ -279,3 +279,53 @@ def test_the_queue_summary_and_order_follow_every_request_in_and_out(ports):
     runs.delete(f"{pool}.4")
     runs.prune_queue_summary(pool)
     assert runs.queue_summary(pool) == _recount(ports, pool) == QueueSummary(1, 8, {8: 1}, {"3": (1, 8)})
+
+
+def test_the_searcher_sweep_finds_the_marked_experiments_whose_time_has_come(ports):
+    """Issue 28: the sparse `watched` index (`searcher_watch`): a later mark moves the look later, and
+    dropping a mark read before a newer one keeps the newer."""
+    for i in (1, 2, 3):
+        _experiment(ports, i)
+    ports.experiments.watch(1, 100)
+    ports.experiments.watch(2, 50)
+    assert ports.experiments.due_for_check(now=99, limit=10) == [(2, 50)]
+    assert ports.experiments.due_for_check(now=200, limit=10) == [(2, 50), (1, 100)]
+    ports.experiments.watch(2, 150)  # marked again meanwhile
+    assert not ports.experiments.unwatch(2, 50)  # the mark read is gone: the newer one stands
+    assert ports.experiments.unwatch(1, 100)
+    assert ports.experiments.due_for_check(now=200, limit=10) == [(2, 150)]
+    assert ports.experiments.get(2).id == 2  # the marks are invisible to the record
+
+
+def test_progress_is_only_raised_and_an_outbox_entry_applies_to_a_trial_once(ports):
+    _experiment(ports)
+    ports.experiments.raise_progress(1, 0.4)
+    ports.experiments.raise_progress(1, 0.3)  # a report that lost the race
+    assert ports.experiments.get(1).progress == 0.4
+    ports.trials.create(Trial(id=7, experiment_id=1, state="QUEUED", target_length=10))
+    assert ports.trials.set_searcher_action(7, "pause", seq=5)
+    assert ports.trials.set_searcher_action(7, "train", target_length=20, seq=6)
+    assert not ports.trials.set_searcher_action(7, "pause", seq=5)  # carried out late: changes nothing
+    assert ports.trials.set_searcher_action(7, "train", target_length=20, seq=6)  # the same again: applies
+    trial = ports.trials.get(7)
+    assert (trial.searcher_action, trial.target_length) == ("train", 20)
+    assert ports.trials.record_searcher_length(7, 20).searcher_pending is True
+    ports.trials.clear_searcher_pending(7, 10)  # the answer to an older result
+    assert ports.trials.get(7).searcher_pending is True
+    ports.trials.clear_searcher_pending(7, 20)
+    assert ports.trials.get(7).searcher_pending is False
+    assert ports.trials.record_training(7, 5).total_batches == 0  # the trial as it was
+    assert ports.trials.record_training(7, 5) is None  # not raised
+    assert ports.trials.get(7).total_batches == 5
+
+
+def test_a_warm_start_source_knows_the_experiments_that_start_from_it(ports):
+    record = Checkpoint(uuid="u1", trial_id=1, experiment_id=1, steps_completed=10, report_time="t")
+    ports.checkpoints.put(record)
+    assert ports.checkpoints.add_user("u1", 4).used_by == [4]
+    assert ports.checkpoints.add_user("u1", 3).used_by == [3, 4]
+    assert ports.checkpoints.add_user("u1", 4).used_by == [3, 4]  # a set: twice is once
+    assert ports.checkpoints.get("u1").used_by == [3, 4]
+    assert ports.checkpoints.for_trial(1)[0].used_by == [3, 4]
+    assert ports.checkpoints.add_user("nope", 4) is None
+    assert ports.checkpoints.get("nope") is None  # no stub record

@@ -123,7 +123,7 @@ class AdaptiveASHASearcher(SearcherBase):
         ops += self._fill()
         return ops + self._maybe_shutdown()
 
-    def progress(self) -> float:
+    def progress(self, trained: Mapping[int, float] | None = None) -> float | None:
         """Determined's, averaged over brackets: first-rung results with 20% overhead, then trials done."""
         if self.shut_down:
             return 1.0

@@ -215,7 +215,12 @@ class Searcher(Protocol):
 
     def on_event(self, event: Event) -> list[Operation]: ...
 
-    def progress(self) -> float: ...
+    def progress(self, trained: Mapping[int, float] | None = None) -> float | None:
+        """The share of the search done, 0 to 1: the units trained over the searcher's total where it has
+        one (`trained`: trials' own shares of their lengths trained so far, beyond what their validations
+        told the searcher), else its own measure (ASHA's, Hyperband's, PBT's); None when no end is
+        known (a search until stopped, a single trial without a length that reports no progress)."""
+        ...
 
     def snapshot(self) -> dict[str, Any]: ...
 

@@ -167,12 +167,12 @@ class HyperbandSearcher(SearcherBase):
         self._forget_finished_brackets()
         return ops + self._maybe_shutdown()
 
-    def progress(self) -> float:
-        """Rung results collected over those the plan collects (until_stopped: no end known, 0)."""
+    def progress(self, trained: Mapping[int, float] | None = None) -> float | None:
+        """Rung results collected over those the plan collects (until_stopped: no end known, None)."""
         if self.shut_down:
             return 1.0
         if self.until_stopped:
-            return 0.0
+            return None
         done = sum(len(rung) for bracket in self.rungs.values() for rung in bracket)
         return min(done / planned_results(self.brackets), 1.0)
 

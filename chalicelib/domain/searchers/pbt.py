@@ -146,7 +146,7 @@ class PBTSearcher(SearcherBase):
         member.status = PAUSED
         return self._maybe_decide()
 
-    def progress(self) -> float:
+    def progress(self, trained: Mapping[int, float] | None = None) -> float | None:
         if self.shut_down:
             return 1.0
         done = self.round * self.population_size

@@ -135,9 +135,14 @@ class PoolSearcher(SearcherBase):
             ops.append(Shutdown(failure=not succeeded))
         return ops
 
-    def progress(self) -> float:
+    def progress(self, trained: Mapping[int, float] | None = None) -> float | None:
+        """The units trained over `budget() * max_length`: a trial that exited counts whole, a live one
+        its furthest validated length or what it trained since (`trained`), whichever is further."""
         if self.shut_down:
             return 1.0
+        budget = self.budget()
+        if budget is None:
+            return None  # until stopped: no end known, no progress to show
         max_length = self.spec.max_length
         done = 0.0
         for request in self.requests:
@@ -145,10 +150,11 @@ class PoolSearcher(SearcherBase):
                 continue  # replaced: it does not count towards the work planned
             if request.exited:
                 done += 1.0
-            elif max_length:
-                done += min(request.length / max_length, 1.0)
-        budget = self.budget()
-        return 0.0 if budget is None else min(done / budget, 1.0)  # no end known: no progress to show
+                continue
+            share = (trained or {}).get(request.trial_id) if request.trial_id is not None else None
+            validated = request.length / max_length if max_length else 0.0
+            done += min(max(validated, share or 0.0), 1.0)
+        return min(done / budget, 1.0)
 
     def snapshot(self) -> dict[str, Any]:
         return {

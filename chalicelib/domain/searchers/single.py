@@ -43,8 +43,15 @@ class SingleSearcher(SearcherBase):
                 return [Shutdown(failure=event.failed)]
         return []
 
-    def progress(self) -> float:
-        return 1.0 if self.shut_down else 0.0
+    def progress(self, trained: Mapping[int, float] | None = None) -> float | None:
+        """Its trial's share of `max_length` trained (or of the progress it reports), as Determined's."""
+        if self.shut_down:
+            return 1.0
+        trial_id = next(iter(self.trials.values()), None)
+        share = (trained or {}).get(trial_id) if trial_id is not None else None
+        if share is not None:
+            return min(max(share, 0.0), 1.0)
+        return 0.0 if self.spec.max_length else None
 
     def snapshot(self) -> dict[str, Any]:
         return self._snapshot_bookkeeping()

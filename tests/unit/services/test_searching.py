@@ -69,10 +69,12 @@ def test_a_validation_event_answers_the_trials_pending_result(ports, flow):
     searching.handle_event(ports, messages.parse_event(event))
     assert ports.trials.get(first).searcher_pending is False
     version = ports.experiments.get(experiment.id).searcher_version
+    ports.trials.items[first]["searcher_pending"] = True  # as if the trial had reported again
     searching.handle_event(
         ports, messages.parse_event(event)
-    )  # a redelivered event: the searcher has seen it
-    assert ports.experiments.get(experiment.id).searcher_version == version + 1
+    )  # a redelivered event: the searcher has seen it, and its answer was carried out
+    assert ports.experiments.get(experiment.id).searcher_version == version
+    assert ports.trials.get(first).searcher_pending is True
 
 
 def test_an_invalid_hp_trial_is_replaced(ports, flow):
@@ -186,24 +188,23 @@ def _pause(ports, trial_id):
 
 
 class _RacedExperiments(MemoryExperiments):
-    """Another consumer saves the searcher once, between this consumer's read and its write."""
+    """Another consumer saves the searcher `races` times, each between this consumer's read and its
+    write."""
 
-    def __init__(self, items):
+    def __init__(self, items, races=1):
         super().__init__()
         self.items = items
-        self.raced = False
+        self.races = races
 
     def save_searcher(self, experiment_id, snapshot, expected_version):
-        if not self.raced:
-            self.raced = True
+        if self.races > 0:
+            self.races -= 1
             stored = self.items[experiment_id]
             super().save_searcher(experiment_id, stored["searcher"], stored["searcher_version"])
         return super().save_searcher(experiment_id, snapshot, expected_version)
 
 
-def test_a_consumer_that_loses_the_race_for_the_searcher_changes_nothing_and_the_event_comes_again(
-    ports, flow
-):
+def test_a_consumer_that_loses_the_race_for_the_searcher_answers_from_the_winners_state(ports, flow):
     experiment = flow.submit(RANDOM)
     first, _ = flow.trial_ids(experiment.id)
     ports.trials.items[first]["searcher_pending"] = True
@@ -211,10 +212,28 @@ def test_a_consumer_that_loses_the_race_for_the_searcher_changes_nothing_and_the
     event = messages.ValidationReported(
         event_id=f"validation-{first}-20", experiment_id=experiment.id, trial_id=first, length=20, metric=0.5
     )
+    searching.handle_event(raced, event)
+    assert ports.trials.get(first).searcher_pending is False
+    snapshot = ports.experiments.get(experiment.id).searcher
+    assert snapshot["seen_events"].count(event.event_id) == 1
+    assert snapshot["outbox"]["pending"] == []
+
+
+def test_a_consumer_that_keeps_losing_changes_nothing_and_the_event_comes_again(ports, flow):
+    experiment = flow.submit(RANDOM)
+    first, _ = flow.trial_ids(experiment.id)
+    ports.trials.items[first]["searcher_pending"] = True
+    raced = dataclasses.replace(
+        ports, experiments=_RacedExperiments(ports.experiments.items, races=searching.DRIVE_ATTEMPTS)
+    )
+    event = messages.ValidationReported(
+        event_id=f"validation-{first}-20", experiment_id=experiment.id, trial_id=first, length=20, metric=0.5
+    )
     with pytest.raises(searching.StaleSearcherError, match=f"searcher of experiment {experiment.id} changed"):
         searching.handle_event(raced, event)
     assert ports.trials.get(first).searcher_pending is True  # not answered: nothing was carried out
-    searching.handle_event(raced, event)  # delivered again: the winner's snapshot is the base now
+    assert event.event_id not in ports.experiments.get(experiment.id).searcher["seen_events"]
+    searching.handle_event(raced, event)  # delivered again
     assert ports.trials.get(first).searcher_pending is False
 
 
