@@ -20,7 +20,7 @@ import httpx
 
 from det._client import ApiClient
 from det._client_uploads import UPLOAD_TIMEOUT
-from det._render import Cell, field, format_bytes, format_json, records_table, time_field
+from det._render import Cell, field, format_bytes, format_json, plural, records_table, time_field
 from det._runtime import Runtime
 from det.errors import ApiError, ConnectionFailedError, UsageError
 
@@ -149,7 +149,7 @@ def download_into(rt: Runtime, client: ApiClient, uuid: str, target: Path, *, qu
     sizes = {str(k): int(v) for k, v in (checkpoint.get("resources") or {}).items()}
     if not quiet:
         total = format_bytes(sum(sizes.get(n, 0) for n in places))
-        rt.note(f"Downloading checkpoint {uuid}: {len(places)} files, {total}, to {target}")
+        rt.note(f"Downloading checkpoint {uuid}: {plural(len(places), 'file')}, {total}, to {target}")
     for number, (name, place) in enumerate(sorted(places.items()), start=1):
         written = _fetch(rt, answer["urls"][name], place)
         if not quiet:
@@ -168,10 +168,14 @@ _DELETE_WARNING = (
 
 
 def delete(args: argparse.Namespace, rt: Runtime) -> int:
-    """Determined's lines; every uuid is checked by the API before any is deleted."""
+    """Determined's lines; every uuid is checked before the question is asked (an unknown one is said
+    at once, not after a `--yes` it did not need), and by the API again before any is deleted."""
     uuids = [u.strip() for u in args.uuids.split(",") if u.strip()]
     if not uuids:
         raise UsageError(f"{args.uuids!r} names no checkpoint; give UUID[,UUID...]")
+    with rt.client() as client:
+        for uuid in uuids:
+            client.get_checkpoint(uuid)
     if not args.yes:
         if not rt.inp_is_tty():
             raise UsageError(

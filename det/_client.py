@@ -316,6 +316,17 @@ class ApiClient(ContextUploads):
                 code=code or "NotFound",
                 problems=problems,
             )
+        if status == 403 and message == "Missing Authentication Token":
+            # API Gateway's (and Chalice's local server's) answer for a path with no route: the URL is
+            # wrong, not the credentials.
+            return ApiError(
+                f"{self.master_url} has no route {method} {path} (it answered 'Missing Authentication "
+                "Token'), so it is not the Stratus API's URL; set DET_MASTER (or -m) to the URL that "
+                "`det deploy local up` printed (http://127.0.0.1:PORT, nothing after the port) or the "
+                "ApiUrl of `det deploy aws up` (https://ID.execute-api.REGION.amazonaws.com/api)",
+                status=status,
+                code=code or "NoSuchRoute",
+            )
         if not message:
             reason = response.reason_phrase or "error"
             message = (

@@ -120,13 +120,18 @@ class ManifestCache:
     def store(self, root: Path, includes: Sequence[Path], manifest: str, sha256: str, size: int) -> None:
         entry = {"manifest": manifest, "format": ARCHIVE_FORMAT, "sha256": sha256, "size": size}
         path = self._entry(root, includes)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(entry))
             os.replace(tmp, path)
         except OSError:
-            pass  # a cache that cannot be written only costs a repack next time
+            with contextlib.suppress(OSError):  # a cache that cannot be written costs a repack next time
+                tmp.unlink(missing_ok=True)
+        except BaseException:  # Ctrl-C, SIGTERM (`det._signals`): no half-written entry is left
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
 
 
 def cache_folder(environ: Mapping[str, str]) -> Path:

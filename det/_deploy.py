@@ -27,9 +27,9 @@ from rich.console import Console
 
 from contract.local_state import AGENTS_RECORD, STATE_DIRS
 from det._client import ApiClient
-from det._render import format_time
+from det._render import format_time, plural
 from det._runtime import Runtime
-from det._stack_command import describe_pools, pool_arguments, stack_command
+from det._stack_command import describe_pools, differences, pool_arguments, stack_command
 from det.errors import DetError, StackError
 
 STATE_FILE = "stack.json"
@@ -39,6 +39,7 @@ START_TIMEOUT = 120.0
 STOP_TIMEOUT = 30.0
 WAIT_STEP = 0.25
 EXIT_NOT_RUNNING = 3  # what `systemctl status` answers for a unit that is not running
+DEFAULT_PORT = 8080
 
 
 @dataclass(frozen=True)
@@ -194,9 +195,7 @@ def up(
     directory = state_dir(rt.environ)
     current = inspect(directory, alive)
     if current.kind == "running" and current.state is not None:
-        rt.say(f"Stratus local stack is already running at {current.state.api_url} (pid {current.pid})")
-        _print_hint(rt, current.state.api_url)
-        return 0
+        return _already_running(args, rt, current.state)
     if current.kind == "starting":
         rt.say(
             f"Stratus local stack is already starting (pid {current.pid}); "
@@ -206,23 +205,23 @@ def up(
     remove_stale_files(directory)
     if args.slots is not None and args.slots < 1:
         raise StackError(f"--slots {args.slots} must be at least 1")
-    agents = int(getattr(args, "agents", 1))
+    agents = 1 if getattr(args, "agents", None) is None else int(args.agents)
     if agents < 1:
         raise StackError(f"--agents {agents} must be at least 1")
     pools, cluster_config = pool_arguments(args)
-    if port_taken(args.port):
-        raise StackError(
-            f"port {args.port} on 127.0.0.1 is already in use; stop what listens there or pass --port"
-        )
+    port = DEFAULT_PORT if args.port is None else args.port
+    moto_port = getattr(args, "moto_port", None)
+    _check_ports(port, moto_port, port_taken)
     directory.mkdir(parents=True, exist_ok=True)
     command = stack_command(
-        args.port,
+        port,
         args.slots,
         directory,
         agents,
         pools=pools,
         cluster_config=cluster_config,
         warm_start=bool(getattr(args, "warm_start", False)),
+        moto_port=moto_port,
     )
     if not args.detach:
         return subprocess.call(command)
@@ -231,9 +230,9 @@ def up(
     (directory / PID_FILE).write_text(f"{process.pid}\n")
     rt.note(f"Starting the Stratus local stack (pid {process.pid}, log {log_path})")
     state = _wait_until_ready(rt, process, directory)
-    slots = f"{state.slots} slot" + ("" if state.slots == 1 else "s")
+    slots = plural(state.slots, "slot")
     if state.agents > 1:
-        slots = f"{state.agents} agents of {slots}"
+        slots = f"{plural(state.agents, 'agent')} of {slots}"
     if len(state.pools) == 1 and state.pools[0].get("backend", "local") != "local":
         slots = describe_pools(state.pools)  # an EC2 pool: no agent runs until something waits
     rt.say(f"Stratus local stack is up: {state.api_url} ({slots}, pid {state.pid})")
@@ -241,6 +240,41 @@ def up(
         rt.say("  resource pools: " + describe_pools(state.pools))
     _print_hint(rt, state.api_url)
     return 0
+
+
+def _already_running(args: argparse.Namespace, rt: Runtime, state: StackState) -> int:
+    """A second `up`: fine when it asks for nothing the running stack is not (say so, exit 0); an error
+    naming the running stack and how to stop it when it asks for another port, slots or pools."""
+    running = {
+        "api_url": state.api_url,
+        "moto_url": state.moto_url,
+        "slots": state.slots,
+        "agents": state.agents,
+        "pools": state.pools,
+    }
+    asked = differences(args, running)
+    if asked:
+        raise StackError(
+            f"a Stratus local stack already runs at {state.api_url} (pid {state.pid}), not as asked: "
+            f"{'; '.join(asked)}; stop it with `det deploy local down` and run this again, or use it "
+            f"with `export DET_MASTER={state.api_url}`"
+        )
+    rt.say(f"Stratus local stack is already running at {state.api_url} (pid {state.pid}), as asked")
+    _print_hint(rt, state.api_url)
+    return 0
+
+
+def _check_ports(port: int, moto_port: int | None, port_taken: Callable[[int], bool]) -> None:
+    for flag, value in (("--port", port), ("--moto-port", moto_port)):
+        if value is not None and not 0 <= value < 65536:
+            raise StackError(f"{flag} {value} is not a TCP port; pass a number from 1 to 65535")
+    if moto_port and moto_port == port:
+        raise StackError(f"--moto-port {moto_port} is the API's --port too; pass two different ports")
+    for flag, value in (("--port", port), ("--moto-port", moto_port)):
+        if value is not None and port_taken(value):
+            raise StackError(
+                f"port {value} on 127.0.0.1 is already in use; stop what listens there or pass {flag}"
+            )
 
 
 def status(args: argparse.Namespace, rt: Runtime, *, alive: Alive = pid_alive) -> int:
@@ -370,9 +404,12 @@ def _health(rt: Runtime, api_url: str) -> str:
 
 
 def _print_hint(rt: Runtime, api_url: str) -> None:
+    """The `export DET_MASTER=...` line, always: a stack on another port than the default is reached
+    only through it, and a shell that set it for another stack would talk to that one."""
     if rt.environ.get("DET_MASTER", "").rstrip("/") == api_url.rstrip("/"):
-        return
-    rt.say("Point the CLI at it in this shell with:")
+        rt.say("DET_MASTER already points at it in this shell; elsewhere, point the CLI at it with:")
+    else:
+        rt.say("Point the CLI at it in this shell with:")
     rt.say(f"  export DET_MASTER={api_url}")
 
 

@@ -34,7 +34,7 @@ from contract.tags import CLUSTER_TAG
 from det._aws_calls import AwsCalls
 from det._aws_compute import add_compute_arguments, describe, plan_compute, scale_groups_to_zero
 from det._deploy_checks import bucket_name, dry_run, refuse_overlap, stack_name, user_tag_flags
-from det._render import table
+from det._render import plural, table
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
 
@@ -160,7 +160,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     if agents is not None:
         rt.say(
             f"  compute package: s3://{bucket}/{agents.key} ({agents.size / 1024:.0f} KiB, "
-            f"{agents.files} files; requires {', '.join(agents.requires)})"
+            f"{plural(agents.files, 'file')}; requires {', '.join(agents.requires)})"
         )
     if args.dry_run:
         dry_run(rt, aws, body, bucket if kept else None)
@@ -283,7 +283,7 @@ def down(args: argparse.Namespace, rt: Runtime) -> int:
     bucket = outputs.get("BucketName")
     if bucket and args.delete_bucket:
         removed = aws.delete_bucket(bucket)
-        rt.say(f"deleted bucket {bucket} ({removed} objects)")
+        rt.say(f"deleted bucket {bucket} ({plural(removed, 'object')})")
     elif bucket:
         rt.say(f"kept bucket {bucket} (checkpoints and contexts); `up` adopts it, --delete-bucket deletes it")
     return 0

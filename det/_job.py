@@ -25,7 +25,7 @@ _JOB_CELLS: dict[str, Cell] = {
     "Priority": field("priority"),
     "Submitted": time_field("submitted"),
     "Slots (acquired/needed)": lambda j: f"{j['slots_acquired']}/{j['slots_needed']}",
-    "Status": field("status"),
+    "State": field("status"),  # Determined's header; the API's field is `status`
     "User": field("user"),
 }
 _HEADERS = tuple(_JOB_CELLS)
@@ -38,7 +38,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     job.set_defaults(command=list_jobs, resource_pool=None, json=False, csv=False)
     listing = sub.add_parser("list", aliases=["ls"], help="list a resource pool's jobs in scheduling order")
     listing.add_argument(
-        "--resource-pool", metavar="POOL", help="the pool whose queue to show (default: the default pool)"
+        "-p",
+        "--resource-pool",
+        metavar="POOL",
+        help="the pool whose queue to show (default: the default pool)",
     )
     output = listing.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print as JSON")
@@ -47,6 +50,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     update = sub.add_parser(
         "update",
+        aliases=["u"],
         help="change a job's priority, weight or resource pool, or move it in its pool's queue",
         description="Exactly one change: --priority and --ahead-of/--behind-of need a pool with the "
         "priority scheduler (a job moved next to a job of another priority takes that priority), "
@@ -55,8 +59,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     update.add_argument("job_id", metavar="JOB_ID", help="the job's id (`det job list` shows them)")
     change = update.add_mutually_exclusive_group(required=True)
-    change.add_argument("--priority", type=int, metavar="N", help="1-99, lower runs first")
-    change.add_argument("--weight", type=float, metavar="W", help="fair-share weight, > 0")
+    change.add_argument("-p", "--priority", type=int, metavar="N", help="1-99, lower runs first")
+    change.add_argument("-w", "--weight", type=float, metavar="W", help="fair-share weight, > 0")
     change.add_argument("--resource-pool", metavar="POOL", help="move the job to another pool")
     change.add_argument("--ahead-of", metavar="JOB_ID", help="place it just ahead of this job")
     change.add_argument("--behind-of", metavar="JOB_ID", help="place it just behind this job")

@@ -1,6 +1,6 @@
 """`det experiment list-trials | list-checkpoints | delete | wait ID` (Determined's verbs and columns).
 
-- `list-trials` (`lt`): Determined's table (Trial ID, State, H-Params, Start Time, End Time, # of Batches).
+- `list-trials` (`lt`): Determined's table (Trial ID, State, H-Params, Started, Ended, # of Batches).
 - `delete`: only an experiment that has ended; asks first unless `--yes`, and refuses to guess without a
   terminal to ask on. The API removes it in the request when it is small, else in the background.
 - `wait`: polls every `--polling-interval` seconds (5 unless given, as Determined), printing each state it
@@ -13,7 +13,7 @@ import argparse
 import json
 
 from det import _checkpoint
-from det._render import Cell, field, format_json, records_table, time_field
+from det._render import Cell, field, format_json, plural, records_table, time_field
 from det._runtime import Runtime
 from det.errors import UsageError
 
@@ -25,8 +25,8 @@ _TRIAL_CELLS: dict[str, Cell] = {
     "Trial ID": field("id"),
     "State": field("state"),
     "H-Params": lambda t: format_json(t.get("hparams") or {}),
-    "Start Time": time_field("start_time"),
-    "End Time": time_field("end_time"),
+    "Started": time_field("start_time"),
+    "Ended": time_field("end_time"),
     "# of Batches": field("total_batches"),
 }
 
@@ -78,6 +78,8 @@ def list_trials(args: argparse.Namespace, rt: Runtime) -> int:
 
 def delete_experiment(args: argparse.Namespace, rt: Runtime) -> int:
     experiment_id = args.experiment_id
+    with rt.client() as client:
+        client.get_experiment(experiment_id)  # an unknown id is said before any question is asked
     if not args.yes:
         if not rt.inp_is_tty():
             raise UsageError(
@@ -93,10 +95,16 @@ def delete_experiment(args: argparse.Namespace, rt: Runtime) -> int:
         rt.say(f"Successfully deleted experiment {experiment_id}")
     else:
         rt.say(
-            f"Deleting experiment {experiment_id}: {answer.get('trials_left', 'some')} trials are left to "
+            f"Deleting experiment {experiment_id}: {_trials_left(answer.get('trials_left'))} left to "
             "remove in the background; it shows as DELETING until it is gone"
         )
     return 0
+
+
+def _trials_left(count: object) -> str:
+    if isinstance(count, int) and not isinstance(count, bool):
+        return f"{plural(count, 'trial')} {'is' if count == 1 else 'are'}"
+    return "some trials are"
 
 
 def wait_experiment(args: argparse.Namespace, rt: Runtime) -> int:

@@ -19,6 +19,8 @@ from det._render import format_log_time
 
 POLL_INTERVAL = 0.5
 PAGE_SIZE = 1000
+#: Pages `log_ranks` reads at most (a log's first 20,000 lines).
+RANK_SCAN_PAGES = 20
 MAX_EMPTY_PAGES = 100
 TERMINAL_STATES = frozenset({"COMPLETED", "ERROR", "CANCELED"})
 
@@ -85,6 +87,19 @@ def read_log_pages(
             terminal_seen = True
             continue  # one more read: catch lines that landed just before the end
         sleep(POLL_INTERVAL)
+
+
+def log_ranks(client: ApiClient, trial_id: int, max_pages: int = RANK_SCAN_PAGES) -> tuple[set[int], int]:
+    """The ranks of a trial's log lines (none for a one-process trial) and how many lines were read, from
+    its first `max_pages` pages (every rank of a launcher starts logging at once)."""
+    ranks: set[int] = set()
+    lines = 0
+    for pages, page in enumerate(read_log_pages(client, trial_id, sleep=lambda s: None), start=1):
+        lines += len(page)
+        ranks |= {int(line["rank"]) for line in page if line.get("rank") is not None}
+        if pages >= max_pages:
+            break
+    return ranks, lines
 
 
 def format_line(line: LogLine, *, timestamps: bool = False) -> str:

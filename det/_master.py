@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from importlib import metadata
 from typing import Any
 
 import yaml
 
+from det import _distribution
 from det._runtime import Runtime
 from det.errors import ApiError, ConnectionFailedError
 
@@ -31,10 +31,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def client_version() -> str:
-    try:
-        return metadata.version("stratus")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    """The installed distribution's version (`det._distribution`)."""
+    return _distribution.version()
 
 
 def show_version(args: argparse.Namespace, rt: Runtime) -> int:

@@ -2,7 +2,9 @@
 
 - `dashboard`: asks the API to create or update the experiment's CloudWatch dashboard (every trial's
   curves, the best searcher metric, its pool's slots) and prints its console URL. The control plane
-  writes it (`POST /experiments/{id}/dashboard`), so the user needs no CloudWatch permission.
+  writes it (`POST /experiments/{id}/dashboard`), so the user needs no CloudWatch permission. On the
+  local stack, whose CloudWatch is moto's (no console), it creates nothing and names `plot` instead
+  (exit 1: no dashboard was shown).
 - `plot`: draws every trial's curves from the metrics the API serves (`GET /trials/{id}/metrics`) into a
   PNG or SVG file (by its suffix; `experiment-<id>.png` unless `-o`), for the local stack, which has no
   console. Left: the training loss (`loss`, else the first scalar by name); right: the validation
@@ -13,12 +15,17 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from det import _distribution
+from det._master_url import is_local_stack
+from det._render import plural
 from det._runtime import Runtime
-from det.errors import UsageError
+from det.errors import NotOnThisStackError, UsageError
 
 Json = dict[str, Any]
 #: (steps, values) of one trial's metric, by steps.
@@ -27,6 +34,8 @@ Curve = tuple[list[int], list[float]]
 FORMATS = (".png", ".svg")
 #: Trials named in a graph's legend; with more (an adaptive search), the legend would hide the curves.
 MAX_LEGEND = 12
+#: The `plot` extra's requirements when the CLI is not installed (a checkout).
+PLOT_EXTRA = ("matplotlib>=3.9",)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,10 +57,21 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def show_dashboard(args: argparse.Namespace, rt: Runtime) -> int:
+    experiment_id = args.experiment_id
     with rt.client() as client:
-        answer = client.experiment_dashboard(args.experiment_id)
+        if is_local_stack(rt.master):
+            client.get_experiment(experiment_id)  # an unknown id is said as such
+            raise NotOnThisStackError(
+                f"experiment {experiment_id}'s CloudWatch dashboard would live in the local stack's moto, "
+                f"which has no console to show it; draw the same learning curves with `det experiment "
+                f"plot {experiment_id}` (every trial's training loss and validation metric, into "
+                f"experiment-{experiment_id}.png) and read the values with `det experiment describe "
+                f"{experiment_id} --metrics`"
+            )
+        answer = client.experiment_dashboard(experiment_id)
     rt.say(
-        f"Dashboard {answer['name']} charts the {answer['trials']} trials of experiment {args.experiment_id}:"
+        f"Dashboard {answer['name']} charts the {plural(int(answer['trials']), 'trial')} of experiment "
+        f"{experiment_id}:"
     )
     rt.say(str(answer["url"]))
     return 0
@@ -83,7 +103,7 @@ def plot_experiment(args: argparse.Namespace, rt: Runtime) -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(output, format=output.suffix.lower().lstrip("."))
     points = sum(len(steps) for steps, _ in [*training.values(), *validation.values()])
-    rt.say(f"Wrote {output}: {len(trials)} trials, {points} points")
+    rt.say(f"Wrote {output}: {plural(len(trials), 'trial')}, {plural(points, 'point')}")
     return 0
 
 
@@ -135,7 +155,14 @@ def _figure_class() -> Any:
         from matplotlib.figure import Figure
     except ImportError as e:
         raise UsageError(
-            "det experiment plot needs matplotlib, which is not installed: "
-            "pip install 'matplotlib>=3.9' (or the CLI's requirements-dev.txt)"
+            f"det experiment plot needs matplotlib, which this Python ({sys.executable}) lacks; install "
+            f"the CLI's `plot` extra with: {install_command('plot', PLOT_EXTRA)}"
         ) from e
     return Figure
+
+
+def install_command(extra: str, fallback: tuple[str, ...]) -> str:
+    """The pip command that installs an extra's requirements into the Python running `det` (the
+    distribution is not on PyPI, so `pip install 'stratus-dl[plot]'` could not find it)."""
+    wanted = _distribution.extra_requirements(extra, fallback)
+    return f"{shlex.quote(sys.executable)} -m pip install " + " ".join(shlex.quote(r) for r in wanted)

@@ -130,6 +130,11 @@ def format_metrics(metrics: dict[str, Any] | None) -> str | None:
     return ", ".join(f"{name}={format_value(v)}" for name, v in sorted(metrics.items()))
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """A count and its noun in agreement: `1 agent`, `2 agents`, `0 files` (`many`: an irregular plural)."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
 def format_bytes(size: float) -> str:
     """Like Determined's sizeof_fmt: 2.3KB, 95.0MB."""
     for unit in ("B", "KB", "MB", "GB"):

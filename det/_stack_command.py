@@ -22,10 +22,14 @@ def stack_command(
     pools: Sequence[str] = (),
     cluster_config: Path | None = None,
     warm_start: bool = False,
+    moto_port: int | None = None,
 ) -> list[str]:
     """The stack's command line. `pools` are `--pool` values and `cluster_config` a file; `slots` None
-    leaves the agents' slots to the stack (one per GPU of this machine, else 2)."""
+    leaves the agents' slots to the stack (one per GPU of this machine, else 2); `moto_port` None lets
+    the stack pick a free port for its moto server."""
     extra = [arg for pool in pools for arg in ("--pool", pool)]
+    if moto_port is not None:
+        extra += ["--moto-port", str(moto_port)]
     if warm_start:
         extra.append("--warm-start")
     if cluster_config is not None:
@@ -49,7 +53,7 @@ def pool_arguments(args: argparse.Namespace) -> tuple[list[str], Path | None]:
     """The `--pool` values (`--backend B` makes the default pool a B pool unless one is given) and the
     `--cluster-config` file (absolute: the stack runs elsewhere)."""
     pools = list(getattr(args, "pool", None) or [])
-    backend = getattr(args, "backend", "local")
+    backend = getattr(args, "backend", None) or "local"
     if backend != "local" and not any(p.split(":")[0] == "default" for p in pools):
         pools.insert(0, f"default:backend={backend}")
     given = getattr(args, "cluster_config", None)
@@ -79,3 +83,34 @@ def describe_pools(pools: Iterable[Mapping[str, Any]]) -> str:
             shape = f"{pool.get('backend')}: {lanes}"
         described.append(f"{pool.get('name')} ({shape}, {scheduler})")
     return "; ".join(described)
+
+
+def differences(args: argparse.Namespace, running: Mapping[str, Any]) -> list[str]:
+    """What `det deploy local up` asks for explicitly that the running stack (its `stack.json`) is not:
+    `--port 9001 (it listens on 8080)`. Options left out (a port of 0) match anything;
+    `--cluster-config` and `--warm-start` are not recorded by the stack and are not compared."""
+    found = []
+    for flag, asked, actual in (
+        ("--port", getattr(args, "port", None), _port(running.get("api_url"))),
+        ("--moto-port", getattr(args, "moto_port", None), _port(running.get("moto_url"))),
+    ):
+        if asked and asked != actual:  # 0: any free port
+            found.append(f"{flag} {asked} (it listens on {actual})")
+    pools = {str(p.get("name")): p for p in running.get("pools") or ()}
+    for flag, asked, actual in (
+        ("--slots", getattr(args, "slots", None), running.get("slots")),
+        ("--agents", getattr(args, "agents", None), running.get("agents") or 1),
+        ("--backend", getattr(args, "backend", None), (pools.get("default") or {}).get("backend", "local")),
+    ):
+        if asked is not None and actual is not None and asked != actual:
+            found.append(f"{flag} {asked} (it has {actual})")
+    for pool in getattr(args, "pool", None) or []:
+        name = pool.split(":")[0]
+        if pools and name not in pools:
+            found.append(f"--pool {name} (its pools are {', '.join(pools)})")
+    return found
+
+
+def _port(url: object) -> int | None:
+    tail = str(url or "").rstrip("/").rpartition(":")[2]
+    return int(tail) if tail.isdigit() else None

@@ -14,9 +14,10 @@ from det import _testmode
 from det._client import ApiClient
 from det._config import load_config, nni_code_directory
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
-from det._render import format_percent
+from det._render import format_percent, plural
 from det._runtime import Runtime
-from det._upload import pack_and_upload
+from det._signals import step
+from det._upload import NOTHING_CREATED, pack_and_upload
 from det.errors import UsageError
 
 Json = dict[str, Any]
@@ -34,11 +35,16 @@ def create(args: argparse.Namespace, rt: Runtime) -> int:
         return _testmode.create(args, rt, config)
     activate = not args.paused
     with rt.client() as client:
-        client.create_experiment(config, context_sha256=None, validate_only=True, activate=activate)
+        with step("checking the config with the API", NOTHING_CREATED):
+            client.create_experiment(config, context_sha256=None, validate_only=True, activate=activate)
         sha256 = pack_and_upload(args, rt, client)
-        answer = client.create_experiment(
-            config, context_sha256=sha256, validate_only=False, activate=activate
-        )
+        with step(
+            "creating the experiment",
+            "it may have been created: `det experiment list` shows it if it was",
+        ):
+            answer = client.create_experiment(
+                config, context_sha256=sha256, validate_only=False, activate=activate
+            )
         experiment: Json = answer["experiment"]
         rt.say(f"Created experiment {experiment['id']}")
         for warning in answer.get("warnings") or []:
@@ -136,7 +142,7 @@ class _Watch:
             parts.append(f"trial {self.trial_id} {state}")
             batches = (trial or {}).get("total_batches")
             if batches:
-                parts.append(f"{batches} batches")
+                parts.append(plural(int(batches), "batch", "batches"))
         progress = format_percent(self.experiment.get("progress"))
         if progress:
             parts.append(progress)

@@ -12,7 +12,7 @@ from contract.log_levels import LEVELS
 from det._client import ApiClient
 from det._cost import cost_table, trial_totals
 from det._elastic import elastic_config, elastic_section, rescaling
-from det._logs import format_line, read_log_pages
+from det._logs import format_line, log_ranks, read_log_pages
 from det._render import (
     Cell,
     Record,
@@ -114,6 +114,7 @@ def write_logs(rt: Runtime, client: ApiClient, trial_id: int, args: argparse.Nam
     ask (checked by `check_log_window`), following them with --follow until the trial ends."""
     if args.head == 0 or (args.tail == 0 and not args.follow):
         return
+    printed = 0
     for page in read_log_pages(
         client,
         trial_id,
@@ -126,6 +127,25 @@ def write_logs(rt: Runtime, client: ApiClient, trial_id: int, args: argparse.Nam
     ):
         rt.out.write("".join(format_line(line, timestamps=args.timestamps) + "\n" for line in page))
         rt.out.flush()
+        printed += len(page)
+    if not printed and args.rank_id is not None:
+        check_rank(client, trial_id, args.rank_id)
+
+
+def check_rank(client: ApiClient, trial_id: int, rank: int) -> None:
+    """`--rank N` printed nothing: a UsageError when the trial's log has lines, none of rank N (a
+    one-process trial's carry no rank), naming the ranks it has."""
+    ranks, lines = log_ranks(client, trial_id)
+    if not lines or rank in ranks:
+        return  # nothing logged yet, or that rank's lines were filtered out (--level, --head, --tail)
+    if not ranks:
+        raise UsageError(
+            f"trial {trial_id} has no rank {rank}: its lines carry no rank (one process, no launcher "
+            f"spreading it over ranks); leave --rank out"
+        )
+    listed = ", ".join(str(r) for r in sorted(ranks))
+    which = f"ranks {listed}; pass one of them" if len(ranks) > 1 else f"rank {listed}; pass --rank {listed}"
+    raise UsageError(f"trial {trial_id} has no rank {rank}: its lines come from {which}")
 
 
 # Stratus trial state -> the status NNI would show (NNI's TrialJobStatus). A trial stopping is still
@@ -197,7 +217,8 @@ TRIAL_CELLS: dict[str, Cell] = {
     "Restarts": field("restarts"),
     "# of Batches": field("total_batches"),
     "Best Validation": field("best_validation"),
-    "Latest Checkpoint": lambda t: (t.get("latest_checkpoint") or {}).get("steps_completed"),
+    # Its UUID, as Determined shows a checkpoint (`det checkpoint describe UUID` takes it).
+    "Latest Checkpoint": lambda t: (t.get("latest_checkpoint") or {}).get("uuid"),
     "Exit": lambda t: _format_exit(t.get("exit")),
 }
 # `det trial describe` (with "NNI Status" after "State" for a trial imported from NNI).

@@ -17,9 +17,14 @@ from rich.progress import (
 )
 
 from det._client import ApiClient
-from det._render import format_bytes
+from det._render import format_bytes, plural
 from det._runtime import PackedContext, Runtime
+from det._signals import step
 from det.errors import ApiError
+
+#: What an interrupted pack or upload leaves: nothing (the partial archive is removed; an upload that
+#: did not finish is no object in S3).
+NOTHING_CREATED = "nothing was created, and no temporary file is left: run the command again"
 
 
 def pack_and_upload(args: argparse.Namespace, rt: Runtime, client: ApiClient) -> str | None:
@@ -28,19 +33,25 @@ def pack_and_upload(args: argparse.Namespace, rt: Runtime, client: ApiClient) ->
     if args.model_def is None:
         return None
     includes = list(args.include)
-    packed = rt.pack(args.model_def, includes, rt.context_cache())
+    packing = f"packing the context {args.model_def}"
+    with step(packing, NOTHING_CREATED):
+        packed = rt.pack(args.model_def, includes, rt.context_cache())
     try:
         rt.note(
-            f"Preparing files to send to master... {format_bytes(packed.file_bytes)} and {packed.num_files} files"
+            f"Preparing files to send to master... {format_bytes(packed.file_bytes)} and "
+            f"{plural(packed.num_files, 'file')}"
         )
-        if upload_context(rt, client, packed):
-            return str(packed.sha256)
+        with step(f"uploading the context {args.model_def}", NOTHING_CREATED):
+            if upload_context(rt, client, packed):
+                return str(packed.sha256)
     finally:
         packed.discard()
     # The folder is as it was when its hash was cached, but the store lost that archive: pack it now.
-    repacked = rt.pack(args.model_def, includes, None)
+    with step(packing, NOTHING_CREATED):
+        repacked = rt.pack(args.model_def, includes, None)
     try:
-        upload_context(rt, client, repacked)
+        with step(f"uploading the context {args.model_def}", NOTHING_CREATED):
+            upload_context(rt, client, repacked)
         return str(repacked.sha256)
     finally:
         repacked.discard()

@@ -1,17 +1,20 @@
 """The `det` command line (also installed as `stratus`), shaped like Determined's.
 
-    det [-m MASTER] experiment|e  create | list|ls | describe | config | logs | activate | archive
-                                  | unarchive | pause | cancel | kill | list-trials|lt | list-checkpoints|lc
-                                  | download | delete | wait | dashboard | plot
+    det [-m MASTER] experiment|e  create | list|ls | describe | config | logs | activate|unpause
+                                  | archive | unarchive | pause | cancel | kill | list-trials|lt
+                                  | list-checkpoints|lc | download | delete | wait | dashboard | plot
                                   | set description|name|max-slots|priority|weight | label add|remove
     det [-m MASTER] checkpoint|c  list|ls | describe | download | delete|rm
     det [-m MASTER] trial|t       describe | logs | download | kill
-    det [-m MASTER] job|j         list|ls
-    det deploy local              up | status | down
-    det deploy aws                up | down | list | status
+    det [-m MASTER] job|j         list|ls | update|u | update-batch
+    det example                   list|ls | copy|cp NAME [DIR]
+    det deploy|d local            up|cluster-up | status | down|cluster-down
+    det deploy|d aws              up | down | list | status
 
 Every `DetError` ends the command with one line `Error: <message>` on stderr (plus one indented
-line per config problem) and the error's exit code; Ctrl-C ends it with 130, quietly.
+line per config problem) and the error's exit code. Ctrl-C ends it with 130, SIGTERM and SIGHUP with
+128+N, once what was being done has unwound (its temporary files removed, `det._signals`); a command
+interrupted in a step it named says which and what it left (`Interrupted: ...`), else quietly.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from det import (
     _cluster,
     _deploy,
     _deploy_aws,
+    _examples,
     _exp_downloads,
     _experiment,
     _experiment_set,
@@ -40,12 +44,13 @@ from det import (
     _submit,
     _trial,
 )
+from det._master_url import master_url
 from det._runtime import DEFAULT_MASTER, Runtime
+from det._signals import EXIT_INTERRUPTED, Terminated, on_termination
 from det.errors import ApiError, DetError
 
 Command = Callable[[argparse.Namespace, Runtime], int]
 
-EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 
@@ -61,14 +66,17 @@ def main(argv: Sequence[str] | None = None, *, runtime: Runtime | None = None) -
     if command is None:
         parser.print_help(rt.err)
         return 2
-    rt = dataclasses.replace(rt, master=_master_url(args.master or rt.environ.get("DET_MASTER")))
     try:
-        return command(args, rt)
+        with on_termination():
+            rt = dataclasses.replace(rt, master=master_url(args.master, rt.environ.get("DET_MASTER")))
+            return command(args, rt)
     except DetError as e:
         report_error(e, rt.err)
         return e.exit_code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Terminated as e:  # SIGTERM or SIGHUP: what was being done unwound, its files removed
+        return e.exit_code
     except BrokenPipeError:
         # `det trial logs 3 | head`: the reader left; say nothing more, on a stdout that is gone.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -77,15 +85,24 @@ def main(argv: Sequence[str] | None = None, *, runtime: Runtime | None = None) -
 
 
 def report_error(error: DetError, stream: TextIO) -> None:
-    print(f"Error: {error}", file=stream)
-    if isinstance(error, ApiError):
-        for problem in error.problems:
-            where = problem.get("path") or ""
-            print(
-                f"  {where}: {problem.get('message', '')}" if where else f"  {problem.get('message')}",
-                file=stream,
-            )
+    """`Error: <message>`, then one indented line per problem the API listed. Where the message already
+    lists them (the API's `config has 2 problems: a: x; b: y`), only its head is kept: each problem
+    is printed once."""
+    problems = error.problems if isinstance(error, ApiError) else []
+    lines = [_problem_line(p) for p in problems]
+    message = str(error)
+    first = message.find(lines[0]) if lines else -1
+    if lines and first > 0 and all(line in message for line in lines):
+        message = message[:first].rstrip(" :;") + ":"
+    print(f"{error.label}: {message}", file=stream)
+    for line in lines:
+        print(f"  {line}", file=stream)
     stream.flush()
+
+
+def _problem_line(problem: dict[str, str]) -> str:
+    where = problem.get("path") or ""
+    return f"{where}: {problem.get('message', '')}" if where else str(problem.get("message", ""))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     _checkpoint.add_parser(commands)
     _cluster.add_parsers(commands)
     _master.add_parsers(commands)
+    _examples.add_parser(commands)
     _add_deploy(commands)
     return parser
 
@@ -185,7 +203,7 @@ def _add_experiment(commands: argparse._SubParsersAction[argparse.ArgumentParser
     describe.add_argument("--csv", action="store_true", help="print the tables as CSV")
     describe.set_defaults(command=_experiment.describe)
 
-    activate = sub.add_parser("activate", help="activate (unpause) an experiment")
+    activate = sub.add_parser("activate", aliases=["unpause"], help="activate (unpause) an experiment")
     activate.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
     activate.set_defaults(command=_submit.activate)
     _add_archiving(sub)
@@ -247,14 +265,14 @@ def _add_stop_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    deploy = commands.add_parser("deploy", help="run Stratus")
+    deploy = commands.add_parser("deploy", aliases=["d"], help="run Stratus")
     targets = deploy.add_subparsers(title="targets", metavar="TARGET")
     deploy.set_defaults(command=_needs_subcommand(deploy))
     local = targets.add_parser("local", help="the embedded stack on this machine")
     sub = local.add_subparsers(title="local commands", metavar="COMMAND")
     local.set_defaults(command=_needs_subcommand(local))
 
-    up = sub.add_parser("up", help="start the local stack")
+    up = sub.add_parser("up", aliases=["cluster-up"], help="start the local stack")
     up.add_argument(
         "--slots",
         type=int,
@@ -265,7 +283,7 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument(
         "--agents",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
         help="local agents, each a node of this machine: a trial larger than one agent runs on several "
         "(default: 1)",
@@ -289,7 +307,7 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     up.add_argument(
         "--backend",
         choices=["local", "ec2", "batch", "sagemaker"],
-        default="local",
+        default=None,
         help="where the default pool's trials run: agents on this machine (local), or an EC2 Auto Scaling "
         "group in the stack's moto that scales from zero with the queue, each instance an agent process "
         "here (ec2; spot interruptions can be played, see infra/local_compute.py), or AWS Batch job queues "
@@ -302,7 +320,15 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="agents keep a warm interpreter (torch and the harness imported) and fork trials from it where "
         "safe, cutting each trial's start by the imports (their logs say warm or cold, and why)",
     )
-    up.add_argument("--port", type=int, default=8080, metavar="P", help="port of the API (default: 8080)")
+    up.add_argument("--port", type=int, default=None, metavar="P", help="port of the API (default: 8080)")
+    up.add_argument(
+        "--moto-port",
+        type=int,
+        default=None,
+        metavar="N",
+        help="port of the embedded moto server, the stack's AWS (default: a free port; "
+        "`det deploy local status` shows it)",
+    )
     up.add_argument(
         "--detach",
         action=argparse.BooleanOptionalAction,
@@ -314,7 +340,9 @@ def _add_deploy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         command=_deploy.status
     )
     down = sub.add_parser(
-        "down", help="stop the local stack (its experiments, logs and checkpoints are kept)"
+        "down",
+        aliases=["cluster-down"],
+        help="stop the local stack (its experiments, logs and checkpoints are kept)",
     )
     down.add_argument(
         "--delete-db",
@@ -331,11 +359,6 @@ def _needs_subcommand(parser: argparse.ArgumentParser) -> Command:
         return 2
 
     return show_help
-
-
-def _master_url(value: str | None) -> str:
-    url = (value or DEFAULT_MASTER).strip().rstrip("/")
-    return url if "://" in url else f"http://{url}"
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ DetError
 ├── ApiError              the API answered with an error (carries status, code, problems)
 │   └── NotFoundError     an unknown experiment or trial id
 ├── ConnectionFailedError the API cannot be reached (is the stack up? is DET_MASTER right?)
-└── StackError            the embedded local stack cannot be started or stopped
+├── StackError            the embedded local stack cannot be started or stopped
+├── NotOnThisStackError   the command needs AWS itself, and the API is the local stack (moto)
+└── StepInterruptedError  Ctrl-C, SIGTERM or SIGHUP stopped a step of a command (`det._signals.step`)
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ class DetError(Exception):
     """Base of every error the CLI reports as one line and a non-zero exit."""
 
     exit_code = 1
+    #: What the line starts with (`Error: ...`).
+    label = "Error"
 
 
 class UsageError(DetError):
@@ -56,3 +60,18 @@ class ConnectionFailedError(DetError):
 
 class StackError(DetError):
     pass
+
+
+class NotOnThisStackError(DetError):
+    pass
+
+
+class StepInterruptedError(DetError):
+    """`Interrupted: uploading the context ... (Ctrl-C); no experiment was created`, with Ctrl-C's exit
+    code 130 (128+N for signal N)."""
+
+    label = "Interrupted"
+
+    def __init__(self, message: str, *, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -1,7 +1,8 @@
 """`make demo`: start the embedded local stack, run examples/digits to completion with the real CLI,
 print the outcome (state, final validation accuracy, checkpoint URI), then stop the stack.
 
-Every step is a `det` command a user could type; this script only strings them together.
+Every step is a `det` command a user could type, from a folder of their own (as the README's first
+lines: `det example copy digits`, then create it from the copy); this script only strings them together.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def det(*args: str, env: dict[str, str], capture: bool = False) -> subprocess.CompletedProcess[str]:
+def det(
+    *args: str, env: dict[str, str], cwd: Path, capture: bool = False
+) -> subprocess.CompletedProcess[str]:
     print(f"$ det {' '.join(args)}", flush=True)
     return subprocess.run(
-        [sys.executable, "-m", "det", *args], env=env, cwd=ROOT, text=True, capture_output=capture
+        [sys.executable, "-m", "det", *args], env=env, cwd=cwd, text=True, capture_output=capture
     )
 
 
@@ -27,18 +28,24 @@ def main() -> int:
     port = os.environ.get("STRATUS_DEMO_PORT", "8080")
     home = Path(os.environ.get("STRATUS_HOME") or tempfile.mkdtemp(prefix="stratus-demo-"))
     env = {**os.environ, "STRATUS_HOME": str(home), "DET_MASTER": f"http://127.0.0.1:{port}"}
-    up = det("deploy", "local", "up", "--slots", "2", "--port", port, env=env)
+    work = Path(tempfile.mkdtemp(prefix="stratus-demo-work-"))  # the user's folder, not the checkout
+    copied = det("example", "copy", "digits", env=env, cwd=work)
+    if copied.returncode != 0:
+        return copied.returncode
+    up = det("deploy", "local", "up", "--slots", "2", "--port", port, env=env, cwd=work)
     if up.returncode != 0:
         return up.returncode
     try:
-        created = det("experiment", "create", "examples/digits/const.yaml", "examples/digits", "-f", env=env)
-        listed = det("experiment", "list", "--json", env=env, capture=True)
+        created = det("experiment", "create", "digits/const.yaml", "digits", "-f", env=env, cwd=work)
+        listed = det("experiment", "list", "--json", env=env, cwd=work, capture=True)
         experiments = json.loads(listed.stdout)
         experiments = (
             experiments.get("experiments", experiments) if isinstance(experiments, dict) else experiments
         )
         experiment_id = max(int(e["id"]) for e in experiments)
-        described = det("experiment", "describe", str(experiment_id), "--json", env=env, capture=True)
+        described = det(
+            "experiment", "describe", str(experiment_id), "--json", env=env, cwd=work, capture=True
+        )
         detail = json.loads(described.stdout)
         experiment, trials = detail["experiment"], detail["trials"]
         trial = trials[0] if trials else {}
@@ -58,7 +65,7 @@ def main() -> int:
         )
         return 0 if ok else 1
     finally:
-        det("deploy", "local", "down", env=env)
+        det("deploy", "local", "down", env=env, cwd=work)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """The embedded local stack: AWS in one process, for a laptop and for the end-to-end tests.
 
-    python -m infra.local_stack --port 8080 --slots 2 --state-dir ~/.stratus/local
+    python -m infra.local_stack --port 8080 --slots 2 --state-dir ~/.stratus/local [--moto-port N]
         [--pool NAME[:scheduler=..][:preemption=on|off][:slots=N][:agents=N] ...] [--cluster-config FILE]
 
-starts a moto server on 127.0.0.1 (Step Functions execution on, MOTO_PORT set), creates the stack's
-resources in it (infra/resources.py), serves the Chalice app on 127.0.0.1, runs a pump per SQS queue into
-its handler (what Lambda's event source mapping does in AWS), and starts local agents with N slots as
+starts a moto server on 127.0.0.1 (on --moto-port, else a free port; Step Functions execution on,
+MOTO_PORT set), creates the stack's resources in it (infra/resources.py), serves the Chalice app on
+127.0.0.1, runs a pump per SQS queue into its handler (what Lambda's event source mapping does in
+AWS), and starts local agents with N slots as
 child processes: those of the pool "default", and those of each pool given (`infra.cluster_config`), with
 a sweep ticker per pool. Once everything is up it writes `<state-dir>/stack.json`; SIGTERM or SIGINT stops it all
 and removes that file. `det deploy local up|status|down` drive this program.
@@ -57,6 +58,7 @@ class LocalStack:
         agents: int = 1,
         pools: Sequence[LocalPool] | None = None,
         warm_start: bool = False,
+        moto_port: int = 0,
     ) -> None:
         self.port = port or free_port()
         #: Agents fork trials from a warm interpreter where safe (`harness.agent._warm`).
@@ -68,7 +70,7 @@ class LocalStack:
         # The pools (`--pool`, `--cluster-config`, else one pool "default" of this machine's agents) are
         # the control plane's (`STRATUS_POOLS`), with their shapes.
         self.pools = list(pools) if pools else local_pools([], None, slots=slots, agents=agents)
-        self.moto_port = free_port()
+        self.moto_port = moto_port or free_port()
         self.api_url = f"http://127.0.0.1:{self.port}"
         self.moto_url = f"http://127.0.0.1:{self.moto_port}"
         self._moto: Any = None
@@ -206,8 +208,9 @@ class LocalStack:
         import boto3
 
         import app as chalice_app
+        from chalicelib.services.scheduler import EVERY_POOL
         from chalicelib.settings import get_settings
-        from infra.pump import QueuePump, SweepTicker
+        from infra.pump import STACK_SWEEP_S, QueuePump, SweepTicker
 
         sqs = boto3.client("sqs", endpoint_url=self.moto_url)
         handlers = {
@@ -226,6 +229,10 @@ class LocalStack:
             ticker = SweepTicker(sqs, self._queue_urls["scheduler"], pool.spec.name, interval)
             ticker.start()
             self._pumps.append(ticker)
+        # The template's one-minute schedule: the stack-wide sweep (the price table, the searcher watch).
+        stack_ticker = SweepTicker(sqs, self._queue_urls["scheduler"], EVERY_POOL, STACK_SWEEP_S)
+        stack_ticker.start()
+        self._pumps.append(stack_ticker)
 
     def _start_agents(self) -> None:
         # Every agent is a node on this machine: multi-node trials rendezvous on the loopback.
@@ -342,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.local_stack", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8080, help="API port (0 picks a free one)")
     parser.add_argument(
+        "--moto-port", type=int, default=0, help="port of the embedded moto server (default 0: a free one)"
+    )
+    parser.add_argument(
         "--slots",
         type=int,
         default=None,
@@ -380,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack to the log
     stack = LocalStack(
         port=args.port,
+        moto_port=args.moto_port,
         slots=args.slots,
         state_dir=args.state_dir,
         stack=args.stack,

@@ -35,5 +35,5 @@ def test_without_yes_and_without_a_terminal_it_asks_to_pass_yes_and_deletes_noth
     assert code == 2 and "pass --yes" in err
     unknown = "00000000-0000-4000-8000-000000000000"
     code, _, err = _det(api, "checkpoint", "delete", f"{unknown},{api.checkpoint}", "--yes")
-    assert code != 0 and f"checkpoint {unknown} not found" in err
+    assert code != 0 and f"checkpoint {unknown} does not exist" in err  # said before anything is deleted
     assert api.http.get(f"/checkpoints/{api.checkpoint}").json()["checkpoint"]["state"] == "COMPLETED"

@@ -49,7 +49,7 @@ def test_list_download_wait_and_delete_an_experiment(det, local_stack, tmp_path:
     trials = det("experiment", "list-trials", str(experiment_id))
     assert trials.code == 0, trials.err
     (header, row) = table_rows(trials.out)[:2]
-    assert header == ["Trial ID", "State", "H-Params", "Start Time", "End Time", "# of Batches"]
+    assert header == ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches"]
     assert (row[1], row[5]) == ("COMPLETED", "10")
 
     listed = det("experiment", "list-checkpoints", str(experiment_id), "--json")

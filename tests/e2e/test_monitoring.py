@@ -1,6 +1,8 @@
 """Monitoring on the local stack: an adaptive ASHA experiment of the digits example runs to its end;
 `det experiment plot` draws every trial's curves into a PNG, its metrics are in the stack's CloudWatch
-namespace (moto), and `det experiment dashboard` creates the experiment's dashboard there."""
+namespace (moto), and the API's dashboard route (what `det experiment dashboard` calls on a stack in AWS)
+creates the experiment's dashboard there. `det experiment dashboard` itself, on the local stack, creates
+nothing (a console URL would lead nowhere: moto has no console) and names `det experiment plot`."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import json
 from pathlib import Path
 
 import boto3
+
+from det._client import ApiClient
 
 
 def test_an_asha_experiments_curves_are_plotted_charted_and_on_a_dashboard(det, local_stack, tmp_path: Path):
@@ -40,10 +44,15 @@ def test_an_asha_experiments_curves_are_plotted_charted_and_on_a_dashboard(det, 
     assert charted == {str(t["id"]) for t in trials}
     assert {m["Namespace"] for m in listed} == {"Stratus/stratus"}
 
-    shown = det("experiment", "dashboard", str(experiment_id))
-    assert shown.code == 0, shown.err
     name = f"stratus-experiment-{experiment_id}"
-    assert shown.out.splitlines()[-1].endswith(f"#dashboards/dashboard/{name}")
+    shown = det("experiment", "dashboard", str(experiment_id))
+    assert (shown.code, shown.out) == (1, ""), shown.err
+    assert f"`det experiment plot {experiment_id}`" in shown.err
+    assert name not in {d["DashboardName"] for d in cloudwatch.list_dashboards()["DashboardEntries"]}
+
+    with ApiClient(local_stack.api_url) as client:
+        answer = client.experiment_dashboard(experiment_id)
+    assert answer["name"] == name and answer["url"].endswith(f"#dashboards/dashboard/{name}")
     body = json.loads(cloudwatch.get_dashboard(DashboardName=name)["DashboardBody"])
     titles = {w["properties"].get("title") for w in body["widgets"]}
     assert {f"Trial {t['id']}" for t in trials} <= titles

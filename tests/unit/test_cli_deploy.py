@@ -202,7 +202,11 @@ def test_up_when_already_running_says_so(tmp_path: Path) -> None:
     code = _deploy.up(up_args(), runtime(tmp_path, streams), spawn=spawn, alive=lambda pid: pid == 9)
 
     assert code == 0
-    assert streams.out.getvalue().startswith(f"Stratus local stack is already running at {API_URL} (pid 9)\n")
+    assert streams.out.getvalue() == (
+        f"Stratus local stack is already running at {API_URL} (pid 9), as asked\n"
+        "Point the CLI at it in this shell with:\n"
+        f"  export DET_MASTER={API_URL}\n"
+    )
 
 
 def test_up_prints_the_log_tail_when_the_stack_dies(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def test_job_list_shows_determined_columns_in_scheduling_order(api, table_rows) 
         "Priority",
         "Submitted",
         "Slots (acquired/needed)",
-        "Status",
+        "State",
         "User",
     ]
     assert [r[:5] + r[6:] for r in rows[1:]] == [
@@ -82,7 +82,7 @@ def test_job_ls_of_a_pool_as_json_and_csv(api, table_rows) -> None:
     assert api.requests[0][2] == {"resource_pool": "gpu"}
     assert [j["id"] for j in json.loads(raw.out)["jobs"]] == ["9"]
     lines = csv.out.splitlines()
-    assert lines[0] == "#,ID,Type,Job Name,Priority,Submitted,Slots (acquired/needed),Status,User"
+    assert lines[0] == "#,ID,Type,Job Name,Priority,Submitted,Slots (acquired/needed),State,User"
     assert lines[2].startswith("2,3,EXPERIMENT,mnist,42,") and lines[2].endswith(",2/4,SCHEDULED,bob")
 
 
@@ -91,7 +91,7 @@ def test_an_empty_queue_prints_the_headers(api, table_rows) -> None:
 
     assert result.code == 0
     assert table_rows(result.out) == [
-        ["#", "ID", "Type", "Job Name", "Priority", "Submitted", "Slots (acquired/needed)", "Status", "User"]
+        ["#", "ID", "Type", "Job Name", "Priority", "Submitted", "Slots (acquired/needed)", "State", "User"]
     ]
 
 

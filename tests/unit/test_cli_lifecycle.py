@@ -93,12 +93,12 @@ def test_list_trials_shows_determineds_columns(lifecycle_api, table_rows) -> Non
 
     assert result.code == 0, result.err
     rows = table_rows(result.out)
-    assert rows[0] == ["Trial ID", "State", "H-Params", "Start Time", "End Time", "# of Batches"]
+    assert rows[0] == ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches"]
     assert [rows[1][0], rows[1][1], rows[1][5]] == ["4", "RUNNING", "100"]
     as_json = lifecycle_api.run("experiment", "list-trials", "1", "--json")
     assert [t["id"] for t in json.loads(as_json.out)["trials"]] == [4, 5]
     as_csv = lifecycle_api.run("e", "list-trials", "1", "--csv")
-    assert as_csv.out.splitlines()[0] == "Trial ID,State,H-Params,Start Time,End Time,# of Batches"
+    assert as_csv.out.splitlines()[0] == "Trial ID,State,H-Params,Started,Ended,# of Batches"
 
 
 def test_list_checkpoints_best_asks_the_api_to_rank_them(lifecycle_api, table_rows) -> None:

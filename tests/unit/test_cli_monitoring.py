@@ -14,6 +14,7 @@ import pytest
 from det._monitoring import curve, training_metric
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+AWS_API = "https://api.stratus.example"  # a custom domain in front of API Gateway
 
 
 @pytest.fixture
@@ -51,15 +52,34 @@ def curves_api(api):
 
 
 def test_dashboard_asks_the_api_and_prints_the_console_url(curves_api):
-    result = curves_api.run("experiment", "dashboard", "1")
+    # An API in AWS: HTTPS (API Gateway serves nothing else); not the execute-api host, so not signed.
+    result = curves_api.run("-m", AWS_API, "experiment", "dashboard", "1")
     assert result.code == 0, result.err
     assert "POST /experiments/1/dashboard" in curves_api.calls("POST")
     assert result.out.splitlines() == [
         "Dashboard lab-experiment-1 charts the 3 trials of experiment 1:",
         "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards/dashboard/lab-experiment-1",
     ]
-    missing = curves_api.run("e", "dashboard", "2")
+    missing = curves_api.run("-m", AWS_API, "e", "dashboard", "2")
     assert missing.code != 0 and "experiment 2" in missing.err
+
+
+def test_dashboard_on_the_local_stack_creates_nothing_and_names_what_shows_the_same_locally(curves_api):
+    """The local stack's CloudWatch is moto's: a console URL would lead nowhere."""
+    result = curves_api.run("experiment", "dashboard", "1")  # the default master: the local stack
+
+    assert result.code == 1 and result.out == ""
+    assert "POST /experiments/1/dashboard" not in curves_api.calls("POST")
+    assert result.err.startswith(
+        "Error: experiment 1's CloudWatch dashboard would live in the local stack's moto"
+    )
+    assert "`det experiment plot 1`" in result.err and "`det experiment describe 1 --metrics`" in result.err
+    assert "console.aws.amazon.com" not in result.err
+    # No TLS: not API Gateway, so the local stack wherever it runs.
+    plain_http = curves_api.run("-m", "http://10.0.0.5:8080", "e", "dashboard", "1")
+    assert plain_http.code == 1 and "det experiment plot 1" in plain_http.err
+    unknown = curves_api.run("e", "dashboard", "9")
+    assert unknown.code == 1 and unknown.err.startswith("Error: experiment 9 does not exist")
 
 
 def test_plot_refuses_other_formats_and_says_how_to_get_matplotlib(curves_api, tmp_path, monkeypatch):
@@ -69,6 +89,8 @@ def test_plot_refuses_other_formats_and_says_how_to_get_matplotlib(curves_api, t
     missing = curves_api.run("experiment", "plot", "1", "-o", str(tmp_path / "x.png"))
     assert missing.code == 2
     assert "pip install 'matplotlib>=3.9'" in missing.err
+    # The exact command: into the Python running det (the distribution is not on PyPI).
+    assert missing.err.rstrip().endswith(f"{sys.executable} -m pip install 'matplotlib>=3.9'")
     assert curves_api.calls("GET") == []  # it fails before asking the API anything
     assert not (tmp_path / "x.png").exists()
 

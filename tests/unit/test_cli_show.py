@@ -191,7 +191,7 @@ def test_describe_prints_experiment_and_trials(api, table_rows) -> None:
         "1",
         "200",
         "0.0312",
-        "200",
+        "c-200",  # the latest checkpoint's UUID, as Determined shows a checkpoint
     ]
     hparams = [r[5] for r in trials[2:]]
     assert hparams == ['"lr": 0.1,', '"layers": 2', "}"]  # JSON spread over lines, like det
@@ -547,7 +547,7 @@ def test_list_and_describe_print_csv_with_the_same_columns(api) -> None:
     )
     assert workloads.splitlines()[1].startswith("5,100,COMPLETED,")
     # The H-Params JSON stays one quoted cell over several lines, as the csv module writes it.
-    assert '"{\n    ""lr"": 0.1,\n    ""layers"": 2\n}",1,200,0.0312,200' in trials
+    assert '"{\n    ""lr"": 0.1,\n    ""layers"": 2\n}",1,200,0.0312,c-200' in trials
 
 
 def test_trial_describe_prints_csv(api) -> None:
