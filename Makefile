@@ -19,7 +19,7 @@ PYTEST_E2E := $(PY) -m pytest -q -n $(E2E_WORKERS)
 
 .PHONY: install demo test lint typecheck unit integration aws e2e bench clean
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
@@ -36,8 +36,12 @@ lint: install
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 
+# contract/, harness/ and launchers/ are the packages stratus.contract, stratus.harness, stratus.launchers
+# (setup.py); mypy, which finds modules by folder, sees them under those names through links in .typecheck/.
 typecheck: install
-	$(PY) -m mypy contract chalicelib harness launchers det app.py
+	mkdir -p .typecheck/stratus
+	for name in contract harness launchers; do ln -sfn ../../$$name .typecheck/stratus/$$name; done
+	MYPYPATH=.typecheck $(PY) -m mypy -p stratus.contract -p stratus.harness -p stratus.launchers -p chalicelib -p det -m app
 
 unit: install
 	$(PY) -m pytest -q tests/unit tests/contract
@@ -67,4 +71,4 @@ bench: install
 	$(PY) bench/api_request_cost.py --write
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .typecheck

@@ -27,7 +27,7 @@ import boto3
 from det._client import ApiClient
 from infra.local_stack import BackgroundStack
 from infra.resources import StackNames
-from launchers._info import free_port
+from stratus.launchers._info import free_port
 
 SLOTS = 8
 WAIT_S = 300.0
@@ -41,9 +41,9 @@ def iso_epoch(value: str) -> float:
 
 
 def entrypoint(kind: str, n: int, out: Path, mode: str) -> list[str]:
-    """`stratus`: launchers.torch_distributed; `torchrun` and `torchrun-banner`: bare torchrun."""
+    """`stratus`: stratus.launchers.torch_distributed; `torchrun` and `torchrun-banner`: bare torchrun."""
     if kind == "stratus":
-        return ["python3", "-m", "launchers.torch_distributed", "--", "workload.py", str(out), mode]
+        return ["python3", "-m", "stratus.launchers.torch_distributed", "--", "workload.py", str(out), mode]
     return [
         "python3", "-m", "torch.distributed.run", "--nproc_per_node", str(n), "--master_port", str(free_port()),
         "workload.py", str(out), mode,

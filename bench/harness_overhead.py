@@ -125,7 +125,7 @@ def pin(stack: BackgroundStack) -> str:
         raise SystemExit("--pin needs at least two CPUs")
     trial, rest = {cpus[-1]}, set(cpus[:-1])
     for pid in _tree(stack.process.pid):
-        agent = b"harness.agent" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        agent = b"stratus.harness.agent" in Path(f"/proc/{pid}/cmdline").read_bytes()
         _pin(pid, trial if agent else rest)
     os.sched_setaffinity(0, rest)
     return f"agent and trials on CPU {cpus[-1]}, the stack and this script on CPU {','.join(map(str, rest))}"

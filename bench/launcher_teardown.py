@@ -1,4 +1,4 @@
-"""Teardown after a worker crash: `launchers.torch_distributed` next to bare torchrun, same workload.
+"""Teardown after a worker crash: `stratus.launchers.torch_distributed` next to bare torchrun, same workload.
 
     .venv/bin/python bench/launcher_teardown.py [--workers 2 4 8] [--runs 3] [--stack-runs 3] [--write]
 
@@ -15,7 +15,7 @@ survivors to take the news:
 - `hung`: the survivors catch SIGTERM in Python and carry on (as a trial whose harness latches SIGTERM
   to checkpoint) and wait on something that never returns and never fails, standing in for a collective
   with no failure detection (an NCCL all-reduce without a timeout). Only SIGKILL ends them: after the
-  kill grace, 10 s for `launchers.torch_distributed` (`STRATUS_KILL_GRACE_S`), torchrun's shutdown
+  kill grace, 10 s for `stratus.launchers.torch_distributed` (`STRATUS_KILL_GRACE_S`), torchrun's shutdown
   timeout (30 s by default) for torchrun.
 
 Then the same workload runs through the embedded local stack (`infra.local_stack`: moto, the Chalice
@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._teardown_stack import StackBench  # noqa: E402
 from bench.machine import describe  # noqa: E402
-from launchers._info import free_port  # noqa: E402
+from stratus.launchers._info import free_port  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "launcher_teardown.md"
 READING = textwrap.dedent(
@@ -63,7 +63,7 @@ READING = textwrap.dedent(
     dead peer, unless the launcher's SIGTERM lands first); what differs is the launcher's own exit
     (torchrun polls its workers every 0.1 s, then prints a traceback and its error summary) and its
     exit code (torchrun's is 1, not the worker's). With `hung` survivors the kill grace is everything:
-    `STRATUS_KILL_GRACE_S` for `launchers.torch_distributed`, `--shutdown_timeout` for torchrun (both
+    `STRATUS_KILL_GRACE_S` for `stratus.launchers.torch_distributed`, `--shutdown_timeout` for torchrun (both
     can be lowered). Workers here are CPU processes on the machine below, N of them sharing its cores.
 
     Through the stack, the control plane records the exit tens of milliseconds after the agent saw the
@@ -78,7 +78,7 @@ READING = textwrap.dedent(
     fix that row read 34.92 s (31.04–35.44) with 47 to 57 log lines lost, on this machine. Under
     torchrun the workers share one output pipe, and two workers' `print`s at the same moment (text and
     newline are two writes when unbuffered, as trials run) leave an empty line too: that hit 3 of 9
-    torchrun runs before the workload wrote each line in one `os.write`. `launchers.torch_distributed`
+    torchrun runs before the workload wrote each line in one `os.write`. `stratus.launchers.torch_distributed`
     reads each worker's pipe on its own and prefixes every line with `[rank=N] `: never empty.
     """
 ).strip()
@@ -118,7 +118,7 @@ WORKLOAD = textwrap.dedent(
 def launcher_argv(kind: str, n: int, workload: Path, out: Path, mode: str) -> list[str]:
     py = sys.executable
     if kind == "stratus":
-        return [py, "-m", "launchers.torch_distributed", "--", str(workload), str(out), mode]
+        return [py, "-m", "stratus.launchers.torch_distributed", "--", str(workload), str(out), mode]
     return [
         py, "-m", "torch.distributed.run", "--nproc_per_node", str(n), "--master_port", str(free_port()),
         str(workload), str(out), mode,
@@ -206,7 +206,7 @@ def fmt(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
 
 
-LAUNCHERS = (("stratus", "`launchers.torch_distributed`"), ("torchrun", "bare torchrun"))
+LAUNCHERS = (("stratus", "`stratus.launchers.torch_distributed`"), ("torchrun", "bare torchrun"))
 BANNER = ("torchrun-banner", "bare torchrun, `OMP_NUM_THREADS` unset")
 
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 import zstandard  # noqa: E402
 
 from det import _archive, _context  # noqa: E402
-from harness._archive import extract  # noqa: E402
+from stratus.harness._archive import extract  # noqa: E402
 
 SEED = 20240611
 NUM_FILES = 20_000

@@ -38,8 +38,8 @@ from bench.machine import describe  # noqa: E402
 from chalicelib.services.clock import epoch_of  # noqa: E402
 from det._client import ApiClient  # noqa: E402
 from det._context import pack  # noqa: E402
-from harness.core._preempt import HEARTBEAT_INTERVAL_S  # noqa: E402
 from infra.local_stack import BackgroundStack  # noqa: E402
+from stratus.harness.core._preempt import HEARTBEAT_INTERVAL_S  # noqa: E402
 
 #: Milestones in the order they happen, each as seconds after the pause request was sent.
 MILESTONES = [
@@ -142,7 +142,7 @@ def _probe_marks(api: ApiClient, trial_id: int) -> dict[str, float]:
 def _agent_saw_exit(agent_log: Path, run_id: str) -> float:
     """The agent's own clock reading (its log's asctime, this machine's local time) of the run's end."""
     for line in agent_log.read_text().splitlines():
-        if f"harness.agent: run {run_id} ended:" in line:
+        if f"stratus.harness.agent: run {run_id} ended:" in line:
             stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
             return stamp.timestamp()
     raise SystemExit(f"no `run {run_id} ended` line in {agent_log}")

@@ -44,8 +44,8 @@ from bench.machine import describe  # noqa: E402
 from chalicelib.services.clock import epoch_of  # noqa: E402
 from det._client import ApiClient  # noqa: E402
 from det._context import pack  # noqa: E402
-from harness.agent._settings import Settings as AgentSettings  # noqa: E402
 from infra.local_stack import BackgroundStack  # noqa: E402
+from stratus.harness.agent._settings import Settings as AgentSettings  # noqa: E402
 
 BEAT_POLL_S = 0.05  # polling of the agent record's `last_seen` (each heartbeat writes its own time)
 AGENT_HEARTBEAT_S = AgentSettings(
@@ -75,7 +75,7 @@ MILESTONES = [
     ("high_process_start", "the high probe's first line runs"),
     ("high_torch_imported", "the high probe has imported torch"),
     ("high_imported", "the high probe has imported harness too"),
-    ("high_init", "the high probe's `harness.init()` returned"),
+    ("high_init", "the high probe's `stratus.harness.init()` returned"),
     ("high_metric_sent", "the high probe calls `report_training_metrics`"),
     ("high_metric_reported", "the high probe's `report_training_metrics` returned"),
     ("first_metric", "first GET /trials/{id}/metrics showing the high one's metric"),
@@ -149,7 +149,7 @@ STAGES = [
         "started",
         "high_torch_imported",
     ),
-    ("init", "imports → harness.init() returned", "high_imported", "high_init"),
+    ("init", "imports → stratus.harness.init() returned", "high_imported", "high_init"),
     (
         "report",
         "metric sent → visible through the API (incl. client poll)",
@@ -261,7 +261,7 @@ class Stack:
 
     def run_ended(self, run_id: str) -> float | None:
         for line in self.agent_log.read_text(errors="replace").splitlines():
-            if f"harness.agent: run {run_id} ended:" in line:
+            if f"stratus.harness.agent: run {run_id} ended:" in line:
                 return _log_time(line)
         return None
 
@@ -526,9 +526,9 @@ def _reading(results: list[dict[str, float]]) -> list[str]:
         f"{max(r['total'] for r in results):.2f} s). The preemption itself (submit → the victim's slot free) "
         f"is a median {m('  preempted'):.2f} s; starting the high trial in the freed slot "
         f"{m('  start'):.2f} s. Largest stages: {ranked}.",
-        f"- What dominates is the high trial's own start: spawn → `harness.init()` returned, a median "
+        f"- What dominates is the high trial's own start: spawn → `stratus.harness.init()` returned, a median "
         f"{trial_start:.2f} s ({100 * trial_start / total:.0f} %), of which the interpreter and `import "
-        f"torch` {m('  torch'):.2f} s and `harness.init()` {m('init'):.2f} s (from "
+        f"torch` {m('  torch'):.2f} s and `stratus.harness.init()` {m('init'):.2f} s (from "
         f"{min(r['init'] for r in results):.2f} to {max(r['init'] for r in results):.2f} s across the runs; "
         "profiled once, in two runs of 0.19 s each, all of it was the wait for the answer to GET "
         "/trials/{id}/info; the slow cases were not profiled). The imports are the trial's code, the same "

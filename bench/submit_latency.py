@@ -38,7 +38,7 @@ STAGES = [
     ("launch", "grant → launch message consumed (Launch state + queue)"),
     ("agent", "launch → process spawned (doorbell rung, heartbeat, download, extract)"),
     ("process_start", "spawn → Python, torch and harness imported"),
-    ("init", "imports → harness.init() returned (GET /info)"),
+    ("init", "imports → stratus.harness.init() returned (GET /info)"),
     ("first_batch", "init → first batch done (model, data, forward, backward)"),
     ("report", "first batch → metric readable through the API"),
 ]

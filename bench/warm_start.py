@@ -5,7 +5,7 @@ root:
     .venv/bin/python bench/warm_start.py [--rounds 10] [--write]
 
 Cold is what the agent does without warm start: ``bash -c`` (the startup-hook wrapper) exec'ing
-``python3 main.py`` in a new session. Warm is `harness.agent._warm_client.WarmServer.spawn`: a fork of
+``python3 main.py`` in a new session. Warm is `stratus.harness.agent._warm_client.WarmServer.spawn`: a fork of
 the agent's warm interpreter, which imported the same modules once when it started. Rounds alternate
 cold and warm; the figures are medians. The warm interpreter's own start (paid once per agent, while it
 already heartbeats) is printed apart.
@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe  # noqa: E402
-from harness.agent._warm_client import WarmProcess, WarmServer  # noqa: E402
-from harness.trial_process import build_script  # noqa: E402
+from stratus.harness.agent._warm_client import WarmProcess, WarmServer  # noqa: E402
+from stratus.harness.trial_process import build_script  # noqa: E402
 
 TRIAL = """\
 import time

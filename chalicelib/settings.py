@@ -12,9 +12,9 @@ from functools import lru_cache
 from typing import Protocol
 
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolConfigError, PoolSpec, pools_from_json
-from contract.errors import InvalidTagError
-from contract.prices import PriceTable, table_from_json
-from contract.tags import CLUSTER_TAG, TAGS_ENV, tags_from_json
+from stratus.contract.errors import InvalidTagError
+from stratus.contract.prices import PriceTable, table_from_json
+from stratus.contract.tags import CLUSTER_TAG, TAGS_ENV, tags_from_json
 
 #: How often agents heartbeat (their liveness; work reaches them by their doorbell, `chalicelib.aws.bells`,
 #: and stop requests by the doorbell too): minutes on AWS, where every beat is an API request and a few
@@ -73,12 +73,12 @@ class Settings:
     #: The role SageMaker training jobs of `sagemaker` pools run as (the template's execution role).
     sagemaker_role_arn: str = ""
     #: The compute package's key in the bucket (`STRATUS_COMPUTE_KEY`, `compute/<sha256>/<wheel>`): what a
-    #: SageMaker job installs before its agent runs (`contract.container_boot`).
+    #: SageMaker job installs before its agent runs (`stratus.contract.container_boot`).
     compute_key: str = ""
-    #: A price table the operator pins (`STRATUS_PRICES`, `contract.prices`): it replaces the one the
+    #: A price table the operator pins (`STRATUS_PRICES`, `stratus.contract.prices`): it replaces the one the
     #: stack keeps from AWS (`chalicelib.services.prices`). None: the stack's own, then the committed one.
     prices: PriceTable | None = None
-    #: The user's tags (`STRATUS_TAGS`, a JSON object, `det deploy aws up --add-tag`; `contract.tags`), as
+    #: The user's tags (`STRATUS_TAGS`, a JSON object, `det deploy aws up --add-tag`; `stratus.contract.tags`), as
     #: (key, value) pairs sorted by key: what the Batch and SageMaker jobs are tagged with (`job_tags`).
     tags: tuple[tuple[str, str], ...] = ()
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.domain.states import TRIAL_TRANSITIONS, TrialState, allowed_sources
-from contract.messages import MessageType
+from stratus.contract.messages import MessageType
 
 #: The launch wait's HeartbeatSeconds; the passes beat every `TASK_BEAT_INTERVAL_S` (the pool's sweep runs
 #: every minute), so a wait times out only when nothing schedules the pool for 10 minutes. The wait for

@@ -15,7 +15,7 @@ supervisor is set) and ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` (torch >= 2.6 refu
 sends them every >= 30 s, plus ``speedup`` ``{"<replicas>": factor}`` that the launcher computes with
 ``adaptdl.goodput`` where it can (absent otherwise). `validate_hints` is the one check of that body.
 
-**Checkpoint** (the sync, `launchers._adaptdl_sync`): the AdaptDL folders travel as an ordinary Stratus
+**Checkpoint** (the sync, `stratus.launchers._adaptdl_sync`): the AdaptDL folders travel as an ordinary Stratus
 checkpoint (presigned URLs from the API: a trial never holds S3 credentials) whose metadata carries
 ``{"adaptdl": {"format": 1, "restarts": N}}``; its files are ``checkpoint/checkpoint-N/...`` and
 ``share/...``. ``steps_completed`` is N, so the trial's latest checkpoint (``STRATUS_LATEST_CHECKPOINT``,
@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from contract.errors import InvalidHintsError
+from stratus.contract.errors import InvalidHintsError
 
 # ---- the replicas' environment (AdaptDL's names) ------------------------------------------------------
 
@@ -80,7 +80,7 @@ MAX_REPLICAS_ENV = "STRATUS_ADAPTDL_MAX_REPLICAS"
 SLOTS_PER_REPLICA_ENV = "STRATUS_ADAPTDL_SLOTS_PER_REPLICA"
 #: Set (to 1) in every replica's environment by the launcher: the harness leaves stopping to AdaptDL (a
 #: preempt is AdaptDL's SIGTERM: it saves at its next batch and exits 143), and the NNI shim keeps its
-#: result count in AdaptDL's checkpoint (`harness.compat._nni_adaptdl`).
+#: result count in AdaptDL's checkpoint (`stratus.harness.compat._nni_adaptdl`).
 REPLICA_ENV = "STRATUS_ADAPTDL_REPLICA"
 DEFAULT_ROOT = "adaptdl"
 #: The kill grace floor: AdaptDL notices SIGTERM only at its next batch, and a replica outside its

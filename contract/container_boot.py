@@ -1,7 +1,7 @@
 """How a container job (a Batch job, a SageMaker training job) becomes a Stratus agent: its image is a
 framework image (AWS's PyTorch training image, or the experiment's `environment.image`) that has Python
 and pip but not Stratus, so the job first installs this stack's compute package, the wheel `det deploy
-aws up` uploads to `s3://<bucket>/compute/<sha256>/...whl`, then runs `python -m harness.agent` with the
+aws up` uploads to `s3://<bucket>/compute/<sha256>/...whl`, then runs `python -m stratus.harness.agent` with the
 job's arguments.
 
     /bin/sh -c BOOT stratus-boot <agent arguments...>
@@ -46,14 +46,14 @@ if [ -z "$wheels" ]; then
   exit 64
 fi
 python -m pip install --quiet --disable-pip-version-check $wheels
-exec python -m harness.agent "$@"
+PYTHONSAFEPATH=1 exec python -m stratus.harness.agent "$@"
 """
 
 #: SageMaker's boot: the package is in the channel's folder. Short, as SageMaker takes at most 256
 #: characters in each string of `ContainerEntrypoint`.
 SAGEMAKER_BOOT = (
     f"w=$(ls {SAGEMAKER_COMPUTE_DIR}/*.whl) || {{ echo stratus: no compute package, deploy with det deploy "
-    'aws up >&2; exit 64; }; python -m pip install -q $w && exec python -m harness.agent "$@"'
+    'aws up >&2; exit 64; }; python -m pip install -q $w && PYTHONSAFEPATH=1 exec python -m stratus.harness.agent "$@"'
 )
 #: The most characters SageMaker takes in one string of `ContainerEntrypoint` or `ContainerArguments`.
 SAGEMAKER_MAX_STRING = 256
@@ -74,9 +74,9 @@ def boot_entrypoint() -> list[str]:
 
 
 def agent_argv(command: Sequence[str]) -> list[str]:
-    """The agent's argv (`-m harness.agent ...`, for an interpreter) in a container command this module
+    """The agent's argv (`-m stratus.harness.agent ...`, for an interpreter) in a container command this module
     wrote; ValueError for any other command."""
     for prefix in (_BATCH, _SAGEMAKER):
         if tuple(command[: len(prefix)]) == prefix:
-            return ["-m", "harness.agent", *command[len(prefix) :]]
+            return ["-m", "stratus.harness.agent", *command[len(prefix) :]]
     raise ValueError(f"not a Stratus container command (it starts {list(command[:2])!r})")

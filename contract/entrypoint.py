@@ -1,7 +1,7 @@
 """Determined's legacy entrypoint rule: ``model_def:TrialClass`` (a module path, a colon, a class name)
 names a trial class rather than a command.
 
-Such a class runs under the harness's trial runner (``python3 -m harness.exec.run_trial model_def:Trial``),
+Such a class runs under the harness's trial runner (``python3 -m stratus.harness.exec.run_trial model_def:Trial``),
 one process per slot under the torch_distributed launcher when the trial has several slots. The control
 plane builds the agent's argv with it; local test mode (one process) runs the same command.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-RUN_TRIAL_MODULE = "harness.exec.run_trial"
-DISTRIBUTED_LAUNCHER_MODULE = "launchers.torch_distributed"
+RUN_TRIAL_MODULE = "stratus.harness.exec.run_trial"
+DISTRIBUTED_LAUNCHER_MODULE = "stratus.launchers.torch_distributed"
 
 _LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 

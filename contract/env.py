@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from contract.errors import InvalidEnvironmentError
+from stratus.contract.errors import InvalidEnvironmentError
 
 #: Every variable of ours starts with it; local test mode drops them all to run off the platform.
 PREFIX = "STRATUS_"
@@ -53,10 +53,10 @@ NODE_ADDR = "STRATUS_NODE_ADDR"
 LAUNCHER_REPORT = "STRATUS_LAUNCHER_REPORT"
 COLLECTIVE_PORT = "STRATUS_COLLECTIVE_PORT"
 PREEMPT_FILE = "STRATUS_PREEMPT_FILE"
-#: A secret per run: a launcher marks the lines it frames with a rank by it (`contract.log_frame`), and
+#: A secret per run: a launcher marks the lines it frames with a rank by it (`stratus.contract.log_frame`), and
 #: takes it out of its workers' environment, so what they print can never claim a rank.
 LOG_FRAME = "STRATUS_LOG_FRAME"
-#: Where a run's processes ask the agent for their run token (`contract.run_token`), which is then in
+#: Where a run's processes ask the agent for their run token (`stratus.contract.run_token`), which is then in
 #: no environment block.
 AGENT_SOCKET = "STRATUS_AGENT_SOCKET"
 
@@ -67,7 +67,7 @@ NODE_ADDRS = "STRATUS_NODE_ADDRS"
 KILL_GRACE_S = "STRATUS_KILL_GRACE_S"
 RENDEZVOUS_TIMEOUT_S = "STRATUS_RENDEZVOUS_TIMEOUT_S"
 #: Set by hand or in the experiment's environment: how long the harness's report sender gathers reports
-#: before it sends them (seconds, default 5; `harness.core._reports`).
+#: before it sends them (seconds, default 5; `stratus.harness.core._reports`).
 REPORT_INTERVAL = "STRATUS_REPORT_INTERVAL"
 #: An AWS Batch multi-node parallel job's own names for the node count and this node's index.
 BATCH_NUM_NODES = "AWS_BATCH_JOB_NUM_NODES"

@@ -5,9 +5,9 @@
     ├── InvalidLaunchSpecError   a launch spec an agent cannot run
     ├── InvalidMessageError      a queue message of an unknown type or shape
     ├── InvalidMetricGroupError  a metric group name that Determined refuses (empty, or with a '.')
-    ├── InvalidHintsError        an AdaptDL hints payload that is not SCHED_HINTS + speedup (contract.adaptdl)
-    ├── InvalidTagError          a user's tag AWS or Stratus refuses, or too many of them (contract.tags)
-    └── HttpCallError            a call over HTTP failed (contract.http): refused with a status >= 300
+    ├── InvalidHintsError        an AdaptDL hints payload that is not SCHED_HINTS + speedup (stratus.contract.adaptdl)
+    ├── InvalidTagError          a user's tag AWS or Stratus refuses, or too many of them (stratus.contract.tags)
+    └── HttpCallError            a call over HTTP failed (stratus.contract.http): refused with a status >= 300
         └── NoAnswerError        ... or never answered (refused connection, reset, timeout): status 0
 
 Every error message names the offending value and what to do.

@@ -2,7 +2,7 @@
 launchers' rendezvous): JSON calls under a bearer token, presigned S3 transfers without it, one retry
 policy and one error parser. Standard library only: a trial's image need not have httpx.
 
-- A failed call raises `HttpCallError` (`contract.errors`): ``status`` is the answer's (``NO_ANSWER``, 0,
+- A failed call raises `HttpCallError` (`stratus.contract.errors`): ``status`` is the answer's (``NO_ANSWER``, 0,
   if none came) and ``body`` the API's error body, parsed by `ErrorBody.parse` whatever answered.
 - `RetryPolicy` says which failures are worth asking again (no answer, 5xx, 408, 425, 429: the
   control plane is busy or restarting; every other refusal is permanent, see `is_permanent`), how long
@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from contract.errors import NO_ANSWER, ErrorBody, HttpCallError, NoAnswerError, is_permanent
-from contract.transport import (
+from stratus.contract.errors import NO_ANSWER, ErrorBody, HttpCallError, NoAnswerError, is_permanent
+from stratus.contract.transport import (
     CHUNK_BYTES,
     InMemoryTransport,
     PooledTransport,
@@ -52,7 +52,7 @@ __all__ = [
     "redact",
 ]
 
-log = logging.getLogger("contract.http")
+log = logging.getLogger("stratus.contract.http")
 
 T = TypeVar("T")
 

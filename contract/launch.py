@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract import env as names
-from contract.errors import InvalidLaunchSpecError
+from stratus.contract import env as names
+from stratus.contract.errors import InvalidLaunchSpecError
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class LaunchSpec:
     slots: int
     #: Shell words (run as is), or one string (run with ``sh -c``).
     entrypoint: tuple[str, ...] | str
-    #: The trial's variables (`contract.env.TrialEnv.to_env` and the config's), over the agent's own.
+    #: The trial's variables (`stratus.contract.env.TrialEnv.to_env` and the config's), over the agent's own.
     environment: Mapping[str, str] = field(default_factory=dict)
     #: A presigned URL of the context archive; None: the experiment has no context (an empty folder).
     context_url: str | None = None

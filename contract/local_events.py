@@ -1,11 +1,11 @@
-"""The local test mode's event log (`contract.env.LOCAL_EVENTS`): what the harness's local twins write and
+"""The local test mode's event log (`stratus.contract.env.LOCAL_EVENTS`): what the harness's local twins write and
 `det experiment create --local --test-mode` reads back to check what the trial did.
 
 One JSON object a line, appended: ``{"type": ..., "steps_completed": int, ...}`` with these types and
 extra keys:
 
 - ``training`` / ``validation``: ``metrics`` (the reported metrics, as JSON values);
-- ``metrics``: ``group`` (a custom metric group, `contract.metric_groups`), ``metrics``;
+- ``metrics``: ``group`` (a custom metric group, `stratus.contract.metric_groups`), ``metrics``;
 - ``checkpoint``: ``uuid``, ``path`` (the local folder), ``metadata``;
 - ``searcher_completed``: ``length``, ``unit``, ``metric`` (``steps_completed`` is the operation's length);
 - ``invalid_hp``: ``message`` (``steps_completed`` is 0).

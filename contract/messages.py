@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from contract.errors import InvalidMessageError
+from stratus.contract.errors import InvalidMessageError
 
 
 class MessageType(StrEnum):

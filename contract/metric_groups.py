@@ -11,7 +11,7 @@ group name.
 
 from __future__ import annotations
 
-from contract.errors import InvalidMetricGroupError
+from stratus.contract.errors import InvalidMetricGroupError
 
 TRAINING = "training"
 VALIDATION = "validation"

@@ -17,8 +17,8 @@ import socket
 import time
 from collections.abc import Mapping
 
-from contract.env import AGENT_SOCKET, RUN_ID, RUN_TOKEN
-from contract.errors import ContractError
+from stratus.contract.env import AGENT_SOCKET, RUN_ID, RUN_TOKEN
+from stratus.contract.errors import ContractError
 
 #: How long a process waits for the agent to know its run (it registers the run right after starting it).
 WAIT_S = 10.0

@@ -20,7 +20,7 @@ import json
 import unicodedata
 from collections.abc import Mapping
 
-from contract.errors import InvalidTagError
+from stratus.contract.errors import InvalidTagError
 
 #: The tag that names a resource's stack (its cluster id): every Stratus stack, its pools' resources and jobs.
 CLUSTER_TAG = "stratus:cluster-id"

@@ -4,7 +4,7 @@ handler that answers in memory (`InMemoryTransport`, the test double, as httpx's
 Standard library only.
 
 A transport sends one `Request` and returns its `Response` whatever the status, or raises
-`NoAnswerError` when no answer came. Retrying, tokens and error bodies are `contract.http.Session`'s.
+`NoAnswerError` when no answer came. Retrying, tokens and error bodies are `stratus.contract.http.Session`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-from contract.errors import NoAnswerError
+from stratus.contract.errors import NoAnswerError
 
 CHUNK_BYTES = 1 << 20
 

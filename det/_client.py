@@ -1,9 +1,9 @@
 """The HTTP client of the Stratus API (docs/contracts.md §1, user-facing routes).
 
 One method per route; each returns the decoded JSON answer. Errors become the CLI's errors: an error
-body `{"error", "message", "problems"}`, read by the contract's one parser (`contract.errors.ErrorBody`),
+body `{"error", "message", "problems"}`, read by the contract's one parser (`stratus.contract.errors.ErrorBody`),
 becomes `ApiError` (`NotFoundError` for 404), a refused or timed-out connection becomes
-`ConnectionFailedError`. The CLI keeps httpx; the compute side's session is `contract.http`.
+`ConnectionFailedError`. The CLI keeps httpx; the compute side's session is `stratus.contract.http`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from urllib.parse import quote
 
 import httpx
 
-from contract.errors import ErrorBody
-from contract.owner import USER_HEADER, clean_user_name
 from det._client_uploads import ContextUploads
 from det.errors import ApiError, ConnectionFailedError, NotFoundError
+from stratus.contract.errors import ErrorBody
+from stratus.contract.owner import USER_HEADER, clean_user_name
 
 # API Gateway gives up on a request after 29 s; the local stack answers well within that.
 API_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
@@ -27,7 +27,7 @@ Json = dict[str, Any]
 
 class ApiClient(ContextUploads):
     """A thin client of the user-facing routes. `transport` lets tests answer in memory; `user` (the OS
-    user) goes in `contract.owner.USER_HEADER`, the owner label of what it creates; `auth` signs each
+    user) goes in `stratus.contract.owner.USER_HEADER`, the owner label of what it creates; `auth` signs each
     request (`det._sigv4`, for an API in AWS)."""
 
     def __init__(

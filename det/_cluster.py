@@ -118,7 +118,7 @@ def mint_credential(args: argparse.Namespace, rt: Runtime) -> int:
         answer = client.mint_agent_credential(args.agent_id)
     rt.say(str(answer["credential"]))
     rt.note(
-        f"start the agent with: STRATUS_AGENT_TOKEN=<the line above> python -m harness.agent --api "
+        f"start the agent with: STRATUS_AGENT_TOKEN=<the line above> python -m stratus.harness.agent --api "
         f"<this API> --agent-id {args.agent_id} --pool <pool> --work-dir <dir>  (or put it in a file and "
         "pass --token-file); keep it secret: it acts as that agent"
     )

@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from contract.nni import canonical_nni_keys, is_nni_config, nni_config_version
 from det.errors import ConfigFileError, UsageError
+from stratus.contract.nni import canonical_nni_keys, is_nni_config, nni_config_version
 
 
 def load_config(path: Path, overrides: Iterable[str] = ()) -> dict[str, Any]:

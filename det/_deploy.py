@@ -25,12 +25,12 @@ from typing import Any, Literal, Protocol
 
 from rich.console import Console
 
-from contract.local_state import AGENTS_RECORD, STATE_DIRS
 from det._client import ApiClient
 from det._render import format_time, plural
 from det._runtime import Runtime
 from det._stack_command import describe_pools, differences, pool_arguments, stack_command
 from det.errors import DetError, StackError
+from stratus.contract.local_state import AGENTS_RECORD, STATE_DIRS
 
 STATE_FILE = "stack.json"
 PID_FILE = "stack.pid"

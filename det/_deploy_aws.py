@@ -15,7 +15,7 @@ wired together (the API's URL included) in one deployment; it prints the `DET_MA
 resource pools and their agents' AMI and network come from Determined's compute flags or a pools file
 (`det/_aws_compute.py`), checked against the account's vCPU quotas first. `--add-tag KEY=VALUE` tags the
 stack and, through the template, its pools' instances, volumes, groups and Batch resources, and the
-Batch and SageMaker jobs its control plane starts (`contract.tags`: AWS's rules, checked before anything
+Batch and SageMaker jobs its control plane starts (`stratus.contract.tags`: AWS's rules, checked before anything
 is asked of AWS). `down` scales the stack's Auto Scaling groups to zero before deleting it.
 """
 
@@ -29,14 +29,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contract.errors import InvalidTagError
-from contract.tags import CLUSTER_TAG
 from det._aws_calls import AwsCalls
 from det._aws_compute import add_compute_arguments, describe, plan_compute, scale_groups_to_zero
 from det._deploy_checks import bucket_name, dry_run, refuse_overlap, stack_name, user_tag_flags
 from det._render import plural, table
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
+from stratus.contract.errors import InvalidTagError
+from stratus.contract.tags import CLUSTER_TAG
 
 if TYPE_CHECKING:
     from infra.compute_package import Wheel

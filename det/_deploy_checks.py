@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 
-from contract.errors import InvalidTagError
-from contract.tags import user_tags
 from det._aws_calls import AwsCalls
 from det._runtime import Runtime
 from det.errors import StackError, UsageError
+from stratus.contract.errors import InvalidTagError
+from stratus.contract.tags import user_tags
 
 STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 

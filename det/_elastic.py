@@ -1,7 +1,7 @@
 """`det trial describe`'s section for an elastic trial (an experiment with an `elastic` section, such as an
 NNI `adl` config): its replica range, its runs' replicas over time with the reason for each size, a rescale
 under way, and the latest AdaptDL hints the API holds (`trial.elastic`: how old they are, the replicas
-AdaptDL profiled, its batch sizes and the speedup table `launchers.adaptdl` adds).
+AdaptDL profiled, its batch sizes and the speedup table `stratus.launchers.adaptdl` adds).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from det.errors import UsageError
 #: Where pyproject's data-files install the examples, below the installer's prefix.
 INSTALLED = f"share/{_distribution.DISTRIBUTION}/examples"
 #: Modules a trial gets from Stratus itself (the harness, the Determined and NNI stand-ins).
-PROVIDED = {"harness", "determined", "nni"}
+PROVIDED = {"stratus", "determined", "nni"}
 #: Module names that are not their distribution's name.
 DISTRIBUTIONS = {"sklearn": "scikit-learn"}
 #: The `examples` extra's requirements when the CLI is not installed (a checkout).

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from contract.ec2_quotas import CONSOLE_URL, quota_for
 from det.errors import UsageError
+from stratus.contract.ec2_quotas import CONSOLE_URL, quota_for
 
 _CHECKED_BACKENDS = ("ec2", "batch")
 

@@ -36,6 +36,7 @@ def stack_command(
         extra += ["--cluster-config", str(cluster_config)]
     return [
         sys.executable,
+        "-P",  # safe path: the folder `up` runs from (its app.py, infra/) is never imported from
         "-m",
         "infra.local_stack",
         "--port",

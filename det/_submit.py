@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from contract.nni import is_nni_config
 from det import _testmode
 from det._client import ApiClient
 from det._config import load_config, nni_code_directory
@@ -19,6 +18,7 @@ from det._runtime import Runtime
 from det._signals import step
 from det._upload import NOTHING_CREATED, pack_and_upload
 from det.errors import UsageError
+from stratus.contract.nni import is_nni_config
 
 Json = dict[str, Any]
 

@@ -42,7 +42,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from contract.nni import is_nni_config
 from det._checklist import WARNED_STEPS, Checklist
 from det._client import ApiClient
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, format_line, read_log_pages
@@ -51,6 +50,7 @@ from det._test_config import make_test_config
 from det._testmode_local import run_local
 from det._upload import pack_and_upload
 from det.errors import UsageError
+from stratus.contract.nni import is_nni_config
 
 Json = dict[str, Any]
 

@@ -9,10 +9,10 @@ a temporary folder (`copy_context`), beside two files:
 * ``local-config.json``: ``{"hparams": {...}, "config": {...}, "length": 1}`` (the test values, nested
   like the groups; the test config; the batches to train), the harness's ``STRATUS_LOCAL_CONFIG``;
 * ``events.jsonl``: the file the harness's local twins append JSON lines to, one per report
-  (`contract.local_events`: ``type`` is read here, and ``message`` of ``invalid_hp``).
+  (`stratus.contract.local_events`: ``type`` is read here, and ``message`` of ``invalid_hp``).
 
 The trial is started by the harness, as a program (the CLI imports no harness module):
-``python -m harness.exec.local_test`` (`LOCAL_TEST_PROGRAM`) builds the trial's environment and script as
+``python -m stratus.harness.exec.local_test`` (`LOCAL_TEST_PROGRAM`) builds the trial's environment and script as
 the agent does, and becomes the trial in the context's copy. It runs with this interpreter and this
 environment (the program drops the platform's ``STRATUS_*`` variables).
 
@@ -46,16 +46,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from contract.local_events import EventsReader, LocalEventType
 from det._checklist import WARNED_STEPS, Checklist
 from det._render import format_bytes
 from det._runtime import Runtime
 from det._test_config import hparam_values
 from det.errors import UsageError
+from stratus.contract.local_events import EventsReader, LocalEventType
 
 Json = dict[str, Any]
 
-LOCAL_TEST_PROGRAM = "harness.exec.local_test"
+LOCAL_TEST_PROGRAM = "stratus.harness.exec.local_test"
 """The harness's program that becomes the trial (``python -m``)."""
 _EVENT_STEPS: dict[str, str] = {
     LocalEventType.TRAINING: "training",
@@ -134,6 +134,7 @@ def local_test_command(workdir: Path, local_config: Path, events: Path, marker: 
     """The argv of the harness's program that becomes the trial (see the module docstring)."""
     return [
         sys.executable,
+        "-P",  # safe path: the user's folder is never imported from in place of the harness's modules
         "-m",
         LOCAL_TEST_PROGRAM,
         "--context",

@@ -8,7 +8,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from contract.log_levels import LEVELS
 from det._client import ApiClient
 from det._cost import cost_table, trial_totals
 from det._elastic import elastic_config, elastic_section, rescaling
@@ -28,6 +27,7 @@ from det._render import (
 )
 from det._runtime import Runtime
 from det.errors import NotFoundError, UsageError
+from stratus.contract.log_levels import LEVELS
 
 Json = dict[str, Any]
 

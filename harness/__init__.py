@@ -1,6 +1,6 @@
 """Stratus's in-trial library: report metrics, store and restore checkpoints, and notice preemption.
 
-    import harness
+    from stratus import harness
 
     with harness.init() as core:
         info = harness.get_cluster_info()          # None off the platform
@@ -8,16 +8,16 @@
         ...
         core.train.report_validation_metrics(steps_completed=n, metrics={"validation_accuracy": acc})
 
-See `harness.core` for the sub-contexts (`core.searcher.operations()` says how long to train) and
-`harness.pytorch` for `PyTorchTrial` and its `Trainer`. Raise `harness.InvalidHP` when the
+See `stratus.harness.core` for the sub-contexts (`core.searcher.operations()` says how long to train) and
+`stratus.harness.pytorch` for `PyTorchTrial` and its `Trainer`. Raise `harness.InvalidHP` when the
 hyperparameters cannot work: leaving the `with` block with it tells the searcher and exits with code 0.
 Errors raised are `harness.HarnessError` and its subclasses.
 """
 
 from __future__ import annotations
 
-from harness._info import ClusterInfo, TrialInfo
-from harness.core import (
+from stratus.harness._info import ClusterInfo, TrialInfo
+from stratus.harness.core import (
     CheckpointContext,
     Context,
     DistributedContext,
@@ -28,7 +28,7 @@ from harness.core import (
     get_cluster_info,
     init,
 )
-from harness.errors import (
+from stratus.harness.errors import (
     ApiCallError,
     CheckpointError,
     HarnessError,

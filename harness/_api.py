@@ -1,5 +1,5 @@
 """The trial's client of the trial-facing routes of contracts.md §1 and of presigned S3 URLs: a thin
-wrapper over the compute side's one HTTP session (`contract.http.Session`).
+wrapper over the compute side's one HTTP session (`stratus.contract.http.Session`).
 
 No answer, 5xx, 408, 425 and 429 are retried a few times with a short backoff (a few seconds in all,
 `TRIAL_RETRY`): API Gateway and Lambda have brief hiccups, and every trial-facing route is idempotent.
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from contract.errors import NO_ANSWER, HttpCallError
-from contract.http import RetryPolicy, Session, Transport
-from harness.errors import ApiCallError
+from stratus.contract.errors import NO_ANSWER, HttpCallError
+from stratus.contract.http import RetryPolicy, Session, Transport
+from stratus.harness.errors import ApiCallError
 
 #: Waits of 0.25, 0.5, 1 and 2 s between five attempts.
 TRIAL_RETRY = RetryPolicy(first_delay_s=0.25, growth=2.0, max_delay_s=2.0, max_attempts=5)
@@ -22,7 +22,7 @@ TRIAL_RETRY = RetryPolicy(first_delay_s=0.25, growth=2.0, max_delay_s=2.0, max_a
 
 class ApiClient:
     """Calls `base_url` with `Authorization: Bearer <token>`; `transport` lets tests answer in memory
-    (`contract.http.InMemoryTransport`), `wait` keeps their retries from sleeping."""
+    (`stratus.contract.http.InMemoryTransport`), `wait` keeps their retries from sleeping."""
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ from typing import IO
 
 import zstandard
 
-from harness.errors import UnsafeArchiveError
+from stratus.harness.errors import UnsafeArchiveError
 
 MAX_ARCHIVE_BYTES = 2 << 30
 """The most bytes an archive may unpack to (the tar stream): a bound against decompression bombs."""

@@ -1,5 +1,5 @@
 """What a trial knows about itself: the only module that reads the environment of contracts.md §2
-(its names and `TrialEnv.from_env` are the `contract.env`'s, shared with the control plane and the agent).
+(its names and `TrialEnv.from_env` are the `stratus.contract.env`'s, shared with the control plane and the agent).
 
 The agent starts every trial process with the `STRATUS_*` variables; launchers add `RANK`,
 `LOCAL_RANK`, `WORLD_SIZE` (and torchrun's `LOCAL_WORLD_SIZE`, `GROUP_RANK`). Without
@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract import env as names
-from contract.env import TrialEnv
-from contract.errors import InvalidEnvironmentError
-from contract.hardening import not_dumpable
-from contract.run_token import RunTokenError, run_token
-from harness.errors import HarnessError
+from stratus.contract import env as names
+from stratus.contract.env import TrialEnv
+from stratus.contract.errors import InvalidEnvironmentError
+from stratus.contract.hardening import not_dumpable
+from stratus.contract.run_token import RunTokenError, run_token
+from stratus.harness.errors import HarnessError
 
 LOCAL_RUN_ID = "local"
 LOCAL_ADDR = "127.0.0.1"
@@ -55,7 +55,7 @@ class ClusterInfo:
     """The trial's identity, as Determined's `det.get_cluster_info()` gives it.
 
     `config` is the experiment config with defaults filled in; it is not in the environment, so it is
-    empty until `harness.init()` has fetched `GET /trials/{id}/info`.
+    empty until `stratus.harness.init()` has fetched `GET /trials/{id}/info`.
     """
 
     trial: TrialInfo
@@ -122,7 +122,7 @@ class ClusterInfo:
     @property
     def container_addrs(self) -> list[str]:
         """Every node's address, chief first (Determined's `info.container_addrs`). On several nodes
-        without `STRATUS_NODE_ADDRS` the first call finds them at the rendezvous (`harness._peers`)."""
+        without `STRATUS_NODE_ADDRS` the first call finds them at the rendezvous (`stratus.harness._peers`)."""
         if len(self.node_addrs) == self.num_nodes:
             return list(self.node_addrs)
         exported = names.read_list(os.environ, names.NODE_ADDRS)
@@ -133,7 +133,7 @@ class ClusterInfo:
                 f"this trial runs on {self.num_nodes} nodes and their addresses are not known; set "
                 f"{names.NODE_ADDRS} to the addresses, comma-separated, chief first."
             )
-        from harness._peers import resolve_node_addrs
+        from stratus.harness._peers import resolve_node_addrs
 
         return list(resolve_node_addrs())
 
@@ -173,7 +173,7 @@ def load_cluster_info(environ: Mapping[str, str] | None = None) -> ClusterInfo |
         raise HarnessError(str(e)) from e
     if env is None:
         return None
-    not_dumpable()  # on the platform: its run token out of co-located trials' reach (`contract.hardening`)
+    not_dumpable()  # on the platform: its run token out of co-located trials' reach (`stratus.contract.hardening`)
     trial = TrialInfo(
         trial_id=env.trial_id,
         experiment_id=env.experiment_id,
@@ -220,7 +220,7 @@ class LocalConfig:
 
 
 def _run_token(environ: Mapping[str, str]) -> str:
-    """From the agent (`contract.run_token`) when the environment does not carry it."""
+    """From the agent (`stratus.contract.run_token`) when the environment does not carry it."""
     try:
         return run_token(environ)
     except RunTokenError as e:

@@ -1,5 +1,5 @@
 """The addresses of a multi-node trial's nodes, for Determined's `info.container_addrs`, found through
-the control plane's rendezvous (`launchers._rendezvous`) the first time a process asks for them.
+the control plane's rendezvous (`stratus.launchers._rendezvous`) the first time a process asks for them.
 
 The chief registers the port of its socket collectives (a free one) with its address. The answer is
 exported into this process's environment (``STRATUS_NODE_ADDRS``, ``STRATUS_COLLECTIVE_PORT``), so the
@@ -12,15 +12,15 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from contract import env as names
-from harness.errors import HarnessError
+from stratus.contract import env as names
+from stratus.harness.errors import HarnessError
 
 
 def resolve_node_addrs() -> tuple[str, ...]:
     """Every node's address, chief first, after the rendezvous; exported as described above."""
-    from launchers._info import free_port, load_launch_info
-    from launchers._rendezvous import rendezvous
-    from launchers.errors import LauncherError
+    from stratus.launchers._info import free_port, load_launch_info
+    from stratus.launchers._rendezvous import rendezvous
+    from stratus.launchers.errors import LauncherError
 
     try:
         info = load_launch_info()

@@ -42,7 +42,7 @@ class UnsafeArchiveError(HarnessError):
 
 class InvalidHP(HarnessError):
     """Raise it from trial code when the hyperparameters cannot work (a layer size that does not fit,
-    a batch that does not fit in memory). Leaving `harness.init()`'s `with` block (or
+    a batch that does not fit in memory). Leaving `stratus.harness.init()`'s `with` block (or
     `Trainer.fit()`) with it reports `POST /trials/{id}/searcher/invalid_hp` and exits with code 0; the
     searcher then replaces the trial."""
 

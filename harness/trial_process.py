@@ -1,5 +1,5 @@
 """How a trial's process is started, the same on an agent and in local test mode
-(`harness.exec.local_test`): its environment (`trial_environment`) and its ``bash -c`` script
+(`stratus.harness.exec.local_test`): its environment (`trial_environment`) and its ``bash -c`` script
 (`build_script`).
 
 The environment is the starter's own without what must not reach the trial, ``PATH`` led by this
@@ -21,11 +21,12 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
-from harness.compat import PACKAGES as COMPAT_PACKAGES
-from harness.compat import compat_path
+from stratus.harness.compat import PACKAGES as COMPAT_PACKAGES
+from stratus.harness.compat import compat_path
 
 log = logging.getLogger(__name__)
 
@@ -42,19 +43,25 @@ Probe = Callable[[Mapping[str, str], Sequence[str]], Collection[str]]
 
 def missing_packages(env: Mapping[str, str], names: Sequence[str]) -> frozenset[str]:
     """The top-level packages among ``names`` that the trial's Python (``python3`` on the trial's ``PATH``)
-    cannot import with the trial's environment. A Python that cannot be run reports nothing missing."""
+    cannot import with the trial's environment. A Python that cannot be run reports nothing missing.
+
+    It asks from an empty folder with Python's safe path on, so a folder of the same name where the agent
+    happens to run (an ``nni/`` checkout beside the user's configs) is not mistaken for an installed package
+    (``PYTHONSAFEPATH``, not ``-P``: a trial's Python older than 3.11 ignores the variable, but not the flag)."""
     python = shutil.which("python3", path=env.get("PATH")) or shutil.which("python", path=env.get("PATH"))
     if python is None:
         return frozenset()
     try:
-        done = subprocess.run(
-            [python, "-c", _PROBE_SCRIPT, *names],
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
+        with tempfile.TemporaryDirectory(prefix="stratus-probe-") as empty:
+            done = subprocess.run(
+                [python, "-c", _PROBE_SCRIPT, *names],
+                env={**env, "PYTHONSAFEPATH": "1"},
+                cwd=empty,
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_S,
+                check=False,
+            )
     except (OSError, subprocess.SubprocessError) as e:
         log.warning("could not ask %s which packages it has: %s", python, e)
         return frozenset()
@@ -85,7 +92,8 @@ def trial_environment(
     """``base`` without the names ``drop`` refuses, ``PATH`` led by this interpreter's bin folder, then
     ``variables``; ``PYTHONPATH`` ends with the compatibility folders of the packages the trial's Python
     lacks."""
-    env = {k: v for k, v in base.items() if not drop(k)}
+    # PYTHONSAFEPATH: our own processes may run with it; a trial's script must see its own folder first.
+    env = {k: v for k, v in base.items() if not drop(k) and k != "PYTHONSAFEPATH"}
     bin_dir = os.path.dirname(sys.executable) if sys.executable else ""
     path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
     env["PATH"] = os.pathsep.join([bin_dir, *path] if bin_dir else path)

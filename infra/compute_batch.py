@@ -26,7 +26,7 @@ type EC2 offers renders. Rendered without them (`infra` used directly: tests, a 
 the types of `DEFAULT_VCPUS` render and any other is refused, naming it and the fix. `spot_max_price`
 (USD an instance-hour) becomes the spot environment's `BidPercentage`, since Batch bids a percentage of
 each type's on-demand price: the highest percentage that keeps every type of the pool at or under the
-cap, from the committed on-demand prices (`contract.prices`); a cap on a type without a committed price
+cap, from the committed on-demand prices (`stratus.contract.prices`); a cap on a type without a committed price
 is refused.
 """
 
@@ -40,11 +40,11 @@ from typing import Any
 from chalicelib.compute.batch import MULTI_NODE_SUFFIX
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
-from contract.container_boot import COMPUTE_URI_ENV
-from contract.prices import price_of
 from infra.compute_batch_roles import allow, shared_roles
 from infra.template_app import API_URL, QUEUE_IDS, group_name
 from infra.user_data import batch_command
+from stratus.contract.container_boot import COMPUTE_URI_ENV
+from stratus.contract.prices import price_of
 
 Template = dict[str, Any]
 

@@ -73,7 +73,7 @@ def shared_roles() -> Template:
                     "Statement": [
                         allow("AgentCredential", "execute-api:Invoke", route),
                         allow("ReadOnceJobCredentials", ["s3:GetObject", "s3:DeleteObject"], JOB_CREDENTIALS),
-                        # The job's container installs the stack's compute package (`contract.container_boot`).
+                        # The job's container installs the stack's compute package (`stratus.contract.container_boot`).
                         allow("ReadTheComputePackage", "s3:GetObject", COMPUTE_PACKAGES),
                     ],
                 },

@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "stratus_compute"  # the distribution `stratus-compute`, as a wheel's file name spells it
-PACKAGES = ("contract", "harness", "launchers")
+PACKAGES = ("contract", "harness", "launchers")  # the repository's folders, imported as stratus.<name>
 #: What the compute side imports beyond the standard library (their versions: pyproject.toml's).
 DEPENDENCIES = ("zstandard",)
 #: Imported by the harness but provided by the Deep Learning AMI's PyTorch environment.
@@ -45,7 +45,9 @@ ON_THE_AMI = ("torch", "numpy")
 TAG = "py3-none-any"
 PREFIX = "compute/"
 _EPOCH = (2020, 1, 1, 0, 0, 0)
-_SUMMARY = "Stratus's compute side: the agent (python -m harness.agent), the trial harness, the launchers"
+_SUMMARY = (
+    "Stratus's compute side: the agent (python -m stratus.harness.agent), the trial harness, the launchers"
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,8 @@ def _sources(root: Path) -> list[tuple[str, bytes]]:
         for path in (root / package).rglob("*"):
             wanted = path.suffix == ".py" or path.name == "py.typed"
             if wanted and path.is_file() and "__pycache__" not in path.parts:
-                found.append((path.relative_to(root).as_posix(), path.read_bytes()))
+                # installed as stratus.<package> (setup.py): under the wheel's `stratus/` folder
+                found.append(("stratus/" + path.relative_to(root).as_posix(), path.read_bytes()))
     return sorted(found)
 
 
@@ -172,7 +175,7 @@ def check(wheel: Path) -> tuple[int, tuple[str, ...]]:
             if spec is None or not spec.submodule_search_locations:
                 raise SystemExit(f"{name} is not installed here; `make install` installs it")
             (deps / name).symlink_to(spec.submodule_search_locations[0], target_is_directory=True)
-        script = _CHECK.format(paths=[str(target), str(deps)], packages=PACKAGES, target=str(target),
+        script = _CHECK.format(paths=[str(target), str(deps)], packages=[f"stratus.{p}" for p in PACKAGES], target=str(target),
                                on_the_ami=ON_THE_AMI)  # fmt: skip
         env = {"PATH": os.environ.get("PATH", "")}
         done = subprocess.run([sys.executable, "-S", "-c", script], check=True, env=env, cwd=folder,

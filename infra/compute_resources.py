@@ -19,7 +19,7 @@ The pools' resources wait for the control plane (`HasCode`): their agents need i
 fills the parameters: the Deep Learning AMI (`AgentAmiId`, resolved from AWS's public SSM parameter),
 the subnets and their VPC, the compute package's key (`ComputeKey`, uploaded next to the Lambda package);
 and the vCPUs of the Batch pools' instance types (`vcpus`, from `ec2:DescribeInstanceTypes`). The user's
-tags (`tags`, `--add-tag`, checked by `contract.tags`) follow Stratus's own on every pool resource that
+tags (`tags`, `--add-tag`, checked by `stratus.contract.tags`) follow Stratus's own on every pool resource that
 tags what it starts: the launch templates' instances and volumes, the groups (propagated at launch), and
 the Batch pools' environments, their instances, queues, policies and job definitions.
 """
@@ -132,7 +132,7 @@ def compute_resources(
 ) -> tuple[Template, Template, Template, Template]:
     """The cloud pools' (parameters, conditions, resources, outputs): all empty without them. `vcpus` and
     `memory` (MiB): each Batch pool's instance types' (`infra.compute_batch.batch_resources`); `tags`: the
-    user's (checked already, `contract.tags.user_tags`), after Stratus's own on each pool resource."""
+    user's (checked already, `stratus.contract.tags.user_tags`), after Stratus's own on each pool resource."""
     ec2 = [pool for pool in pools if pool.backend == "ec2"]
     batch = [pool for pool in pools if pool.backend == "batch"]
     sagemaker = [pool for pool in pools if pool.backend == "sagemaker"]

@@ -157,7 +157,7 @@ def _execution_policy() -> Template:
                     },
                     {
                         # SageMaker copies the job's `compute` channel (the compute package's folder)
-                        # into the container as this role (`contract.container_boot`).
+                        # into the container as this role (`stratus.contract.container_boot`).
                         "Sid": "ReadTheComputePackage",
                         "Effect": "Allow",
                         "Action": "s3:GetObject",

@@ -20,7 +20,7 @@ def det(
 ) -> subprocess.CompletedProcess[str]:
     print(f"$ det {' '.join(args)}", flush=True)
     return subprocess.run(
-        [sys.executable, "-m", "det", *args], env=env, cwd=cwd, text=True, capture_output=capture
+        [sys.executable, "-P", "-m", "det", *args], env=env, cwd=cwd, text=True, capture_output=capture
     )
 
 

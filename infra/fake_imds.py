@@ -7,7 +7,7 @@ and GETs ``/<instance-id>/latest/meta-data/...`` with that instance's live token
 ``X-aws-ec2-metadata-token`` (else 401); ``spot/instance-action`` answers 404 until `interrupt`. Each
 instance has an instance profile's role (`FAKE_ROLE` unless `add` names another, or None: no profile):
 ``iam/security-credentials/`` lists it and ``iam/security-credentials/<role>`` gives fake temporary keys
-in AWS's shape (new ones after `rotate_keys`), for the agent's SigV4 call (`harness.agent._iam`).
+in AWS's shape (new ones after `rotate_keys`), for the agent's SigV4 call (`stratus.harness.agent._iam`).
 `answer` is the whole behaviour, wire-free (`handle` serves it to an `InMemoryTransport`); the server is
 a thin stdlib wire in daemon threads.
 
@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from contract.transport import Request, Response
+from stratus.contract.transport import Request, Response
 
 TTL_HEADER = "x-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "x-aws-ec2-metadata-token"
@@ -194,7 +194,7 @@ class FakeImds:
         return (404, "Not Found") if value is None else (200, value)
 
     def handle(self, request: Request) -> Response:
-        """The service as an `contract.http.InMemoryTransport` handler (no socket)."""
+        """The service as an `stratus.contract.http.InMemoryTransport` handler (no socket)."""
         path = request.url.split("://", 1)[-1].partition("/")[2]
         status, body = self.answer(request.method, "/" + path, request.headers)
         return Response(status, text=body)

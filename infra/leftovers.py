@@ -1,9 +1,9 @@
 """What a stack killed with -9 leaves running: its agents (each stops by itself once it sees the stack gone,
-`harness.agent --parent-pid`) and its runs' process groups (started in sessions of their own, so they
+`stratus.harness.agent --parent-pid`) and its runs' process groups (started in sessions of their own, so they
 outlive their agent). The next start of the stack ends both before anything else, so no trial of the
 old stack runs beside its own resumed copy.
 
-Each process is known by its pid and its start time (`harness.agent._spawn.process_start_ticks`), so a
+Each process is known by its pid and its start time (`stratus.harness.agent._spawn.process_start_ticks`), so a
 pid the system has since given to another process is left alone.
 """
 
@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from contract.local_state import AGENTS_RECORD
-from harness.agent._spawn import PROCESS_RECORD, process_start_ticks
+from stratus.contract.local_state import AGENTS_RECORD
+from stratus.harness.agent._spawn import PROCESS_RECORD, process_start_ticks
 
 log = logging.getLogger("stratus.local")
 

@@ -37,7 +37,7 @@ class AgentLauncher:
         self, agent_id: str, pool: str, slots: int, *, extra: Sequence[str] = ()
     ) -> subprocess.Popen[bytes]:
         """Start the agent `agent_id` of a local pool `pool` with `slots` slots (`extra`: more flags)."""
-        line = ["-m", "harness.agent", "--api", self.api_url, "--agent-id", agent_id]
+        line = ["-m", "stratus.harness.agent", "--api", self.api_url, "--agent-id", agent_id]
         return self.start_line(agent_id, [*line, "--pool", pool, "--slots", str(slots)], extra=extra)
 
     def start_line(
@@ -48,7 +48,7 @@ class AgentLauncher:
         extra: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start an agent from its command line after the interpreter (`-m harness.agent ...`, e.g. the line
+        """Start an agent from its command line after the interpreter (`-m stratus.harness.agent ...`, e.g. the line
         of an ec2 instance's user data), as agent `agent_id` of this stack: its `--work-dir` is moved under
         the state folder, and it gets a credential file and the local stack's flags."""
         from chalicelib.services.tokens import agent_credential
@@ -65,6 +65,7 @@ class AgentLauncher:
             del args[args.index("--work-dir") : args.index("--work-dir") + 2]
         cmd = [
             sys.executable,
+            *(["-P"] if "-P" not in args else []),  # safe path: never the folder the stack runs from
             *args,
             "--work-dir",
             str(work_dir),

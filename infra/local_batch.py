@@ -30,9 +30,9 @@ from typing import Any
 
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from chalicelib.domain.pools import PoolSpec
-from contract.container_boot import agent_argv
 from infra import moto_batch, user_data
 from infra.local_agents import AgentLauncher, Runner, send_aws_event
+from stratus.contract.container_boot import agent_argv
 
 log = logging.getLogger("stratus.local.batch")
 

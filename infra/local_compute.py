@@ -9,7 +9,7 @@ declares them). The control plane sizes the group through the real Auto Scaling 
 
 - a new `InService` instance gets a fake instance metadata service of its own (`infra.fake_imds`), and
   an agent process started from the agent line read back from its launch template's user data (the
-  unit's `ExecStart=`: `harness.agent --aws ...`, which reads its id, the instance id, and its address
+  unit's `ExecStart=`: `stratus.harness.agent --aws ...`, which reads its id, the instance id, and its address
   from that metadata service and watches it for a spot interruption notice), with this machine's
   interpreter and the local stack's credential file;
 - an instance that left its group (scaled in by the control plane) gets SIGTERM, as an EC2 shutdown

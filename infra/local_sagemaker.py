@@ -3,7 +3,7 @@ processes, one per instance (moto cannot run a training image).
 
 moto's SageMaker is patched (`infra.moto_sagemaker`) so that a job stays InProgress until its work ends.
 Every `interval` the runner lists the InProgress jobs of the stack (`<stack>-` names) and, for a new one,
-starts the agent its container would boot into (`contract.container_boot`) once per instance, each
+starts the agent its container would boot into (`stratus.contract.container_boot`) once per instance, each
 with a `resourceconfig.json` naming its host (`algo-1`, ...) as SageMaker writes it. When the first
 instance's agent exits, the job ends with its exit code; a job stopped by the control plane has its
 agents stopped (SIGTERM: they drain). Each end goes to the events queue as the `SageMaker Training Job
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.domain.compute_events import SAGEMAKER_STATE_CHANGE
-from contract.container_boot import agent_argv
 from infra import moto_sagemaker
 from infra.local_agents import AgentLauncher, Runner, send_aws_event
+from stratus.contract.container_boot import agent_argv
 
 log = logging.getLogger("stratus.local.sagemaker")
 
@@ -113,7 +113,7 @@ class LocalSageMaker(Runner):
     def _start(self, name: str) -> None:
         described = self._sagemaker.describe_training_job(TrainingJobName=name)
         spec = described["AlgorithmSpecification"]
-        # The job's container would install the compute package first (`contract.container_boot`); here
+        # The job's container would install the compute package first (`stratus.contract.container_boot`); here
         # the agent runs from this checkout, with the job's arguments.
         line = agent_argv([*spec["ContainerEntrypoint"], *spec.get("ContainerArguments", [])])
         count = int(described["ResourceConfig"]["InstanceCount"])

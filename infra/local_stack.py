@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.domain.pools import pools_to_json
-from harness.agent import detect_gpus
 from infra.background_stack import BackgroundStack  # noqa: F401  (where the tests and benches find it)
 from infra.cluster_config import ClusterConfigError, LocalPool, local_pools
 from infra.leftovers import end_leftovers, record_agents
@@ -43,6 +42,7 @@ from infra.local_api import free_port, serve_api
 from infra.local_clouds import LocalClouds
 from infra.local_compute import with_groups
 from infra.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
+from stratus.harness.agent import detect_gpus
 
 log = logging.getLogger("stratus.local")
 
@@ -61,7 +61,7 @@ class LocalStack:
         moto_port: int = 0,
     ) -> None:
         self.port = port or free_port()
-        #: Agents fork trials from a warm interpreter where safe (`harness.agent._warm`).
+        #: Agents fork trials from a warm interpreter where safe (`stratus.harness.agent._warm`).
         self.warm_start = warm_start
         self.slots = slots
         self.state_dir = state_dir

@@ -122,6 +122,56 @@ def _to_a_bell(environ: dict[str, Any]) -> bool:
     return b"-agent-" in body
 
 
+class DynamoDbStrictness:
+    """Refuses what DynamoDB refuses and moto accepts, as DynamoDB does (a ValidationException), so the
+    tests and the local stack catch it before AWS: an empty `ExpressionAttributeNames` or
+    `ExpressionAttributeValues` map, in a request or in any item of a transaction or batch."""
+
+    MAPS = ("ExpressionAttributeNames", "ExpressionAttributeValues")
+
+    def __init__(self, app: WsgiApp) -> None:
+        self._app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+            return self._app(environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            return self._app(environ, start_response)
+        empty = self._empty_map(request)
+        if empty is None:
+            return self._app(environ, start_response)
+        answer = json.dumps(
+            {
+                "__type": "com.amazon.coral.validation#ValidationException",
+                "message": f"{empty} must not be empty",
+            }
+        ).encode()
+        headers = [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(answer)))]
+        start_response("400 Bad Request", headers)
+        return [answer]
+
+    def _empty_map(self, request: Any) -> str | None:
+        """The name of an empty map anywhere in the request (a transaction nests one per item)."""
+        if isinstance(request, dict):
+            for key, value in request.items():
+                if key in self.MAPS and value == {}:
+                    return key
+                found = self._empty_map(value)
+                if found is not None:
+                    return found
+        elif isinstance(request, list):
+            for value in request:
+                found = self._empty_map(value)
+                if found is not None:
+                    return found
+        return None
+
+
 class QueryAuthRouting:
     def __init__(self, app: WsgiApp) -> None:
         self._app = app
@@ -140,7 +190,8 @@ class QueryAuthRouting:
 
 
 def moto_server(host: str, port: int, wrap: Callable[[WsgiApp], WsgiApp] = lambda app: app) -> Any:
-    """moto's threaded server with `QueryAuthRouting`, then `wrap`, then `CountingApp` in front of its app."""
+    """moto's threaded server with `QueryAuthRouting`, `DynamoDbStrictness`, then `wrap`, then
+    `CountingApp` in front of its app."""
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
@@ -155,7 +206,8 @@ def moto_server(host: str, port: int, wrap: Callable[[WsgiApp], WsgiApp] = lambd
 
     class Server(ThreadedMotoServer):  # type: ignore[misc]
         def _server_entry(self) -> None:
-            app = CountingApp(wrap(QueryAuthRouting(DomainDispatcherApplication(create_backend_app))))
+            moto = DomainDispatcherApplication(create_backend_app)
+            app = CountingApp(wrap(DynamoDbStrictness(QueryAuthRouting(moto))))
             self._server = make_server(host, port, app, True, request_handler=MotoRequestHandler)
             self._server_ready_event.set()
             self._server.serve_forever()

@@ -47,7 +47,8 @@ CHECK_IMPORTS = ("app", "optuna", "numpy", "yaml", "pydantic", "zstandard", "cha
 #: Files of the dependencies no import reaches: zstandard's CFFI backend (11.6 MiB), which it loads only where
 #: its C extension, kept, cannot load (PyPy).
 LEFT_OUT = ("zstandard/_cffi.*.so", "zstandard/backend_cffi.py")
-_CODE = ("app.py", "chalicelib", "contract")
+#: The code, and where it goes in the package: contract/ is imported as stratus.contract (setup.py).
+_CODE = {"app.py": "app.py", "chalicelib": "chalicelib", "contract": "stratus/contract"}
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 
 
@@ -117,13 +118,13 @@ def _code_files() -> list[tuple[Path, str]]:
         (Path(inspect.getfile(chalice.app)), "chalice/app.py"),
         (Path(inspect.getfile(chalice)), "chalice/__init__.py"),
     ]
-    for name in _CODE:
+    for name, inside in _CODE.items():
         path = ROOT / name
         if path.is_file():
-            files.append((path, name))
+            files.append((path, inside))
             continue
         files += [
-            (f, f.relative_to(ROOT).as_posix())
+            (f, f"{inside}/{f.relative_to(path).as_posix()}")
             for f in sorted(path.rglob("*.py"))
             if "__pycache__" not in f.parts
         ]

@@ -38,7 +38,7 @@ from urllib.parse import parse_qs, quote, unquote
 
 from botocore import xform_name
 
-from contract.local_state import DATABASE_DIR, OBJECTS_DIR
+from stratus.contract.local_state import DATABASE_DIR, OBJECTS_DIR
 
 log = logging.getLogger("stratus.local.state")
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from contract.messages import Sweep
+from stratus.contract.messages import Sweep
 
 log = logging.getLogger("stratus.pump")
 

@@ -32,8 +32,6 @@ from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec
 from chalicelib.services.scheduler import EVERY_POOL
 from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
-from contract.messages import Sweep
-from contract.tags import user_tags
 from infra.compute_resources import compute_resources
 from infra.resources import TABLES, table_request
 from infra.template_app import CONDITIONS, PARAMETERS, QUEUE_IDS, app_resources
@@ -41,6 +39,8 @@ from infra.template_iam import TABLE_IDS, api_policy, assume, states_policy
 from infra.template_monitoring import add_monitoring
 from infra.template_submissions import OUTPUTS as SUBMISSION_OUTPUTS
 from infra.template_submissions import template_pieces as submission_pieces
+from stratus.contract.messages import Sweep
+from stratus.contract.tags import user_tags
 
 
 def _sub(text: str) -> dict[str, str]:
@@ -123,7 +123,7 @@ def _sweep_schedule() -> dict[str, Any]:
                         # The event's time makes every minute's body (its deduplication id) unique.
                         "InputTransformer": {
                             "InputPathsMap": {"time": "$.time"},
-                            # EventBridge fills in <time>: the body of a contract.messages.Sweep, for
+                            # EventBridge fills in <time>: the body of a stratus.contract.messages.Sweep, for
                             # every pool (the scheduler sends one sweep per configured pool on).
                             "InputTemplate": json.dumps(Sweep(EVERY_POOL, at="<time>").to_body()),
                         },
@@ -166,7 +166,7 @@ def template(
     instance type's vCPUs, which size the Batch pools (`det deploy aws up` reads them from EC2; None:
     the common GPU types of `infra.compute_batch.DEFAULT_VCPUS` only). `tags`: the user's (`--add-tag`),
     on every pool resource that tags what it starts and in the functions' `STRATUS_TAGS`; none, and the
-    template is the one without. A tag AWS would refuse, or too many, is `contract.errors.InvalidTagError`.
+    template is the one without. A tag AWS would refuse, or too many, is `stratus.contract.errors.InvalidTagError`.
     `memory`: each instance type's memory (MiB), which caps a Batch job's where a type has less than 4 GiB
     a vCPU."""
     checked = user_tags(tags or {})

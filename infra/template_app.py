@@ -4,7 +4,7 @@ parameters. `det deploy aws up` builds the package (`infra/package.py`), uploads
 and passes its key as `CodeKey`; without one (the template deployed by hand) the stack holds the
 infrastructure only. The functions learn the resource pools from `STRATUS_POOLS` (absent for the default
 pool), each EC2 pool with its Auto Scaling group's name, each Batch pool with its job queue's; and the
-user's tags, which they put on the jobs they start, from `STRATUS_TAGS` (`contract.tags`; absent without
+user's tags, which they put on the jobs they start, from `STRATUS_TAGS` (`stratus.contract.tags`; absent without
 any). Lambda takes 4 KB of environment in all: tags that would take it over are refused (`InvalidTagError`),
 by an estimate of what CloudFormation fills in.
 
@@ -23,8 +23,8 @@ from typing import Any
 
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec, pools_to_json
 from chalicelib.settings import QUEUES
-from contract.errors import InvalidTagError
-from contract.tags import TAGS_ENV, tags_to_json
+from stratus.contract.errors import InvalidTagError
+from stratus.contract.tags import TAGS_ENV, tags_to_json
 
 #: What each SQS handler of the app consumes: the queue's logical id in the template, by kind.
 QUEUE_IDS = {
@@ -116,7 +116,7 @@ def _pools_variable(pools: Sequence[PoolSpec]) -> str | dict[str, str]:
 def _environment(pools: Sequence[PoolSpec], tags: Mapping[str, str]) -> dict[str, Any]:
     # The default pools are the settings' default: their stack's functions need no STRATUS_POOLS.
     pools_variable = {} if tuple(pools) == DEFAULT_POOLS else {"STRATUS_POOLS": _pools_variable(pools)}
-    # The user's tags for the jobs the control plane starts (`contract.tags`): none, no variable.
+    # The user's tags for the jobs the control plane starts (`stratus.contract.tags`): none, no variable.
     tags_variable = {TAGS_ENV: tags_to_json(tags)} if tags else {}
     return {
         "STRATUS_STACK": {"Ref": "AWS::StackName"},
@@ -131,7 +131,7 @@ def _environment(pools: Sequence[PoolSpec], tags: Mapping[str, str]) -> dict[str
         # The role EC2 agents sign `POST /agents/{id}/iam-credential` with (its name: `Ref` of a role).
         "STRATUS_AGENT_ROLE_NAME": {"Ref": "AgentRole"},
         # The role of SageMaker pools' training jobs (infra/compute_sagemaker.py): with such pools only.
-        # and the compute package their jobs install (`contract.container_boot`).
+        # and the compute package their jobs install (`stratus.contract.container_boot`).
         **(
             {
                 "STRATUS_SAGEMAKER_ROLE_ARN": {"Fn::GetAtt": ["SageMakerExecutionRole", "Arn"]},

@@ -17,8 +17,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from contract.container_boot import boot_command
 from infra.template_app import API_URL
+from stratus.contract.container_boot import boot_command
 
 #: The Deep Learning AMI's PyTorch environment (AL2023 and Ubuntu DLAMIs alike).
 PYTHON = "/opt/pytorch/bin/python"
@@ -66,7 +66,7 @@ systemctl enable --now {unit}
 def agent_command(api_url: str, pool: str, slots: int = 1) -> list[str]:
     """The agent's command line on an instance of `pool` (`slots` = the pool's `slots_per_agent`)."""
     return [
-        PYTHON, "-m", "harness.agent", "--aws", "--api", api_url,
+        PYTHON, "-P", "-m", "stratus.harness.agent", "--aws", "--api", api_url,
         "--pool", pool, "--slots", str(slots), "--work-dir", WORK_DIR,
     ]  # fmt: skip
 
@@ -100,7 +100,7 @@ def batch_command(api_url: str, pool: str, slots: int = 1) -> list[str]:
     """The command of a `batch` pool's job definition: a one-run agent per node, which takes its run and
     lane from the job's `runs` and `agents` parameters by its node index (`AWS_BATCH_JOB_NODE_INDEX`),
     and its lane's credential from the objects under the job's `credentials` parameter (read once); first
-    installed into the job's image from the stack's bucket (`contract.container_boot`)."""
+    installed into the job's image from the stack's bucket (`stratus.contract.container_boot`)."""
     return boot_command([
         "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents", "--credential-from", "Ref::credentials",
         "--api", api_url, "--pool", pool, "--slots", str(slots), "--work-dir", BATCH_WORK_DIR,

@@ -1,10 +1,10 @@
 """Launchers: start a trial's processes, one per slot, and watch them.
 
-    python3 -m launchers.torch_distributed [TORCH_OVERRIDES... --] (--trial module:Class | COMMAND...)
-    python3 -m launchers.horovod [HOROVODRUN_OVERRIDES... --] (--trial module:Class | COMMAND...)
-    python3 -m launchers.deepspeed [DEEPSPEED_OVERRIDES... --] (--trial module:Class | COMMAND...)
-    python3 -m launchers.adaptdl [--replicas-per-node N --] (--trial module:Class | COMMAND...)
-    python3 -m launchers.wrap_rank RANK [--] CMD [ARGS...]
+    python3 -m stratus.launchers.torch_distributed [TORCH_OVERRIDES... --] (--trial module:Class | COMMAND...)
+    python3 -m stratus.launchers.horovod [HOROVODRUN_OVERRIDES... --] (--trial module:Class | COMMAND...)
+    python3 -m stratus.launchers.deepspeed [DEEPSPEED_OVERRIDES... --] (--trial module:Class | COMMAND...)
+    python3 -m stratus.launchers.adaptdl [--replicas-per-node N --] (--trial module:Class | COMMAND...)
+    python3 -m stratus.launchers.wrap_rank RANK [--] CMD [ARGS...]
 
 Each launcher module has pure builders (its command line, its workers' environment) and a ``main`` that
 runs them, forwards signals and returns the exit code. ``run_workers`` is the contract they share on each
@@ -17,12 +17,12 @@ functions; never ``chalicelib``.
 
 from __future__ import annotations
 
-from launchers._argv import Script, Target, Trial, parse_launch_args, worker_command
-from launchers._info import LaunchInfo, load_launch_info
-from launchers._lines import RankLines
-from launchers._monitor import Outcome, Worker, run_workers
-from launchers._rendezvous import rendezvous, resolve_peers
-from launchers.errors import LaunchConfigError, LauncherError, MissingProgramError, RendezvousError
+from stratus.launchers._argv import Script, Target, Trial, parse_launch_args, worker_command
+from stratus.launchers._info import LaunchInfo, load_launch_info
+from stratus.launchers._lines import RankLines
+from stratus.launchers._monitor import Outcome, Worker, run_workers
+from stratus.launchers._rendezvous import rendezvous, resolve_peers
+from stratus.launchers.errors import LaunchConfigError, LauncherError, MissingProgramError, RendezvousError
 
 __all__ = [
     "LaunchConfigError",

@@ -16,7 +16,7 @@ for anyone else:
   alias, no global is replaced.
 
 Replicas get it from ``launchers/adaptdl_numpy/sitecustomize.py`` (on their ``PYTHONPATH``, see
-`with_layer`); the launcher's own process (`launchers._adaptdl_proxy`, which runs AdaptDL's goodput
+`with_layer`); the launcher's own process (`stratus.launchers._adaptdl_proxy`, which runs AdaptDL's goodput
 model for the speedup table) calls `install` itself. A module that used an alias at import time, or
 imported one by name (``from numpy import int``), would fail before the hook sees it; adaptdl uses them
 only inside functions.

@@ -6,8 +6,8 @@ requests at 29 s, so the replicas never call the API themselves (docs/adaptdl-pl
 - ``GET /discover/<job>/<group>`` is answered here, from the rendezvous the launcher already did: the
   address of every replica by global rank (AdaptDL reads ``[0]``, rank 0's). A job or a group (the restart
   counter) other than this start's is refused with 404, which AdaptDL raises instead of looping.
-- ``PUT /hints/<job>`` is checked (`contract.adaptdl.validate_hints`), given a ``speedup`` table when
-  ``adaptdl.goodput`` imports in this process (with numpy's removed aliases, `launchers._adaptdl_numpy`,
+- ``PUT /hints/<job>`` is checked (`stratus.contract.adaptdl.validate_hints`), given a ``speedup`` table when
+  ``adaptdl.goodput`` imports in this process (with numpy's removed aliases, `stratus.launchers._adaptdl_numpy`,
   as the replicas have them), and forwarded to ``PUT {master}/trials/{id}/adaptdl/hints``
   with the run token. An API without that route (404) means "not supported yet": said once, and AdaptDL
   still gets 200 so training goes on. Off the platform the hints are only checked.
@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from contract import adaptdl
-from contract.errors import HttpCallError, InvalidHintsError
-from contract.http import Session
-from launchers._adaptdl_numpy import install as install_numpy_aliases
+from stratus.contract import adaptdl
+from stratus.contract.errors import HttpCallError, InvalidHintsError
+from stratus.contract.http import Session
+from stratus.launchers._adaptdl_numpy import install as install_numpy_aliases
 
 MAX_BODY_BYTES = 1 << 20
 

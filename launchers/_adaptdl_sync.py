@@ -4,7 +4,7 @@
 the presigned URLs the API gives for its own prefix). Node 0 saves the newest ``checkpoint-N`` and the
 share folder as one ordinary checkpoint: ``POST /trials/{id}/checkpoints/uploads`` for presigned PUT URLs,
 the files, ``metadata.json`` last (the marker: a checkpoint without it does not exist), then
-``POST /trials/{id}/checkpoints`` with ``contract.adaptdl.checkpoint_metadata(N)``. Its
+``POST /trials/{id}/checkpoints`` with ``stratus.contract.adaptdl.checkpoint_metadata(N)``. Its
 ``steps_completed`` is N, so the trial's latest checkpoint, which the control plane only moves forward,
 is the newest AdaptDL one and reaches the next run as ``STRATUS_LATEST_CHECKPOINT``. Every node restores it
 through ``GET /checkpoints/{uuid}/downloads`` (every replica reads the checkpoint in AdaptDL). Why one
@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from contract import adaptdl
-from contract.errors import HttpCallError
-from contract.http import Session
-from launchers.errors import SyncError
+from stratus.contract import adaptdl
+from stratus.contract.errors import HttpCallError
+from stratus.contract.http import Session
+from stratus.launchers.errors import SyncError
 
 METADATA_FILE = "metadata.json"
 MAX_FILES = 10_000  # the API's limit per checkpoint

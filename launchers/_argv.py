@@ -8,7 +8,7 @@
   the launcher's flag of the same name in place, whatever its spelling (``--flag value``,
   ``--flag=value``, ``--flag_name`` / ``--flag-name``, a short alias); any other override is added after
   the launcher's flags.
-- ``--trial module:Class`` runs the legacy trial class: ``python3 -m harness.exec.run_trial module:Class``.
+- ``--trial module:Class`` runs the legacy trial class: ``python3 -m stratus.harness.exec.run_trial module:Class``.
 - COMMAND runs as written (``python3 train.py``, ``./run.sh``), except that a first word ending in
   ``.py`` is run with Python, as torchrun runs its training script.
 """
@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from launchers.errors import LaunchConfigError
+from stratus.launchers.errors import LaunchConfigError
 
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
 
@@ -69,7 +69,7 @@ def parse_launch_args(argv: Sequence[str], usage: str) -> tuple[list[str], Targe
 def worker_command(target: Target, python: str = "python3") -> list[str]:
     """What each worker runs."""
     if isinstance(target, Trial):
-        return [python, "-m", "harness.exec.run_trial", target.spec]
+        return [python, "-m", "stratus.harness.exec.run_trial", target.spec]
     if target.argv[0].endswith(".py"):
         return [python, *target.argv]
     return list(target.argv)

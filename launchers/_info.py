@@ -1,7 +1,7 @@
 """Where the launch stands: the only module of `launchers` that reads the environment.
 
 The agent (or a Batch multi-node job) starts the launcher with the trial's environment (contracts.md §2;
-the names and their parsing are `contract.env`'s). The launchers read:
+the names and their parsing are `stratus.contract.env`'s). The launchers read:
 
 | variable | meaning | default |
 |---|---|---|
@@ -26,7 +26,7 @@ launcher registers its address with the control plane and waits until all nodes 
 | `STRATUS_RENDEZVOUS_TIMEOUT_S` | seconds to wait for every node to register | 600 |
 
 The adaptdl launcher also reads `STRATUS_EXPERIMENT_ID`, `STRATUS_LATEST_CHECKPOINT`, `STRATUS_PREEMPT_FILE`
-and `contract.adaptdl`'s knobs (`adaptdl_env`).
+and `stratus.contract.adaptdl`'s knobs (`adaptdl_env`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
-from contract import adaptdl
-from contract import env as names
-from contract.errors import InvalidEnvironmentError
-from contract.run_token import RunTokenError, run_token
-from launchers.errors import LaunchConfigError
+from stratus.contract import adaptdl
+from stratus.contract import env as names
+from stratus.contract.errors import InvalidEnvironmentError
+from stratus.contract.run_token import RunTokenError, run_token
+from stratus.launchers.errors import LaunchConfigError
 
 DEFAULT_KILL_GRACE_S = 10.0
 DEFAULT_RENDEZVOUS_TIMEOUT_S = 600.0
@@ -132,7 +132,7 @@ class LaunchInfo:
         if not self.peers_known or (self.multi_node and self.chief_port is None):
             raise LaunchConfigError(
                 f"the chief's address and port are not known on node {self.node_rank} of {self.num_nodes}: "
-                "the rendezvous (launchers._rendezvous.resolve_peers) fills them in, or set "
+                "the rendezvous (stratus.launchers._rendezvous.resolve_peers) fills them in, or set "
                 "STRATUS_CHIEF_ADDR (and STRATUS_CHIEF_PORT) for a static setup."
             )
 
@@ -201,7 +201,7 @@ class RendezvousEnv:
 
 
 def _run_token(env: Mapping[str, str]) -> str:
-    """The run's token: from the environment, or from the agent (`contract.run_token`)."""
+    """The run's token: from the environment, or from the agent (`stratus.contract.run_token`)."""
     try:
         return run_token(env)
     except RunTokenError as e:
@@ -264,7 +264,7 @@ def _first_int(env: Mapping[str, str], names_in_order: tuple[str, ...], default:
 
 @dataclass(frozen=True)
 class AdaptdlEnv:
-    """What the adaptdl launcher reads besides the placement (`contract.adaptdl`'s knobs). ``trial_id`` is
+    """What the adaptdl launcher reads besides the placement (`stratus.contract.adaptdl`'s knobs). ``trial_id`` is
     "" off the platform: no sync, and the hints stay local."""
 
     master: str = ""

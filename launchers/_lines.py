@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import re
 
-from contract.log_frame import LOG_FRAME_MARK
+from stratus.contract.log_frame import LOG_FRAME_MARK
 
 MAX_LINE_BYTES = 16 * 1024
 _EOL = re.compile(rb"\r\n|\r|\n")
 
 
 def rank_prefix(rank: int | str, frame: str = "") -> bytes:
-    """``[rank=N] ``, led by the run's frame secret when the agent gave one (`contract.env.LOG_FRAME`):
+    """``[rank=N] ``, led by the run's frame secret when the agent gave one (`stratus.contract.env.LOG_FRAME`):
     the agent takes a rank only from a line so framed, and removes the frame before shipping it."""
     mark = f"{LOG_FRAME_MARK}{frame}" if frame else ""
     return f"{mark}[rank={rank}] ".encode()

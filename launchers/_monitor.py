@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from contract.env import LOG_FRAME
-from contract.hardening import not_dumpable
-from launchers._info import DEFAULT_KILL_GRACE_S
-from launchers._lines import RankLines
-from launchers._signals import describe_exit, exit_code, forwarding
+from stratus.contract.env import LOG_FRAME
+from stratus.contract.hardening import not_dumpable
+from stratus.launchers._info import DEFAULT_KILL_GRACE_S
+from stratus.launchers._lines import RankLines
+from stratus.launchers._signals import describe_exit, exit_code, forwarding
 
 #: After the last worker is gone, how long its pipes may stay open (held by a process it left behind)
 #: before the launcher stops reading them.
@@ -62,6 +62,9 @@ class Outcome:
     reason: str = "every worker exited with code 0"
     #: Every worker's exit code by rank (`supervise` fills it in; not part of the report).
     codes: Mapping[int | str, int] = field(default_factory=dict, compare=False)
+    #: The signal that ended a worker, by rank, for those a signal ended (its code is 128 + it): a worker
+    #: that died of SIGTERM had no handler for it yet, unlike one that caught it and exited 143.
+    signals: Mapping[int | str, int] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"exit_code": self.exit_code, "failed_rank": self.failed_rank, "reason": self.reason}
@@ -163,12 +166,13 @@ class _Monitor:
         self._interrupt: signal.Signals | None = None
         self._outcome: Outcome | None = None
         self._codes: dict[int | str, int] = {}
+        self._signals: dict[int | str, int] = {}
         self.signal_map: dict[signal.Signals, signal.Signals] = {}
         self.on_signal: Callable[[signal.Signals], None] | None = None
         self.stop_grace: float | None = None
         self._kill_at: float | None = None
         self._output_broken = False
-        #: The agent's frame secret for this run (`contract.env.LOG_FRAME`): it marks our rank prefixes,
+        #: The agent's frame secret for this run (`stratus.contract.env.LOG_FRAME`): it marks our rank prefixes,
         #: and no worker gets it. This process is made non-dumpable so no worker can read it from
         #: /proc/<pid>/environ either (same user: that is the only other way).
         self._frame = os.environ.get(LOG_FRAME, "")
@@ -209,7 +213,9 @@ class _Monitor:
                 self._sel.close()
                 os.close(self._wake_r)
                 os.close(self._wake_w)
-        return dataclasses.replace(self._outcome or Outcome(0), codes=dict(self._codes))
+        return dataclasses.replace(
+            self._outcome or Outcome(0), codes=dict(self._codes), signals=dict(self._signals)
+        )
 
     def _start_all(self, stdin: int | None) -> None:
         for i, worker in enumerate(self._workers):
@@ -298,6 +304,8 @@ class _Monitor:
             self._live.pop(i, None)
             code = exit_code(returncode)
             self._codes[self._workers[i].rank] = code
+            if returncode < 0:
+                self._signals[self._workers[i].rank] = -returncode
             if code != 0 and self._outcome is None:
                 self._fail(self._workers[i].rank, code, describe_exit(returncode))
 

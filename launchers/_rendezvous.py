@@ -11,12 +11,12 @@ both with ``Authorization: Bearer {STRATUS_RUN_TOKEN}`` and both answering the r
 
 - A node's address is ``STRATUS_NODE_ADDR``, or the local address of the route to the master's host
   (127.0.0.1 when the master is on loopback). The chief's port is ``STRATUS_CHIEF_PORT``, or a free one.
-- What the one retry policy of `contract.http` retries (no answer, 5xx, 408, 425, 429) is asked again,
+- What the one retry policy of `stratus.contract.http` retries (no answer, 5xx, 408, 425, 429) is asked again,
   and the record is read again, every 0.2 s growing to 2 s, until ``STRATUS_RENDEZVOUS_TIMEOUT_S``
   (600 s); then the nodes still missing are named.
 - 409 (the run has ended: this launcher is stale), 401/403 (the run token) and any other 4xx stop at once.
 
-Standard library only (the compute side's HTTP session, `contract.http`, is too): the launchers run in the
+Standard library only (the compute side's HTTP session, `stratus.contract.http`, is too): the launchers run in the
 trial's image, which need not have httpx.
 """
 
@@ -33,10 +33,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from contract.errors import HttpCallError
-from contract.http import RetryPolicy, Session, Transport
-from launchers._info import LOCAL_ADDR, LaunchInfo, free_port, rendezvous_env
-from launchers.errors import LaunchConfigError, RendezvousError
+from stratus.contract.errors import HttpCallError
+from stratus.contract.http import RetryPolicy, Session, Transport
+from stratus.launchers._info import LOCAL_ADDR, LaunchInfo, free_port, rendezvous_env
+from stratus.launchers.errors import LaunchConfigError, RendezvousError
 
 POLL_FIRST_S = 0.2
 POLL_MAX_S = 2.0

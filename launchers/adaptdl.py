@@ -1,9 +1,9 @@
 """Launch an AdaptDL trial (NNI's ``adl`` training service, issue 15):
 
-    python3 -m launchers.adaptdl [--replicas-per-node N --] (--trial module:Class | COMMAND [ARGS...])
+    python3 -m stratus.launchers.adaptdl [--replicas-per-node N --] (--trial module:Class | COMMAND [ARGS...])
 
 Per node, N replicas (default: this node's slots / ``STRATUS_ADAPTDL_SLOTS_PER_REPLICA``, which the control
-plane sets from the elastic section; 1 when unset) with AdaptDL's environment (`contract.adaptdl`): global
+plane sets from the elastic section; 1 when unset) with AdaptDL's environment (`stratus.contract.adaptdl`): global
 ranks across nodes, the three folders (local, created before start), ``ADAPTDL_NUM_RESTARTS`` = max(the
 control plane's count, the highest ``checkpoint-N`` present + 1) so it goes up at every start, rank 0's
 address from the rendezvous (``_rendezvous``, on several nodes; the chief picks ``ADAPTDL_MASTER_PORT``),
@@ -18,7 +18,7 @@ TensorBoard files.
 
 Signals: any signal the launcher gets, or ``STRATUS_PREEMPT_FILE`` appearing, becomes SIGTERM to every
 replica (AdaptDL saves at its next batch and exits 143), and SIGKILL follows after the kill grace (at least
-``contract.adaptdl.MIN_KILL_GRACE_S``: a replica outside its AdaptiveDataLoader loop notices late). Every
+``stratus.contract.adaptdl.MIN_KILL_GRACE_S``: a replica outside its AdaptiveDataLoader loop notices late). Every
 replica exiting 143 after *our* SIGTERM, with ``checkpoint-<NUM_RESTARTS>`` on node 0, is the preempt
 path's clean exit: 0 (the control plane requeues the run). 143 without our SIGTERM is a failure, as is any
 other code; 0 from every replica is completion.
@@ -36,25 +36,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from contract import adaptdl
-from contract.http import RetryPolicy, Session
-from launchers._adaptdl_numpy import with_layer as with_numpy_aliases
-from launchers._adaptdl_proxy import HintsForwarder, SupervisorProxy
-from launchers._adaptdl_sync import (
+from stratus.contract import adaptdl
+from stratus.contract.http import RetryPolicy, Session
+from stratus.launchers._adaptdl_numpy import with_layer as with_numpy_aliases
+from stratus.launchers._adaptdl_proxy import HintsForwarder, SupervisorProxy
+from stratus.launchers._adaptdl_sync import (
     CheckpointSync,
     Folders,
     highest_checkpoint,
     num_restarts,
     tensorboard_files,
 )
-from launchers._argv import FlagSpec, Target, override_names, parse_launch_args, worker_command
-from launchers._info import REPORT_ENV, AdaptdlEnv, LaunchInfo, adaptdl_env, free_port, load_launch_info
-from launchers._monitor import Outcome, Worker, supervise, write_report
-from launchers._rendezvous import resolve_peers
-from launchers._signals import FORWARDED
-from launchers.errors import LaunchConfigError, LauncherError, SyncError
+from stratus.launchers._argv import FlagSpec, Target, override_names, parse_launch_args, worker_command
+from stratus.launchers._info import (
+    REPORT_ENV,
+    AdaptdlEnv,
+    LaunchInfo,
+    adaptdl_env,
+    free_port,
+    load_launch_info,
+)
+from stratus.launchers._monitor import Outcome, Worker, supervise, write_report
+from stratus.launchers._rendezvous import resolve_peers
+from stratus.launchers._signals import FORWARDED
+from stratus.launchers.errors import LaunchConfigError, LauncherError, SyncError
 
-USAGE = "python3 -m launchers.adaptdl [--replicas-per-node N --] (--trial module:Class | COMMAND...)"
+USAGE = "python3 -m stratus.launchers.adaptdl [--replicas-per-node N --] (--trial module:Class | COMMAND...)"
 FLAGS = FlagSpec(aliases={}, switches=frozenset())
 #: How often the preempt file is looked for.
 PREEMPT_POLL_S = 0.5
@@ -153,6 +160,12 @@ def final_outcome(outcome: Outcome, *, stopped: bool, saved: bool) -> Outcome:
     if stopped and codes and set(codes.values()) <= {0, adaptdl.SAVED_AND_STOPPED}:
         if saved:
             return Outcome(0, None, "preempted: every replica saved its AdaptDL state and exited 143", codes)
+        if _stopped_before_adaptdl_started(outcome):
+            # Our SIGTERM reached replicas still starting (importing torch, under load): AdaptDL had not
+            # set its handler, so it had trained nothing of this start. A preemption with nothing new to
+            # keep: the next start restores the checkpoint of the start before.
+            reason = "preempted while its replicas were starting, before AdaptDL trained or saved anything"
+            return Outcome(0, None, reason, codes, outcome.signals)
         return dataclasses.replace(
             outcome, reason=f"{outcome.reason}, but AdaptDL saved no checkpoint for this start"
         )
@@ -161,6 +174,13 @@ def final_outcome(outcome: Outcome, *, stopped: bool, saved: bool) -> Outcome:
             outcome, reason=f"{outcome.reason} without a stop from the launcher (a signal from elsewhere)"
         )
     return outcome
+
+
+def _stopped_before_adaptdl_started(outcome: Outcome) -> bool:
+    """Every replica that did not exit 0 died of our SIGTERM itself (AdaptDL, once started, catches it,
+    saves and exits 143)."""
+    failed = [rank for rank, code in outcome.codes.items() if code != 0]
+    return bool(failed) and all(outcome.signals.get(rank) == signal.SIGTERM for rank in failed)
 
 
 def sched_version() -> str:

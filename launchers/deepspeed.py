@@ -1,8 +1,8 @@
 """Launch a trial under DeepSpeed's launcher:
 
-    python3 -m launchers.deepspeed [DEEPSPEED_OVERRIDES... --] (--trial module:Class | COMMAND [ARGS...])
+    python3 -m stratus.launchers.deepspeed [DEEPSPEED_OVERRIDES... --] (--trial module:Class | COMMAND [ARGS...])
 
-``deepspeed ... --no_python --no_local_rank python3 -m launchers.wrap_rank RANK -- COMMAND``: DeepSpeed
+``deepspeed ... --no_python --no_local_rank python3 -m stratus.launchers.wrap_rank RANK -- COMMAND``: DeepSpeed
 starts one process per slot with ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and
 ``MASTER_PORT`` set; ``--no_python`` because the command is a command (not a script DeepSpeed prefixes
 with Python) and ``--no_local_rank`` because the workers read ``LOCAL_RANK`` from the environment
@@ -27,17 +27,26 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from launchers._argv import FlagSpec, Target, merge_flags, override_names, parse_launch_args, worker_command
-from launchers._info import LaunchInfo, free_port, load_launch_info
-from launchers._rendezvous import resolve_peers
-from launchers._signals import run_command
-from launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
+from stratus.launchers._argv import (
+    FlagSpec,
+    Target,
+    merge_flags,
+    override_names,
+    parse_launch_args,
+    worker_command,
+)
+from stratus.launchers._info import LaunchInfo, free_port, load_launch_info
+from stratus.launchers._rendezvous import resolve_peers
+from stratus.launchers._signals import run_command
+from stratus.launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
 
 #: SIGUSR1/SIGUSR2 would end deepspeed (it does not handle them) and orphan its workers: they are ignored.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 NOTICE_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 
-USAGE = "python3 -m launchers.deepspeed [DEEPSPEED_OVERRIDES... --] (--trial module:Class | COMMAND...)"
+USAGE = (
+    "python3 -m stratus.launchers.deepspeed [DEEPSPEED_OVERRIDES... --] (--trial module:Class | COMMAND...)"
+)
 
 DEEPSPEED_FLAGS = FlagSpec(
     aliases={"-H": "--hostfile", "-i": "--include", "-e": "--exclude", "--num-accelerators": "--num-gpus"},
@@ -113,7 +122,7 @@ def build_argv(
         *merge_flags(base, overrides, DEEPSPEED_FLAGS),
         python,
         "-m",
-        "launchers.wrap_rank",
+        "stratus.launchers.wrap_rank",
         "RANK",
         "--",
         *worker_command(target, python),

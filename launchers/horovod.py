@@ -1,9 +1,9 @@
 """Launch a trial under horovodrun:
 
-    python3 -m launchers.horovod [HOROVODRUN_OVERRIDES... --] (--trial module:Class | COMMAND [ARGS...])
+    python3 -m stratus.launchers.horovod [HOROVODRUN_OVERRIDES... --] (--trial module:Class | COMMAND [ARGS...])
 
 ``horovodrun -np <slots> -H <host>:<slots per node>,... --start-timeout 120`` runs the command once per
-slot, behind ``launchers.wrap_rank HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK`` (the variable that holds
+slot, behind ``stratus.launchers.wrap_rank HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK`` (the variable that holds
 the rank depends on horovod's controller: Gloo, Open MPI or MPICH). On one node the host is
 ``localhost``, which horovod runs without ssh. On several nodes horovodrun, on the chief only, reaches
 the other nodes over ssh (the rendezvous, or ``STRATUS_NODE_ADDRS`` in a static setup, gives their
@@ -20,17 +20,19 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from launchers._argv import FlagSpec, Target, merge_flags, parse_launch_args, worker_command
-from launchers._info import LaunchInfo, load_launch_info
-from launchers._rendezvous import resolve_peers
-from launchers._signals import run_command
-from launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
+from stratus.launchers._argv import FlagSpec, Target, merge_flags, parse_launch_args, worker_command
+from stratus.launchers._info import LaunchInfo, load_launch_info
+from stratus.launchers._rendezvous import resolve_peers
+from stratus.launchers._signals import run_command
+from stratus.launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
 
 #: SIGUSR1/SIGUSR2 would end horovodrun (it does not handle them) and orphan its workers: they are ignored.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 NOTICE_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 
-USAGE = "python3 -m launchers.horovod [HOROVODRUN_OVERRIDES... --] (--trial module:Class | COMMAND...)"
+USAGE = (
+    "python3 -m stratus.launchers.horovod [HOROVODRUN_OVERRIDES... --] (--trial module:Class | COMMAND...)"
+)
 RANK_VARIABLES = "HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK"
 #: Seconds horovodrun waits for every worker to check in (its default, 30, is short for cold nodes).
 START_TIMEOUT_S = 120
@@ -91,7 +93,7 @@ def build_argv(
         *merge_flags(base, overrides, HOROVODRUN_FLAGS),
         python,
         "-m",
-        "launchers.wrap_rank",
+        "stratus.launchers.wrap_rank",
         RANK_VARIABLES,
         "--",
         *worker_command(target, python),
@@ -106,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise LaunchConfigError(
                 f"node {info.node_rank} of {info.num_nodes}: only the chief runs horovodrun, which starts "
                 "the other nodes' workers over ssh, and Stratus runs no ssh server; use "
-                "launchers.torch_distributed for trials on several nodes."
+                "stratus.launchers.torch_distributed for trials on several nodes."
             )
         info = resolve_peers(info)  # the other nodes' addresses for -H
         cmd = build_argv(info, overrides, target, python=sys.executable)

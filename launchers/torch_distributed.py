@@ -1,6 +1,6 @@
 """Launch a trial on ``torch.distributed``:
 
-    python3 -m launchers.torch_distributed [TORCH_OVERRIDES... --] (--trial module:Class | COMMAND [ARGS...])
+    python3 -m stratus.launchers.torch_distributed [TORCH_OVERRIDES... --] (--trial module:Class | COMMAND [ARGS...])
 
 One process per slot of this node, with torchrun's environment (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
 ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``, ``TORCHELASTIC_RUN_ID``…), so
@@ -23,7 +23,7 @@ the control plane's rendezvous (``_rendezvous.resolve_peers``), before anything 
 - **Any other torchrun override** (``--rdzv_backend``, ``--max_restarts 3``, ``--redirects``…):
   ``python3 -m torch.distributed.run`` with ``build_argv``'s command line (static rendezvous on the
   chief's resolved address and port, ``--max_restarts 0``); each worker runs behind
-  ``launchers.wrap_rank RANK`` for the prefixes. ``--start_method`` is left out: torchrun uses it only
+  ``stratus.launchers.wrap_rank RANK`` for the prefixes. ``--start_method`` is left out: torchrun uses it only
   for Python functions, never for a script or module. torchrun's ``--module``, ``--no_python`` and
   ``--run_path`` are refused as overrides: the launcher decides how the command runs.
 """
@@ -40,14 +40,21 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from launchers._argv import FlagSpec, Target, merge_flags, override_names, parse_launch_args, worker_command
-from launchers._info import REPORT_ENV, LaunchInfo, free_port, load_launch_info
-from launchers._monitor import Outcome, Worker, run_workers, write_report
-from launchers._rendezvous import resolve_peers
-from launchers._signals import FORWARDED, run_command
-from launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
+from stratus.launchers._argv import (
+    FlagSpec,
+    Target,
+    merge_flags,
+    override_names,
+    parse_launch_args,
+    worker_command,
+)
+from stratus.launchers._info import REPORT_ENV, LaunchInfo, free_port, load_launch_info
+from stratus.launchers._monitor import Outcome, Worker, run_workers, write_report
+from stratus.launchers._rendezvous import resolve_peers
+from stratus.launchers._signals import FORWARDED, run_command
+from stratus.launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
 
-USAGE = "python3 -m launchers.torch_distributed [TORCH_OVERRIDES... --] (--trial module:Class | COMMAND...)"
+USAGE = "python3 -m stratus.launchers.torch_distributed [TORCH_OVERRIDES... --] (--trial module:Class | COMMAND...)"
 
 TORCHRUN_FLAGS = FlagSpec(
     aliases={"-m": "--module", "-r": "--redirects", "-t": "--tee"},
@@ -195,7 +202,7 @@ def build_argv(
         "torch.distributed.run",
         *merge_flags(base, overrides, TORCHRUN_FLAGS),
         "--module",
-        "launchers.wrap_rank",
+        "stratus.launchers.wrap_rank",
         "RANK",
         "--",
         *worker_command(target, python),

@@ -1,4 +1,4 @@
-"""Prefix a command's output with its rank: ``python3 -m launchers.wrap_rank RANK [--] CMD [ARGS...]``.
+"""Prefix a command's output with its rank: ``python3 -m stratus.launchers.wrap_rank RANK [--] CMD [ARGS...]``.
 
 Every line the command writes comes out as ``[rank=N] line``, stdout on stdout and stderr on stderr
 (``\\n``, ``\\r\\n`` and ``\\r`` end a line; a line over 16 KiB is split). SIGINT, SIGTERM, SIGHUP, SIGUSR1
@@ -14,11 +14,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 
-from launchers._info import kill_grace_from_env, rank_from_env
-from launchers._monitor import Worker, run_workers
-from launchers.errors import LaunchConfigError, LauncherError
+from stratus.launchers._info import kill_grace_from_env, rank_from_env
+from stratus.launchers._monitor import Worker, run_workers
+from stratus.launchers.errors import LaunchConfigError, LauncherError
 
-USAGE = "python3 -m launchers.wrap_rank RANK [--] CMD [ARGS...]"
+USAGE = "python3 -m stratus.launchers.wrap_rank RANK [--] CMD [ARGS...]"
 
 
 def resolve_rank(rank: str, environ: Mapping[str, str] | None = None) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from harness.compat import compat_path
+from stratus.harness.compat import compat_path
 
 # ---- the CLI's tables (det/_render.py), for the unit and the e2e tests ------------------------------------
 
@@ -123,7 +123,7 @@ def compat(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 ALL_REDUCE = """
     import datetime, os
     import torch, torch.distributed as dist
-    from harness.core import DistributedContext
+    from stratus.harness.core import DistributedContext
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
     t = torch.tensor([float(dist.get_rank() + 1)])
     dist.all_reduce(t)

@@ -30,7 +30,7 @@ from chalicelib.errors import ForbiddenError
 from chalicelib.services import tokens
 from chalicelib.settings import get_settings
 from chalicelib.wiring import ports
-from contract.owner import USER_HEADER, clean_user_name
+from stratus.contract.owner import USER_HEADER, clean_user_name
 
 AuthKind = Literal["none", "iam", "agent", "run"]
 
@@ -46,7 +46,7 @@ class Anonymous:
 @dataclass(frozen=True)
 class UserPrincipal:
     """A user. `arn` is the IAM identity API Gateway verified (None on the local stack, which is open);
-    `claimed_name` the user name the CLI sent (`contract.owner.USER_HEADER`), a label only."""
+    `claimed_name` the user name the CLI sent (`stratus.contract.owner.USER_HEADER`), a label only."""
 
     arn: str | None
     claimed_name: str | None = None

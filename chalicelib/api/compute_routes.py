@@ -230,6 +230,6 @@ def searcher_invalid_hp(run: RunPrincipal, body: models.InvalidHP, trial_id: int
     response=models.TrialElastic,
 )
 def adaptdl_hints(run: RunPrincipal, body: elastic_models.AdaptdlHints, trial_id: int) -> models.TrialElastic:
-    """An elastic trial's latest AdaptDL scheduling hints, forwarded by launchers.adaptdl (idempotent)."""
+    """An elastic trial's latest AdaptDL scheduling hints, forwarded by stratus.launchers.adaptdl (idempotent)."""
     trial = elastic.record_hints(ports(), run.run, body.model_dump(exclude_unset=True))
     return views.elastic_view(trial)

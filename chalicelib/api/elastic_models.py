@@ -1,6 +1,6 @@
 """The body of `PUT /trials/{id}/adaptdl/hints`: AdaptDL's scheduling hints as its rank 0 sends them
-(`adaptdl.sched_hints.SCHED_HINTS`, camelCase as on the wire), plus the speedup table `launchers.adaptdl`
-adds. The model documents the shape; `contract.adaptdl.validate_hints` is the one check of it."""
+(`adaptdl.sched_hints.SCHED_HINTS`, camelCase as on the wire), plus the speedup table `stratus.launchers.adaptdl`
+adds. The model documents the shape; `stratus.contract.adaptdl.validate_hints` is the one check of it."""
 
 from __future__ import annotations
 
@@ -35,5 +35,5 @@ class AdaptdlHints(_Body):
     speedup: dict[str, float] | None = Field(
         default=None,
         max_length=MAX_SPEEDUP_ENTRIES,
-        description="{replicas: estimated speedup over 1 replica}, from adaptdl.goodput (launchers.adaptdl)",
+        description="{replicas: estimated speedup over 1 replica}, from adaptdl.goodput (stratus.launchers.adaptdl)",
     )

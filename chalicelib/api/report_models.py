@@ -1,5 +1,5 @@
 """The body of `POST /trials/{id}/reports`: a trial's metrics and progress reports, batched by the
-harness's report sender (`harness.core._reports`), each shaped as its own route takes it plus a `kind`."""
+harness's report sender (`stratus.harness.core._reports`), each shaped as its own route takes it plus a `kind`."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from chalicelib.api.routing import int_query, query_int, query_str, route, str_q
 from chalicelib.errors import BadRequestError
 from chalicelib.services import contexts, experiments, jobs, pausing, runs, trial_reports
 from chalicelib.wiring import ports
-from contract.log_levels import LEVELS, at_or_above
-from contract.metric_groups import VALIDATION
+from stratus.contract.log_levels import LEVELS, at_or_above
+from stratus.contract.metric_groups import VALIDATION
 
 bp = Blueprint(__name__)
 
@@ -196,7 +196,7 @@ def trial_metric_groups(user: UserPrincipal, trial_id: int) -> models.MetricGrou
 )
 def trial_logs(user: UserPrincipal, trial_id: int) -> models.LogPage:
     """A page of a trial's logs; pass next_token back to follow. rank and level (the lines of that level
-    or higher, `contract.log_levels`) filter the page, so a filtered page may be empty mid-stream."""
+    or higher, `stratus.contract.log_levels`) filter the page, so a filtered page may be empty mid-stream."""
     record = runs.get_trial(ports(), trial_id)
     limit = query_int(bp, "limit", 1000, minimum=1, maximum=10_000) or 1000
     tail = query_int(bp, "tail", None, minimum=1, maximum=10_000)

@@ -48,7 +48,7 @@ def image_definition(base: str, image: str) -> str:
     """The name of a job definition like `base` (the pool's: its command, role, resources, nodes) whose
     container runs `image`, registered the first time an experiment asks for that image
     (`<base>-image-<hash>`; Batch's SubmitJob cannot override a job's image). Its boot installs the compute
-    package into that image as into the pool's (`contract.container_boot`)."""
+    package into that image as into the pool's (`stratus.contract.container_boot`)."""
     batch = clients.client("batch")
     name = f"{base}-image-{hashlib.sha256(image.encode()).hexdigest()[:12]}"[:128]
     if batch.describe_job_definitions(jobDefinitionName=name, status="ACTIVE")["jobDefinitions"]:

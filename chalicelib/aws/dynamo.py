@@ -173,14 +173,16 @@ def conditional_update(
     values: Mapping[str, Any],
 ) -> dict[str, Any] | None:
     """One conditional UpdateItem; the whole new record, or None when the condition failed."""
+    # DynamoDB refuses an empty ExpressionAttributeNames (moto accepts it): sent only when there are names.
+    placeholders = {"ExpressionAttributeNames": dict(names)} if names else {}
     try:
         answer = tbl.update_item(
             Key=dict(key),
             UpdateExpression=expression,
             ConditionExpression=condition,
-            ExpressionAttributeNames=dict(names),
             ExpressionAttributeValues=dict(values),
             ReturnValues="ALL_NEW",
+            **placeholders,
         )
     except ClientError as error:
         if is_condition_failure(error):

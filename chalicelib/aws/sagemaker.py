@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import clients
 from chalicelib.compute.cloud import TrainingJobRequest
 from chalicelib.settings import get_settings
-from contract.container_boot import COMPUTE_CHANNEL, boot_entrypoint
+from stratus.contract.container_boot import COMPUTE_CHANNEL, boot_entrypoint
 
 
 class AwsSageMaker:
@@ -37,7 +37,7 @@ def training_request(
     tags: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """`CreateTrainingJob`'s request for a run's job: the framework image boots into the agent after
-    installing the compute package from its `compute` channel (`contract.container_boot`); `tags`: the
+    installing the compute package from its `compute` channel (`stratus.contract.container_boot`); `tags`: the
     job's (`Settings.job_tags`: the user's and the cluster's; creating a job with them needs
     `sagemaker:AddTags`), sorted by key."""
     stopping: dict[str, int] = {"MaxRuntimeInSeconds": job.max_runtime_s}

@@ -1,6 +1,6 @@
 """Compute backends: implementations of `chalicelib.services.ports.ComputeBackend`, one module each.
 
-    local      the agent (`harness.agent`) runs trials as processes on its machine and pulls its launches
+    local      the agent (`stratus.harness.agent`) runs trials as processes on its machine and pulls its launches
                with its heartbeat; the agents it knows are the pool's hosts.
 
 EC2 (an Auto Scaling group per pool, the same agent on each instance), Batch and SageMaker join here as

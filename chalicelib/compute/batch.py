@@ -4,7 +4,7 @@
 A granted run is launched as usual (its record LAUNCHING, its lanes' agent records to come), and one job
 is submitted for it: on the pool's queue (`provider.group`), or, for a run on several lanes, as a
 multi-node parallel job on the pool's multi-node queue. The job's container runs the same agent as
-everywhere (`harness.agent --only-runs <runs> --batch-agents <lanes>`): each node takes its lane by its
+everywhere (`stratus.harness.agent --only-runs <runs> --batch-agents <lanes>`): each node takes its lane by its
 node index, heartbeats as that lane, runs its part and exits once it has ended. Each node's credential is
 written to the bucket first and the job told where (its `credentials` parameter: `JobCredentials`). A job that fails without
 its agent's word (its instance reclaimed, the image not pulled) comes back as a `Batch Job State Change`

@@ -114,7 +114,7 @@ class JobCredentials:
     """Hands a job's agents their credentials. A job's role cannot ask the API for them (its session is
     not named after the job), so before the job is submitted each lane's `agent_credential` is written
     to `credentials/<job>/<lane>`; the job's agent reads its own with the job's role and deletes it
-    (`harness.agent._job_credential`), and the bucket expires what is left after a day."""
+    (`stratus.harness.agent._job_credential`), and the bucket expires what is left after a day."""
 
     objects: CredentialObjects
     secret: str

@@ -1,6 +1,6 @@
 """The `ec2` backend's scaling: one Auto Scaling group per pool, sized by the control plane.
 
-Instances run the same agent as the local backend (`harness.agent --aws`, the instance id as agent id),
+Instances run the same agent as the local backend (`stratus.harness.agent --aws`, the instance id as agent id),
 so launching, stopping and nudging runs is `LocalAgents`' work; this module only decides how many
 instances a pool has (`chalicelib.domain.capacity`):
 
@@ -9,7 +9,7 @@ instances a pool has (`chalicelib.domain.capacity`):
   it, and calls AWS only when the target is above the instances alive (one Describe, and a Set when the
   desired size must grow), so a pass that places everything costs no AWS call.
 - Before raising it, the account's EC2 vCPU quota of the pool's instance family (Service Quotas, the
-  table in `contract.ec2_quotas`) caps it: a group is never asked for more instances than the quota holds
+  table in `stratus.contract.ec2_quotas`) caps it: a group is never asked for more instances than the quota holds
   (counting this group's instances only; other use of the quota is AWS's to refuse), and the log and the
   waiting requests' reasons (`det job list`) say which quota and where to raise it. A quota that cannot
   be read does not hold scaling back.
@@ -31,7 +31,7 @@ from chalicelib.domain.capacity import Instance, Periods, scale_out_target, to_t
 from chalicelib.domain.pools import PoolSpec, Provider
 from chalicelib.services.agent_store import AgentStore
 from chalicelib.services.ports import Clock, Demand, RunStore
-from contract.ec2_quotas import CONSOLE_URL, quota_for
+from stratus.contract.ec2_quotas import CONSOLE_URL, quota_for
 
 log = logging.getLogger(__name__)
 

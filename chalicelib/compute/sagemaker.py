@@ -3,7 +3,7 @@ pool's lanes (`chalicelib.compute.lanes`).
 
 A granted run is launched as usual and one training job is created for it: `InstanceCount` = its lanes,
 the experiment's `environment.image` (its GPU or CPU flavour, as the pool's instances have GPUs or not;
-the pool's image when it names none), with the agent as its entry point (`python -m harness.agent --only-runs <runs>
+the pool's image when it names none), with the agent as its entry point (`python -m stratus.harness.agent --only-runs <runs>
 --sagemaker-agents <lanes> ...`: each instance takes its lane by its host's place in the job's
 `resourceconfig.json`; its credential read once from the object `JobCredentials` wrote for its lane),
 managed spot training for a spot pool. The job's name is kept on the run to stop it. A job that ends

@@ -1,5 +1,5 @@
 """NNI's AdaptDL training service (`trainingServicePlatform: adl`, v2 `trainingService: {platform: adl}`):
-an elastic trial, run by `launchers.adaptdl`, which gives AdaptDL's code the `ADAPTDL_*` variables and
+an elastic trial, run by `stratus.launchers.adaptdl`, which gives AdaptDL's code the `ADAPTDL_*` variables and
 folders that NNI's Kubernetes job had.
 
 NNI's v1 schema (`nnictl/config_schema.py`, `adl_trial_schema`) puts the fields under `trial`. NNI v2's
@@ -8,7 +8,7 @@ v1's fields under v2's `trainingService`, as an extension, and says so in a warn
 
 | NNI field | Stratus |
 |---|---|
-| `command` / `trialCommand` | `entrypoint: python3 -m launchers.adaptdl -- <command>` |
+| `command` / `trialCommand` | `entrypoint: python3 -m stratus.launchers.adaptdl -- <command>` |
 | `gpuNum` / `trialGpuNumber` | `elastic.slots_per_replica` (0 -> 1, a CPU slot, with a note) |
 | `adaptive: true` | `elastic.min_replicas: 1`, `max_replicas` unset: the pool's size, capped (`ElasticConfig`) |
 | `adaptive: false` or unset | `elastic.min_replicas = max_replicas = 1` (still under the launcher: the code needs `ADAPTDL_*`) |
@@ -31,10 +31,10 @@ from chalicelib.config._nni_versions import NniReader
 from chalicelib.config.errors import ConfigProblem
 from chalicelib.config.schema import entrypoint_argv
 from chalicelib.config.sections import DEFAULT_MAX_REPLICAS, MAX_REPLICAS_CAP, quantity_bytes
-from contract.nni import nni_field_key
+from stratus.contract.nni import nni_field_key
 
 ADL_PLATFORM = "adl"
-ADAPTDL_LAUNCHER = ("python3", "-m", "launchers.adaptdl")
+ADAPTDL_LAUNCHER = ("python3", "-m", "stratus.launchers.adaptdl")
 
 #: NNI v1's adl trial fields beyond command, codeDir, gpuNum and image (read under v2's trainingService too).
 ADL_FIELDS = ("adaptive", "checkpoint", "nfs", "imagePullSecrets", "namespace", "cpuNum", "memorySize")
@@ -68,7 +68,7 @@ def is_adl(raw: Mapping[str, Any], version: int) -> bool:
 
 
 def adaptdl_entrypoint(command: str) -> str | list[str]:
-    """The entrypoint running `command` under `launchers.adaptdl`: a string while `command` is plain words;
+    """The entrypoint running `command` under `stratus.launchers.adaptdl`: a string while `command` is plain words;
     a list (`... -- sh -c <command>`) when it uses shell syntax, so the shell runs all of it, not the
     launcher."""
     argv = entrypoint_argv(command)

@@ -9,7 +9,7 @@ step using `population_size` of them.
 
 | NNI | Stratus `pbt` searcher |
 |---|---|
-| one step (one run of the trial command) | one round: `length_per_round: {epochs: 1}` (`ROUND_LENGTH`), which the `nni` stand-in completes when the trial code has reported its final result and exited (`harness.compat._nni_pbt`) |
+| one step (one run of the trial command) | one round: `length_per_round: {epochs: 1}` (`ROUND_LENGTH`), which the `nni` stand-in completes when the trial code has reported its final result and exited (`stratus.harness.compat._nni_pbt`) |
 | `maxTrialNumber` | `num_rounds` = `maxTrialNumber // population_size` (required: it is NNI's only bound on the steps) |
 | `population_size` (default 10) | `population_size` |
 | `fraction` (default 0.2) | `replace_function.truncate_fraction` such that the same number of members, `ceil(fraction * population_size)`, is replaced (at most half the population) |

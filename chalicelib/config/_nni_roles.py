@@ -9,7 +9,7 @@ What becomes of them (see `chalicelib.config.nni`):
   -> `environment.image`. This is what the job does on Kubernetes, minus the pod's size settings.
 - **PyTorch's master and workers** (Kubeflow's pytorch-operator: one `master`, `worker` replicas, the
   same command, at most one GPU each, no `ps`): a distributed trial of `1 + replicas` slots run by
-  `launchers.torch_distributed`, which gives each process the `MASTER_ADDR` / `RANK` / `WORLD_SIZE`
+  `stratus.launchers.torch_distributed`, which gives each process the `MASTER_ADDR` / `RANK` / `WORLD_SIZE`
   that the operator sets, so `torch.distributed.init_process_group()` works unchanged.
 - **everything else is refused with the reason**: TensorFlow's parameter servers and multi-worker jobs
   (`trial.ps`, tf-operator workers) find each other through the `TF_CONFIG` cluster spec, and
@@ -27,7 +27,7 @@ from chalicelib.config._nni_versions import NniReader, dotted
 from chalicelib.config.nni_space import is_int
 
 KUBEFLOW_ROLES = ("master", "worker", "ps")
-DISTRIBUTED_LAUNCHER = "python3 -m launchers.torch_distributed"
+DISTRIBUTED_LAUNCHER = "python3 -m stratus.launchers.torch_distributed"
 
 # Role fields per config version: (replicas, gpus, image); `command` is the same in both.
 _V1_FIELDS = {"kubeflow": ("replicas", "gpuNum", "image"), "tasks": ("taskNum", "gpuNum", "image")}
@@ -96,7 +96,7 @@ class RoleTranslator(NniReader):
         if pytorch:
             slots = sum(role.replicas for role in roles)
             for role in roles:
-                self._note(role, f"one of the {slots} ranks of launchers.torch_distributed")
+                self._note(role, f"one of the {slots} ranks of stratus.launchers.torch_distributed")
             master = next(r for r in roles if r.name == "master")
             return RoleTrial(f"{DISTRIBUTED_LAUNCHER} {master.command}", slots, _image(master.image))
         first = roles[0]

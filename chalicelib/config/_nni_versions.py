@@ -12,7 +12,7 @@ from typing import Any
 from chalicelib.config.errors import ConfigProblem
 from chalicelib.config.nni_space import TranslationNotes, is_int
 from chalicelib.config.schema import ExperimentConfig
-from contract.nni import DETERMINED_SECTIONS, TRAINING_SERVICE_SECTIONS, V2_FIELDS, nni_field_key
+from stratus.contract.nni import DETERMINED_SECTIONS, TRAINING_SERVICE_SECTIONS, V2_FIELDS, nni_field_key
 
 # Stratus sections an NNI config may carry through (see `chalicelib.config.nni`).
 # (`debug` is NNI's too, where it means the NNI manager's debug mode: warned about, not kept.)

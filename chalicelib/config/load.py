@@ -6,6 +6,7 @@ Here: the secrets stripped before validation and the warnings about fields Strat
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,7 @@ def parse_experiment_config(raw: Mapping[str, Any]) -> ParsedConfig:
         problem = ConfigProblem(ROOT_PATH, f"must be a mapping of config fields, got {describe(raw)}")
         raise ConfigInvalidError([problem])
     data, warnings = _strip_secrets(dict(raw))
+    warnings += _renamed_modules(data)
     try:
         config = ExperimentConfig.model_validate(data)
     except ValidationError as exc:
@@ -55,6 +57,34 @@ def parse_experiment_config(raw: Mapping[str, Any]) -> ParsedConfig:
 def parse_yaml_config(text: str) -> ParsedConfig:
     """`load_yaml_config` then `parse_experiment_config`."""
     return parse_experiment_config(load_yaml_config(text))
+
+
+#: `python3 -m launchers.torch_distributed` and the like, as configs wrote them before these packages were
+#: installed under the `stratus` namespace (setup.py).
+_OLD_MODULE = re.compile(r"(?<=-m )(launchers|harness)\.(?=[a-z_])")
+
+
+def _renamed_modules(data: dict[str, Any]) -> list[str]:
+    """Rewrite an entrypoint's `-m launchers.X` / `-m harness.X` to the installed `stratus.` names, with a
+    warning saying so (a context's own `launchers/` would otherwise be what runs)."""
+    entrypoint = data.get("entrypoint")
+    if isinstance(entrypoint, str):
+        new: Any = _OLD_MODULE.sub(r"stratus.\1.", entrypoint)
+    elif isinstance(entrypoint, list) and all(isinstance(word, str) for word in entrypoint):
+        new = [
+            f"stratus.{word}" if before == "-m" and _OLD_MODULE.match(f"-m {word}", 3) else word
+            for before, word in zip(["", *entrypoint], entrypoint, strict=False)
+        ]
+    else:
+        return []
+    if new == entrypoint:
+        return []
+    data["entrypoint"] = new
+    return [
+        "entrypoint: Stratus's launchers and harness are installed as stratus.launchers and stratus.harness "
+        "(Determined's determined.launch.* works too); the entrypoint now runs "
+        f"{new if isinstance(new, str) else ' '.join(new)!r}"
+    ]
 
 
 def _strip_secrets(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -1,6 +1,6 @@
 """Importing NNI experiment configs: NNI's YAML (legacy v1 and v2) translated into a Stratus config.
 
-Pure (standard library only). `contract.nni.is_nni_config(raw)` tells an NNI config from a Determined
+Pure (standard library only). `stratus.contract.nni.is_nni_config(raw)` tells an NNI config from a Determined
 one by its keys (the CLI asks the same); `translate_nni(raw, search_space)` returns the Determined-style
 mapping that `parse_experiment_config` validates, plus a warning for everything that did not translate
 exactly.
@@ -35,9 +35,9 @@ an equivalent have none, is `_nni_versions.py`):
   then a CPU slot); `trial.image` (v1) -> `environment.image`. Kubeflow / FrameworkController
   roles (`trial.worker`, `trial.taskRoles`, ...) are `_nni_roles.py`'s; the AdaptDL training service
   (`trainingServicePlatform: adl`, v2 `trainingService.platform: adl`) makes an elastic trial
-  (`elastic`, under `launchers.adaptdl`): `_nni_adl.py`'s.
+  (`elastic`, under `stratus.launchers.adaptdl`): `_nni_adl.py`'s.
 - v2 field names are read ignoring case and underscores, as NNI does (`trial_command`,
-  `tuner.class_args`: `contract.nni.canonical_nni_keys`).
+  `tuner.class_args`: `stratus.contract.nni.canonical_nni_keys`).
 - `max_restarts: 0` (NNI does not retry failed trials), and `data.nni` records the origin:
   `{"version": 1 or 2, "tuner": <NNI's tuner name>}` (plus `"assessor"` when one was set).
 - An assessor (Medianstop, Curvefitting, ...) -> warning: Stratus stops no trial early; its
@@ -66,7 +66,7 @@ from chalicelib.config._nni_tuner import TunerTranslator
 from chalicelib.config._nni_versions import PASS_THROUGH, NniReader, dotted
 from chalicelib.config.errors import ConfigInvalidError, ConfigProblem
 from chalicelib.config.nni_space import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS, SpaceTranslator
-from contract.nni import canonical_nni_keys, nni_config_version
+from stratus.contract.nni import canonical_nni_keys, nni_config_version
 
 __all__ = [
     "GRID_COUNT",

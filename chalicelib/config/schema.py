@@ -11,7 +11,7 @@ Decisions where Stratus differs from, or had to choose within, Determined's beha
 - `resources.resource_pool` defaults to "default"; `resources.priority` to 42 (1-99, lower number =
   higher priority, as Determined's priority scheduler).
 - `elastic` (Stratus' own, not Determined's; NNI's `adl` configs translate to it): an elastic trial run by
-  `launchers.adaptdl`. It starts at `elastic.min_replicas * elastic.slots_per_replica` slots, which
+  `stratus.launchers.adaptdl`. It starts at `elastic.min_replicas * elastic.slots_per_replica` slots, which
   `resources.slots_per_trial` defaults to and, when given, must equal.
 - Fields that only make sense on a Determined cluster (bind mounts, pod specs, profiling, ...) are
   accepted and kept, and parsing warns that they are ignored.

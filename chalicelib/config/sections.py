@@ -261,7 +261,7 @@ MAX_REPLICAS_CAP = 16
 
 
 class ElasticConfig(StrictModel):
-    """An elastic trial (NNI's `adl` training service): its workers run under `launchers.adaptdl` as
+    """An elastic trial (NNI's `adl` training service): its workers run under `stratus.launchers.adaptdl` as
     `min_replicas` to `max_replicas` replicas of `slots_per_replica` slots each; it starts (and, until the
     elastic allocator resizes it, stays) at `min_replicas`, so `resources.slots_per_trial` is
     `min_replicas * slots_per_replica`.

@@ -1,7 +1,7 @@
 """The elastic allocator (issue 15, docs/adaptdl-plan.md §5): how many replicas each running elastic trial
 should have, decided in the scheduling pass of its pool from what the pass read anyway (the agents' free
 slots, the runs holding slots, the requests it could not place) and each trial's speedup table (its AdaptDL
-hints, `contract.adaptdl`: ``speedup(r)`` is the goodput at ``r`` replicas over the goodput at 1, computed
+hints, `stratus.contract.adaptdl`: ``speedup(r)`` is the goodput at ``r`` replicas over the goodput at 1, computed
 by the trial's launcher with `adaptdl.goodput`; none yet: linear, ``speedup(r) = r``, as optimistic as
 AdaptDL's own model is before it has profiled a second batch size).
 

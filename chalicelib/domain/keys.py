@@ -10,7 +10,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from contract.metric_groups import BUILT_IN_GROUPS
+from stratus.contract.metric_groups import BUILT_IN_GROUPS
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")

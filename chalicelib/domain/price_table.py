@@ -1,6 +1,6 @@
 """The stack's own price table (`prices/ec2.json` in its bucket): what AWS said an instance-hour of each
 of the pools' instance types costs, when it said so and where each number came from. Pure: building the
-document from what AWS answered, reading it back as a `contract.prices.PriceTable`, and deciding when it
+document from what AWS answered, reading it back as a `stratus.contract.prices.PriceTable`, and deciding when it
 is due for a refresh. `chalicelib.services.prices` fetches and stores it.
 
 The document::
@@ -11,7 +11,7 @@ The document::
 
 ``fetched_at`` is when the prices were last fetched; ``checked_at`` when a refresh was last tried (a
 failed one keeps the prices it had and says why in ``error``). A type AWS gave no on-demand price for has
-``on_demand`` null: the committed table prices it (`contract.prices.price_of` reads the stack's table
+``on_demand`` null: the committed table prices it (`stratus.contract.prices.price_of` reads the stack's table
 first, then the committed one, then prices the type at 0 as unknown).
 """
 
@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.errors import StratusError
-from contract.prices import InstancePrice, PriceTable
+from stratus.contract.prices import InstancePrice, PriceTable
 
 #: Where the stack keeps its table, in its bucket.
 PRICES_KEY = "prices/ec2.json"
@@ -155,7 +155,7 @@ def parse(body: bytes | str | None) -> StoredPrices | None:
 
 
 def to_table(stored: StoredPrices | None) -> PriceTable | None:
-    """The prices as `contract.prices.price_of` reads them ("price-list <date>"); None with none."""
+    """The prices as `stratus.contract.prices.price_of` reads them ("price-list <date>"); None with none."""
     if stored is None or not stored.prices:
         return None
     prices = {

@@ -144,7 +144,7 @@ class Trial(StoredRecord):
     warm_start_checkpoint: str | None = None
     #: What each of its runs used, by run id (`chalicelib.domain.usage.RunUsage` items), set at each exit.
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: An elastic trial's latest AdaptDL hints (`contract.adaptdl.validate_hints`'s shape) and when they
+    #: An elastic trial's latest AdaptDL hints (`stratus.contract.adaptdl.validate_hints`'s shape) and when they
     #: were first stored as they are (`chalicelib.services.elastic`).
     elastic_hints: dict[str, Any] | None = None
     hints_at: str | None = None

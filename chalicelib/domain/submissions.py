@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from chalicelib.errors import BadRequestError
-from contract.errors import InvalidMessageError
+from stratus.contract.errors import InvalidMessageError
 
 PREFIX = "submissions/"
 MARKER = "submit"

@@ -2,7 +2,7 @@
 
 A handler that raises leaves the message on the queue to be delivered again (the pump does the same
 locally); a message that can never succeed ends in the queue's dead-letter queue after a few tries.
-A message the contract refuses (an unknown type, a missing field: `contract.messages`) could never
+A message the contract refuses (an unknown type, a missing field: `stratus.contract.messages`) could never
 succeed, so it is logged with the typed error and dropped instead of being retried.
 """
 
@@ -18,8 +18,8 @@ from chalicelib.services import compute_events, deleting, runs, scheduler, searc
 from chalicelib.services.ports import Ports
 from chalicelib.settings import queue_name
 from chalicelib.wiring import ports
-from contract import messages
-from contract.errors import InvalidMessageError
+from stratus.contract import messages
+from stratus.contract.errors import InvalidMessageError
 
 bp = Blueprint(__name__)
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from chalicelib.services import jobs, pausing
 from chalicelib.services.agent_store import AgentRecord
 from chalicelib.services.clock import iso_utc
 from chalicelib.services.ports import Ports
-from contract import messages
+from stratus.contract import messages
 
 
 @dataclass(frozen=True)

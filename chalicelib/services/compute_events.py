@@ -1,4 +1,4 @@
-"""AWS events about the stack's compute, from the events queue (`contract.messages.ComputeEvent`):
+"""AWS events about the stack's compute, from the events queue (`stratus.contract.messages.ComputeEvent`):
 a spot interruption warning drains the instance's agent (`draining`). Every event may come more than
 once and late; each handler does only what is still to do."""
 

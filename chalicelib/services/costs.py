@@ -11,7 +11,7 @@ cycle from IMDS, its GPUs, its slots; `local` at no price for a local agent), el
 (its first instance type). The run is charged its share of that instance: slots used / the instance's
 slots (`chalicelib.domain.usage`). Prices come from the table the stack keeps current from AWS
 (`chalicelib.services.prices`: `prices/ec2.json` in its bucket, or the operator's ``STRATUS_PRICES``),
-else, per type, from the committed one (`contract.prices`).
+else, per type, from the committed one (`stratus.contract.prices`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from chalicelib.domain.run_records import Run
 from chalicelib.domain.usage import Instance, RunUsage, run_usage, summarize, trial_usages
 from chalicelib.services.ports import Ports
 from chalicelib.services.prices import stack_table
-from contract.prices import LOCAL, gpus_of, price_of
+from stratus.contract.prices import LOCAL, gpus_of, price_of
 
 
 def instance_of(ports: Ports, run: Run) -> Instance:

@@ -8,7 +8,7 @@ Where the work runs: the request removes up to `IN_REQUEST_TRIALS` trials, which
 experiment before it answers. A larger one would not fit: API Gateway gives a request 29 s, and each
 trial costs a few dozen S3 / DynamoDB / CloudWatch calls (~0.5 s), so a random search of a few hundred
 trials must not be deleted in one request. What is left goes on through the events queue
-(`contract.messages.DeleteExperiment`), `PER_MESSAGE_TRIALS` trials a message, each message sending the
+(`stratus.contract.messages.DeleteExperiment`), `PER_MESSAGE_TRIALS` trials a message, each message sending the
 next one until nothing is left.
 
 Every step is idempotent and resumable: a trial's record is removed last among its data, so a repeat (a
@@ -26,7 +26,7 @@ from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import ConflictError, NotFoundError
 from chalicelib.services import warm_start
 from chalicelib.services.ports import Ports
-from contract import messages
+from stratus.contract import messages
 
 IN_REQUEST_TRIALS = 10
 PER_MESSAGE_TRIALS = 100

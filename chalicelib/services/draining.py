@@ -13,7 +13,7 @@ from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import RunState
 from chalicelib.services import pausing
 from chalicelib.services.ports import Ports
-from contract import messages
+from stratus.contract import messages
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Elastic trials (issue 15, docs/adaptdl-plan.md §5): the AdaptDL hints a trial's launcher forwards
 (`PUT /trials/{id}/adaptdl/hints`), and what the control plane adds to an elastic trial's run environment.
 
-**Hints.** `contract.adaptdl.validate_hints` is the one check of the body; its error is a 400 naming the
+**Hints.** `stratus.contract.adaptdl.validate_hints` is the one check of the body; its error is a 400 naming the
 field. They are stored whole on the trial (`Trial.elastic_hints`) with the time they were first stored as
 they are (`Trial.hints_at`): a repeated PUT of the same hints (AdaptDL's rank 0 re-sends them every 30 s
 when nothing changed, and the proxy retries) stores nothing, so the time says how old the *information*
@@ -14,10 +14,10 @@ is. Hints are kept for any trial that sends them; only an experiment with an `el
   max(it, the highest restored ``checkpoint-N`` + 1), so the counter only grows.
 - `STRATUS_ADAPTDL_MAX_REPLICAS`: `elastic.replica_limit(the pool's max slots)`, how far the launcher's
   speedup table goes.
-- `STRATUS_KILL_GRACE_S`: at least `contract.adaptdl.MIN_KILL_GRACE_S` (AdaptDL saves at its next batch
+- `STRATUS_KILL_GRACE_S`: at least `stratus.contract.adaptdl.MIN_KILL_GRACE_S` (AdaptDL saves at its next batch
   after SIGTERM); the launcher waits that long for its replicas, and the agent for the run's processes.
 
-- `STRATUS_ADAPTDL_SLOTS_PER_REPLICA`: `elastic.slots_per_replica`; `launchers.adaptdl` starts a node's
+- `STRATUS_ADAPTDL_SLOTS_PER_REPLICA`: `elastic.slots_per_replica`; `stratus.launchers.adaptdl` starts a node's
   slots / it replicas, so a run resized by the allocator (`chalicelib.services.elastic_scheduling`) needs
   no other change to its entrypoint.
 """
@@ -35,9 +35,9 @@ from chalicelib.domain.run_records import Run
 from chalicelib.errors import BadRequestError, NotFoundError
 from chalicelib.services.ports import Ports
 from chalicelib.settings import Settings
-from contract import adaptdl
-from contract.env import KILL_GRACE_S
-from contract.errors import InvalidHintsError
+from stratus.contract import adaptdl
+from stratus.contract.env import KILL_GRACE_S
+from stratus.contract.errors import InvalidHintsError
 
 
 def record_hints(ports: Ports, run: Run, body: Mapping[str, Any]) -> Trial:
@@ -45,7 +45,9 @@ def record_hints(ports: Ports, run: Run, body: Mapping[str, Any]) -> Trial:
     try:
         hints = adaptdl.validate_hints(body)
     except InvalidHintsError as e:
-        raise BadRequestError(f"{e} AdaptDL's rank 0 sends them through launchers.adaptdl's proxy.") from e
+        raise BadRequestError(
+            f"{e} AdaptDL's rank 0 sends them through stratus.launchers.adaptdl's proxy."
+        ) from e
     trial = ports.trials.get(run.trial_id)
     if trial is None:
         raise NotFoundError(f"trial {run.trial_id} not found")

@@ -43,7 +43,7 @@ from chalicelib.domain.states import RunState
 from chalicelib.services import pausing
 from chalicelib.services.clock import epoch_of
 from chalicelib.services.ports import Ports
-from contract import adaptdl
+from stratus.contract import adaptdl
 
 log = logging.getLogger(__name__)
 

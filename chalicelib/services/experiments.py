@@ -18,7 +18,7 @@ from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.services import contexts, pools, searching, warm_start
 from chalicelib.services.ports import Ports
-from contract.nni import is_nni_config
+from stratus.contract.nni import is_nni_config
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.services.clock import epoch_of
 from chalicelib.services.pools import require_pool
 from chalicelib.services.ports import Ports
-from contract import messages
+from stratus.contract import messages
 
 #: How many times a batch is planned again after a concurrent change to one of its experiments.
 PLAN_ATTEMPTS = 3

@@ -4,7 +4,7 @@ its bucket (`prices/ec2.json`, `chalicelib.domain.price_table`), read when a run
 - **Reading** (`stack_table`, from `chalicelib.services.costs` when a run ends): ``STRATUS_PRICES`` when
   the operator pinned a table (`Settings.prices`), else the stored table, read at most once an hour per
   Lambda container (`CACHE_S`); per type, what it lacks comes from the committed table
-  (`contract.prices.price_of`). A table that cannot be read prices nothing wrong: the committed one serves.
+  (`stratus.contract.prices.price_of`). A table that cannot be read prices nothing wrong: the committed one serves.
 - **Refreshing** (`refresh_if_due`, one call in the `Sweep("*")` fan-out of `chalicelib.services.scheduler`):
   when the stored table is missing, older than a day or of another region, the on-demand prices of the
   pools' instance types (the Price List API) and their spot prices (the last hour of EC2's spot price
@@ -26,7 +26,7 @@ from chalicelib.domain import price_table
 from chalicelib.domain.price_table import OnDemandQuote, PriceFetchError, SpotQuote, StoredPrices
 from chalicelib.services.ports import Ports
 from chalicelib.services.price_source import PriceSource
-from contract.prices import LOCAL, PriceTable
+from stratus.contract.prices import LOCAL, PriceTable
 
 log = logging.getLogger(__name__)
 

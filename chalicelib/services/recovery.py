@@ -28,7 +28,7 @@ from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.services import costs, searching
 from chalicelib.services.ports import Ports
-from contract import messages
+from stratus.contract import messages
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ from chalicelib.domain.run_records import Node, RendezvousEntry, Run
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.domain.updates import MAX_REASON
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import costs, elastic, images, telemetry, tokens
+from chalicelib.services import costs, elastic, images, telemetry, tokens, watchlist
 from chalicelib.services.ports import Ports
-from contract import messages
-from contract.entrypoint import legacy_trial_argv
-from contract.env import REPORT_INTERVAL, TrialEnv
-from contract.launch import LaunchSpec
+from stratus.contract import messages
+from stratus.contract.entrypoint import legacy_trial_argv
+from stratus.contract.env import REPORT_INTERVAL, TrialEnv
+from stratus.contract.launch import LaunchSpec
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def exited(
             ports, held, exit_code, told, failed_rank, requeue=requeue
         ):
             return
-        _report_again(ports, held, failed_rank, requeue=requeue)
+        report_again(ports, held, failed_rank, requeue=requeue)
         return
     if ports.runs.exit(run_id, exit_code, reason) is None:
         return
@@ -202,7 +202,9 @@ def exited(
         _report_run_exit(ports, held, exit_code, reason, failed_rank, requeue=requeue)
 
 
-def _report_again(ports: Ports, held: Run | Node, failed_rank: int | None, *, requeue: bool) -> None:
+def report_again(
+    ports: Ports, held: Run | Node, failed_rank: int | None = None, *, requeue: bool = False
+) -> None:
     """Report the exit of the EXITED run that `held` (this report's run, or node) ended, again, from the
     run as stored: the first report may have failed after winning (before the trial's record or the
     token's answer). Nothing changes once it was all done: the same values are written, and the token's
@@ -328,6 +330,7 @@ def _report_run_exit(
     if exit_code == 0 and trial is not None:
         failed_rank = trial.failed_rank  # a clean exit keeps the rank an earlier run failed on
     ports.trials.record_exit(run.trial_id, exit_code, reason, failed_rank)
+    watchlist.mark(ports, run.experiment_id)  # whatever happens to the event this exit leads to
     output = exit_output(run, trial, exit_code, reason, requeue=requeue)
     if not again:
         telemetry.run_failed(ports, run, trial, exit_code, output)  # a restart or an error, charted
@@ -452,6 +455,6 @@ def launch_spec(ports: Ports, held: Run | Node) -> LaunchSpec:
 
 def entrypoint_argv(config: cfg.ExperimentConfig) -> list[str]:
     """The argv of a trial's entrypoint: Determined's legacy `model_def:TrialClass` form by its rule
-    (`contract.entrypoint`); anything else follows the config's own rules (argv or shell)."""
+    (`stratus.contract.entrypoint`); anything else follows the config's own rules (argv or shell)."""
     legacy = legacy_trial_argv(config.entrypoint, config.resources.slots_per_trial)
     return legacy if legacy is not None else cfg.entrypoint_argv(config)

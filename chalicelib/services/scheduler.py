@@ -48,7 +48,7 @@ from chalicelib.services.clock import epoch_of, iso_utc
 from chalicelib.services.ports import Demand, Ports
 from chalicelib.services.queue_reading import plan_head, queue_position
 from chalicelib.workflow import TASK_BEAT_INTERVAL_S, TASK_HEARTBEAT_S
-from contract import messages
+from stratus.contract import messages
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
 An ACTIVE experiment moves on only through events: a trial's validation, pause or exit, a create's or an
 activation's first operations. If one is lost (a consumer's bug, a message in the dead-letter queue, a
 hand-off that never ran), the experiment would wait forever with nothing running. So each moment after
-which an experiment *could* be idle marks it for a look (`searching.watch`: a start, a trial's run
-ending), a later mark moving the look later, and the stack's one-minute sweep looks at those whose time
+which an experiment *could* be idle marks it for a look (`watchlist.mark`: a start, a run's end, a
+searcher result), a later mark moving the look later, and the stack's one-minute sweep looks at those whose time
 has come (`sweep`). A look (`check`):
 
 - leaves an experiment that ended, is being deleted or is paused (its activation marks it again), and
@@ -31,9 +31,9 @@ from chalicelib.domain import keys, searchers
 from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.searcher_outbox import SearcherRecord
 from chalicelib.domain.states import ExperimentState, TrialState
-from chalicelib.services import searching, stopping
+from chalicelib.services import searching, stopping, watchlist
 from chalicelib.services.ports import Ports
-from contract import messages
+from stratus.contract import messages
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,10 @@ def sweep(ports: Ports, limit: int = SWEEP_LIMIT) -> list[int]:
     """Look at every marked experiment whose time has come; the ids looked at."""
     due = ports.experiments.due_for_check(ports.clock.now(), limit)
     for experiment_id, check_at in due:
-        check(ports, experiment_id, check_at)
+        try:
+            check(ports, experiment_id, check_at)
+        except Exception:  # noqa: BLE001 - one experiment's failure must not stop the looks at the others
+            log.exception("experiment %s: the sweep's look failed; it stays marked", experiment_id)
     return [experiment_id for experiment_id, _ in due]
 
 
@@ -70,12 +73,22 @@ def check(ports: Ports, experiment_id: int, check_at: int) -> None:
             len(record.pending),
             record.pending_since,
         )
-        searching.watch(ports, experiment_id)  # looked at again, until nothing is left
+        watchlist.mark(ports, experiment_id)  # looked at again, until nothing is left
         searching.carry_on(ports, experiment_id)
         return
     trials = ports.trials.for_experiment(experiment_id, consistent=True)
     if any(_live(t) for t in trials):
-        ports.experiments.unwatch(experiment_id, check_at)  # its runs' ends mark it again
+        waiting = _unanswered_results(ports, experiment, record, trials)
+        if waiting:
+            log.warning(
+                "experiment %s: trials %s wait for their searcher's answer to a result it never saw; "
+                "telling it again",
+                experiment_id,
+                ", ".join(str(t) for t in waiting),
+            )
+            watchlist.mark(ports, experiment_id)
+        else:
+            ports.experiments.unwatch(experiment_id, check_at)  # its runs' ends mark it again
         return
     if experiment.state in _STOPPING_TO_END:
         log.warning("experiment %s is %s with no trial running; ending it", experiment_id, experiment.state)
@@ -86,7 +99,7 @@ def check(ports: Ports, experiment_id: int, check_at: int) -> None:
     else:
         _replay_or_end(ports, experiment, record, trials)
         return
-    searching.watch(ports, experiment_id)
+    watchlist.mark(ports, experiment_id)
 
 
 #: States in which an experiment waits for a user, not for an event.
@@ -98,9 +111,31 @@ def _live(trial: Trial) -> bool:
     return not trial.state.terminal and trial.state != TrialState.PAUSED
 
 
+def _unanswered_results(
+    ports: Ports, experiment: Experiment, record: SearcherRecord, trials: list[Trial]
+) -> list[int]:
+    """Send the searcher again the result of each live trial that waits for its answer (its result's
+    event was lost: the trial would wait for ever); the trials told."""
+    metric = experiment.parsed_config.searcher.metric
+    told = []
+    for trial in trials:
+        if not (_live(trial) and trial.searcher_pending and trial.searcher_length is not None):
+            continue
+        event_id = f"validation-{trial.id}-{trial.searcher_length}"
+        value = (trial.latest_validation or {}).get(metric)
+        if event_id in record.seen_events or not isinstance(value, int | float):
+            continue  # answered (its answer is in the outbox), or no value to tell
+        event = messages.ValidationReported(
+            event_id, experiment.id, trial.id, trial.searcher_length, float(value)
+        )
+        ports.queues.to_events(event.to_body())
+        told.append(trial.id)
+    return told
+
+
 def _replay_or_end(ports: Ports, experiment: Experiment, record: SearcherRecord, trials: list[Trial]) -> None:
     replayed = _replay(ports, experiment, record, trials)
-    searching.watch(ports, experiment.id)
+    watchlist.mark(ports, experiment.id)
     if replayed:
         log.warning(
             "experiment %s is ACTIVE with no trial running or queued and nothing pending; telling its "

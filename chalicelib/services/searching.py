@@ -28,9 +28,9 @@ from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.searcher_outbox import AnswerValidation, Pending, SearcherRecord, Work
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
-from chalicelib.services import retention, stopping
+from chalicelib.services import retention, stopping, watchlist
 from chalicelib.services.ports import Ports
-from contract import messages
+from stratus.contract import messages
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def start(ports: Ports, experiment: Experiment) -> None:
 
 
 def _start(ports: Ports, experiment: Experiment) -> None:
-    watch(ports, experiment.id)  # the sweep finishes what this call may not
+    watchlist.mark(ports, experiment.id)  # the sweep finishes what this call may not
     if experiment.searcher_started:
         return
     spec = search_spec(experiment.parsed_config)
@@ -86,12 +86,6 @@ def _start(ports: Ports, experiment: Experiment) -> None:
     record = SearcherRecord(snapshot={}).enqueue(searcher.snapshot(), first, ports.clock.now())
     # Lost: another start saved the searcher first (a redelivered activation); its outbox is carried on.
     ports.experiments.save_searcher(experiment.id, record.to_json(), expected_version=0)
-
-
-def watch(ports: Ports, experiment_id: int) -> None:
-    """Have the sweep look at the experiment once `searcher_check_s` pass with nothing happening to it
-    (`chalicelib.services.searcher_watch`): a later call moves the look later."""
-    ports.experiments.watch(experiment_id, int(ports.clock.now() + ports.settings.searcher_check_s))
 
 
 def carry_on(ports: Ports, experiment_id: int) -> bool:
@@ -148,7 +142,7 @@ def _answer_event(ports: Ports, message: messages.TrialEvent) -> bool:
     if experiment is None or experiment.searcher is None or _gone(experiment):
         return True
     if isinstance(message, messages.TrialExited | messages.TrialPaused):
-        watch(ports, experiment.id)  # a trial ended a run: the experiment may have gone idle
+        watchlist.mark(ports, experiment.id)  # a trial ended a run: the experiment may have gone idle
     if experiment.state in stopping.STOPPING_TO_CANCELED:
         stopping.on_trial_event(ports, experiment)  # canceled: the searcher creates nothing more
         return True

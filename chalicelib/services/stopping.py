@@ -22,9 +22,9 @@ from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.errors import ConflictError, NotFoundError
-from chalicelib.services import retention, runs
+from chalicelib.services import retention, runs, watchlist
 from chalicelib.services.ports import Ports
-from contract import messages
+from stratus.contract import messages
 
 #: The exit code recorded for a run the user killed (as a process killed by SIGKILL reports it).
 KILLED_EXIT_CODE = -9
@@ -52,6 +52,10 @@ def kill_trial(ports: Ports, trial_id: int) -> Trial:
     """Kill one trial; its experiment goes on (the searcher learns of the trial's end as of any exit)."""
     trial = runs.get_trial(ports, trial_id)
     if trial.state == TrialState.CANCELED:
+        # A repeat: what the first did after the trial's end may not have happened (its queued run's
+        # answer is given again; a searcher that missed the end hears of it from the sweep).
+        _stop_trial(ports, trial, kill=True)
+        watchlist.mark(ports, trial.experiment_id)
         return trial
     if trial.state.terminal:
         raise ConflictError(
@@ -148,6 +152,8 @@ def _stop_trial(ports: Ports, trial: Trial, *, kill: bool) -> bool:
             ports.compute.nudge(run.run_id)
     elif run is not None and launched:
         runs.end_run(ports, run, KILLED_EXIT_CODE, "killed by the user (det experiment|trial kill)")
+    elif run is not None and run.state == RunState.EXITED:
+        runs.report_again(ports, run)  # a repeat: the first kill may have failed before its exit's answer
     return False
 
 

@@ -34,7 +34,7 @@ from chalicelib.errors import BadRequestError
 from chalicelib.services import context_archives, contexts, experiments, searching
 from chalicelib.services.ports import Ports
 from chalicelib.services.submission_ports import SubmissionFiles
-from contract.nni import is_nni_config
+from stratus.contract.nni import is_nni_config
 
 log = logging.getLogger(__name__)
 

@@ -12,13 +12,13 @@ from chalicelib.domain import keys
 from chalicelib.domain.records import Checkpoint, Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from chalicelib.services import experiments, progress, runs, telemetry, warm_start
+from chalicelib.services import experiments, progress, runs, telemetry, warm_start, watchlist
 from chalicelib.services.ports import Ports
 from chalicelib.services.searching import time_metric
-from contract import messages
-from contract.actions import SearcherAction
-from contract.errors import InvalidMetricGroupError
-from contract.metric_groups import TRAINING, VALIDATION, check_metric_group
+from stratus.contract import messages
+from stratus.contract.actions import SearcherAction
+from stratus.contract.errors import InvalidMetricGroupError
+from stratus.contract.metric_groups import TRAINING, VALIDATION, check_metric_group
 
 MAX_CHECKPOINT_FILES = 10_000
 #: Copies one upload request makes (each an S3 request inside the API call, which must answer in time).
@@ -128,7 +128,7 @@ def _trained(ports: Ports, trial_id: int, steps_completed: int) -> None:
 
 
 def metric_group(group: str) -> str:
-    """`group` when Determined accepts it as a metric group (`contract.metric_groups`); BadRequestError
+    """`group` when Determined accepts it as a metric group (`stratus.contract.metric_groups`); BadRequestError
     (HTTP 400) naming it otherwise."""
     try:
         return check_metric_group(group)
@@ -150,6 +150,7 @@ def report_searcher_result(ports: Ports, run: Run, length: int, metric: float) -
             return  # an older position than one already reported
         # The same position again (a retried report): send the event again; the searcher ignores
         # an event id it has seen, and a lost first send is made good.
+    watchlist.mark(ports, run.experiment_id)  # if this event were lost, the trial would wait for ever
     ports.queues.to_events(
         messages.ValidationReported(
             event_id=f"validation-{trial_id}-{length}",

@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from sklearn.datasets import load_digits
 from torch import nn
 
-import harness
-from harness.core import LocalSearcherContext
+from stratus import harness
+from stratus.harness.core import LocalSearcherContext
 
 DEFAULT_HPARAMS: dict[str, Any] = {"learning_rate": 0.003, "hidden_size": 64, "batch_size": 32}
 DEFAULT_MAX_BATCHES = 600

@@ -1,6 +1,6 @@
 """Digits with AdaptDL and NNI's trial API, written as for NNI's AdaptDL training service (`adl`) on
 Kubernetes (after NNI's examples/trials/cifar10_pytorch/main_adl.py): the same script runs there and on
-Stratus, where `launchers.adaptdl` starts its replicas with AdaptDL's environment.
+Stratus, where `stratus.launchers.adaptdl` starts its replicas with AdaptDL's environment.
 
 Environment variables (all optional):
 

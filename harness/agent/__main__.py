@@ -1,4 +1,4 @@
-from harness.agent._cli import main
+from stratus.harness.agent._cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

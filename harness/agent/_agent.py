@@ -11,18 +11,18 @@ import time
 from collections import OrderedDict, deque
 from typing import Any
 
-from contract.errors import InvalidLaunchSpecError
-from contract.launch import LaunchSpec
-from harness.agent._api import AgentApi, call_with_retry
-from harness.agent._bell import BellListener
-from harness.agent._iam import agent_api
-from harness.agent._run import REASON_AGENT_STOPPED, Run
-from harness.agent._settings import Settings
-from harness.agent._tokens import TokenBroker
-from harness.agent._warm_client import WarmServer
-from harness.errors import ApiCallError
+from stratus.contract.errors import InvalidLaunchSpecError
+from stratus.contract.launch import LaunchSpec
+from stratus.harness.agent._api import AgentApi, call_with_retry
+from stratus.harness.agent._bell import BellListener
+from stratus.harness.agent._iam import agent_api
+from stratus.harness.agent._run import REASON_AGENT_STOPPED, Run
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent._tokens import TokenBroker
+from stratus.harness.agent._warm_client import WarmServer
+from stratus.harness.errors import ApiCallError
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 _FINISHED_KEPT = 10_000
 _HEARTBEAT_WARN_EVERY = 30.0
@@ -81,7 +81,7 @@ class Agent:
         self._drain_deadline: float | None = None
         self._api_down_since: float | None = None
         self._api_warned_at = 0.0
-        #: Hands each run's token to that run's processes only (`contract.run_token`).
+        #: Hands each run's token to that run's processes only (`stratus.contract.run_token`).
         self.broker = TokenBroker()
         #: The control plane's heartbeat interval once it said one; the settings' until then.
         self.interval = settings.heartbeat_interval

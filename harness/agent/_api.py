@@ -1,5 +1,5 @@
 """The agent-facing half of the HTTP API (docs/contracts.md §1), and retrying calls to it under the one
-retry policy of `contract.http`."""
+retry policy of `stratus.contract.http`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
-from contract.errors import HttpCallError
-from contract.http import PooledTransport, RetryPolicy, Session, Transport
-from harness.errors import ApiCallError
+from stratus.contract.errors import HttpCallError
+from stratus.contract.http import PooledTransport, RetryPolicy, Session, Transport
+from stratus.harness.errors import ApiCallError
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 T = TypeVar("T")
 
@@ -29,7 +29,7 @@ RENEW_MAX_BACKOFF_S = 60.0
 
 
 class CredentialSource(Protocol):
-    """Where an agent without a credential given gets one (on EC2: `harness.agent._iam.IamCredential`)."""
+    """Where an agent without a credential given gets one (on EC2: `stratus.harness.agent._iam.IamCredential`)."""
 
     def fetch(self) -> str:
         """A fresh credential; raises `ApiCallError`."""
@@ -45,7 +45,7 @@ class HeartbeatAnswer:
     preempt: list[str] = field(default_factory=list)
     #: The heartbeat interval the control plane expects (None: the agent's own setting).
     interval: float | None = None
-    #: Its doorbell (`harness.agent._bell`), or None.
+    #: Its doorbell (`stratus.harness.agent._bell`), or None.
     bell: dict[str, Any] | None = None
 
 
@@ -71,7 +71,7 @@ class AgentApi:
     ) -> None:
         self._agent = quote(agent_id, safe="")
         self._base_url = base_url
-        #: The instance this agent runs on (`harness.agent._instance.instance_report`), sent with each
+        #: The instance this agent runs on (`stratus.harness.agent._instance.instance_report`), sent with each
         #: run's start: the control plane prices the run's time by it. None: the pool's provider says.
         self.instance: dict[str, Any] | None = None
         self._timeout = timeout
@@ -161,7 +161,7 @@ class AgentApi:
         on_retry: Callable[[int, Exception, float], None] | None = None,
     ) -> int:
         """GET a presigned URL (a context archive) into ``dest``, streamed and without the agent token,
-        under ``retry``; see `contract.http.Session.download`."""
+        under ``retry``; see `stratus.contract.http.Session.download`."""
         try:
             return self._session.download(
                 url, dest, retry=retry, wait=wait, on_chunk=on_chunk, on_retry=on_retry

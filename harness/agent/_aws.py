@@ -8,7 +8,7 @@ before its TTL ends, and once more when the service answers 401 (it forgot the t
 A spot instance learns of its end two minutes ahead at ``meta-data/spot/instance-action``: 404 while
 nothing is planned, then ``{"action": "terminate"|"stop"|"hibernate", "time": "2026-11-26T05:00:00Z"}``.
 AWS advises polling it every 5 seconds. `SpotWatcher` does, and hands each new notice on (the agent
-drains: `harness.agent._agent.Agent.drain`).
+drains: `stratus.harness.agent._agent.Agent.drain`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from contract.errors import NoAnswerError
-from contract.http import PooledTransport, Request, RetryPolicy, Transport
-from harness.errors import HarnessError
+from stratus.contract.errors import NoAnswerError
+from stratus.contract.http import PooledTransport, Request, RetryPolicy, Transport
+from stratus.harness.errors import HarnessError
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 IMDS_URL = "http://169.254.169.254"
 #: The token's life: six hours, the longest IMDS grants. It is taken again a minute before it ends.

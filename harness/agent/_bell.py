@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from contract.errors import NoAnswerError
-from contract.http import PooledTransport, Request, Transport
+from stratus.contract.errors import NoAnswerError
+from stratus.contract.http import PooledTransport, Request, Transport
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 #: Waits after a failed poll (then the last one, repeated).
 BACKOFF_S = (1.0, 2.0, 5.0)

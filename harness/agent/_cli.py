@@ -1,6 +1,6 @@
-"""``python -m harness.agent``: parse the settings, log to stderr, run the agent until SIGTERM/SIGINT.
+"""``python -m stratus.harness.agent``: parse the settings, log to stderr, run the agent until SIGTERM/SIGINT.
 
-With ``--aws`` a spot interruption notice drains the agent (`harness.agent._aws.SpotWatcher`), and so
+With ``--aws`` a spot interruption notice drains the agent (`stratus.harness.agent._aws.SpotWatcher`), and so
 does SIGTERM (an instance shutdown, a scale-in): its runs get `SIGTERM_DRAIN_S` to checkpoint and exit,
 then the agent stops as it does on SIGTERM without ``--aws``; a second SIGTERM stops it at once, a third
 stops waiting for the runs' exit reports. A Batch or SageMaker job's agent (``--only-runs``) drains on
@@ -16,12 +16,12 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from contract.hardening import not_dumpable
-from harness.agent._agent import Agent
-from harness.agent._aws import ImdsClient, SpotWatcher
-from harness.agent._settings import TOKEN_ENV, parse_cli
+from stratus.contract.hardening import not_dumpable
+from stratus.harness.agent._agent import Agent
+from stratus.harness.agent._aws import ImdsClient, SpotWatcher
+from stratus.harness.agent._settings import TOKEN_ENV, parse_cli
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 #: With ``--aws``, how long the runs have to checkpoint and exit after SIGTERM before the agent stops
 #: them (then SIGTERM to their processes, and SIGKILL `--kill-grace` seconds later).
@@ -34,7 +34,7 @@ JOB_SIGTERM_DRAIN_S = 18.0
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse_cli(argv)
-    not_dumpable()  # its token stays out of the trials' reach (`contract.hardening`)
+    not_dumpable()  # its token stays out of the trials' reach (`stratus.contract.hardening`)
     logging.basicConfig(
         level=opts.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

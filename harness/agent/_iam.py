@@ -2,12 +2,12 @@
 
 An agent started with ``--aws`` and no credential (no ``--token-file``, no ``STRATUS_AGENT_TOKEN``) asks
 the control plane for its own: ``POST /agents/<instance id>/iam-credential``, signed with SigV4 (service
-``execute-api``, `harness.agent._sigv4`) with the instance role's temporary keys. API Gateway checks the
+``execute-api``, `stratus.harness.agent._sigv4`) with the instance role's temporary keys. API Gateway checks the
 signature; the API answers ``{"credential": ...}`` only to the stack's agent role's session named after
 this instance (EC2 names an instance profile's session after the instance). `AgentApi` asks before its
 first call and again whenever a call answers 401; nothing shared sits on the instance.
 
-From IMDSv2 (`harness.agent._aws.ImdsClient`):
+From IMDSv2 (`stratus.harness.agent._aws.ImdsClient`):
 
     meta-data/iam/security-credentials/         the role's name (the instance profile's one role)
     meta-data/iam/security-credentials/<role>   {"Code": "Success", "AccessKeyId", "SecretAccessKey",
@@ -25,14 +25,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
 
-from contract.errors import NO_ANSWER, ErrorBody, HttpCallError, NoAnswerError
-from contract.http import PooledTransport, Request, Transport
-from harness.agent._api import AgentApi
-from harness.agent._aws import ImdsClient, ImdsError
-from harness.agent._instance import instance_report
-from harness.agent._settings import Settings
-from harness.agent._sigv4 import Credentials, sign
-from harness.errors import ApiCallError
+from stratus.contract.errors import NO_ANSWER, ErrorBody, HttpCallError, NoAnswerError
+from stratus.contract.http import PooledTransport, Request, Transport
+from stratus.harness.agent._api import AgentApi
+from stratus.harness.agent._aws import ImdsClient, ImdsError
+from stratus.harness.agent._instance import instance_report
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent._sigv4 import Credentials, sign
+from stratus.harness.errors import ApiCallError
 
 SERVICE = "execute-api"
 ROLES_PATH = "meta-data/iam/security-credentials/"
@@ -79,7 +79,7 @@ def region_from_url(api_url: str) -> str | None:
 
 class IamCredential:
     """Fetches agent ``agent_id``'s credential from the API at ``api_url``, signed as the instance's role
-    (the `harness.agent._api.CredentialSource` of an EC2 agent). ``now`` dates the signature."""
+    (the `stratus.harness.agent._api.CredentialSource` of an EC2 agent). ``now`` dates the signature."""
 
     def __init__(
         self,

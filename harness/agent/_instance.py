@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from contract.prices import LOCAL
-from harness.agent._settings import Settings
+from stratus.contract.prices import LOCAL
+from stratus.harness.agent._settings import Settings
 
 
 def instance_report(settings: Settings) -> dict[str, Any] | None:

@@ -26,14 +26,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
-from contract.errors import NO_ANSWER, NoAnswerError
-from contract.http import PooledTransport, Request, RetryPolicy, Transport
-from harness.agent._aws import IMDS_URL, ImdsClient, ImdsError
-from harness.agent._iam import region_from_url, role_credentials
-from harness.agent._sigv4 import Credentials, sign
-from harness.errors import HarnessError
+from stratus.contract.errors import NO_ANSWER, NoAnswerError
+from stratus.contract.http import PooledTransport, Request, RetryPolicy, Transport
+from stratus.harness.agent._aws import IMDS_URL, ImdsClient, ImdsError
+from stratus.harness.agent._iam import region_from_url, role_credentials
+from stratus.harness.agent._sigv4 import Credentials, sign
+from stratus.harness.errors import HarnessError
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 ECS_CREDENTIALS_HOST = "http://169.254.170.2"
 TIMEOUT_S = 10.0

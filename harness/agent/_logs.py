@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from contract.log_frame import LOG_FRAME_MARK
-from harness.agent._api import call_with_retry
+from stratus.contract.log_frame import LOG_FRAME_MARK
+from stratus.harness.agent._api import call_with_retry
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 _EOL = re.compile(r"\r\n|\r|\n")
 
@@ -30,7 +30,7 @@ _RANK_PREFIX = re.compile(r"^\[rank=(\d{1,6})\] ")
 
 def rank_line(timestamp_ms: int, message: str, frame: str = "") -> dict[str, Any]:
     """A log line for the API. A launcher of this run framed its lines with the run's secret `frame`
-    (`contract.env.LOG_FRAME`): only such a line has a rank, its `[rank=N] ` prefix (kept in the message,
+    (`stratus.contract.env.LOG_FRAME`): only such a line has a rank, its `[rank=N] ` prefix (kept in the message,
     so `det trial logs` without a filter still shows whose line it is). What a trial prints, a
     `[rank=7] ` of its own included, has none."""
     mark = LOG_FRAME_MARK + frame

@@ -20,16 +20,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from contract import env as trial_env
-from contract.env import AGENT_SOCKET
-from contract.errors import HttpCallError
-from contract.hardening import confine_trial
-from contract.http import RetryPolicy, redact
-from contract.launch import LaunchSpec
-from harness.agent._api import AgentApi, call_with_retry
-from harness.agent._logs import LineSplitter, LogShipper
-from harness.agent._settings import Settings
-from harness.agent._spawn import (
+from stratus.contract import env as trial_env
+from stratus.contract.env import AGENT_SOCKET
+from stratus.contract.errors import HttpCallError
+from stratus.contract.hardening import confine_trial
+from stratus.contract.http import RetryPolicy, redact
+from stratus.contract.launch import LaunchSpec
+from stratus.harness.agent._api import AgentApi, call_with_retry
+from stratus.harness.agent._logs import LineSplitter, LogShipper
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent._spawn import (
     LAUNCHER_REPORT,
     PREEMPT_MARKER,
     build_environment,
@@ -38,12 +38,12 @@ from harness.agent._spawn import (
     free_port,
     record_process,
 )
-from harness.agent._tokens import TokenBroker
-from harness.agent._warm_client import WarmProcess, WarmServer
-from harness.errors import ApiCallError, UnsafeArchiveError
-from harness.trial_process import HOOK, build_script
+from stratus.harness.agent._tokens import TokenBroker
+from stratus.harness.agent._warm_client import WarmProcess, WarmServer
+from stratus.harness.errors import ApiCallError, UnsafeArchiveError
+from stratus.harness.trial_process import HOOK, build_script
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 REASON_AGENT_STOPPED = "agent stopped"
 REASON_HOOK_FAILED = f"{HOOK} failed"
@@ -92,7 +92,7 @@ class Run:
         the control plane killed it."""
         self.spec = spec
         self.gpus = gpus
-        #: Hands the run token to the run's own processes only (`contract.run_token`); without one, the
+        #: Hands the run token to the run's own processes only (`stratus.contract.run_token`); without one, the
         #: token is in the run's environment.
         self._broker = broker
         self._warm = warm
@@ -116,7 +116,7 @@ class Run:
         #: The rank that failed first, from the launcher's report (a distributed run that failed).
         self.failed_rank: int | None = None
         self.exit_reported = False
-        #: The run's frame secret (`contract.env.LOG_FRAME`): a rank is read only from a line a launcher
+        #: The run's frame secret (`stratus.contract.env.LOG_FRAME`): a rank is read only from a line a launcher
         #: of this run framed with it, never from what the trial prints.
         self._frame = secrets.token_hex(8)
         self._logs = LogShipper(
@@ -303,7 +303,7 @@ class Run:
             if self._kill_requested.is_set():
                 raise _Cancelled
             try:
-                from harness._archive import extract
+                from stratus.harness._archive import extract
             except ImportError as e:
                 raise ContextError(f"the archive extractor is unavailable ({e})") from e
             try:

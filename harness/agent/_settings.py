@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from harness.agent._aws import IMDS_URL, SPOT_POLL_S, ImdsClient, ImdsError, Instance
-from harness.errors import HarnessError
+from stratus.harness.agent._aws import IMDS_URL, SPOT_POLL_S, ImdsClient, ImdsError, Instance
+from stratus.harness.errors import HarnessError
 
 TOKEN_ENV = "STRATUS_AGENT_TOKEN"
 
@@ -67,7 +67,7 @@ class Settings:
     give_up_after: float | None = None
     #: Stop at once when this process (the embedded stack that started the agent) is gone.
     parent_pid: int | None = None
-    #: Keep a warm interpreter and fork runs from it where that is safe (`harness.agent._warm`).
+    #: Keep a warm interpreter and fork runs from it where that is safe (`stratus.harness.agent._warm`).
     warm_start: bool = False
     #: On EC2 (`--aws`): the instance's id and address come from its metadata service at ``imds_url``,
     #: which is polled every ``spot_poll_interval`` seconds for a spot interruption (the agent drains).
@@ -121,7 +121,7 @@ def detect_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m harness.agent",
+        prog="python -m stratus.harness.agent",
         description="Stratus compute agent: heartbeats to the control plane and runs the trials it is given. "
         f"The agent token is read from ${TOKEN_ENV}.",
     )
@@ -226,7 +226,7 @@ def _credential(token_file: Path | None, env: Mapping[str, str]) -> str:
     try:
         token = token_file.read_text().strip()
     except OSError as e:
-        raise SystemExit(f"harness.agent: cannot read --token-file {token_file}: {e}") from e
+        raise SystemExit(f"stratus.harness.agent: cannot read --token-file {token_file}: {e}") from e
     token_file.unlink(missing_ok=True)
     return token
 
@@ -239,7 +239,7 @@ def _fetch_job_credential(
     location: str, agent_id: str, env: Mapping[str, str], *, api_url: str, imds_url: str
 ) -> str:
     # Imported here: `_job_credential` signs with `_iam`'s keys, and `_iam` imports these settings.
-    from harness.agent._job_credential import fetch_job_credential
+    from stratus.harness.agent._job_credential import fetch_job_credential
 
     return fetch_job_credential(location, agent_id, env, api_url=api_url, imds_url=imds_url)
 
@@ -248,7 +248,7 @@ def _job_credential(location: str, agent_id: str, env: Mapping[str, str], fetch:
     try:
         return fetch(location, agent_id, env)
     except HarnessError as e:
-        raise SystemExit(f"harness.agent: --credential-from {location}: {e}") from e
+        raise SystemExit(f"stratus.harness.agent: --credential-from {location}: {e}") from e
 
 
 #: Where SageMaker describes a training job's instances to each of them.
@@ -288,7 +288,7 @@ def _read_instance(imds_url: str, imds: Callable[[str], ImdsClient]) -> Instance
         return client.instance()
     except ImdsError as e:
         raise SystemExit(
-            f"harness.agent: --aws cannot read this instance's metadata at {imds_url} ({e}). "
+            f"stratus.harness.agent: --aws cannot read this instance's metadata at {imds_url} ({e}). "
             "--aws needs to run on an EC2 instance (or --imds-url to name another metadata service)."
         ) from e
     finally:

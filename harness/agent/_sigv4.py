@@ -1,4 +1,4 @@
-"""AWS Signature Version 4 for the agent's signed calls (`harness.agent._iam`, `harness.agent._job_credential`),
+"""AWS Signature Version 4 for the agent's signed calls (`stratus.harness.agent._iam`, `stratus.harness.agent._job_credential`),
 in the standard library only, so the compute side needs no botocore. It signs as botocore's ``SigV4Auth``
 does for API Gateway's IAM authorizer (service ``execute-api``) and as its ``S3SigV4Auth`` does for S3;
 tests/unit/test_agent_sigv4.py holds it to botocore's signatures.

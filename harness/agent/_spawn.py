@@ -12,10 +12,10 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from contract import env as trial_env
-from contract.launch import LaunchSpec
-from harness.agent._settings import SECRET_ENV_NAMES, TOKEN_ENV, Settings
-from harness.trial_process import Probe, missing_packages, trial_environment
+from stratus.contract import env as trial_env
+from stratus.contract.launch import LaunchSpec
+from stratus.harness.agent._settings import SECRET_ENV_NAMES, TOKEN_ENV, Settings
+from stratus.harness.trial_process import Probe, missing_packages, trial_environment
 
 #: In the run's folder: written by the agent when the control plane asks the run to stop (a pause, a
 #: preemption); the harness's `should_preempt()` turns true when it appears (`STRATUS_PREEMPT_FILE`),
@@ -81,10 +81,10 @@ def build_environment(
 ) -> dict[str, str]:
     """The agent's environment minus secrets, ``PATH`` led by this interpreter's bin dir, the trial's;
     ``PYTHONPATH`` ends with the compatibility folders of the packages the trial's Python lacks
-    (`harness.trial_process.trial_environment`). ``collective_port`` (a free port of this machine)
+    (`stratus.harness.trial_process.trial_environment`). ``collective_port`` (a free port of this machine)
     becomes ``STRATUS_COLLECTIVE_PORT`` for a run on one node (on several, the chief's own agent alone
     would know it)."""
-    # The spec's environment holds every variable of contracts.md §2 (`contract.env.TrialEnv`); the ids
+    # The spec's environment holds every variable of contracts.md §2 (`stratus.contract.env.TrialEnv`); the ids
     # from the spec's own fields are fallbacks, and the node's address and the report path are the agent's.
     variables = spec.identity_env(default_master=settings.api_url)
     if settings.address:

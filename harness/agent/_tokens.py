@@ -1,4 +1,4 @@
-"""The agent's run-token broker (`contract.run_token`): a Unix socket that answers a run's token only to
+"""The agent's run-token broker (`stratus.contract.run_token`): a Unix socket that answers a run's token only to
 a process of that run, by the session the kernel says the caller is in."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import struct
 import threading
 from pathlib import Path
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 

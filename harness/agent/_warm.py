@@ -12,7 +12,8 @@ run's log says so on its first line):
 2. the context has no ``startup-hook.sh``: a hook may install packages or export variables that an
    interpreter started before it cannot see;
 3. the entrypoint is this interpreter running a script or a module (``python3 train.py ARGS`` or
-   ``python3 -m pkg.mod ARGS``, ``-u`` allowed), not a launcher of workers (``launchers.*``), a shell
+   ``python3 -m pkg.mod ARGS``, ``-u`` allowed), not a launcher of workers (``stratus.launchers.*``,
+   Determined's ``determined.launch.*``), a shell
    line or another program;
 4. the trial's environment agrees with the warm interpreter's on every variable read while Python and
    its libraries start (``PYTHON*``, ``LD_*``, ``OMP_*``, ``MKL_*``, ``KMP_*``, ``OPENBLAS_*``,
@@ -30,7 +31,7 @@ interpreter exit (``atexit`` handlers, non-daemon threads). What differs: module
 imported are already imported (their import-time side effects happened once, in the warm interpreter),
 and ``PYTHONHASHSEED``-randomised hashes are the warm interpreter's.
 
-The server (`serve`, run as ``python -c "from harness.agent._warm import main; main()" SOCKET``) is
+The server (`serve`, run as ``python -c "from stratus.harness.agent._warm import main; main()" SOCKET``) is
 single-threaded: it waits on its
 socket and on SIGCHLD with one selector, forks on a request (the run's output pipe comes with it, as
 SCM_RIGHTS), answers the child's pid, and when the child ends, its exit status (as `Popen.returncode`).
@@ -54,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 #: What the warm interpreter imports before it serves (`STRATUS_WARM_IMPORTS`, comma-separated).
-DEFAULT_IMPORTS = ("numpy", "torch", "determined", "harness.core")
+DEFAULT_IMPORTS = ("numpy", "torch", "determined", "stratus.harness.core")
 IMPORTS_ENV = "STRATUS_WARM_IMPORTS"
 #: Variables read while Python and its libraries start: a trial differing in one starts cold.
 IMPORT_TIME_VARIABLES = re.compile(r"^(PYTHON|LD_|OMP_|MKL_|KMP_|OPENBLAS_|TORCH_)")
@@ -71,6 +72,10 @@ class Job:
     argv: list[str]
     cwd: str
     env: dict[str, str]
+
+
+#: Modules that start workers of their own (`python3 -m <one of these>.<launcher>`).
+LAUNCHER_PACKAGES = ("stratus.launchers", "determined.launch")
 
 
 def plain_python(argv: Sequence[str], executable: str) -> tuple[str | None, str | None, list[str]] | None:
@@ -106,7 +111,7 @@ def cold_reason(
     if parsed is None:
         return "the entrypoint is not `python3 SCRIPT` or `python3 -m MODULE` of the agent's interpreter"
     module, script, _ = parsed
-    if module is not None and (module == "launchers" or module.startswith("launchers.")):
+    if module is not None and any(module == p or module.startswith(p + ".") for p in LAUNCHER_PACKAGES):
         return "a launcher starts its own workers"
     if script is not None and not (context_dir / script).is_file():
         return f"the script {script} is not a file of the context"
@@ -141,7 +146,7 @@ def _fork_refusal() -> str | None:
 def serve(path: str) -> Job:
     """Import, listen on ``path``, fork for each request; returns only in a forked child, with its job.
     It ends with the agent that started it, however the agent ends (SIGTERM when its parent dies)."""
-    from contract.hardening import end_with_parent
+    from stratus.contract.hardening import end_with_parent
 
     parent = os.getppid()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # its children live on in their sessions
@@ -237,7 +242,7 @@ def _answer(conn: socket.socket, message: Mapping[str, Any]) -> None:
 def _become(request: Mapping[str, Any], out_fd: int) -> Job:
     """In the forked child: the run's session, output, folder and environment."""
     os.setsid()
-    from contract.hardening import confine_trial
+    from stratus.contract.hardening import confine_trial
 
     confine_trial()
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
@@ -284,6 +289,6 @@ def run_job(job: Job) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        raise SystemExit('usage: python -c "from harness.agent._warm import main; main()" SOCKET')
+        raise SystemExit('usage: python -c "from stratus.harness.agent._warm import main; main()" SOCKET')
     job = serve(args[0])
     run_job(job)  # the child: an exception or SystemExit ends it as it would end `python3 SCRIPT`

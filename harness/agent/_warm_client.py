@@ -1,4 +1,4 @@
-"""The agent's side of warm start (`harness.agent._warm`): start the warm interpreter, ask it for a run's
+"""The agent's side of warm start (`stratus.harness.agent._warm`): start the warm interpreter, ask it for a run's
 process, and wait for that process as for a `subprocess.Popen`."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from harness.agent._settings import SECRET_ENV_NAMES
-from harness.agent._warm import cold_reason, plain_python
-from harness.trial_process import trial_environment
+from stratus.harness.agent._settings import SECRET_ENV_NAMES
+from stratus.harness.agent._warm import cold_reason, plain_python
+from stratus.harness.trial_process import trial_environment
 
-log = logging.getLogger("harness.agent")
+log = logging.getLogger("stratus.harness.agent")
 
 #: How long the warm interpreter may take to import what it preloads.
 READY_TIMEOUT_S = 120.0
@@ -75,7 +75,7 @@ class WarmProcess:
 
 
 class WarmServer:
-    """One warm interpreter for this agent (`harness.agent._warm`), listening on a socket in a private
+    """One warm interpreter for this agent (`stratus.harness.agent._warm`), listening on a socket in a private
     temporary folder."""
 
     def __init__(self, base: Mapping[str, str] | None = None) -> None:
@@ -107,7 +107,13 @@ class WarmServer:
         self.path.unlink(missing_ok=True)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", "from harness.agent._warm import main; main()", str(self.path)],
+                [
+                    sys.executable,
+                    "-P",  # safe path; each forked trial sets its own sys.path[0], as Python would
+                    "-c",
+                    "from stratus.harness.agent._warm import main; main()",
+                    str(self.path),
+                ],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

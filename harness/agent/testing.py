@@ -2,7 +2,7 @@
 launch specs with real context archives (`spec_for`), runs started directly (`Runner`), and a polling
 wait. The agent's integration tests build on it (tests/integration: test_agent.py, test_warm_start.py,
 test_agent_spot.py; their fixtures `api` and `settings` are in conftest.py); nothing in the agent imports
-it. `FakeApi` also answers the few trial routes a `harness.init()` trial needs to start, heartbeat and
+it. `FakeApi` also answers the few trial routes a `stratus.harness.init()` trial needs to start, heartbeat and
 store a checkpoint (its files PUT to the fake's own presigned URLs, kept in ``objects``), and the route an EC2
 agent gets its credential from (``POST /agents/{id}/iam-credential``): ``iam_credential`` for a request
 signed with SigV4 for ``execute-api`` (the header's shape is checked, not the signature), 403 otherwise.
@@ -23,10 +23,10 @@ from typing import Any, TypeVar
 
 import zstandard
 
-from contract.launch import LaunchSpec
-from harness.agent._api import AgentApi
-from harness.agent._run import Run
-from harness.agent._settings import Settings
+from stratus.contract.launch import LaunchSpec
+from stratus.harness.agent._api import AgentApi
+from stratus.harness.agent._run import Run
+from stratus.harness.agent._settings import Settings
 
 T = TypeVar("T")
 TOKEN = "agent-token-s3cr3t-6f1d"
@@ -171,7 +171,7 @@ class FakeApi:
         path = path.split("?")[0]
         if path.startswith("/s3/"):
             return "upload"
-        if path.startswith("/trials/"):  # a harness.init() trial's own calls
+        if path.startswith("/trials/"):  # a stratus.harness.init() trial's own calls
             for kind in ("heartbeat", "info", "checkpoints/uploads", "checkpoints", "reports"):
                 if path.rstrip("/").endswith("/" + kind):
                     return "trial_" + kind.replace("/", "_")

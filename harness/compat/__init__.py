@@ -3,7 +3,7 @@
 `harness/compat/determined/` holds a top-level `determined` package and `harness/compat/nni/` a
 top-level `nni` package; each is a thin alias layer over `harness`. The agent puts a folder on the
 trial's `PYTHONPATH` only when the real package is not importable by the trial's Python, so an
-installed `determined` or `nni` always wins (see `harness.trial_process.compat_pythonpath`).
+installed `determined` or `nni` always wins (see `stratus.harness.trial_process.compat_pythonpath`).
 """
 
 from __future__ import annotations

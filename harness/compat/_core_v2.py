@@ -1,4 +1,4 @@
-"""Determined's singleton Core API, `determined.experimental.core_v2`, over `harness.core`.
+"""Determined's singleton Core API, `determined.experimental.core_v2`, over `stratus.harness.core`.
 
     core_v2.init(config=core_v2.Config(name="x"))
     core_v2.train.report_training_metrics(steps_completed=1, metrics={"loss": 0.5})
@@ -22,18 +22,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import harness.core
-from harness._info import LocalConfig, load_cluster_info, load_local_config
-from harness.compat._determined import (
+from stratus import harness
+from stratus.harness._info import LocalConfig, load_cluster_info, load_local_config
+from stratus.harness.compat._determined import (
     PreemptMode,
     TensorboardMode,
     UnsupportedApiError,
     unsupported,
 )
-from harness.compat._determined import init as det_core_init
-from harness.core import Context
+from stratus.harness.compat._determined import init as det_core_init
+from stratus.harness.core import Context
 
-log = logging.getLogger("harness.compat")
+log = logging.getLogger("stratus.harness.compat")
 
 #: The attributes `init()` fills and `close()` empties (`core_v2.train`, ...).
 SINGLETONS = ("train", "checkpoint", "distributed", "preempt", "searcher", "info")

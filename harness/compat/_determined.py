@@ -17,13 +17,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import harness.core
-from harness._info import RankInfo, load_collective_port
-from harness.core import Context
-from harness.core._collective import CollectiveError
-from harness.errors import HarnessError
+from stratus import harness
+from stratus.harness._info import RankInfo, load_collective_port
+from stratus.harness.core import Context
+from stratus.harness.core._collective import CollectiveError
+from stratus.harness.errors import HarnessError
 
-log = logging.getLogger("harness.compat")
+log = logging.getLogger("stratus.harness.compat")
 
 #: Determined's log line format (`det.LOG_FORMAT`).
 LOG_FORMAT = "%(levelname)s: [%(process)s] %(name)s: %(message)s"
@@ -103,7 +103,7 @@ class DistributedContext(harness.core.DistributedContext):
     """Determined's `core.DistributedContext`: its constructor (`chief_ip`, `pub_port`, ...) and its
     other constructors, on top of harness's.
 
-    With several ranks its collectives go through the chief's sockets (`harness.core._collective`), as
+    With several ranks its collectives go through the chief's sockets (`stratus.harness.core._collective`), as
     Determined's go through ZMQ: on one node (``local_size == size``) the chief is 127.0.0.1, on several
     ``chief_ip`` is required. The chief listens on ``pub_port`` + ``port_offset``; by default on
     ``STRATUS_COLLECTIVE_PORT`` (the agent's free port for the run), else Determined's 12360.
@@ -165,7 +165,7 @@ class DistributedContext(harness.core.DistributedContext):
     def from_horovod(cls, hvd: Any = None, chief_ip: str | None = None) -> harness.core.DistributedContext:
         raise NotImplementedError(
             "Horovod is not supported by Stratus's determined package; launch with torch.distributed "
-            "(launchers.torch_distributed) and use DistributedContext.from_torch_distributed()."
+            "(stratus.launchers.torch_distributed) and use DistributedContext.from_torch_distributed()."
         )
 
 
@@ -177,7 +177,7 @@ def init(
     tensorboard_mode: TensorboardMode | str = TensorboardMode.AUTO,
     **ignored: Any,
 ) -> Context:
-    """Determined's `det.core.init()`: `harness.core.init()` with Determined's argument names.
+    """Determined's `det.core.init()`: `stratus.harness.core.init()` with Determined's argument names.
 
     `checkpoint_storage` (a local folder off the platform) becomes the local checkpoint folder; the other
     Determined arguments are accepted and ignored.

@@ -42,12 +42,12 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import harness.core
-from harness.compat._nni_adaptdl import ResultCount, result_count, under_adaptdl
-from harness.compat._nni_pbt import PbtRound, at_main_thread_exit, runs_pbt
-from harness.core import Context, LocalSearcherContext, SearcherOperation
+from stratus import harness
+from stratus.harness.compat._nni_adaptdl import ResultCount, result_count, under_adaptdl
+from stratus.harness.compat._nni_pbt import PbtRound, at_main_thread_exit, runs_pbt
+from stratus.harness.core import Context, LocalSearcherContext, SearcherOperation
 
-log = logging.getLogger("harness.nni")
+log = logging.getLogger("stratus.harness.nni")
 
 GROUP_SEPARATOR = "/"
 DEFAULT_METRIC = "default"
@@ -76,7 +76,7 @@ class NniTrial:
         self._budget_done = False  # the final result at that budget is reported
         self._restart = restart
         self._pbt: PbtRound | None = None  # with the pbt searcher: this run's round
-        self._adaptdl: ResultCount | None = None  # under launchers.adaptdl: the count AdaptDL keeps
+        self._adaptdl: ResultCount | None = None  # under stratus.launchers.adaptdl: the count AdaptDL keeps
 
     # ---- the API -------------------------------------------------------------------------------
 

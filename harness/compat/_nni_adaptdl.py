@@ -1,4 +1,4 @@
-"""NNI trial code under `launchers.adaptdl` (NNI's `adl` training service, issue 15).
+"""NNI trial code under `stratus.launchers.adaptdl` (NNI's `adl` training service, issue 15).
 
 Two things differ from a plain NNI trial:
 
@@ -19,14 +19,14 @@ import importlib
 import os
 from typing import IO, Any
 
-from contract import adaptdl
+from stratus.contract import adaptdl
 
 #: The state's name in AdaptDL's checkpoint folder.
 STATE_NAME = "stratus-nni-results"
 
 
 def under_adaptdl() -> bool:
-    """Whether this process is a replica `launchers.adaptdl` started."""
+    """Whether this process is a replica `stratus.launchers.adaptdl` started."""
     return os.environ.get(adaptdl.REPLICA_ENV) == "1"
 
 
@@ -34,8 +34,8 @@ class ResultCount:
     """The number of results reported, kept in AdaptDL's checkpoint (restored on creation)."""
 
     def __init__(self) -> None:
-        # The trial's own dependency, not the compute side's (as `launchers._adaptdl_proxy` loads goodput):
-        # only a replica of launchers.adaptdl gets here, and AdaptDL is what runs it.
+        # The trial's own dependency, not the compute side's (as `stratus.launchers._adaptdl_proxy` loads goodput):
+        # only a replica of stratus.launchers.adaptdl gets here, and AdaptDL is what runs it.
         checkpoint = importlib.import_module("adaptdl.checkpoint")
 
         outer = self

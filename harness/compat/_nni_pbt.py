@@ -32,9 +32,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.core import Context, SearcherOperation
+from stratus.harness.core import Context, SearcherOperation
 
-log = logging.getLogger("harness.nni")
+log = logging.getLogger("stratus.harness.nni")
 
 PBT_SEARCHER = "pbt"
 LOAD_KEY = "load_checkpoint_dir"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
-from contract.metric_groups import TRAINING, VALIDATION
+from stratus.contract.metric_groups import TRAINING, VALIDATION
 
 #: Determined's names of the two built-in metric groups, and of the inference group.
 _LEGACY_TRAINING = TRAINING

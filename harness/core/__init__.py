@@ -1,7 +1,7 @@
 """The Core API: `init()` gives a `Context` of sub-contexts, each with a local twin for use off the
 platform (Determined's `determined.core`).
 
-    with harness.core.init() as core:
+    with stratus.harness.core.init() as core:
         core.train.report_training_metrics(steps_completed=100, metrics={"loss": 0.3})
         with core.checkpoint.store_path({"steps_completed": 100}) as (path, storage_id):
             torch.save(state, path / "state.pt")
@@ -17,20 +17,24 @@ calls are no-ops, so one script serves every rank.
 
 from __future__ import annotations
 
-from harness.core._checkpoint import CheckpointContext, LocalCheckpointContext, PlatformCheckpointContext
-from harness.core._context import Context, get_cluster_info, init
-from harness.core._distributed import DistributedContext
-from harness.core._events import LocalEvents, read_events
-from harness.core._preempt import LocalPreemptContext, PlatformPreemptContext, PreemptContext
-from harness.core._searcher import (
+from stratus.harness.core._checkpoint import (
+    CheckpointContext,
+    LocalCheckpointContext,
+    PlatformCheckpointContext,
+)
+from stratus.harness.core._context import Context, get_cluster_info, init
+from stratus.harness.core._distributed import DistributedContext
+from stratus.harness.core._events import LocalEvents, read_events
+from stratus.harness.core._preempt import LocalPreemptContext, PlatformPreemptContext, PreemptContext
+from stratus.harness.core._searcher import (
     PlatformSearcherContext,
     SearcherContext,
     SearcherMode,
     SearcherOperation,
     Unit,
 )
-from harness.core._searcher_local import DEFAULT_LOCAL_LENGTH, LocalSearcherContext
-from harness.core._train import EarlyExitReason, LocalTrainContext, PlatformTrainContext, TrainContext
+from stratus.harness.core._searcher_local import DEFAULT_LOCAL_LENGTH, LocalSearcherContext
+from stratus.harness.core._train import EarlyExitReason, LocalTrainContext, PlatformTrainContext, TrainContext
 
 __all__ = [
     "DEFAULT_LOCAL_LENGTH",

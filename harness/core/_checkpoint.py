@@ -22,13 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness._api import ApiClient
-from harness.core._distributed import DistributedContext
-from harness.core._events import LocalEvents
-from harness.core._reports import ReportSender
-from harness.errors import CheckpointError, HarnessError
+from stratus.harness._api import ApiClient
+from stratus.harness.core._distributed import DistributedContext
+from stratus.harness.core._events import LocalEvents
+from stratus.harness.core._reports import ReportSender
+from stratus.harness.errors import CheckpointError, HarnessError
 
-log = logging.getLogger("harness.checkpoint")
+log = logging.getLogger("stratus.harness.checkpoint")
 
 METADATA_FILE = "metadata.json"
 TRANSFER_THREADS = 8

@@ -30,10 +30,10 @@ import threading
 import time
 from typing import Any
 
-from harness._info import DEFAULT_COLLECTIVE_PORT
-from harness.errors import HarnessError
+from stratus.harness._info import DEFAULT_COLLECTIVE_PORT
+from stratus.harness.errors import HarnessError
 
-log = logging.getLogger("harness.distributed")
+log = logging.getLogger("stratus.harness.distributed")
 
 DEFAULT_PORT = DEFAULT_COLLECTIVE_PORT
 CONNECT_TIMEOUT_S = 300.0

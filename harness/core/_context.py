@@ -16,34 +16,38 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from contract import env as trial_env
-from contract.http import Transport
-from harness._api import ApiClient
-from harness._info import (
+from stratus.contract import env as trial_env
+from stratus.contract.http import Transport
+from stratus.harness._api import ApiClient
+from stratus.harness._info import (
     ClusterInfo,
     load_cluster_info,
     load_local_cluster_info,
     load_local_config,
     local_events_path,
 )
-from harness.core._alert import alert
-from harness.core._checkpoint import CheckpointContext, LocalCheckpointContext, PlatformCheckpointContext
-from harness.core._distributed import DistributedContext
-from harness.core._events import LocalEvents
-from harness.core._preempt import (
+from stratus.harness.core._alert import alert
+from stratus.harness.core._checkpoint import (
+    CheckpointContext,
+    LocalCheckpointContext,
+    PlatformCheckpointContext,
+)
+from stratus.harness.core._distributed import DistributedContext
+from stratus.harness.core._events import LocalEvents
+from stratus.harness.core._preempt import (
     AGENT_WATCHED_HEARTBEAT_S,
     HEARTBEAT_INTERVAL_S,
     LocalPreemptContext,
     PlatformPreemptContext,
     PreemptContext,
 )
-from harness.core._reports import ReportSender
-from harness.core._searcher import PlatformSearcherContext, SearcherContext
-from harness.core._searcher_local import LocalSearcherContext
-from harness.core._train import LocalTrainContext, PlatformTrainContext, TrainContext
-from harness.errors import HarnessError, InvalidHP
+from stratus.harness.core._reports import ReportSender
+from stratus.harness.core._searcher import PlatformSearcherContext, SearcherContext
+from stratus.harness.core._searcher_local import LocalSearcherContext
+from stratus.harness.core._train import LocalTrainContext, PlatformTrainContext, TrainContext
+from stratus.harness.errors import HarnessError, InvalidHP
 
-log = logging.getLogger("harness.core")
+log = logging.getLogger("stratus.harness.core")
 
 DEFAULT_CHECKPOINT_DIR = "checkpoints"
 
@@ -83,7 +87,7 @@ class Context:
     def alert(
         self, title: str | None = None, description: str | None = None, level: str | None = "info"
     ) -> None:
-        """Determined's workload alert: one line of the trial's output here (`harness.core._alert`)."""
+        """Determined's workload alert: one line of the trial's output here (`stratus.harness.core._alert`)."""
         alert(title, description, level)
 
     def close(self) -> None:
@@ -146,7 +150,7 @@ def init(
     distributed: ranks of this process; by default read from RANK, WORLD_SIZE, LOCAL_RANK, ...
     checkpoint_dir: where the local twin keeps checkpoints (default `./checkpoints`); unused on the
         platform, where checkpoints go to S3.
-    transport: how requests reach the control plane (tests pass `contract.http.InMemoryTransport`).
+    transport: how requests reach the control plane (tests pass `stratus.contract.http.InMemoryTransport`).
     heartbeat_interval_s: seconds between the chief's heartbeats on the platform; by default 5, or 60
         when its agent passes stop requests on through `STRATUS_PREEMPT_FILE` (it hears of them by its
         doorbell at once, so the heartbeat is only the fallback and costs 60 API calls an hour, not 720).

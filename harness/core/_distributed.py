@@ -5,7 +5,7 @@ uploads checkpoints; on other ranks those calls are no-ops. Every rank may resto
 
 Collectives (`broadcast`, `allgather`, `gather`, `any_rank`) go through an initialised
 `torch.distributed` process group when there is one, else through the chief's sockets when the context
-was given ``chief_ip`` (`harness.core._collective`, Determined's framework-free way). With several ranks
+was given ``chief_ip`` (`stratus.harness.core._collective`, Determined's framework-free way). With several ranks
 and neither, `broadcast`/`allgather`/`gather` raise `CollectiveError` rather than answer with this
 rank's object alone.
 """
@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness._info import RankInfo, load_collective_port, load_rank_info
-from harness.core._collective import CollectiveError, SocketCollectives
+from stratus.harness._info import RankInfo, load_collective_port, load_rank_info
+from stratus.harness.core._collective import CollectiveError, SocketCollectives
 
 
 class DistributedContext:
     """Ranks of this process; the default is a single process, rank 0 of 1.
 
     ``chief_ip`` (the chief's address as this rank reaches it) turns on the socket collectives, with the
-    chief listening on ``port`` (default: `harness._info.load_collective_port()`).
+    chief listening on ``port`` (default: `stratus.harness._info.load_collective_port()`).
     """
 
     def __init__(
@@ -160,7 +160,7 @@ class DistributedContext:
         if self._sockets is None:
             raise CollectiveError(
                 f"{what}() across {self.size} ranks needs a way to talk to them, and this rank has none: "
-                "initialise a torch.distributed process group (launchers.torch_distributed does it for "
+                "initialise a torch.distributed process group (stratus.launchers.torch_distributed does it for "
                 "PyTorchTrial), or build the context with chief_ip= (Determined's "
                 "DistributedContext(..., chief_ip=...))."
             )

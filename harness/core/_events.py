@@ -1,4 +1,4 @@
-"""The local twins' event log (`STRATUS_LOCAL_EVENTS`, its lines declared in `contract.local_events`):
+"""The local twins' event log (`STRATUS_LOCAL_EVENTS`, its lines declared in `stratus.contract.local_events`):
 `LocalEvents` appends one line per event, whole, with one `write` on a file opened for appending, so a
 reader never sees half a line and several processes may share the file."""
 
@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from contract.local_events import LocalEventType, encode, read_events
+from stratus.contract.local_events import LocalEventType, encode, read_events
 
 __all__ = ["LocalEventType", "LocalEvents", "read_events"]
 

@@ -23,12 +23,12 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from contract import env as trial_env
-from harness._api import ApiClient
-from harness.core._distributed import DistributedContext
-from harness.errors import HarnessError
+from stratus.contract import env as trial_env
+from stratus.harness._api import ApiClient
+from stratus.harness.core._distributed import DistributedContext
+from stratus.harness.errors import HarnessError
 
-log = logging.getLogger("harness.preempt")
+log = logging.getLogger("stratus.harness.preempt")
 
 HEARTBEAT_INTERVAL_S = 5.0
 #: The heartbeat of a trial whose agent watches for stop requests (it has `STRATUS_PREEMPT_FILE`).

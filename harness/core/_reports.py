@@ -30,11 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from contract import env as trial_env
-from harness._api import ApiClient
-from harness.errors import ApiCallError, HarnessError
+from stratus.contract import env as trial_env
+from stratus.harness._api import ApiClient
+from stratus.harness.errors import ApiCallError, HarnessError
 
-log = logging.getLogger("harness.reports")
+log = logging.getLogger("stratus.harness.reports")
 
 REPORT_INTERVAL_S = 5.0
 MAX_PENDING = 10_000

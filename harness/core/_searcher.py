@@ -22,7 +22,7 @@ Only the chief talks to the control plane. With a `torch.distributed` process gr
 every operation to the other ranks (they must iterate in step); without one each rank asks for itself.
 `report_completed` and `report_progress` are no-ops on other ranks.
 
-`report_invalid_hp(message)` sends `POST /trials/{id}/searcher/invalid_hp` once; `harness.init()`'s
+`report_invalid_hp(message)` sends `POST /trials/{id}/searcher/invalid_hp` once; `stratus.harness.init()`'s
 context calls it when `harness.InvalidHP` leaves its `with` block, then exits with code 0.
 """
 
@@ -36,14 +36,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contract.actions import SearcherAction
-from harness._api import ApiClient
-from harness.core._distributed import DistributedContext
-from harness.core._reports import ReportSender
-from harness.core._train import clean_metrics
-from harness.errors import SearcherError
+from stratus.contract.actions import SearcherAction
+from stratus.harness._api import ApiClient
+from stratus.harness.core._distributed import DistributedContext
+from stratus.harness.core._reports import ReportSender
+from stratus.harness.core._train import clean_metrics
+from stratus.harness.errors import SearcherError
 
-log = logging.getLogger("harness.searcher")
+log = logging.getLogger("stratus.harness.searcher")
 
 BATCHES = "batches"
 WAIT_BACKOFF_S: tuple[float, ...] = (0.25, 0.5, 1.0)  # then once a second

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from contract.actions import SearcherAction
-from harness.core._distributed import DistributedContext
-from harness.core._events import LocalEvents
-from harness.core._searcher import BATCHES, SearcherAnswer, SearcherContext
+from stratus.contract.actions import SearcherAction
+from stratus.harness.core._distributed import DistributedContext
+from stratus.harness.core._events import LocalEvents
+from stratus.harness.core._searcher import BATCHES, SearcherAnswer, SearcherContext
 
 DEFAULT_LOCAL_LENGTH = 100
 

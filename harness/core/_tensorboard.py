@@ -11,9 +11,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from harness._info import load_cluster_info
+from stratus.harness._info import load_cluster_info
 
-log = logging.getLogger("harness.tensorboard")
+log = logging.getLogger("stratus.harness.tensorboard")
 
 _said = threading.Event()
 

@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from contract.metric_groups import TRAINING, VALIDATION, check_metric_group
-from harness.core._distributed import DistributedContext
-from harness.core._events import LocalEvents, LocalEventType
-from harness.core._reports import ReportSender
-from harness.core._tensorboard import tensorboard_path
+from stratus.contract.metric_groups import TRAINING, VALIDATION, check_metric_group
+from stratus.harness.core._distributed import DistributedContext
+from stratus.harness.core._events import LocalEvents, LocalEventType
+from stratus.harness.core._reports import ReportSender
+from stratus.harness.core._tensorboard import tensorboard_path
 
-log = logging.getLogger("harness.train")
+log = logging.getLogger("stratus.harness.train")
 
 
 class EarlyExitReason(enum.Enum):
@@ -58,7 +58,7 @@ class TrainContext(abc.ABC):
 
         `training` and `validation` are the built-in groups (the same as `report_training_metrics` and
         `report_validation_metrics`); any other name is a custom group, such as `inference`. A group is
-        a non-empty name without `.` (Determined's rule); `contract.errors.InvalidMetricGroupError` (a
+        a non-empty name without `.` (Determined's rule); `stratus.contract.errors.InvalidMetricGroupError` (a
         ValueError) otherwise.
         """
         self._report(check_metric_group(group), steps_completed, metrics)
@@ -78,7 +78,7 @@ class TrainContext(abc.ABC):
         log.info("status: %s", status)
 
     def get_tensorboard_path(self) -> Path:
-        """Determined's TensorBoard folder: a local one, never uploaded (`harness.core._tensorboard`)."""
+        """Determined's TensorBoard folder: a local one, never uploaded (`stratus.harness.core._tensorboard`)."""
         return tensorboard_path(self._dist.rank)
 
     def report_progress(self, progress: float) -> None:
@@ -103,7 +103,7 @@ class TrainContext(abc.ABC):
 
 
 class PlatformTrainContext(TrainContext):
-    """Queues metrics and progress on the report sender (`harness.core._reports`): a report returns at
+    """Queues metrics and progress on the report sender (`stratus.harness.core._reports`): a report returns at
     once, and reaches `POST /trials/{id}/reports` in order, batched with its neighbours."""
 
     def __init__(self, sender: ReportSender, distributed: DistributedContext) -> None:

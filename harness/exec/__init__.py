@@ -1,1 +1,1 @@
-"""Programs the platform runs inside a trial's process (`python -m harness.exec.<name>`)."""
+"""Programs the platform runs inside a trial's process (`python -m stratus.harness.exec.<name>`)."""

@@ -1,15 +1,15 @@
 """Become the trial of `det experiment create --local --test-mode`:
 
-    python -m harness.exec.local_test --context DIR --local-config FILE --events FILE \\
+    python -m stratus.harness.exec.local_test --context DIR --local-config FILE --events FILE \\
         --hook-failed-marker FILE
 
 The CLI runs this program (it imports no harness module). The program builds the trial's environment and
-script as an agent does (`harness.trial_process`), moves into the context folder ``DIR`` and execs
+script as an agent does (`stratus.harness.trial_process`), moves into the context folder ``DIR`` and execs
 ``bash -c SCRIPT`` in its own place: its pid, process group, output and exit code are the trial's.
 
 * ``--local-config``: the local twins' file (``{"hparams": {...}, "config": {...}, "length": 1}``, see
-  `harness._info`). The entrypoint is read from its config: a string runs through ``sh -c``, a list as
-  argv, and Determined's legacy ``model_def:Trial`` form as ``python3 -m harness.exec.run_trial
+  `stratus.harness._info`). The entrypoint is read from its config: a string runs through ``sh -c``, a list as
+  argv, and Determined's legacy ``model_def:Trial`` form as ``python3 -m stratus.harness.exec.run_trial
   model_def:Trial``.
 * The environment is this process's without the platform's ``STRATUS_*`` variables (so the harness gives
   its local twins), the config's ``environment.environment_variables`` (a list, or the CPU entries of the
@@ -33,9 +33,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from contract import env as trial_env
-from contract.entrypoint import legacy_trial_argv
-from harness.trial_process import Probe, build_script, missing_packages, trial_environment
+from stratus.contract import env as trial_env
+from stratus.contract.entrypoint import legacy_trial_argv
+from stratus.harness.trial_process import Probe, build_script, missing_packages, trial_environment
 
 
 class LocalConfigError(Exception):
@@ -104,7 +104,7 @@ def read_config(local_config: Path) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.exec.local_test", description="Become the trial of a local test run."
+        prog="python -m stratus.harness.exec.local_test", description="Become the trial of a local test run."
     )
     parser.add_argument("--context", type=Path, required=True, help="the folder the trial runs in")
     parser.add_argument("--local-config", type=Path, required=True, help="the local twins' config file")
@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = read_config(local_config)
         entrypoint = trial_entrypoint(config.get("entrypoint"))
     except LocalConfigError as e:
-        print(f"harness.exec.local_test: {e}", file=sys.stderr)
+        print(f"stratus.harness.exec.local_test: {e}", file=sys.stderr)
         return 2
     env = local_environment(os.environ, config, local_config, events)
     script = build_script(entrypoint, args.hook_failed_marker.absolute())
@@ -131,7 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.chdir(args.context)
         os.execve(shell, [shell, "-c", script], env)
     except OSError as e:
-        print(f"harness.exec.local_test: cannot start the trial in {args.context} ({e})", file=sys.stderr)
+        print(
+            f"stratus.harness.exec.local_test: cannot start the trial in {args.context} ({e})",
+            file=sys.stderr,
+        )
         return 127
 
 

@@ -1,9 +1,9 @@
-"""Run a trial class: `python -m harness.exec.run_trial model_def:MyTrial`.
+"""Run a trial class: `python -m stratus.harness.exec.run_trial model_def:MyTrial`.
 
 This is how the config's legacy `entrypoint: model_def:MyTrial` runs (Determined's trial-class
 entrypoint): the module is imported from the current folder (the context), the class must be a
-`harness.pytorch.PyTorchTrial` (or `determined.pytorch.PyTorchTrial`, the same class), and it is trained
-by `harness.pytorch.Trainer` with the trial's hyperparameters, config and periods. The exit code is 0
+`stratus.harness.pytorch.PyTorchTrial` (or `determined.pytorch.PyTorchTrial`, the same class), and it is trained
+by `stratus.harness.pytorch.Trainer` with the trial's hyperparameters, config and periods. The exit code is 0
 when training ends, is preempted (resumed later from the checkpoint) or raises `InvalidHP`.
 """
 
@@ -16,8 +16,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from harness.errors import TrialDefinitionError
-from harness.pytorch import PyTorchTrial, Trainer, init
+from stratus.harness.errors import TrialDefinitionError
+from stratus.harness.pytorch import PyTorchTrial, Trainer, init
 
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(process)s] %(name)s: %(message)s"
 
@@ -49,7 +49,7 @@ def load_trial_class(spec: str, search_path: str | None = None) -> type[PyTorchT
     if not (isinstance(target, type) and issubclass(target, PyTorchTrial)):
         raise TrialDefinitionError(
             f"{spec} is not a PyTorchTrial subclass; subclass determined.pytorch.PyTorchTrial "
-            "(or harness.pytorch.PyTorchTrial), or make the entrypoint a command."
+            "(or stratus.harness.pytorch.PyTorchTrial), or make the entrypoint a command."
         )
     return target
 
@@ -64,7 +64,8 @@ def run(spec: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.exec.run_trial", description="Train a PyTorchTrial class from the context."
+        prog="python -m stratus.harness.exec.run_trial",
+        description="Train a PyTorchTrial class from the context.",
     )
     parser.add_argument("trial", help="the trial class, as module:Class (the config's entrypoint)")
     args = parser.parse_args(argv)

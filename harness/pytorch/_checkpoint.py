@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import CheckpointError
-from harness.pytorch._context import PyTorchTrialContext
-from harness.pytorch._rng import rng_state, set_rng_state
-from harness.pytorch._trial import PyTorchCallback
+from stratus.harness.errors import CheckpointError
+from stratus.harness.pytorch._context import PyTorchTrialContext
+from stratus.harness.pytorch._rng import rng_state, set_rng_state
+from stratus.harness.pytorch._trial import PyTorchCallback
 
 if TYPE_CHECKING:
     import torch

@@ -7,18 +7,18 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from harness.core import Context
-from harness.core._distributed import DistributedContext
-from harness.errors import TrialDefinitionError
-from harness.pytorch._data import to_device
-from harness.pytorch._lr_scheduler import LRScheduler
+from stratus.harness.core import Context
+from stratus.harness.core._distributed import DistributedContext
+from stratus.harness.errors import TrialDefinitionError
+from stratus.harness.pytorch._data import to_device
+from stratus.harness.pytorch._lr_scheduler import LRScheduler
 
 if TYPE_CHECKING:
     import torch
 
 
 class PyTorchTrialContext:
-    """Made by `harness.pytorch.init()`; see the methods for what each does."""
+    """Made by `stratus.harness.pytorch.init()`; see the methods for what each does."""
 
     def __init__(
         self,

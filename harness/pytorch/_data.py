@@ -29,7 +29,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.pytorch._workers import SeededBatch, SeededPerBatch, batch_seed
+from stratus.harness.pytorch._workers import SeededBatch, SeededPerBatch, batch_seed
 
 if TYPE_CHECKING:
     import torch
@@ -206,7 +206,7 @@ class EpochBatchSampler:
 
     def _seeded(self, epoch: int, sampler: Any) -> contextlib.AbstractContextManager[None]:
         """RNGs seeded from (seed, `epoch`) while a sampler of the user's is iterated, put back after."""
-        from harness.pytorch._rng import loader_generators, seeded_rngs
+        from stratus.harness.pytorch._rng import loader_generators, seeded_rngs
 
         return seeded_rngs(self.seed * _SEED_STRIDE + epoch, loader_generators(sampler))
 
@@ -234,7 +234,7 @@ def _dataset_length(dataset: Any) -> int:
         return len(dataset)
     except TypeError as e:
         raise ValueError(
-            "the dataset has no len(); harness.pytorch.DataLoader needs a map-style dataset (or return a "
+            "the dataset has no len(); stratus.harness.pytorch.DataLoader needs a map-style dataset (or return a "
             "torch.utils.data.DataLoader for an iterable one)."
         ) from e
 
@@ -299,7 +299,7 @@ def training_batches(
     checkpoint was written (see harness/pytorch/_plain_loader.py)."""
     if isinstance(data, DataLoader):
         return _batches_of(data, skip, num_replicas=num_replicas, rank=rank, seed=seed)
-    from harness.pytorch._plain_loader import PlainLoaderStream
+    from stratus.harness.pytorch._plain_loader import PlainLoaderStream
 
     return PlainLoaderStream(data, skip, position)
 

@@ -8,9 +8,9 @@ import random
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import harness.core
-from harness.core import DistributedContext
-from harness.pytorch._context import PyTorchTrialContext
+from stratus import harness
+from stratus.harness.core import DistributedContext
+from stratus.harness.pytorch._context import PyTorchTrialContext
 
 
 @contextlib.contextmanager
@@ -30,7 +30,7 @@ def init(
     off it they are `hparams` and `exp_conf` (or Determined's older `local_config={"hparams": ...}`),
     with seed `reproducibility.experiment_seed` or 0. Every RNG (random, numpy, torch) is seeded before
     the context is yielded. With `WORLD_SIZE` > 1 and no process group yet, one is started (gloo on CPU,
-    nccl on GPUs). `core_options` go to `harness.core.init()`. Leaving the block with
+    nccl on GPUs). `core_options` go to `stratus.harness.core.init()`. Leaving the block with
     `harness.InvalidHP` reports it and exits with code 0.
     """
     if distributed is None:

@@ -8,10 +8,10 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from harness.errors import TrialDefinitionError
-from harness.pytorch._context import PyTorchTrialContext
-from harness.pytorch._data import validation_loader
-from harness.pytorch._trial import (
+from stratus.harness.errors import TrialDefinitionError
+from stratus.harness.pytorch._context import PyTorchTrialContext
+from stratus.harness.pytorch._data import validation_loader
+from stratus.harness.pytorch._trial import (
     PyTorchTrial,
     Reducer,
     evaluate_batch_takes_index,

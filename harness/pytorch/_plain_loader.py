@@ -13,7 +13,7 @@ starts the epoch's iterator, reads the batches already trained in that epoch, th
 RNGs back the states the trial was restored with and the loader's generators their states at the
 checkpoint: the batches that follow, and every draw after them, are the uninterrupted run's. It reads
 at most one epoch again (none when the checkpoint is at the end of an epoch of a loader with a length);
-`harness.pytorch.DataLoader` skips without reading. Workers (`num_workers`) are seeded at the epoch's
+`stratus.harness.pytorch.DataLoader` skips without reading. Workers (`num_workers`) are seeded at the epoch's
 start and read the same batches in the same order, so they draw the same; `persistent_workers=True`
 keeps worker RNGs across epochs, which a resume cannot replay.
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from harness.errors import TrialDefinitionError
-from harness.pytorch._rng import (
+from stratus.harness.errors import TrialDefinitionError
+from stratus.harness.pytorch._rng import (
     generator_states,
     loader_generators,
     rng_state,

@@ -1,6 +1,6 @@
 """`Trainer`: runs a `PyTorchTrial` the way Determined does, following the searcher (`init()` builds its context).
 
-    with harness.pytorch.init() as context:
+    with stratus.harness.pytorch.init() as context:
         Trainer(MyTrial(context), context).fit()
 
 What `fit()` does:
@@ -36,24 +36,24 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from harness.core import DistributedContext, LocalSearcherContext, SearcherOperation
-from harness.errors import InvalidHP, TrialDefinitionError
-from harness.pytorch._checkpoint import TrainerProgress, restore_checkpoint, save_checkpoint
-from harness.pytorch._context import PyTorchTrialContext
-from harness.pytorch._data import batches_per_epoch, training_batches
-from harness.pytorch._lr_scheduler import LRScheduler
-from harness.pytorch._metrics import (
+from stratus.harness.core import DistributedContext, LocalSearcherContext, SearcherOperation
+from stratus.harness.errors import InvalidHP, TrialDefinitionError
+from stratus.harness.pytorch._checkpoint import TrainerProgress, restore_checkpoint, save_checkpoint
+from stratus.harness.pytorch._context import PyTorchTrialContext
+from stratus.harness.pytorch._data import batches_per_epoch, training_batches
+from stratus.harness.pytorch._lr_scheduler import LRScheduler
+from stratus.harness.pytorch._metrics import (
     average_across_ranks,
     evaluate,
     metric_values,
     searcher_metric,
     training_metrics,
 )
-from harness.pytorch._plain_loader import PlainLoaderStream
-from harness.pytorch._trial import PyTorchCallback, PyTorchTrial, Reducer, overrides, reduce_metrics
-from harness.pytorch._units import Scale, TrainUnit, length_in_batches, parse_length
+from stratus.harness.pytorch._plain_loader import PlainLoaderStream
+from stratus.harness.pytorch._trial import PyTorchCallback, PyTorchTrial, Reducer, overrides, reduce_metrics
+from stratus.harness.pytorch._units import Scale, TrainUnit, length_in_batches, parse_length
 
-log = logging.getLogger("harness.pytorch")
+log = logging.getLogger("stratus.harness.pytorch")
 
 DEFAULT_SCHEDULING_UNIT = 100
 

@@ -9,11 +9,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import TrialDefinitionError
+from stratus.harness.errors import TrialDefinitionError
 
 if TYPE_CHECKING:
-    from harness.pytorch._context import PyTorchTrialContext
-    from harness.pytorch._data import DataLoader
+    from stratus.harness.pytorch._context import PyTorchTrialContext
+    from stratus.harness.pytorch._data import DataLoader
 
 
 class PyTorchTrial(abc.ABC):
@@ -48,7 +48,7 @@ class PyTorchTrial(abc.ABC):
 
     @abc.abstractmethod
     def build_training_data_loader(self) -> DataLoader | Any:
-        """A `harness.pytorch.DataLoader` or a `torch.utils.data.DataLoader`; both resume exactly (ours
+        """A `stratus.harness.pytorch.DataLoader` or a `torch.utils.data.DataLoader`; both resume exactly (ours
         skips the batches already trained without reading them, torch's reads its epoch's again)."""
 
     @abc.abstractmethod
@@ -79,7 +79,7 @@ class PyTorchTrial(abc.ABC):
 
     def get_batch_length(self, batch: Any) -> int:
         """Records in `batch` (the first dimension of its first tensor by default)."""
-        from harness.pytorch._data import batch_length
+        from stratus.harness.pytorch._data import batch_length
 
         return batch_length(batch)
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness.errors import TrialDefinitionError
+from stratus.harness.errors import TrialDefinitionError
 
 LENGTH_UNITS = ("batches", "records", "epochs")
 

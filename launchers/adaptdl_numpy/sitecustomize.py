@@ -1,14 +1,14 @@
-"""Loads `launchers._adaptdl_numpy` into every Python process an AdaptDL replica starts (issue 28).
+"""Loads `stratus.launchers._adaptdl_numpy` into every Python process an AdaptDL replica starts (issue 28).
 
-`launchers.adaptdl` puts this folder first on each replica's ``PYTHONPATH``; Python imports the first
+`stratus.launchers.adaptdl` puts this folder first on each replica's ``PYTHONPATH``; Python imports the first
 ``sitecustomize`` on its path at startup, so this runs before the trial's code, in the replica and in
-whatever Python it starts (DataLoader workers, ``--trial`` through ``harness.exec.run_trial``), whatever
+whatever Python it starts (DataLoader workers, ``--trial`` through ``stratus.harness.exec.run_trial``), whatever
 the command is (``python3 trial.py``, a shell script that runs Python). Why a sitecustomize rather than
 wrapping the command: the command is the user's and need not be Python's; rather than a ``.pth`` file:
 those are read only from site-packages, which we never touch. The folder holds nothing else, so it
 shadows no module.
 
-The layer is loaded from its file, not imported as ``launchers._adaptdl_numpy``: the replica's Python
+The layer is loaded from its file, not imported as ``stratus.launchers._adaptdl_numpy``: the replica's Python
 need not see our packages on its path, and importing the package would load all of ``launchers``. Then
 the ``sitecustomize`` this one hides (the next on ``sys.path``: the image's, the distribution's, one on
 the user's ``PYTHONPATH``) runs, as it would have without us. A layer that cannot load says so and the

@@ -26,11 +26,11 @@ from chalicelib.memory import memory_ports
 from chalicelib.services import experiments, runs, scheduler, searching
 from chalicelib.services.ports import Ports
 from chalicelib.services.tokens import agent_credential
-from contract import messages
 from infra.local_stack import free_port, serve_api
 from infra.moto_compat import moto_server
 from infra.pump import QueuePump
 from infra.resources import StackNames, create
+from stratus.contract import messages
 
 _counter = itertools.count()
 

@@ -1,4 +1,4 @@
-"""`PUT /trials/{id}/adaptdl/hints`: the hints launchers.adaptdl forwards for its trial, over real HTTP to
+"""`PUT /trials/{id}/adaptdl/hints`: the hints stratus.launchers.adaptdl forwards for its trial, over real HTTP to
 the Chalice app on a moto stack with a live run (the `api` fixture of tests/aws/conftest.py). Stored on
 the trial (`GET /trials/{id}` shows them), a repeat stores nothing new, a bad body is a 400 naming the
 field, and only the trial's own run token may send them."""

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import time
 
+import boto3
 import httpx
 import pytest
+from botocore.exceptions import ClientError
 
 from chalicelib.domain.records import LogLine
 
@@ -101,3 +103,34 @@ def test_starting_the_same_execution_twice_is_a_no_op(stack):
     }
     first = stack.ports.workflows.start("trial-999-0", payload)
     assert stack.ports.workflows.start("trial-999-0", payload) == first
+
+
+def test_the_moto_server_refuses_an_empty_expression_map_as_dynamodb_does(moto_url):
+    """`infra.moto_compat.DynamoDbStrictness`: moto accepts `ExpressionAttributeNames={}`, DynamoDB answers a
+    ValidationException (a searcher result report sent one, issue 28); the tests meet DynamoDB's answer."""
+    dynamo = boto3.client(
+        "dynamodb",
+        endpoint_url=moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="t",
+        aws_secret_access_key="t",
+    )
+    dynamo.create_table(
+        TableName="strict",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "N"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    with pytest.raises(ClientError, match="ValidationException.*ExpressionAttributeNames must not be empty"):
+        dynamo.update_item(
+            TableName="strict",
+            Key={"id": {"N": "1"}},
+            UpdateExpression="SET v = :v",
+            ExpressionAttributeNames={},
+            ExpressionAttributeValues={":v": {"N": "1"}},
+        )
+    dynamo.update_item(
+        TableName="strict", Key={"id": {"N": "1"}}, UpdateExpression="SET v = :v",
+        ExpressionAttributeValues={":v": {"N": "1"}},
+    )  # fmt: skip
+    assert dynamo.get_item(TableName="strict", Key={"id": {"N": "1"}})["Item"]["v"] == {"N": "1"}

@@ -1,6 +1,6 @@
 """A job's credential objects on a real (moto) S3: the control plane writes one per lane
 (`chalicelib.compute.cloud.JobCredentials` over the stack's bucket), and each node's agent reads its own
-over HTTP with the standard-library SigV4 signer and deletes it (`harness.agent._job_credential`). moto
+over HTTP with the standard-library SigV4 signer and deletes it (`stratus.harness.agent._job_credential`). moto
 checks no signature: tests/unit/test_agent_job_credential.py holds the signer to botocore's."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from chalicelib.aws.storage import S3Blobs
 from chalicelib.compute.cloud import JobCredentials
 from chalicelib.services.tokens import agent_credential
-from harness.agent._job_credential import JobCredentialError, fetch_job_credential
+from stratus.harness.agent._job_credential import JobCredentialError, fetch_job_credential
 
 LANES = ("batch-default-0", "batch-default-1")
 

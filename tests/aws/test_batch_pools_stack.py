@@ -32,7 +32,7 @@ import boto3
 import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
-from contract.container_boot import agent_argv
+from stratus.contract.container_boot import agent_argv
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 
@@ -117,9 +117,9 @@ def test_the_queues_and_job_definitions_have_the_names_the_control_plane_submits
     container = definitions[f"{name}-gpu-b"]["containerProperties"]
     assert container["image"] == IMAGE
     command = container["command"]
-    # The image installs the stack's compute package first (`contract.container_boot`), from the bucket.
+    # The image installs the stack's compute package first (`stratus.contract.container_boot`), from the bucket.
     assert agent_argv(command)[:8] == [
-        "-m", "harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
+        "-m", "stratus.harness.agent", "--only-runs", "Ref::runs", "--batch-agents", "Ref::agents",
         "--credential-from", "Ref::credentials",
     ]  # fmt: skip
     (uri,) = container["environment"]

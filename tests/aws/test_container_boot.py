@@ -1,4 +1,4 @@
-"""A container job's boot (`contract.container_boot`) run by a real /bin/sh: a Batch job's fetches the
+"""A container job's boot (`stratus.contract.container_boot`) run by a real /bin/sh: a Batch job's fetches the
 compute package from the stack's bucket (moto's S3 here, by the real boto3 one-liner), installs it and
 runs the agent with the job's arguments; a SageMaker job's finds it in its `compute` channel's folder; a
 job with no package ends at once, saying why. `python` is a stand-in on PATH that runs the download for
@@ -14,7 +14,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from contract.container_boot import BOOT_NAME, boot_command, boot_entrypoint
+from stratus.contract.container_boot import BOOT_NAME, boot_command, boot_entrypoint
 
 pytestmark = pytest.mark.aws
 
@@ -64,7 +64,7 @@ def test_a_batch_job_fetches_the_package_from_the_bucket_installs_it_and_runs_th
     assert wheel.read_bytes() == b"the wheel"
     assert calls == [
         f"-m pip install --quiet --disable-pip-version-check {wheel}",
-        "-m harness.agent --only-runs 3.1 --api https://x/api",
+        "-m stratus.harness.agent --only-runs 3.1 --api https://x/api",
     ]
 
 

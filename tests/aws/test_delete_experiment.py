@@ -14,7 +14,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.records import LogLine
 from chalicelib.errors import ConflictError, NotFoundError
 from chalicelib.services import checkpoints, deleting, runs, stopping, trial_reports
-from contract import messages
+from stratus.contract import messages
 
 pytestmark = pytest.mark.aws
 

@@ -280,7 +280,7 @@ def test_up_with_an_ec2_pool_passes_the_agents_parameters_and_down_scales_its_gr
     assert re.search(uploaded, err), err
     body = boto3.client("s3").get_object(Bucket=bucket, Key=compute_key)["Body"].read()
     assert hashlib.sha256(body).hexdigest() == compute_key.split("/")[1]
-    assert zipfile.ZipFile(io.BytesIO(body)).read("harness/agent/__main__.py")
+    assert zipfile.ZipFile(io.BytesIO(body)).read("stratus/harness/agent/__main__.py")
 
     code, out, err = det("up", *flags)  # the same sources: the same wheel, not sent again
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from chalicelib.services import runs, scheduler
-from contract import messages
+from stratus.contract import messages
 
 pytestmark = pytest.mark.aws
 

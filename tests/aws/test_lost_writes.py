@@ -16,7 +16,7 @@ from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import RunState
 from chalicelib.errors import ConflictError
 from chalicelib.services import trial_reports
-from contract.actions import SearcherAction
+from stratus.contract.actions import SearcherAction
 
 pytestmark = pytest.mark.aws
 

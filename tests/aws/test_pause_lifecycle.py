@@ -11,7 +11,7 @@ import time
 import pytest
 
 from chalicelib.services import pausing, runs, scheduler, trial_reports
-from contract import messages
+from stratus.contract import messages
 
 pytestmark = pytest.mark.aws
 

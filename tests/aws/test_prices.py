@@ -14,7 +14,7 @@ from chalicelib.aws import aws_ports
 from chalicelib.domain.price_table import PRICES_KEY
 from chalicelib.domain.usage import RunUsage
 from chalicelib.services import runs, scheduler
-from contract import messages
+from stratus.contract import messages
 
 pytestmark = pytest.mark.aws
 

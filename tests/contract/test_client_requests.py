@@ -4,8 +4,8 @@ and its JSON body must validate against that operation's request schema (JSON Sc
 pydantic writes; the models forbid unknown fields). Requests to presigned S3 URLs are not the API's.
 
 The clients run against an in-memory answerer and record what they send: the CLI's `ApiClient`
-(httpx.MockTransport), the trial's core API through `harness.init()`'s platform twins, the agent's
-`AgentApi` and the launchers' `RendezvousClient` (contract.http.InMemoryTransport). Each client's test
+(httpx.MockTransport), the trial's core API through `stratus.harness.init()`'s platform twins, the agent's
+`AgentApi` and the launchers' `RendezvousClient` (stratus.contract.http.InMemoryTransport). Each client's test
 also names the operations it must have exercised, so a client method left out of this file fails too.
 """
 
@@ -24,13 +24,13 @@ import jsonschema
 import pytest
 
 import app  # noqa: F401  (registers the routes)
-import harness
 from chalicelib.api.openapi import document
-from contract.env import TrialEnv
-from contract.http import InMemoryTransport, Request, Response
 from det._client import ApiClient as CliClient
-from harness.agent._api import AgentApi
-from launchers._rendezvous import RendezvousClient
+from stratus import harness
+from stratus.contract.env import TrialEnv
+from stratus.contract.http import InMemoryTransport, Request, Response
+from stratus.harness.agent._api import AgentApi
+from stratus.launchers._rendezvous import RendezvousClient
 
 API = "https://api.test/v1"
 TRIAL, EXPERIMENT = 7, 3
@@ -222,7 +222,7 @@ def test_every_request_of_the_cli_is_in_the_document() -> None:
 
 
 class Plane:
-    """Just enough of the trial-facing routes and of S3 for `harness.init()`'s twins to run."""
+    """Just enough of the trial-facing routes and of S3 for `stratus.harness.init()`'s twins to run."""
 
     def __init__(self) -> None:
         self.s3: dict[str, bytes] = {}

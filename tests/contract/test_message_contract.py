@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
-from contract import messages
 from infra.template import template
+from stratus.contract import messages
 
 RES = WorkflowResources(
     trials_table="t-trials",

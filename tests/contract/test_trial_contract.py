@@ -20,13 +20,13 @@ from chalicelib.memory import memory_ports, memory_settings
 from chalicelib.services import runs, tokens
 from chalicelib.services.ports import Ports
 from chalicelib.settings import reset_settings
-from contract.actions import SearcherAction
-from contract.env import TrialEnv
-from contract.launch import LaunchSpec
-from harness._info import load_cluster_info
-from harness.agent._settings import Settings as AgentSettings
-from harness.agent._spawn import build_environment
-from launchers._info import load_launch_info, rendezvous_env
+from stratus.contract.actions import SearcherAction
+from stratus.contract.env import TrialEnv
+from stratus.contract.launch import LaunchSpec
+from stratus.harness._info import load_cluster_info
+from stratus.harness.agent._settings import Settings as AgentSettings
+from stratus.harness.agent._spawn import build_environment
+from stratus.launchers._info import load_launch_info, rendezvous_env
 
 API_URL = "http://api.example:8000"
 SECRET = "contract-secret"
@@ -104,7 +104,7 @@ def test_the_launch_spec_the_control_plane_builds_is_the_one_the_agent_runs(cont
     assert parsed.entrypoint == (
         "python3",
         "-m",
-        "launchers.torch_distributed",
+        "stratus.launchers.torch_distributed",
         "--trial",
         "model_def:MyTrial",
     )

@@ -198,7 +198,7 @@ class Det:
         launcher, with no restart."""
         lines = [
             f"name: {name}",
-            f"entrypoint: python3 -m launchers.torch_distributed -- {script}",
+            f"entrypoint: python3 -m stratus.launchers.torch_distributed -- {script}",
             "searcher: {name: single, metric: loss, max_length: 10}",
             "resources: {slots_per_trial: 2}",
             "max_restarts: 0",
@@ -267,7 +267,7 @@ def two_agent_pool(folder: Path, agents: int = 2) -> Iterator[dict[str, str]]:
 
 def agent_pid(api_url: str, agent_id: str) -> int:
     """The pid of a local stack's agent process (to stop it as a scale-in would, or kill it)."""
-    pattern = f"harness.agent --api {api_url} --agent-id {agent_id} "
+    pattern = f"stratus.harness.agent --api {api_url} --agent-id {agent_id} "
     pids = subprocess.run(
         ["pgrep", "-f", pattern], capture_output=True, text=True, check=False
     ).stdout.split()

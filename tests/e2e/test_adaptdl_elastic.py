@@ -21,7 +21,7 @@ AdaptDL's defaults (issue 28): a trial written as AdaptDL's tutorial writes one,
 ``autoscale_batch_size(1024, local_bsz_bounds=(32, 256))`` with no ``gradient_accumulation`` (False),
 grows from 1 to 2 replicas and trains on long enough (over 30 s in one run) for AdaptDL to fit its
 goodput model and run ``GoodputFunction.optimize(accumulation=False)``, which uses ``np.int``; numpy 2 has
-none, and only the launcher's numpy alias layer (`launchers._adaptdl_numpy`) lets it complete.
+none, and only the launcher's numpy alias layer (`stratus.launchers._adaptdl_numpy`) lets it complete.
 """
 
 from __future__ import annotations

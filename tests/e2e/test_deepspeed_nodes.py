@@ -1,5 +1,5 @@
 """A trial under DeepSpeed's launcher on two nodes: a local pool of two agents with one slot each (two
-nodes on this machine, both at 127.0.0.1). Each node's `launchers.deepspeed` runs its own `deepspeed
+nodes on this machine, both at 127.0.0.1). Each node's `stratus.launchers.deepspeed` runs its own `deepspeed
 --no_ssh --node_rank R` with the hostfile built from the rendezvous record, and a gloo all-reduce across
 the two nodes completes. DeepSpeed is not a dependency: the module skips itself unless `deepspeed` is on
 PATH (on a CPU-only machine DS_ACCELERATOR=cpu, which the trial gets unless the environment says else)."""
@@ -35,7 +35,7 @@ def test_gloo_all_reduce_under_deepspeed_across_two_agents_completes(
     result, trial = det.follow_experiment(
         tmp_path,
         "name: deepspeed-two-nodes\n"
-        "entrypoint: python3 -m launchers.deepspeed -- script.py\n"
+        "entrypoint: python3 -m stratus.launchers.deepspeed -- script.py\n"
         "searcher: {name: single, metric: loss, max_length: 1}\n"
         "resources: {slots_per_trial: 2}\n"
         "max_restarts: 0\n"

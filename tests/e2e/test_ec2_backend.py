@@ -1,6 +1,6 @@
 """The `ec2` backend on the local stack (`det deploy local up --backend ec2`): the default pool is an Auto
 Scaling group in the stack's moto, scaled by the control plane from zero instances, each instance an
-agent process started as its user data would start it (`harness.agent --aws`, reading its identity from
+agent process started as its user data would start it (`stratus.harness.agent --aws`, reading its identity from
 a fake instance metadata service). A spot interruption is played the way EC2 does it: a notice in the
 instance's metadata, the EventBridge warning on the events queue, the instance terminated two minutes
 (here 20 s) later."""
@@ -58,7 +58,7 @@ def _instances(pool: dict[str, str]) -> list[str]:
 
 
 def _agent_processes(pool: dict[str, str]) -> list[str]:
-    pattern = f"harness.agent --api {pool['api_url']} --pool default"
+    pattern = f"stratus.harness.agent --api {pool['api_url']} --pool default"
     return subprocess.run(
         ["pgrep", "-f", pattern], capture_output=True, text=True, check=False
     ).stdout.split()

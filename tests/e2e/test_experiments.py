@@ -101,7 +101,7 @@ CRASH_ONCE = """
 import json
 import os
 
-import harness
+from stratus import harness
 
 with harness.init() as core:
     info = harness.get_cluster_info()

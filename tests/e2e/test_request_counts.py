@@ -18,7 +18,7 @@ from infra.moto_compat import COUNTS_PATH
 pytestmark = pytest.mark.e2e
 
 SCRIPT = """
-import harness
+from stratus import harness
 
 with harness.init() as core:
     for op in core.searcher.operations():

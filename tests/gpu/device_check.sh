@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks, as one script for a lent GPU machine (bare, offline, its own python3 with CUDA PyTorch):
 #   1. what the machine has (nvidia-smi, torch, CUDA, NCCL);
-#   2. tests/gpu: a trial on one CUDA device, NCCL through launchers.torch_distributed, and the local stack
+#   2. tests/gpu: a trial on one CUDA device, NCCL through stratus.launchers.torch_distributed, and the local stack
 #      on the GPU (its agent's slots from the GPUs, a Determined trial and an NNI AdaptDL trial on CUDA);
 #   3. optionally ($ADAPTDL_EXAMPLE, a folder holding AdaptDL's own examples/linear_regression/main.py):
 #      that example, unchanged, as an NNI adl trial on the GPU through `det`.

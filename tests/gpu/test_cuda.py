@@ -55,7 +55,7 @@ def test_a_trial_trains_on_one_cuda_device(tmp_path: Path) -> None:
         "STRATUS_LOCAL_CONFIG": str(local),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "harness.exec.run_trial", "model_def:DigitsTrial"],
+        [sys.executable, "-m", "stratus.harness.exec.run_trial", "model_def:DigitsTrial"],
         cwd=code,
         env=env,
         capture_output=True,
@@ -74,7 +74,7 @@ def test_processes_all_reduce_over_nccl_through_the_launcher(tmp_path: Path) -> 
     script.write_text(NCCL_SCRIPT)
     env = {**os.environ, "STRATUS_SLOTS": str(processes)}
     done = subprocess.run(
-        [sys.executable, "-m", "launchers.torch_distributed", "--", str(script)],
+        [sys.executable, "-m", "stratus.launchers.torch_distributed", "--", str(script)],
         cwd=ROOT,
         env=env,
         capture_output=True,

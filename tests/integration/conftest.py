@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent._settings import Settings
-from harness.agent.testing import TOKEN, FakeApi
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent.testing import TOKEN, FakeApi
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -53,7 +53,7 @@ class Workdir:
     def launch(self, module: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         """``python -m launchers.<module> *args`` in the folder, with `env(**env)`; what it printed."""
         return subprocess.run(
-            [sys.executable, "-m", f"launchers.{module}", *args],
+            [sys.executable, "-m", f"stratus.launchers.{module}", *args],
             cwd=self.path,
             env=self.env(**env),
             capture_output=True,
@@ -73,7 +73,7 @@ class Workdir:
         nodes of one trial on this machine): ``(exit code, stdout, stderr)`` per node."""
         nodes = [
             subprocess.Popen(
-                [sys.executable, "-m", f"launchers.{launcher}", *args],
+                [sys.executable, "-m", f"stratus.launchers.{launcher}", *args],
                 cwd=self.path,
                 env=dict(env),
                 stdout=subprocess.PIPE,

@@ -1,5 +1,5 @@
 """The numpy alias layer as a replica gets it (issue 28): a real Python started with
-``launchers/adaptdl_numpy`` first on its ``PYTHONPATH`` (what `launchers.adaptdl` gives every replica)
+``launchers/adaptdl_numpy`` first on its ``PYTHONPATH`` (what `stratus.launchers.adaptdl` gives every replica)
 runs adaptdl 0.2.11's goodput model at AdaptDL's default (``accumulation=False``, which uses ``np.int``),
 fits its performance model (which swaps goodput's numpy for autograd's and back), and its own ``numpy``
 still has no ``np.int``; the same program without the folder fails as a replica did. A sitecustomize that
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers._adaptdl_numpy import BOOT_DIR, with_layer
+from stratus.launchers._adaptdl_numpy import BOOT_DIR, with_layer
 
 from .conftest import WAIT_S, Workdir
 

@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 import zstandard
 
-from harness.agent._agent import Agent
-from harness.agent._settings import Settings, detect_gpus
-from harness.agent.testing import TOKEN, FakeApi, Runner, pid_alive, spec_for, wait_until
-from harness.errors import UnsafeArchiveError
 from infra.local_stack import DEFAULT_SLOTS, default_slots
+from stratus.harness.agent._agent import Agent
+from stratus.harness.agent._settings import Settings, detect_gpus
+from stratus.harness.agent.testing import TOKEN, FakeApi, Runner, pid_alive, spec_for, wait_until
+from stratus.harness.errors import UnsafeArchiveError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,11 +39,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module", autouse=True)
 def _extractor() -> Iterator[None]:
-    """Use harness._archive when it exists; a minimal stand-in otherwise (another module's job)."""
+    """Use stratus.harness._archive when it exists; a minimal stand-in otherwise (another module's job)."""
     try:
-        import harness._archive  # noqa: F401
+        import stratus.harness._archive  # noqa: F401
     except ImportError:
-        mod = types.ModuleType("harness._archive")
+        mod = types.ModuleType("stratus.harness._archive")
 
         def extract(archive: bytes | Path, dest: Path) -> list[str]:
             raw = archive if isinstance(archive, bytes) else Path(archive).read_bytes()
@@ -57,9 +57,9 @@ def _extractor() -> Iterator[None]:
             return [m.name for m in members]
 
         mod.extract = extract  # type: ignore[attr-defined]
-        sys.modules["harness._archive"] = mod
+        sys.modules["stratus.harness._archive"] = mod
         yield
-        sys.modules.pop("harness._archive", None)
+        sys.modules.pop("stratus.harness._archive", None)
     else:
         yield
 
@@ -442,7 +442,7 @@ def test_an_agent_whose_stack_was_killed_ends_its_runs_and_stops(api: FakeApi, t
             sys.executable,
             "-c",
             "import os, subprocess, sys, time\n"
-            "agent = subprocess.Popen([sys.executable, '-m', 'harness.agent', '--api', sys.argv[1],"
+            "agent = subprocess.Popen([sys.executable, '-m', 'stratus.harness.agent', '--api', sys.argv[1],"
             " '--agent-id', 'orphan', '--pool', 'p', '--work-dir', sys.argv[2], '--heartbeat-interval', '0.1',"
             " '--kill-grace', '1', '--parent-pid', str(os.getpid())])\n"
             "print(agent.pid, flush=True)\n"
@@ -479,7 +479,7 @@ print("frame in my env:", "STRATUS_LOG_FRAME" in os.environ, flush=True)
 
 def test_ranks_come_only_from_the_launchers_framing(api: FakeApi, runner: Runner) -> None:
     under_launcher = spec_for(
-        api, ["python3", "-m", "launchers.wrap_rank", "3", "--", "python3", "-c", FORGER]
+        api, ["python3", "-m", "stratus.launchers.wrap_rank", "3", "--", "python3", "-c", FORGER]
     )
     alone = spec_for(api, ["python3", "-c", FORGER])
     runner.start(under_launcher)
@@ -537,7 +537,7 @@ def test_gpus_are_assigned_from_free_devices(api: FakeApi, settings: Settings) -
         agent.run()
 
 
-# ---- GPU detection (a fake nvidia-smi) and `python -m harness.agent` ----------------------------------
+# ---- GPU detection (a fake nvidia-smi) and `python -m stratus.harness.agent` ----------------------------------
 
 
 def test_detect_gpus(tmp_path: Path) -> None:
@@ -574,7 +574,7 @@ def test_python_m_harness_agent_stops_on_sigterm(api: FakeApi, tmp_path: Path) -
         [
             sys.executable,
             "-m",
-            "harness.agent",
+            "stratus.harness.agent",
             "--api",
             api.url,
             "--agent-id",
@@ -628,12 +628,22 @@ except OSError as e:
 
 def test_a_trial_cannot_read_its_agents_credential(api: FakeApi, tmp_path: Path) -> None:
     """The credential reaches the agent in a file it deletes, never in an environment block; and the
-    agent's memory is out of its trials' reach (`contract.hardening`)."""
+    agent's memory is out of its trials' reach (`stratus.contract.hardening`)."""
     credential = "agent.peeker.0123456789abcdef"
     token_file = tmp_path / "credential"
     token_file.write_text(credential)
     env = {k: v for k, v in os.environ.items() if k != "STRATUS_AGENT_TOKEN"}
-    argv = [sys.executable, "-m", "harness.agent", "--api", api.url, "--agent-id", "peeker", "--pool", "p"]
+    argv = [
+        sys.executable,
+        "-m",
+        "stratus.harness.agent",
+        "--api",
+        api.url,
+        "--agent-id",
+        "peeker",
+        "--pool",
+        "p",
+    ]
     proc = subprocess.Popen(
         [
             *argv,
@@ -669,7 +679,7 @@ def test_a_trial_cannot_read_its_agents_credential(api: FakeApi, tmp_path: Path)
 
 HOLDER = """
 import os, pathlib, time
-from contract.run_token import run_token
+from stratus.contract.run_token import run_token
 mine = run_token()
 pathlib.Path(os.environ["MEET"], "holder.pid").write_text(str(os.getpid()))
 print("holder has its token:", mine == "run-token-" + "holder", flush=True)
@@ -677,7 +687,7 @@ time.sleep(60)
 """
 THIEF = """
 import os, pathlib, time
-from contract.run_token import RunTokenError, ask, run_token
+from stratus.contract.run_token import RunTokenError, ask, run_token
 meet = pathlib.Path(os.environ["MEET"], "holder.pid")
 while not meet.exists():
     time.sleep(0.05)
@@ -696,7 +706,7 @@ print("my own token:", run_token() == "run-token-" + "thief", flush=True)
 def test_a_trial_gets_only_its_own_run_token(
     api: FakeApi, agent_thread: Callable[..., Agent], tmp_path: Path
 ) -> None:
-    """Run tokens reach a run's processes from the agent, by session (`contract.run_token`): in no
+    """Run tokens reach a run's processes from the agent, by session (`stratus.contract.run_token`): in no
     environment block, and never to another run's process on the same machine."""
     holder = spec_for(api, ["python3", "-c", HOLDER])
     holder["environment"].update({"STRATUS_RUN_TOKEN": "run-token-holder", "MEET": str(tmp_path)})

@@ -1,6 +1,6 @@
 """An EC2 agent started without a credential gets its own from its instance's IAM identity, over loopback:
-in process (`Agent` with ``aws=True`` and no token) and as ``python -m harness.agent --aws`` with neither
-``--token-file`` nor ``STRATUS_AGENT_TOKEN``, against the fake control plane (`harness.agent.testing.
+in process (`Agent` with ``aws=True`` and no token) and as ``python -m stratus.harness.agent --aws`` with neither
+``--token-file`` nor ``STRATUS_AGENT_TOKEN``, against the fake control plane (`stratus.harness.agent.testing.
 FakeApi`, whose credential route answers only a request signed with SigV4 for ``execute-api``) and the
 fake metadata service (`infra.fake_imds`, the instance role's keys). Every wait is on a condition."""
 
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent._agent import Agent
-from harness.agent._settings import Settings
-from harness.agent.testing import IAM_CREDENTIAL, FakeApi
 from infra.fake_imds import FakeImds
+from stratus.harness.agent._agent import Agent
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent.testing import IAM_CREDENTIAL, FakeApi
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCE = "i-0iam1234abcd5678"
@@ -104,7 +104,7 @@ def test_python_m_harness_agent_aws_gets_its_credential_from_the_instance_role(
         [
             sys.executable,
             "-m",
-            "harness.agent",
+            "stratus.harness.agent",
             "--api",
             api.url,
             "--pool",

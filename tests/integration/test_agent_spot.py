@@ -1,5 +1,5 @@
 """The agent draining (`Agent.drain`): in-process agents against the fake control plane
-(`harness.agent.testing.FakeApi`), and real ``python -m harness.agent --aws`` processes against the fake
+(`stratus.harness.agent.testing.FakeApi`), and real ``python -m stratus.harness.agent --aws`` processes against the fake
 metadata service (`infra.fake_imds`), whose spot notice or SIGTERM sends a real ``harness.init()`` trial
 to checkpoint and back to the queue. Every wait is on a condition with a deadline."""
 
@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from harness.agent._agent import Agent
-from harness.agent._aws import ImdsClient, SpotWatcher
-from harness.agent._settings import Settings
-from harness.agent._spawn import PREEMPT_MARKER
-from harness.agent.testing import TOKEN, FakeApi, spec_for
 from infra.fake_imds import FakeImds
+from stratus.harness.agent._agent import Agent
+from stratus.harness.agent._aws import ImdsClient, SpotWatcher
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent._spawn import PREEMPT_MARKER
+from stratus.harness.agent.testing import TOKEN, FakeApi, spec_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ IGNORES_STOP_FILE = "import time; print('ready', flush=True); time.sleep(60)"
 # A real trial: trains until asked to stop, then checkpoints and exits.
 TRIAL = """
 import time
-import harness
+from stratus import harness
 
 with harness.init() as core:
     print("ready", flush=True)
@@ -194,7 +194,7 @@ def test_the_spot_watcher_drains_the_agent(
     assert _draining_beats(api)
 
 
-# ---- python -m harness.agent --aws ----------------------------------------------------------------------
+# ---- python -m stratus.harness.agent --aws ----------------------------------------------------------------------
 
 
 def _start_agent(api: FakeApi, imds_url: str, work: Path) -> subprocess.Popen[bytes]:
@@ -202,7 +202,7 @@ def _start_agent(api: FakeApi, imds_url: str, work: Path) -> subprocess.Popen[by
         [
             sys.executable,
             "-m",
-            "harness.agent",
+            "stratus.harness.agent",
             "--api",
             api.url,
             "--pool",

@@ -1,4 +1,4 @@
-"""The socket collectives of `DistributedContext(chief_ip=...)` (harness.core._collective) between real
+"""The socket collectives of `DistributedContext(chief_ip=...)` (stratus.harness.core._collective) between real
 processes and threads on loopback: Determined's framework-free distributed shape (a launcher that starts
 its workers under `determined.launch.wrap_rank`, workers that allgather), and the errors that replace a
 hang or a wrong answer."""
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-import harness.core
-from harness.compat import compat_path
-from harness.core._collective import CollectiveError, SocketCollectives
+from stratus import harness
+from stratus.harness.compat import compat_path
+from stratus.harness.core._collective import CollectiveError, SocketCollectives
 
 LAUNCHER = """
 import subprocess, sys

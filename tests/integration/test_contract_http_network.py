@@ -1,4 +1,4 @@
-"""The compute side's HTTP session over the real network (contract.http's PooledTransport, the default,
+"""The compute side's HTTP session over the real network (stratus.contract.http's PooledTransport, the default,
 and UrllibTransport) against a loopback `http.server`: a streamed PUT with its length, error bodies, no
 answer, and connections kept open between calls."""
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from contract.errors import NO_ANSWER, HttpCallError, NoAnswerError
-from contract.http import PooledTransport, RetryPolicy, Session, Transport, UrllibTransport
+from stratus.contract.errors import NO_ANSWER, HttpCallError, NoAnswerError
+from stratus.contract.http import PooledTransport, RetryPolicy, Session, Transport, UrllibTransport
 
 
 class LocalServer:

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from contract.env import TrialEnv
-from contract.launch import LaunchSpec
-from harness.agent._settings import Settings
-from harness.agent._spawn import build_environment
-from harness.trial_process import build_script
+from stratus.contract.env import TrialEnv
+from stratus.contract.launch import LaunchSpec
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent._spawn import build_environment
+from stratus.harness.trial_process import build_script
 
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
@@ -253,7 +253,7 @@ def test_a_pytorch_trial_sigtermed_twice_in_real_processes_resumes_bitwise(
         "scheduling_unit": 3,
         "min_validation_period": {"batches": 8},
     }
-    entrypoint = ["python3", "-m", "harness.exec.run_trial", "model_def:ResumeTrial"]
+    entrypoint = ["python3", "-m", "stratus.harness.exec.run_trial", "model_def:ResumeTrial"]
     hparams = {"global_batch_size": 8, "loader": loader, "preempt_with": "sigterm"}
     straight = serve(LENGTH, config, {**hparams, "preempt_at": []})
     run_to_the_end(straight, entrypoint, context_folder(tmp_path, "straight"), wait_s, runs=1)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import core
-from harness.compat import compat_path
-from harness.trial_process import compat_pythonpath, missing_packages
+from stratus.harness import core
+from stratus.harness.compat import compat_path
+from stratus.harness.trial_process import compat_pythonpath, missing_packages
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def test_invalid_hp_in_a_real_process_exits_zero(tmp_path: Path) -> None:
     script.write_text(
         textwrap.dedent(
             """
-            import harness
+            from stratus import harness
             with harness.init():
                 raise harness.InvalidHP("batch_size 4096 does not fit")
             raise SystemExit(3)  # never reached

@@ -20,7 +20,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> package.Package:
 def test_the_package_imports_the_app_and_the_searchers_from_itself_alone(built: package.Package) -> None:
     package.check(built.path)  # raises on a failed import or a CLI-only package
     names = zipfile.ZipFile(built.path).namelist()
-    assert {"app.py", "chalice/app.py", "chalice/__init__.py", "contract/messages.py"} <= set(names)
+    assert {"app.py", "chalice/app.py", "chalice/__init__.py", "stratus/contract/messages.py"} <= set(names)
     assert not any(n.startswith(("chalice/cli/", "click/", "moto/", "det/")) for n in names)
     assert any(n.startswith("numpy/") for n in names) and any(n.startswith("optuna/") for n in names)
     assert built.zipped < package.ZIPPED_LIMIT and built.unzipped < package.UNZIPPED_LIMIT

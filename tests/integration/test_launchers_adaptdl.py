@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from harness.agent.testing import wait_until
+from stratus.harness.agent.testing import wait_until
 
 from .conftest import REPO, Workdir
 
@@ -158,13 +158,13 @@ def api() -> Iterator[FakeApi]:
 
 
 class Launcher:
-    """``python -m launchers.adaptdl`` running in the background; its stderr collected as it comes."""
+    """``python -m stratus.launchers.adaptdl`` running in the background; its stderr collected as it comes."""
 
     def __init__(
         self, workdir: Workdir, args: list[str], env: dict[str, str], python: str = sys.executable
     ) -> None:
         self.proc = subprocess.Popen(
-            [python, "-m", "launchers.adaptdl", *args],
+            [python, "-m", "stratus.launchers.adaptdl", *args],
             cwd=workdir.path,
             env=env,
             stdout=subprocess.PIPE,

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from launchers import Worker, run_workers
+from stratus.launchers import Worker, run_workers
+from stratus.launchers._monitor import supervise
 
 FIRST_FAILURE = "[launcher] rank {rank} exited with code {code}; stopping the other workers"
 
@@ -68,9 +69,9 @@ def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
 
 
 def spawn_torch_distributed(workdir, slots: int) -> subprocess.Popen[str]:  # noqa: ANN001
-    """`python -m launchers.torch_distributed -- worker.py` with ``slots`` workers, its output piped."""
+    """`python -m stratus.launchers.torch_distributed -- worker.py` with ``slots`` workers, its output piped."""
     return subprocess.Popen(
-        [sys.executable, "-m", "launchers.torch_distributed", "--", "worker.py"],
+        [sys.executable, "-m", "stratus.launchers.torch_distributed", "--", "worker.py"],
         cwd=workdir.path,
         env=workdir.env(STRATUS_SLOTS=str(slots)),
         stdout=subprocess.PIPE,
@@ -173,6 +174,27 @@ def test_worker_killed_by_a_signal_counts_as_failed(tmp_path: Path) -> None:
     code, _, err = in_process(tmp_path, [Worker(0, py(killed)), Worker(1, py("pass"))])
     assert code == 128 + signal.SIGKILL
     assert FIRST_FAILURE.format(rank=0, code=137) in err.splitlines()
+
+
+def test_the_outcome_tells_a_worker_a_signal_ended_from_one_that_exited_143(tmp_path: Path) -> None:
+    """`Outcome.signals`: a worker that died of SIGTERM had no handler yet (an AdaptDL replica still
+    starting); one that caught it and exited 143 did (`launchers.adaptdl.final_outcome` tells them apart)."""
+    fifo = tmp_path / "handler.fifo"
+    os.mkfifo(fifo)
+    # Rank 1 catches SIGTERM as AdaptDL does (exit 143); rank 0 dies of its own SIGTERM once rank 1's
+    # handler is in place, and the launcher passes SIGTERM on to rank 1.
+    caught = f"""
+        import signal, sys
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        with open({str(fifo)!r}, "w") as f:
+            f.write("handler set")
+        while True:
+            signal.pause()
+    """
+    died = f"import os, signal; open({str(fifo)!r}).read(); os.kill(os.getpid(), signal.SIGTERM)"
+    outcome = supervise([Worker(0, py(died)), Worker(1, py(caught))], kill_grace=30.0, announce=False)
+    assert outcome.codes == {0: 143, 1: 143}
+    assert outcome.signals == {0: signal.SIGTERM}
 
 
 def test_prefixes_keep_each_stream_apart(tmp_path: Path) -> None:
@@ -296,7 +318,7 @@ def test_wrap_rank_reads_the_rank_from_the_environment(workdir) -> None:
 def test_wrap_rank_forwards_signals_and_reports_128_plus_n(workdir) -> None:
     child = "import signal; print('ready', flush=True); signal.pause()"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "launchers.wrap_rank", "1", sys.executable, "-c", child],
+        [sys.executable, "-m", "stratus.launchers.wrap_rank", "1", sys.executable, "-c", child],
         cwd=workdir.path,
         env=workdir.env(),
         stdout=subprocess.PIPE,
@@ -350,7 +372,7 @@ def two_nodes(workdir, *args: str, **env: str) -> list[tuple[int, str, str]]:  #
     """Two torch_distributed launchers on this machine as node 0 and node 1 of a static setup (the chief
     given, so no rendezvous), one process each: ``(exit code, stdout, stderr)`` per node. Node N's
     launcher report is ``report-N.json``."""
-    from launchers._info import free_port
+    from stratus.launchers._info import free_port
 
     common = {"STRATUS_SLOTS": "2", "STRATUS_NUM_NODES": "2", "STRATUS_CHIEF_ADDR": "127.0.0.1"}
     common["STRATUS_CHIEF_PORT"] = str(free_port())
@@ -423,7 +445,7 @@ def test_gloo_through_deepspeed_on_one_node(all_reduce, workdir) -> None:
 def test_gloo_through_deepspeed_on_two_simulated_nodes(all_reduce, workdir) -> None:
     """--no_ssh and a shared hostfile: "localhost" and "127.0.0.1" are two names of this machine."""
     workdir.script("script.py", all_reduce)
-    from launchers._info import free_port
+    from stratus.launchers._info import free_port
 
     common = {
         "STRATUS_SLOTS": "2",

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from launchers import _rendezvous, deepspeed, horovod, torch_distributed
-from launchers._argv import Script
-from launchers._info import LaunchInfo, load_launch_info
-from launchers._rendezvous import Record, node_address, resolve_peers
-from launchers.errors import LaunchConfigError, RendezvousError
-from launchers.torch_distributed import LocalLaunch
+from stratus.launchers import _rendezvous, deepspeed, horovod, torch_distributed
+from stratus.launchers._argv import Script
+from stratus.launchers._info import LaunchInfo, load_launch_info
+from stratus.launchers._rendezvous import Record, node_address, resolve_peers
+from stratus.launchers.errors import LaunchConfigError, RendezvousError
+from stratus.launchers.torch_distributed import LocalLaunch
 
 TOKEN = "run-token"
 WAIT_LINE = "[launcher] rendezvous: node 1 of 2 waiting for nodes 0 (run run-7)"

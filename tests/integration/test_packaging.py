@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
+import zipfile
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 # Imported only inside functions, by code that runs where the user's own frameworks are installed.
 LAZY_ONLY = {"torch", "numpy", "nni", "determined"}
-FIRST_PARTY = {"app", "chalicelib", "contract", "det", "harness", "infra", "launchers"}
+FIRST_PARTY = {"app", "chalicelib", "det", "infra", "stratus"}
 
 
 def _top_level_imports(path: Path) -> set[str]:
@@ -70,3 +73,50 @@ def _transitive(declared: set[str]) -> set[str]:
             continue
         found |= {_norm(re.split(r"[<>=\[; (!~]", spec, maxsplit=1)[0]) for spec in needs}
     return found
+
+
+def test_the_wheel_installs_the_packages_beside_user_code_under_the_stratus_namespace(tmp_path: Path) -> None:
+    """Issue 28: a trial's context with its own `harness.py`, `contract.py` or `launchers/` must import its
+    own, and ours ours: they are installed as stratus.harness, stratus.contract, stratus.launchers
+    (setup.py), never under their folder names."""
+    # From a copy: an in-tree build/ folder left by an older layout would leak into the wheel.
+    source = tmp_path / "source"
+    skip = shutil.ignore_patterns(
+        ".venv",
+        ".git",
+        ".*_cache",
+        ".hypothesis",
+        ".typecheck",
+        "build",
+        "*.egg-info",
+        "__pycache__",
+        "bench",
+    )
+    shutil.copytree(REPO, source, ignore=skip)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(source),
+        ],
+        check=True,
+    )
+    (wheel,) = tmp_path.glob("stratus_dl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/", 1)[0] for name in names if ".dist-info/" not in name and ".data/" not in name}
+    assert tops == {"stratus", "det", "chalicelib", "infra", "app.py"}
+    assert {n.split("/")[1] for n in names if n.startswith("stratus/")} == {
+        "contract",
+        "harness",
+        "launchers",
+    }
+    assert "stratus/__init__.py" not in names  # a namespace: nothing claims the name `stratus` itself
+    assert "stratus/harness/compat/nni/nni/__init__.py" in names
+    assert "stratus/launchers/adaptdl_numpy/sitecustomize.py" in names

@@ -1,4 +1,4 @@
-"""The trial's start script (`harness.trial_process.build_script`) run by a real bash: a failing startup
+"""The trial's start script (`stratus.harness.trial_process.build_script`) run by a real bash: a failing startup
 hook stops it before the entrypoint and leaves its sentence in the marker file.
 
 How the script and the environment are built is tested without a process in
@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from harness.trial_process import build_script
+from stratus.harness.trial_process import build_script
 
 
 def test_a_failing_hook_leaves_the_sentence_in_its_marker(tmp_path: Path) -> None:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from contract.launch import LaunchSpec
-from harness.agent._run import Run
-from harness.agent._warm import cold_reason, plain_python
-from harness.agent._warm_client import WarmProcess, WarmServer
-from harness.agent.testing import FakeApi, Runner, pid_alive, spec_for, wait_until
+from stratus.contract.launch import LaunchSpec
+from stratus.harness.agent._run import Run
+from stratus.harness.agent._warm import cold_reason, plain_python
+from stratus.harness.agent._warm_client import WarmProcess, WarmServer
+from stratus.harness.agent.testing import FakeApi, Runner, pid_alive, spec_for, wait_until
 
 PY = sys.executable
 
@@ -75,7 +75,7 @@ def test_each_rule_names_why_a_run_starts_cold(tmp_path: Path) -> None:
 
     assert "not `python3 SCRIPT`" in str(cold_reason(["sh", "-c", "x"], tmp_path, env, warm_env, PY))
     assert "launcher" in str(
-        cold_reason(["python3", "-m", "launchers.torch_distributed"], tmp_path, env, warm_env, PY)
+        cold_reason(["python3", "-m", "stratus.launchers.torch_distributed"], tmp_path, env, warm_env, PY)
     )
     assert "not a file" in str(cold_reason(["python3", "missing.py"], tmp_path, env, warm_env, PY))
     for name, value in (("PYTHONPATH", "/mine"), ("OMP_NUM_THREADS", "8"), ("LD_PRELOAD", "x.so")):
@@ -197,7 +197,7 @@ def test_the_warm_interpreter_ends_with_an_agent_killed_outright(tmp_path: Path)
             PY,
             "-c",
             "import os, sys, time\n"
-            "from harness.agent._warm_client import WarmServer\n"
+            "from stratus.harness.agent._warm_client import WarmServer\n"
             "server = WarmServer(base={**os.environ, 'STRATUS_WARM_IMPORTS': 'json'})\n"
             "assert server.start()\n"
             "print(server._proc.pid, flush=True)\n"

@@ -1,5 +1,5 @@
 """Fixtures and test doubles shared by the unit tests. Nothing here does IO: the fakes answer through
-in-memory transports (httpx.MockTransport for the CLI, contract.http.InMemoryTransport for the trial), and
+in-memory transports (httpx.MockTransport for the CLI, stratus.contract.http.InMemoryTransport for the trial), and
 a guard fails any unit test that starts a process or opens a socket (such a test belongs in
 tests/integration).
 
@@ -28,11 +28,11 @@ from typing import Any, NoReturn
 import httpx
 import pytest
 
-from contract.env import TrialEnv
-from contract.http import InMemoryTransport, Request, Response
-from contract.log_levels import at_or_above
 from det import cli
 from det._runtime import Runtime
+from stratus.contract.env import TrialEnv
+from stratus.contract.http import InMemoryTransport, Request, Response
+from stratus.contract.log_levels import at_or_above
 
 # ---- no IO in this tier ------------------------------------------------------------------------------
 
@@ -437,7 +437,7 @@ class FakePlane:
         return InMemoryTransport(self.handle)
 
     def init_options(self, heartbeat_interval_s: float = 60.0, waits: Waits | None = None) -> dict[str, Any]:
-        """`harness.init`'s seams to talk to this plane: its transport, the heartbeat interval, a searcher
+        """`stratus.harness.init`'s seams to talk to this plane: its transport, the heartbeat interval, a searcher
         wait that returns at once (`waits`, a new Waits if None)."""
         return {
             "transport": self.transport(),
@@ -676,8 +676,8 @@ class PlaneKit:
         platform_env(self.monkeypatch, hparams, seed=seed, **extra)
 
     def use(self, plane: Any, heartbeat_interval_s: float = 60.0) -> None:
-        """Make every `harness.core.init()` of the code under test talk to `plane`."""
-        import harness.core
+        """Make every `stratus.harness.core.init()` of the code under test talk to `plane`."""
+        from stratus import harness
 
         real_init = harness.core.init
 
@@ -695,9 +695,9 @@ def plane_kit(monkeypatch: pytest.MonkeyPatch) -> PlaneKit:
 
 @pytest.fixture
 def preempted_nni(plane_kit: PlaneKit, request: pytest.FixtureRequest) -> tuple[Any, Any]:
-    """An NNI trial (`harness.compat._nni.NniTrial`, parameters fetched) of a platform that asks it to stop,
+    """An NNI trial (`stratus.harness.compat._nni.NniTrial`, parameters fetched) of a platform that asks it to stop,
     once its heartbeat has seen that: the plane and the trial's NNI state."""
-    from harness.compat._nni import NniTrial
+    from stratus.harness.compat._nni import NniTrial
 
     plane_kit.platform_env({"lr": 0.01})
     plane = plane_kit.SearcherPlane([None], config={"searcher": {"metric": "default"}})

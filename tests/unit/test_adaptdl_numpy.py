@@ -1,4 +1,4 @@
-"""numpy's removed aliases for AdaptDL's modules only (`launchers._adaptdl_numpy`, issue 28): a module of a
+"""numpy's removed aliases for AdaptDL's modules only (`stratus.launchers._adaptdl_numpy`, issue 28): a module of a
 covered package that uses ``np.int`` gets it through the hook, while ``numpy`` itself, the user's, stays
 without it; modules that need nothing, and a numpy that still has the aliases, are left as they are.
 The packages here are small fakes written under tmp_path (a covered prefix of their own, so the real
@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy
 import pytest
 
-from launchers import _adaptdl_numpy as layer
-from launchers._adaptdl_sync import Folders
-from launchers.adaptdl import ReplicaLaunch, build_replica_env
+from stratus.launchers import _adaptdl_numpy as layer
+from stratus.launchers._adaptdl_sync import Folders
+from stratus.launchers.adaptdl import ReplicaLaunch, build_replica_env
 
 USES_INT = """
 import numpy as np

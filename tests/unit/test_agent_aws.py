@@ -1,4 +1,4 @@
-"""The agent's AWS mode without IO: the IMDSv2 client (`harness.agent._aws`) against the fake metadata
+"""The agent's AWS mode without IO: the IMDSv2 client (`stratus.harness.agent._aws`) against the fake metadata
 service (`infra.fake_imds`) answering through an in-memory transport, the spot watcher's notices, and
 ``--aws`` on the command line. The agent draining with real runs, and a real agent process against the
 fake service over loopback, are in tests/integration/test_agent_spot.py."""
@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from contract.errors import NoAnswerError
-from contract.http import InMemoryTransport, Request, Response
-from harness.agent._aws import (
+from infra.fake_imds import FakeImds
+from stratus.contract.errors import NoAnswerError
+from stratus.contract.http import InMemoryTransport, Request, Response
+from stratus.harness.agent._aws import (
     TOKEN_HEADER,
     TTL_HEADER,
     ImdsClient,
@@ -23,8 +24,7 @@ from harness.agent._aws import (
     InstanceAction,
     SpotWatcher,
 )
-from harness.agent._settings import parse_cli
-from infra.fake_imds import FakeImds
+from stratus.harness.agent._settings import parse_cli
 
 WAIT_S = 10.0  # a guard against hangs, not a timing assertion
 NOW = datetime(2026, 11, 26, 4, 58, tzinfo=UTC)

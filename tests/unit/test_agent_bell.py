@@ -1,12 +1,12 @@
-"""The agent's doorbell listener (`harness.agent._bell`) against a mock SQS: a ring wakes the heartbeat
+"""The agent's doorbell listener (`stratus.harness.agent._bell`) against a mock SQS: a ring wakes the heartbeat
 loop, an empty poll does not, a refused or expiring URL is dropped until the next heartbeat brings one."""
 
 from __future__ import annotations
 
 import threading
 
-from contract.http import InMemoryTransport, Request, Response
-from harness.agent._bell import EXPIRY_MARGIN_S, BellListener
+from stratus.contract.http import InMemoryTransport, Request, Response
+from stratus.harness.agent._bell import EXPIRY_MARGIN_S, BellListener
 
 WAIT_S = 10.0
 RING = "<ReceiveMessageResponse><ReceiveMessageResult><Message><ReceiptHandle>r</ReceiptHandle></Message></ReceiveMessageResult></ReceiveMessageResponse>"

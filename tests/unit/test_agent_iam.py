@@ -1,6 +1,6 @@
 """An EC2 agent's credential from its instance's IAM identity, on the compute side, without IO: the
 instance role's keys read from the fake metadata service (`infra.fake_imds`), the signed call
-(`harness.agent._iam.IamCredential`), and `AgentApi` fetching the credential before its first call and
+(`stratus.harness.agent._iam.IamCredential`), and `AgentApi` fetching the credential before its first call and
 again after a 401. The signer: tests/unit/test_agent_sigv4.py. An agent heartbeating with it over
 loopback: tests/integration/test_agent_iam.py."""
 
@@ -15,14 +15,20 @@ import pytest
 
 import app  # noqa: F401  (registers the routes of the API's document)
 from chalicelib.api.openapi import document
-from contract.http import InMemoryTransport, Request, Response
-from harness.agent._api import RENEW_BACKOFF_S, AgentApi
-from harness.agent._aws import ImdsClient, ImdsError
-from harness.agent._iam import IamCredential, agent_api, credential_path, region_from_url, role_credentials
-from harness.agent._settings import Settings
-from harness.agent._sigv4 import Credentials, sign
-from harness.errors import ApiCallError
 from infra.fake_imds import FAKE_ROLE, FakeImds
+from stratus.contract.http import InMemoryTransport, Request, Response
+from stratus.harness.agent._api import RENEW_BACKOFF_S, AgentApi
+from stratus.harness.agent._aws import ImdsClient, ImdsError
+from stratus.harness.agent._iam import (
+    IamCredential,
+    agent_api,
+    credential_path,
+    region_from_url,
+    role_credentials,
+)
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent._sigv4 import Credentials, sign
+from stratus.harness.errors import ApiCallError
 
 API = "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/api"
 INSTANCE = "i-0abc1234def567890"

@@ -1,4 +1,4 @@
-"""A Batch or SageMaker job's agent reads its credential object once (`harness.agent._job_credential`),
+"""A Batch or SageMaker job's agent reads its credential object once (`stratus.harness.agent._job_credential`),
 without IO: the S3 requests signed as botocore signs them, the job role's keys from the container
 credentials endpoint or the metadata service (fakes), the GET then DELETE against a fake S3, and
 `--credential-from` in the agent's settings (a given credential wins). Against moto's S3:
@@ -15,18 +15,18 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotocoreCredentials
 
-from contract.errors import NoAnswerError
-from contract.http import InMemoryTransport, Request, Response
-from harness.agent._job_credential import (
+from infra.fake_imds import FakeImds
+from stratus.contract.errors import NoAnswerError
+from stratus.contract.http import InMemoryTransport, Request, Response
+from stratus.harness.agent._job_credential import (
     JobCredentialError,
     fetch_job_credential,
     object_url,
     parse_location,
     role_keys,
 )
-from harness.agent._settings import TOKEN_ENV, parse_cli
-from harness.agent._sigv4 import Credentials, sign
-from infra.fake_imds import FakeImds
+from stratus.harness.agent._settings import TOKEN_ENV, parse_cli
+from stratus.harness.agent._sigv4 import Credentials, sign
 
 KEYS = Credentials(
     "ASIAEXAMPLEKEY123456", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "IQoJb3JpZ2luX2VjEXAMPLE=="

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from contract.launch import LaunchSpec
-from harness.agent._logs import LineSplitter, LogShipper
-from harness.agent._settings import Settings, parse_cli
-from harness.agent._spawn import build_environment, exit_status
+from stratus.contract.launch import LaunchSpec
+from stratus.harness.agent._logs import LineSplitter, LogShipper
+from stratus.harness.agent._settings import Settings, parse_cli
+from stratus.harness.agent._spawn import build_environment, exit_status
 
 TOKEN = "agent-token-s3cr3t-6f1d"
 
@@ -126,8 +126,8 @@ def test_cli_settings(tmp_path: Path) -> None:
 
 
 def test_only_a_launchers_framed_prefix_becomes_the_lines_rank() -> None:
-    from harness.agent._logs import rank_line
-    from launchers._lines import rank_prefix
+    from stratus.harness.agent._logs import rank_line
+    from stratus.launchers._lines import rank_prefix
 
     framed = rank_prefix(1, "s3cr3t").decode() + "loss 0.3"
     assert rank_line(5, framed, "s3cr3t") == {"timestamp": 5, "message": "[rank=1] loss 0.3", "rank": 1}
@@ -143,7 +143,7 @@ def test_only_a_launchers_framed_prefix_becomes_the_lines_rank() -> None:
 
 
 def test_the_launchers_report_names_the_first_failing_rank(tmp_path: Path) -> None:
-    from harness.agent._spawn import first_failed_rank
+    from stratus.harness.agent._spawn import first_failed_rank
 
     report = tmp_path / "launcher.json"
     assert first_failed_rank(report) is None

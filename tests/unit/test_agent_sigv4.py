@@ -1,6 +1,6 @@
-"""The agent's standard-library SigV4 signer (`harness.agent._sigv4`), held to AWS's test suite and to
+"""The agent's standard-library SigV4 signer (`stratus.harness.agent._sigv4`), held to AWS's test suite and to
 botocore's own signer (the one the det CLI uses, `det/_sigv4.py`) for fixed credentials, and the shape of
-header the fake control plane's credential route wants (`harness.agent.testing.FakeApi`)."""
+header the fake control plane's credential route wants (`stratus.harness.agent.testing.FakeApi`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotocoreCredentials
 
-from harness.agent._sigv4 import Credentials, sign
-from harness.agent.testing import SIGV4_EXECUTE_API
+from stratus.harness.agent._sigv4 import Credentials, sign
+from stratus.harness.agent.testing import SIGV4_EXECUTE_API
 
 API = "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/api"
 INSTANCE = "i-0abc1234def567890"

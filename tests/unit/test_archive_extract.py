@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from harness import _archive
-from harness._archive import extract
-from harness.errors import UnsafeArchiveError
+from stratus.harness import _archive
+from stratus.harness._archive import extract
+from stratus.harness.errors import UnsafeArchiveError
 
 Member = tuple[str, str, bytes | str]  # (kind, name, contents or link target)
 

@@ -163,6 +163,7 @@ def test_up_starts_detached_and_waits_for_health(tmp_path: Path) -> None:
     assert code == 0
     assert started == [_deploy.stack_command(0, 2, directory)]
     assert started[0][1:] == [
+        "-P",  # safe path: never the user's folder's app.py or infra/
         "-m",
         "infra.local_stack",
         "--port",
@@ -189,7 +190,8 @@ def test_up_without_slots_leaves_them_to_the_stack() -> None:
     command = _deploy.stack_command(0, None, Path("/state"))
     assert "--slots" not in command
     assert command[command.index("--port") + 1 :][:3] == ["0", "--agents", "1"]
-    assert _deploy.stack_command(0, 3, Path("/state"))[4:8] == ["0", "--slots", "3", "--agents"]
+    three = _deploy.stack_command(0, 3, Path("/state"))
+    assert three[three.index("--port") + 1 :][:4] == ["0", "--slots", "3", "--agents"]
 
 
 def test_up_when_already_running_says_so(tmp_path: Path) -> None:

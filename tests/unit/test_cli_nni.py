@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from chalicelib.domain.states import TrialState
-from contract.nni import is_nni_config
 from det._config import inline_nni_search_space, load_config, nni_code_directory
 from det._trial import NNI_STATUSES, nni_status
 from det.errors import ConfigFileError
+from stratus.contract.nni import is_nni_config
 
 SEARCH_SPACE = {
     "lr": {"_type": "loguniform", "_value": [0.0001, 0.1]},

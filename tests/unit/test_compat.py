@@ -1,7 +1,7 @@
 """The Determined and NNI compatibility packages, and the agent's rule for putting them on PYTHONPATH.
 
 Determined Core API scripts, PyTorchTrial classes and NNI scripts (the examples included) run against
-the in-memory control plane of tests/unit/conftest.py (contract.http.InMemoryTransport): no network, no
+the in-memory control plane of tests/unit/conftest.py (stratus.contract.http.InMemoryTransport): no network, no
 sleeps. The agent's probe of a real interpreter and gloo groups are in
 tests/integration/test_harness_processes.py."""
 
@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from contract.launch import LaunchSpec
-from harness.agent._settings import Settings
-from harness.agent._spawn import build_environment
-from harness.compat import compat_path
-from harness.compat._nni import NniTrial, flatten_hparams, merge_parameter
+from stratus.contract.launch import LaunchSpec
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent._spawn import build_environment
+from stratus.harness.compat import compat_path
+from stratus.harness.compat._nni import NniTrial, flatten_hparams, merge_parameter
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -106,7 +106,7 @@ def test_determined_is_a_thin_alias_layer(compat: None) -> None:
     import determined.core
     import determined.pytorch
 
-    import harness.pytorch
+    from stratus import harness
 
     assert det.InvalidHP is harness.InvalidHP and det.get_cluster_info is harness.get_cluster_info
     assert det.LOG_FORMAT == "%(levelname)s: [%(process)s] %(name)s: %(message)s"
@@ -233,7 +233,7 @@ def test_pytorch_trial_example_runs_through_determined_pytorch(
     }
     plane = plane_kit.SearcherPlane([89], config=config)  # 2 epochs: 2 * 1438 // 32
     plane_kit.use(plane)
-    from harness.exec import run_trial
+    from stratus.harness.exec import run_trial
 
     trial_class = run_trial.load_trial_class("model_def:DigitsTrial", str(EXAMPLES / "determined_trial"))
     try:

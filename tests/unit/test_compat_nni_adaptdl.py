@@ -1,4 +1,4 @@
-"""NNI trial code under `launchers.adaptdl` (`harness.compat._nni_adaptdl`): a preempt is left to AdaptDL
+"""NNI trial code under `stratus.launchers.adaptdl` (`stratus.harness.compat._nni_adaptdl`): a preempt is left to AdaptDL
 (no exit 0, which would end the run without AdaptDL's checkpoint), and the result count goes on from
 AdaptDL's checkpoint after a restart instead of landing on steps already stored."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.compat import _nni_adaptdl
+from stratus.harness.compat import _nni_adaptdl
 
 adaptdl_checkpoint = pytest.importorskip("adaptdl.checkpoint")
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-import harness.core
-from harness.compat._nni import NniTrial
+from stratus import harness
+from stratus.harness.compat._nni import NniTrial
 
 PBT_CONFIG: dict[str, Any] = {
     "searcher": {

@@ -699,3 +699,28 @@ def test_pydantic_text_never_reaches_the_user() -> None:
     for problem in problems_of(raw):
         for pydantic_phrase in ("Input should", "pydantic", "validation error", "type=", "[key]"):
             assert pydantic_phrase not in problem
+
+
+def test_an_entrypoint_naming_the_launchers_by_their_old_module_runs_the_installed_ones():
+    """Issue 28: the launchers are installed as stratus.launchers; `-m launchers.X` would run a context's
+    own `launchers/` (or nothing). The config is rewritten, with a warning that says so."""
+    base = {"searcher": {"name": "single", "metric": "loss", "max_length": 1}}
+    parsed = parse_experiment_config(
+        {**base, "entrypoint": "python3 -m launchers.torch_distributed -- train.py"}
+    )
+    assert parsed.config.entrypoint == "python3 -m stratus.launchers.torch_distributed -- train.py"
+    assert any("installed as stratus.launchers" in w for w in parsed.warnings)
+    argv = ["python3", "-m", "launchers.adaptdl", "--", "python3", "launchers.py"]
+    parsed = parse_experiment_config({**base, "entrypoint": argv})
+    assert parsed.config.entrypoint == [
+        "python3",
+        "-m",
+        "stratus.launchers.adaptdl",
+        "--",
+        "python3",
+        "launchers.py",
+    ]
+    unchanged = parse_experiment_config(
+        {**base, "entrypoint": "python3 -m determined.launch.torch_distributed"}
+    )
+    assert not any("installed as" in w for w in unchanged.warnings)

@@ -20,8 +20,8 @@ from chalicelib.config import ConfigInvalidError, parse_experiment_config
 from chalicelib.domain import searchers
 from chalicelib.errors import StratusError
 from chalicelib.services import experiments, searching
-from contract.nni import canonical_nni_keys
 from det._config import load_config
+from stratus.contract.nni import canonical_nni_keys
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "config_corpus"
 PROJECTS = ("determined", "nni")

@@ -10,7 +10,7 @@
 - `Only()`: a Literal of one value (e.g. `checkpoint_storage.type: s3`), so no choice can be ignored.
 
 The walk fails on a field without a row (a new field nobody reads), and on a row without a field. NNI's
-configs are walked the same way by their field names (`contract.nni`): every NNI field, given, changes the
+configs are walked the same way by their field names (`stratus.contract.nni`): every NNI field, given, changes the
 translated config, is warned about, is refused by name, or is read by the CLI. The checks read source files
 (ast) and parse configs; they import none of the trial-side packages.
 """
@@ -32,8 +32,8 @@ from pydantic import BaseModel, RootModel
 
 from chalicelib.config import ConfigInvalidError, ExperimentConfig, parse_experiment_config, translate_nni
 from chalicelib.config.sections import ResourcesConfig
-from contract.nni import TRAINING_SERVICE_SECTIONS, V1_KEYS, V2_ALGORITHM_FIELDS, V2_FIELDS
 from det._config import inline_nni_search_space, nni_code_directory
+from stratus.contract.nni import TRAINING_SERVICE_SECTIONS, V1_KEYS, V2_ALGORITHM_FIELDS, V2_FIELDS
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Only:
 
 
 SEARCHING = "chalicelib.services.searching"
-TRAINER = "harness.pytorch._trainer:_TrainLoop"
+TRAINER = "stratus.harness.pytorch._trainer:_TrainLoop"
 ASHA = ("chalicelib.domain.searchers.asha_plan:plan",)
 POOL = "chalicelib.domain.searchers.random:PoolSearcher"
 PBT = "chalicelib.domain.searchers.pbt:PBTSearcher.__post_init__"
@@ -65,10 +65,15 @@ HPARAMS = ("chalicelib.domain.hparams:sample_leaf", "chalicelib.domain.hparams:g
 SEARCHER_NAME = Read("chalicelib.domain.searchers:new_searcher")
 HP_TYPE = Read("chalicelib.domain.hparams:sample_leaf")
 LENGTH = {
-    "batches": Read("chalicelib.config._base:Length.to_batches", "harness.pytorch._units:Scale.to_batches"),
-    "records": Read("chalicelib.config._base:Length.to_batches", "harness.pytorch._units:Scale.to_batches"),
+    "batches": Read(
+        "chalicelib.config._base:Length.to_batches", "stratus.harness.pytorch._units:Scale.to_batches"
+    ),
+    "records": Read(
+        "chalicelib.config._base:Length.to_batches", "stratus.harness.pytorch._units:Scale.to_batches"
+    ),
     "epochs": Read(
-        "harness.pytorch._units:Scale.to_batches", "harness.core._searcher_local:local_max_length"
+        "stratus.harness.pytorch._units:Scale.to_batches",
+        "stratus.harness.core._searcher_local:local_max_length",
     ),
 }
 ELASTIC = "chalicelib.services.elastic_scheduling"
@@ -100,7 +105,8 @@ FIELDS: dict[str, Read | Warned | Only] = {
     "ExperimentConfig.reproducibility": Read(f"{SEARCHING}:search_spec"),
     "ExperimentConfig.preemption_timeout": Warned(60),
     "ExperimentConfig.data": Read(
-        "harness.pytorch._context:PyTorchTrialContext.get_data_config", "harness._info:ClusterInfo.user_data"
+        "stratus.harness.pytorch._context:PyTorchTrialContext.get_data_config",
+        "stratus.harness._info:ClusterInfo.user_data",
     ),
     "ExperimentConfig.debug": Warned(True),
     "ExperimentConfig.log_policies": Warned([{"pattern": "CUDA out of memory", "action": "cancel_retries"}]),
@@ -134,12 +140,8 @@ FIELDS: dict[str, Read | Warned | Only] = {
     # ---- searchers: what every one takes, then each one's own ----
     "_Searcher.metric": Read("chalicelib.domain.searchers.base:SearchSpec.metric"),
     "_Searcher.smaller_is_better": Read("chalicelib.domain.searchers.base:SearchSpec.smaller_is_better"),
-    "_Searcher.source_trial_id": Read(
-        "chalicelib.services.warm_start:source_checkpoint", "chalicelib.services.warm_start:check_source"
-    ),
-    "_Searcher.source_checkpoint_uuid": Read(
-        "chalicelib.services.warm_start:source_checkpoint", "chalicelib.services.warm_start:check_source"
-    ),
+    "_Searcher.source_trial_id": Read("chalicelib.services.warm_start:check_source"),
+    "_Searcher.source_checkpoint_uuid": Read("chalicelib.services.warm_start:check_source"),
     "_Searcher.max_length": Read("chalicelib.config.schema:ExperimentConfig.searcher_length"),
     **{
         f"{name}.name": SEARCHER_NAME

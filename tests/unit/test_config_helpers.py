@@ -218,7 +218,7 @@ def test_dump_is_the_json_space_searchers_sample_from() -> None:
     [
         ("python3 train.py --lr 0.1", ["python3", "train.py", "--lr", "0.1"]),
         ('python3 train.py --name "my run"', ["python3", "train.py", "--name", "my run"]),
-        ("python3 -m launchers.torch_distributed --trial model_def:Trial", None),
+        ("python3 -m stratus.launchers.torch_distributed --trial model_def:Trial", None),
         ("model_def:MNistTrial", ["model_def:MNistTrial"]),
         ("python3 train.py --opt=adam", ["python3", "train.py", "--opt=adam"]),
         ("cd src && python3 train.py", ["sh", "-c", "cd src && python3 train.py"]),

@@ -22,7 +22,7 @@ from chalicelib.config import (
 )
 from chalicelib.config.nni import GRID_COUNT, GRID_INT_LIMIT, MAX_GRID_POINTS
 from chalicelib.services import experiments
-from contract.nni import is_nni_config, nni_config_version
+from stratus.contract.nni import is_nni_config, nni_config_version
 
 V2_FILE = """\
 experimentName: MNIST

@@ -19,7 +19,7 @@ from chalicelib.config.sections import DEFAULT_MAX_REPLICAS, MAX_REPLICAS_CAP, E
 from chalicelib.domain import keys
 from chalicelib.memory import memory_ports
 from chalicelib.services import experiments
-from contract.nni import is_nni_config
+from stratus.contract.nni import is_nni_config
 
 SPACE = {
     "lr": {"_type": "loguniform", "_value": [0.0001, 0.1]},
@@ -120,7 +120,10 @@ def parse_problems(raw: dict[str, Any]) -> dict[str, str]:
 def test_nnis_cifar10_adl_example_becomes_an_elastic_trial_under_the_adaptdl_launcher() -> None:
     translation = translate_nni(load(CIFAR10_ADL))
 
-    assert translation.config["entrypoint"] == "python3 -m launchers.adaptdl -- python3 /cifar10/main_adl.py"
+    assert (
+        translation.config["entrypoint"]
+        == "python3 -m stratus.launchers.adaptdl -- python3 /cifar10/main_adl.py"
+    )
     assert translation.config["elastic"] == {
         "framework": "adaptdl",
         "min_replicas": 1,
@@ -168,7 +171,7 @@ def test_a_non_adaptive_adl_trial_runs_one_replica_of_its_gpus_still_under_the_l
     translation = translate_nni(raw)
     config = parse_experiment_config(translation.config).config
 
-    assert config.entrypoint == "python3 -m launchers.adaptdl -- python3 mnist.py"
+    assert config.entrypoint == "python3 -m stratus.launchers.adaptdl -- python3 mnist.py"
     assert config.elastic is not None
     assert (config.elastic.min_replicas, config.elastic.max_replicas, config.elastic.slots_per_replica) == (
         1,
@@ -215,7 +218,7 @@ def test_a_shell_command_runs_whole_under_the_launcher() -> None:
     assert entrypoint == [
         "python3",
         "-m",
-        "launchers.adaptdl",
+        "stratus.launchers.adaptdl",
         "--",
         "sh",
         "-c",
@@ -277,7 +280,7 @@ def test_v2_adl_maps_trial_gpus_and_docker_image() -> None:
     translation = translate_nni(raw)
     config = parse_experiment_config(translation.config).config
 
-    assert config.entrypoint == "python3 -m launchers.adaptdl -- python3 main_adl.py"
+    assert config.entrypoint == "python3 -m stratus.launchers.adaptdl -- python3 main_adl.py"
     assert config.elastic == ElasticConfig(max_replicas=1, slots_per_replica=2)
     assert config.resources.slots_per_trial == 2
     assert config.environment.image == "msranni/nni:latest"
@@ -301,7 +304,7 @@ def test_v2_reads_v1s_trial_fields_under_training_service_as_an_extension_and_sa
         "slots_per_replica": 2,
         "checkpoint_size_limit": "500Mi",
     }
-    assert translation.config["entrypoint"] == "python3 -m launchers.adaptdl -- python3 main_adl.py"
+    assert translation.config["entrypoint"] == "python3 -m stratus.launchers.adaptdl -- python3 main_adl.py"
     assert translation.warnings[:3] == [
         "trainingService: adaptive, checkpoint, imagePullSecrets read as a Stratus extension: NNI v2's adl "
         "training service has only platform and dockerImage (these are NNI v1's trial fields)",
@@ -329,7 +332,7 @@ def test_v2_nfs_is_refused_at_training_service_nfs() -> None:
 
 DETERMINED = {
     "name": "elastic",
-    "entrypoint": "python3 -m launchers.adaptdl -- python3 train.py",
+    "entrypoint": "python3 -m stratus.launchers.adaptdl -- python3 train.py",
     "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 100}},
 }
 
@@ -438,7 +441,10 @@ def test_an_adl_config_is_validated_and_created_as_an_elastic_experiment() -> No
     experiment = created.experiment
     assert experiment is not None and experiment.state == "ACTIVE"
     assert experiment.config["elastic"]["slots_per_replica"] == 2
-    assert experiment.config["entrypoint"] == "python3 -m launchers.adaptdl -- python3 /cifar10/main_adl.py"
+    assert (
+        experiment.config["entrypoint"]
+        == "python3 -m stratus.launchers.adaptdl -- python3 /cifar10/main_adl.py"
+    )
     (trial,) = ports.trials.for_experiment(experiment.id)
     execution = ports.workflows.executions[keys.execution_name(trial.id, 0)]
     assert execution["slots"] == 2 and execution["max_restarts"] == 0

@@ -1,6 +1,6 @@
 """NNI's Kubeflow / FrameworkController configs, whose command lives in a role
 (`chalicelib/config/_nni_roles.py`): one process runs as a trial, PyTorch's master + workers as a
-distributed trial under launchers.torch_distributed, and the rest is refused with the reason."""
+distributed trial under stratus.launchers.torch_distributed, and the rest is refused with the reason."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_pytorch_master_and_workers_become_a_torch_distributed_trial() -> None:
 
     config = parse_experiment_config(translate_nni(raw).config).config
 
-    assert config.entrypoint == "python3 -m launchers.torch_distributed python3 fit.py"
+    assert config.entrypoint == "python3 -m stratus.launchers.torch_distributed python3 fit.py"
     assert config.resources.slots_per_trial == 4
 
 

@@ -1,4 +1,4 @@
-"""The container boot's command (`contract.container_boot`) as the control plane, the template and the
+"""The container boot's command (`stratus.contract.container_boot`) as the control plane, the template and the
 local runners read it, and the SageMaker `compute` channel that carries the package (its shell run:
 tests/aws/test_container_boot.py)."""
 
@@ -10,7 +10,7 @@ from botocore.validate import validate_parameters
 
 from chalicelib.aws.sagemaker import compute_channel, training_request
 from chalicelib.compute.cloud import TrainingJobRequest
-from contract.container_boot import (
+from stratus.contract.container_boot import (
     COMPUTE_CHANNEL,
     SAGEMAKER_MAX_STRING,
     agent_argv,
@@ -21,14 +21,26 @@ from contract.container_boot import (
 
 def test_the_agent_arguments_round_trip_through_the_boot_command() -> None:
     command = boot_command(["--only-runs", "3.1", "--api", "https://x/api"])
-    assert command[:2] == ["/bin/sh", "-c"] and 'exec python -m harness.agent "$@"' in command[2]
-    assert agent_argv(command) == ["-m", "harness.agent", "--only-runs", "3.1", "--api", "https://x/api"]
-    assert agent_argv([*boot_entrypoint(), "--pool", "gpu"]) == ["-m", "harness.agent", "--pool", "gpu"]
+    assert command[:2] == ["/bin/sh", "-c"] and 'exec python -m stratus.harness.agent "$@"' in command[2]
+    assert agent_argv(command) == [
+        "-m",
+        "stratus.harness.agent",
+        "--only-runs",
+        "3.1",
+        "--api",
+        "https://x/api",
+    ]
+    assert agent_argv([*boot_entrypoint(), "--pool", "gpu"]) == [
+        "-m",
+        "stratus.harness.agent",
+        "--pool",
+        "gpu",
+    ]
 
 
 def test_a_command_that_is_not_a_boot_is_refused_naming_its_start() -> None:
     with pytest.raises(ValueError, match=r"not a Stratus container command \(it starts \['python', '-m'\]\)"):
-        agent_argv(["python", "-m", "harness.agent", "--pool", "gpu"])
+        agent_argv(["python", "-m", "stratus.harness.agent", "--pool", "gpu"])
 
 
 def test_the_compute_channel_is_the_packages_folder_and_nothing_without_a_package() -> None:

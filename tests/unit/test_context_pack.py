@@ -17,7 +17,7 @@ from det import _archive, _collect, _context
 from det._archive import ARCHIVE_MTIME
 from det._context import MAX_CONTEXT_BYTES, ContextFile, collect, pack
 from det.errors import ContextError
-from harness._archive import extract
+from stratus.harness._archive import extract
 
 
 def names(root: Path, includes: tuple[Path, ...] = ()) -> list[str]:

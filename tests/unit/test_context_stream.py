@@ -19,7 +19,7 @@ from det import _archive, _context
 from det._context import ManifestCache, pack
 from det._runtime import Runtime
 from det._upload import pack_and_upload
-from harness._archive import extract
+from stratus.harness._archive import extract
 
 HOUR_AGO = time.time() - 3600
 

@@ -10,20 +10,20 @@ from pathlib import Path
 
 import pytest
 
-import contract
-from contract import env as trial_env
-from contract import local_events, messages, metric_groups
-from contract.actions import SearcherAction
-from contract.entrypoint import is_legacy_trial_class, legacy_trial_argv
-from contract.env import TrialEnv
-from contract.errors import (
+from stratus import contract
+from stratus.contract import env as trial_env
+from stratus.contract import local_events, messages, metric_groups
+from stratus.contract.actions import SearcherAction
+from stratus.contract.entrypoint import is_legacy_trial_class, legacy_trial_argv
+from stratus.contract.env import TrialEnv
+from stratus.contract.errors import (
     InvalidEnvironmentError,
     InvalidLaunchSpecError,
     InvalidMessageError,
     InvalidMetricGroupError,
 )
-from contract.launch import LaunchSpec
-from contract.nni import is_nni_config, nni_config_version
+from stratus.contract.launch import LaunchSpec
+from stratus.contract.nni import is_nni_config, nni_config_version
 
 CONTRACT_DIR = Path(contract.__file__).resolve().parent
 
@@ -288,12 +288,16 @@ def test_nni_configs_are_told_from_determined_ones(
 @pytest.mark.parametrize(
     ("entrypoint", "slots", "argv"),
     [
-        ("model_def:MyTrial", 1, ["python3", "-m", "harness.exec.run_trial", "model_def:MyTrial"]),
-        (" pkg.model_def:MyTrial\n", 1, ["python3", "-m", "harness.exec.run_trial", "pkg.model_def:MyTrial"]),
+        ("model_def:MyTrial", 1, ["python3", "-m", "stratus.harness.exec.run_trial", "model_def:MyTrial"]),
+        (
+            " pkg.model_def:MyTrial\n",
+            1,
+            ["python3", "-m", "stratus.harness.exec.run_trial", "pkg.model_def:MyTrial"],
+        ),
         (
             "model_def:MyTrial",
             4,
-            ["python3", "-m", "launchers.torch_distributed", "--trial", "model_def:MyTrial"],
+            ["python3", "-m", "stratus.launchers.torch_distributed", "--trial", "model_def:MyTrial"],
         ),
         ("python3 train.py", 1, None),
         ("python3 -m a:b", 1, None),
@@ -310,14 +314,23 @@ def test_the_legacy_entrypoint_rule(entrypoint: object, slots: int, argv: list[s
 
 
 def _imports(path: Path) -> set[str]:
+    """The top-level packages a module imports; the contract package itself counts as `contract`."""
     tree = ast.parse(path.read_text())
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            found.update(_top(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
+            found.add(_top(node.module))
     return found
+
+
+def _top(module: str) -> str:
+    return (
+        "contract"
+        if module == "stratus.contract" or module.startswith("stratus.contract.")
+        else module.split(".")[0]
+    )
 
 
 @pytest.mark.parametrize("path", sorted(CONTRACT_DIR.glob("*.py")), ids=lambda p: p.name)

@@ -1,4 +1,4 @@
-"""The compute side's one HTTP session (contract.http): the retry policy, the error parser, presigned
+"""The compute side's one HTTP session (stratus.contract.http): the retry policy, the error parser, presigned
 transfers; in memory (InMemoryTransport, a fake clock). The real transport against a loopback server is
 tested in tests/integration/test_contract_http_network.py."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from contract.errors import NO_ANSWER, HttpCallError, NoAnswerError
-from contract.http import InMemoryTransport, Request, Response, RetryPolicy, Session
+from stratus.contract.errors import NO_ANSWER, HttpCallError, NoAnswerError
+from stratus.contract.http import InMemoryTransport, Request, Response, RetryPolicy, Session
 
 API = "https://api.test/v1"
 SIGNED = "https://s3.test/bucket/key.bin?X-Amz-Signature=s3cr3t"
@@ -249,7 +249,10 @@ def test_download_streams_into_the_file_and_can_be_stopped(tmp_path: Path) -> No
 
 def test_signatures_never_reach_messages_or_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     s, _, _ = session(lambda r: Response(503, text="<Error><Code>SlowDown</Code></Error>"))
-    with caplog.at_level(logging.WARNING, logger="contract.http"), pytest.raises(HttpCallError) as raised:
+    with (
+        caplog.at_level(logging.WARNING, logger="stratus.contract.http"),
+        pytest.raises(HttpCallError) as raised,
+    ):
         s.download(SIGNED, tmp_path / "x")
     assert "s3cr3t" not in str(raised.value) and "s3cr3t" not in caplog.text
     assert "GET https://s3.test/bucket/key.bin answered 503" in caplog.text

@@ -1,4 +1,4 @@
-"""What a run cost (`chalicelib.domain.usage`, `contract.prices`, `chalicelib.services.costs`): its share
+"""What a run cost (`chalicelib.domain.usage`, `stratus.contract.prices`, `chalicelib.services.costs`): its share
 of an instance, spot against on-demand, its waste split, a repeated exit not counted twice, and prices
 of types no table knows."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.domain.usage import Instance, RunUsage, run_usage, summarize
-from contract.prices import InstancePrice, PriceTable, price_of, table_from_json
+from stratus.contract.prices import InstancePrice, PriceTable, price_of, table_from_json
 
 T0 = "2026-01-01T00:00:00.000Z"
 

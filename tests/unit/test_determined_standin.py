@@ -15,16 +15,15 @@ from typing import Any
 
 import pytest
 
-import harness
-import harness.core
-from contract.launch import LaunchSpec
-from harness._info import DEFAULT_COLLECTIVE_PORT, load_cluster_info
-from harness.agent._settings import Settings
-from harness.agent._spawn import build_environment
-from harness.core._alert import alert
-from harness.core._collective import CollectiveError
-from harness.core._tensorboard import tensorboard_path
-from harness.errors import HarnessError
+from stratus import harness
+from stratus.contract.launch import LaunchSpec
+from stratus.harness._info import DEFAULT_COLLECTIVE_PORT, load_cluster_info
+from stratus.harness.agent._settings import Settings
+from stratus.harness.agent._spawn import build_environment
+from stratus.harness.core._alert import alert
+from stratus.harness.core._collective import CollectiveError
+from stratus.harness.core._tensorboard import tensorboard_path
+from stratus.harness.errors import HarnessError
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +32,7 @@ def clean_env(no_trial_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 
 
 def use_plane(monkeypatch: pytest.MonkeyPatch, plane: Any) -> None:
-    """Make every `harness.core.init()` of the code under test talk to `plane`."""
+    """Make every `stratus.harness.core.init()` of the code under test talk to `plane`."""
     real_init = harness.core.init
 
     def init(**kwargs: Any) -> harness.Context:
@@ -224,10 +223,7 @@ def test_unimplemented_api_is_refused_by_name(compat: None) -> None:
     from determined import launch, pytorch
     from determined.launch import deepspeed, horovod, torch_distributed, wrap_rank
 
-    import launchers.deepspeed
-    import launchers.horovod
-    import launchers.torch_distributed
-    import launchers.wrap_rank
+    from stratus import launchers
 
     assert torch_distributed.main is launchers.torch_distributed.main
     assert (deepspeed.main, horovod.main) == (launchers.deepspeed.main, launchers.horovod.main)
@@ -268,7 +264,7 @@ def test_core_v2_off_the_platform_runs_with_the_local_twins(
 ) -> None:
     from determined.experimental import core_v2
 
-    with caplog.at_level(logging.WARNING, logger="harness.compat"):
+    with caplog.at_level(logging.WARNING, logger="stratus.harness.compat"):
         core_v2.init(
             defaults=core_v2.DefaultConfig(name="detached", hparams={"lr": 0.1}, checkpoint_storage="ckpts")
         )

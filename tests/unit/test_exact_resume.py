@@ -28,7 +28,7 @@ import pytest
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
-from harness.pytorch import PyTorchCallback, Trainer, init  # noqa: E402
+from stratus.harness.pytorch import PyTorchCallback, Trainer, init  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "exact_resume"
 LENGTH = 40  # batches: 5 epochs of 8
@@ -263,8 +263,8 @@ def test_a_plain_loader_is_read_again_from_its_epochs_start_only(
     """A torch loader of 4 batches an epoch, resumed at batch `skip`: the batches and the RNG draws that
     follow are the uninterrupted stream's, and only this epoch's trained batches are read again (none at
     an epoch's end when the loader has a length)."""
-    from harness.pytorch._plain_loader import PlainLoaderStream
-    from harness.pytorch._rng import rng_state, set_rng_state
+    from stratus.harness.pytorch._plain_loader import PlainLoaderStream
+    from stratus.harness.pytorch._rng import rng_state, set_rng_state
 
     torch.manual_seed(3)
     data = dataset(16)
@@ -281,10 +281,10 @@ def test_a_plain_loader_is_read_again_from_its_epochs_start_only(
 
 
 def test_our_loaders_batches_carry_seeds_of_their_number_for_the_workers() -> None:
-    """A worker reads batch n of `harness.pytorch.DataLoader` under RNGs seeded from (seed, rank, n) (the
+    """A worker reads batch n of `stratus.harness.pytorch.DataLoader` under RNGs seeded from (seed, rank, n) (the
     worker processes themselves run in tests/integration/test_exact_resume_process.py)."""
-    from harness.pytorch import DataLoader
-    from harness.pytorch._workers import SeededPerBatch
+    from stratus.harness.pytorch import DataLoader
+    from stratus.harness.pytorch._workers import SeededPerBatch
 
     loader = DataLoader(CountedReads(16), batch_size=4, shuffle=True, num_workers=2)
 
@@ -307,7 +307,7 @@ def test_our_loaders_batches_carry_seeds_of_their_number_for_the_workers() -> No
 def test_a_checkpoint_without_the_loaders_position_reads_from_the_first_epoch() -> None:
     """A checkpoint written before positions were noted: the stream reads every batch since the first
     (exact for a loader whose order does not depend on the RNGs)."""
-    from harness.pytorch._plain_loader import PlainLoaderStream
+    from stratus.harness.pytorch._plain_loader import PlainLoaderStream
 
     data = CountedReads(16)
     loader = torch.utils.data.DataLoader(data, batch_size=4)
@@ -333,7 +333,7 @@ def core_train(compat: None) -> ModuleType:
 
 def train_core(plane_kit, core_train: ModuleType, preempt_at: list[int]) -> tuple[Any, list[list[int]]]:
     """Like `train`, for the Core API script (preempted by SIGTERM at each batch of `preempt_at`)."""
-    import harness
+    from stratus import harness
 
     plane = plane_kit.SearcherPlane([LENGTH], config=CORE_CONFIG)
     plane_kit.platform_env({}, seed=11)
@@ -381,7 +381,7 @@ def test_a_core_api_script_that_saves_its_rng_states_resumes_bitwise(
 def test_the_core_api_example_resumes_bitwise(compat: None, plane_kit) -> None:
     """examples/determined_core/train.py preempted by the heartbeat's answer at its first report (batch
     25) and resumed ends as the uninterrupted run: same reports, same weights, optimizer and RNG states."""
-    import harness
+    from stratus import harness
 
     spec = importlib.util.spec_from_file_location(
         "exact_resume_example_core", DATA.parents[2] / "examples" / "determined_core" / "train.py"

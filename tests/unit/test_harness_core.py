@@ -1,4 +1,4 @@
-"""The in-trial Core API against an in-memory control plane and S3 (contract.http.InMemoryTransport): no
+"""The in-trial Core API against an in-memory control plane and S3 (stratus.contract.http.InMemoryTransport): no
 network."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-import harness
-from contract.errors import NoAnswerError
-from contract.http import InMemoryTransport, Request, Response, RetryPolicy
-from harness import core
-from harness._api import ApiClient
-from harness._info import load_cluster_info, load_rank_info
-from harness.core._checkpoint import safe_join
-from harness.core._train import clean_metrics
+from stratus import harness
+from stratus.contract.errors import NoAnswerError
+from stratus.contract.http import InMemoryTransport, Request, Response, RetryPolicy
+from stratus.harness import core
+from stratus.harness._api import ApiClient
+from stratus.harness._info import load_cluster_info, load_rank_info
+from stratus.harness.core._checkpoint import safe_join
+from stratus.harness.core._train import clean_metrics
 
 pytestmark = pytest.mark.usefixtures("no_trial_env")
 

@@ -1,7 +1,7 @@
 """PyTorchTrial and its Trainer: chunking, periods, checkpoints, exact resume, the legacy entrypoint.
 
 Off the platform the local twins record what was reported; on it, the in-memory control plane of
-tests/unit/conftest.py (SearcherPlane) answers (contract.http.InMemoryTransport). Trials are tiny MLPs on
+tests/unit/conftest.py (SearcherPlane) answers (stratus.contract.http.InMemoryTransport). Trials are tiny MLPs on
 synthetic data (CPU)."""
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import TensorDataset  # noqa: E402
 
-import harness  # noqa: E402
-from harness import core  # noqa: E402
-from harness.exec import run_trial  # noqa: E402
-from harness.pytorch import (  # noqa: E402
+from stratus import harness  # noqa: E402
+from stratus.harness import core  # noqa: E402
+from stratus.harness.exec import run_trial  # noqa: E402
+from stratus.harness.pytorch import (  # noqa: E402
     Batch,
     DataLoader,
     Epoch,
@@ -35,7 +35,7 @@ from harness.pytorch import (  # noqa: E402
     Trainer,
     init,
 )
-from harness.pytorch._data import EpochBatchSampler  # noqa: E402
+from stratus.harness.pytorch._data import EpochBatchSampler  # noqa: E402
 
 HPARAMS = {"lr": 0.05, "global_batch_size": 8}
 
@@ -437,7 +437,7 @@ def test_context_accessors() -> None:
 def test_to_device_walks_every_container_and_keeps_tensors_already_there() -> None:
     from collections import namedtuple
 
-    from harness.pytorch._data import to_device
+    from stratus.harness.pytorch._data import to_device
 
     pair = namedtuple("pair", "x y")
     x, y = torch.ones(2), torch.zeros(2)
@@ -452,7 +452,7 @@ def test_to_device_walks_every_container_and_keeps_tensors_already_there() -> No
 def test_context_passes_batches_through_where_the_cpu_is_the_only_device(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from harness.pytorch import _context
+    from stratus.harness.pytorch import _context
 
     batch = (torch.ones(2), torch.zeros(2))
     monkeypatch.setattr(_context, "_cpu_only", lambda: True)
@@ -466,7 +466,7 @@ def test_context_passes_batches_through_where_the_cpu_is_the_only_device(
 
 
 def test_batch_metrics_keep_no_graph_and_are_read_once_per_report() -> None:
-    from harness.pytorch._metrics import metric_values, training_metrics
+    from stratus.harness.pytorch._metrics import metric_values, training_metrics
 
     weight = torch.ones(3, requires_grad=True)
     loss = (weight * 2).sum()
@@ -481,8 +481,8 @@ def test_batch_metrics_keep_no_graph_and_are_read_once_per_report() -> None:
 
 
 def test_batch_metrics_read_in_one_go_match_value_by_value() -> None:
-    from harness.pytorch._metrics import metric_values, training_metrics
-    from harness.pytorch._trial import scalar
+    from stratus.harness.pytorch._metrics import metric_values, training_metrics
+    from stratus.harness.pytorch._trial import scalar
 
     losses = [
         training_metrics({"loss": torch.tensor(i / 3), "acc": torch.tensor(1 - i / 7)}) for i in range(5)
@@ -522,7 +522,7 @@ def sampler(**kwargs: Any) -> EpochBatchSampler:
 
 
 def test_batches_carry_their_seed_only_for_worker_processes() -> None:
-    from harness.pytorch._workers import SeededBatch
+    from stratus.harness.pytorch._workers import SeededBatch
 
     seeded = next(iter(sampler()))
     plain = next(iter(sampler(seeded=False)))
@@ -574,7 +574,7 @@ MODEL_DEF = """
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
-from harness.pytorch import DataLoader, PyTorchTrial
+from stratus.harness.pytorch import DataLoader, PyTorchTrial
 
 
 class Tiny(PyTorchTrial):

@@ -1,4 +1,4 @@
-"""The report sender (`harness.core._reports`): reporting returns while the API has not answered, reports
+"""The report sender (`stratus.harness.core._reports`): reporting returns while the API has not answered, reports
 arrive in order and batched, a refused report is raised by the next flush, and the flush points
 (checkpoint, `should_preempt()`, the searcher, exit) deliver everything before they return. Against the
 in-memory control plane of tests/unit/conftest.py: no network, no sleeping."""
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-import harness
-from contract.errors import InvalidEnvironmentError
-from contract.http import InMemoryTransport, Request, Response, RetryPolicy
-from harness._api import ApiClient
-from harness.core._reports import MAX_BATCH, ReportError, ReportSender
+from stratus import harness
+from stratus.contract.errors import InvalidEnvironmentError
+from stratus.contract.http import InMemoryTransport, Request, Response, RetryPolicy
+from stratus.harness._api import ApiClient
+from stratus.harness.core._reports import MAX_BATCH, ReportError, ReportSender
 
 pytestmark = pytest.mark.usefixtures("no_trial_env")
 
@@ -232,7 +232,7 @@ def test_a_report_interval_that_is_no_number_is_named(on_platform: None, plane_k
 def test_a_trial_whose_agent_watches_for_stops_heartbeats_once_a_minute(
     on_platform: None, plane_kit, monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
-    from harness.core._preempt import AGENT_WATCHED_HEARTBEAT_S, HEARTBEAT_INTERVAL_S
+    from stratus.harness.core._preempt import AGENT_WATCHED_HEARTBEAT_S, HEARTBEAT_INTERVAL_S
 
     with harness.init(transport=plane_kit.FakePlane().transport()) as ctx:
         assert ctx.preempt._interval == HEARTBEAT_INTERVAL_S  # nothing else would tell it to stop

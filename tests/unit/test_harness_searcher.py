@@ -1,5 +1,5 @@
 """The searcher dialogue, InvalidHP and the local test mode, against an in-memory control plane
-(contract.http.InMemoryTransport, tests/unit/conftest.py): no network, no sleeps."""
+(stratus.contract.http.InMemoryTransport, tests/unit/conftest.py): no network, no sleeps."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-import harness
-from harness import core
-from harness._info import load_local_cluster_info, load_local_config
-from harness.core._searcher import WAIT_BACKOFF_S
-from harness.core._searcher_local import DEFAULT_LOCAL_LENGTH, local_max_length
+from stratus import harness
+from stratus.harness import core
+from stratus.harness._info import load_local_cluster_info, load_local_config
+from stratus.harness.core._searcher import WAIT_BACKOFF_S
+from stratus.harness.core._searcher_local import DEFAULT_LOCAL_LENGTH, local_max_length
 
 pytestmark = pytest.mark.usefixtures("no_trial_env")
 

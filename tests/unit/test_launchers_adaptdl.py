@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from contract import adaptdl
-from contract.errors import HttpCallError, InvalidHintsError
-from launchers._adaptdl_proxy import discover_answer
-from launchers._adaptdl_sync import (
+from stratus.contract import adaptdl
+from stratus.contract.errors import HttpCallError, InvalidHintsError
+from stratus.launchers._adaptdl_proxy import discover_answer
+from stratus.launchers._adaptdl_sync import (
     COPY_MIN_BYTES,
     CheckpointSync,
     Folders,
@@ -21,10 +21,10 @@ from launchers._adaptdl_sync import (
     local_target,
     num_restarts,
 )
-from launchers._info import LaunchInfo
-from launchers._monitor import Outcome
-from launchers.adaptdl import ReplicaLaunch, build_replica_env, final_outcome, replicas_per_node
-from launchers.errors import LaunchConfigError
+from stratus.launchers._info import LaunchInfo
+from stratus.launchers._monitor import Outcome
+from stratus.launchers.adaptdl import ReplicaLaunch, build_replica_env, final_outcome, replicas_per_node
+from stratus.launchers.errors import LaunchConfigError
 
 
 def launch(tmp_path: Path, **kw: object) -> ReplicaLaunch:
@@ -249,6 +249,18 @@ def test_exit_codes_map_to_completion_preemption_or_failure(
     first = next((c for c in codes.values() if c), 0)
     outcome = Outcome(first, 0 if first else None, f"rank 0 exited with code {first}", codes)
     assert final_outcome(outcome, stopped=stopped, saved=saved).exit_code == expected
+
+
+def test_replicas_our_stop_reached_before_adaptdl_started_are_a_preemption_with_nothing_to_keep() -> None:
+    """A replica still importing torch when the rescale's SIGTERM came died of the signal (AdaptDL had not
+    set its handler): nothing of this start was trained, so the run is preempted, not failed (it went to
+    ERROR under load). One that AdaptDL's handler ended (143, no signal) without a checkpoint still fails."""
+    died = Outcome(143, 0, "rank 0 killed by signal SIGTERM", CLEAN, signals={0: 15, 1: 15})
+    assert final_outcome(died, stopped=True, saved=False).exit_code == 0
+    assert "before AdaptDL trained or saved anything" in final_outcome(died, stopped=True, saved=False).reason
+    caught = Outcome(143, 0, "rank 0 exited with code 143", CLEAN, signals={1: 15})
+    assert final_outcome(caught, stopped=True, saved=False).exit_code == 143
+    assert final_outcome(died, stopped=False, saved=False).exit_code == 143  # not our stop
 
 
 def test_143_without_our_stop_says_so() -> None:

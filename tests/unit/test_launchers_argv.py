@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from launchers import deepspeed, horovod, torch_distributed, wrap_rank
-from launchers._argv import FlagSpec, Script, Trial, merge_flags, parse_launch_args, worker_command
-from launchers._info import LaunchInfo, load_launch_info
-from launchers.errors import LaunchConfigError
-from launchers.torch_distributed import LocalLaunch, build_worker_env, local_launch
+from stratus.launchers import deepspeed, horovod, torch_distributed, wrap_rank
+from stratus.launchers._argv import FlagSpec, Script, Trial, merge_flags, parse_launch_args, worker_command
+from stratus.launchers._info import LaunchInfo, load_launch_info
+from stratus.launchers.errors import LaunchConfigError
+from stratus.launchers.torch_distributed import LocalLaunch, build_worker_env, local_launch
 
 ONE_NODE = LaunchInfo(slots=4, chief_port=29400)
 TWO_NODES = LaunchInfo(
@@ -21,7 +21,7 @@ TWO_NODES = LaunchInfo(
     chief_port=29500,
     node_addrs=("10.0.0.1", "10.0.0.2"),
 )
-WRAP = ["--module", "launchers.wrap_rank", "RANK", "--"]
+WRAP = ["--module", "stratus.launchers.wrap_rank", "RANK", "--"]
 
 
 # ---- the command line every launcher takes -----------------------------------------------------------
@@ -66,7 +66,7 @@ def test_worker_command() -> None:
     assert worker_command(Trial("model_def:Trial")) == [
         "python3",
         "-m",
-        "harness.exec.run_trial",
+        "stratus.harness.exec.run_trial",
         "model_def:Trial",
     ]
     assert worker_command(Script(("train.py", "-x")), "/venv/bin/python") == [
@@ -155,7 +155,7 @@ def test_torchrun_argv_two_nodes_trial_and_features() -> None:
         "--master_addr", "10.0.0.1", "--master_port", "29500", "--max_restarts", "0",
         "--signals_to_handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2",
         "--shutdown_timeout", "10",
-        *WRAP, "/venv/bin/python", "-m", "harness.exec.run_trial", "model_def:Trial",
+        *WRAP, "/venv/bin/python", "-m", "stratus.harness.exec.run_trial", "model_def:Trial",
     ]  # fmt: skip
 
 
@@ -338,7 +338,7 @@ def test_build_worker_env_refuses_bad_input() -> None:
 def test_horovod_argv_one_node() -> None:
     assert horovod.build_argv(ONE_NODE, [], Script(("train.py",))) == [
         "horovodrun", "-np", "4", "-H", "localhost:4", "--start-timeout", "120",
-        "python3", "-m", "launchers.wrap_rank", "HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK", "--",
+        "python3", "-m", "stratus.launchers.wrap_rank", "HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK", "--",
         "python3", "train.py",
     ]  # fmt: skip
 
@@ -358,8 +358,8 @@ def test_horovod_argv_two_nodes_with_overrides() -> None:
     assert argv == [
         "horovodrun", "--num-proc", "6", "-H", "10.0.0.1:4,10.0.0.2:4", "--start-timeout=30",
         "--network-interface", "eth1", "-p", "12345", "--gloo",
-        "/venv/bin/python", "-m", "launchers.wrap_rank", "HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK", "--",
-        "/venv/bin/python", "-m", "harness.exec.run_trial", "model_def:Trial",
+        "/venv/bin/python", "-m", "stratus.launchers.wrap_rank", "HOROVOD_RANK,OMPI_COMM_WORLD_RANK,PMI_RANK", "--",
+        "/venv/bin/python", "-m", "stratus.harness.exec.run_trial", "model_def:Trial",
     ]  # fmt: skip
 
 
@@ -376,7 +376,7 @@ def test_horovod_on_several_nodes_needs_the_addresses() -> None:
 
 # ---- deepspeed ----------------------------------------------------------------------------------------
 
-DS_TAIL = ["--no_python", "--no_local_rank", "python3", "-m", "launchers.wrap_rank", "RANK", "--"]
+DS_TAIL = ["--no_python", "--no_local_rank", "python3", "-m", "stratus.launchers.wrap_rank", "RANK", "--"]
 
 
 def test_deepspeed_argv_one_node() -> None:
@@ -390,7 +390,7 @@ def test_deepspeed_argv_one_node_keeps_the_agents_gpus() -> None:
     info = LaunchInfo(slots=2, chief_port=29400, visible_devices="2,3")
     assert deepspeed.build_argv(info, [], Trial("m:T")) == [
         "deepspeed", "--master_addr", "127.0.0.1", "--master_port", "29400",
-        *DS_TAIL, "python3", "-m", "harness.exec.run_trial", "m:T",
+        *DS_TAIL, "python3", "-m", "stratus.harness.exec.run_trial", "m:T",
     ]  # fmt: skip
 
 
@@ -412,7 +412,7 @@ def test_deepspeed_overrides() -> None:
     assert deepspeed.build_argv(ONE_NODE, overrides, Script(("train.py",))) == [
         "deepspeed", "--master_addr", "127.0.0.1", "--master_port=1111",
         "--no_python", "--no_local_rank", "--include", "localhost:0,2", "--bind_cores_to_rank",
-        "python3", "-m", "launchers.wrap_rank", "RANK", "--", "python3", "train.py",
+        "python3", "-m", "stratus.launchers.wrap_rank", "RANK", "--", "python3", "train.py",
     ]  # fmt: skip
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launchers._lines import MAX_LINE_BYTES, RankLines
+from stratus.launchers._lines import MAX_LINE_BYTES, RankLines
 
 
 def run(chunks: list[bytes], max_bytes: int = MAX_LINE_BYTES, rank: int | str = 2) -> bytes:

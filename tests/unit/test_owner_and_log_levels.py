@@ -12,8 +12,8 @@ from chalice.test import Client
 from chalicelib.api import models
 from chalicelib.api.auth import UserPrincipal, owner_from_arn
 from chalicelib.api.routing import ROUTES, route
-from contract.log_levels import LEVELS, at_or_above, line_level
-from contract.owner import USER_HEADER, clean_user_name
+from stratus.contract.log_levels import LEVELS, at_or_above, line_level
+from stratus.contract.owner import USER_HEADER, clean_user_name
 
 pytestmark = pytest.mark.filterwarnings("ignore:IAMAuthorizer is not a supported in local mode")
 

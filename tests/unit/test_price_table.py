@@ -11,7 +11,7 @@ import pytest
 from chalicelib.aws.prices import on_demand_usd, product_filters, quote_of
 from chalicelib.domain import price_table
 from chalicelib.domain.price_table import OnDemandQuote, SpotQuote, StoredPrices
-from contract.prices import price_of
+from stratus.contract.prices import price_of
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 NOW = "2026-01-01T00:00:00.000Z"

@@ -15,10 +15,10 @@ from chalicelib.domain import submissions as sub
 from chalicelib.memory import memory_ports
 from chalicelib.memory._submissions import MemorySubmissionFiles
 from chalicelib.services import context_archives, submissions
-from contract.errors import InvalidMessageError
 from det._archive import archive_bytes
 from det._collect import collect
-from harness._archive import extract
+from stratus.contract.errors import InvalidMessageError
+from stratus.harness._archive import extract
 
 CONFIG = b"entrypoint: python3 train.py\nsearcher: {name: single, metric: loss, max_length: {batches: 5}}\n"
 

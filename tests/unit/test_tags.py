@@ -1,12 +1,12 @@
-"""The user's tags (`contract.tags`): AWS's rules, each refusal naming the tag and the rule, and their
+"""The user's tags (`stratus.contract.tags`): AWS's rules, each refusal naming the tag and the rule, and their
 `STRATUS_TAGS` form, which the control plane reads back."""
 
 from __future__ import annotations
 
 import pytest
 
-from contract.errors import InvalidTagError
-from contract.tags import MAX_USER_TAGS, tags_from_json, tags_to_json, user_tags
+from stratus.contract.errors import InvalidTagError
+from stratus.contract.tags import MAX_USER_TAGS, tags_from_json, tags_to_json, user_tags
 
 
 def test_good_tags_are_kept_sorted_by_key() -> None:

@@ -12,7 +12,6 @@ import pytest
 
 from chalicelib.compute.batch import MULTI_NODE_SUFFIX
 from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
-from contract.container_boot import boot_command
 from infra.compute_batch import (
     DEFAULT_VCPUS,
     MEMORY_PER_VCPU_MIB,
@@ -23,6 +22,7 @@ from infra.compute_batch import (
 from infra.compute_resources import compute_resources
 from infra.template import template
 from infra.template_app import API_URL, COMPUTE_POLICY
+from stratus.contract.container_boot import boot_command
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:1"
 SPOT = PoolSpec(
@@ -273,7 +273,7 @@ def test_the_roles_of_batch_its_instances_and_its_jobs():
     policy = resources["BatchJobPolicy"]
     assert policy["Condition"] == "HasCode" and policy["Properties"]["Roles"] == [{"Ref": "BatchJobRole"}]
     credential, objects, package = _statements(policy)
-    # ...and its container installs the stack's compute package (`contract.container_boot`).
+    # ...and its container installs the stack's compute package (`stratus.contract.container_boot`).
     assert package == {
         "Sid": "ReadTheComputePackage",
         "Effect": "Allow",

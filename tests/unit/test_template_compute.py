@@ -220,7 +220,7 @@ def test_spot_warnings_reach_the_events_queue_as_compute_events_and_only_from_th
 
 def test_the_agents_unit_runs_exactly_agent_command():
     assert agent_command("https://api.example/api", "gpu-a", 4) == [
-        "/opt/pytorch/bin/python", "-m", "harness.agent", "--aws", "--api", "https://api.example/api",
+        "/opt/pytorch/bin/python", "-P", "-m", "stratus.harness.agent", "--aws", "--api", "https://api.example/api",
         "--pool", "gpu-a", "--slots", "4", "--work-dir", "/var/lib/stratus",
     ]  # fmt: skip
     user_data = template(POOLS)["Resources"]["GpuAPoolLaunchTemplate"]["Properties"]["LaunchTemplateData"][

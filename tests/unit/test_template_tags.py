@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider
-from contract.errors import InvalidTagError
-from contract.tags import TAGS_ENV
 from infra.template import template
 from infra.template_app import ENVIRONMENT_LIMIT, STACK_NAME_CHARS, environment_bytes
+from stratus.contract.errors import InvalidTagError
+from stratus.contract.tags import TAGS_ENV
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:1"
 POOLS = (

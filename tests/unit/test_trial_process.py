@@ -1,5 +1,5 @@
-"""How a trial's process is started (`harness.trial_process`), and the local test mode's program that
-becomes the trial (`harness.exec.local_test`), which the CLI runs. The start script run by a real bash is
+"""How a trial's process is started (`stratus.harness.trial_process`), and the local test mode's program that
+becomes the trial (`stratus.harness.exec.local_test`), which the CLI runs. The start script run by a real bash is
 tested in tests/integration/test_trial_process_script.py."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.compat import compat_path
-from harness.exec import local_test
-from harness.trial_process import entrypoint_command
+from stratus.harness.compat import compat_path
+from stratus.harness.exec import local_test
+from stratus.harness.trial_process import entrypoint_command
 
 
 def no_compat_needed(env: Mapping[str, str], names: Sequence[str]) -> frozenset[str]:
@@ -26,10 +26,10 @@ def test_entrypoint_commands() -> None:
     assert entrypoint_command(["python3", "a b.py"]) == "exec python3 'a b.py'"
     assert (
         entrypoint_command(local_test.trial_entrypoint("model_def:MNistTrial"))
-        == "exec python3 -m harness.exec.run_trial model_def:MNistTrial"
+        == "exec python3 -m stratus.harness.exec.run_trial model_def:MNistTrial"
     )
     assert entrypoint_command(local_test.trial_entrypoint("pkg.model:Trial ")) == (
-        "exec python3 -m harness.exec.run_trial pkg.model:Trial"
+        "exec python3 -m stratus.harness.exec.run_trial pkg.model:Trial"
     )
     assert entrypoint_command(local_test.trial_entrypoint("python3 -m x --trial a:B")).startswith(
         "exec sh -c "

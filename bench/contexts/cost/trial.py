@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-import harness
+from stratus import harness
 
 REPORT_EVERY = 100
 

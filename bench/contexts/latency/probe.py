@@ -6,7 +6,7 @@ T_PROCESS_START = time.time()
 
 import torch  # noqa: E402
 
-import harness  # noqa: E402
+from stratus import harness  # noqa: E402
 
 T_IMPORTED = time.time()
 

@@ -27,8 +27,8 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset, default_collate
 
-import harness
-from harness import pytorch
+from stratus import harness
+from stratus.harness import pytorch
 
 WARMUP = 20
 BATCH_SIZE = 32

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-import harness
+from stratus import harness
 
 MEGABYTES = float(sys.argv[1])
 POLL_S = 0.01  # how often the "training loop" asks should_preempt(): far below the heartbeat interval

@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 T_TORCH_IMPORTED = time.time()
 
-import harness  # noqa: E402
+from stratus import harness  # noqa: E402
 
 T_IMPORTED = time.time()
 ROLE = sys.argv[1]

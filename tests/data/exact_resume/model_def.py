@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset, RandomSampler, TensorDataset
 
-from harness.pytorch import DataLoader, LRScheduler, PyTorchTrial, PyTorchTrialContext
+from stratus.harness.pytorch import DataLoader, LRScheduler, PyTorchTrial, PyTorchTrialContext
 
 FEATURES, CLASSES = 6, 3
 TRAIN_RECORDS = 60  # with batches of 8: 8 batches an epoch, the last one of 4 records

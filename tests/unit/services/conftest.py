@@ -19,7 +19,7 @@ from chalicelib.domain.records import Experiment
 from chalicelib.domain.states import RunState, TrialState
 from chalicelib.memory import MemoryPorts, memory_ports
 from chalicelib.services import experiments, runs, scheduler, searching
-from contract import messages
+from stratus.contract import messages
 
 SHA = "b" * 64
 SINGLE = {

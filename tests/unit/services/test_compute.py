@@ -11,7 +11,7 @@ from chalicelib.memory import RecordingCompute, memory_ports
 from chalicelib.services import runs, scheduler
 from chalicelib.services.agent_store import Host
 from chalicelib.services.ports import Demand
-from contract import messages
+from stratus.contract import messages
 
 
 def _request(run_id, slots, token=None, queued_at="2026-01-01T00:00:00.000Z"):

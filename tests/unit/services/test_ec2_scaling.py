@@ -12,7 +12,7 @@ from chalicelib.handlers.events import handle_events_message
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import draining, runs, scheduler
 from chalicelib.services.agent_store import Host
-from contract import messages
+from stratus.contract import messages
 
 GROUP = "memory-default"
 EC2_POOL = PoolSpec(

@@ -18,7 +18,7 @@ from chalicelib.services import elastic, runs
 def elastic_config(flow, **section: Any) -> dict[str, Any]:
     return {
         **flow.SINGLE,
-        "entrypoint": "python3 -m launchers.adaptdl -- python3 train.py",
+        "entrypoint": "python3 -m stratus.launchers.adaptdl -- python3 train.py",
         "elastic": {"min_replicas": 1, **section},
     }
 

@@ -11,7 +11,7 @@ from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.states import RunState
 from chalicelib.memory import memory_ports, memory_settings
 from chalicelib.services import runs, scheduler
-from contract import messages
+from stratus.contract import messages
 
 INTERVAL = 60
 
@@ -20,7 +20,7 @@ def elastic_config(flow, **section: Any) -> dict[str, Any]:
     return {
         **flow.SINGLE,
         "name": "elastic",
-        "entrypoint": "python3 -m launchers.adaptdl -- python3 train.py",
+        "entrypoint": "python3 -m stratus.launchers.adaptdl -- python3 train.py",
         "elastic": {"min_replicas": 1, "min_rescale_interval_s": INTERVAL, **section},
     }
 

@@ -14,7 +14,7 @@ from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.memory import MemoryExperiments, MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import jobs, runs, scheduler
 from chalicelib.services.job_updates import JobUpdate, update_jobs
-from contract import messages
+from stratus.contract import messages
 
 POOLS = (
     PoolSpec("default"),

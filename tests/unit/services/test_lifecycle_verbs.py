@@ -12,7 +12,7 @@ from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.services import checkpoints, deleting
-from contract import messages
+from stratus.contract import messages
 
 CONFIG = {
     "entrypoint": "python3 train.py",

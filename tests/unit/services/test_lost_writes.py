@@ -24,7 +24,7 @@ from chalicelib.memory import MemoryRuns, MemoryTrials, memory_ports, memory_set
 from chalicelib.services import pausing, runs, scheduler, searching, stopping
 from chalicelib.services.experiment_edits import ExperimentEdit, edit
 from chalicelib.services.job_updates import JobUpdate, update_jobs
-from contract import messages
+from stratus.contract import messages
 
 Hook = Callable[..., Any]
 
@@ -419,3 +419,40 @@ def test_gsi_the_last_trials_event_ends_a_canceled_experiment_though_the_index_s
     searching.handle_event(dataclasses.replace(ports, trials=stale), event)
 
     assert ports.experiments.get(experiment_id).state == ExperimentState.CANCELED
+
+
+def test_a_repeated_kill_answers_the_exit_a_first_kill_failed_to_answer(ports, flow):
+    """The first `det trial kill` ended the run, then failed answering its exit (a throttled Step Functions
+    call); the trial sat in STOPPING_KILLED for ever, and a repeated kill found nothing to do. The repeat
+    now answers the exit from the run's record."""
+    _, trial_id = _one_trial(ports, flow)
+    run_id = flow.place(trial_id)["run_id"]
+    runs.started(ports, "agent-1", run_id, pid=7)
+    throttled = _fail_once(lambda token, output: token == f"launch-{run_id}")
+    with pytest.raises(_Failure):
+        stopping.kill_trial(
+            dataclasses.replace(ports, workflows=_Hooked(ports.workflows, succeed=throttled)), trial_id
+        )
+    assert f"launch-{run_id}" not in ports.workflows.answers
+
+    assert stopping.kill_trial(ports, trial_id).state == TrialState.STOPPING_KILLED  # the user repeats it
+
+    answer = flow.exit_answer(run_id)
+    assert answer["exit_code"] == stopping.KILLED_EXIT_CODE and answer["canceled"] is True
+
+
+def test_a_repeated_kill_of_a_canceled_trial_has_the_sweep_look_at_its_experiment(ports, flow):
+    """The first kill canceled a queued trial and failed before telling the searcher: the repeat marks
+    the experiment, so the sweep tells its searcher of the end if it missed it."""
+    experiment, trial_id = _one_trial(ports, flow)
+    sent = _fail_once()
+    with pytest.raises(_Failure):
+        stopping.kill_trial(
+            dataclasses.replace(ports, queues=_Hooked(ports.queues, to_events=sent)), trial_id
+        )
+    assert ports.trials.get(trial_id).state == TrialState.CANCELED
+    ports.experiments.items[experiment].pop("check_at")  # the sweep looked, and left it, meanwhile
+
+    stopping.kill_trial(ports, trial_id)
+
+    assert [e for e, _ in ports.experiments.due_for_check(ports.clock.now() + 10_000, 10)] == [experiment]

@@ -6,7 +6,7 @@ import pytest
 
 from chalicelib.errors import BadRequestError, ConflictError
 from chalicelib.services import pausing, runs, scheduler
-from contract import messages
+from stratus.contract import messages
 
 AGENTS = ("agent-a", "agent-b", "agent-c")
 

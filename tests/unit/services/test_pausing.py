@@ -12,7 +12,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.errors import ConflictError
 from chalicelib.services import pausing, runs, searching, trial_reports
-from contract import messages
+from stratus.contract import messages
 
 
 def _workflow_pauses(ports, run_id: str, answer: dict[str, Any]) -> None:

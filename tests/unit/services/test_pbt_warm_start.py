@@ -11,8 +11,8 @@ import pytest
 
 from chalicelib.domain.states import TrialState
 from chalicelib.services import experiments, searching
-from contract import messages
-from contract.env import HPARAMS, LATEST_CHECKPOINT
+from stratus.contract import messages
+from stratus.contract.env import HPARAMS, LATEST_CHECKPOINT
 
 PBT: dict[str, Any] = {
     "name": "pbt",

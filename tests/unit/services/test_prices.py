@@ -15,8 +15,8 @@ from chalicelib.domain.price_table import OnDemandQuote, SpotQuote
 from chalicelib.domain.usage import RunUsage
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import prices, runs, scheduler
-from contract import messages
-from contract.prices import InstancePrice, PriceTable
+from stratus.contract import messages
+from stratus.contract.prices import InstancePrice, PriceTable
 
 POOLS = (
     PoolSpec(name="default"),

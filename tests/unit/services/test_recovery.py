@@ -8,7 +8,7 @@ from __future__ import annotations
 from chalicelib.domain import keys
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.services import pausing, recovery, runs, stopping
-from contract import messages
+from stratus.contract import messages
 
 REASON = "lost: the local stack stopped while the run was in flight"
 

@@ -168,8 +168,13 @@ def test_legacy_entrypoints_run_under_the_harness(flow):
     from chalicelib import config as cfg
 
     one = cfg.parse_experiment_config({**flow.SINGLE, "entrypoint": "model_def:MyTrial"}).config
-    assert runs.entrypoint_argv(one) == ["python3", "-m", "harness.exec.run_trial", "model_def:MyTrial"]
+    assert runs.entrypoint_argv(one) == [
+        "python3",
+        "-m",
+        "stratus.harness.exec.run_trial",
+        "model_def:MyTrial",
+    ]
     two = cfg.parse_experiment_config(
         {**flow.SINGLE, "entrypoint": "model_def:MyTrial", "resources": {"slots_per_trial": 2}}
     ).config
-    assert runs.entrypoint_argv(two)[:3] == ["python3", "-m", "launchers.torch_distributed"]
+    assert runs.entrypoint_argv(two)[:3] == ["python3", "-m", "stratus.launchers.torch_distributed"]

@@ -12,7 +12,7 @@ from chalicelib.handlers.events import handle_events_message
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import runs, stopping
 from chalicelib.services.tokens import agent_credential
-from contract import messages
+from stratus.contract import messages
 
 SAGEMAKER_POOL = PoolSpec(
     DEFAULT_POOL,

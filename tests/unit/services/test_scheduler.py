@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.services import runs, scheduler
-from contract import messages
-from contract.errors import InvalidMessageError
+from stratus.contract import messages
+from stratus.contract.errors import InvalidMessageError
 
 
 def test_a_request_waits_for_an_agent_then_is_granted(ports, flow):

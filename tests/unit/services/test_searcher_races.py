@@ -13,7 +13,7 @@ from chalicelib.domain.searcher_outbox import Pending, SearcherRecord
 from chalicelib.domain.searchers import ContinueTrial, CreateTrial, PauseTrial, restore_searcher
 from chalicelib.memory import MemoryExperiments
 from chalicelib.services import experiments, searching
-from contract import messages
+from stratus.contract import messages
 
 #: The shape of Determined's Core API tutorial 3 (`3_hpsearch.yaml`): adaptive ASHA over 10 trials.
 ASHA = {

@@ -10,7 +10,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.searcher_outbox import SearcherRecord
 from chalicelib.domain.searchers import CreateTrial
 from chalicelib.services import experiments, searcher_watch, searching
-from contract import messages
+from stratus.contract import messages
 
 
 def _submit_paused(ports, flow):
@@ -117,3 +117,36 @@ def test_an_active_experiment_whose_searcher_never_started_is_started(ports, flo
         searcher_watch.sweep(ports)
     assert "its searcher never started; starting it" in caplog.text
     assert len(flow.trial_ids(experiment.id)) == 1
+
+
+def test_a_trial_waiting_for_the_answer_to_a_lost_result_is_answered(ports, flow, caplog):
+    """A running trial reported a result at its target and waits (`searcher_pending`); the result's event
+    was lost (a dead-letter queue): the trial would wait for ever. The sweep tells the searcher again."""
+    experiment = flow.submit(flow.TWO_AT_ONCE)
+    first, _ = flow.trial_ids(experiment.id)
+    for state in ("PULLING", "RUNNING"):
+        assert ports.trials.transition(first, state)
+    ports.trials.record_validation(first, 10, {"loss": 0.25}, 0.25, True)
+    ports.trials.record_searcher_length(first, 10)  # at its target: it waits for the answer
+    assert ports.trials.get(first).searcher_pending
+    ports.experiments.watch(experiment.id, int(ports.clock.now()))  # what the lost report marked
+    with caplog.at_level(logging.WARNING):
+        searcher_watch.sweep(ports)
+    assert f"trials {first} wait for their searcher's answer" in caplog.text
+    _deliver_events(ports)
+    assert ports.trials.get(first).searcher_pending is False
+    assert f"validation-{first}-10" in ports.experiments.get(experiment.id).searcher["seen_events"]
+
+
+def test_one_experiment_whose_look_fails_does_not_stop_the_looks_at_the_others(ports, flow, caplog):
+    broken, healthy = flow.submit(), flow.submit()
+    ports.experiments.items[broken.id]["config"] = {"searcher": "not a mapping"}  # unreadable
+    for experiment in (broken, healthy):
+        (trial_id,) = flow.trial_ids(experiment.id)
+        _finish_without_event(ports, trial_id)
+    _due(ports)
+    with caplog.at_level(logging.ERROR):
+        assert searcher_watch.sweep(ports) == [broken.id, healthy.id]
+    assert f"experiment {broken.id}: the sweep's look failed" in caplog.text
+    _deliver_events(ports)
+    assert ports.experiments.get(healthy.id).state == "COMPLETED"

@@ -9,7 +9,7 @@ import pytest
 from chalicelib.domain.searchers import ContinueTrial
 from chalicelib.memory import MemoryExperiments
 from chalicelib.services import searching
-from contract import messages
+from stratus.contract import messages
 
 RANDOM = {
     "name": "random",

@@ -11,7 +11,7 @@ from chalicelib.domain import keys
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.errors import ConflictError, NotFoundError
 from chalicelib.services import runs, searching, stopping, trial_reports
-from contract import messages
+from stratus.contract import messages
 
 RANDOM: dict[str, Any] = {
     "name": "stoppable",

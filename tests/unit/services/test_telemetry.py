@@ -7,7 +7,7 @@ from __future__ import annotations
 from chalicelib.domain.telemetry import MAX_NAMES_PER_GROUP
 from chalicelib.services import runs, scheduler, telemetry, trial_reports
 from chalicelib.services.trial_reports import MetricsReport, ProgressReport
-from contract import messages
+from stratus.contract import messages
 
 
 def _running(ports, flow, config=None):

@@ -17,7 +17,7 @@ from chalicelib.domain.records import Checkpoint
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from chalicelib.services import checkpoint_deletion, deleting, experiments, trial_reports, warm_start
-from contract.env import LATEST_CHECKPOINT
+from stratus.contract.env import LATEST_CHECKPOINT
 
 
 def _store(ports, trial_id: int, steps: int, *, deleted: bool = False) -> str:

@@ -8,10 +8,10 @@ It is on the trial's PYTHONPATH only when the real `determined` package is not i
 with the same sentence.
 """
 
-from harness import InvalidHP
-from harness._info import ClusterInfo, TrialInfo
-from harness.compat._determined import LOG_FORMAT, install_missing_modules_finder, unsupported
-from harness.core import get_cluster_info
+from stratus.harness import InvalidHP
+from stratus.harness._info import ClusterInfo, TrialInfo
+from stratus.harness.compat._determined import LOG_FORMAT, install_missing_modules_finder, unsupported
+from stratus.harness.core import get_cluster_info
 
 install_missing_modules_finder()
 

@@ -1,10 +1,10 @@
 """Stratus's `nni` package: NNI's trial API as a thin alias layer over `harness`
-(see `harness.compat._nni` for what each call does). On the trial's PYTHONPATH only when the real
+(see `stratus.harness.compat._nni` for what each call does). On the trial's PYTHONPATH only when the real
 `nni` package is not installed."""
 
 from typing import Any
 
-from harness.compat._nni import trial as _trial
+from stratus.harness.compat._nni import trial as _trial
 
 from . import utils
 

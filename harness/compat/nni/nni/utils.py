@@ -1,5 +1,5 @@
 """NNI's `nni.utils` helpers that trial scripts use."""
 
-from harness.compat._nni import merge_parameter
+from stratus.harness.compat._nni import merge_parameter
 
 __all__ = ["merge_parameter"]

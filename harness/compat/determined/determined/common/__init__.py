@@ -1,6 +1,6 @@
 """Determined's `determined.common`: the `util` helpers trial code imports."""
 
-from harness.compat._determined import unsupported
+from stratus.harness.compat._determined import unsupported
 
 from . import util
 

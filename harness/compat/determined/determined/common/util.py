@@ -1,8 +1,8 @@
 """Determined's `determined.common.util`: the metric group names trial code uses
 (`_LEGACY_TRAINING`, `_LEGACY_VALIDATION`, `_INFERENCE`) and its small pure helpers."""
 
-from harness.compat._determined import unsupported
-from harness.compat._util import (
+from stratus.harness.compat._determined import unsupported
+from stratus.harness.compat._util import (
     _INFERENCE,
     _LEGACY_TRAINING,
     _LEGACY_VALIDATION,

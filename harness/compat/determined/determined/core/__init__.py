@@ -1,7 +1,13 @@
-"""Determined's Core API (`det.core`), served by `harness.core`."""
+"""Determined's Core API (`det.core`), served by `stratus.harness.core`."""
 
-from harness.compat._determined import DistributedContext, PreemptMode, TensorboardMode, init, unsupported
-from harness.core import (
+from stratus.harness.compat._determined import (
+    DistributedContext,
+    PreemptMode,
+    TensorboardMode,
+    init,
+    unsupported,
+)
+from stratus.harness.core import (
     CheckpointContext,
     Context,
     EarlyExitReason,

@@ -1,6 +1,6 @@
 """Determined's `determined.experimental`: `core_v2` only (there is no Determined master for `client`)."""
 
-from harness.compat._determined import unsupported
+from stratus.harness.compat._determined import unsupported
 
 from . import core_v2
 

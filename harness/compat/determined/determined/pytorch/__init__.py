@@ -1,9 +1,9 @@
-"""Determined's `det.pytorch`, served by `harness.pytorch`."""
+"""Determined's `det.pytorch`, served by `stratus.harness.pytorch`."""
 
 from typing import Any
 
-from harness.compat._determined import unsupported
-from harness.pytorch import (
+from stratus.harness.compat._determined import unsupported
+from stratus.harness.pytorch import (
     Batch,
     DataLoader,
     Epoch,

@@ -1,10 +1,10 @@
 """Determined's singleton Core API (`core_v2.init()`, `core_v2.train`, ...), served by
-`harness.compat._core_v2` (see there what runs off the platform)."""
+`stratus.harness.compat._core_v2` (see there what runs off the platform)."""
 
 from typing import Any
 
-from harness.compat import _core_v2
-from harness.compat._core_v2 import (
+from stratus.harness.compat import _core_v2
+from stratus.harness.compat._core_v2 import (
     Config,
     DefaultConfig,
     UnmanagedConfig,
@@ -12,7 +12,7 @@ from harness.compat._core_v2 import (
     init,
     init_context,
 )
-from harness.compat._determined import DistributedContext, PreemptMode, TensorboardMode
+from stratus.harness.compat._determined import DistributedContext, PreemptMode, TensorboardMode
 
 __all__ = [
     "Config",
