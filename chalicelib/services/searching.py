@@ -20,7 +20,9 @@ been reported and the searcher has not answered yet). The trial reads them throu
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from dataclasses import dataclass
 
 from chalicelib import config as cfg
 from chalicelib.domain import keys, searchers
@@ -37,6 +39,10 @@ log = logging.getLogger(__name__)
 #: Saves lost in a row before `drive` hands the outbox to the queue (each loss means another consumer
 #: saved the searcher meanwhile, so it made progress too).
 DRIVE_ATTEMPTS = 8
+#: How long a create or an activation carries out its searcher's first operations itself before it
+#: hands the rest to the queue: it answers the user in time (API Gateway gives a request 29 s), whatever
+#: the number of first trials.
+START_BUDGET_S = 5.0
 
 
 class StaleSearcherError(ConflictError):
@@ -73,7 +79,7 @@ def start(ports: Ports, experiment: Experiment) -> None:
         log.exception("experiment %s: starting its searcher failed; handed to the queue", experiment.id)
         _hand_off(ports, experiment.id)
         return
-    carry_on(ports, experiment.id)
+    carry_on(ports, experiment.id, deadline=ports.clock.now() + START_BUDGET_S)
 
 
 def _start(ports: Ports, experiment: Experiment) -> None:
@@ -88,15 +94,13 @@ def _start(ports: Ports, experiment: Experiment) -> None:
     ports.experiments.save_searcher(experiment.id, record.to_json(), expected_version=0)
 
 
-def carry_on(ports: Ports, experiment_id: int) -> bool:
-    """Carry out the experiment's outbox; where it cannot (lost races, a failure), hand it to the events
-    queue. True when nothing is left pending. Never raises."""
+def carry_on(ports: Ports, experiment_id: int, *, deadline: float | None = None) -> bool:
+    """Carry out the experiment's outbox; where it cannot (lost races, a failure, `deadline` passed),
+    hand it to the events queue. True when nothing is left pending. Never raises."""
     try:
-        if drive(ports, experiment_id):
+        if drive(ports, experiment_id, deadline=deadline):
             return True
-        log.info(
-            "experiment %s: its searcher kept changing; the rest of its work goes to the queue", experiment_id
-        )
+        log.info("experiment %s: the rest of its searcher's work goes to the queue", experiment_id)
     except Exception:  # noqa: BLE001 - handed on: SearcherWork's consumer raises, and is retried
         log.exception(
             "experiment %s: carrying out its searcher's work failed; handed to the queue", experiment_id
@@ -220,31 +224,65 @@ def _tell_pause(
     return searcher.on_trial_paused(searchers.TrialPaused(message.event_id, message.trial_id))
 
 
-def drive(ports: Ports, experiment_id: int, *, attempts: int = DRIVE_ATTEMPTS) -> bool:
-    """Carry out the experiment's outbox, oldest entry first, each from the state as stored now. True
-    when nothing is left pending; False after `attempts` saves lost in a row to other consumers."""
-    lost = 0
-    while True:
+@dataclass
+class _Driving:
+    """What `drive` knows between two entries: the experiment and its searcher as this call last read or
+    saved them (read again after a lost save, or after a shutdown, which moves the experiment's state)."""
+
+    experiment: Experiment
+    record: SearcherRecord
+    spec: searchers.SearchSpec
+    searcher: searchers.Searcher
+
+    @classmethod
+    def read(cls, ports: Ports, experiment_id: int) -> _Driving | None:
+        """As stored now; None when nothing more may happen to it (gone, ended, no searcher)."""
         experiment = ports.experiments.get(experiment_id)
         if experiment is None or experiment.searcher is None or _gone(experiment):
-            return True  # nothing more may happen to an experiment that ended
+            return None
         record = SearcherRecord.load(experiment.searcher)
-        if not record.pending:
-            _record_progress(ports, experiment, record)
-            return True
         spec = search_spec(experiment.parsed_config)
-        searcher = searchers.restore_searcher(record.snapshot, spec)
-        entry = record.pending[0]
-        followups = _carry_out(ports, experiment, spec, searcher, entry)
-        done = record.done(entry.seq, searcher.snapshot(), ports.clock.now())
+        return cls(experiment, record, spec, searchers.restore_searcher(record.snapshot, spec))
+
+    def saved(self, record: SearcherRecord) -> _Driving:
+        """This state after its own save of `record` (its searcher object already is that snapshot)."""
+        experiment = dataclasses.replace(
+            self.experiment, searcher=record.to_json(), searcher_version=self.experiment.searcher_version + 1
+        ).with_parsed_config(self.experiment.parsed_config)
+        return _Driving(experiment, record, self.spec, self.searcher)
+
+
+def drive(
+    ports: Ports, experiment_id: int, *, attempts: int = DRIVE_ATTEMPTS, deadline: float | None = None
+) -> bool:
+    """Carry out the experiment's outbox, oldest entry first. True when nothing is left pending; False
+    after `attempts` saves lost in a row to other consumers, or once the clock passes `deadline` (epoch
+    seconds) with entries left: the caller hands them on."""
+    lost = 0
+    state = _Driving.read(ports, experiment_id)
+    while state is not None:
+        if not state.record.pending:
+            _record_progress(ports, state.experiment, state.record, state.searcher)
+            return True
+        if deadline is not None and ports.clock.now() > deadline:
+            return False
+        entry = state.record.pending[0]
+        followups = _carry_out(ports, state.experiment, state.spec, state.searcher, entry)
+        done = state.record.done(entry.seq, state.searcher.snapshot(), ports.clock.now())
         if followups:
-            done = done.enqueue(searcher.snapshot(), followups, ports.clock.now())
-        if ports.experiments.save_searcher(experiment_id, done.to_json(), experiment.searcher_version):
+            done = done.enqueue(state.searcher.snapshot(), followups, ports.clock.now())
+        version = state.experiment.searcher_version
+        if ports.experiments.save_searcher(experiment_id, done.to_json(), version):
             lost = 0
+            # A shutdown moved the experiment's state (it may have ended): read it again.
+            shut = isinstance(entry.work, searchers.Shutdown)
+            state = _Driving.read(ports, experiment_id) if shut else state.saved(done)
             continue
         lost += 1  # another consumer saved first: carry on from its state (the entry may be done)
         if lost >= attempts:
             return False
+        state = _Driving.read(ports, experiment_id)
+    return True  # nothing more may happen to an experiment that ended
 
 
 def _carry_out(
@@ -275,13 +313,14 @@ def _carry_out(
     return []
 
 
-def _record_progress(ports: Ports, experiment: Experiment, record: SearcherRecord) -> None:
+def _record_progress(
+    ports: Ports, experiment: Experiment, record: SearcherRecord, searcher: searchers.Searcher
+) -> None:
     """The experiment's progress, as its searcher sees it, raised only (the trials' reports raise it
     between events: `chalicelib.services.progress`); a searcher that shut down counts itself done, and
     the experiment's end records what was done."""
     if record.snapshot.get("shut_down"):
         return
-    searcher = searchers.restore_searcher(record.snapshot, search_spec(experiment.parsed_config))
     progress = searcher.progress()
     if progress is not None and (experiment.progress is None or round(progress, 4) > experiment.progress):
         ports.experiments.raise_progress(experiment.id, round(progress, 4))
@@ -489,7 +528,7 @@ def _complete_paused_trial_as_experiment_ends(ports: Ports, trial: Trial) -> Non
 
 def _end_experiment(ports: Ports, experiment: Experiment, *, failure: bool) -> None:
     """COMPLETED if a trial completed and the searcher did not fail, ERROR otherwise; retention applied."""
-    for trial in ports.trials.for_experiment(experiment.id):
+    for trial in ports.trials.for_experiment(experiment.id, consistent=True):
         if trial.state == TrialState.PAUSED:
             _complete_paused_trial_as_experiment_ends(ports, trial)
     trials = ports.trials.for_experiment(experiment.id, consistent=True)

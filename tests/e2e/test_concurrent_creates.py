@@ -1,5 +1,5 @@
-"""Issue 28: adaptive ASHA in the shape of Determined's Core API tutorial 3 (`3_hpsearch`), created five
-times at once on an 8-slot stack while busy processes load the machine. Each create must exit 0 once
+"""Issue 28: adaptive ASHA in the shape of Determined's Core API tutorial 3 (`3_hpsearch`), created three
+times at once on an 8-slot stack while a busy process loads the machine. Each create must exit 0 once
 for an experiment of its own, and every experiment must COMPLETE with its 10 trials: before the
 searcher's outbox, a trial's event that saved the searcher while a create was still creating trials made
 the create report "searcher of experiment N changed meanwhile" and the experiment hang at 80-86 %."""
@@ -22,12 +22,15 @@ from tests.e2e.conftest import ROOT, Det, DetResult, wait_for
 
 pytestmark = pytest.mark.e2e
 
-# What 3_hpsearch.py does, written here: count to 100 batches by the trial's `increment_by`, report
+# What 3_hpsearch.py does, written here: count to max_time batches (the tutorial's 100, 40 here: a shorter
+# run of the same rungs' shape) by the trial's `increment_by`, report
 # training and validation (the searcher's `time_metric`, batches, among them) every 10 batches,
 # checkpoint, and stop when told to; a resumed trial starts from its checkpoint.
 HPSEARCH = """
 import logging, pathlib, time
 import determined as det
+
+MAX_TIME = 40
 
 def main(core, info):
     x, start = 0, 0
@@ -36,13 +39,13 @@ def main(core, info):
             x, start, owner = (int(v) for v in (pathlib.Path(path) / "state").read_text().split(","))
             if owner != info.trial.trial_id:
                 start = 0
-    for batch in range(start, 100):
+    for batch in range(start, MAX_TIME):
         x += info.trial.hparams["increment_by"]
         time.sleep(0.01)
         steps = batch + 1
         if steps % 10 == 0:
             core.train.report_training_metrics(steps_completed=steps, metrics={"x": x})
-            core.train.report_progress(steps / 100.0)
+            core.train.report_progress(steps / MAX_TIME)
             core.train.report_validation_metrics(steps_completed=steps, metrics={"x": x, "batches": steps})
             with core.checkpoint.store_path({"steps_completed": steps}) as (path, _):
                 (pathlib.Path(path) / "state").write_text(f"{x},{steps},{info.trial.trial_id}")
@@ -67,11 +70,11 @@ searcher:
    metric: x
    max_trials: 10
    time_metric: batches
-   max_time: 100
+   max_time: 40
 max_restarts: 0
 """
 
-CREATES = 5
+CREATES = 3
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +88,11 @@ def eight_slots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Det]:
 
 @pytest.fixture
 def busy_machine() -> Iterator[None]:
-    """One spinning process per core beside the stack and its trials, for the whole test."""
+    """A spinning process for every other core beside the stack, its trials and the tier's other
+    workers, for the whole test."""
     spinners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(max(1, (os.cpu_count() or 2) // 2))
     ]
     try:
         yield
@@ -98,7 +103,7 @@ def busy_machine() -> Iterator[None]:
 
 
 @pytest.mark.timeout(1500)
-def test_five_concurrent_asha_creates_each_complete_with_ten_trials(
+def test_concurrent_asha_creates_each_complete_with_ten_trials(
     eight_slots: Det, tmp_path: Path, busy_machine: None
 ) -> None:
     context = tmp_path / "core_api"

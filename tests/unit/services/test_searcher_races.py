@@ -206,3 +206,32 @@ def test_a_promotion_whose_start_failed_after_its_claim_starts_when_carried_out_
         f"trial-{first}-0",
         f"trial-{first}-1",
     ]
+
+
+class _SlowTrials:
+    """The trials table, where each create takes `seconds` of the twin's clock (a loaded database)."""
+
+    def __init__(self, trials, clock, seconds):
+        self._trials, self._clock, self._seconds = trials, clock, seconds
+
+    def create(self, trial):
+        self._clock.advance(self._seconds)
+        return self._trials.create(trial)
+
+    def __getattr__(self, name):
+        return getattr(self._trials, name)
+
+
+def test_a_create_answers_within_its_budget_and_hands_the_rest_of_its_trials_to_the_queue(ports, flow):
+    """API Gateway gives a request 29 s: a create carries out its searcher's first operations for
+    `START_BUDGET_S` at most, then hands the rest to the events queue, whose consumer creates them."""
+    slow = dataclasses.replace(
+        ports, trials=_SlowTrials(ports.trials, ports.clock, searching.START_BUDGET_S / 3)
+    )
+    ports.blobs.put(keys.context_key(flow.SHA), b"ctx")
+    experiment = experiments.create(slow, ASHA, flow.SHA).experiment
+    made = len(ports.trials.for_experiment(experiment.id))
+    assert 1 <= made < 10  # the first ones now, the rest through the queue
+    (handed,) = ports.queues.take_events()
+    searching.on_searcher_work(ports, messages.parse_events_queue(handed))
+    assert len(ports.trials.for_experiment(experiment.id)) == 10
