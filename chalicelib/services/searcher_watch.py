@@ -9,10 +9,12 @@ has come (`sweep`). A look (`check`):
 
 - leaves an experiment that ended, is being deleted or is paused (its activation marks it again), and
   one with a trial running or queued (its run's end marks it again);
-- starts a searcher that never started, and carries out an outbox left pending;
+- starts a searcher that never started, and carries out an outbox left pending (for `searcher_check_s`
+  at least: one saved just now is being carried out, most likely);
 - ends an experiment waiting in STOPPING_* whose trials have all stopped;
 - otherwise (ACTIVE, nothing running, nothing pending) tells the searcher again what it may have missed:
-  the exit of each trial that ended without its searcher recording it, and the pause of each paused
+  the exit of each trial that ended without its searcher recording it (once it ended
+  `REPLAY_AFTER_CHECKS` looks ago: its event may wait in a busy queue), and the pause of each paused
   trial (`_replay`, with the event ids the first tellings had, so a searcher that saw them ignores them);
 - and if there is nothing to replay, the searcher waits for something that cannot come: the experiment is
   ended (COMPLETED if a trial completed, else ERROR), as Determined ends an experiment whose searcher
@@ -32,6 +34,7 @@ from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.searcher_outbox import SearcherRecord
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.services import searching, stopping, watchlist
+from chalicelib.services.clock import epoch_of
 from chalicelib.services.ports import Ports
 from stratus.contract import messages
 
@@ -39,6 +42,9 @@ log = logging.getLogger(__name__)
 
 #: Experiments looked at per sweep at most (the rest wait for the next minute, earliest first).
 SWEEP_LIMIT = 100
+#: A trial's exit is told again only once it is this many `searcher_check_s` old: before, its event may
+#: just wait in a busy events queue (five ASHA searches at once on a 2-core machine lagged minutes).
+REPLAY_AFTER_CHECKS = 5
 
 _STOPPING_TO_END = (ExperimentState.STOPPING_COMPLETED, ExperimentState.STOPPING_ERROR)
 
@@ -66,6 +72,10 @@ def check(ports: Ports, experiment_id: int, check_at: int) -> None:
             searching.start(ports, experiment)
         return
     record = SearcherRecord.load(experiment.searcher or {})
+    patience = ports.settings.searcher_check_s
+    if record.pending and ports.clock.now() - (record.pending_since or 0) < patience:
+        watchlist.mark(ports, experiment_id)  # being carried out now, most likely: look again later
+        return
     if record.pending:
         log.warning(
             "experiment %s: %d searcher operation(s) pending since %s; carrying them out",
@@ -134,8 +144,10 @@ def _unanswered_results(
 
 
 def _replay_or_end(ports: Ports, experiment: Experiment, record: SearcherRecord, trials: list[Trial]) -> None:
-    replayed = _replay(ports, experiment, record, trials)
     watchlist.mark(ports, experiment.id)
+    if _recent_unrecorded_exits(ports, record, trials):
+        return  # their events may just wait in the queue: looked at again later
+    replayed = _replay(ports, experiment, record, trials)
     if replayed:
         log.warning(
             "experiment %s is ACTIVE with no trial running or queued and nothing pending; telling its "
@@ -151,6 +163,17 @@ def _replay_or_end(ports: Ports, experiment: Experiment, record: SearcherRecord,
         ", ".join(str(t.id) for t in trials) or "none",
     )
     searching.end_experiment(ports, experiment.id)
+
+
+def _recent_unrecorded_exits(ports: Ports, record: SearcherRecord, trials: list[Trial]) -> bool:
+    """Whether a trial ended less than `REPLAY_AFTER_CHECKS` looks ago without its searcher recording it."""
+    exited = record.snapshot.get("exited")
+    seen_exits = set(exited) if isinstance(exited, dict) else set()
+    since = ports.clock.now() - REPLAY_AFTER_CHECKS * ports.settings.searcher_check_s
+    return any(
+        t.state.terminal and str(t.id) not in seen_exits and t.end_time and epoch_of(t.end_time) > since
+        for t in trials
+    )
 
 
 def _replay(ports: Ports, experiment: Experiment, record: SearcherRecord, trials: list[Trial]) -> list[int]:

@@ -35,8 +35,14 @@ def _deliver_events(ports):
 
 def _finish_without_event(ports, trial_id):
     """The trial's run ends, and its exit event is lost."""
-    for state in ("PULLING", "RUNNING", "COMPLETED"):
+    for state in ("PULLING", "RUNNING"):
         assert ports.trials.transition(trial_id, state)
+    assert ports.trials.transition(trial_id, "COMPLETED", end_time=ports.clock.now_iso())
+
+
+def _long_after(ports):
+    """Let the time pass after which an exit the searcher did not record is told again."""
+    ports.clock.advance(searcher_watch.REPLAY_AFTER_CHECKS * ports.settings.searcher_check_s + 1)
 
 
 def test_an_experiment_whose_last_exit_event_was_lost_is_re_driven_to_its_end(ports, flow, caplog):
@@ -45,6 +51,10 @@ def test_an_experiment_whose_last_exit_event_was_lost_is_re_driven_to_its_end(po
     _finish_without_event(ports, trial_id)
     assert searcher_watch.sweep(ports) == []  # not yet: a look comes `searcher_check_s` after the mark
     _due(ports)
+    with caplog.at_level(logging.WARNING):
+        assert searcher_watch.sweep(ports) == [experiment.id]
+    assert caplog.text == "" and ports.queues.take_events() == []  # its event may wait in a busy queue
+    _long_after(ports)
     with caplog.at_level(logging.WARNING):
         assert searcher_watch.sweep(ports) == [experiment.id]
     assert f"experiment {experiment.id} is ACTIVE with no trial running or queued" in caplog.text
@@ -75,6 +85,9 @@ def test_searcher_work_left_pending_is_carried_out(ports, flow, caplog):
     extra = CreateTrial("extra-0", {"x": 0.5}, 10)
     left = record.enqueue(record.snapshot, [extra], ports.clock.now())
     assert ports.experiments.save_searcher(experiment.id, left.to_json(), stored.searcher_version)
+    ports.experiments.watch(experiment.id, int(ports.clock.now()))
+    searcher_watch.sweep(ports)  # just saved: being carried out, most likely; looked at again later
+    assert not any(t.request_id == "extra-0" for t in ports.trials.for_experiment(experiment.id))
     _due(ports)
     with caplog.at_level(logging.WARNING):
         searcher_watch.sweep(ports)
@@ -91,7 +104,7 @@ def test_a_searcher_waiting_for_nothing_ends_its_experiment_with_an_error_logged
     # The searcher recorded the exit but never answered it (a searcher bug): nothing is left to tell it.
     snapshot = {**stored.searcher, "exited": {str(trial_id): False}}
     assert ports.experiments.save_searcher(experiment.id, snapshot, stored.searcher_version)
-    _due(ports)
+    _long_after(ports)
     with caplog.at_level(logging.ERROR):
         searcher_watch.sweep(ports)
     assert (
@@ -144,7 +157,7 @@ def test_one_experiment_whose_look_fails_does_not_stop_the_looks_at_the_others(p
     for experiment in (broken, healthy):
         (trial_id,) = flow.trial_ids(experiment.id)
         _finish_without_event(ports, trial_id)
-    _due(ports)
+    _long_after(ports)
     with caplog.at_level(logging.ERROR):
         assert searcher_watch.sweep(ports) == [broken.id, healthy.id]
     assert f"experiment {broken.id}: the sweep's look failed" in caplog.text
