@@ -13,13 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from stratus.launchers._adaptdl_numpy import BOOT_DIR, with_layer
 
 from .conftest import WAIT_S, Workdir
-
-pytest.importorskip("adaptdl.goodput", reason="adaptdl (requirements-dev.txt) is not installed")
 
 #: AdaptDL's goodput model as `autoscale_batch_size` at its defaults and the launcher's proxy run it.
 PROGRAM = """

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -282,7 +281,9 @@ def test_usage_errors_are_one_line(workdir) -> None:
 
 @pytest.mark.parametrize(("module", "program"), [("horovod", "horovodrun"), ("deepspeed", "deepspeed")])
 def test_missing_program_is_named(module: str, program: str, workdir) -> None:
-    done = workdir.launch(module, "train.py", PATH=str(Path(sys.executable).parent))
+    nowhere = workdir.path / "empty-bin"  # a PATH without the program (make installs deepspeed)
+    nowhere.mkdir()
+    done = workdir.launch(module, "train.py", PATH=str(nowhere))
     assert done.returncode == 127
     assert done.stderr.startswith(f"[launcher] {module}: {program} is not installed")
     assert done.stderr.count("\n") == 1
@@ -426,12 +427,9 @@ def test_gloo_crash_on_node_1_names_its_global_rank(tmp_path: Path, workdir) -> 
     assert json.loads((tmp_path / "report-0.json").read_text())["failed_rank"] == 0
 
 
-# ---- DeepSpeed's launcher, where it is installed (it is not a dependency; CPU runs use DS_ACCELERATOR=cpu)
-
-needs_deepspeed = pytest.mark.skipif(shutil.which("deepspeed") is None, reason="deepspeed is not installed")
+# ---- DeepSpeed's launcher (make installs deepspeed; CPU runs use DS_ACCELERATOR=cpu) -----------------
 
 
-@needs_deepspeed
 def test_gloo_through_deepspeed_on_one_node(all_reduce, workdir) -> None:
     workdir.script("script.py", all_reduce)
     accel = {} if os.environ.get("DS_ACCELERATOR") else {"DS_ACCELERATOR": "cpu"}
@@ -441,7 +439,6 @@ def test_gloo_through_deepspeed_on_one_node(all_reduce, workdir) -> None:
     assert sorted(lines) == ["[rank=0] sum=3 rank=0/2 local=0", "[rank=1] sum=3 rank=1/2 local=1"]
 
 
-@needs_deepspeed
 def test_gloo_through_deepspeed_on_two_simulated_nodes(all_reduce, workdir) -> None:
     """--no_ssh and a shared hostfile: "localhost" and "127.0.0.1" are two names of this machine."""
     workdir.script("script.py", all_reduce)
