@@ -48,20 +48,16 @@ class DynamoCheckpoints:
         self._table.delete_item(Key={"uuid": uuid})
 
     def add_user(self, uuid: str, experiment_id: int) -> Checkpoint | None:
-        try:
-            answer = self._table.update_item(
-                Key={"uuid": uuid},
-                UpdateExpression="ADD used_by :e",
-                ConditionExpression="attribute_exists(#u)",
-                ExpressionAttributeNames={"#u": "uuid"},
-                ExpressionAttributeValues={":e": {experiment_id}},
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as error:
-            if dynamo.is_condition_failure(error):
-                return None  # no such checkpoint (a stub is never created)
-            raise
-        return _decode(dynamo.plain(answer["Attributes"]))
+        # Lost: no such checkpoint (a stub is never created).
+        record = dynamo.conditional_update(
+            self._table,
+            {"uuid": uuid},
+            "ADD used_by :e",
+            "attribute_exists(#u)",
+            {"#u": "uuid"},
+            {":e": {experiment_id}},
+        )
+        return _decode(record) if record is not None else None
 
     def for_trial(self, trial_id: int) -> list[Checkpoint]:
         items = dynamo.query_index(self._table, "by_trial", "trial_id", trial_id)

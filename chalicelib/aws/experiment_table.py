@@ -177,18 +177,15 @@ class DynamoExperiments(ExperimentUpdates):
 
     def unwatch(self, experiment_id: int, check_at: int) -> bool:
         # Lost: the experiment was marked again since `check_at` was read; that newer mark stands.
-        try:
-            self._table.update_item(
-                Key={"id": experiment_id},
-                UpdateExpression="REMOVE watched, check_at",
-                ConditionExpression="check_at = :seen",
-                ExpressionAttributeValues={":seen": check_at},
-            )
-        except ClientError as error:
-            if dynamo.is_condition_failure(error):
-                return False
-            raise
-        return True
+        removed = dynamo.conditional_update(
+            self._table,
+            {"id": experiment_id},
+            "REMOVE watched, check_at",
+            "check_at = :seen",
+            {},
+            {":seen": check_at},
+        )
+        return removed is not None
 
     def due_for_check(self, now: float, limit: int) -> builtins.list[tuple[int, int]]:
         answer = self._table.query(
