@@ -37,7 +37,7 @@ from bench.machine import describe  # noqa: E402
 from chalicelib.domain.queue_head import QueueSummary, sort_key  # noqa: E402
 from chalicelib.domain.run_records import Run  # noqa: E402
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, assign_fifo  # noqa: E402
-from chalicelib.domain.scheduling_policies import PoolPolicy, plan_pass  # noqa: E402
+from chalicelib.domain.scheduling_policies import PoolPolicy, plan_pass, policy_for  # noqa: E402
 from chalicelib.domain.states import RunState  # noqa: E402
 from chalicelib.services.queue_reading import plan_head  # noqa: E402
 
@@ -156,7 +156,7 @@ class SortedQueue:
 
 
 def head_pass(policy: PoolPolicy, queue: SortedQueue, work: Workload) -> object:
-    return plan_head(queue, "default", policy, queue.summary, work[1], work[2])  # type: ignore[arg-type]
+    return plan_head(queue, "default", policy_for(policy), queue.summary, work[1], work[2])  # type: ignore[arg-type]
 
 
 POLICIES: list[tuple[str, Callable[[Workload], object]]] = [

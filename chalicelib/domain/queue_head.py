@@ -19,7 +19,8 @@ slots, or enough idle agents, so the rule errs towards reading), could claim slo
 will free, or could preempt (a holding of strictly lower priority is left that is not already
 stopping). Once blocked heads protect every agent size, only requests of lower priority than the last
 head may use anything (with preemption on): the reader seeks past the rest of the heads' priorities
-(`seek_past`) instead of reading them. The placement of every request read is the same as if the whole
+(`seek_past`) instead of reading them. Each index read is a `QueueStream`: the pool's queue (the priority
+scheduler), or each waiting job's requests (fair share). The placement of every request read is the same as if the whole
 queue had been read: each decision depends only on the requests ahead of it.
 """
 
@@ -84,6 +85,24 @@ class QueueSummary:
 
     def job_slots(self) -> dict[str, int]:
         return {job: slots for job, (count, slots) in self.jobs.items() if count > 0}
+
+
+@dataclass
+class QueueStream:
+    """One index a pass reads page by page: the pool's queue (``job`` None) or one job's requests. The
+    policy's head pass sizes the first page (`limit`); the reader moves it on page after page."""
+
+    job: str | None
+    #: The requests the summary counts in it.
+    expected: int
+    #: Where the next page starts (the index's key of the last request read, or one to seek past).
+    after: str | None = None
+    #: The next page's size.
+    limit: int = PAGE_FIRST
+    read: int = 0
+    done: bool = False
+    #: The priority of the last request read (or sought past).
+    last_priority: int = 0
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ A request that fits on one agent of the pool is placed on one agent (best fit). 
 multi-node trial) takes whole idle agents of one size that divides it: `slots_per_trial: 8` on 4-slot
 agents takes two of them, each a node of the trial, the first the chief.
 
-The policies (priority with or without preemption, fair share) are in `scheduling_policies`
-(`plan_pass`). `assign_fifo` is the first scheduler (FIFO within priority, a request that does not fit
-blocks everything behind it), kept as the baseline of `bench/scheduling_pass.py`.
+The policies (priority with or without preemption, fair share) are `scheduling_priority` and
+`scheduling_fair_share`, made by `scheduling_policies.policy_for`. `assign_fifo` is the first scheduler
+(FIFO within priority, a request that does not fit blocks everything behind it), kept as the baseline of
+`bench/scheduling_pass.py`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Besides the slots free now, an agent may have slots *being freed*: those of runs
 same slots in this pass.
 
 *Protected* agent sizes are those a blocked request ahead in the queue could use: a request behind it
-may not take slots there (see `scheduling_policies` for the rule and why it cannot starve anyone).
+may not take slots there (see `scheduling_priority` for the rule and why it cannot starve anyone).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The fair-share scheduler (Determined's `fair_share`): a pool's slots divided among its active jobs by
-weight.
+"""The fair-share scheduler (Determined's `fair_share`), a `SchedulingPolicy`: a pool's slots divided
+among its active jobs by weight.
 
 **Shares.** The active jobs are those with requests or holdings. Each job's demand is the slots it holds
 (runs not already stopping) plus the slots it asks for; the pool's slots are divided by weighted max-min
@@ -18,6 +18,11 @@ idle go to any job (again the one furthest below its share first), on unprotecte
 that cannot fit, after waiting on slots being freed, preempts runs of jobs *over* their share, and only
 runs that leave their job at or above its share (so two jobs never preempt each other back and forth);
 the fewest victims, from the job most over its share, then the most recently started.
+
+**Over the head of the queue** (`FairShareHeadPass`) it reads one stream per job with requests waiting
+(the queue summary names them), since every job below its share may place its next request; each job's
+whole demand comes from the summary. It plans again over every job's head after each round of pages,
+and reads more of a job only when it used every request of it that it was given.
 """
 
 from __future__ import annotations
@@ -26,11 +31,84 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from chalicelib.domain.queue_head import ANY_PRIORITY
+from chalicelib.domain.job_limits import JobLimits, capped_demand
+from chalicelib.domain.queue_head import ANY_PRIORITY, PAGE_FIRST, READ_MAX, QueueStream, QueueSummary
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, queue_order
 from chalicelib.domain.scheduling_pass import PassPlan, PassState, PoolShape
+from chalicelib.domain.scheduling_policy import HeadStep, JobRanking, PoolPolicy, free_room
 
 _EPSILON = 1e-9
+
+
+class FairSharePolicy:
+    """The fair-share scheduler of a pool configured as ``config``."""
+
+    def __init__(self, config: PoolPolicy) -> None:
+        self._config = config
+
+    @property
+    def config(self) -> PoolPolicy:
+        return self._config
+
+    @property
+    def ranks_jobs_by(self) -> JobRanking:
+        return "weight"
+
+    def plan(
+        self,
+        requests: Sequence[SlotRequest],
+        holdings: Sequence[Holding],
+        agents: Sequence[AgentCapacity],
+        waiting_slots: Mapping[str, int] | None = None,
+    ) -> PassPlan:
+        config = self._config
+        return fair_share_pass(
+            config.preemption, config.shape, requests, holdings, agents, waiting_slots=waiting_slots
+        )
+
+    def head_pass(
+        self, summary: QueueSummary, holdings: Sequence[Holding], agents: Sequence[AgentCapacity]
+    ) -> FairShareHeadPass:
+        return FairShareHeadPass(self._config, summary, holdings, agents)
+
+
+class FairShareHeadPass:
+    """The fair-share pass over the head of the queue (see the module docstring). The first pages share
+    the free slots and `PAGE_FIRST // 8` among the jobs, at most `READ_MAX` in all."""
+
+    def __init__(
+        self,
+        config: PoolPolicy,
+        summary: QueueSummary,
+        holdings: Sequence[Holding],
+        agents: Sequence[AgentCapacity],
+    ) -> None:
+        jobs = summary.jobs
+        share = max(1, READ_MAX // max(1, len(jobs)))
+        room = free_room(config, holdings, agents)
+        first = min(share, max(1, room // max(1, len(jobs)) + PAGE_FIRST // 8))
+        self.streams = [QueueStream(job, count, limit=first) for job, (count, _) in sorted(jobs.items())]
+        self._config = config
+        self._holdings = holdings
+        self._agents = agents
+        self._waiting_slots = summary.job_slots()
+        self._read: list[SlotRequest] = []
+
+    def feed(self, fresh: Sequence[SlotRequest]) -> HeadStep:
+        """Plan again over every request read (each job's head), its demand capped by its slot limit."""
+        self._read.extend(fresh)
+        requests, holdings = self._read, self._holdings
+        admitted, held_back = JobLimits(holdings).split(requests)
+        demand = capped_demand(self._waiting_slots, requests, holdings)
+        config = self._config
+        plan = fair_share_pass(
+            config.preemption, config.shape, admitted, holdings, self._agents, waiting_slots=demand
+        )
+        return HeadStep(plan, held_back)
+
+    def wants_more(self, stream: QueueStream, plan: PassPlan, unread_sizes: list[int]) -> bool:
+        # A job whose every request given was placed, made room for or can never fit.
+        return stream.job in plan.exhausted
 
 
 def water_fill(capacity: float, demand: Mapping[str, float], weight: Mapping[str, float]) -> dict[str, float]:

@@ -16,7 +16,7 @@ from chalicelib.domain.records import Experiment
 from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
-from chalicelib.services import contexts, pools, searching, warm_start
+from chalicelib.services import contexts, lookups, pools, searching, warm_start
 from chalicelib.services.ports import Ports
 from stratus.contract.nni import is_nni_config
 
@@ -110,10 +110,8 @@ def create(
 
 
 def get(ports: Ports, experiment_id: int) -> Experiment:
-    experiment = ports.experiments.get(experiment_id)
-    if experiment is None:
-        raise NotFoundError(f"experiment {experiment_id} not found; `det experiment list` shows the ids")
-    return experiment
+    """The experiment, or NotFoundError naming it (`lookups.get_experiment`)."""
+    return lookups.get_experiment(ports, experiment_id)
 
 
 def list_experiments(

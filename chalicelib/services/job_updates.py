@@ -1,11 +1,12 @@
 """`det job update` and `det job update-batch`: change a job's priority, weight, pool or place in its
 pool's queue, with Determined's constraints (docs: "Job Queue Management"):
 
-- priority (1-99, lower first) only in a pool with the priority scheduler; weight (> 0) only in a
-  fair_share pool;
-- ahead-of / behind-of only in a priority-scheduler pool, and only next to a job of the same pool. A job
-  moved next to a job of another priority takes that job's priority (as Determined's resource pool
-  does), since the queue is ordered by priority first; the answer says so;
+- priority (1-99, lower first) only in a pool whose scheduler ranks jobs by priority (the priority
+  scheduler), weight (> 0) only in one that ranks them by weight (fair_share): its scheduling policy's
+  `ranks_jobs_by`;
+- ahead-of / behind-of only in a pool that ranks jobs by priority, and only next to a job of the same
+  pool. A job moved next to a job of another priority takes that job's priority (as Determined's
+  resource pool does), since the queue is ordered by priority first; the answer says so;
 - a pool change only for experiments (every job here is one) and only to a configured pool. Its queued
   runs move to the new pool's queue; its running ones keep their slots in the old pool until they end
   (Determined restarts them in the new pool instead; here no progress is lost to a move), and every
@@ -30,6 +31,7 @@ from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.queue_moves import QueuedJob, move_ahead_of, move_behind_of
 from chalicelib.domain.records import Experiment
 from chalicelib.domain.run_records import Run
+from chalicelib.domain.scheduling_policies import policy_for
 from chalicelib.domain.states import RunState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.services.clock import epoch_of
@@ -139,7 +141,7 @@ class _Plan:
             self._move(experiment, pool, update.behind_of, ahead=False)
 
     def _set_priority(self, experiment: Experiment, pool: PoolSpec, priority: int) -> None:
-        if pool.scheduler != "priority":
+        if policy_for(pool).ranks_jobs_by != "priority":
             raise BadRequestError(
                 f"job {experiment.id} is in pool {pool.name!r}, whose scheduler is {pool.scheduler}: it "
                 f"shares slots by weight, not priority; use --weight instead of --priority {priority}"
@@ -151,7 +153,7 @@ class _Plan:
         self.planned[experiment.id] = replace(experiment, priority=priority)
 
     def _set_weight(self, experiment: Experiment, pool: PoolSpec, weight: float) -> None:
-        if pool.scheduler != "fair_share":
+        if policy_for(pool).ranks_jobs_by != "weight":
             raise BadRequestError(
                 f"job {experiment.id} is in pool {pool.name!r}, whose scheduler is {pool.scheduler}: it "
                 f"orders jobs by priority, not weight; use --priority instead of --weight {weight:g}"
@@ -162,7 +164,7 @@ class _Plan:
 
     def _move(self, experiment: Experiment, pool: PoolSpec, anchor_id: str, *, ahead: bool) -> None:
         option = "--ahead-of" if ahead else "--behind-of"
-        if pool.scheduler != "priority":
+        if policy_for(pool).ranks_jobs_by != "priority":
             raise BadRequestError(
                 f"job {experiment.id} is in pool {pool.name!r}, whose scheduler is {pool.scheduler}: "
                 f"{option} needs the priority scheduler; change the job's --weight instead"

@@ -21,8 +21,8 @@ from chalicelib.domain import keys
 from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
-from chalicelib.errors import ConflictError, NotFoundError
-from chalicelib.services import retention, runs, watchlist
+from chalicelib.errors import ConflictError
+from chalicelib.services import lookups, retention, runs, watchlist
 from chalicelib.services.ports import Ports
 from stratus.contract import messages
 
@@ -93,9 +93,7 @@ def on_trial_event(ports: Ports, experiment: Experiment) -> None:
 
 
 def _stop_experiment(ports: Ports, experiment_id: int, *, kill: bool) -> Experiment:
-    experiment = ports.experiments.get(experiment_id)
-    if experiment is None:
-        raise NotFoundError(f"experiment {experiment_id} not found; `det experiment list` shows the ids")
+    experiment = lookups.get_experiment(ports, experiment_id)
     verb = "kill" if kill else "cancel"
     if experiment.state == ExperimentState.CANCELED:
         return experiment  # done already: a repeated request

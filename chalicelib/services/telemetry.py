@@ -24,7 +24,7 @@ from chalicelib.domain.telemetry import (
     run_failure_datum,
     trial_datums,
 )
-from chalicelib.services import experiments
+from chalicelib.services import lookups
 from chalicelib.services.ports import Ports
 
 
@@ -69,7 +69,7 @@ class Dashboard:
 
 def experiment_dashboard(ports: Ports, experiment_id: int) -> Dashboard:
     """Create or update the experiment's dashboard (NotFoundError when there is no such experiment)."""
-    experiment = experiments.get(ports, experiment_id)
+    experiment = lookups.get_experiment(ports, experiment_id)
     settings = ports.settings
     searcher = experiment.parsed_config.searcher
     trial_ids = [t.id for t in ports.trials.for_experiment(experiment.id)]

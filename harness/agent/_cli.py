@@ -19,6 +19,7 @@ from types import FrameType
 from stratus.contract.hardening import not_dumpable
 from stratus.harness.agent._agent import Agent
 from stratus.harness.agent._aws import ImdsClient, SpotWatcher
+from stratus.harness.agent._job_credential import with_job_credential
 from stratus.harness.agent._settings import TOKEN_ENV, parse_cli
 
 log = logging.getLogger("stratus.harness.agent")
@@ -33,7 +34,7 @@ JOB_SIGTERM_DRAIN_S = 18.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    opts = parse_cli(argv)
+    opts = with_job_credential(parse_cli(argv))  # the settings first, then the network
     not_dumpable()  # its token stays out of the trials' reach (`stratus.contract.hardening`)
     logging.basicConfig(
         level=opts.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -18,8 +18,11 @@ dots), or path style below ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` when s
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -30,6 +33,7 @@ from stratus.contract.errors import NO_ANSWER, NoAnswerError
 from stratus.contract.http import PooledTransport, Request, RetryPolicy, Transport
 from stratus.harness.agent._aws import IMDS_URL, ImdsClient, ImdsError
 from stratus.harness.agent._iam import region_from_url, role_credentials
+from stratus.harness.agent._settings import CliOptions
 from stratus.harness.agent._sigv4 import Credentials, sign
 from stratus.harness.errors import HarnessError
 
@@ -39,6 +43,10 @@ ECS_CREDENTIALS_HOST = "http://169.254.170.2"
 TIMEOUT_S = 10.0
 #: The job may start while S3 or the credentials endpoint is briefly busy: a few tries, a few seconds.
 RETRY = RetryPolicy(first_delay_s=0.5, max_attempts=5)
+
+
+#: ``(location, agent id, environment) -> credential``: reads a job's credential object.
+JobCredentialFetch = Callable[[str, str, Mapping[str, str]], str]
 
 
 class JobCredentialError(HarnessError):
@@ -169,6 +177,25 @@ def fetch_job_credential(
     finally:
         if transport is None:
             sender.close()
+
+
+def with_job_credential(
+    opts: CliOptions, environ: Mapping[str, str] | None = None, *, fetch: JobCredentialFetch | None = None
+) -> CliOptions:
+    """The agent's options with its credential read from its job's object (`--credential-from`) when it
+    was given none (a given credential wins: the object is left for the bucket to expire). ``fetch``
+    reads it (`fetch_job_credential` by default); one clear error, naming the object, when it cannot."""
+    settings = opts.settings
+    if settings.token or not opts.credential_from:
+        return opts
+    env = os.environ if environ is None else environ
+    if fetch is None:
+        fetch = functools.partial(fetch_job_credential, api_url=settings.api_url, imds_url=settings.imds_url)
+    try:
+        token = fetch(opts.credential_from, settings.agent_id, env)
+    except HarnessError as e:
+        raise SystemExit(f"stratus.harness.agent: --credential-from {opts.credential_from}: {e}") from e
+    return dataclasses.replace(opts, settings=dataclasses.replace(settings, token=token))
 
 
 def _send(transport: Transport, request: Request) -> tuple[int, str]:

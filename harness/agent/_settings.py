@@ -11,11 +11,9 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 from stratus.harness.agent._aws import IMDS_URL, SPOT_POLL_S, ImdsClient, ImdsError, Instance
-from stratus.harness.errors import HarnessError
 
 TOKEN_ENV = "STRATUS_AGENT_TOKEN"
 
@@ -231,26 +229,6 @@ def _credential(token_file: Path | None, env: Mapping[str, str]) -> str:
     return token
 
 
-#: ``(location, agent id, environment) -> credential``: a job's credential object (`--credential-from`).
-JobCredentialFetch = Callable[[str, str, Mapping[str, str]], str]
-
-
-def _fetch_job_credential(
-    location: str, agent_id: str, env: Mapping[str, str], *, api_url: str, imds_url: str
-) -> str:
-    # Imported here: `_job_credential` signs with `_iam`'s keys, and `_iam` imports these settings.
-    from stratus.harness.agent._job_credential import fetch_job_credential
-
-    return fetch_job_credential(location, agent_id, env, api_url=api_url, imds_url=imds_url)
-
-
-def _job_credential(location: str, agent_id: str, env: Mapping[str, str], fetch: JobCredentialFetch) -> str:
-    try:
-        return fetch(location, agent_id, env)
-    except HarnessError as e:
-        raise SystemExit(f"stratus.harness.agent: --credential-from {location}: {e}") from e
-
-
 #: Where SageMaker describes a training job's instances to each of them.
 SAGEMAKER_RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 
@@ -301,6 +279,9 @@ class CliOptions:
     log_level: str
     #: The instance the agent runs on (`--aws`), else None.
     instance: Instance | None = None
+    #: `--credential-from`: where a job's agent given no credential reads it, after the settings are
+    #: parsed (`stratus.harness.agent._job_credential.with_job_credential`); "" when not given.
+    credential_from: str = ""
 
 
 def parse_cli(
@@ -308,11 +289,10 @@ def parse_cli(
     environ: Mapping[str, str] | None = None,
     *,
     imds: Callable[[str], ImdsClient] = ImdsClient,
-    job_credential: JobCredentialFetch | None = None,
 ) -> CliOptions:
     """The settings from the command line and the environment; with `--aws`, from the instance metadata
-    service too (``imds(url)`` makes its client); with `--credential-from` and no other credential, from
-    the job's credential object (``job_credential`` reads it)."""
+    service too (``imds(url)`` makes its client). A job's credential object (`--credential-from`) is not
+    read here: `_job_credential.with_job_credential` reads it when no other credential was given."""
     env = os.environ if environ is None else environ
     parser = _parser()
     ns = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
@@ -329,9 +309,6 @@ def parse_cli(
     token = _credential(ns.token_file, env)  # first: the file is gone even if the instance cannot be read
     instance = _read_instance(ns.imds_url, imds) if ns.aws else None
     agent_id = node_agent or ns.agent_id or (instance.instance_id if instance else "")
-    if not token and ns.credential_from:  # a given credential wins: the object is left for the expiry
-        fetch = job_credential or partial(_fetch_job_credential, api_url=ns.api, imds_url=ns.imds_url)
-        token = _job_credential(ns.credential_from, agent_id, env, fetch)
     gpus = detect_gpus(env)
     slots: int = ns.slots if ns.slots is not None else (len(gpus) or 1)
     try:
@@ -362,4 +339,6 @@ def parse_cli(
         )
     except ValueError as e:
         parser.error(str(e))
-    return CliOptions(settings=settings, log_level=ns.log_level, instance=instance)
+    return CliOptions(
+        settings=settings, log_level=ns.log_level, instance=instance, credential_from=ns.credential_from or ""
+    )

@@ -1,7 +1,7 @@
 """A Batch or SageMaker job's agent reads its credential object once (`stratus.harness.agent._job_credential`),
 without IO: the S3 requests signed as botocore signs them, the job role's keys from the container
 credentials endpoint or the metadata service (fakes), the GET then DELETE against a fake S3, and
-`--credential-from` in the agent's settings (a given credential wins). Against moto's S3:
+`--credential-from` once the agent's settings are parsed (a given credential wins). Against moto's S3:
 tests/aws/test_agent_job_credential.py."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotocoreCredentials
 
-from infra.fake_imds import FakeImds
+from infra.local.fake_imds import FakeImds
 from stratus.contract.errors import NoAnswerError
 from stratus.contract.http import InMemoryTransport, Request, Response
 from stratus.harness.agent._job_credential import (
@@ -24,6 +24,7 @@ from stratus.harness.agent._job_credential import (
     object_url,
     parse_location,
     role_keys,
+    with_job_credential,
 )
 from stratus.harness.agent._settings import TOKEN_ENV, parse_cli
 from stratus.harness.agent._sigv4 import Credentials, sign
@@ -273,7 +274,7 @@ def test_a_busy_s3_is_asked_again() -> None:
     assert _fetch(s3) == "c" and [r.method for r in s3.seen] == ["GET", "GET", "GET", "DELETE"]
 
 
-# ---- --credential-from in the agent's settings -----------------------------------------------------------
+# ---- --credential-from after the agent's settings -----------------------------------------------------------
 
 
 def _argv(tmp_path: Path, *extra: str) -> list[str]:
@@ -292,7 +293,9 @@ def test_a_job_node_without_a_credential_reads_its_lanes_object(tmp_path: Path) 
         return "agent.batch-default-1.x"
 
     env = {"AWS_BATCH_JOB_NODE_INDEX": "1"}
-    opts = parse_cli(_argv(tmp_path), env, job_credential=fetch)
+    parsed = parse_cli(_argv(tmp_path), env)
+    assert (parsed.settings.token, parsed.credential_from, asked) == ("", LOCATION, [])  # parsed without IO
+    opts = with_job_credential(parsed, env, fetch=fetch)
     assert opts.settings.token == "agent.batch-default-1.x" and opts.settings.agent_id == "batch-default-1"
     assert asked == [(LOCATION, "batch-default-1")]
 
@@ -303,9 +306,12 @@ def test_a_given_credential_wins_and_no_object_is_read(tmp_path: Path) -> None:
 
     token_file = tmp_path / "credential"
     token_file.write_text("agent.batch-default-0.file\n")
-    opts = parse_cli(_argv(tmp_path, "--token-file", str(token_file)), {}, job_credential=fetch)
+    opts = with_job_credential(
+        parse_cli(_argv(tmp_path, "--token-file", str(token_file)), {}), {}, fetch=fetch
+    )
     assert opts.settings.token == "agent.batch-default-0.file" and not token_file.exists()
-    opts = parse_cli(_argv(tmp_path), {TOKEN_ENV: "agent.batch-default-0.env"}, job_credential=fetch)
+    env = {TOKEN_ENV: "agent.batch-default-0.env"}
+    opts = with_job_credential(parse_cli(_argv(tmp_path), env), env, fetch=fetch)
     assert opts.settings.token == "agent.batch-default-0.env"
 
 
@@ -319,4 +325,4 @@ def test_an_unreadable_object_stops_the_agent_naming_it(tmp_path: Path) -> None:
     with pytest.raises(
         SystemExit, match=f"--credential-from {LOCATION}: s3://stratus-bucket/{KEY} is not there"
     ):
-        parse_cli(_argv(tmp_path), {}, job_credential=fetch)
+        with_job_credential(parse_cli(_argv(tmp_path), {}), {}, fetch=fetch)

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from chalicelib.domain.queue_head import PAGE_FIRST, QueueSummary, Room, queue_sort_key, unread_sizes
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, queue_order
-from chalicelib.domain.scheduling_policies import PoolPolicy, plan_pass
+from chalicelib.domain.scheduling_policies import PoolPolicy, plan_pass, policy_for
 from chalicelib.domain.states import RunState
 from chalicelib.memory import MemoryClock
 from chalicelib.memory._runs import MemoryRuns
-from chalicelib.services.queue_reading import plan_head, slot_request
+from chalicelib.services.queue_reading import HeadPlan, plan_head, slot_request
 
 _requests = st.builds(
     SlotRequest,
@@ -102,6 +102,17 @@ def _pool(seed: int, requests: int, agents: int) -> tuple[MemoryRuns, list[Holdi
     return store, holdings, capacities
 
 
+def _head(
+    store: MemoryRuns,
+    policy: PoolPolicy,
+    summary: QueueSummary,
+    holdings: list[Holding],
+    agents: list[AgentCapacity],
+) -> HeadPlan:
+    """A pass over the head of the pool's queue, under the pool's policy as the scheduler makes it."""
+    return plan_head(SimpleNamespace(runs=store), "default", policy_for(policy), summary, holdings, agents)
+
+
 POLICIES = [
     PoolPolicy(kind, preemption) for kind in ("priority", "fair_share") for preemption in (False, True)
 ]
@@ -117,7 +128,7 @@ def test_a_pass_over_the_head_decides_as_a_pass_over_the_whole_queue(policy, see
     everything = [slot_request(run) for run in store.pending("default")]
     whole = plan_pass(policy, everything, holdings, agents)
 
-    head = plan_head(SimpleNamespace(runs=store), "default", policy, summary, holdings, agents)
+    head = _head(store, policy, summary, holdings, agents)
 
     assert head.plan.assignments == whole.assignments
     assert head.plan.preempt == whole.preempt
@@ -137,20 +148,14 @@ def test_a_full_pool_reads_one_page_of_a_long_queue():
     summary = store.queue_summary("default")
     assert summary.requests == 3000
 
-    plain = plan_head(
-        SimpleNamespace(runs=store), "default", PoolPolicy("priority", False), summary, holdings, agents
-    )
+    plain = _head(store, PoolPolicy("priority", False), summary, holdings, agents)
     assert plain.plan.assignments == [] and plain.pages == 1 and len(plain.read) == PAGE_FIRST
 
     # Preempting: the priority-10 requests preempt the four priority-42 runs; one victim frees more than
     # its preemptor needs, and those slots go to the first request allowed past the blocked heads (of a
     # lower priority than theirs): the reader seeks past the heads' priorities to find it.
-    preempting = plan_head(
-        SimpleNamespace(runs=store), "default", PoolPolicy("priority", True), summary, holdings, agents
-    )
+    preempting = _head(store, PoolPolicy("priority", True), summary, holdings, agents)
     assert len(preempting.plan.preempt) == 4
     assert preempting.pages == 3 and len(preempting.read) < summary.requests / 2
-    fair = plan_head(
-        SimpleNamespace(runs=store), "default", PoolPolicy("fair_share", False), summary, holdings, agents
-    )
+    fair = _head(store, PoolPolicy("fair_share", False), summary, holdings, agents)
     assert fair.pages == len(summary.jobs) and len(fair.read) <= len(summary.jobs) * PAGE_FIRST

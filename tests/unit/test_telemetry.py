@@ -26,8 +26,8 @@ from chalicelib.domain.telemetry import (
     pool_datums,
     trial_datums,
 )
-from infra.template import template
-from infra.template_iam import api_policy
+from infra.aws.template import template
+from infra.aws.template_iam import api_policy
 
 TRIAL = (("experiment", "3"), ("trial", "7"))
 
