@@ -21,7 +21,7 @@ PYTEST_E2E := $(PY) -m pytest -q -n $(E2E_WORKERS)
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --upgrade "pip<26.3"  # chalice 1.34 requires pip<26.3
 	$(PY) -m pip install -q -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
@@ -29,7 +29,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py
 install: $(STAMP)
 
 demo: install
-	$(PY) -m infra.demo
+	$(PY) -m infra.local.demo
 
 lint: install
 	$(PY) -m ruff check .
@@ -41,7 +41,7 @@ lint: install
 typecheck: install
 	mkdir -p .typecheck/stratus
 	for name in contract harness launchers; do ln -sfn ../../$$name .typecheck/stratus/$$name; done
-	MYPYPATH=.typecheck $(PY) -m mypy -p stratus.contract -p stratus.harness -p stratus.launchers -p chalicelib -p det -m app
+	MYPYPATH=.typecheck $(PY) -m mypy -p stratus.contract -p stratus.harness -p stratus.launchers -p chalicelib -p det -p infra -m app
 
 unit: install
 	$(PY) -m pytest -q tests/unit tests/contract

@@ -25,8 +25,8 @@ from typing import Any
 import boto3
 
 from det._client import ApiClient
-from infra.local_stack import BackgroundStack
-from infra.resources import StackNames
+from det.deploy.background import BackgroundStack
+from infra.shape import StackNames
 from stratus.launchers._info import free_port
 
 SLOTS = 8

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe  # noqa: E402
-from infra.local_stack import BackgroundStack  # noqa: E402
+from det.deploy.background import BackgroundStack  # noqa: E402
 
 PATHS = ["/experiments", "/agents", "/resource-pools"]
 TICK = os.sysconf("SC_CLK_TCK")

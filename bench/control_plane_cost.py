@@ -6,7 +6,7 @@ Run from the repository root:
 The stack runs with the AWS defaults (agents heartbeat every 120 s, `STRATUS_AGENT_HEARTBEAT_S`; trials
 send their reports every 120 s, `STRATUS_REPORT_INTERVAL_S`; the local stack's own defaults are 5 s). It counts every request its API was asked
 (each an API Gateway request and a Lambda invocation on AWS) and every request to the AWS services (moto),
-by operation (`infra.moto_compat.RequestCounts`); Step Functions transitions are read from the trial's
+by operation (`infra.local.moto_compat.RequestCounts`); Step Functions transitions are read from the trial's
 execution history. Two phases: one agent idle (the cost of an agent-hour with nothing to run), then one
 trial of bench/contexts/cost/trial.py (a GPU's pace: `--step` seconds a step, a metric every 100 steps, a
 validation and a 1 MB checkpoint every 1,000). The bench's own polling is left out of the counts.
@@ -41,9 +41,9 @@ from chalicelib.settings import (  # noqa: E402
     DEFAULT_REPORT_INTERVAL_S,
 )
 from det._client import ApiClient  # noqa: E402
-from infra.local_stack import BackgroundStack  # noqa: E402
-from infra.moto_compat import COUNTS_PATH  # noqa: E402
-from infra.template_app import MEMORY_MB  # noqa: E402
+from det.deploy.background import BackgroundStack  # noqa: E402
+from infra.aws.template_app import MEMORY_MB  # noqa: E402
+from infra.local.moto_compat import COUNTS_PATH  # noqa: E402
 
 # AWS list prices, us-east-1, USD (2025): per request unless named.
 API_GATEWAY_REST = 3.50e-6  # Chalice deploys a REST API
@@ -115,7 +115,7 @@ TRIAL_TABLES = ("metrics", "checkpoints")
 
 def split(seen: Counter[tuple[str, str]]) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
     """`seen` as (the control plane's requests, the trial's own: its checkpoints and metric rows), by the
-    route, the service and the DynamoDB table each request named (`infra.moto_compat` counts by table)."""
+    route, the service and the DynamoDB table each request named (`infra.local.moto_compat` counts by table)."""
     trial: Counter[tuple[str, str]] = Counter()
     for (service, operation), n in seen.items():
         if (service == "api" and "/checkpoints" in operation) or service == "s3":

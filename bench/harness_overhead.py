@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from bench._latency import upload_context  # noqa: E402
 from bench.machine import describe  # noqa: E402
 from det._client import ApiClient  # noqa: E402
-from infra.local_stack import BackgroundStack  # noqa: E402
+from det.deploy.background import BackgroundStack  # noqa: E402
 
 MODES = ("plain", "core", "trainer")
 SCHEDULING_UNIT = 100  # Determined's default

@@ -4,7 +4,7 @@ Run from the repository root:
     .venv/bin/python bench/idle_cost.py [--sweep-ms 300] [--ec2-pools 1] [--write]
 
 An estimate, not a measurement (no AWS account here): it counts what the rendered template
-(`infra/template.py`) keeps running when idle and prices it. The sweep schedule sends a message to the
+(`infra/aws/template.py`) keeps running when idle and prices it. The sweep schedule sends a message to the
 scheduler queue every minute and its function runs a scheduling pass (`--sweep-ms` long, reading the pool's
 summary and holdings); Lambda's SQS event sources long-poll every queue they feed whether or not messages
 come (AWS documents five concurrent pollers per queue, each a 20 s `ReceiveMessage`); the two secrets are
@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from bench.control_plane_cost import DYNAMO_READ, LAMBDA_GB_S, LAMBDA_REQUEST, SQS_FIFO, SQS_STANDARD  # noqa: E402
 from bench.machine import describe  # noqa: E402
 from chalicelib.domain.pools import DEFAULT_POOL, PoolSpec, Provider  # noqa: E402
-from infra.template import template  # noqa: E402
-from infra.template_app import MEMORY_MB  # noqa: E402
+from infra.aws.template import template  # noqa: E402
+from infra.aws.template_app import MEMORY_MB  # noqa: E402
 
 MINUTES_A_MONTH = 30 * 24 * 60
 SECRET_A_MONTH = 0.40  # Secrets Manager, per secret
@@ -105,7 +105,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sweep-ms", type=float, default=300)
     parser.add_argument(
-        "--package-mb", type=float, default=45, help="the zipped package (python -m infra.package)"
+        "--package-mb", type=float, default=45, help="the zipped package (python -m infra.aws.package)"
     )
     parser.add_argument("--ec2-pools", type=int, default=1, help="ec2 pools in the stack (0: none)")
     parser.add_argument("--write", action="store_true", help="write bench/results/idle_cost.md")

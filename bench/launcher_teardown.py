@@ -18,7 +18,7 @@ survivors to take the news:
   kill grace, 10 s for `stratus.launchers.torch_distributed` (`STRATUS_KILL_GRACE_S`), torchrun's shutdown
   timeout (30 s by default) for torchrun.
 
-Then the same workload runs through the embedded local stack (`infra.local_stack`: moto, the Chalice
+Then the same workload runs through the embedded local stack (`infra.local.stack`: moto, the Chalice
 API, one local agent with 8 slots), one experiment at a time, submitted with `det experiment create`
 (`slots_per_trial: N`, `max_restarts: 0`, `OMP_NUM_THREADS=1` in its environment, the launcher command as
 entrypoint). The crashing worker also writes its wall-clock time (`time.time()`); reported are crash →

@@ -38,7 +38,7 @@ from bench.machine import describe  # noqa: E402
 from chalicelib.services.clock import epoch_of  # noqa: E402
 from det._client import ApiClient  # noqa: E402
 from det._context import pack  # noqa: E402
-from infra.local_stack import BackgroundStack  # noqa: E402
+from det.deploy.background import BackgroundStack  # noqa: E402
 from stratus.harness.core._preempt import HEARTBEAT_INTERVAL_S  # noqa: E402
 
 #: Milestones in the order they happen, each as seconds after the pause request was sent.

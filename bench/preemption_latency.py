@@ -44,7 +44,7 @@ from bench.machine import describe  # noqa: E402
 from chalicelib.services.clock import epoch_of  # noqa: E402
 from det._client import ApiClient  # noqa: E402
 from det._context import pack  # noqa: E402
-from infra.local_stack import BackgroundStack  # noqa: E402
+from det.deploy.background import BackgroundStack  # noqa: E402
 from stratus.harness.agent._settings import Settings as AgentSettings  # noqa: E402
 
 BEAT_POLL_S = 0.05  # polling of the agent record's `last_seen` (each heartbeat writes its own time)

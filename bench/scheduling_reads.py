@@ -54,7 +54,7 @@ from chalicelib.domain.scheduling_policies import PoolPolicy, plan_pass  # noqa:
 from chalicelib.domain.states import RunState  # noqa: E402
 from chalicelib.services import scheduler  # noqa: E402
 from chalicelib.services.queue_reading import slot_request  # noqa: E402
-from infra.resources import StackNames, create  # noqa: E402
+from infra.local.resources import StackNames, create  # noqa: E402
 
 SEED = 20261125
 AGENTS = 100

@@ -1,4 +1,4 @@
-"""What keeping the embedded stack's state costs (`infra/persistence.py`): the time a write takes with and
+"""What keeping the embedded stack's state costs (`infra/local/persistence.py`): the time a write takes with and
 without the journal in front of moto, and how long a start takes to load a state folder back.
 
     .venv/bin/python bench/stack_state.py [--items 1000 10000] [--write]
@@ -26,9 +26,9 @@ import boto3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe  # noqa: E402
-from infra.local_stack import free_port  # noqa: E402
-from infra.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore  # noqa: E402
-from infra.resources import TABLES, StackNames, create  # noqa: E402
+from infra.local.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore  # noqa: E402
+from infra.local.resources import TABLES, StackNames, create  # noqa: E402
+from infra.local.stack import free_port  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "stack_state.md"
 OBJECTS = 20

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from bench.machine import describe  # noqa: E402
 from det._client import ApiClient  # noqa: E402
 from det._context import pack  # noqa: E402
-from infra.local_stack import BackgroundStack  # noqa: E402
+from det.deploy.background import BackgroundStack  # noqa: E402
 
 STAGES = [
     ("pack", "pack the context (tar + zstd + sha256)"),

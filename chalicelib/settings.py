@@ -1,6 +1,6 @@
 """The control plane's settings: the one place that reads environment variables.
 
-In AWS the variables are set on every Lambda by `infra/`; on the embedded local stack, `infra.local_stack`
+In AWS the variables are set on every Lambda by `infra/`; on the embedded local stack, `infra.local.stack`
 sets them before the app is imported. Read lazily, so tests can set the environment first.
 """
 

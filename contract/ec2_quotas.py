@@ -1,5 +1,5 @@
 """EC2's vCPU quotas by instance family, as Service Quotas names them: the CLI's preflight
-(`det/_quotas.py`) and the control plane's check before it scales a group (`chalicelib/compute/ec2.py`)
+(`det/deploy/quotas.py`) and the control plane's check before it scales a group (`chalicelib/compute/ec2.py`)
 read the same table.
 
 EC2 counts running vCPUs per quota, not instances: on-demand and spot apart, and families grouped (G and

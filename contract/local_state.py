@@ -1,5 +1,5 @@
 """The folders the embedded local stack keeps its state in, under its state folder (`~/.stratus/local`):
-written by `infra/persistence.py`, removed by `det deploy local down --delete-db`."""
+written by `infra/local/persistence.py`, removed by `det deploy local down --delete-db`."""
 
 from __future__ import annotations
 

@@ -88,10 +88,16 @@ class CapacityChanged(_Message):
 
 @dataclass(frozen=True)
 class Sweep(_Message):
+    """The scheduler's timer: look at `pool`'s queue, or at every pool and the stack's sweeps (`EVERY_POOL`)."""
+
     TYPE: ClassVar[MessageType] = MessageType.SWEEP
     pool: str
     #: When the timer fired (EventBridge's); informative only.
     at: str | None = None
+
+
+#: A `Sweep` of every pool, and of the stack's own checks (lost agents, watched experiments).
+EVERY_POOL = "*"
 
 
 # --- launch queue ------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import httpx
 
 from det._client import ApiClient
 from det._client_uploads import UPLOAD_TIMEOUT
+from det._commands import Subcommands, needs_subcommand
 from det._render import Cell, field, format_bytes, format_json, plural, records_table, time_field
 from det._runtime import Runtime
 from det.errors import ApiError, ConnectionFailedError, UsageError
@@ -59,10 +60,10 @@ _DESCRIBE_CELLS: dict[str, Cell] = {
 }
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: Subcommands) -> None:
     checkpoint = commands.add_parser("checkpoint", aliases=["c"], help="manage checkpoints")
     sub = checkpoint.add_subparsers(title="checkpoint commands", metavar="COMMAND")
-    checkpoint.set_defaults(command=_show_help(checkpoint))
+    checkpoint.set_defaults(command=needs_subcommand(checkpoint))
 
     listing = sub.add_parser("list", aliases=["ls"], help="list the checkpoints of an experiment")
     add_list_arguments(listing)
@@ -245,11 +246,3 @@ def _stream_into(rt: Runtime, url: str, place: Path, partial: Path) -> int:
                 f"cannot download {place.name}: {e or type(e).__name__}; check your network and retry"
             ) from e
     return written
-
-
-def _show_help(parser: argparse.ArgumentParser) -> Any:
-    def show_help(args: argparse.Namespace, rt: Runtime) -> int:
-        parser.print_help(rt.err)
-        return 2
-
-    return show_help

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from det._client import ApiClient
+from det._commands import Subcommands
 from det._render import Cell, field, records_table, time_field
 from det._runtime import Runtime
 
@@ -56,7 +57,7 @@ _SLOT_CELLS: dict[str, Cell] = {
 }
 
 
-def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: Subcommands) -> None:
     _add(commands, "resource-pool", ["rp"], "resource pools", "list the resource pools", "resource_pools")
     agent = _add(commands, "agent", ["a"], "agents", "list the agents", "agents")
     credential = agent.add_parser(
@@ -86,13 +87,13 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _add(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    commands: Subcommands,
     name: str,
     aliases: list[str],
     noun: str,
     list_help: str,
     kind: str,
-) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+) -> Subcommands:
     group = commands.add_parser(name, aliases=aliases, help=f"inspect the cluster's {noun}")
     sub = group.add_subparsers(title=f"{name} commands", metavar="COMMAND")
     # `det agent` alone lists, as `det job` does.

@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 from det import _distribution
+from det._commands import Subcommands
 from det._render import plural, table
 from det._runtime import Runtime
 from det.errors import UsageError
@@ -85,7 +86,7 @@ class Example:
 Finder = Callable[[], dict[str, Example]]
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: Subcommands) -> None:
     example = commands.add_parser(
         "example", aliases=["examples"], help="the examples that come with Stratus: list them, copy one"
     )

@@ -27,6 +27,7 @@ import yaml
 
 from det import _checkpoint, _trial
 from det._client import ApiClient
+from det._commands import Subcommands
 from det._runtime import Runtime
 from det.errors import NotFoundError, UsageError
 
@@ -37,7 +38,7 @@ _TRUE = ("true", "t", "yes", "y", "on", "1")
 _FALSE = ("false", "f", "no", "n", "off", "0")
 
 
-def add_experiment_parsers(experiment_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_experiment_parsers(experiment_sub: Subcommands) -> None:
     """`config`, `logs` and `download` under `det experiment`."""
     config = experiment_sub.add_parser("config", help="print an experiment's config as YAML")
     config.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
@@ -77,7 +78,7 @@ def add_experiment_parsers(experiment_sub: argparse._SubParsersAction[argparse.A
     download.set_defaults(command=download_experiment)
 
 
-def add_trial_parsers(trial_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_trial_parsers(trial_sub: Subcommands) -> None:
     """`download` under `det trial`."""
     trial = trial_sub.add_parser("download", help="download a checkpoint of a trial")
     trial.add_argument("trial_id", type=int, metavar="ID", help="trial id")

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from det._client import ApiClient
+from det._commands import Subcommands
 from det._cost import cost_table, experiment_totals
 from det._render import Cell, field, format_percent, records_table, time_field
 from det._runtime import Runtime
@@ -75,6 +76,41 @@ _TRIALS_HEADERS = (
     "Best Validation",
     "Latest Checkpoint",
 )
+
+
+def add_listing_parsers(sub: Subcommands) -> None:
+    """`det experiment list | describe`."""
+    listing = sub.add_parser("list", aliases=["ls"], help="list experiments")
+    listing.add_argument(
+        "-a",
+        "--all",
+        action="store_true",
+        help="show all experiments, the archived ones too, with an Archived column",
+    )
+    listing.add_argument("--limit", type=int, metavar="N", help="show at most the N newest experiments")
+    listing.add_argument("--offset", type=int, metavar="N", help="skip the N newest experiments")
+    listing.add_argument("--json", action="store_true", help="print the API's JSON")
+    listing.add_argument("--csv", action="store_true", help="print as CSV")
+    listing.set_defaults(command=list_experiments)
+
+    describe_cmd = sub.add_parser("describe", help="describe experiments")
+    describe_cmd.add_argument(
+        "experiment_ids", metavar="ID[,ID...]", help="experiment id, or a comma-separated list"
+    )
+    describe_cmd.add_argument("--metrics", action="store_true", help="show the metrics of every workload")
+    describe_cmd.add_argument("--json", action="store_true", help="print the API's JSON")
+    describe_cmd.add_argument("--csv", action="store_true", help="print the tables as CSV")
+    describe_cmd.set_defaults(command=describe)
+
+
+def add_archive_parsers(sub: Subcommands) -> None:
+    """`det experiment archive|unarchive ID`: hide an ended experiment from `det experiment list`."""
+    archive_cmd = sub.add_parser("archive", help="archive an experiment that has ended")
+    archive_cmd.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    archive_cmd.set_defaults(command=archive)
+    unarchive_cmd = sub.add_parser("unarchive", help="unarchive an experiment")
+    unarchive_cmd.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    unarchive_cmd.set_defaults(command=unarchive)
 
 
 def list_experiments(args: argparse.Namespace, rt: Runtime) -> int:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from det._commands import Subcommands
 from det._runtime import Runtime
 
 Json = dict[str, Any]
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(sub: Subcommands) -> None:
     setter = sub.add_parser("set", help="change an experiment's description, name, slot limit or job")
     fields = setter.add_subparsers(title="fields", metavar="FIELD", required=True)
     _field(fields, "description", "set the description", "DESCRIPTION", str)
@@ -36,7 +37,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _field(
-    fields: argparse._SubParsersAction[argparse.ArgumentParser],
+    fields: Subcommands,
     name: str,
     text: str,
     metavar: str,

@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Any
 
+from det._commands import Subcommands
 from det._render import Cell, field, records_table, time_field
 from det._runtime import Runtime
 from det.errors import UsageError
@@ -31,7 +32,7 @@ _JOB_CELLS: dict[str, Cell] = {
 _HEADERS = tuple(_JOB_CELLS)
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: Subcommands) -> None:
     job = commands.add_parser("job", aliases=["j"], help="inspect the job queue")
     sub = job.add_subparsers(title="job commands", metavar="COMMAND")
     # `det job` alone lists, as `det experiment` does.

@@ -13,6 +13,7 @@ import argparse
 import json
 
 from det import _checkpoint
+from det._commands import Subcommands
 from det._render import Cell, field, format_json, plural, records_table, time_field
 from det._runtime import Runtime
 from det.errors import UsageError
@@ -36,7 +37,7 @@ _DELETE_WARNING = (
 )
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(sub: Subcommands) -> None:
     trials = sub.add_parser("list-trials", aliases=["lt"], help="list the trials of an experiment")
     trials.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
     output = trials.add_mutually_exclusive_group()

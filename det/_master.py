@@ -13,13 +13,14 @@ from typing import Any
 import yaml
 
 from det import _distribution
+from det._commands import Subcommands
 from det._runtime import Runtime
 from det.errors import ApiError, ConnectionFailedError
 
 Json = dict[str, Any]
 
 
-def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: Subcommands) -> None:
     version = commands.add_parser("version", help="show the CLI's and the API's versions")
     version.set_defaults(command=show_version)
     master = commands.add_parser("master", help="the API (Determined's master)")

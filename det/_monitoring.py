@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from det import _distribution
+from det._commands import Subcommands
 from det._master_url import is_local_stack
 from det._render import plural
 from det._runtime import Runtime
@@ -38,7 +39,7 @@ MAX_LEGEND = 12
 PLOT_EXTRA = ("matplotlib>=3.9",)
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(sub: Subcommands) -> None:
     dashboard = sub.add_parser(
         "dashboard", help="create or update the experiment's CloudWatch dashboard and print its URL"
     )

@@ -9,7 +9,32 @@ from __future__ import annotations
 
 import argparse
 
+from det._commands import Subcommands
 from det._runtime import Runtime
+
+
+def add_experiment_parsers(sub: Subcommands) -> None:
+    """`det experiment pause | cancel | kill ID`."""
+    pause = sub.add_parser(
+        "pause", help="pause an experiment: running trials checkpoint, stop and free their slots"
+    )
+    pause.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    pause.set_defaults(command=pause_experiment)
+    cancel = sub.add_parser(
+        "cancel", help="cancel an experiment: no new trials; running ones checkpoint and stop"
+    )
+    cancel.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    cancel.set_defaults(command=cancel_experiment)
+    kill = sub.add_parser("kill", help="kill an experiment: no new trials; running ones are killed")
+    kill.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    kill.set_defaults(command=kill_experiment)
+
+
+def add_trial_parsers(sub: Subcommands) -> None:
+    """`det trial kill ID`."""
+    kill = sub.add_parser("kill", help="kill a trial (no checkpoint); its experiment goes on")
+    kill.add_argument("trial_id", type=int, metavar="ID", help="trial id")
+    kill.set_defaults(command=kill_trial)
 
 
 def pause_experiment(args: argparse.Namespace, rt: Runtime) -> int:

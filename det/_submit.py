@@ -7,10 +7,12 @@ uploaded (`det._upload`). With ``--test-mode`` or ``--local`` the config goes to
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from det import _testmode
 from det._client import ApiClient
+from det._commands import Subcommands
 from det._config import load_config, nni_code_directory
 from det._logs import POLL_INTERVAL, TERMINAL_STATES, StatusLine, format_line, read_log_pages
 from det._render import format_percent, plural
@@ -21,6 +23,65 @@ from det.errors import UsageError
 from stratus.contract.nni import is_nni_config
 
 Json = dict[str, Any]
+
+
+def add_create_parser(sub: Subcommands) -> None:
+    """`det experiment create CONFIG [CONTEXT]`, with Determined's flags."""
+    create_cmd = sub.add_parser("create", help="create an experiment")
+    create_cmd.add_argument("config_file", type=Path, metavar="CONFIG", help="experiment config file (.yaml)")
+    create_cmd.add_argument(
+        "model_def", type=Path, nargs="?", metavar="CONTEXT", help="folder with the model code to upload"
+    )
+    create_cmd.add_argument(
+        "-i",
+        "--include",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="additional file or folder to put into the context (repeatable)",
+    )
+    create_cmd.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --config resources.slots_per_trial=2 (repeatable)",
+    )
+    how = create_cmd.add_mutually_exclusive_group()  # as in Determined
+    how.add_argument(
+        "-f",
+        "--follow-first-trial",
+        action="store_true",
+        help="follow the logs of the first trial that is created",
+    )
+    how.add_argument("--paused", action="store_true", help="do not activate the experiment")
+    how.add_argument(
+        "-t",
+        "--test-mode",
+        action="store_true",
+        help="test the config and the model code with a one-batch experiment: checks scheduling, "
+        "training, validation and checkpointing, prints the trial's log on failure",
+    )
+    create_cmd.add_argument(
+        "--local",
+        action="store_true",
+        help="with --test-mode: run the test on this machine, without the control plane",
+    )
+    for flag in (
+        "--project",
+        "--workspace",
+        "--project_id",
+    ):  # accepted for Determined scripts; no projects here
+        create_cmd.add_argument(flag, help=argparse.SUPPRESS)
+    create_cmd.set_defaults(command=create)
+
+
+def add_activate_parser(sub: Subcommands) -> None:
+    """`det experiment activate|unpause ID`."""
+    activate_cmd = sub.add_parser("activate", aliases=["unpause"], help="activate (unpause) an experiment")
+    activate_cmd.add_argument("experiment_id", type=int, metavar="ID", help="experiment id")
+    activate_cmd.set_defaults(command=activate)
 
 
 def create(args: argparse.Namespace, rt: Runtime) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from det._client import ApiClient
+from det._commands import Subcommands
 from det._cost import cost_table, trial_totals
 from det._elastic import elastic_config, elastic_section, rescaling
 from det._logs import format_line, log_ranks, read_log_pages
@@ -30,6 +31,21 @@ from det.errors import NotFoundError, UsageError
 from stratus.contract.log_levels import LEVELS
 
 Json = dict[str, Any]
+
+
+def add_parsers(sub: Subcommands) -> None:
+    """`det trial describe | logs`."""
+    describe_cmd = sub.add_parser("describe", help="describe a trial")
+    describe_cmd.add_argument("trial_id", type=int, metavar="ID", help="trial id")
+    describe_cmd.add_argument("--metrics", action="store_true", help="show the metrics of every workload")
+    describe_cmd.add_argument("--json", action="store_true", help="print the API's JSON")
+    describe_cmd.add_argument("--csv", action="store_true", help="print the tables as CSV")
+    describe_cmd.set_defaults(command=describe)
+
+    logs_cmd = sub.add_parser("logs", help="print a trial's logs")
+    logs_cmd.add_argument("trial_id", type=int, metavar="ID", help="trial id")
+    add_log_arguments(logs_cmd)
+    logs_cmd.set_defaults(command=logs)
 
 
 def describe(args: argparse.Namespace, rt: Runtime) -> int:

@@ -26,7 +26,7 @@ class AwsBatch:
 def submit_request(job: JobRequest, tags: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`SubmitJob`'s request for a run's job. `tags`: the job's (`Settings.job_tags`: the user's and the
     cluster's; submitting with them needs `batch:TagResource` on the job). `propagateTags` hands the job's
-    and its job definition's tags (the pool's, `infra/compute_batch.py`) to its ECS tasks."""
+    and its job definition's tags (the pool's, `infra/aws/compute_batch.py`) to its ECS tasks."""
     request: dict[str, Any] = {
         "jobName": job.name,
         "jobQueue": job.queue,

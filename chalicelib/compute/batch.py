@@ -17,16 +17,13 @@ import logging
 
 from chalicelib.compute.cloud import BatchApi, JobCredentials, JobRequest
 from chalicelib.compute.lanes import alive_lanes, job_nodes
+from chalicelib.domain.cloud_names import MULTI_NODE_SUFFIX
 from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.services.agent_store import AgentStore, Host
 from chalicelib.services.ports import Clock, ExperimentStore, RunStore
 
 log = logging.getLogger(__name__)
-
-#: Multi-node parallel jobs go to the pool's on-demand queue and job definition of this suffix (AWS Batch
-#: runs no multi-node job on spot capacity).
-MULTI_NODE_SUFFIX = "-mnp"
 
 
 class BatchJobs:

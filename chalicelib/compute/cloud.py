@@ -7,10 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from chalicelib.domain.cloud_names import CREDENTIALS_PREFIX
 from chalicelib.services.tokens import agent_credential
-
-#: Where a Batch or SageMaker job's agents find their credentials: `credentials/<job name>/<lane>`.
-CREDENTIALS_PREFIX = "credentials/"
 
 
 @dataclass(frozen=True)

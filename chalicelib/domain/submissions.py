@@ -36,7 +36,7 @@ CONTEXT_ARCHIVE = "context.tar.zst"
 STATUS = "status.json"
 #: Files of the folder that are never part of a plain-file context.
 RESERVED = frozenset({MARKER, CONFIG, CONTEXT_ARCHIVE, STATUS})
-#: The notification filter of the bucket (`infra/template_submissions.py`, the local stack too).
+#: The notification filter of the bucket (`infra/aws/template_submissions.py`, the local stack too).
 FILTER_PREFIX = PREFIX
 FILTER_SUFFIX = "/" + MARKER
 MAX_NAME = 128

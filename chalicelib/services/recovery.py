@@ -1,5 +1,5 @@
 """Recovery after the control plane lost what it keeps only in flight: the embedded stack restarted
-(`det deploy local down`/`up`, or a kill -9 of the stack). Its records survived (`infra/persistence.py`),
+(`det deploy local down`/`up`, or a kill -9 of the stack). Its records survived (`infra/local/persistence.py`),
 but its queues' messages and its Step Functions executions did not, and its agents' processes were ended.
 
 `recover` makes the records true again and restarts what should run, once, at the stack's start:

@@ -9,7 +9,7 @@ it reads the pool's state from DynamoDB and only grants what is still pending.
 Every pass first ends the runs held by agents that stopped heartbeating (a crashed machine, a killed
 agent): without that, their trials would wait forever for an exit nobody is left to report.
 
-The pass itself is `scheduling_policies.plan_pass` under the pool's configured policy (priority with
+The pass itself is the pool's scheduling policy (`scheduling_policies.policy_for`: priority with
 preemption on or off, or fair share): it grants what fits, names the running runs to preempt (they are
 told to stop through the pause path: checkpoint, exit, requeue) and says why every request it read waits;
 that reason is kept on the request for `det job list`. Elastic trials (`elastic_scheduling`) are sized when
@@ -31,7 +31,7 @@ from chalicelib.domain.queue_head import QueueSummary
 from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.scheduling import AgentCapacity, Assignment, Holding
-from chalicelib.domain.scheduling_policies import PoolPolicy
+from chalicelib.domain.scheduling_policies import policy_for
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.domain.telemetry import PoolPass
 from chalicelib.services import (
@@ -56,12 +56,8 @@ log = logging.getLogger(__name__)
 REASON_WRITES = 100
 
 
-#: The pool of a sweep meant for every pool (the stack's one schedule): fanned out into one per pool.
-EVERY_POOL = "*"
-
-
 def handle_message(ports: Ports, message: messages.SchedulerMessage) -> None:
-    if isinstance(message, messages.Sweep) and message.pool == EVERY_POOL:
+    if isinstance(message, messages.Sweep) and message.pool == messages.EVERY_POOL:
         at = message.at or ports.clock.now_iso()  # the same timer tick, delivered twice: one sweep each
         for spec in ports.settings.pools:
             body = messages.Sweep(spec.name, at).to_body()
@@ -137,7 +133,7 @@ def schedule_pool(ports: Ports, pool: str, *, released: str | None = None) -> li
         elastic_scheduling.rescale(ports, holding, agents, [], now, change=change)
         return []
     spec = ports.settings.pool(pool) or PoolSpec(name=pool)
-    policy = PoolPolicy.of(spec)
+    policy = policy_for(spec)
     planned = elastic_scheduling.reserve(agents, change)
     head = plan_head(ports, pool, policy, summary, [_holding(r) for r in holding], planned)
     plan = head.plan

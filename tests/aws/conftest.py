@@ -26,10 +26,11 @@ from chalicelib.memory import memory_ports
 from chalicelib.services import experiments, runs, scheduler, searching
 from chalicelib.services.ports import Ports
 from chalicelib.services.tokens import agent_credential
-from infra.local_stack import free_port, serve_api
-from infra.moto_compat import moto_server
-from infra.pump import QueuePump
-from infra.resources import StackNames, create
+from infra.local.moto_compat import moto_server
+from infra.local.pump import QueuePump
+from infra.local.resources import create
+from infra.local.stack import free_port, serve_api
+from infra.shape import StackNames
 from stratus.contract import messages
 
 _counter = itertools.count()
@@ -397,7 +398,7 @@ def deployed_pools_stack(
     import io
     import zipfile
 
-    from infra.template import template
+    from infra.aws.template import template
 
     s3, ec2, cfn = (boto3.client(s, region_name="us-east-1") for s in ("s3", "ec2", "cloudformation"))
     bucket = name.lower() + "-bucket"

@@ -106,7 +106,7 @@ def test_starting_the_same_execution_twice_is_a_no_op(stack):
 
 
 def test_the_moto_server_refuses_an_empty_expression_map_as_dynamodb_does(moto_url):
-    """`infra.moto_compat.DynamoDbStrictness`: moto accepts `ExpressionAttributeNames={}`, DynamoDB answers a
+    """`infra.local.moto_compat.DynamoDbStrictness`: moto accepts `ExpressionAttributeNames={}`, DynamoDB answers a
     ValidationException (a searcher result report sent one, issue 28); the tests meet DynamoDB's answer."""
     dynamo = boto3.client(
         "dynamodb",

@@ -3,7 +3,7 @@ changes nothing; up uploads the package and makes the functions, their event sou
 and up again keep the bucket and adopt it; bad names are refused. The package here is a small stand-in
 (moto stores a function's code, never runs it): the real one is built and import-checked by
 tests/integration/test_lambda_package.py. With an ec2 pool, up builds the agents' wheel from this checkout
-(infra/compute_package.py, tested by tests/integration/test_compute_package.py), uploads it once and names
+(infra/aws/compute_package.py, tested by tests/integration/test_compute_package.py), uploads it once and names
 it in the stack's ComputeKey."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pathlib import Path
 import boto3
 import pytest
 
-from det._aws_calls import AwsCalls
-from det._aws_compute import plan_compute
-from det._deploy_aws import CLUSTER_TAG
-from det._quotas import QuotaError
 from det._runtime import Runtime
 from det.cli import build_parser, main
+from det.deploy.aws import CLUSTER_TAG
+from det.deploy.aws_calls import AwsCalls
+from det.deploy.aws_compute import plan_compute
+from det.deploy.quotas import QuotaError
 
 # moto's CloudFormation skips the two resource types it lacks (the secrets, the queue policy), saying so.
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
@@ -348,8 +348,8 @@ def test_down_stops_the_stacks_batch_and_sagemaker_jobs(
 
     import httpx
 
-    from det._aws_calls import AwsCalls
-    from infra import moto_batch, moto_sagemaker
+    from det.deploy.aws_calls import AwsCalls
+    from infra.local import moto_batch, moto_sagemaker
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
     moto_batch.apply()

@@ -27,8 +27,8 @@ import boto3
 import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
-from infra.template import template
-from infra.user_data import agent_command, agent_command_in
+from infra.aws.template import template
+from infra.boot import agent_command, agent_command_in
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 

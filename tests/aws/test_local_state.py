@@ -1,4 +1,4 @@
-"""The embedded stack's state folder (`infra/persistence.py`) against a real moto server: every write that
+"""The embedded stack's state folder (`infra/local/persistence.py`) against a real moto server: every write that
 moto answered, through boto3 or a presigned URL, is back after the server is gone, whether the state was
 folded into a snapshot (a clean stop) or only journaled (a kill -9), and nothing else comes back.
 
@@ -21,9 +21,10 @@ import boto3
 import httpx
 import pytest
 
-from infra.local_stack import free_port
-from infra.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
-from infra.resources import TABLES, StackNames, create
+from infra.local.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
+from infra.local.resources import create
+from infra.local.stack import free_port
+from infra.shape import TABLES, StackNames
 
 pytestmark = pytest.mark.aws
 

@@ -1,6 +1,6 @@
 """Against moto: a run's usage recorded at its exit and shown by the API's views; and the DynamoDB
 requests of one report batch, one trial heartbeat and one agent heartbeat counted (moto's request counts,
-`infra.moto_compat`), as `bench/control_plane_cost.py` prices them."""
+`infra.local.moto_compat`), as `bench/control_plane_cost.py` prices them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from chalicelib.api import views
 from chalicelib.services import runs, trial_reports
-from infra.moto_compat import COUNTS_PATH
+from infra.local.moto_compat import COUNTS_PATH
 
 pytestmark = pytest.mark.aws
 

@@ -27,7 +27,7 @@ import boto3
 import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider
-from infra.compute_sagemaker import ROLE_VARIABLE
+from infra.aws.compute_sagemaker import ROLE_VARIABLE
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 

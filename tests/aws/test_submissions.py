@@ -1,5 +1,5 @@
 """S3-triggered submissions on a moto server with real boto3: the bucket's notification (set by
-`infra.resources.create`, as on the local stack) puts each `submit` marker on the submissions queue, and
+`infra.local.resources.create`, as on the local stack) puts each `submit` marker on the submissions queue, and
 the Chalice handler answers it with an experiment and `status.json`."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import app as chalice_app
 from chalicelib.domain import keys
 from det._archive import archive_bytes
 from det._collect import collect
-from infra.pump import QueuePump
+from infra.local.pump import QueuePump
 
 CONFIG = """
 name: from-s3

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
-from infra.template import template
+from infra.aws.template import template
 from stratus.contract import messages
 
 RES = WorkflowResources(

@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 
-from infra.local_stack import BackgroundStack
+from det.deploy.background import BackgroundStack
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
-from infra.local_stack import BackgroundStack
+from det.deploy.background import BackgroundStack
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from infra.local_stack import BackgroundStack
+from det.deploy.background import BackgroundStack
 from tests.e2e.conftest import ROOT, Det, DetResult, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from infra.local_stack import BackgroundStack
+from det.deploy.background import BackgroundStack
 
 pytestmark = pytest.mark.e2e
 

@@ -1,5 +1,5 @@
 """What one trial asks of AWS, counted on the local stack (the moto server counts every request by
-service and operation, `infra.moto_compat`; the API's own requests are counted too): the requests it
+service and operation, `infra.local.moto_compat`; the API's own requests are counted too): the requests it
 makes once are what `bench/control_plane_cost.py` prices as a trial's fixed cost, so a change that adds a
 Step Functions transition, an execution or an API round trip per trial shows here."""
 
@@ -12,8 +12,8 @@ import boto3
 import httpx
 import pytest
 
-from infra.local_stack import BackgroundStack
-from infra.moto_compat import COUNTS_PATH
+from det.deploy.background import BackgroundStack
+from infra.local.moto_compat import COUNTS_PATH
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra.local_stack import BackgroundStack
+from det.deploy.background import BackgroundStack
 
 pytestmark = pytest.mark.e2e
 

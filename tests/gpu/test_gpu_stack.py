@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from infra.local_stack import BackgroundStack  # noqa: E402  (after the skip: no CUDA, no stack)
+from det.deploy.background import BackgroundStack  # noqa: E402  (after the skip: no CUDA, no stack)
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import zstandard
 
-from infra.local_stack import DEFAULT_SLOTS, default_slots
+from infra.local.stack import DEFAULT_SLOTS, default_slots
 from stratus.harness.agent._agent import Agent
 from stratus.harness.agent._settings import Settings, detect_gpus
 from stratus.harness.agent.testing import TOKEN, FakeApi, Runner, pid_alive, spec_for, wait_until

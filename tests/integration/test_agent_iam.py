@@ -2,7 +2,7 @@
 in process (`Agent` with ``aws=True`` and no token) and as ``python -m stratus.harness.agent --aws`` with neither
 ``--token-file`` nor ``STRATUS_AGENT_TOKEN``, against the fake control plane (`stratus.harness.agent.testing.
 FakeApi`, whose credential route answers only a request signed with SigV4 for ``execute-api``) and the
-fake metadata service (`infra.fake_imds`, the instance role's keys). Every wait is on a condition."""
+fake metadata service (`infra.local.fake_imds`, the instance role's keys). Every wait is on a condition."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.fake_imds import FakeImds
+from infra.local.fake_imds import FakeImds
 from stratus.harness.agent._agent import Agent
 from stratus.harness.agent._settings import Settings
 from stratus.harness.agent.testing import IAM_CREDENTIAL, FakeApi

@@ -1,6 +1,6 @@
 """The agent draining (`Agent.drain`): in-process agents against the fake control plane
 (`stratus.harness.agent.testing.FakeApi`), and real ``python -m stratus.harness.agent --aws`` processes against the fake
-metadata service (`infra.fake_imds`), whose spot notice or SIGTERM sends a real ``harness.init()`` trial
+metadata service (`infra.local.fake_imds`), whose spot notice or SIGTERM sends a real ``harness.init()`` trial
 to checkpoint and back to the queue. Every wait is on a condition with a deadline."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from infra.fake_imds import FakeImds
+from infra.local.fake_imds import FakeImds
 from stratus.harness.agent._agent import Agent
 from stratus.harness.agent._aws import ImdsClient, SpotWatcher
 from stratus.harness.agent._settings import Settings

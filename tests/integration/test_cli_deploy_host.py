@@ -16,13 +16,13 @@ import httpx
 import pytest
 
 from det import cli
-from det._deploy import pid_alive
 from det._runtime import Runtime
+from det.deploy.local import pid_alive
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs procfs")
 def test_a_live_pid_that_is_not_the_stack_counts_as_gone() -> None:
-    assert pid_alive(os.getpid()) is False  # pytest, not infra.local_stack: a reused pid
+    assert pid_alive(os.getpid()) is False  # pytest, not infra.local.stack: a reused pid
     assert pid_alive(0) is False
     assert pid_alive(-1) is False
 
@@ -61,7 +61,7 @@ def test_the_stack_finds_the_app_from_any_folder(tmp_path: Path) -> None:
 
 def test_a_stack_with_two_pools_starts_agents_in_each(tmp_path: Path) -> None:
     from det._client import ApiClient
-    from infra.local_stack import BackgroundStack
+    from det.deploy.background import BackgroundStack
 
     stack = BackgroundStack(tmp_path / "stack", slots=1, pools=["gpu:scheduler=fair_share:agents=2:slots=2"])
     try:

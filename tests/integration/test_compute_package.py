@@ -1,4 +1,4 @@
-"""The compute package (`infra/compute_package.py`): one wheel of harness, launchers and contract that an
+"""The compute package (`infra/aws/compute_package.py`): one wheel of harness, launchers and contract that an
 EC2 instance pip-installs into the Deep Learning AMI's PyTorch environment. The same bytes when built
 again; a RECORD whose hashes are its files'; installed by pip alone (`--no-deps --target`), the agent
 imports from it in an interpreter that sees nothing else but the dependencies; zstandard is its only
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import compute_package
-from infra.compute_resources import PARAMETERS
+from infra.aws import compute_package
+from infra.aws.compute_resources import PARAMETERS
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import package
+from infra.aws import package
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The local stack's main thread waits for its stop signal in a way that sees a signal the kernel hands to
-another thread: a process with the stack's handler and wait (`infra.local_stack.StopSignal`), whose main
+another thread: a process with the stack's handler and wait (`infra.local.stack.StopSignal`), whose main
 thread blocks SIGTERM so that the kernel must deliver it to another thread."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent(
     """
     import signal, sys, threading, time
-    from infra.local_stack import StopSignal
+    from infra.local.stack import StopSignal
 
     stop = StopSignal()
     quiet = threading.Event()

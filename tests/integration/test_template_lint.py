@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from chalicelib.domain.pools import PoolSpec, Provider
-from infra.template import template
+from infra.aws.template import template
 
 #: cfn-lint's command line, as its console script runs it.
 CFN_LINT = [sys.executable, "-c", "import sys; from cfnlint.runner import main; sys.exit(main())"]

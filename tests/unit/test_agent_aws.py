@@ -1,5 +1,5 @@
 """The agent's AWS mode without IO: the IMDSv2 client (`stratus.harness.agent._aws`) against the fake metadata
-service (`infra.fake_imds`) answering through an in-memory transport, the spot watcher's notices, and
+service (`infra.local.fake_imds`) answering through an in-memory transport, the spot watcher's notices, and
 ``--aws`` on the command line. The agent draining with real runs, and a real agent process against the
 fake service over loopback, are in tests/integration/test_agent_spot.py."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from infra.fake_imds import FakeImds
+from infra.local.fake_imds import FakeImds
 from stratus.contract.errors import NoAnswerError
 from stratus.contract.http import InMemoryTransport, Request, Response
 from stratus.harness.agent._aws import (

@@ -1,5 +1,5 @@
 """An EC2 agent's credential from its instance's IAM identity, on the compute side, without IO: the
-instance role's keys read from the fake metadata service (`infra.fake_imds`), the signed call
+instance role's keys read from the fake metadata service (`infra.local.fake_imds`), the signed call
 (`stratus.harness.agent._iam.IamCredential`), and `AgentApi` fetching the credential before its first call and
 again after a 401. The signer: tests/unit/test_agent_sigv4.py. An agent heartbeating with it over
 loopback: tests/integration/test_agent_iam.py."""
@@ -15,7 +15,7 @@ import pytest
 
 import app  # noqa: F401  (registers the routes of the API's document)
 from chalicelib.api.openapi import document
-from infra.fake_imds import FAKE_ROLE, FakeImds
+from infra.local.fake_imds import FAKE_ROLE, FakeImds
 from stratus.contract.http import InMemoryTransport, Request, Response
 from stratus.harness.agent._api import RENEW_BACKOFF_S, AgentApi
 from stratus.harness.agent._aws import ImdsClient, ImdsError

@@ -18,7 +18,7 @@ from chalicelib.domain.agent_identity import RoleSession, agent_session, role_se
 from chalicelib.errors import ForbiddenError
 from chalicelib.services import tokens
 from chalicelib.settings import get_settings, reset_settings
-from infra.template_app import app_resources
+from infra.aws.template_app import app_resources
 
 pytestmark = pytest.mark.filterwarnings("ignore:IAMAuthorizer is not a supported in local mode")
 

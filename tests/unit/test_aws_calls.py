@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from det._aws_calls import TEMPLATE_BODY_MAX, AwsCalls
+from det.deploy.aws_calls import TEMPLATE_BODY_MAX, AwsCalls
 
 
 @pytest.fixture(autouse=True)

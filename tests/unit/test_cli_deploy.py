@@ -15,10 +15,12 @@ import httpx
 import pytest
 
 from chalicelib.domain.pools import Provider
-from det import _aws_compute, _deploy, cli
-from det._deploy import StackState, inspect, read_state, state_dir
-from det._quotas import InstanceShape
+from det import cli
 from det._runtime import Runtime
+from det.deploy import aws_compute as _aws_compute
+from det.deploy import local as _deploy
+from det.deploy.local import StackState, inspect, read_state, state_dir
+from det.deploy.quotas import InstanceShape
 from det.errors import UsageError
 
 API_URL = "http://127.0.0.1:8080"
@@ -165,7 +167,7 @@ def test_up_starts_detached_and_waits_for_health(tmp_path: Path) -> None:
     assert started[0][1:] == [
         "-P",  # safe path: never the user's folder's app.py or infra/
         "-m",
-        "infra.local_stack",
+        "infra.local.stack",
         "--port",
         "0",
         "--slots",
@@ -186,7 +188,7 @@ def test_up_starts_detached_and_waits_for_health(tmp_path: Path) -> None:
 
 def test_up_without_slots_leaves_them_to_the_stack() -> None:
     """No --slots: the stack gives its agent one slot per GPU of the machine (2 without GPUs), so `det`
-    passes none (`infra.local_stack.default_slots`)."""
+    passes none (`infra.local.stack.default_slots`)."""
     command = _deploy.stack_command(0, None, Path("/state"))
     assert "--slots" not in command
     assert command[command.index("--port") + 1 :][:3] == ["0", "--agents", "1"]
@@ -434,7 +436,7 @@ def test_up_with_warm_start_starts_the_stack_with_it(tmp_path: Path) -> None:
 
 
 class FakeAws:
-    """The AWS calls of `det/_aws_compute.plan_compute`, answering from dicts and recording what was asked."""
+    """The AWS calls of `det/deploy/aws_compute.plan_compute`, answering from dicts and recording what was asked."""
 
     region = "us-east-1"
 
@@ -645,8 +647,8 @@ def test_agent_flags_without_a_cloud_pool_are_refused(tmp_path: Path) -> None:
 
 def test_the_plan_carries_the_types_vcpus_which_size_a_batch_pool_of_any_type(tmp_path: Path) -> None:
     """g4dn.xlarge is not in the template's own table: the vCPUs EC2 gave the plan size its pool, as
-    `det deploy aws up` renders it (`infra.template.template(plan.pools, plan.vcpus)`)."""
-    from infra.template import template
+    `det deploy aws up` renders it (`infra.aws.template.template(plan.pools, plan.vcpus)`)."""
+    from infra.aws.template import template
 
     path = tmp_path / "pools.yaml"
     path.write_text(
@@ -749,8 +751,8 @@ def test_aws_up_refuses_a_tag_aws_would_refuse_before_asking_aws_anything(
 
 
 def test_aws_up_passes_the_users_tags_not_the_cluster_tag_to_the_template() -> None:
-    from det._deploy_aws import _render_template
-    from det._deploy_checks import user_tag_flags
+    from det.deploy.aws import _render_template
+    from det.deploy.aws_checks import user_tag_flags
 
     added = user_tag_flags(["team=vision", "cost-center=4711", "team=vision-2"])  # the last value of a key
     assert added == {"cost-center": "4711", "team": "vision-2"}

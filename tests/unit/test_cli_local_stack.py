@@ -11,8 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from det import _deploy, cli
+from det import cli
 from det._runtime import Runtime
+from det.deploy import local as _deploy
 from det.errors import StackError
 
 
@@ -149,7 +150,7 @@ def test_a_moto_port_that_cannot_be_used_is_refused_before_anything_starts(
 
 
 def test_the_local_stack_takes_the_moto_port_it_is_given(tmp_path: Path) -> None:
-    from infra.local_stack import LocalStack
+    from infra.local.stack import LocalStack
 
     stack = LocalStack(port=9001, moto_port=9002, slots=1, state_dir=tmp_path)
 

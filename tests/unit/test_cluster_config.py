@@ -1,5 +1,5 @@
 """The local stack's resource pools from `--pool` options and a cluster config file in the shape of
-Determined's master config (`infra.cluster_config`)."""
+Determined's master config (`infra.local.cluster_config`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chalicelib.domain.pools import PoolSpec
-from infra.cluster_config import ClusterConfigError, LocalPool, local_pools, parse_pool_option
+from infra.local.cluster_config import ClusterConfigError, LocalPool, local_pools, parse_pool_option
 
 
 def test_without_pools_the_stack_has_its_default_pool_of_its_agents_shape():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chalicelib.domain.pools import Provider, pools_from_json
-from det._pools_file import duration_s, read_pools_file
+from det.deploy.pools_file import duration_s, read_pools_file
 from det.errors import UsageError
 
 FILE = """

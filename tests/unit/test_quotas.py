@@ -1,4 +1,4 @@
-"""The vCPU quota preflight of `det deploy aws up` (`det/_quotas.py`), on a fake of its two AWS calls:
+"""The vCPU quota preflight of `det deploy aws up` (`det/deploy/quotas.py`), on a fake of its two AWS calls:
 the need of each quota is summed over the pools drawing on it, on-demand and spot apart; a quota too low
 refuses with everything needed to fix it; a quota that cannot be read only warns."""
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider
-from det._quotas import CONSOLE_URL, InstanceShape, QuotaError, check_quotas, quota_for
+from det.deploy.quotas import CONSOLE_URL, InstanceShape, QuotaError, check_quotas, quota_for
 
 SHAPES = {
     "g5.xlarge": InstanceShape(vcpus=4, gpus=1),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from infra.resources import TABLES
-from infra.template import template
+from infra.aws.template import template
+from infra.shape import TABLES
 
 
 def _statements(role: dict) -> list[dict]:
@@ -145,12 +145,12 @@ def test_the_control_plane_runs_in_the_stack_when_a_package_is_given():
 def test_chalices_policy_file_is_the_templates_policy_for_the_default_stack():
     from pathlib import Path
 
-    from infra.chalice_policy import policy_for
+    from infra.aws.chalice_policy import policy_for
 
     committed = json.loads((Path(__file__).parents[2] / ".chalice" / "policy-dev.json").read_text())
     assert committed == policy_for(
         "stratus"
-    )  # regenerate: python -m infra.chalice_policy > .chalice/policy-dev.json
+    )  # regenerate: python -m infra.aws.chalice_policy > .chalice/policy-dev.json
     assert "Fn::" not in json.dumps(committed) and "${" not in json.dumps(committed)
     config = json.loads((Path(__file__).parents[2] / ".chalice" / "config.json").read_text())
     assert config["app_name"] == "stratus" and config["stages"]["dev"]["iam_policy_file"] == "policy-dev.json"

@@ -1,4 +1,4 @@
-"""The Batch pools' part of the template (infra/compute_batch.py, merged by infra/compute_resources.py):
+"""The Batch pools' part of the template (infra/aws/compute_batch.py, merged by infra/aws/compute_resources.py):
 compute environments sized from the pool, queues and job definitions named as the control plane submits
 to them, multi-node jobs on on-demand capacity only, ended jobs routed to the events queue, and IAM
 scoped to the stack. Pure: templates are rendered and read, nothing is deployed."""
@@ -10,18 +10,19 @@ import re
 
 import pytest
 
-from chalicelib.compute.batch import MULTI_NODE_SUFFIX
+from chalicelib.domain.cloud_names import MULTI_NODE_SUFFIX
 from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
-from infra.compute_batch import (
+from infra.aws.compute_batch import (
     DEFAULT_VCPUS,
     MEMORY_PER_VCPU_MIB,
     BatchTemplateError,
     batch_resources,
     bid_percentage,
 )
-from infra.compute_resources import compute_resources
-from infra.template import template
-from infra.template_app import API_URL, COMPUTE_POLICY
+from infra.aws.compute_resources import compute_resources
+from infra.aws.template import template
+from infra.aws.template_app import COMPUTE_POLICY
+from infra.boot import API_URL
 from stratus.contract.container_boot import boot_command
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:1"

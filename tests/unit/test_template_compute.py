@@ -1,4 +1,4 @@
-"""The EC2 pools' part of the template (infra/compute_resources.py, infra/user_data.py): a launch
+"""The EC2 pools' part of the template (infra/aws/compute_resources.py, infra/boot.py): a launch
 template and an Auto Scaling group per pool that only the control plane scales, IAM scoped to the
 stack's groups, spot warnings routed to the events queue, and agents whose unit runs exactly
 `agent_command`. Pure: templates are rendered and read, nothing is deployed."""
@@ -11,10 +11,10 @@ import re
 import pytest
 
 from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec, Provider, pools_from_json
-from infra.compute_resources import ComputeTemplateError, compute_resources, logical_ids
-from infra.template import template
-from infra.template_app import API_URL, COMPUTE_POLICY, QUEUE_IDS
-from infra.user_data import agent_command, agent_command_in, script
+from infra.aws.compute_resources import ComputeTemplateError, compute_resources, logical_ids
+from infra.aws.template import template
+from infra.aws.template_app import COMPUTE_POLICY, QUEUE_IDS
+from infra.boot import API_URL, agent_command, agent_command_in, script
 
 #: The API's function and one per queue the app consumes.
 FUNCTIONS = 1 + len(QUEUE_IDS)

@@ -1,5 +1,5 @@
-"""The SageMaker pools' part of the template (infra/compute_sagemaker.py, merged by
-infra/compute_resources.py): one execution role for the stack's training jobs, scoped to the stack and
+"""The SageMaker pools' part of the template (infra/aws/compute_sagemaker.py, merged by
+infra/aws/compute_resources.py): one execution role for the stack's training jobs, scoped to the stack and
 its partition, the control plane's right to run, stop and pass it, the training jobs' state changes
 routed to the events queue, and pools SageMaker could not run refused by name. Pure: templates are
 rendered and read, nothing is deployed."""
@@ -9,16 +9,16 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider
-from infra.compute_resources import compute_resources
-from infra.compute_sagemaker import (
+from infra.aws.compute_resources import compute_resources
+from infra.aws.compute_sagemaker import (
     EXECUTION_ROLE,
     ROLE_VARIABLE,
     SAGEMAKER_STATE_RULE,
     SageMakerTemplateError,
     sagemaker_resources,
 )
-from infra.template import template
-from infra.template_app import COMPUTE_POLICY
+from infra.aws.template import template
+from infra.aws.template_app import COMPUTE_POLICY
 
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3-gpu-py311"
 SPOT = PoolSpec(

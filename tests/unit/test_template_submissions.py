@@ -3,8 +3,8 @@ only, only S3 from this bucket and account may send to it, and the state machine
 
 from __future__ import annotations
 
-from infra.template import template
-from infra.template_submissions import notification_configuration
+from infra.aws.template import template
+from infra.shape import notification_configuration
 
 
 def test_the_bucket_sends_submit_markers_to_the_submissions_queue_once_it_may():

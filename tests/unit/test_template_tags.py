@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from chalicelib.domain.pools import PoolSpec, Provider
-from infra.template import template
-from infra.template_app import ENVIRONMENT_LIMIT, STACK_NAME_CHARS, environment_bytes
+from infra.aws.template import template
+from infra.aws.template_app import ENVIRONMENT_LIMIT, STACK_NAME_CHARS, environment_bytes
 from stratus.contract.errors import InvalidTagError
 from stratus.contract.tags import TAGS_ENV
 

@@ -1,0 +1,374 @@
+"""`det deploy aws up | down | list | status`: the stack in an AWS account, as one CloudFormation stack.
+
+The stack's name is the cluster id (Determined's `--cluster-id`), its bucket
+`<cluster id, lower case>-<account>-<region>`: kept when the stack is deleted (it holds the checkpoints and
+contexts) and adopted by the next stack of that name. Credentials, profile and region come the way every
+AWS tool takes them (`--profile`, `--region`, or the environment and `~/.aws`); `AWS_ENDPOINT_URL` points
+every call at another endpoint (the tests' moto server).
+
+`up` builds the control plane's Lambda package (`infra/aws/package.py`, or `--package ZIP`), makes the
+bucket if it is new, uploads the package there (named by its hash: an unchanged one is not sent again),
+with EC2 pools also the agents' wheel (`infra/aws/compute_package.py`, at `compute/<sha256>/<wheel>`: the
+stack's `ComputeKey`), and creates or updates the stack of `infra/aws/template.py`: the infrastructure, the
+Lambda functions (the API and one per queue, fed by it) and the REST API with each route's authorization,
+wired together (the API's URL included) in one deployment; it prints the `DET_MASTER` to use. Its
+resource pools and their agents' AMI and network come from Determined's compute flags or a pools file
+(`det/deploy/aws_compute.py`), checked against the account's vCPU quotas first. `--add-tag KEY=VALUE` tags the
+stack and, through the template, its pools' instances, volumes, groups and Batch resources, and the
+Batch and SageMaker jobs its control plane starts (`stratus.contract.tags`: AWS's rules, checked before anything
+is asked of AWS). `down` scales the stack's Auto Scaling groups to zero before deleting it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from det._commands import Subcommands, needs_subcommand
+from det._render import plural, table
+from det._runtime import Runtime
+from det.deploy.aws_calls import AwsCalls
+from det.deploy.aws_checks import bucket_name, dry_run, refuse_overlap, stack_name, user_tag_flags
+from det.deploy.aws_compute import add_compute_arguments, describe, plan_compute, scale_groups_to_zero
+from det.errors import StackError, UsageError
+from stratus.contract.errors import InvalidTagError
+from stratus.contract.tags import CLUSTER_TAG
+
+if TYPE_CHECKING:
+    from infra.aws.compute_package import Wheel
+
+_DONE = re.compile(r"_(COMPLETE|FAILED)$")
+_FAILED = ("CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "DELETE_FAILED", "UPDATE_ROLLBACK_COMPLETE",
+           "UPDATE_ROLLBACK_FAILED", "UPDATE_FAILED")  # fmt: skip
+POLL_S = 2.0
+
+
+def add_parsers(targets: Subcommands) -> None:
+    """`det deploy aws up | down | list | status`."""
+    aws = targets.add_parser("aws", help="the stack in an AWS account (CloudFormation)")
+    sub = aws.add_subparsers(title="aws commands", metavar="COMMAND")
+    aws.set_defaults(command=needs_subcommand(aws))
+
+    def common(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
+        parser.add_argument("--region", help="AWS region (default: the profile's or AWS_REGION)")
+        parser.add_argument("--profile", help="AWS named profile (default: the environment's credentials)")
+        if cluster:
+            parser.add_argument("--cluster-id", default="stratus", help="the stack's name (default: stratus)")
+
+    up_parser = sub.add_parser("up", help="create or update the stack")
+    common(up_parser)
+    up_parser.add_argument(
+        "--add-tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tag the stack, its pools' instances and the jobs it starts (repeatable)",
+    )
+    up_parser.add_argument(
+        "--dry-run", action="store_true", help="show what would be deployed, change nothing"
+    )
+    up_parser.add_argument("--template-out", metavar="FILE", help="also write the rendered template there")
+    up_parser.add_argument(
+        "--package",
+        metavar="ZIP",
+        help="the Lambda package to deploy (default: built by python -m infra.aws.package)",
+    )
+    add_compute_arguments(up_parser)
+    up_parser.set_defaults(command=up)
+    down_parser = sub.add_parser("down", help="stop every trial run of the stack and delete it")
+    common(down_parser)
+    down_parser.add_argument("--delete-bucket", action="store_true", help="also empty and delete the bucket")
+    down_parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    down_parser.set_defaults(command=down)
+    list_parser = sub.add_parser("list", help="the Stratus stacks of a region")
+    common(list_parser, cluster=False)
+    list_parser.set_defaults(command=list_stacks)
+    status_parser = sub.add_parser("status", help="a stack's state, outputs and resources (exit 3 if none)")
+    common(status_parser)
+    status_parser.set_defaults(command=status)
+
+
+# ---- commands -----------------------------------------------------------------------------------
+
+
+def _aws_errors(
+    command: Callable[[argparse.Namespace, Runtime], int],
+) -> Callable[[argparse.Namespace, Runtime], int]:
+    """An AWS error the command does not handle itself ends it with one line naming it, not a traceback."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace, rt: Runtime) -> int:
+        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.parsers import ResponseParserError
+
+        try:
+            return command(args, rt)
+        except ClientError as e:
+            error = e.response.get("Error", {})
+            raise StackError(
+                f"AWS refused {e.operation_name}: {error.get('Code')}: {error.get('Message')}"
+            ) from e
+        except (BotoCoreError, ResponseParserError) as e:  # the latter: an answer botocore cannot read
+            raise StackError(f"AWS call failed: {e}") from e
+
+    return run
+
+
+@_aws_errors
+def up(args: argparse.Namespace, rt: Runtime) -> int:
+    stack = stack_name(args.cluster_id)
+    added = user_tag_flags(args.add_tag)
+    tags = [{"Key": key, "Value": value} for key, value in {CLUSTER_TAG: stack, **added}.items()]
+    aws = AwsCalls(args)
+    account, region = aws.identity()
+    bucket = bucket_name(stack, account, region)
+    kept = aws.bucket_exists(bucket)
+    compute = plan_compute(args, aws)
+    if stack != stack.lower() and any(pool.backend == "sagemaker" for pool in compute.pools or ()):
+        raise UsageError(
+            f"--cluster-id {stack}: SageMaker writes its training jobs' ARNs in lower case, which IAM and the "
+            f"stack's event rule match exactly; use a lower-case cluster id ({stack.lower()}) with sagemaker pools"
+        )
+    for warning in compute.warnings:
+        rt.note(f"warning: {warning}")
+    rendered = _render_template(compute.pools, compute.vcpus, added, compute.memory)
+    body = json.dumps(rendered, sort_keys=True)
+    refuse_overlap(aws, stack, CLUSTER_TAG)
+    existing = aws.stack(stack)
+    if existing is not None and existing["StackStatus"] == "ROLLBACK_COMPLETE":
+        raise StackError(
+            f"stack {stack!r} failed to create earlier (ROLLBACK_COMPLETE) and cannot be updated; "
+            f"`det deploy aws down --cluster-id {stack}` deletes it, then run up again"
+        )
+    if args.template_out:
+        Path(args.template_out).write_text(body + "\n")
+    action = "update" if existing is not None else "create"
+    rt.say(f"Stratus stack {stack!r} in account {account}, region {region}: {action}")
+    rt.say(f"  bucket {bucket}: " + ("kept from before, adopted" if kept else "made now, kept across stacks"))
+    # The bucket is made here, not by the stack: the package goes into it before the stack exists.
+    rt.say(
+        "  resources: " + _resource_summary({k: r for k, r in rendered["Resources"].items() if k != "Bucket"})
+    )
+    rt.say("  tags: " + ", ".join(f"{t['Key']}={t['Value']}" for t in tags))
+    rt.say(describe(compute))
+    declared = rendered.get("Parameters", {})
+    # The template declares ComputeKey with its cloud pools: their instances and jobs install the agent from it.
+    agents = _compute_package() if "ComputeKey" in declared else None
+    if agents is not None:
+        rt.say(
+            f"  compute package: s3://{bucket}/{agents.key} ({agents.size / 1024:.0f} KiB, "
+            f"{plural(agents.files, 'file')}; requires {', '.join(agents.requires)})"
+        )
+    if args.dry_run:
+        dry_run(rt, aws, body, bucket if kept else None)
+        return 0
+    package = _package(rt, args.package)
+    if not kept:
+        aws.make_bucket(bucket, tags)
+    source = aws.template_source(bucket, body)
+    if source is None:
+        raise StackError(f"bucket {bucket!r} is missing; the template cannot be handed to CloudFormation")
+    key = aws.upload_package(rt, bucket, package)
+    parameters = {"BucketName": bucket, "CreateBucket": "false", "CodeKey": key}
+    parameters |= {name: value for name, value in compute.parameters.items() if name in declared}
+    if agents is not None:
+        aws.upload_once(rt, bucket, agents.path, agents.key)
+        parameters["ComputeKey"] = agents.key
+    since = aws.last_event_time(stack) if existing is not None else None
+    started = aws.deploy(stack, source, parameters, tags, update=existing is not None)
+    if not started:
+        rt.say("the stack is up to date: nothing to change")
+        return 0
+    final = _follow(rt, aws, stack, since)
+    if final in _FAILED or not final.endswith("_COMPLETE"):
+        raise StackError(f"stack {stack!r} ended {final}; the events above name the resource that failed")
+    found = aws.stack(stack) or {}
+    _print_outputs(rt, found)
+    if queue_arn := _outputs(found).get("SubmissionsQueueArn"):
+        aws.notify_submissions(bucket, queue_arn)  # S3-triggered submissions (README)
+    if url := _outputs(found).get("ApiUrl"):
+        rt.say(f"Point det at it (requests are signed with your AWS credentials):\n  export DET_MASTER={url}")
+    return 0
+
+
+def _render_template(
+    pools: tuple[Any, ...] | None,
+    vcpus: dict[str, int] | None = None,
+    tags: dict[str, str] | None = None,
+    memory: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """The stack's template for the pools (None: the template's default pools, all local) and the user's
+    tags (checked already)."""
+    from infra.aws.template import template
+
+    try:
+        return template(tags=tags) if pools is None else template(pools, vcpus, tags, memory)
+    except InvalidTagError as e:  # tags the functions' environment has no room for
+        raise UsageError(f"--add-tag: {e}") from e
+    except ValueError as e:  # infra's ComputeTemplateError: a pool its resources cannot be made for
+        raise UsageError(f"the pools cannot be deployed: {e}") from e
+
+
+def _package(rt: Runtime, given: str | None) -> Path:
+    """The Lambda package: the one given, or built now (`infra/aws/package.py`; its dependencies cached)."""
+    if given:
+        path = Path(given)
+        if not path.is_file():
+            raise UsageError(
+                f"--package {given!r} is not a file; build one with `python -m infra.aws.package`"
+            )
+        return path
+    from infra.aws.package import ROOT, build
+
+    if not (ROOT / "app.py").is_file() or not (ROOT / "requirements.txt").is_file():
+        raise UsageError(
+            "the Lambda package is built from a Stratus checkout (app.py, requirements.txt); run det from "
+            "one, or pass --package with a zip built by `python -m infra.aws.package`"
+        )
+    rt.note("building the control plane's Lambda package (python -m infra.aws.package)")
+    built = build(ROOT / "build" / "lambda" / "stratus.zip")
+    rt.note(built.summary())
+    return built.path
+
+
+def _compute_package() -> Wheel:
+    """The EC2 agents' wheel (`infra/aws/compute_package.py`), built now from this checkout's sources: the
+    same sources give the same bytes, hence the same key, which is not uploaded again."""
+    from infra.aws.compute_package import ROOT, build
+
+    if not (ROOT / "pyproject.toml").is_file() or not (ROOT / "harness").is_dir():
+        raise UsageError(
+            "the EC2 agents' package is built from a Stratus checkout (pyproject.toml, harness/); run det "
+            "from one, or deploy without EC2 pools (--no-compute)"
+        )
+    return build(ROOT / "build" / "compute")
+
+
+@_aws_errors
+def down(args: argparse.Namespace, rt: Runtime) -> int:
+    stack, aws, found = _lookup(args)
+    if found is None:
+        raise StackError(
+            f"no stack {stack!r} in region {aws.region}; `det deploy aws list` shows the ones there"
+        )
+    if not args.yes:
+        if not rt.inp_is_tty():
+            raise UsageError(f"deleting stack {stack!r} needs confirmation; pass --yes")
+        if not rt.confirm(f"Delete stack {stack!r} (its trial runs stop; its tables are deleted)?"):
+            rt.say("nothing deleted")
+            return 1
+    outputs = _outputs(found)
+    # The control plane first: a sweep or a queued message could otherwise start an instance or a job
+    # after the ones below were stopped, which would outlive the stack.
+    frozen = aws.freeze(stack)
+    if frozen:
+        rt.say(f"stopped the control plane ({len(frozen)} functions at concurrency 0)")
+    scale_groups_to_zero(rt, aws, CLUSTER_TAG, stack)
+    jobs, training_jobs = aws.stop_jobs(stack)
+    if jobs or training_jobs:
+        rt.say(f"terminated {jobs} Batch job(s), stopped {training_jobs} SageMaker training job(s)")
+    stopped = aws.stop_executions(outputs.get("StateMachineArn"))
+    if stopped:
+        rt.say(f"stopped {stopped} running trial execution" + ("" if stopped == 1 else "s"))
+    since = aws.last_event_time(stack)
+    aws.delete(stack)
+    final = _follow(rt, aws, stack, since)
+    if final != "DELETE_COMPLETE":
+        aws.unfreeze(aws.owned(stack, "AWS::Lambda::Function"))  # what is left of it works again
+        raise StackError(
+            f"stack {stack!r} ended {final}; the events above name the resource that failed (its "
+            "remaining functions run again: `down` once more retries)"
+        )
+    bucket = outputs.get("BucketName")
+    if bucket and args.delete_bucket:
+        removed = aws.delete_bucket(bucket)
+        rt.say(f"deleted bucket {bucket} ({plural(removed, 'object')})")
+    elif bucket:
+        rt.say(f"kept bucket {bucket} (checkpoints and contexts); `up` adopts it, --delete-bucket deletes it")
+    return 0
+
+
+@_aws_errors
+def list_stacks(args: argparse.Namespace, rt: Runtime) -> int:
+    aws = AwsCalls(args)
+    rows = []
+    for found in aws.stacks():
+        tags = {t["Key"]: t["Value"] for t in found.get("Tags", [])}
+        if CLUSTER_TAG in tags:
+            rows.append([found["StackName"], found["StackStatus"], _time(found.get("CreationTime")),
+                         _outputs(found).get("BucketName", "")])  # fmt: skip
+    rt.say(table(["Cluster ID", "State", "Created", "Bucket"], rows))
+    return 0
+
+
+@_aws_errors
+def status(args: argparse.Namespace, rt: Runtime) -> int:
+    stack, aws, found = _lookup(args)
+    if found is None:
+        rt.say(f"no stack {stack!r} in region {aws.region}")
+        return 3
+    rt.say(f"Stratus stack {stack!r}: {found['StackStatus']} (created {_time(found.get('CreationTime'))})")
+    resources = aws.resources(stack)
+    rt.say(
+        "  resources: "
+        + _resource_summary({r["LogicalResourceId"]: {"Type": r["ResourceType"]} for r in resources})
+    )
+    _print_outputs(rt, found)
+    return 0
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+
+
+def _lookup(args: argparse.Namespace) -> tuple[str, AwsCalls, dict[str, Any] | None]:
+    """The cluster's stack name, the AWS calls, and the live stack of that name (None if there is none)."""
+    stack = stack_name(args.cluster_id)
+    aws = AwsCalls(args)
+    return stack, aws, aws.stack(stack)
+
+
+def _resource_summary(resources: dict[str, Any]) -> str:
+    counts: dict[str, int] = {}
+    for resource in resources.values():
+        kind = resource["Type"].split("::", 1)[1]
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+
+
+def _outputs(found: dict[str, Any]) -> dict[str, str]:
+    return {o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])}
+
+
+def _print_outputs(rt: Runtime, found: dict[str, Any]) -> None:
+    outputs = _outputs(found)
+    if outputs:
+        rt.say(table(["Output", "Value"], sorted(outputs.items())))
+
+
+def _time(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if hasattr(value, "strftime") else str(value or "")
+
+
+def _follow(rt: Runtime, aws: AwsCalls, stack: str, since: Any) -> str:
+    """Print the stack's events as they come until it settles; its final state."""
+    seen: set[str] = set()
+    while True:
+        for event in aws.events(stack, since):
+            if event["EventId"] in seen:
+                continue
+            seen.add(event["EventId"])
+            reason = f"  {event['ResourceStatusReason']}" if event.get("ResourceStatusReason") else ""
+            rt.note(
+                f"  {event['ResourceStatus']:<20} {event['ResourceType']:<36} {event['LogicalResourceId']}{reason}"
+            )
+        found = aws.stack(stack)
+        state = "DELETE_COMPLETE" if found is None else found["StackStatus"]
+        if _DONE.search(state) and not state.endswith("_IN_PROGRESS"):
+            rt.note(f"stack {stack}: {state}")
+            return state
+        rt.sleep(POLL_S)
