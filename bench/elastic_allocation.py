@@ -62,7 +62,7 @@ are the stack's.
 ``adaptdl.goodput.GoodputFunction(PerfParams, GradParams(sqr, var), init_batch_size=32).optimize(nodes,
 replicas, max_batch_size, atomic_bsz_range, accumulation=True)`` (``accumulation=False`` needs ``np.int``,
 gone since numpy 1.24), with ``nodes = ceil(r / slots per agent)``, as adaptdl-sched's ``SpeedupFunction``.
-Parameters start from the hints the proof trial sent (docs/adaptdl-plan.md §2: ``alpha_c 0.0282, beta_c
+Parameters start from the hints the proof trial sent (docs/architecture.md, "Elastic trials (AdaptDL)": ``alpha_c 0.0282, beta_c
 0.000887, alpha_n 1.1e-08, beta_n 1.1e-08, alpha_r 1e-08, beta_r 1e-08, gamma 1.001``; ``gradParams`` norm
 0.0, var 0.457), changed where they are not a model of a real job:
 
@@ -136,7 +136,7 @@ TICK_S = 60.0  # the stack's one-minute sweep
 THRESHOLD = 1.05  # the allocator's default speedup_threshold
 PRIORITY = 42
 FIXED_ELASTIC_SIZES = (1, 4)
-# The proof trial's hints (docs/adaptdl-plan.md §2).
+# The proof trial's hints (docs/architecture.md, "Elastic trials (AdaptDL)").
 HINT_ALPHA_C = 0.0282
 HINT_BETA_C = 0.000887
 HINT_GAMMA = 1.001

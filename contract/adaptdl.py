@@ -1,4 +1,4 @@
-"""AdaptDL elastic trials (issue 15, docs/adaptdl-plan.md): what the adaptdl launcher gives its replicas,
+"""AdaptDL elastic trials (docs/architecture.md, "Elastic trials (AdaptDL)"): what the adaptdl launcher gives its replicas,
 what its local supervisor proxy forwards to the API, and how an AdaptDL checkpoint is kept as a Stratus
 checkpoint. Standard library only; every side reads it (the launcher, the API's hints route, the config
 translation, the allocator).

@@ -1,7 +1,7 @@
 """The AdaptDL supervisor the replicas call: a small HTTP server on 127.0.0.1, in the launcher.
 
 AdaptDL calls its supervisor without authentication, retries a 408 with no pause, and the API Gateway cuts
-requests at 29 s, so the replicas never call the API themselves (docs/adaptdl-plan.md §5):
+requests at 29 s, so the replicas never call the API themselves (docs/architecture.md, "Elastic trials (AdaptDL)"):
 
 - ``GET /discover/<job>/<group>`` is answered here, from the rendezvous the launcher already did: the
   address of every replica by global rank (AdaptDL reads ``[0]``, rank 0's). A job or a group (the restart

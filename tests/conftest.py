@@ -1,6 +1,6 @@
 """Fixtures and helpers shared by every tier.
 
-Tiers (each a folder, see README "Tests and benchmarks"):
+Tiers (each a folder, see docs/testing.md):
   unit         no IO: no process, socket, network or process group; files only under tmp_path
   contract     the HTTP API document against the routes and the clients (no IO)
   integration  real processes, loopback sockets and gloo groups on this machine (marker ``integration``)

@@ -1,4 +1,4 @@
-"""An EC2 agent's credential from its instance's IAM identity (docs/aws-compute-plan.md §2.9): the answer of
+"""An EC2 agent's credential from its instance's IAM identity (docs/architecture.md, "Compute backends on AWS"): the answer of
 `POST /agents/{agent_id}/iam-credential` (registered in `chalicelib.api.compute_routes`).
 
 The route is SigV4-only (auth kind ``iam``: API Gateway's IAM authorizer in AWS). Who the caller is, is

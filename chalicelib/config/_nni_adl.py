@@ -15,7 +15,7 @@ v1's fields under v2's `trainingService`, as an extension, and says so in a warn
 | `checkpoint.storageSize` | `elastic.checkpoint_size_limit`, kept but not enforced (parsing warns about it) |
 | `checkpoint.storageClass` | warning: no storage classes |
 | `nfs` | refused: no NFS mounts; `ADAPTDL_SHARE_PATH` is a folder synced to S3 |
-| `image` / `dockerImage` | `environment.image`, with a warning: only SageMaker pools run it |
+| `image` / `dockerImage` | `environment.image`, with a warning: only Batch and SageMaker pools run it |
 | `imagePullSecrets`, `namespace`, `cpuNum`, `memorySize` | warnings |
 
 `resources.slots_per_trial` is left to the schema, which sets it to `min_replicas * slots_per_replica`,
@@ -54,8 +54,8 @@ _IGNORED = {
     "memorySize": "a replica gets the CPUs and memory of the machine its slots are on",
 }
 _IMAGE = (
-    "kept as environment.image, which only SageMaker pools run; agents (local, ec2) and Batch pools run the "
-    "trial in their own Python or image, and the trial's log says so"
+    "kept as environment.image, which only Batch and SageMaker pools run; agents (local, ec2) run the trial "
+    "in their own Python, and the trial's log says so"
 )
 
 

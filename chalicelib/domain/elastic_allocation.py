@@ -1,4 +1,4 @@
-"""The elastic allocator (issue 15, docs/adaptdl-plan.md §5): how many replicas each running elastic trial
+"""The elastic allocator (docs/architecture.md, "Elastic trials (AdaptDL)"): how many replicas each running elastic trial
 should have, decided in the scheduling pass of its pool from what the pass read anyway (the agents' free
 slots, the runs holding slots, the requests it could not place) and each trial's speedup table (its AdaptDL
 hints, `stratus.contract.adaptdl`: ``speedup(r)`` is the goodput at ``r`` replicas over the goodput at 1, computed

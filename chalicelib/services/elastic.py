@@ -1,4 +1,4 @@
-"""Elastic trials (issue 15, docs/adaptdl-plan.md §5): the AdaptDL hints a trial's launcher forwards
+"""Elastic trials (docs/architecture.md, "Elastic trials (AdaptDL)"): the AdaptDL hints a trial's launcher forwards
 (`PUT /trials/{id}/adaptdl/hints`), and what the control plane adds to an elastic trial's run environment.
 
 **Hints.** `stratus.contract.adaptdl.validate_hints` is the one check of the body; its error is a 400 naming the

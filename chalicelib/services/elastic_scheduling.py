@@ -1,4 +1,4 @@
-"""Elastic trials in the scheduler (issue 15, docs/adaptdl-plan.md §5): their size when they are queued,
+"""Elastic trials in the scheduler (docs/architecture.md, "Elastic trials (AdaptDL)"): their size when they are queued,
 the elastic allocator's rescales in each scheduling pass, and the record of each run's replicas.
 
 **Queued** (`queued_elastic`): a slot request of an experiment with an `elastic` section asks for the

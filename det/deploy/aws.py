@@ -190,7 +190,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     found = aws.stack(stack) or {}
     _print_outputs(rt, found)
     if queue_arn := _outputs(found).get("SubmissionsQueueArn"):
-        aws.notify_submissions(bucket, queue_arn)  # S3-triggered submissions (README)
+        aws.notify_submissions(bucket, queue_arn)  # S3-triggered submissions (docs/submissions.md)
     if url := _outputs(found).get("ApiUrl"):
         rt.say(f"Point det at it (requests are signed with your AWS credentials):\n  export DET_MASTER={url}")
     return 0

@@ -1,4 +1,4 @@
-"""The agent's credential on EC2, from its instance's IAM identity (docs/aws-compute-plan.md §2.9).
+"""The agent's credential on EC2, from its instance's IAM identity (docs/architecture.md, "Compute backends on AWS").
 
 An agent started with ``--aws`` and no credential (no ``--token-file``, no ``STRATUS_AGENT_TOKEN``) asks
 the control plane for its own: ``POST /agents/<instance id>/iam-credential``, signed with SigV4 (service

@@ -1,5 +1,5 @@
 """A fake EC2 instance metadata service (IMDSv2) for many instances, on one loopback port; moto's IMDS is
-one static answer for every caller, without spot notices (docs/aws-compute-plan.md §8).
+one static answer for every caller, without spot notices (docs/architecture.md, "The local stack plays AWS with moto").
 
 An instance's ``--imds-url`` is ``http://127.0.0.1:PORT/<instance-id>``: its agent PUTs
 ``/<instance-id>/latest/api/token`` (400 without ``X-aws-ec2-metadata-token-ttl-seconds``, 1 to 21600)

@@ -1,7 +1,7 @@
 """An EC2 agent's credential from its instance's IAM identity, on the control plane: who the caller is
 (`chalicelib.domain.agent_identity`, on request contexts in the shapes API Gateway documents for its
 Lambda proxy integration), and `POST /agents/{agent_id}/iam-credential` through the whole app with a
-crafted context (moto has no IAM authorizer, docs/aws-compute-plan.md §8), in Chalice's local mode,
+crafted context (moto has no IAM authorizer, docs/architecture.md, "The local stack plays AWS with moto"), in Chalice's local mode,
 and in the REST API the template generates."""
 
 from __future__ import annotations

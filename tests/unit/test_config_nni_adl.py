@@ -151,8 +151,8 @@ def test_every_adl_field_without_an_exact_equivalent_is_warned_about_once() -> N
         "pool's size is unknown), resized while it runs by the elastic allocator",
         "trial.checkpoint.storageClass: ignored (AdaptDL's checkpoint folder is kept in the trial's S3 "
         "folder and synced around each restart; there are no storage classes)",
-        "trial.image: kept as environment.image, which only SageMaker pools run; agents (local, ec2) and "
-        "Batch pools run the trial in their own Python or image, and the trial's log says so",
+        "trial.image: kept as environment.image, which only Batch and SageMaker pools run; agents (local, "
+        "ec2) run the trial in their own Python, and the trial's log says so",
         "trial.imagePullSecrets: ignored (images are pulled with the pool's IAM role)",
         "trial.namespace: ignored (Stratus has no Kubernetes namespaces; resources.resource_pool picks "
         "where trials run)",

@@ -12,7 +12,7 @@ from chalicelib.domain.pools import PoolSpec
 from chalicelib.errors import BadRequestError
 from chalicelib.services import elastic, runs
 
-#: AdaptDL 0.2.11's hints body as captured in docs/adaptdl-plan.md §2, plus the launcher's speedup table.
+#: AdaptDL 0.2.11's hints body as captured in docs/architecture.md, "Elastic trials (AdaptDL)", plus the launcher's speedup table.
 
 
 def elastic_config(flow, **section: Any) -> dict[str, Any]:
