@@ -7,6 +7,7 @@
     ├── InvalidMetricGroupError  a metric group name that Determined refuses (empty, or with a '.')
     ├── InvalidHintsError        an AdaptDL hints payload that is not SCHED_HINTS + speedup (stratus.contract.adaptdl)
     ├── InvalidTagError          a user's tag AWS or Stratus refuses, or too many of them (stratus.contract.tags)
+    ├── InvalidPoolError         a resource pool that cannot be used (stratus.contract.pools, .resource_pools)
     └── HttpCallError            a call over HTTP failed (stratus.contract.http): refused with a status >= 300
         └── NoAnswerError        ... or never answered (refused connection, reset, timeout): status 0
 
@@ -46,6 +47,12 @@ class InvalidHintsError(ContractError):
 
 class InvalidTagError(ContractError):
     pass
+
+
+class InvalidPoolError(ContractError):
+    """A pools setting, pools file or pool option that cannot be used (the message names the value and
+    the fix). In the control plane it is the deployment's to fix: a 500 if it ever reached a request (the
+    settings refuse it first); the CLI prints it as a usage error."""
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,11 @@ def add_compute_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--keypair", metavar="NAME", help="an EC2 key pair for SSH to the agents (default: none, no SSH)")
     add("--agent-ami", metavar="AMI", help="the agents' AMI (default: the Deep Learning AMI, from SSM)")
-    add("--pools-file", metavar="FILE", help="resource pools in Determined's resource_pools shape (docs/aws.md)")
+    add(
+        "--pools-file",
+        metavar="FILE",
+        help="resource pools in Determined's resource_pools shape (docs/aws.md)",
+    )
     add("--no-compute", action="store_true", help="no cloud pool: agents are started by hand (as before)")
 
 
