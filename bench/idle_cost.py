@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.control_plane_cost import DYNAMO_READ, LAMBDA_GB_S, LAMBDA_REQUEST, SQS_FIFO, SQS_STANDARD  # noqa: E402
 from bench.machine import describe  # noqa: E402
-from chalicelib.domain.pools import DEFAULT_POOL, PoolSpec, Provider  # noqa: E402
 from infra.aws.template import template  # noqa: E402
 from infra.aws.template_app import MEMORY_MB  # noqa: E402
+from stratus.contract.pools import DEFAULT_POOL, PoolSpec, Provider  # noqa: E402
 
 MINUTES_A_MONTH = 30 * 24 * 60
 SECRET_A_MONTH = 0.40  # Secrets Manager, per secret

@@ -2,7 +2,6 @@
 code and HTTP status.
 
     StratusError                          500  InternalError
-    ├── PoolConfigError                   500  (chalicelib.domain.pools) a resource pools setting unread
     ├── BadRequestError                   400  a value is malformed; the message names it and the fix
     │   ├── ConfigError                        (chalicelib.config.errors) the config package's branch
     │   │   └── ConfigInvalidError        400  an experiment config with problems (listed by path)
@@ -19,7 +18,9 @@ code and HTTP status.
 
 This module imports nothing of the project, so the pure packages (`domain`, `config`) raise its errors
 too. The API's one error handler (`chalicelib.api.routing`) turns any of them into
-`{"error": code, "message": ..., **details}` with the class's status; anything else is a 500.
+`{"error": code, "message": ..., **details}` with the class's status; anything else is a 500 (such as
+`stratus.contract.errors.InvalidPoolError`, a pools setting the deployment must fix; the settings refuse
+it at start).
 """
 
 from __future__ import annotations

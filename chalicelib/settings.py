@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from chalicelib.domain.pools import DEFAULT_POOLS, PoolConfigError, PoolSpec, pools_from_json
-from stratus.contract.errors import InvalidTagError
+from stratus.contract.errors import InvalidPoolError, InvalidTagError
+from stratus.contract.pools import DEFAULT_POOLS, PoolSpec, pools_from_json
 from stratus.contract.prices import PriceTable, table_from_json
 from stratus.contract.tags import CLUSTER_TAG, TAGS_ENV, tags_from_json
 
@@ -199,7 +199,7 @@ def _agent_timeout() -> float:
 def _pools() -> tuple[PoolSpec, ...]:
     try:
         return pools_from_json(os.environ.get("STRATUS_POOLS", ""))
-    except PoolConfigError as error:
+    except InvalidPoolError as error:
         raise RuntimeError(f"environment variable STRATUS_POOLS: {error}") from error
 
 

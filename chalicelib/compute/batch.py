@@ -18,10 +18,10 @@ import logging
 from chalicelib.compute.cloud import BatchApi, JobCredentials, JobRequest
 from chalicelib.compute.lanes import alive_lanes, job_nodes
 from chalicelib.domain.cloud_names import MULTI_NODE_SUFFIX
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.services.agent_store import AgentStore, Host
 from chalicelib.services.ports import Clock, ExperimentStore, RunStore
+from stratus.contract.pools import PoolSpec
 
 log = logging.getLogger(__name__)
 

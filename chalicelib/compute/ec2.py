@@ -28,10 +28,10 @@ from typing import Protocol
 
 from chalicelib.compute.cloud import AutoScalingApi, Group
 from chalicelib.domain.capacity import Instance, Periods, scale_out_target, to_terminate
-from chalicelib.domain.pools import PoolSpec, Provider
 from chalicelib.services.agent_store import AgentStore
 from chalicelib.services.ports import Clock, Demand, RunStore
 from stratus.contract.ec2_quotas import CONSOLE_URL, quota_for
+from stratus.contract.pools import PoolSpec, Provider
 
 log = logging.getLogger(__name__)
 

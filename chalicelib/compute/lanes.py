@@ -11,12 +11,12 @@ scheduler end its run (requeued when it never started), and stopping the run sto
 from __future__ import annotations
 
 from chalicelib.domain import keys
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.domain.states import RunState
 from chalicelib.services.agent_store import AgentStore, Host
 from chalicelib.services.clock import epoch_of
 from chalicelib.services.ports import RunStore
+from stratus.contract.pools import PoolSpec
 
 
 def lane_ids(spec: PoolSpec) -> list[str]:

@@ -17,11 +17,11 @@ from chalicelib.compute.batch import BatchJobs
 from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
 from chalicelib.compute.sagemaker import TrainingJobs
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.services.agent_store import Host
 from chalicelib.services.ports import Demand, RunStore
 from chalicelib.settings import Settings
+from stratus.contract.pools import PoolSpec
 
 
 class ComputeRouter:

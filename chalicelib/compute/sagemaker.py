@@ -22,10 +22,10 @@ import re
 from chalicelib.compute.cloud import JobCredentials, TrainingApi, TrainingJobRequest
 from chalicelib.compute.lanes import alive_lanes, job_nodes
 from chalicelib.domain.compute_events import RUNS_ENV
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.services.agent_store import AgentStore, Host
 from chalicelib.services.ports import Clock, ExperimentStore, RunStore
+from stratus.contract.pools import PoolSpec
 
 log = logging.getLogger(__name__)
 

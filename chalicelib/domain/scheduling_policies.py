@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from chalicelib.domain.pools import PoolConfigError, PoolSpec, SchedulerKind
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest
 from chalicelib.domain.scheduling_fair_share import FairSharePolicy
 from chalicelib.domain.scheduling_pass import PassPlan, PassState, PoolShape, shape_refusal
 from chalicelib.domain.scheduling_policy import PoolPolicy, SchedulingPolicy
 from chalicelib.domain.scheduling_priority import PriorityPolicy
+from stratus.contract.errors import InvalidPoolError
+from stratus.contract.pools import PoolSpec, SchedulerKind
 
 __all__ = [
     "POLICIES",
@@ -44,7 +45,7 @@ def policy_for(pool: PoolSpec | PoolPolicy) -> SchedulingPolicy:
     config = pool if isinstance(pool, PoolPolicy) else PoolPolicy.of(pool)
     make = POLICIES.get(config.kind)
     if make is None:
-        raise PoolConfigError(
+        raise InvalidPoolError(
             f"scheduler {config.kind!r} has no scheduling policy; use one of {', '.join(POLICIES)}"
         )
     return make(config)

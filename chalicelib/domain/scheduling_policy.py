@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from chalicelib.domain.pools import PoolSpec, SchedulerKind
 from chalicelib.domain.queue_head import QueueStream, QueueSummary
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest
 from chalicelib.domain.scheduling_pass import PassPlan, PoolShape
+from stratus.contract.pools import PoolSpec, SchedulerKind
 
 #: The job setting users rank their jobs by under a policy: `det job update --priority` (and
 #: `--ahead-of`/`--behind-of`, which move a job among jobs of its priority) or `--weight`.

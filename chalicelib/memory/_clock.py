@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from chalicelib.domain.pools import DEFAULT_POOLS
 from chalicelib.services.clock import iso_utc
 from chalicelib.settings import DEFAULT_AGENT_TIMEOUT_S, DEFAULT_PRESIGN_EXPIRY_S, Settings
+from stratus.contract.pools import DEFAULT_POOLS
 
 #: 2026-01-01T00:00:00Z: the twin's clock starts here unless told otherwise.
 EPOCH_2026 = 1_767_225_600.0

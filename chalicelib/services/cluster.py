@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.run_records import Run
 from chalicelib.errors import NotFoundError
 from chalicelib.services import jobs, pausing
@@ -18,6 +17,7 @@ from chalicelib.services.agent_store import AgentRecord
 from chalicelib.services.clock import iso_utc
 from chalicelib.services.ports import Ports
 from stratus.contract import messages
+from stratus.contract.pools import PoolSpec
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ silently ignoring it."""
 
 from __future__ import annotations
 
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.records import Experiment, LogLine
 from chalicelib.domain.run_records import Run
 from chalicelib.services.ports import Ports
+from stratus.contract.pools import PoolSpec
 
 
 def on_gpus(spec: PoolSpec | None) -> bool:

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.domain.numbers import INT64_MAX
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.queue_moves import QueuedJob, move_ahead_of, move_behind_of
 from chalicelib.domain.records import Experiment
 from chalicelib.domain.run_records import Run
@@ -38,6 +37,7 @@ from chalicelib.services.clock import epoch_of
 from chalicelib.services.pools import require_pool
 from chalicelib.services.ports import Ports
 from stratus.contract import messages
+from stratus.contract.pools import PoolSpec
 
 #: How many times a batch is planned again after a concurrent change to one of its experiments.
 PLAN_ATTEMPTS = 3

@@ -4,10 +4,10 @@ ever fit there."""
 from __future__ import annotations
 
 from chalicelib import config as cfg
-from chalicelib.domain.pools import PoolSpec, why_never_fits
 from chalicelib.domain.words import plural
 from chalicelib.errors import BadRequestError
 from chalicelib.settings import Settings
+from stratus.contract.pools import PoolSpec, why_never_fits
 
 
 def configured_names(settings: Settings) -> str:

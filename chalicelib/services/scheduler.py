@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.queue_head import QueueSummary
 from chalicelib.domain.records import Trial
 from chalicelib.domain.run_records import Run
@@ -49,6 +48,7 @@ from chalicelib.services.ports import Demand, Ports
 from chalicelib.services.queue_reading import plan_head, queue_position
 from chalicelib.workflow import TASK_BEAT_INTERVAL_S, TASK_HEARTBEAT_S
 from stratus.contract import messages
+from stratus.contract.pools import PoolSpec
 
 log = logging.getLogger(__name__)
 

@@ -18,16 +18,19 @@ import argparse
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from det._render import table
 from det._runtime import Runtime
-from det.deploy.pools_file import DEFAULT_POOL, Keys, cloud_pool, read_pools_file
+from det.deploy.pools_file import read_pools_file
 from det.deploy.quotas import InstanceShape, QuotaCalls, check_quotas
 from det.deploy.training_images import pytorch_training_image
 from det.errors import UsageError
+from stratus.contract.errors import InvalidPoolError
+from stratus.contract.pools import DEFAULT_POOL, PoolSpec
+from stratus.contract.resource_pools import Keys, cloud_pool
 
 DEFAULT_INSTANCE_TYPE = "g5.xlarge"  # one GPU: Determined's g4dn.metal has 8
 DEFAULT_INBOUND_CIDR = "0.0.0.0/0"
@@ -109,7 +112,7 @@ class ComputeCalls(QuotaCalls, Protocol):
 @dataclass(frozen=True)
 class ComputePlan:
     #: The control plane's PoolSpecs, or None for the template's default pools (`--no-compute`).
-    pools: tuple[Any, ...] | None
+    pools: tuple[PoolSpec, ...] | None
     #: Stack parameters of the agents: AgentAmiId, AgentSubnetIds, AgentVpcId, InboundCidr, KeyName.
     parameters: dict[str, str] = field(default_factory=dict)
     #: Where the AMI came from: `--agent-ami` or the SSM parameter's name.
@@ -124,36 +127,31 @@ class ComputePlan:
 
 def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
     """The pools and parameters of `up`; a UsageError (or `QuotaError`) for what cannot be deployed."""
-    wire = wire_pools(args)
-    if wire is None:
+    given = given_pools(args)
+    if given is None:
         return ComputePlan(pools=None)
-    cloud = [p for p in wire if p["backend"] != "local"]
-    for pool in wire:
-        if pool["backend"] not in DEPLOYABLE:
+    for pool in given:
+        if pool.backend not in DEPLOYABLE:
             raise UsageError(
-                f"{_source(args)}: pool {pool['name']!r} is a {pool['backend']} pool, which this version cannot "
-                f"deploy (the stack makes no {pool['backend']} resources); use type ec2, batch or sagemaker"
+                f"{_source(args)}: pool {pool.name!r} is a {pool.backend} pool, which this version cannot "
+                f"deploy (the stack makes no {pool.backend} resources); use type ec2, batch or sagemaker"
             )
-    for pool in cloud:
-        provider = pool["provider"]
-        if pool["backend"] == "sagemaker" and not provider.get("image"):
-            provider["image"] = pytorch_training_image(calls.region, provider["instance_types"][0])
-    shapes = calls.instance_types(
-        sorted({_ec2_type(t) for p in cloud for t in p["provider"]["instance_types"]})
-    )
-    pools = pool_specs(with_slots(wire, shapes, _source(args)))
+    given = [_with_image(pool, calls.region) for pool in given]
+    cloud = [p for p in given if p.provider is not None]
+    shapes = calls.instance_types(sorted({_ec2_type(t) for p in cloud for t in _types(p)}))
+    pools = tuple(with_slots(given, shapes, _source(args)))
     warnings = tuple(check_quotas(calls, pools))
     vcpus = {kind: shape.vcpus for kind, shape in shapes.items()}
     memory = {kind: shape.memory_mib for kind, shape in shapes.items() if shape.memory_mib}
-    if not any(p["backend"] in NETWORKED for p in cloud):  # no agent network: no lookup, no parameter
-        given = [_flag(dest) for dest in _AGENT_FLAGS if getattr(args, dest)]
-        if given and not cloud:
+    if not any(p.backend in NETWORKED for p in cloud):  # no agent network: no lookup, no parameter
+        flags = [_flag(dest) for dest in _AGENT_FLAGS if getattr(args, dest)]
+        if flags and not cloud:
             raise UsageError(
-                f"{given[0]} sets the cloud agents, and {_source(args)} has no cloud pool; drop it"
+                f"{flags[0]} sets the cloud agents, and {_source(args)} has no cloud pool; drop it"
             )
-        if given:
+        if flags:
             raise UsageError(
-                f"{given[0]} sets the EC2 and Batch agents, and {_source(args)} has only SageMaker pools "
+                f"{flags[0]} sets the EC2 and Batch agents, and {_source(args)} has only SageMaker pools "
                 "(their jobs run in SageMaker's own network, from their image); drop it"
             )
         return ComputePlan(pools=pools, warnings=warnings, vcpus=vcpus, memory=memory)
@@ -179,7 +177,7 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         "KeyName": args.keypair or "",
     }
     source = ""
-    if any(p["backend"] == "ec2" for p in cloud):  # Batch and SageMaker bring their own images
+    if any(p.backend == "ec2" for p in cloud):  # Batch and SageMaker bring their own images
         parameters["AgentAmiId"], source = resolve_ami(calls, args.agent_ami)
     elif args.agent_ami:
         raise UsageError(
@@ -188,8 +186,8 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
     return ComputePlan(pools, parameters, source, warnings, vcpus, memory)
 
 
-def wire_pools(args: argparse.Namespace) -> list[dict[str, Any]] | None:
-    """The pools of the flags or of the file, in the control plane's wire form; None with --no-compute."""
+def given_pools(args: argparse.Namespace) -> list[PoolSpec] | None:
+    """The pools of the flags or of the file; None with --no-compute."""
     pool_flags = {
         key: getattr(args, dest) for dest, key in _POOL_FLAGS.items() if getattr(args, dest) is not None
     }
@@ -207,41 +205,41 @@ def wire_pools(args: argparse.Namespace) -> list[dict[str, Any]] | None:
             )
         return read_pools_file(Path(args.pools_file))
     raw = {"type": "ec2", "instance_type": DEFAULT_INSTANCE_TYPE, **pool_flags}
-    pool = {"name": DEFAULT_POOL, "description": "", "scheduler": "priority", "preemption": True}
-    return [cloud_pool(pool, raw, Keys(flags=FLAGS))]
+    try:
+        return [cloud_pool(PoolSpec(DEFAULT_POOL), raw, Keys(flags=FLAGS))]
+    except InvalidPoolError as e:
+        raise UsageError(str(e)) from e
 
 
-def with_slots(
-    pools: list[dict[str, Any]], shapes: Mapping[str, InstanceShape], source: str
-) -> list[dict[str, Any]]:
+def with_slots(pools: list[PoolSpec], shapes: Mapping[str, InstanceShape], source: str) -> list[PoolSpec]:
     """The cloud pools with `slots_per_agent`: their instance type's GPUs, one for a CPU-only type."""
     done = []
     for pool in pools:
-        if pool["backend"] != "local":
-            kinds = pool["provider"]["instance_types"]
+        if pool.provider is not None:
+            kinds = pool.provider.instance_types
             slots = {kind: shapes[_ec2_type(kind)].slots for kind in kinds}
             if len(set(slots.values())) > 1:
                 shown = ", ".join(f"{kind} {n}" for kind, n in slots.items())
                 raise UsageError(
-                    f"{source}: pool {pool['name']!r} mixes instance types of different GPU counts ({shown}); "
+                    f"{source}: pool {pool.name!r} mixes instance types of different GPU counts ({shown}); "
                     "an agent's slots are its pool's, so give types of one GPU count"
                 )
             gpus = shapes[_ec2_type(kinds[0])].gpus
-            pool = pool | {"slots_per_agent": slots[kinds[0]], "provider": pool["provider"] | {"gpus": gpus}}
+            pool = replace(pool, slots_per_agent=slots[kinds[0]], provider=replace(pool.provider, gpus=gpus))
         done.append(pool)
     return done
 
 
-def pool_specs(wire: list[dict[str, Any]]) -> tuple[Any, ...]:
-    """The pools of the wire form as the template takes them, checked by the control plane's rules
-    (`infra.aws.template.pools_from_wire`: deploying renders the template from this checkout anyway, as it
-    builds the Lambda package)."""
-    from infra.aws.template import pools_from_wire
+def _with_image(pool: PoolSpec, region: str) -> PoolSpec:
+    """A sagemaker pool that names no image gets AWS's PyTorch training image for its instance type."""
+    if pool.backend != "sagemaker" or pool.provider is None or pool.provider.image:
+        return pool
+    image = pytorch_training_image(region, pool.provider.instance_types[0])
+    return replace(pool, provider=replace(pool.provider, image=image))
 
-    try:
-        return pools_from_wire(wire)
-    except ValueError as e:
-        raise UsageError(f"the pools cannot be deployed: {e}") from e
+
+def _types(pool: PoolSpec) -> tuple[str, ...]:
+    return pool.provider.instance_types if pool.provider is not None else ()
 
 
 def resolve_ami(calls: ComputeCalls, given: str | None) -> tuple[str, str]:
@@ -299,7 +297,9 @@ def describe(plan: ComputePlan) -> str:
             continue
         spot = ("yes" + (f", max {p.spot_max_price} USD/h" if p.spot_max_price else "")) if p.spot else "no"
         shape = [", ".join(p.instance_types), pool.slots_per_agent, p.min_instances, p.max_instances]
-        rows.append([pool.name, pool.backend, *shape, spot, _period(p.max_idle_agent_period_s), scheduler])
+        rows.append(
+            [pool.name, pool.backend, *map(str, shape), spot, _period(p.max_idle_agent_period_s), scheduler]
+        )
     headers = ["Name", "Backend", "Instance Type", "Slots Per Agent", "Min Agents", "Max Agents", "Spot"]
     headers += ["Max Idle", "Scheduler"]
     out = table(headers, rows) if rows else "pools: the template's default (local, agents started by hand)"

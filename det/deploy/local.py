@@ -236,7 +236,8 @@ def _add_up_parser(sub: Subcommands) -> None:
         "--cluster-config",
         metavar="FILE",
         help="resource pools in the shape of Determined's master config (`resource_pools:` with pool_name, "
-        "scheduler {type, preemption, default_priority}, plus agents and slots_per_agent)",
+        "scheduler {type, preemption, default_priority} and provider {type: ec2|batch|sagemaker, ...} as "
+        "`det deploy aws up --pools-file` reads them, plus agents and slots_per_agent for local pools)",
     )
     up_cmd.add_argument(
         "--backend",

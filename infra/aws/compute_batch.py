@@ -39,11 +39,11 @@ from typing import Any
 
 from chalicelib.domain.cloud_names import MULTI_NODE_SUFFIX
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
-from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
 from infra.aws.compute_batch_roles import allow, shared_roles
 from infra.aws.template_app import QUEUE_IDS, group_name
 from infra.boot import API_URL, batch_command
 from stratus.contract.container_boot import COMPUTE_URI_ENV
+from stratus.contract.pools import POOL_NAME, PoolSpec, Provider
 from stratus.contract.prices import price_of
 
 Template = dict[str, Any]

@@ -31,13 +31,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chalicelib.domain.pools import POOL_NAME, PoolSpec, Provider
 from infra.aws.compute_agents import agent_identity, agent_network
 from infra.aws.compute_batch import BATCH_STATE_RULE, batch_resources, control_statements
 from infra.aws.compute_sagemaker import SAGEMAKER_STATE_RULE, sagemaker_resources
 from infra.aws.compute_sagemaker import control_statements as sagemaker_statements
 from infra.aws.template_app import COMPUTE_POLICY, QUEUE_IDS, group_name
 from infra.boot import user_data
+from stratus.contract.pools import POOL_NAME, PoolSpec, Provider
 
 Template = dict[str, Any]
 

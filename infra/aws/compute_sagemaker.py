@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from chalicelib.domain.compute_events import SAGEMAKER_STATE_CHANGE
-from chalicelib.domain.pools import PoolSpec
 from infra.aws.template_app import QUEUE_IDS
 from infra.aws.template_iam import COMPUTE_PACKAGES, JOB_CREDENTIALS, assume
 from infra.boot import STAGE
+from stratus.contract.pools import PoolSpec
 
 Template = dict[str, Any]
 

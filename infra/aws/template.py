@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain.cloud_names import CREDENTIALS_PREFIX
-from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec
 from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
 from infra.aws.compute_resources import compute_resources
@@ -39,6 +38,7 @@ from infra.aws.template_submissions import OUTPUTS as SUBMISSION_OUTPUTS
 from infra.aws.template_submissions import template_pieces as submission_pieces
 from infra.shape import TABLES, table_request
 from stratus.contract.messages import EVERY_POOL, Sweep
+from stratus.contract.pools import DEFAULT_POOLS, PoolSpec
 from stratus.contract.tags import user_tags
 
 
@@ -306,14 +306,3 @@ def template(
 if __name__ == "__main__":
     json.dump(template(), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
-
-
-def pools_from_wire(wire: Sequence[Mapping[str, Any]]) -> tuple[PoolSpec, ...]:
-    """Pools in the control plane's JSON form (what `det deploy aws up` makes of its flags or pools file),
-    checked by the control plane's own rules; ValueError naming the problem."""
-    from chalicelib.domain.pools import PoolConfigError, pools_from_json
-
-    try:
-        return pools_from_json(json.dumps(list(wire)))
-    except PoolConfigError as e:
-        raise ValueError(str(e)) from e

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec, pools_to_json
 from chalicelib.settings import QUEUES
 from infra.boot import API_URL, STAGE
 from stratus.contract.errors import InvalidTagError
+from stratus.contract.pools import DEFAULT_POOLS, PoolSpec, pools_to_json
 from stratus.contract.tags import TAGS_ENV, tags_to_json
 
 #: What each SQS handler of the app consumes: the queue's logical id in the template, by kind.

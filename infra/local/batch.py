@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
-from chalicelib.domain.pools import PoolSpec
 from infra import boot
 from infra.local import moto_batch
 from infra.local.agents import AgentLauncher, Runner, send_aws_event
 from stratus.contract.container_boot import agent_argv
+from stratus.contract.pools import PoolSpec
 
 log = logging.getLogger("stratus.local.batch")
 

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chalicelib.domain.pools import PoolSpec
 from infra.local.agents import AgentLauncher
 from infra.local.batch import LocalBatch
 from infra.local.compute import LocalCompute
 from infra.local.sagemaker import LocalSageMaker
+from stratus.contract.pools import PoolSpec
 
 
 class LocalClouds:

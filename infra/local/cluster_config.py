@@ -14,6 +14,12 @@ master config (its `resource_pools` list, plus the agents the local stack starts
         scheduler: {type: priority, preemption: true, default_priority: 42}   # or {type: fair_share}
         agents: 2
         slots_per_agent: 4
+      - pool_name: spot
+        provider: {type: ec2, max_instances: 3, spot: true}   # played in the stack's moto (below)
+
+read by the reader `det deploy aws up --pools-file` uses too (`stratus.contract.resource_pools`); a
+`provider:` block's periods default to the local stack's (`LOCAL_IDLE_S`, `LOCAL_STARTING_S`) and its
+instance type to a stand-in.
 
 The pool "default" always exists (an experiment without `resources.resource_pool` goes there): with
 `--slots` and `--agents`, the priority scheduler and preemption, unless a pool of that name is given. A
@@ -40,18 +46,33 @@ from typing import Any
 
 import yaml
 
-from chalicelib.domain.pools import DEFAULT_POOL, DEFAULT_PRIORITY, SCHEDULER_KINDS, PoolSpec, Provider
-from chalicelib.domain.pools import POOL_NAME as _NAME
+from stratus.contract.errors import InvalidPoolError
+from stratus.contract.pools import (
+    CLOUD_BACKENDS,
+    DEFAULT_POOL,
+    DEFAULT_PRIORITY,
+    SCHEDULER_KINDS,
+    PoolSpec,
+    Provider,
+)
+from stratus.contract.pools import POOL_NAME as _NAME
+from stratus.contract.resource_pools import ConfiguredPool, ProviderDefaults, read_resource_pools
 
 _ON = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
 #: The local stack's ec2 pools: an idle instance goes after this long, one whose agent never joined
 #: after this long is replaced (Determined's 10 and 20 minutes are for AWS).
 LOCAL_IDLE_S = 20.0
 LOCAL_STARTING_S = 60.0
+#: What a cluster config's `provider:` block leaves out gets the same local values (and a stand-in type).
+_LOCAL = ProviderDefaults(
+    idle=f"{LOCAL_IDLE_S:g}s", starting=f"{LOCAL_STARTING_S:g}s", instance_type="g5.xlarge"
+)
+#: The image a local Batch or SageMaker pool's jobs name (their agents run in this machine's Python).
+LOCAL_IMAGE = "stratus/local"
 _OPTIONS = ("scheduler", "preemption", "priority", "slots", "agents", "backend", "min", "max", "spot", "idle")
 
 
-class ClusterConfigError(ValueError):
+class ClusterConfigError(InvalidPoolError):
     """A pool option or cluster config the local stack cannot use (the message names it and the fix)."""
 
 
@@ -83,7 +104,7 @@ def local_pools(
         if names.count(name) > 1:
             raise ClusterConfigError(f"pool {name!r} is given twice; name each pool once")
     if DEFAULT_POOL not in names:
-        if backend in ("ec2", "batch", "sagemaker"):
+        if backend in CLOUD_BACKENDS:
             pools.insert(
                 0, parse_pool_option(f"{DEFAULT_POOL}:backend={backend}", slots=slots, agents=agents)
             )
@@ -131,7 +152,7 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
                 f"{where}: {extra[0]!r} is for cloud pools (backend=ec2, batch or sagemaker)"
             )
         return pool
-    if backend not in ("ec2", "batch", "sagemaker"):
+    if backend not in CLOUD_BACKENDS:
         raise ClusterConfigError(
             f"{where}: backend {backend!r} is not available here; use local, ec2, batch or sagemaker"
         )
@@ -149,18 +170,22 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
         raise ClusterConfigError(f"{where}: idle {values.get('idle')!r} must be a positive number of seconds")
     provider = Provider(
         instance_types=("ml.g5.xlarge",) if backend == "sagemaker" else ("g5.xlarge",),
-        image="stratus/local" if backend != "ec2" else "",
+        image=LOCAL_IMAGE if backend != "ec2" else "",
         min_instances=least,
         max_instances=most,
         spot=_switch(where, "spot", values.get("spot", "off")),
         max_idle_agent_period_s=idle,
         max_agent_starting_period_s=LOCAL_STARTING_S,
     )
-    spec = replace(pool.spec, backend=backend, provider=provider, max_agents=most)  # type: ignore[arg-type]
+    spec = replace(pool.spec, backend=backend, provider=provider, max_agents=most)
     return LocalPool(spec, agents=0, slots=pool.slots)
 
 
 def read_cluster_config(path: Path, *, slots: int, agents: int) -> list[LocalPool]:
+    """The pools of a cluster config, read by the reader every side shares
+    (`stratus.contract.resource_pools`), plus the local stack's `agents` and `slots_per_agent` (which
+    default to `--agents` and `--slots`). A pool with a `provider:` block is a cloud pool played in the
+    stack's moto (its instances' agents run here), with the local stack's short periods."""
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as error:
@@ -169,48 +194,22 @@ def read_cluster_config(path: Path, *, slots: int, agents: int) -> list[LocalPoo
         ) from error
     except yaml.YAMLError as error:
         raise ClusterConfigError(f"the cluster config {path} is not YAML: {error}") from error
-    entries = data.get("resource_pools") if isinstance(data, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise ClusterConfigError(
-            f"the cluster config {path} needs a non-empty `resource_pools:` list (Determined's master config shape)"
-        )
-    return [_pool_entry(path, i, entry, slots=slots, agents=agents) for i, entry in enumerate(entries)]
+    try:
+        pools = read_resource_pools(data, str(path), local=True, require_default=False, defaults=_LOCAL)
+    except InvalidPoolError as error:
+        raise ClusterConfigError(str(error)) from error
+    return [_local(pool, slots=slots, agents=agents) for pool in pools]
 
 
-def _pool_entry(path: Path, index: int, entry: Any, *, slots: int, agents: int) -> LocalPool:
-    where = f"{path}: resource_pools[{index}]"
-    if not isinstance(entry, dict) or "pool_name" not in entry:
-        raise ClusterConfigError(f"{where} needs a `pool_name`")
-    unknown = sorted(set(entry) - {"pool_name", "description", "scheduler", "agents", "slots_per_agent"})
-    if unknown:
-        raise ClusterConfigError(
-            f"{where} has unknown key {unknown[0]!r}; use pool_name, description, scheduler, agents, slots_per_agent"
-        )
-    scheduler = entry.get("scheduler") or {}
-    if not isinstance(scheduler, dict):
-        raise ClusterConfigError(
-            f"{where}.scheduler must be a mapping such as {{type: priority, preemption: true}}"
-        )
-    extra = sorted(set(scheduler) - {"type", "preemption", "default_priority"})
-    if extra:
-        raise ClusterConfigError(
-            f"{where}.scheduler has unknown key {extra[0]!r}; use type, preemption, default_priority"
-        )
-    preemption = scheduler.get("preemption", True)
-    if not isinstance(preemption, bool):
-        raise ClusterConfigError(f"{where}.scheduler.preemption must be true or false, not {preemption!r}")
-    return _pool(
-        where,
-        str(entry["pool_name"]),
-        scheduler=str(scheduler.get("type", "priority")),
-        preemption=preemption,
-        default_priority=_count(
-            where, "default_priority", scheduler.get("default_priority", DEFAULT_PRIORITY)
-        ),
-        slots=_count(where, "slots_per_agent", entry.get("slots_per_agent", slots)),
-        agents=_count(where, "agents", entry.get("agents", agents)),
-        description=str(entry.get("description") or ""),
-    )
+def _local(pool: ConfiguredPool, *, slots: int, agents: int) -> LocalPool:
+    each = pool.slots_per_agent or slots
+    if pool.spec.provider is None:
+        count = pool.agents or agents
+        return LocalPool(replace(pool.spec, slots_per_agent=each, max_agents=count), agents=count, slots=each)
+    provider = pool.spec.provider
+    if pool.spec.backend != "ec2" and not provider.image:
+        provider = replace(provider, image=LOCAL_IMAGE)  # the local runners start their agents here
+    return LocalPool(replace(pool.spec, slots_per_agent=each, provider=provider), agents=0, slots=each)
 
 
 def _pool(

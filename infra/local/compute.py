@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.domain.compute_events import SPOT_WARNING
-from chalicelib.domain.pools import PoolSpec
 from infra import boot
 from infra.local.agents import AgentLauncher, Runner, send_aws_event
 from infra.local.fake_imds import FakeImds
+from stratus.contract.pools import PoolSpec
 
 log = logging.getLogger("stratus.local.compute")
 

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chalicelib.domain.pools import pools_to_json
 from infra.local.agents import AgentLauncher
 from infra.local.api import free_port, serve_api
 from infra.local.clouds import LocalClouds
@@ -41,6 +40,7 @@ from infra.local.cluster_config import ClusterConfigError, LocalPool, local_pool
 from infra.local.compute import with_groups
 from infra.local.leftovers import end_leftovers, record_agents
 from infra.local.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
+from stratus.contract.pools import pools_to_json
 from stratus.harness.agent import detect_gpus
 
 log = logging.getLogger("stratus.local")

@@ -31,8 +31,8 @@ from typing import Any
 import boto3
 import pytest
 
-from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
 from stratus.contract.container_boot import agent_argv
+from stratus.contract.pools import PoolSpec, Provider, pools_from_json
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 

@@ -26,9 +26,9 @@ import zipfile
 import boto3
 import pytest
 
-from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
 from infra.aws.template import template
 from infra.boot import agent_command, agent_command_in
+from stratus.contract.pools import PoolSpec, Provider, pools_from_json
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 

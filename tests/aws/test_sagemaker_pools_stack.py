@@ -26,8 +26,8 @@ from typing import Any
 import boto3
 import pytest
 
-from chalicelib.domain.pools import PoolSpec, Provider
 from infra.aws.compute_sagemaker import ROLE_VARIABLE
+from stratus.contract.pools import PoolSpec, Provider
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS")
 

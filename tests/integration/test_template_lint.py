@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chalicelib.domain.pools import PoolSpec, Provider
 from infra.aws.template import template
+from stratus.contract.pools import PoolSpec, Provider
 
 #: cfn-lint's command line, as its console script runs it.
 CFN_LINT = [sys.executable, "-c", "import sys; from cfnlint.runner import main; sys.exit(main())"]

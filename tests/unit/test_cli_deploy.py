@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from chalicelib.domain.pools import Provider
 from det import cli
 from det._runtime import Runtime
 from det.deploy import aws_compute as _aws_compute
@@ -22,6 +21,7 @@ from det.deploy import local as _deploy
 from det.deploy.local import StackState, inspect, read_state, state_dir
 from det.deploy.quotas import InstanceShape
 from det.errors import UsageError
+from stratus.contract.pools import Provider
 
 API_URL = "http://127.0.0.1:8080"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.domain.pools import PoolSpec
 from infra.local.cluster_config import ClusterConfigError, LocalPool, local_pools, parse_pool_option
+from stratus.contract.pools import PoolSpec
 
 
 def test_without_pools_the_stack_has_its_default_pool_of_its_agents_shape():
@@ -88,10 +88,10 @@ def test_a_bad_pool_option_says_what_to_fix(option, said):
     [
         ("pools: []", "needs a non-empty `resource_pools:` list"),
         ("resource_pools: [{name: x}]", "resource_pools[0] needs a `pool_name`"),
-        ("resource_pools: [{pool_name: x, gpus: 2}]", "unknown key 'gpus'"),
+        ("resource_pools: [{pool_name: x, gpus: 2}]", "pool 'x': key 'gpus' is not a key Stratus reads"),
         (
             "resource_pools: [{pool_name: x, scheduler: {type: priority, fitting: best}}]",
-            "unknown key 'fitting'",
+            "pool 'x': scheduler.fitting is not a key Stratus reads; use type, preemption, default_priority",
         ),
         ("resource_pools: [{pool_name: x, scheduler: {preemption: sometimes}}]", "must be true or false"),
         ("resource_pools: [{pool_name: x}, {pool_name: x}]", "pool 'x' is given twice"),
@@ -104,6 +104,41 @@ def test_a_bad_cluster_config_says_what_to_fix(tmp_path: Path, text, said):
     with pytest.raises(ClusterConfigError, match=None) as raised:
         local_pools([], path, slots=1, agents=1)
     assert said in str(raised.value)
+
+
+def test_a_provider_block_makes_a_cloud_pool_played_here_with_the_local_periods(tmp_path: Path):
+    """The same `provider:` block `det deploy aws up --pools-file` reads: one reader for both."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "resource_pools:\n"
+        "  - pool_name: gpu\n"
+        "    slots_per_agent: 2\n"
+        "    provider: {type: ec2, max_instances: 3, spot: true}\n"
+        "  - pool_name: jobs\n"
+        "    scheduler: {type: fair_share}\n"
+        "    provider: {type: sagemaker, max_instances: 2, max_idle_agent_period: 1m}\n"
+    )
+    default, gpu, jobs = local_pools([], path, slots=1, agents=1)
+    assert default.spec.name == "default" and default.spec.backend == "local"
+    assert gpu.agents == 0 and gpu.spec.backend == "ec2" and gpu.spec.slots_per_agent == 2
+    assert gpu.spec.max_agents == 3 and gpu.spec.provider is not None
+    assert gpu.spec.provider.spot and gpu.spec.provider.instance_types == ("g5.xlarge",)
+    assert (gpu.spec.provider.max_idle_agent_period_s, gpu.spec.provider.max_agent_starting_period_s) == (
+        20.0,
+        60.0,
+    )
+    assert jobs.spec.backend == "sagemaker" and jobs.spec.provider is not None
+    assert (
+        jobs.spec.provider.instance_types == ("ml.g5.xlarge",) and jobs.spec.provider.image == "stratus/local"
+    )
+    assert jobs.spec.provider.max_idle_agent_period_s == 60.0 and not jobs.spec.preemption
+
+
+def test_a_cloud_pool_with_agents_is_refused(tmp_path: Path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text("resource_pools: [{pool_name: gpu, agents: 2, provider: {type: ec2}}]\n")
+    with pytest.raises(ClusterConfigError, match="pool 'gpu': agents is for local pools"):
+        local_pools([], path, slots=1, agents=1)
 
 
 def test_a_missing_cluster_config_is_named(tmp_path: Path):

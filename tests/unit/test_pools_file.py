@@ -1,17 +1,18 @@
 """The pools file of `det deploy aws up --pools-file` (Determined's `resource_pools` with a `provider:`
-block): read into the control plane's wire form, which the control plane reads back into PoolSpecs; every
-refusal names the file, the pool, the key and the fix."""
+block), read by the reader every side shares (`stratus.contract.resource_pools`) into the PoolSpecs the
+control plane reads back from its environment; every refusal names the file, the pool, the key and the fix."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from chalicelib.domain.pools import Provider, pools_from_json
-from det.deploy.pools_file import duration_s, read_pools_file
+from det.deploy.pools_file import read_pools_file
 from det.errors import UsageError
+from stratus.contract.errors import InvalidPoolError
+from stratus.contract.pools import PoolSpec, Provider, pools_from_json, pools_to_json
+from stratus.contract.resource_pools import duration_s
 
 FILE = """
 resource_pools:
@@ -43,42 +44,33 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_a_file_reads_into_the_wire_form_and_back_into_pool_specs(tmp_path: Path) -> None:
+def test_a_file_reads_into_pool_specs_that_travel_to_the_control_plane_unchanged(tmp_path: Path) -> None:
     pools = read_pools_file(write(tmp_path, FILE))
 
-    assert pools[0] == {
-        "name": "default",
-        "description": "one GPU per agent",
-        "scheduler": "priority",
-        "preemption": True,
-        "default_priority": 40,
-        "backend": "ec2",
-        "max_agents": 4,
-        "provider": {
-            "instance_types": ["g5.xlarge"],
-            "min_instances": 1,
-            "max_instances": 4,
-            "spot": True,
-            "spot_max_price": "0.50",
-            "max_idle_agent_period_s": 5400.0,
-            "max_agent_starting_period_s": 30.0,
-            "image": "",
-        },
-    }
+    assert pools[0] == PoolSpec(
+        name="default",
+        description="one GPU per agent",
+        scheduler="priority",
+        preemption=True,
+        default_priority=40,
+        backend="ec2",
+        max_agents=4,
+        provider=Provider(("g5.xlarge",), 1, 4, True, "0.50", 5400.0, 30.0),
+    )
     # Determined's defaults where the file says nothing; fair share has no preemption.
-    assert pools[1]["preemption"] is False and pools[1]["max_agents"] == 5
-    assert pools[1]["provider"]["instance_types"] == ["c6i.large", "c6i.xlarge"]
-    assert pools[1]["provider"]["min_instances"] == 0 and pools[1]["provider"]["spot"] is False
-    assert pools[1]["provider"]["max_idle_agent_period_s"] == 600.0
-    assert pools[1]["provider"]["max_agent_starting_period_s"] == 1200.0
-    assert pools[2] == {"name": "by-hand", "description": "", "scheduler": "priority", "preemption": True,
-                        "default_priority": 42, "backend": "local"}  # fmt: skip
-
-    specs = pools_from_json(json.dumps(pools))  # what the control plane reads
-    assert specs[0].backend == "ec2" and specs[0].max_agents == 4
-    assert specs[0].provider == Provider(("g5.xlarge",), 1, 4, True, "0.50", 5400.0, 30.0)
-    assert specs[1].provider is not None and specs[1].provider.image == "python:3.11"
-    assert specs[2].backend == "local" and specs[2].provider is None
+    assert pools[1].preemption is False and pools[1].max_agents == 5
+    assert pools[1].provider == Provider(
+        instance_types=("c6i.large", "c6i.xlarge"),
+        min_instances=0,
+        max_instances=5,
+        spot=False,
+        max_idle_agent_period_s=600.0,
+        max_agent_starting_period_s=1200.0,
+        image="python:3.11",
+    )
+    assert pools[2] == PoolSpec(name="by-hand")
+    # The control plane reads the same records back from the stack's environment.
+    assert pools_from_json(pools_to_json(pools)) == tuple(pools)
 
 
 @pytest.mark.parametrize(
@@ -90,7 +82,7 @@ def test_durations_are_read_as_determined_writes_them(text: str, seconds: float)
 
 @pytest.mark.parametrize("text", ["10", "10x", "m", "1h 30m", "-5s", True])
 def test_a_bad_duration_is_refused(text: object) -> None:
-    with pytest.raises(UsageError, match="is not a duration; use one such as 30s, 10m or 1h"):
+    with pytest.raises(InvalidPoolError, match="is not a duration; use one such as 30s, 10m or 1h"):
         duration_s(text, "x")
 
 
@@ -135,6 +127,8 @@ def _pool(provider: str, name: str = "default") -> str:
          "pool 'default' is given twice; name each pool once"),
         ("resource_pools:\n  - pool_name: default\n    agents: 2\n",
          "pool 'default': key 'agents' is not a key Stratus reads; use pool_name, description, scheduler, provider"),
+        ("resource_pools:\n  - pool_name: default\n    slots_per_agent: 2\n",
+         "pool 'default': key 'slots_per_agent' is not a key Stratus reads"),
         ("resource_pools:\n  - pool_name: default\n    scheduler: {type: round_robin}\n",
          "pool 'default': scheduler.type 'round_robin' must be priority or fair_share"),
         ("resource_pools:\n  - pool_name: default\n    scheduler: {default_priority: 100}\n",

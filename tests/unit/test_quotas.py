@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from chalicelib.domain.pools import PoolSpec, Provider
 from det.deploy.quotas import CONSOLE_URL, InstanceShape, QuotaError, check_quotas, quota_for
+from stratus.contract.pools import PoolSpec, Provider
 
 SHAPES = {
     "g5.xlarge": InstanceShape(vcpus=4, gpus=1),

@@ -8,10 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from chalicelib.domain.pools import SCHEDULER_KINDS, PoolConfigError, PoolSpec
 from chalicelib.domain.queue_head import QueueSummary
 from chalicelib.domain.scheduling import AgentCapacity, SlotRequest, queue_order
 from chalicelib.domain.scheduling_policies import POLICIES, PoolPolicy, plan_pass, policy_for
+from stratus.contract.errors import InvalidPoolError
+from stratus.contract.pools import SCHEDULER_KINDS, PoolSpec
 
 
 @pytest.mark.parametrize("kind", SCHEDULER_KINDS)
@@ -63,5 +64,7 @@ def test_the_pass_follows_the_pools_kind():
 
 def test_a_kind_without_a_policy_is_one_clear_error():
     unknown = replace(PoolPolicy(), kind="round_robin")  # type: ignore[arg-type]
-    with pytest.raises(PoolConfigError, match="scheduler 'round_robin' has no scheduling policy; use one of"):
+    with pytest.raises(
+        InvalidPoolError, match="scheduler 'round_robin' has no scheduling policy; use one of"
+    ):
         policy_for(unknown)

@@ -10,9 +10,9 @@ from itertools import combinations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.scheduling import AgentCapacity, Assignment, Holding, SlotRequest, queue_order
 from chalicelib.domain.scheduling_policies import PassPlan, PoolPolicy, can_ever_fit, plan_pass
+from stratus.contract.pools import PoolSpec
 
 PRIORITY = PoolPolicy("priority", preemption=False)
 PREEMPTIVE = PoolPolicy("priority", preemption=True)

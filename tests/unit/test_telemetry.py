@@ -17,7 +17,6 @@ from chalicelib.aws.metrics import (
     put_requests,
 )
 from chalicelib.domain.dashboards import MAX_TRIAL_WIDGETS, experiment_dashboard
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.telemetry import (
     MAX_NAMES_PER_GROUP,
     Datum,
@@ -28,6 +27,7 @@ from chalicelib.domain.telemetry import (
 )
 from infra.aws.template import template
 from infra.aws.template_iam import api_policy
+from stratus.contract.pools import PoolSpec
 
 TRIAL = (("experiment", "3"), ("trial", "7"))
 

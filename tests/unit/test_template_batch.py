@@ -11,7 +11,6 @@ import re
 import pytest
 
 from chalicelib.domain.cloud_names import MULTI_NODE_SUFFIX
-from chalicelib.domain.pools import PoolSpec, Provider, pools_from_json
 from infra.aws.compute_batch import (
     DEFAULT_VCPUS,
     MEMORY_PER_VCPU_MIB,
@@ -24,6 +23,7 @@ from infra.aws.template import template
 from infra.aws.template_app import COMPUTE_POLICY
 from infra.boot import API_URL
 from stratus.contract.container_boot import boot_command
+from stratus.contract.pools import PoolSpec, Provider, pools_from_json
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:1"
 SPOT = PoolSpec(

@@ -10,11 +10,11 @@ import re
 
 import pytest
 
-from chalicelib.domain.pools import DEFAULT_POOLS, PoolSpec, Provider, pools_from_json
 from infra.aws.compute_resources import ComputeTemplateError, compute_resources, logical_ids
 from infra.aws.template import template
 from infra.aws.template_app import COMPUTE_POLICY, QUEUE_IDS
 from infra.boot import API_URL, agent_command, agent_command_in, script
+from stratus.contract.pools import DEFAULT_POOLS, PoolSpec, Provider, pools_from_json
 
 #: The API's function and one per queue the app consumes.
 FUNCTIONS = 1 + len(QUEUE_IDS)

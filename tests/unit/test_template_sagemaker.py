@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.domain.pools import PoolSpec, Provider
 from infra.aws.compute_resources import compute_resources
 from infra.aws.compute_sagemaker import (
     EXECUTION_ROLE,
@@ -19,6 +18,7 @@ from infra.aws.compute_sagemaker import (
 )
 from infra.aws.template import template
 from infra.aws.template_app import COMPUTE_POLICY
+from stratus.contract.pools import PoolSpec, Provider
 
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3-gpu-py311"
 SPOT = PoolSpec(

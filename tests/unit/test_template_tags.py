@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from chalicelib.domain.pools import PoolSpec, Provider
 from infra.aws.template import template
 from infra.aws.template_app import ENVIRONMENT_LIMIT, STACK_NAME_CHARS, environment_bytes
 from stratus.contract.errors import InvalidTagError
+from stratus.contract.pools import PoolSpec, Provider
 from stratus.contract.tags import TAGS_ENV
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/stratus:1"

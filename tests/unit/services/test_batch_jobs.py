@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.domain.pools import DEFAULT_POOL, PoolSpec, Provider
 from chalicelib.domain.states import RunState
 from chalicelib.handlers.events import handle_events_message
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import runs, scheduler
 from chalicelib.services.tokens import agent_credential
 from stratus.contract import messages
+from stratus.contract.pools import DEFAULT_POOL, PoolSpec, Provider
 
 QUEUE = "memory-default"
 BATCH_POOL = PoolSpec(

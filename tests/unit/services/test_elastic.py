@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.errors import BadRequestError
 from chalicelib.services import elastic, runs
+from stratus.contract.pools import PoolSpec
 
 #: AdaptDL 0.2.11's hints body as captured in docs/architecture.md, "Elastic trials (AdaptDL)", plus the launcher's speedup table.
 

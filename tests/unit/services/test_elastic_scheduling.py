@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.domain import keys
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.states import RunState
 from chalicelib.memory import memory_ports, memory_settings
 from chalicelib.services import runs, scheduler
 from stratus.contract import messages
+from stratus.contract.pools import PoolSpec
 
 INTERVAL = 60
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.domain.pools import DEFAULT_POOL, PoolSpec, Provider
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import runs
+from stratus.contract.pools import DEFAULT_POOL, PoolSpec, Provider
 
 ENVIRONMENT = {
     "image": {"cpu": "example/cpu:1", "cuda": "example/cuda:1"},

@@ -8,13 +8,13 @@ import dataclasses
 
 import pytest
 
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.states import ExperimentState, RunState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.memory import MemoryExperiments, MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import jobs, runs, scheduler
 from chalicelib.services.job_updates import JobUpdate, update_jobs
 from stratus.contract import messages
+from stratus.contract.pools import PoolSpec
 
 POOLS = (
     PoolSpec("default"),

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from chalicelib.domain import keys
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.records import Trial
 from chalicelib.domain.states import ExperimentState, RunState, TrialState
 from chalicelib.errors import ConflictError
@@ -25,6 +24,7 @@ from chalicelib.services import pausing, runs, scheduler, searching, stopping
 from chalicelib.services.experiment_edits import ExperimentEdit, edit
 from chalicelib.services.job_updates import JobUpdate, update_jobs
 from stratus.contract import messages
+from stratus.contract.pools import PoolSpec
 
 Hook = Callable[..., Any]
 

@@ -10,12 +10,12 @@ import dataclasses
 import pytest
 
 from chalicelib.config.errors import ConfigInvalidError
-from chalicelib.domain.pools import PoolSpec
 from chalicelib.domain.states import ExperimentState, RunState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
 from chalicelib.memory import MemoryExperiments, MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import experiments, runs, scheduler
 from chalicelib.services.experiment_edits import MAX_LABELS, ExperimentEdit, edit
+from stratus.contract.pools import PoolSpec
 
 POOLS = (PoolSpec("default"), PoolSpec("shared", scheduler="fair_share"))
 

@@ -7,17 +7,17 @@ from __future__ import annotations
 import pytest
 
 from chalicelib import config as cfg
-from chalicelib.domain.pools import (
+from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
+from chalicelib.services import cluster, experiments, runs
+from stratus.contract.errors import InvalidPoolError
+from stratus.contract.pools import (
     DEFAULT_POOLS,
-    PoolConfigError,
     PoolSpec,
     Provider,
     pools_from_json,
     pools_to_json,
     why_never_fits,
 )
-from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
-from chalicelib.services import cluster, experiments, runs
 
 POOLS = (
     PoolSpec("default", slots_per_agent=2, max_agents=2),
@@ -62,7 +62,7 @@ def test_pools_come_from_json_and_default_to_one_priority_pool_with_preemption()
     ],
 )
 def test_a_pools_setting_that_cannot_be_read_says_why(text, message):
-    with pytest.raises(PoolConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(InvalidPoolError, match=message.replace("[", r"\[").replace("]", r"\]")):
         pools_from_json(text)
 
 

@@ -10,12 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from chalicelib.domain.pools import PoolSpec, Provider
 from chalicelib.domain.price_table import OnDemandQuote, SpotQuote
 from chalicelib.domain.usage import RunUsage
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import prices, runs, scheduler
 from stratus.contract import messages
+from stratus.contract.pools import PoolSpec, Provider
 from stratus.contract.prices import InstancePrice, PriceTable
 
 POOLS = (

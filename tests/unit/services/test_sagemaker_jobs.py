@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.domain.pools import DEFAULT_POOL, PoolSpec, Provider
 from chalicelib.domain.states import RunState
 from chalicelib.handlers.events import handle_events_message
 from chalicelib.memory import MemoryPorts, memory_ports, memory_settings
 from chalicelib.services import runs, stopping
 from chalicelib.services.tokens import agent_credential
 from stratus.contract import messages
+from stratus.contract.pools import DEFAULT_POOL, PoolSpec, Provider
 
 SAGEMAKER_POOL = PoolSpec(
     DEFAULT_POOL,

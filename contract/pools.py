@@ -1,14 +1,19 @@
-"""Resource pools as configured (Determined's `resource_pools` in the master config): a name, a scheduler
-and, where the pool's machines are known, its shape.
+"""Resource pools, one model for every side: the CLI's `det deploy aws up`, the local stack, the stack's
+template and the control plane read and write pools through this module (and `resource_pools`, which
+reads Determined's master-config `resource_pools:` list into these records).
 
-The scheduler kinds are Determined's: `priority` (lower number first, default 42; with `preemption`
-on, a job that cannot fit stops lower-priority running trials through the pause path) and `fair_share`
-(the pool's slots divided among active jobs by weight). A pool whose shape is known (its agents' slots
-and how many agents it can have) refuses at submission a request that could never fit in it.
+A pool (Determined's `resource_pools` in the master config) has a name, a scheduler and, where the pool's
+machines are known, its shape. The scheduler kinds are Determined's: `priority` (lower number first,
+default 42; with `preemption` on, a job that cannot fit stops lower-priority running trials through the
+pause path) and `fair_share` (the pool's slots divided among active jobs by weight). A pool whose shape
+is known (its agents' slots and how many agents it can have) refuses at submission a request that could
+never fit in it.
 
 A pool's `backend` says where its runs execute: `local` (agents started by hand or by the local stack),
 or `ec2` (an Auto Scaling group per pool, scaled by the control plane from the queue), `batch` and
 `sagemaker`; a cloud pool's `provider` holds what its backend needs (Determined's `provider` keys).
+The kinds are declared here once; each side finds what a kind needs through its own registry
+(docs/extending.md).
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
-from chalicelib.errors import StratusError
+from stratus.contract.errors import InvalidPoolError
 
 SchedulerKind = Literal["priority", "fair_share"]
 SCHEDULER_KINDS: tuple[SchedulerKind, ...] = ("priority", "fair_share")
 Backend = Literal["local", "ec2", "batch", "sagemaker"]
 BACKENDS: tuple[Backend, ...] = ("local", "ec2", "batch", "sagemaker")
+#: The backends whose machines the stack starts (a `provider:` block says how).
+CLOUD_BACKENDS: tuple[Backend, ...] = ("ec2", "batch", "sagemaker")
 
 #: A pool's name: the stack's resources are named after it (an Auto Scaling group `<stack>-<pool>`).
 POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
@@ -85,11 +92,6 @@ class PoolSpec:
 DEFAULT_POOLS: tuple[PoolSpec, ...] = (PoolSpec(name=DEFAULT_POOL),)
 
 
-class PoolConfigError(StratusError):
-    """A pools setting that cannot be read (the message names the value and the fix): the deployment's
-    to fix, so a 500 if it ever reached a request (the settings refuse it first)."""
-
-
 def pools_from_json(text: str) -> tuple[PoolSpec, ...]:
     """Pools from their JSON form (`STRATUS_POOLS`: a list of objects with PoolSpec's fields); the
     default pools when `text` is empty."""
@@ -98,29 +100,29 @@ def pools_from_json(text: str) -> tuple[PoolSpec, ...]:
     try:
         raw = json.loads(text)
     except ValueError as error:
-        raise PoolConfigError(f"the pools setting {text[:80]!r} is not JSON: {error}") from error
+        raise InvalidPoolError(f"the pools setting {text[:80]!r} is not JSON: {error}") from error
     if not isinstance(raw, list) or not raw:
-        raise PoolConfigError(f"the pools setting must be a non-empty JSON list of pools, not {text[:80]!r}")
+        raise InvalidPoolError(f"the pools setting must be a non-empty JSON list of pools, not {text[:80]!r}")
     pools = tuple(pool_from_dict(item) for item in raw)
     names = [pool.name for pool in pools]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
-        raise PoolConfigError(f"pool names must be unique; {', '.join(duplicates)} is configured twice")
+        raise InvalidPoolError(f"pool names must be unique; {', '.join(duplicates)} is configured twice")
     return pools
 
 
 def pool_from_dict(item: Any) -> PoolSpec:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
-        raise PoolConfigError(f"each pool needs a non-empty string 'name'; got {item!r}")
+        raise InvalidPoolError(f"each pool needs a non-empty string 'name'; got {item!r}")
     if not POOL_NAME.match(item["name"]):
-        raise PoolConfigError(
+        raise InvalidPoolError(
             f"pool name {item['name']!r} must be letters, digits, '-' or '_' (at most 63), starting with a "
             "letter or digit"
         )
     known = {f.name for f in fields(PoolSpec)}
     unknown = sorted(set(item) - known)
     if unknown:
-        raise PoolConfigError(
+        raise InvalidPoolError(
             f"pool {item['name']!r} has unknown fields {unknown}; the fields are {sorted(known)}"
         )
     provider = item.get("provider")
@@ -128,23 +130,25 @@ def pool_from_dict(item: Any) -> PoolSpec:
         item = {**item, "provider": provider_from_dict(item["name"], provider)}
     spec = PoolSpec(**item)
     if spec.backend not in BACKENDS:
-        raise PoolConfigError(
+        raise InvalidPoolError(
             f"pool {spec.name!r} has backend {spec.backend!r}; use one of {', '.join(BACKENDS)}"
         )
     if spec.backend != "local" and spec.provider is None:
-        raise PoolConfigError(f"pool {spec.name!r} has backend {spec.backend!r} and no provider; add one")
+        raise InvalidPoolError(f"pool {spec.name!r} has backend {spec.backend!r} and no provider; add one")
     if spec.scheduler not in SCHEDULER_KINDS:
-        raise PoolConfigError(
+        raise InvalidPoolError(
             f"pool {spec.name!r} has scheduler {spec.scheduler!r}; use one of {', '.join(SCHEDULER_KINDS)}"
         )
     if not isinstance(spec.preemption, bool):
-        raise PoolConfigError(f"pool {spec.name!r} has preemption {spec.preemption!r}; use true or false")
+        raise InvalidPoolError(f"pool {spec.name!r} has preemption {spec.preemption!r}; use true or false")
     if not isinstance(spec.default_priority, int) or not 1 <= spec.default_priority <= 99:
-        raise PoolConfigError(f"pool {spec.name!r} has default_priority {spec.default_priority}; use 1 to 99")
+        raise InvalidPoolError(
+            f"pool {spec.name!r} has default_priority {spec.default_priority}; use 1 to 99"
+        )
     for name in ("slots_per_agent", "max_agents"):
         value = getattr(spec, name)
         if value is not None and (not isinstance(value, int) or value < 1):
-            raise PoolConfigError(f"pool {spec.name!r} has {name} {value!r}; use a positive integer")
+            raise InvalidPoolError(f"pool {spec.name!r} has {name} {value!r}; use a positive integer")
     return spec
 
 
@@ -152,16 +156,16 @@ def provider_from_dict(pool: str, item: Any) -> Provider:
     if isinstance(item, Provider):
         return item
     if not isinstance(item, dict):
-        raise PoolConfigError(f"pool {pool!r} has provider {item!r}; use an object with Provider's fields")
+        raise InvalidPoolError(f"pool {pool!r} has provider {item!r}; use an object with Provider's fields")
     known = {f.name for f in fields(Provider)}
     unknown = sorted(set(item) - known)
     if unknown:
-        raise PoolConfigError(
+        raise InvalidPoolError(
             f"pool {pool!r}'s provider has unknown fields {unknown}; the fields are {sorted(known)}"
         )
     provider = Provider(**{**item, "instance_types": tuple(item.get("instance_types") or ())})
     if not 0 <= provider.min_instances <= provider.max_instances:
-        raise PoolConfigError(
+        raise InvalidPoolError(
             f"pool {pool!r} has min_instances {provider.min_instances} and max_instances "
             f"{provider.max_instances}; use 0 <= min <= max"
         )
