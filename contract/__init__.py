@@ -10,6 +10,7 @@ have httpx or pydantic), and `tests/contract` checks both ends against it.
                        through a proxy), or in memory for tests
     stratus.contract.env       the trial's environment: names, and a typed ``to_env`` / ``from_env``
     stratus.contract.launch    the launch spec an agent receives
+    stratus.contract.context_archive  the context archive's members and bounds, checked on both sides
     stratus.contract.messages  the queue messages (scheduler, launch, trial events)
     stratus.contract.actions   the searcher's actions as a trial sees them
     stratus.contract.nni       telling an NNI experiment config from a Determined one

@@ -24,6 +24,7 @@ import zstandard
 
 from det._collect import DETIGNORE, ContextFile
 from det.errors import ContextError
+from stratus.contract.context_archive import ARCHIVE_MTIME
 
 
 class Writable(Protocol):
@@ -35,8 +36,6 @@ class Writable(Protocol):
 ZSTD_LEVEL = 3
 ZSTD_JOB_SIZE = 2 << 20
 MAX_WORKERS = 4
-ARCHIVE_MTIME = 1_577_836_800
-"""2020-01-01T00:00:00Z: the modification time of every entry (after 1980, so zip accepts it)."""
 
 _BLOCK = 512
 _RECORD = 20 * _BLOCK

@@ -34,9 +34,10 @@ from typing import IO
 
 import zstandard
 
+from stratus.contract.context_archive import MAX_UNPACKED_BYTES, member_kind
 from stratus.harness.errors import UnsafeArchiveError
 
-MAX_ARCHIVE_BYTES = 2 << 30
+MAX_ARCHIVE_BYTES = MAX_UNPACKED_BYTES
 """The most bytes an archive may unpack to (the tar stream): a bound against decompression bombs."""
 
 _MAX_LINK_HOPS = 40
@@ -56,14 +57,9 @@ def _parts(name: str) -> list[str] | None:
 
 
 def _kind(member: tarfile.TarInfo) -> str:
-    if member.issym():
-        return "symlink"
-    if member.islnk():
-        return "hardlink"
-    if member.isdir():
-        return "dir"
-    if member.isreg():
-        return "file"
+    kind = member_kind(member)
+    if kind is not None:
+        return kind
     what = {
         tarfile.CHRTYPE: "a character device",
         tarfile.BLKTYPE: "a block device",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -67,20 +67,20 @@ def is_condition_failure(error: ClientError) -> bool:
 
 
 def query_all(tbl: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
-    while True:
-        page = tbl.query(**kwargs)
-        for item in page.get("Items", []):
-            yield plain(item)
-        if "LastEvaluatedKey" not in page:
-            return
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    """Every item the query answers, all pages read."""
+    yield from _all_pages(tbl.query, kwargs)
 
 
 def scan_all(tbl: Any) -> Iterator[dict[str, Any]]:
     """Every item of a small table (the agents), all pages read."""
-    kwargs: dict[str, Any] = {}
+    yield from _all_pages(tbl.scan, {})
+
+
+def _all_pages(read: Callable[..., Mapping[str, Any]], kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The items of every page `read` (a table's query or scan) answers: DynamoDB ends a page at 1 MB and
+    names the key to go on from (`LastEvaluatedKey`), which the next call starts after."""
     while True:
-        page = tbl.scan(**kwargs)
+        page = read(**kwargs)
         for item in page.get("Items", []):
             yield plain(item)
         if "LastEvaluatedKey" not in page:
@@ -112,25 +112,6 @@ def next_id(counter: str) -> int:
     return int(answer["Attributes"]["value"])
 
 
-def transition(
-    tbl: Any,
-    key: Mapping[str, Any],
-    target: str,
-    sources: list[str],
-    sets: Mapping[str, Any] | None = None,
-    removes: tuple[str, ...] = (),
-    extra_condition: str = "",
-    extra_values: Mapping[str, Any] | None = None,
-) -> dict[str, Any] | None:
-    """Move a record to `target` if it is in one of `sources`; bump its version.
-
-    Returns the new record, or None when the condition failed (a stale or illegal update), so callers
-    decide whether that is idempotent success (already there) or a conflict.
-    """
-    update = transition_update(target, sources, sets, removes, extra_condition, extra_values)
-    return conditional_update(tbl, key, *update)
-
-
 def transition_update(
     target: str,
     sources: list[str],
@@ -139,7 +120,12 @@ def transition_update(
     extra_condition: str = "",
     extra_values: Mapping[str, Any] | None = None,
 ) -> tuple[str, str, dict[str, str], dict[str, Any]]:
-    """The UpdateItem of `transition`: (update expression, condition, names, values)."""
+    """The UpdateItem that moves a record to `target` if it is in one of `sources` and bumps its version:
+    (update expression, condition, names, values), for `conditional_update` or a transaction.
+
+    Through `conditional_update`, a failed condition (a stale or illegal update) answers None, so callers
+    decide whether that is idempotent success (already there) or a conflict.
+    """
     names: dict[str, str] = {"#state": "state", "#version": "version"}
     values: dict[str, Any] = {":target": target, ":one": 1}
     assignments = ["#state = :target", "#version = if_not_exists(#version, :zero) + :one"]

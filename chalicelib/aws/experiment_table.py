@@ -88,9 +88,8 @@ class DynamoExperiments(ExperimentUpdates):
     ) -> Experiment | None:
         sources = allowed_sources(EXPERIMENT_TRANSITIONS, target)
         sets = {"end_time": end_time} if end_time is not None else {}
-        record = dynamo.transition(
-            self._table, {"id": experiment_id}, str(target), [str(s) for s in sources], sets
-        )
+        update = dynamo.transition_update(str(target), [str(s) for s in sources], sets)
+        record = dynamo.conditional_update(self._table, {"id": experiment_id}, *update)
         return _decode(record) if record else None
 
     def set_archived(self, experiment_id: int, archived: bool) -> Experiment | None:

@@ -108,7 +108,8 @@ class DynamoRuns(RunMoves):
             sources = [s for s in sources if s != str(RunState.PENDING)]
             if not sources:
                 return None
-        return dynamo.transition(self._table, {"run_id": run_id}, str(move.target), sources, *_extra(move))
+        update = dynamo.transition_update(str(move.target), sources, *_extra(move))
+        return dynamo.conditional_update(self._table, {"run_id": run_id}, *update)
 
     def _leave_queue(self, run: Run, move: RunMove) -> dict[str, Any] | None:
         """Move a PENDING run out of the queue if it is still the version read; its new record, or None."""
@@ -260,7 +261,7 @@ class DynamoRuns(RunMoves):
 
 
 def _extra(move: RunMove) -> tuple[dict[str, Any], tuple[str, ...], str, dict[str, Any]]:
-    """A move's sets, removes and the condition of an agent's own move (`transition`'s arguments)."""
+    """A move's sets, removes and the condition of an agent's own move (`transition_update`'s arguments)."""
     if move.agent_id is None:
         return dict(move.sets), move.removes, "", {}
     return dict(move.sets), move.removes, "agent_id = :agent", {":agent": move.agent_id}

@@ -50,9 +50,8 @@ class DynamoTrials(TrialUpdates):
     def transition(self, trial_id: int, target: TrialState, *, end_time: str | None = None) -> Trial | None:
         sources = allowed_sources(TRIAL_TRANSITIONS, target)
         sets = {"end_time": end_time} if end_time is not None else {}
-        record = dynamo.transition(
-            self._table, {"id": trial_id}, str(target), [str(s) for s in sources], sets
-        )
+        update = dynamo.transition_update(str(target), [str(s) for s in sources], sets)
+        record = dynamo.conditional_update(self._table, {"id": trial_id}, *update)
         return _decode(record) if record else None
 
     def _set_trial(self, trial_id: int, fields: Mapping[str, Any]) -> None:

@@ -29,17 +29,7 @@ from chalicelib.config.hyperparameters import (
 )
 from chalicelib.config.load import ParsedConfig, load_yaml_config, parse_experiment_config, parse_yaml_config
 from chalicelib.config.nni import NniTranslation, translate_nni
-from chalicelib.config.schema import (
-    CheckpointStorageConfig,
-    EnvironmentConfig,
-    EnvironmentVariablesMap,
-    ExperimentConfig,
-    ImageMap,
-    ReproducibilityConfig,
-    ResourcesConfig,
-    SearcherLength,
-    entrypoint_argv,
-)
+from chalicelib.config.schema import ExperimentConfig, SearcherLength, entrypoint_argv
 from chalicelib.config.searcher import (
     SEARCHER_NAMES,
     AdaptiveASHASearcher,
@@ -51,6 +41,14 @@ from chalicelib.config.searcher import (
     RandomSearcher,
     SingleSearcher,
     TPESearcher,
+)
+from chalicelib.config.sections import (
+    CheckpointStorageConfig,
+    EnvironmentConfig,
+    EnvironmentVariablesMap,
+    ImageMap,
+    ReproducibilityConfig,
+    ResourcesConfig,
 )
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Any
 from chalicelib.config._nni_pbt import PBT_ARGS, PbtTranslator
 from chalicelib.config._nni_versions import NniReader, dotted
 from chalicelib.config.nni_space import is_int
-from chalicelib.config.schema import MAX_SEED
+from chalicelib.config.sections import MAX_SEED
 
 METRIC = "default"
 """The searcher metric: what `nni.report_final_result(x)` reports."""

@@ -44,8 +44,6 @@ from chalicelib.config.sections import (
     CheckpointStorageConfig,
     ElasticConfig,
     EnvironmentConfig,
-    EnvironmentVariablesMap,
-    ImageMap,
     NonEmptyStr,
     ReproducibilityConfig,
     ResourcesConfig,
@@ -53,19 +51,8 @@ from chalicelib.config.sections import (
     value_kind,
 )
 
-__all__ = [
-    "MAX_SEED",
-    "CheckpointStorageConfig",
-    "ElasticConfig",
-    "EnvironmentConfig",
-    "EnvironmentVariablesMap",
-    "ExperimentConfig",
-    "ImageMap",
-    "ReproducibilityConfig",
-    "ResourcesConfig",
-    "SearcherLength",
-    "entrypoint_argv",
-]
+# The sections' own types are `sections`'s to export (the package's `__init__` takes them from there).
+__all__ = ["ExperimentConfig", "SearcherLength", "entrypoint_argv"]
 
 
 @dataclass(frozen=True)

@@ -29,30 +29,25 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from chalicelib.domain.job_limits import JobLimits, capped_demand
 from chalicelib.domain.queue_head import ANY_PRIORITY, PAGE_FIRST, READ_MAX, QueueStream, QueueSummary
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, queue_order
 from chalicelib.domain.scheduling_pass import PassPlan, PassState, PoolShape
 from chalicelib.domain.scheduling_policy import HeadStep, JobRanking, PoolPolicy, free_room
+from chalicelib.domain.scheduling_victims import VictimFilter
 
 _EPSILON = 1e-9
 
 
+@dataclass(frozen=True)
 class FairSharePolicy:
     """The fair-share scheduler of a pool configured as ``config``."""
 
-    def __init__(self, config: PoolPolicy) -> None:
-        self._config = config
-
-    @property
-    def config(self) -> PoolPolicy:
-        return self._config
-
-    @property
-    def ranks_jobs_by(self) -> JobRanking:
-        return "weight"
+    config: PoolPolicy
+    ranks_jobs_by: ClassVar[JobRanking] = "weight"
 
     def plan(
         self,
@@ -61,7 +56,7 @@ class FairSharePolicy:
         agents: Sequence[AgentCapacity],
         waiting_slots: Mapping[str, int] | None = None,
     ) -> PassPlan:
-        config = self._config
+        config = self.config
         return fair_share_pass(
             config.preemption, config.shape, requests, holdings, agents, waiting_slots=waiting_slots
         )
@@ -69,7 +64,7 @@ class FairSharePolicy:
     def head_pass(
         self, summary: QueueSummary, holdings: Sequence[Holding], agents: Sequence[AgentCapacity]
     ) -> FairShareHeadPass:
-        return FairShareHeadPass(self._config, summary, holdings, agents)
+        return FairShareHeadPass(self.config, summary, holdings, agents)
 
 
 class FairShareHeadPass:
@@ -255,7 +250,7 @@ def _preempt_over_share(
         other = holding.job_id
         return other != job and alloc[other] - holding.slots >= shares[other] - _EPSILON
 
-    choice = state.choose_victims(request, eligible, state.capacity.protected)
+    choice = state.choose_victims(request, VictimFilter(eligible, state.capacity.protected))
     if choice is None:
         return False
     left = dict(alloc)

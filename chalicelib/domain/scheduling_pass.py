@@ -3,7 +3,7 @@ waiting for slots being freed, preempting, and the user-facing reason a request 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from chalicelib.domain.queue_head import Room
@@ -11,6 +11,7 @@ from chalicelib.domain.scheduling import AgentCapacity, Assignment, Holding, Slo
 from chalicelib.domain.scheduling_capacity import PassCapacity
 from chalicelib.domain.scheduling_victims import (
     VictimChoice,
+    VictimFilter,
     VictimIndex,
     claim_for,
     victims_on_one_agent,
@@ -152,30 +153,14 @@ class PassState:
         self._worthiness = worthiness
         self._victims = None
 
-    def choose_victims(
-        self,
-        request: SlotRequest,
-        eligible: Callable[[Holding], bool],
-        avoid: Collection[int] = (),
-        table_key: Hashable | None = None,
-    ) -> VictimChoice | None:
-        if request.slots <= self.capacity.largest:
-            return victims_on_one_agent(
-                request.slots, self.capacity, self.victims, eligible, avoid, table_key
-            )
-        return victims_on_whole_agents(request.slots, self.capacity, self.victims, eligible, avoid, table_key)
+    def choose_victims(self, request: SlotRequest, among: VictimFilter) -> VictimChoice | None:
+        """The victims, among the holdings and agents ``among`` allows, whose slots make ``request`` fit."""
+        choose = victims_on_one_agent if request.slots <= self.capacity.largest else victims_on_whole_agents
+        return choose(request.slots, self.capacity, self.victims, among)
 
-    def preempt_for(
-        self,
-        request: SlotRequest,
-        eligible: Callable[[Holding], bool],
-        avoid: Collection[int] = (),
-        table_key: Hashable | None = None,
-    ) -> VictimChoice | None:
-        """Choose victims among ``eligible`` holdings for ``request``; reserve the slots they free.
-        ``table_key``: equal for requests of equal size, eligibility and ``avoid`` (see
-        `victims_on_one_agent`)."""
-        choice = self.choose_victims(request, eligible, avoid, table_key)
+    def preempt_for(self, request: SlotRequest, among: VictimFilter) -> VictimChoice | None:
+        """Choose victims for ``request`` (`choose_victims`); reserve the slots they free."""
+        choice = self.choose_victims(request, among)
         if choice is not None:
             self.commit_preemption(request, choice)
         return choice

@@ -30,6 +30,8 @@ every agent size, it seeks past the requests of their priorities (`queue_head.se
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 from chalicelib.domain.job_limits import JobLimits
 from chalicelib.domain.queue_head import (
@@ -43,21 +45,15 @@ from chalicelib.domain.queue_head import (
 from chalicelib.domain.scheduling import AgentCapacity, Holding, SlotRequest, queue_order
 from chalicelib.domain.scheduling_pass import PassPlan, PassState
 from chalicelib.domain.scheduling_policy import HeadStep, JobRanking, PoolPolicy, free_room
+from chalicelib.domain.scheduling_victims import VictimFilter
 
 
+@dataclass(frozen=True)
 class PriorityPolicy:
     """The priority scheduler of a pool configured as ``config``."""
 
-    def __init__(self, config: PoolPolicy) -> None:
-        self._config = config
-
-    @property
-    def config(self) -> PoolPolicy:
-        return self._config
-
-    @property
-    def ranks_jobs_by(self) -> JobRanking:
-        return "priority"
+    config: PoolPolicy
+    ranks_jobs_by: ClassVar[JobRanking] = "priority"
 
     def plan(
         self,
@@ -66,12 +62,12 @@ class PriorityPolicy:
         agents: Sequence[AgentCapacity],
         waiting_slots: Mapping[str, int] | None = None,
     ) -> PassPlan:
-        return PriorityPass(self._config, holdings, agents).feed(queue_order(requests))
+        return PriorityPass(self.config, holdings, agents).feed(queue_order(requests))
 
     def head_pass(
         self, summary: QueueSummary, holdings: Sequence[Holding], agents: Sequence[AgentCapacity]
     ) -> PriorityHeadPass:
-        return PriorityHeadPass(self._config, summary, holdings, agents)
+        return PriorityHeadPass(self.config, summary, holdings, agents)
 
 
 class PriorityHeadPass:
@@ -160,7 +156,8 @@ class PriorityPass:
                 if state.wait_for_freeing(request, avoid):
                     continue
                 table_key = (request.slots, request.priority, frozenset(avoid))
-                if state.preempt_for(request, _lower_than(request.priority), avoid, table_key) is not None:
+                among = VictimFilter(_lower_than(request.priority), avoid, table_key)
+                if state.preempt_for(request, among) is not None:
                     continue
                 self.failed.add(request.slots, avoid)
             blocked[request.run_id] = _reason(state, request, heads)

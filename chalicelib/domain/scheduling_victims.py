@@ -37,6 +37,18 @@ class VictimChoice:
         return (len(self.victims), sorted(rank[v.run_id] for v in self.victims), self.agents)
 
 
+@dataclass(frozen=True)
+class VictimFilter:
+    """Which holdings a request may preempt, and where: those ``eligible`` accepts, for slots on agents
+    of no size in ``avoid`` (the sizes blocked heads protect). ``table_key``: equal for requests of
+    equal size, eligibility and ``avoid``, whose choices are then kept in tables across the pass (see
+    `victims_on_one_agent`); None: nothing is kept."""
+
+    eligible: Callable[[Holding], bool]
+    avoid: Collection[int] = ()
+    table_key: Hashable | None = None
+
+
 class VictimIndex:
     """The holdings a pass may preempt, best victim first (``ranked``): those with the greatest
     ``worthiness`` key (the priority scheduler's: priority number, then start time, both highest first)."""
@@ -132,17 +144,13 @@ def _best_on_agent(
 
 
 def victims_on_one_agent(
-    slots: int,
-    capacity: PassCapacity,
-    index: VictimIndex,
-    eligible: Callable[[Holding], bool],
-    avoid: Collection[int] = (),
-    table_key: Hashable | None = None,
+    slots: int, capacity: PassCapacity, index: VictimIndex, among: VictimFilter
 ) -> VictimChoice | None:
     """The best victims on one agent for a request of ``slots``. With a ``table_key`` (equal keys: equal
     size, eligibility and protected sizes) each agent's best choice is computed once per key and kept
     in a heap: within a pass an agent's options only get worse (its slots are taken, its candidates
     preempted), so the heap's top, recomputed and found unchanged, is the best."""
+    eligible, avoid, table_key = among.eligible, among.avoid, among.table_key
     if all(size in avoid for size in capacity.sizes if size >= slots):
         return None
     cands: list[Holding] = []
@@ -157,7 +165,7 @@ def victims_on_one_agent(
         if table_key is not None and len(cands) >= _FAST_TRIES:
             break
     if table_key is not None:
-        return _from_table(slots, capacity, index, eligible, avoid, table_key) if cands else None
+        return _from_table(slots, capacity, index, among) if cands else None
     if not cands:
         return None
     per_agent: dict[str, list[tuple[int, int, Holding]]] = {}
@@ -181,13 +189,9 @@ def victims_on_one_agent(
 
 
 def _from_table(
-    slots: int,
-    capacity: PassCapacity,
-    index: VictimIndex,
-    eligible: Callable[[Holding], bool],
-    avoid: Collection[int],
-    table_key: Hashable,
+    slots: int, capacity: PassCapacity, index: VictimIndex, among: VictimFilter
 ) -> VictimChoice | None:
+    eligible, avoid, table_key = among.eligible, among.avoid, among.table_key
     heap = index.tables.get(table_key)
     if heap is None:
         agents = {agent for holding in index.candidates(eligible) for agent in holding.placements}
@@ -214,19 +218,14 @@ def _from_table(
 
 
 def victims_on_whole_agents(
-    slots: int,
-    capacity: PassCapacity,
-    index: VictimIndex,
-    eligible: Callable[[Holding], bool],
-    avoid: Collection[int] = (),
-    table_key: Hashable | None = None,
+    slots: int, capacity: PassCapacity, index: VictimIndex, among: VictimFilter
 ) -> VictimChoice | None:
     """Victims that leave ``slots // d`` whole agents of one size ``d`` idle (or freeing). With a
     ``table_key``, each agent's cost is kept in a heap as `victims_on_one_agent` does, and the agents
     are taken cheapest first (victims shared by several agents are then counted once per agent)."""
-    if table_key is not None:
-        return _whole_from_table(slots, capacity, index, eligible, avoid, table_key)
-    gone = index.gone
+    if among.table_key is not None:
+        return _whole_from_table(slots, capacity, index, among)
+    eligible, avoid, gone = among.eligible, among.avoid, index.gone
     best: VictimChoice | None = None
     for size in capacity.sizes:
         if slots % size or size in avoid:
@@ -295,13 +294,9 @@ def _whole_cost(
 
 
 def _whole_from_table(
-    slots: int,
-    capacity: PassCapacity,
-    index: VictimIndex,
-    eligible: Callable[[Holding], bool],
-    avoid: Collection[int],
-    table_key: Hashable,
+    slots: int, capacity: PassCapacity, index: VictimIndex, among: VictimFilter
 ) -> VictimChoice | None:
+    eligible, avoid, table_key = among.eligible, among.avoid, among.table_key
     best: VictimChoice | None = None
     for size in capacity.sizes:
         if slots % size or size in avoid:

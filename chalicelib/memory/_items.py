@@ -1,5 +1,5 @@
 """What every in-memory table shares: values stored the way DynamoDB gives them back, and the
-conditional transition of `chalicelib.aws.dynamo.transition` (state in the allowed sources, version
+conditional transition of `chalicelib.aws.dynamo.transition_update` (state in the allowed sources, version
 bumped, fields set and removed, or nothing changed and None)."""
 
 from __future__ import annotations

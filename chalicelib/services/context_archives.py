@@ -27,10 +27,10 @@ import zstandard
 
 from chalicelib.errors import BadRequestError
 from chalicelib.services.contexts import MAX_CONTEXT_BYTES
+from stratus.contract.context_archive import ARCHIVE_MTIME, MAX_UNPACKED_BYTES, member_kind
 
 #: The most bytes an archive may unpack to (as the harness bounds it).
-MAX_TAR_BYTES = 2 << 30
-ARCHIVE_MTIME = 1_577_836_800  # 2020-01-01T00:00:00Z, as det/_archive.py
+MAX_TAR_BYTES = MAX_UNPACKED_BYTES
 ZSTD_LEVEL = 3
 _CHUNK = 1 << 20
 _SPOOL_BYTES = 16 << 20
@@ -119,15 +119,10 @@ class _MemberRules:
 
 
 def _kind(member: tarfile.TarInfo) -> str:
-    if member.issym():
-        return "symlink"
-    if member.islnk():
-        return "hardlink"
-    if member.isdir():
-        return "dir"
-    if member.isreg():
-        return "file"
-    raise _refused(member.name, "is a device, fifo or other special member, which a context may not hold")
+    kind = member_kind(member)
+    if kind is None:
+        raise _refused(member.name, "is a device, fifo or other special member, which a context may not hold")
+    return kind
 
 
 def _refused(name: str, why: str) -> UnsafeContextError:

@@ -324,7 +324,7 @@ def test_nni_standalone_prints(
     import nni.trial
 
     fresh = NniTrial()
-    monkeypatch.setattr(nni, "_trial", fresh)
+    monkeypatch.setattr(nni.trial, "_trial", fresh)  # where the calls live, as in NNI
     try:
         assert nni.get_next_parameter() == {} and nni.trial.get_next_parameter is nni.get_next_parameter
         assert (nni.get_trial_id(), nni.get_experiment_id(), nni.get_sequence_id()) == (
@@ -355,7 +355,7 @@ def test_nni_example_runs_on_the_platform(compat: None, monkeypatch: pytest.Monk
     import nni
 
     fresh = NniTrial()
-    monkeypatch.setattr(nni, "_trial", fresh)
+    monkeypatch.setattr(nni.trial, "_trial", fresh)  # where the calls live, as in NNI
     example = load_example(EXAMPLES / "nni_digits" / "trial.py", "example_nni_digits")
     try:
         example.main()

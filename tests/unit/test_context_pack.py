@@ -14,9 +14,9 @@ import pytest
 import zstandard
 
 from det import _archive, _collect, _context
-from det._archive import ARCHIVE_MTIME
 from det._context import MAX_CONTEXT_BYTES, ContextFile, collect, pack
 from det.errors import ContextError
+from stratus.contract.context_archive import ARCHIVE_MTIME
 from stratus.harness._archive import extract
 
 

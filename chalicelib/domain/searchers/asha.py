@@ -151,12 +151,11 @@ class AdaptiveASHASearcher(SearcherBase):
 
     @classmethod
     def restore(cls, snapshot: Mapping[str, Any], spec: SearchSpec) -> AdaptiveASHASearcher:
-        requests = [AshaTrial.from_json(t) for t in snapshot.get("requests", [])]
         return cls(
             spec=spec,
             **cls._restore_bookkeeping(snapshot),
             next_index=int(snapshot.get("next_index", 0)),
-            requests={t.request_id: t for t in requests},
+            requests=AshaTrial.by_request(snapshot),
             rungs=[
                 [[[float(e[0]), str(e[1]), bool(e[2])] for e in rung] for rung in bracket]
                 for bracket in snapshot.get("rungs", [])

@@ -36,6 +36,9 @@ class TrialRecord:
     """JSON for a searcher's per-trial dataclass in its snapshot; keys a dataclass no longer has (an older
     snapshot) are ignored on the way back."""
 
+    #: The searcher's id of the create request the record is for (each dataclass declares the field).
+    request_id: str
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
 
@@ -43,6 +46,13 @@ class TrialRecord:
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    @classmethod
+    def by_request(cls, snapshot: Mapping[str, Any]) -> dict[str, Self]:
+        """The records of a snapshot's ``requests`` list, by request id: how the searchers that look
+        their trials up by request (ASHA, Hyperband, PBT) hold them."""
+        records = (cls.from_json(data) for data in snapshot.get("requests", []))
+        return {record.request_id: record for record in records}
 
 
 DEFAULT_MAX_CONCURRENT_TRIALS = 16

@@ -196,13 +196,12 @@ class HyperbandSearcher(SearcherBase):
     def _restored_fields(cls, snapshot: Mapping[str, Any]) -> dict[str, Any]:
         """The constructor arguments read back from `snapshot` (one written before `open_brackets`
         existed has every bracket of its plan open)."""
-        requests = [HyperbandTrial.from_json(t) for t in snapshot.get("requests", [])]
         rungs = snapshot.get("rungs", [])
         opened = [int(b) for b in snapshot.get("open_brackets", range(len(rungs)))]
         return {
             **cls._restore_bookkeeping(snapshot),
             "next_index": int(snapshot.get("next_index", 0)),
-            "requests": {t.request_id: t for t in requests},
+            "requests": HyperbandTrial.by_request(snapshot),
             "rungs": {
                 b: [[[float(e[0]), int(e[1]), str(e[2])] for e in rung] for rung in bracket]
                 for b, bracket in zip(opened, rungs, strict=True)

@@ -162,12 +162,11 @@ class PBTSearcher(SearcherBase):
 
     @classmethod
     def restore(cls, snapshot: Mapping[str, Any], spec: SearchSpec) -> PBTSearcher:
-        requests = [PbtTrial.from_json(t) for t in snapshot.get("requests", [])]
         return cls(
             spec=spec,
             **cls._restore_bookkeeping(snapshot),
             round=int(snapshot.get("round", 0)),
-            requests={t.request_id: t for t in requests},
+            requests=PbtTrial.by_request(snapshot),
         )
 
     # ---- events -------------------------------------------------------------------------------------
