@@ -29,9 +29,68 @@ from stratus.contract.errors import InvalidPoolError
 SchedulerKind = Literal["priority", "fair_share"]
 SCHEDULER_KINDS: tuple[SchedulerKind, ...] = ("priority", "fair_share")
 Backend = Literal["local", "ec2", "batch", "sagemaker"]
-BACKENDS: tuple[Backend, ...] = ("local", "ec2", "batch", "sagemaker")
+
+
+@dataclass(frozen=True)
+class BackendTraits:
+    """What every side may ask of a backend without running it: the CLI's checks, the template, the
+    local stack and the control plane read these instead of comparing backend names. What a backend
+    does is found through each side's registry (docs/extending.md)."""
+
+    #: The stack starts its machines, as a `provider:` block says (every backend but `local`).
+    cloud: bool
+    #: Its instances run in the agents' network: the stack's subnets, security group and key pair.
+    networked: bool = False
+    #: The stack names a resource after each of its pools (`<stack>-<pool>`: an Auto Scaling group, a
+    #: Batch job queue) and records it as the pool's `provider.group`.
+    grouped: bool = False
+    #: Its trials run in the experiment's container image (`environment.image`); the others run in the
+    #: agent's own Python, and a trial's log says the image is unused.
+    runs_image: bool = False
+    #: How its instance types are spelled: SageMaker's are EC2's behind "ml.".
+    instance_prefix: str = ""
+    #: It keeps instances between runs: `min_instances` above 0 and a spot price cap mean something.
+    keeps_instances: bool = True
+    #: Its instances count against the account's EC2 vCPU quotas (checked at deploy and before scaling).
+    ec2_quotas: bool = False
+    #: Each run is a job of its own: submitted when the run launches, ended when the run is stopped.
+    job_per_run: bool = False
+    #: A pool that names no image runs AWS's PyTorch training image for its region and instance type.
+    training_image: bool = False
+    #: Its service writes job ARNs in lower case, which IAM and the stack's event rule match exactly: the
+    #: stack's name must be lower case.
+    lowercase_arns: bool = False
+
+
+#: Every backend, declared once: a new one is a line here and a module per side (docs/extending.md).
+BACKEND_TRAITS: dict[Backend, BackendTraits] = {
+    "local": BackendTraits(cloud=False),
+    "ec2": BackendTraits(cloud=True, networked=True, grouped=True, ec2_quotas=True),
+    "batch": BackendTraits(
+        cloud=True, networked=True, grouped=True, runs_image=True, ec2_quotas=True, job_per_run=True
+    ),
+    "sagemaker": BackendTraits(
+        cloud=True,
+        runs_image=True,
+        instance_prefix="ml.",
+        keeps_instances=False,
+        job_per_run=True,
+        training_image=True,
+        lowercase_arns=True,
+    ),
+}
+BACKENDS: tuple[Backend, ...] = tuple(BACKEND_TRAITS)
 #: The backends whose machines the stack starts (a `provider:` block says how).
-CLOUD_BACKENDS: tuple[Backend, ...] = ("ec2", "batch", "sagemaker")
+CLOUD_BACKENDS: tuple[Backend, ...] = tuple(b for b, t in BACKEND_TRAITS.items() if t.cloud)
+
+
+def traits(backend: str) -> BackendTraits:
+    """The traits of `backend`; an unknown one is refused by name."""
+    for name, found in BACKEND_TRAITS.items():
+        if name == backend:
+            return found
+    raise InvalidPoolError(f"backend {backend!r} is not one Stratus has; use one of {', '.join(BACKENDS)}")
+
 
 #: A pool's name: the stack's resources are named after it (an Auto Scaling group `<stack>-<pool>`).
 POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
@@ -133,7 +192,7 @@ def pool_from_dict(item: Any) -> PoolSpec:
         raise InvalidPoolError(
             f"pool {spec.name!r} has backend {spec.backend!r}; use one of {', '.join(BACKENDS)}"
         )
-    if spec.backend != "local" and spec.provider is None:
+    if traits(spec.backend).cloud and spec.provider is None:
         raise InvalidPoolError(f"pool {spec.name!r} has backend {spec.backend!r} and no provider; add one")
     if spec.scheduler not in SCHEDULER_KINDS:
         raise InvalidPoolError(

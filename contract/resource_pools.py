@@ -43,6 +43,7 @@ from stratus.contract.pools import (
     PoolSpec,
     Provider,
     SchedulerKind,
+    traits,
 )
 
 #: Determined's keys of a pool.
@@ -237,20 +238,21 @@ def read_provider(
         raise InvalidPoolError(
             f"{label('spot_max_price')} {price!r} must be a positive price in USD such as 0.50"
         )
-    if backend == "sagemaker" and low:
+    kind = traits(backend)
+    if not kind.keeps_instances and low:
         raise InvalidPoolError(
-            f"{label('min_instances')} {low}: a SageMaker pool starts a training job per trial and keeps no "
+            f"{label('min_instances')} {low}: a {backend} pool starts a job per trial and keeps no "
             "instance between them; drop it (or use an ec2 or batch pool to keep instances warm)"
         )
-    if backend == "sagemaker" and price:
+    if not kind.keeps_instances and price:
         raise InvalidPoolError(
-            f"{label('spot_max_price')}: SageMaker's managed spot training takes no price cap (it bills "
-            "the spot price, at most the on-demand one); drop it"
+            f"{label('spot_max_price')}: a {backend} pool's managed spot capacity takes no price cap (it "
+            "bills the spot price, at most the on-demand one); drop it"
         )
     image = str(raw.get("image") or "")
-    if image and backend == "ec2":
+    if image and not kind.runs_image:
         raise InvalidPoolError(
-            f"{label('image')}: EC2 pools run on the AMI (--agent-ami), not an image; drop it"
+            f"{label('image')}: {backend} pools run on the AMI (--agent-ami), not an image; drop it"
         )
     idle = duration_s(raw.get("max_idle_agent_period", defaults.idle), label("max_idle_agent_period"))
     starting = duration_s(
@@ -283,15 +285,16 @@ def _instance_types(
 ) -> list[str]:
     given = raw.get("instance_type")
     if given is None and defaults.instance_type is not None:
-        given = ("ml." if backend == "sagemaker" else "") + defaults.instance_type
+        given = traits(backend).instance_prefix + defaults.instance_type
     types = [given] if isinstance(given, str) else given
     if not isinstance(types, list) or not types or not all(isinstance(t, str) and t for t in types):
         raise InvalidPoolError(
             f"{label('instance_type')} {given!r} must be an instance type (g5.xlarge) or a list"
         )
+    prefix = traits(backend).instance_prefix
     for kind in types:
-        if kind.startswith("ml.") != (backend == "sagemaker"):
-            fix = "SageMaker's start with ml." if backend == "sagemaker" else "drop the ml. prefix"
+        if not kind.startswith(prefix) or (not prefix and kind.startswith("ml.")):
+            fix = f"{backend}'s start with {prefix}" if prefix else "drop the ml. prefix"
             raise InvalidPoolError(
                 f"{label('instance_type')} {kind!r} is not a {backend} instance type; {fix}"
             )

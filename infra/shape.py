@@ -10,11 +10,16 @@ from environment variables.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.domain.submissions import FILTER_PREFIX, FILTER_SUFFIX
 from chalicelib.settings import QUEUES
+from stratus.contract.pools import PoolSpec, traits
+
+#: The account moto plays (the local stack's, and its twins').
+MOTO_ACCOUNT = "123456789012"
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ TABLES: tuple[TableSpec, ...] = (
 @dataclass(frozen=True)
 class StackNames:
     stack: str
-    account: str = "123456789012"
+    account: str = MOTO_ACCOUNT
     region: str = "us-east-1"
 
     @property
@@ -161,3 +166,21 @@ def notify_submissions(s3: Any, sqs: Any, bucket: str, queue_url: str) -> None:
     s3.put_bucket_notification_configuration(
         Bucket=bucket, NotificationConfiguration=notification_configuration(arn)
     )
+
+
+def group_name(pool: str, stack: str = "${AWS::StackName}") -> str:
+    """What the stack names after a grouped pool (`traits(backend).grouped`: an EC2 pool's Auto Scaling
+    group, a Batch pool's job queue), which the pool's `provider.group` records: `<stack>-<pool>`. In the
+    template the stack's name is CloudFormation's (an `Fn::Sub` string); the IAM policy allows
+    `<stack>-*`."""
+    return f"{stack}-{pool}"
+
+
+def with_groups(pools: Sequence[PoolSpec], stack: str = "${AWS::StackName}") -> list[PoolSpec]:
+    """The pools with each grouped pool's `provider.group` named as the stack names it (`group_name`)."""
+    return [
+        replace(pool, provider=replace(pool.provider, group=group_name(pool.name, stack)))
+        if traits(pool.backend).grouped and pool.provider is not None
+        else pool
+        for pool in pools
+    ]

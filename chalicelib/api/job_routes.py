@@ -14,6 +14,7 @@ from chalicelib.errors import BadRequestError
 from chalicelib.services import cluster, job_updates, tokens
 from chalicelib.settings import get_settings
 from chalicelib.wiring import ports
+from stratus.contract.pools import traits
 
 bp = Blueprint(__name__)
 
@@ -40,7 +41,7 @@ def list_resource_pools(user: UserPrincipal) -> qm.ResourcePoolList:
             qm.ResourcePool(
                 name=pool.spec.name,
                 description=pool.spec.description,
-                type="static" if pool.spec.backend == "local" else "aws",
+                type="aws" if traits(pool.spec.backend).cloud else "static",
                 scheduler_type=pool.spec.scheduler,
                 preemption=pool.spec.preemption and pool.spec.scheduler == "priority",
                 default_priority=pool.spec.default_priority,

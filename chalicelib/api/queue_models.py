@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from chalicelib.api.models import Int64, _Body
+from stratus.contract.pools import SchedulerKind
 
 
 class JobChange(_Body):
@@ -73,7 +74,7 @@ class ResourcePool(BaseModel):
     description: str
     #: Determined's pool types: agents that are there (`static`), or machines the control plane starts.
     type: Literal["static", "aws"]
-    scheduler_type: Literal["priority", "fair_share"]
+    scheduler_type: SchedulerKind
     preemption: bool
     default_priority: int
     num_agents: int

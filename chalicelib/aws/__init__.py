@@ -16,12 +16,10 @@ from chalicelib.aws.run_table import DynamoAgents, DynamoRuns
 from chalicelib.aws.sagemaker import AwsSageMaker
 from chalicelib.aws.storage import S3Blobs
 from chalicelib.aws.trial_table import DynamoTrials
-from chalicelib.compute.batch import BatchJobs
 from chalicelib.compute.cloud import JobCredentials
-from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
+from chalicelib.compute.pool_compute import BackendParts, CloudClients
 from chalicelib.compute.router import ComputeRouter
-from chalicelib.compute.sagemaker import TrainingJobs
 from chalicelib.services.clock import SystemClock
 from chalicelib.services.ports import Ports
 from chalicelib.settings import get_settings
@@ -33,26 +31,13 @@ def aws_ports() -> Ports:
     timeout, clock = settings.agent_timeout_s, SystemClock()
     blobs = S3Blobs()
     credentials = JobCredentials(blobs, settings.agent_token)
-    compute = ComputeRouter(
-        LocalAgents(runs, agents, timeout, bells),
-        runs,
-        settings,
-        ec2=lambda: Ec2Scaler(AwsAutoScaling(), agents, runs, clock, timeout, AwsQuotas()),
-        batch=lambda: BatchJobs(
-            AwsBatch(), agents, runs, clock, timeout, settings.stack, credentials, experiments=experiments
-        ),
-        sagemaker=lambda: TrainingJobs(
-            AwsSageMaker(),
-            agents,
-            runs,
-            clock,
-            timeout,
-            stack=settings.stack,
-            api_url=settings.api_url,
-            experiments=experiments,
-            credentials=credentials,
-        ),
+    clients = CloudClients(
+        autoscaling=AwsAutoScaling, batch=AwsBatch, sagemaker=AwsSageMaker, quotas=AwsQuotas
     )
+    parts = BackendParts(
+        agents, runs, clock, timeout, settings.stack, settings.api_url, experiments, credentials, clients
+    )
+    compute = ComputeRouter(LocalAgents(runs, agents, timeout, bells), runs, settings, parts)
     return Ports(
         experiments=experiments,
         trials=DynamoTrials(),

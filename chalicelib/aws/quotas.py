@@ -1,4 +1,4 @@
-"""EC2 instance types' vCPUs and the account's EC2 quotas over boto3 (`chalicelib.compute.ec2.QuotaApi`),
+"""EC2 instance types' vCPUs and the account's EC2 quotas over boto3 (`chalicelib.compute.pool_compute.QuotaApi`),
 cached in the function's container for `TTL_S` (a quota changes when AWS grants an increase)."""
 
 from __future__ import annotations

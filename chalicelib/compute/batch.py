@@ -17,6 +17,7 @@ import logging
 
 from chalicelib.compute.cloud import BatchApi, JobCredentials, JobRequest
 from chalicelib.compute.lanes import alive_lanes, job_nodes
+from chalicelib.compute.pool_compute import BackendParts, PoolComputeDefaults
 from chalicelib.domain.cloud_names import MULTI_NODE_SUFFIX
 from chalicelib.domain.run_records import Run
 from chalicelib.services.agent_store import AgentStore, Host
@@ -26,7 +27,7 @@ from stratus.contract.pools import PoolSpec
 log = logging.getLogger(__name__)
 
 
-class BatchJobs:
+class BatchJobs(PoolComputeDefaults):
     def __init__(
         self,
         api: BatchApi,
@@ -86,3 +87,17 @@ class BatchJobs:
     def terminate(self, run: Run, reason: str) -> None:
         if run.compute_ref:
             self._api.terminate(run.compute_ref, reason)
+
+
+def for_pools(parts: BackendParts) -> BatchJobs:
+    """The `batch` backend (`chalicelib.compute.backends`): a Batch job per run on its pool's lanes."""
+    return BatchJobs(
+        parts.clients.batch(),
+        parts.agents,
+        parts.runs,
+        parts.clock,
+        parts.agent_timeout_s,
+        parts.stack,
+        parts.credentials,
+        experiments=parts.experiments,
+    )

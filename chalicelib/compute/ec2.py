@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Protocol
 
 from chalicelib.compute.cloud import AutoScalingApi, Group
+from chalicelib.compute.pool_compute import BackendParts, PoolComputeDefaults, QuotaApi
 from chalicelib.domain.capacity import Instance, Periods, scale_out_target, to_terminate
 from chalicelib.services.agent_store import AgentStore
 from chalicelib.services.ports import Clock, Demand, RunStore
@@ -36,17 +36,7 @@ from stratus.contract.pools import PoolSpec, Provider
 log = logging.getLogger(__name__)
 
 
-class QuotaApi(Protocol):
-    def vcpus(self, instance_type: str) -> int | None:
-        """The type's vCPUs, or None when EC2 does not say."""
-        ...
-
-    def quota(self, code: str) -> float | None:
-        """The account's value of an EC2 quota (vCPUs), or None when it cannot be read."""
-        ...
-
-
-class Ec2Scaler:
+class Ec2Scaler(PoolComputeDefaults):
     def __init__(
         self,
         api: AutoScalingApi,
@@ -193,3 +183,11 @@ def _provider(spec: PoolSpec) -> Provider:
     if spec.provider is None or not spec.provider.group:
         raise ValueError(f"pool {spec.name!r} is an ec2 pool without an Auto Scaling group in its provider")
     return spec.provider
+
+
+def for_pools(parts: BackendParts) -> Ec2Scaler:
+    """The `ec2` backend (`chalicelib.compute.backends`): its pools' hosts are their agents."""
+    clients = parts.clients
+    return Ec2Scaler(
+        clients.autoscaling(), parts.agents, parts.runs, parts.clock, parts.agent_timeout_s, clients.quotas()
+    )

@@ -1,27 +1,25 @@
-"""The compute backend port as the control plane sees it, dispatching by the pool's backend:
+"""The compute backend port as the control plane sees it: the agents in every pool, and the pool's cloud
+backend beside them where it has one.
 
-- `local` and `ec2`: runs are launched, stopped and nudged through the agents (`LocalAgents`: an agent on a
-  laptop and one on an EC2 instance pull their runs the same way); an `ec2` pool's size is its Auto
-  Scaling group's (`chalicelib.compute.ec2`).
-- `batch` and `sagemaker`: the pool's hosts are lanes, and a launched run is also submitted as a Batch job
-  or a SageMaker training job, whose agent pulls it the same way; stopping the run stops the job
-  (`chalicelib.compute.batch`, `chalicelib.compute.sagemaker`).
-
-The cloud clients are made only when a pool needs them."""
+Runs are launched, stopped and nudged through the agents (`LocalAgents`: an agent on a laptop, on an EC2
+instance, in a Batch or SageMaker job pulls its runs the same way). A pool whose backend is a cloud one
+(`stratus.contract.pools.traits(...).cloud`) also has its backend's `PoolCompute`, found through the
+registry (`chalicelib.compute.backends.BACKENDS`) and made on first use: an `ec2` pool's size is its Auto
+Scaling group's, a `batch` or `sagemaker` pool's hosts are lanes and a launched run is also submitted as
+a job, which stopping the run ends. No backend is named here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from chalicelib.compute.batch import BatchJobs
-from chalicelib.compute.ec2 import Ec2Scaler
+from chalicelib.compute.backends import BACKENDS
 from chalicelib.compute.local import LocalAgents
-from chalicelib.compute.sagemaker import TrainingJobs
+from chalicelib.compute.pool_compute import BackendParts, PoolCompute
 from chalicelib.domain.run_records import Run
 from chalicelib.services.agent_store import Host
 from chalicelib.services.ports import Demand, RunStore
 from chalicelib.settings import Settings
-from stratus.contract.pools import PoolSpec
+from stratus.contract.pools import Backend, PoolSpec, traits
 
 
 class ComputeRouter:
@@ -30,65 +28,58 @@ class ComputeRouter:
         agents: LocalAgents,
         runs: RunStore,
         settings: Settings,
+        parts: BackendParts,
         *,
-        ec2: Callable[[], Ec2Scaler],
-        batch: Callable[[], BatchJobs],
-        sagemaker: Callable[[], TrainingJobs],
+        backends: Mapping[Backend, Callable[[BackendParts], PoolCompute]] = BACKENDS,
     ) -> None:
         self._agents = agents
         self._runs = runs
         self._settings = settings
-        self._makers: dict[str, Callable[[], BatchJobs | TrainingJobs]] = {
-            "batch": batch,
-            "sagemaker": sagemaker,
-        }
-        self._made: dict[str, BatchJobs | TrainingJobs] = {}
-        self._make_ec2 = ec2
-        self._ec2: Ec2Scaler | None = None
+        self._parts = parts
+        self._backends = backends
+        self._made: dict[str, PoolCompute] = {}
 
     def hosts(self, pool: str) -> list[Host]:
-        spec = self._settings.pool(pool)
-        if spec is not None and spec.backend in self._makers:
-            return self._jobs(spec.backend).hosts(spec)
-        return self._agents.hosts(pool)
+        spec, compute = self._of(pool)
+        found = compute.hosts(spec) if compute is not None and spec is not None else None
+        return found if found is not None else self._agents.hosts(pool)
 
     def set_demand(self, pool: str, demand: Demand) -> str | None:
-        spec = self._spec(pool, "ec2")
-        return self._scaler().set_demand(spec, demand) if spec is not None else None
+        spec, compute = self._of(pool)
+        if compute is None or spec is None:
+            return self._agents.set_demand(pool, demand)
+        return compute.set_demand(spec, demand)
 
     def sweep(self, pool: str) -> None:
-        spec = self._spec(pool, "ec2")
-        if spec is not None:
-            self._scaler().sweep(spec)
+        spec, compute = self._of(pool)
+        if compute is not None and spec is not None:
+            compute.sweep(spec)
 
     def launch(self, run_id: str, launch_token: str) -> Run | None:
         run = self._agents.launch(run_id, launch_token)
-        spec = self._settings.pool(run.pool) if run is not None else None
-        if run is not None and spec is not None and spec.backend in self._makers:
-            self._jobs(spec.backend).submit(spec, run)
+        if run is not None:
+            spec, compute = self._of(run.pool)
+            if compute is not None and spec is not None:
+                compute.submit(spec, run)
         return run
 
     def stop(self, run_id: str) -> None:
         self._agents.stop(run_id)
-        if any(spec.backend in self._makers for spec in self._settings.pools):
-            run = self._runs.get(run_id)  # None for a node id: the run's own stop stops the job
-            spec = self._settings.pool(run.pool) if run is not None else None
-            if run is not None and spec is not None and spec.backend in self._makers:
-                self._jobs(spec.backend).terminate(run, "Stratus stopped the run")
+        if any(traits(spec.backend).job_per_run for spec in self._settings.pools):
+            run = self._runs.get(run_id)  # None for a node id: the run's own stop ends its job
+            if run is not None:
+                _, compute = self._of(run.pool)
+                if compute is not None:
+                    compute.terminate(run, "Stratus stopped the run")
 
     def nudge(self, run_id: str) -> None:
         self._agents.nudge(run_id)
 
-    def _spec(self, pool: str, backend: str) -> PoolSpec | None:
+    def _of(self, pool: str) -> tuple[PoolSpec | None, PoolCompute | None]:
+        """The pool's spec, and its cloud backend where it has one."""
         spec = self._settings.pool(pool)
-        return spec if spec is not None and spec.backend == backend else None
-
-    def _scaler(self) -> Ec2Scaler:
-        if self._ec2 is None:
-            self._ec2 = self._make_ec2()
-        return self._ec2
-
-    def _jobs(self, backend: str) -> BatchJobs | TrainingJobs:
-        if backend not in self._made:
-            self._made[backend] = self._makers[backend]()
-        return self._made[backend]
+        if spec is None or spec.backend not in self._backends:
+            return spec, None
+        if spec.backend not in self._made:
+            self._made[spec.backend] = self._backends[spec.backend](self._parts)
+        return spec, self._made[spec.backend]

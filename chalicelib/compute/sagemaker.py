@@ -21,6 +21,7 @@ import re
 
 from chalicelib.compute.cloud import JobCredentials, TrainingApi, TrainingJobRequest
 from chalicelib.compute.lanes import alive_lanes, job_nodes
+from chalicelib.compute.pool_compute import BackendParts, PoolComputeDefaults
 from chalicelib.domain.compute_events import RUNS_ENV
 from chalicelib.domain.run_records import Run
 from chalicelib.services.agent_store import AgentStore, Host
@@ -42,7 +43,7 @@ def job_name(stack: str, pool: str, run_id: str) -> str:
     return prefix + rest[-max(1, 63 - len(prefix)) :]
 
 
-class TrainingJobs:
+class TrainingJobs(PoolComputeDefaults):
     def __init__(
         self,
         api: TrainingApi,
@@ -117,3 +118,18 @@ class TrainingJobs:
     def terminate(self, run: Run, reason: str) -> None:
         if run.compute_ref:
             self._api.stop(run.compute_ref)
+
+
+def for_pools(parts: BackendParts) -> TrainingJobs:
+    """The `sagemaker` backend (`chalicelib.compute.backends`): a training job per run."""
+    return TrainingJobs(
+        parts.clients.sagemaker(),
+        parts.agents,
+        parts.runs,
+        parts.clock,
+        parts.agent_timeout_s,
+        stack=parts.stack,
+        api_url=parts.api_url,
+        experiments=parts.experiments,
+        credentials=parts.credentials,
+    )

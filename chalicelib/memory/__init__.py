@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chalicelib.compute.batch import BatchJobs
 from chalicelib.compute.cloud import JobCredentials
-from chalicelib.compute.ec2 import Ec2Scaler
 from chalicelib.compute.local import LocalAgents
+from chalicelib.compute.pool_compute import BackendParts, CloudClients, QuotaApi
 from chalicelib.compute.router import ComputeRouter
-from chalicelib.compute.sagemaker import TrainingJobs
 from chalicelib.memory._checkpoints import MemoryCheckpoints, MemoryIds, MemoryMetrics
 from chalicelib.memory._clock import EPOCH_2026, MemoryClock, memory_settings
 from chalicelib.memory._cloud import MemoryAutoScaling, MemoryBatch, MemorySageMaker
@@ -99,9 +97,11 @@ def memory_ports(
     settings: Settings | None = None,
     clock: MemoryClock | None = None,
     compute: Callable[[MemoryRuns], ComputeBackend] | None = None,
+    quotas: QuotaApi | None = None,
 ) -> MemoryPorts:
     """A fresh stack in memory (`memory_settings()`, a clock at 2026-01-01 and the local agents' backend
-    unless given; `compute` builds a backend over the run store)."""
+    unless given; `compute` builds a backend over the run store; `quotas` answers the EC2 backend's quota
+    questions, which go unanswered without it)."""
     settings = settings or memory_settings()
     clock = clock or MemoryClock()
     runs, agents, bells, experiments = (
@@ -121,20 +121,16 @@ def memory_ports(
             LocalAgents(runs, agents, timeout, bells),
             runs,
             settings,
-            ec2=lambda: Ec2Scaler(autoscaling, agents, runs, clock, timeout),
-            batch=lambda: BatchJobs(
-                batch, agents, runs, clock, timeout, settings.stack, credentials, experiments=experiments
-            ),
-            sagemaker=lambda: TrainingJobs(
-                sagemaker,
+            BackendParts(
                 agents,
                 runs,
                 clock,
                 timeout,
-                stack=settings.stack,
-                api_url=settings.api_url,
-                experiments=experiments,
-                credentials=credentials,
+                settings.stack,
+                settings.api_url,
+                experiments,
+                credentials,
+                CloudClients(lambda: autoscaling, lambda: batch, lambda: sagemaker, lambda: quotas),
             ),
         )
     )

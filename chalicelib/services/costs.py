@@ -23,6 +23,7 @@ from chalicelib.domain.run_records import Run
 from chalicelib.domain.usage import Instance, RunUsage, run_usage, summarize, trial_usages
 from chalicelib.services.ports import Ports
 from chalicelib.services.prices import stack_table
+from stratus.contract.pools import traits
 from stratus.contract.prices import LOCAL, gpus_of, price_of
 
 
@@ -32,7 +33,7 @@ def instance_of(ports: Ports, run: Run) -> Instance:
         return Instance.of(run.instance)
     pool = ports.settings.pool(run.pool)
     slots = (pool.slots_per_agent if pool else None) or run.slots
-    if pool is None or pool.backend == "local":
+    if pool is None or not traits(pool.backend).cloud:
         return Instance(LOCAL, slots=slots)
     provider = pool.provider
     if provider is None or not provider.instance_types:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from chalicelib.domain.records import Experiment, LogLine
 from chalicelib.domain.run_records import Run
 from chalicelib.services.ports import Ports
-from stratus.contract.pools import PoolSpec
+from stratus.contract.pools import PoolSpec, traits
 
 
 def on_gpus(spec: PoolSpec | None) -> bool:
@@ -25,9 +25,10 @@ def note_unused_image(ports: Ports, run: Run, experiment: Experiment) -> None:
     spec = ports.settings.pool(run.pool)
     backend = spec.backend if spec is not None else "local"
     image = experiment.parsed_config.environment.image_for(gpu=on_gpus(spec))
-    if not image or backend in ("sagemaker", "batch"):
+    kind = traits(backend)
+    if not image or kind.runs_image:
         return
-    where = "the instance's Deep Learning AMI Python" if backend == "ec2" else "the agent machine's Python"
+    where = "the instance's Deep Learning AMI Python" if kind.cloud else "the agent machine's Python"
     line = (
         f"[stratus] environment.image {image!r} is not used on pool {run.pool!r} (backend {backend}): "
         f"the trial runs on {where}; a Batch or SageMaker pool runs the experiment's image"

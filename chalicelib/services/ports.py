@@ -291,8 +291,8 @@ class Logs(Protocol):
 
 
 class ComputeBackend(Protocol):
-    """Where runs execute: one port, one implementation per backend (`chalicelib.compute.local` today;
-    EC2, Batch and SageMaker join as further implementations). A scheduling pass asks it for the pool's
+    """Where runs execute: one port (`chalicelib.compute.router.ComputeRouter`: the agents, and each
+    cloud backend through the registry `chalicelib.compute.backends`). A scheduling pass asks it for the pool's
     live hosts, tells it the slots the pool wants, launches the runs it granted and stops the runs the
     control plane ended on its own; a run's exit comes back through whoever sees it (an agent, a job
     state event) and answers the run's launch token."""

@@ -37,6 +37,7 @@ from det.deploy.aws_checks import bucket_name, dry_run, refuse_overlap, stack_na
 from det.deploy.aws_compute import add_compute_arguments, describe, plan_compute, scale_groups_to_zero
 from det.errors import StackError, UsageError
 from stratus.contract.errors import InvalidTagError
+from stratus.contract.pools import traits
 from stratus.contract.tags import CLUSTER_TAG
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     bucket = bucket_name(stack, account, region)
     kept = aws.bucket_exists(bucket)
     compute = plan_compute(args, aws)
-    if stack != stack.lower() and any(pool.backend == "sagemaker" for pool in compute.pools or ()):
+    if stack != stack.lower() and any(traits(pool.backend).lowercase_arns for pool in compute.pools or ()):
         raise UsageError(
             f"--cluster-id {stack}: SageMaker writes its training jobs' ARNs in lower case, which IAM and the "
             f"stack's event rule match exactly; use a lower-case cluster id ({stack.lower()}) with sagemaker pools"

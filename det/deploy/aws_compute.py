@@ -29,7 +29,7 @@ from det.deploy.quotas import InstanceShape, QuotaCalls, check_quotas
 from det.deploy.training_images import pytorch_training_image
 from det.errors import UsageError
 from stratus.contract.errors import InvalidPoolError
-from stratus.contract.pools import DEFAULT_POOL, PoolSpec
+from stratus.contract.pools import DEFAULT_POOL, PoolSpec, traits
 from stratus.contract.resource_pools import Keys, cloud_pool
 
 DEFAULT_INSTANCE_TYPE = "g5.xlarge"  # one GPU: Determined's g4dn.metal has 8
@@ -40,10 +40,6 @@ _DLAMI_NAME = re.compile(
     re.escape(DLAMI_PATH) + r"oss-nvidia-driver-gpu-pytorch-(\d+(?:\.\d+)*)-amazon-linux-2023/latest/ami-id"
 )
 _AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
-#: The backends whose resources the stack's template makes.
-DEPLOYABLE = ("local", "ec2", "batch", "sagemaker")
-#: The backends whose instances run in the agents' network (subnets, security group, key pair).
-NETWORKED = ("ec2", "batch")
 #: The flags of the pool (not with --pools-file) and of the agents' network and image (dest names).
 _POOL_FLAGS = {"compute_agent_instance_type": "instance_type", "min_dynamic_agents": "min_instances",
                "max_dynamic_agents": "max_instances", "spot": "spot", "spot_max_price": "spot_max_price",
@@ -130,12 +126,6 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
     given = given_pools(args)
     if given is None:
         return ComputePlan(pools=None)
-    for pool in given:
-        if pool.backend not in DEPLOYABLE:
-            raise UsageError(
-                f"{_source(args)}: pool {pool.name!r} is a {pool.backend} pool, which this version cannot "
-                f"deploy (the stack makes no {pool.backend} resources); use type ec2, batch or sagemaker"
-            )
     given = [_with_image(pool, calls.region) for pool in given]
     cloud = [p for p in given if p.provider is not None]
     shapes = calls.instance_types(sorted({_ec2_type(t) for p in cloud for t in _types(p)}))
@@ -143,7 +133,7 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
     warnings = tuple(check_quotas(calls, pools))
     vcpus = {kind: shape.vcpus for kind, shape in shapes.items()}
     memory = {kind: shape.memory_mib for kind, shape in shapes.items() if shape.memory_mib}
-    if not any(p.backend in NETWORKED for p in cloud):  # no agent network: no lookup, no parameter
+    if not any(traits(p.backend).networked for p in cloud):  # no agent network: no lookup, no parameter
         flags = [_flag(dest) for dest in _AGENT_FLAGS if getattr(args, dest)]
         if flags and not cloud:
             raise UsageError(
@@ -177,7 +167,7 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         "KeyName": args.keypair or "",
     }
     source = ""
-    if any(p.backend == "ec2" for p in cloud):  # Batch and SageMaker bring their own images
+    if any(not traits(p.backend).runs_image for p in cloud):  # Batch and SageMaker bring their own images
         parameters["AgentAmiId"], source = resolve_ami(calls, args.agent_ami)
     elif args.agent_ami:
         raise UsageError(
@@ -232,7 +222,7 @@ def with_slots(pools: list[PoolSpec], shapes: Mapping[str, InstanceShape], sourc
 
 def _with_image(pool: PoolSpec, region: str) -> PoolSpec:
     """A sagemaker pool that names no image gets AWS's PyTorch training image for its instance type."""
-    if pool.backend != "sagemaker" or pool.provider is None or pool.provider.image:
+    if not traits(pool.backend).training_image or pool.provider is None or pool.provider.image:
         return pool
     image = pytorch_training_image(region, pool.provider.instance_types[0])
     return replace(pool, provider=replace(pool.provider, image=image))

@@ -32,6 +32,7 @@ from det._runtime import Runtime
 from det.deploy.stack_command import STACK_MODULE, describe_pools, differences, pool_arguments, stack_command
 from det.errors import DetError, StackError
 from stratus.contract.local_state import AGENTS_RECORD, STATE_DIRS
+from stratus.contract.pools import BACKENDS, traits
 
 STATE_FILE = "stack.json"
 PID_FILE = "stack.pid"
@@ -241,7 +242,7 @@ def _add_up_parser(sub: Subcommands) -> None:
     )
     up_cmd.add_argument(
         "--backend",
-        choices=["local", "ec2", "batch", "sagemaker"],
+        choices=BACKENDS,
         default=None,
         help="where the default pool's trials run: agents on this machine (local), or an EC2 Auto Scaling "
         "group in the stack's moto that scales from zero with the queue, each instance an agent process "
@@ -322,8 +323,8 @@ def up(
     slots = plural(state.slots, "slot")
     if state.agents > 1:
         slots = f"{plural(state.agents, 'agent')} of {slots}"
-    if len(state.pools) == 1 and state.pools[0].get("backend", "local") != "local":
-        slots = describe_pools(state.pools)  # an EC2 pool: no agent runs until something waits
+    if len(state.pools) == 1 and traits(str(state.pools[0].get("backend") or "local")).cloud:
+        slots = describe_pools(state.pools)  # a cloud pool: no agent runs until something waits
     rt.say(f"Stratus local stack is up: {state.api_url} ({slots}, pid {state.pid})")
     if len(state.pools) > 1:
         rt.say("  resource pools: " + describe_pools(state.pools))

@@ -20,8 +20,7 @@ from typing import Protocol
 
 from det.errors import UsageError
 from stratus.contract.ec2_quotas import CONSOLE_URL, quota_for
-
-_CHECKED_BACKENDS = ("ec2", "batch")
+from stratus.contract.pools import traits
 
 
 class QuotaError(UsageError):
@@ -81,7 +80,7 @@ def check_quotas(calls: QuotaCalls, pools: Sequence[QuotaPool]) -> list[str]:
     needs: dict[tuple[str, str], _Need] = {}
     for pool in pools:
         provider = pool.provider
-        if pool.backend not in _CHECKED_BACKENDS or provider is None:
+        if not traits(pool.backend).ec2_quotas or provider is None:
             continue
         shapes = calls.instance_types(provider.instance_types)
         widest: dict[tuple[str, str], str] = {}

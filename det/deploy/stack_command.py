@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from det.errors import StackError
+from stratus.contract.pools import traits
 
 #: The module the stack runs as (`python -m`): also how `det deploy local status` tells the stack's
 #: process from another that reused its pid.
@@ -59,7 +60,7 @@ def pool_arguments(args: argparse.Namespace) -> tuple[list[str], Path | None]:
     `--cluster-config` file (absolute: the stack runs elsewhere)."""
     pools = list(getattr(args, "pool", None) or [])
     backend = getattr(args, "backend", None) or "local"
-    if backend != "local" and not any(p.split(":")[0] == "default" for p in pools):
+    if traits(backend).cloud and not any(p.split(":")[0] == "default" for p in pools):
         pools.insert(0, f"default:backend={backend}")
     given = getattr(args, "cluster_config", None)
     if given is None:
@@ -79,10 +80,11 @@ def describe_pools(pools: Iterable[Mapping[str, Any]]) -> str:
         if scheduler == "priority":
             scheduler += ", preemption" if pool.get("preemption") else ", no preemption"
         shape = f"{agents} agent{'' if agents == 1 else 's'} of {slots} slot{'' if slots == 1 else 's'}"
-        if pool.get("backend") == "ec2":
+        kind = traits(str(pool.get("backend") or "local"))
+        if kind.cloud and not kind.job_per_run:
             most = int(pool.get("max_instances") or 0)
-            shape = f"ec2: {pool.get('min_instances') or 0} to {most} instances of {slots} slot{'' if slots == 1 else 's'}"
-        elif pool.get("backend") in ("batch", "sagemaker"):
+            shape = f"{pool.get('backend')}: {pool.get('min_instances') or 0} to {most} instances of {slots} slot{'' if slots == 1 else 's'}"
+        elif kind.job_per_run:
             most = int(pool.get("max_instances") or 0)
             lanes = f"{most} lane{'' if most == 1 else 's'} of {slots} slot{'' if slots == 1 else 's'}"
             shape = f"{pool.get('backend')}: {lanes}"

@@ -1,6 +1,8 @@
-"""The Batch pools' part of the stack (`infra/aws/compute_resources.py` merges it; they share its network).
+"""The Batch pools' part of the stack (`infra.aws.backends` registers it; `infra/aws/compute_resources.py`
+merges it; they share the agents' network).
 
-    resources, outputs = batch_resources(pools, ids, vcpus, tags)  # ids: compute_resources.logical_ids(pools)
+    resources, outputs = pool_resources(pools, inputs)             # inputs: compute_agents.PoolInputs
+    resources, outputs = batch_resources(pools, ids, vcpus, tags)  # ids: compute_agents.logical_ids(pools)
     statements = control_statements()                              # for the control plane's compute policy
 
 Per pool: an on-demand compute environment (and a spot one for a spot pool), a fair-share policy, the
@@ -39,9 +41,11 @@ from typing import Any
 
 from chalicelib.domain.cloud_names import MULTI_NODE_SUFFIX
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
+from infra.aws.compute_agents import ComputeTemplateError, PoolInputs, logical_ids
 from infra.aws.compute_batch_roles import allow, shared_roles
-from infra.aws.template_app import QUEUE_IDS, group_name
+from infra.aws.template_app import QUEUE_IDS
 from infra.boot import API_URL, batch_command
+from infra.shape import group_name
 from stratus.contract.container_boot import COMPUTE_URI_ENV
 from stratus.contract.pools import POOL_NAME, PoolSpec, Provider
 from stratus.contract.prices import price_of
@@ -60,8 +64,12 @@ DEFAULT_VCPUS: Mapping[str, int] = MappingProxyType({
 MEMORY_PER_VCPU_MIB = 3584
 #: The container's /dev/shm (PyTorch's data loader workers pass batches through it): half its memory.
 SHARED_MEMORY_FRACTION = 0.5
-#: Where the agent in a job's container keeps its runs' files.
 BATCH_STATE_RULE = "BatchStateRule"
+#: The part's names (`infra.aws.backends.TemplatePart`): its ended jobs go to the events queue; no
+#: parameter but the agents' network's, no variable (the control plane submits by `provider.group`).
+STATE_RULE: str | None = BATCH_STATE_RULE
+PARAMETERS: Template = {}
+CONTROL_ENVIRONMENT: Template = {}
 #: The events queue's message of any AWS event (as `compute_resources.COMPUTE_EVENT`).
 COMPUTE_EVENT = '{"type": "compute_event", "event": <aws.events.event.json>}'
 #: Only ended jobs matter to the control plane (`chalicelib.domain.compute_events.BatchJobEnded`).
@@ -69,7 +77,7 @@ ENDED = ["SUCCEEDED", "FAILED"]
 _ARN = "arn:${AWS::Partition}:batch:${AWS::Region}:${AWS::AccountId}:"
 
 
-class BatchTemplateError(ValueError):
+class BatchTemplateError(ComputeTemplateError):
     """A Batch pool the template cannot render (the message names the pool or type and the fix)."""
 
 
@@ -80,6 +88,11 @@ def _sub(text: str) -> dict[str, str]:
 def queue_names(pool: str) -> tuple[str, str]:
     """A pool's job queue and multi-node queue names (`Fn::Sub` strings); its job definitions' too."""
     return group_name(pool), group_name(pool) + MULTI_NODE_SUFFIX
+
+
+def pool_resources(pools: Sequence[PoolSpec], inputs: PoolInputs) -> tuple[Template, Template]:
+    """The Batch pools' (resources, outputs), their logical ids their own (`logical_ids`)."""
+    return batch_resources(pools, logical_ids(pools), inputs.vcpus, inputs.tags, inputs.memory)
 
 
 def batch_resources(

@@ -1,9 +1,10 @@
-"""The SageMaker pools' part of the stack (`infra/aws/compute_resources.py` merges it): the role their training
-jobs run as, the rule that routes the stack's training jobs' state changes to the events queue, and what
-the control plane's role needs to run and stop those jobs.
+"""The SageMaker pools' part of the stack (`infra.aws.backends` registers it; `infra/aws/compute_resources.py`
+merges it): the role their training jobs run as, the rule that routes the stack's training jobs' state
+changes to the events queue, what the control plane's role needs to run and stop those jobs, and the
+variables its functions need for them (`CONTROL_ENVIRONMENT`).
 
-    resources, outputs = sagemaker_resources(pools)   # both empty without SageMaker pools
-    statements = control_statements()                 # for the control plane's compute policy
+    resources, outputs = pool_resources(pools, inputs)   # or sagemaker_resources(pools): both empty without pools
+    statements = control_statements()                    # for the control plane's compute policy
 
 SageMaker has no queue or environment to declare: the control plane (`chalicelib/compute/sagemaker.py`)
 creates one training job per run, named `<stack>-<pool>-<run>`, running as `SageMakerExecutionRole`
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chalicelib.domain.compute_events import SAGEMAKER_STATE_CHANGE
+from infra.aws.compute_agents import ComputeTemplateError, PoolInputs
 from infra.aws.template_app import QUEUE_IDS
 from infra.aws.template_iam import COMPUTE_PACKAGES, JOB_CREDENTIALS, assume
 from infra.boot import STAGE
@@ -35,6 +37,16 @@ EXECUTION_POLICY = "SageMakerExecutionPolicy"
 SAGEMAKER_STATE_RULE = "SageMakerStateRule"
 #: The functions' environment variable of the execution role's ARN (`infra/aws/template_app.py`).
 ROLE_VARIABLE = "STRATUS_SAGEMAKER_ROLE_ARN"
+#: The part's names (`infra.aws.backends.TemplatePart`): the jobs' state changes go to the events queue;
+#: SageMaker runs its jobs in a network of its own (no parameter); the control plane's functions create
+#: each job with the execution role and the compute package as its `compute` channel
+#: (`stratus.contract.container_boot`).
+STATE_RULE: str | None = SAGEMAKER_STATE_RULE
+PARAMETERS: Template = {}
+CONTROL_ENVIRONMENT: Template = {
+    ROLE_VARIABLE: {"Fn::GetAtt": [EXECUTION_ROLE, "Arn"]},
+    "STRATUS_COMPUTE_KEY": {"Ref": "ComputeKey"},
+}
 SERVICE = "sagemaker.amazonaws.com"
 #: SageMaker's instance types are EC2's with this prefix (`ml.g5.xlarge`).
 TYPE_PREFIX = "ml."
@@ -44,7 +56,7 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 COMPUTE_EVENT = '{"type": "compute_event", "event": <aws.events.event.json>}'
 
 
-class SageMakerTemplateError(ValueError):
+class SageMakerTemplateError(ComputeTemplateError):
     """A SageMaker pool the template cannot render (the message names the pool and the fix)."""
 
 
@@ -55,6 +67,11 @@ def _sub(text: str) -> dict[str, str]:
 def _arn(service: str, resource: str) -> dict[str, str]:
     """An ARN of `service` in the stack's partition, region and account."""
     return _sub(f"arn:${{AWS::Partition}}:{service}:${{AWS::Region}}:${{AWS::AccountId}}:{resource}")
+
+
+def pool_resources(pools: Sequence[PoolSpec], inputs: PoolInputs) -> tuple[Template, Template]:
+    """The SageMaker pools' (resources, outputs): the same for any pools (`inputs` size and tag nothing)."""
+    return sagemaker_resources(pools)
 
 
 def sagemaker_resources(pools: Sequence[PoolSpec]) -> tuple[Template, Template]:

@@ -30,9 +30,10 @@ from typing import Any
 from chalicelib.domain.cloud_names import CREDENTIALS_PREFIX
 from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
+from infra.aws.backends import control_environment
 from infra.aws.compute_resources import compute_resources
 from infra.aws.template_app import CONDITIONS, PARAMETERS, QUEUE_IDS, app_resources
-from infra.aws.template_iam import TABLE_IDS, api_policy, assume, states_policy
+from infra.aws.template_iam import TABLE_IDS, api_policy, assume, events_queue_policy, states_policy
 from infra.aws.template_monitoring import add_monitoring
 from infra.aws.template_submissions import OUTPUTS as SUBMISSION_OUTPUTS
 from infra.aws.template_submissions import template_pieces as submission_pieces
@@ -131,26 +132,7 @@ def _sweep_schedule() -> dict[str, Any]:
                 ],
             },
         },
-        "SchedulerQueuePolicy": {
-            "Type": "AWS::SQS::QueuePolicy",
-            "Properties": {
-                "Queues": [{"Ref": "SchedulerQueue"}],
-                "PolicyDocument": {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "events.amazonaws.com"},
-                            "Action": "sqs:SendMessage",
-                            "Resource": {"Fn::GetAtt": ["SchedulerQueue", "Arn"]},
-                            "Condition": {
-                                "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["SweepRule", "Arn"]}}
-                            },
-                        }
-                    ],
-                },
-            },
-        },
+        "SchedulerQueuePolicy": events_queue_policy("SchedulerQueue", {"Fn::GetAtt": ["SweepRule", "Arn"]}),
     }
 
 
@@ -273,7 +255,7 @@ def template(
     for kind, logical in QUEUE_IDS.items():
         resources[logical] = _queue(kind)
         resources[logical + "Dlq"] = _dlq(kind)
-    functions, function_outputs = app_resources(pools, checked)
+    functions, function_outputs = app_resources(pools, checked, control_environment(pools))
     resources.update(functions)
     resources.update(compute)
     outputs = {

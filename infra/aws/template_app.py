@@ -15,16 +15,17 @@ function by its ARN, built from the stack's name, not by a reference.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from chalicelib.settings import QUEUES
 from infra.boot import API_URL, STAGE
+from infra.shape import with_groups
 from stratus.contract.errors import InvalidTagError
-from stratus.contract.pools import DEFAULT_POOLS, PoolSpec, pools_to_json
+from stratus.contract.pools import DEFAULT_POOLS, PoolSpec, pools_to_json, traits
 from stratus.contract.tags import TAGS_ENV, tags_to_json
 
 #: What each SQS handler of the app consumes: the queue's logical id in the template, by kind.
@@ -88,30 +89,25 @@ def _function_name(suffix: str) -> dict[str, str]:
     return _sub("${AWS::StackName}-" + suffix)
 
 
-def group_name(pool: str) -> str:
-    """An EC2 pool's Auto Scaling group name, a Batch pool's job queue name (an `Fn::Sub` string): the
-    IAM policy allows `<stack>-*`."""
-    return "${AWS::StackName}-" + pool
-
-
 def _pools_variable(pools: Sequence[PoolSpec]) -> str | dict[str, str]:
     """`STRATUS_POOLS`: the pools' JSON, each EC2 pool's `provider.group` its group's name, each Batch
     pool's its job queue's (`infra/aws/compute_batch.py`: the same `<stack>-<pool>`). JSON braces
     are plain text to `Fn::Sub`; a `${` of the pools' own text is escaped (`${!`) so it stays literal.
-    Without such pools (local and SageMaker pools only) nothing names the stack: a plain string."""
-    if not any(pool.backend in ("ec2", "batch") for pool in pools):
+    Without such pools (grouped ones: local and SageMaker pools only) nothing names the stack: a plain
+    string."""
+    if not any(traits(pool.backend).grouped for pool in pools):
         return pools_to_json(pools)
-    with_groups = [
-        replace(pool, provider=replace(pool.provider, group=group_name(pool.name)))
-        if pool.backend in ("ec2", "batch") and pool.provider is not None
-        else pool
-        for pool in pools
-    ]
-    text = pools_to_json(with_groups).replace("${", "${!").replace("${!AWS::StackName}", "${AWS::StackName}")
+    text = (
+        pools_to_json(with_groups(pools))
+        .replace("${", "${!")
+        .replace("${!AWS::StackName}", "${AWS::StackName}")
+    )
     return _sub(text)
 
 
-def _environment(pools: Sequence[PoolSpec], tags: Mapping[str, str]) -> dict[str, Any]:
+def _environment(
+    pools: Sequence[PoolSpec], tags: Mapping[str, str], backend_variables: Mapping[str, Any]
+) -> dict[str, Any]:
     # The default pools are the settings' default: their stack's functions need no STRATUS_POOLS.
     pools_variable = {} if tuple(pools) == DEFAULT_POOLS else {"STRATUS_POOLS": _pools_variable(pools)}
     # The user's tags for the jobs the control plane starts (`stratus.contract.tags`): none, no variable.
@@ -128,16 +124,10 @@ def _environment(pools: Sequence[PoolSpec], tags: Mapping[str, str]) -> dict[str
         "STRATUS_API_URL": _sub(API_URL),
         # The role EC2 agents sign `POST /agents/{id}/iam-credential` with (its name: `Ref` of a role).
         "STRATUS_AGENT_ROLE_NAME": {"Ref": "AgentRole"},
-        # The role of SageMaker pools' training jobs (infra/aws/compute_sagemaker.py): with such pools only.
-        # and the compute package their jobs install (`stratus.contract.container_boot`).
-        **(
-            {
-                "STRATUS_SAGEMAKER_ROLE_ARN": {"Fn::GetAtt": ["SageMakerExecutionRole", "Arn"]},
-                "STRATUS_COMPUTE_KEY": {"Ref": "ComputeKey"},
-            }
-            if any(p.backend == "sagemaker" for p in pools)
-            else {}
-        ),
+        # What the control plane needs to run the cloud pools' work, with such pools only (each backend's
+        # part says, `infra.aws.backends.control_environment`: the SageMaker pools' execution role and
+        # the compute package their jobs install).
+        **copy.deepcopy(dict(backend_variables)),  # each function its own, as every other value
         **pools_variable,
         **tags_variable,
     }
@@ -178,10 +168,14 @@ def _check_environment(variables: Mapping[str, Any]) -> None:
 
 
 def _function(
-    suffix: str, handler: str, pools: Sequence[PoolSpec], tags: Mapping[str, str]
+    suffix: str,
+    handler: str,
+    pools: Sequence[PoolSpec],
+    tags: Mapping[str, str],
+    backend_variables: Mapping[str, Any],
 ) -> dict[str, Any]:
     # A function may scale a group as soon as it exists: the policy that allows it comes first.
-    compute = [COMPUTE_POLICY] if any(pool.backend != "local" for pool in pools) else []
+    compute = [COMPUTE_POLICY] if any(traits(pool.backend).cloud for pool in pools) else []
     return {
         "Type": "AWS::Lambda::Function",
         "Condition": "HasCode",
@@ -194,7 +188,7 @@ def _function(
             "Code": {"S3Bucket": {"Ref": "BucketName"}, "S3Key": {"Ref": "CodeKey"}},
             "MemorySize": MEMORY_MB,
             "Timeout": TIMEOUT_S,
-            "Environment": {"Variables": _environment(pools, tags)},
+            "Environment": {"Variables": _environment(pools, tags, backend_variables)},
         },
     }
 
@@ -227,19 +221,24 @@ def _swagger(chalice_app: Any) -> dict[str, Any]:
 
 
 def app_resources(
-    pools: Sequence[PoolSpec] = DEFAULT_POOLS, tags: Mapping[str, str] | None = None
+    pools: Sequence[PoolSpec] = DEFAULT_POOLS,
+    tags: Mapping[str, str] | None = None,
+    backend_variables: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The functions (configured with `pools` and the user's `tags`, checked already), event sources, API
-    and log groups (each on the HasCode condition), and outputs; InvalidTagError for tags the functions'
-    environment has no room for."""
+    """The functions (configured with `pools`, the user's `tags`, checked already, and the variables the
+    pools' backends need, `infra.aws.backends.control_environment(pools)`), event sources, API and log
+    groups (each on the HasCode condition), and outputs; InvalidTagError for tags the functions'
+    environment has no room for. The backends' variables come from the caller: their parts import this
+    module's names."""
     import app as chalice_app_module
 
     tags = tags or {}
-    _check_environment(_environment(pools, tags))
+    backend_variables = backend_variables or {}
+    _check_environment(_environment(pools, tags, backend_variables))
 
     chalice_app = chalice_app_module.app
     resources: dict[str, Any] = {
-        API_FUNCTION: _function("api", "app.app", pools, tags),
+        API_FUNCTION: _function("api", "app.app", pools, tags, backend_variables),
         f"{API_FUNCTION}Logs": _logs("api"),
         "RestApi": {
             "Type": "AWS::ApiGateway::RestApi",
@@ -273,7 +272,7 @@ def app_resources(
         kind = next(kind for kind, name in QUEUES.items() if source.queue.endswith("-" + name))
         suffix = source.name.replace("_", "-")
         logical = _logical(suffix)
-        resources[logical] = _function(suffix, source.handler_string, pools, tags)
+        resources[logical] = _function(suffix, source.handler_string, pools, tags, backend_variables)
         resources[f"{logical}Logs"] = _logs(suffix)
         resources[f"{logical}Source"] = {
             "Type": "AWS::Lambda::EventSourceMapping",

@@ -198,3 +198,26 @@ def states_policy() -> dict[str, Any]:
             },
         ],
     }
+
+
+def events_queue_policy(queue: str, source_arn: Any) -> dict[str, Any]:
+    """The policy that lets EventBridge send to `queue` (a logical id), only from the rules `source_arn`
+    names (one ARN, or a list): the stack's sweep schedule, the compute backends' state rules."""
+    return {
+        "Type": "AWS::SQS::QueuePolicy",
+        "Properties": {
+            "Queues": [{"Ref": queue}],
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "events.amazonaws.com"},
+                        "Action": "sqs:SendMessage",
+                        "Resource": {"Fn::GetAtt": [queue, "Arn"]},
+                        "Condition": {"ArnEquals": {"aws:SourceArn": source_arn}},
+                    }
+                ],
+            },
+        },
+    }

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stratus.contract.pools import PoolSpec
+
 log = logging.getLogger("stratus.local")
 
 #: An agent whose stack's API has not answered for this long stops and ends its runs.
@@ -88,17 +90,65 @@ class AgentLauncher:
         return process
 
 
+@dataclass(frozen=True)
+class StackContext:
+    """What every local cloud runner works with (`infra.local.backends.RUNNERS`): the stack's name, a boto3
+    session and moto's URL, the launcher of the stack's agent processes, the events queue (where the
+    stack's EventBridge rules would put a backend's events) and the stack's state folder."""
+
+    stack: str
+    session: Any
+    moto_url: str
+    launcher: AgentLauncher
+    events_queue_url: str
+    state_dir: Path
+
+    def client(self, service: str) -> Any:
+        """A boto3 client of `service` on the stack's moto."""
+        return self.session.client(service, endpoint_url=self.moto_url)
+
+    @property
+    def interrupts(self) -> Path:
+        """Where `det deploy local` drops requests to interrupt a spot instance or job."""
+        return self.state_dir / "compute" / "interrupt"
+
+
 class Runner:
-    """A local cloud twin's runner: a thread that looks at moto every `interval` (`look`, which must
-    outlive a moto hiccup: its errors are logged) and, when stopped, ends the agent processes it keeps
-    (`processes`: SIGTERM, then SIGKILL after `STOP_WAIT_S`)."""
+    """A local cloud twin's runner (`infra.local.backends.RunnerFactory`: made from the stack's context
+    and its backend's pools): a thread that looks at moto every `interval` (`look`, which must outlive a
+    moto hiccup: its errors are logged) and, when stopped, ends the agent processes it keeps
+    (`processes`: SIGTERM, then SIGKILL after `STOP_WAIT_S`). A runner sets up its own clients and state
+    in `prepare`, and puts its backend's AWS events on the events queue with `send_event`."""
 
     STOP_WAIT_S = 30.0
+    #: The runner's thread's name.
+    NAME = "local-runner"
 
-    def __init__(self, name: str, interval: float) -> None:
+    def __init__(self, context: StackContext, pools: Sequence[PoolSpec], *, interval: float = 0.5) -> None:
+        self.context = context
+        self.pools = list(pools)
+        self._sqs = context.client("sqs")
+        self._launcher = context.launcher
+        self._requests = context.interrupts
         self._interval = interval
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=self.NAME, daemon=True)
+        self.prepare()
+
+    def prepare(self) -> None:
+        """The runner's own clients and state (the context and pools are set)."""
+
+    def send_event(self, source: str, detail_type: str, event_id: str, resource: str, detail: Any) -> None:
+        """Put one of the backend's AWS events on the stack's events queue (`send_aws_event`)."""
+        send_aws_event(
+            self._sqs,
+            self.context.events_queue_url,
+            source=source,
+            detail_type=detail_type,
+            event_id=event_id,
+            resource=resource,
+            detail=detail,
+        )
 
     def start(self) -> None:
         self._thread.start()

@@ -23,15 +23,13 @@ import json
 import logging
 import signal
 import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from infra import boot
 from infra.local import moto_batch
-from infra.local.agents import AgentLauncher, Runner, send_aws_event
+from infra.local.agents import Runner
 from stratus.contract.container_boot import agent_argv
 from stratus.contract.pools import PoolSpec
 
@@ -49,26 +47,14 @@ class _Job:
 
 
 class LocalBatch(Runner):
-    def __init__(
-        self,
-        *,
-        pools: Sequence[PoolSpec],
-        session: Any,
-        moto_url: str,
-        launcher: AgentLauncher,
-        events_queue_url: str,
-        state_dir: Path,
-        interval: float = 0.5,
-    ) -> None:
-        self.pools = [p for p in pools if p.backend == "batch"]
-        self._requests = state_dir / "compute" / "interrupt"
-        self._batch = session.client("batch", endpoint_url=moto_url)
-        self._iam = session.client("iam", endpoint_url=moto_url)
-        self._sqs = session.client("sqs", endpoint_url=moto_url)
-        self._launcher = launcher
-        self._events_url = events_queue_url
+    """The runner of the batch pools; their queues are their `provider.group`, named after the stack."""
+
+    NAME = "local-batch"
+
+    def prepare(self) -> None:
+        self._batch = self.context.client("batch")
+        self._iam = self.context.client("iam")
         self._jobs: dict[str, _Job] = {}
-        super().__init__("local-batch", interval)
 
     def create(self) -> None:
         moto_batch.apply()
@@ -179,12 +165,5 @@ class LocalBatch(Runner):
                 process.send_signal(sig)
 
     def _send_event(self, described: dict[str, Any]) -> None:
-        send_aws_event(
-            self._sqs,
-            self._events_url,
-            source="aws.batch",
-            detail_type=BATCH_STATE_CHANGE,
-            event_id=f"batch-{described['jobId']}-{described['status']}",
-            resource=described.get("jobArn", ""),
-            detail=described,
-        )
+        event_id = f"batch-{described['jobId']}-{described['status']}"
+        self.send_event("aws.batch", BATCH_STATE_CHANGE, event_id, described.get("jobArn", ""), described)

@@ -1,67 +1,54 @@
-"""The local stack's cloud backends, one object for the stack to start and stop: the `ec2` pools' Auto
-Scaling groups and their instances' agents (`infra.local.compute`), the `batch` pools' job queues and
-their jobs' agents (`infra.local.batch`), the `sagemaker` pools' training jobs' agents
-(`infra.local.sagemaker`). Each exists only when a pool of its backend does."""
+"""The local stack's cloud backends, one object for the stack to start and stop: a runner
+(`infra.local.backends.RUNNERS`) for each backend the stack's cloud pools use, made with that backend's
+pools only: the `ec2` pools' Auto Scaling groups and their instances' agents (`infra.local.compute`), the
+`batch` pools' job queues and their jobs' agents (`infra.local.batch`), the `sagemaker` pools' training
+jobs' agents (`infra.local.sagemaker`)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-from infra.local.agents import AgentLauncher
-from infra.local.batch import LocalBatch
-from infra.local.compute import LocalCompute
-from infra.local.sagemaker import LocalSageMaker
-from stratus.contract.pools import PoolSpec
+from infra.local.agents import StackContext
+from infra.local.backends import RUNNERS, CloudRunner, RunnerFactory
+from stratus.contract.pools import Backend, PoolSpec, traits
+
+
+class NoRunnerError(LookupError):
+    """A cloud pool whose backend has no runner in `RUNNERS` (a line is missing there)."""
 
 
 class LocalClouds:
     def __init__(
         self,
-        *,
-        stack: str,
+        context: StackContext,
         pools: Sequence[PoolSpec],
-        session: Any,
-        moto_url: str,
-        launcher: AgentLauncher,
-        events_queue_url: str,
-        state_dir: Path,
+        *,
+        runners: Mapping[Backend, RunnerFactory] = RUNNERS,
     ) -> None:
-        backends = {pool.backend for pool in pools}
-        common: dict[str, Any] = {
-            "session": session,
-            "moto_url": moto_url,
-            "launcher": launcher,
-            "events_queue_url": events_queue_url,
-        }
-        self._ec2 = (
-            LocalCompute(stack=stack, pools=pools, state_dir=state_dir, **common)
-            if "ec2" in backends
-            else None
-        )
-        self._batch = LocalBatch(pools=pools, state_dir=state_dir, **common) if "batch" in backends else None
-        self._sagemaker = (
-            LocalSageMaker(stack=stack, state_dir=state_dir, **common) if "sagemaker" in backends else None
-        )
-        if self._sagemaker is not None:  # the role its training jobs name (moto checks none)
-            os.environ["STRATUS_SAGEMAKER_ROLE_ARN"] = f"arn:aws:iam::123456789012:role/{stack}-sagemaker"
+        """`runners`: the runner of each backend (`RUNNERS`; a test's own in unit tests)."""
+        cloud = [pool for pool in pools if traits(pool.backend).cloud]
+        missing = sorted({pool.backend for pool in cloud} - set(runners))
+        if missing:
+            raise NoRunnerError(
+                f"backend {missing[0]!r} has no runner in the local stack; add one to "
+                "infra.local.backends.RUNNERS"
+            )
+        self._runners: list[CloudRunner] = [
+            make(context, mine)
+            for backend, make in runners.items()
+            if (mine := [pool for pool in cloud if pool.backend == backend])
+        ]
 
     def create(self) -> None:
         """The backends' resources in moto (groups, queues), before the control plane's first pass."""
-        if self._ec2 is not None:
-            self._ec2.create_groups()
-        if self._batch is not None:
-            self._batch.create()
+        for runner in self._runners:
+            runner.create()
 
     def start(self) -> None:
         """The runners: agents come and go with the instances and jobs moto reports."""
-        for runner in (self._ec2, self._batch, self._sagemaker):
-            if runner is not None:
-                runner.start()
+        for runner in self._runners:
+            runner.start()
 
     def stop(self) -> None:
-        for runner in (self._ec2, self._batch, self._sagemaker):
-            if runner is not None:
-                runner.stop()
+        for runner in self._runners:
+            runner.stop()

@@ -48,12 +48,14 @@ import yaml
 
 from stratus.contract.errors import InvalidPoolError
 from stratus.contract.pools import (
+    BACKENDS,
     CLOUD_BACKENDS,
     DEFAULT_POOL,
     DEFAULT_PRIORITY,
     SCHEDULER_KINDS,
     PoolSpec,
     Provider,
+    traits,
 )
 from stratus.contract.pools import POOL_NAME as _NAME
 from stratus.contract.resource_pools import ConfiguredPool, ProviderDefaults, read_resource_pools
@@ -108,7 +110,7 @@ def local_pools(
             pools.insert(
                 0, parse_pool_option(f"{DEFAULT_POOL}:backend={backend}", slots=slots, agents=agents)
             )
-        elif backend != "local":
+        elif backend not in BACKENDS:
             raise ClusterConfigError(
                 f"--backend {backend!r} is not available here; use local, ec2, batch or sagemaker"
             )
@@ -145,7 +147,7 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
         agents=_count(where, "agents", values.get("agents", agents)),
     )
     backend = values.get("backend", "local")
-    if backend == "local":
+    if backend in BACKENDS and not traits(backend).cloud:
         extra = sorted(set(values) & {"min", "max", "spot", "idle"})
         if extra:
             raise ClusterConfigError(
@@ -169,8 +171,9 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
     if idle <= 0:
         raise ClusterConfigError(f"{where}: idle {values.get('idle')!r} must be a positive number of seconds")
     provider = Provider(
-        instance_types=("ml.g5.xlarge",) if backend == "sagemaker" else ("g5.xlarge",),
-        image=LOCAL_IMAGE if backend != "ec2" else "",
+        # A stand-in type, as the backend spells it (`ml.` for SageMaker); an image where trials run in one.
+        instance_types=(traits(backend).instance_prefix + "g5.xlarge",),
+        image=LOCAL_IMAGE if traits(backend).runs_image else "",
         min_instances=least,
         max_instances=most,
         spot=_switch(where, "spot", values.get("spot", "off")),
@@ -207,7 +210,7 @@ def _local(pool: ConfiguredPool, *, slots: int, agents: int) -> LocalPool:
         count = pool.agents or agents
         return LocalPool(replace(pool.spec, slots_per_agent=each, max_agents=count), agents=count, slots=each)
     provider = pool.spec.provider
-    if pool.spec.backend != "ec2" and not provider.image:
+    if traits(pool.spec.backend).runs_image and not provider.image:
         provider = replace(provider, image=LOCAL_IMAGE)  # the local runners start their agents here
     return LocalPool(replace(pool.spec, slots_per_agent=each, provider=provider), agents=0, slots=each)
 

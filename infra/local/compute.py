@@ -31,15 +31,12 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
 
 from chalicelib.domain.compute_events import SPOT_WARNING
 from infra import boot
-from infra.local.agents import AgentLauncher, Runner, send_aws_event
+from infra.local.agents import Runner
 from infra.local.fake_imds import FakeImds
 from stratus.contract.pools import PoolSpec
 
@@ -65,16 +62,6 @@ def _rendered(script: str, api_url: str, stack: str) -> str:
     return script
 
 
-def with_groups(pools: Sequence[PoolSpec], stack: str) -> list[PoolSpec]:
-    """The pools with each ec2 pool's group (and batch pool's job queue) named as the stack names it."""
-    return [
-        replace(p, provider=replace(p.provider, group=f"{stack}-{p.name}"))
-        if p.backend in ("ec2", "batch") and p.provider is not None
-        else p
-        for p in pools
-    ]
-
-
 @dataclass
 class _Machine:
     pool: PoolSpec
@@ -83,37 +70,25 @@ class _Machine:
 
 
 class LocalCompute(Runner):
-    def __init__(
-        self,
-        *,
-        stack: str,
-        pools: Sequence[PoolSpec],
-        session: Any,
-        moto_url: str,
-        launcher: AgentLauncher,
-        events_queue_url: str,
-        state_dir: Path,
-        interval: float = 0.5,
-    ) -> None:
-        self.pools = [p for p in pools if p.backend == "ec2"]
-        self._stack = stack
-        self._ec2 = session.client("ec2", endpoint_url=moto_url)
-        self._asg = session.client("autoscaling", endpoint_url=moto_url)
-        self._sqs = session.client("sqs", endpoint_url=moto_url)
-        self._launcher = launcher
-        self._events_url = events_queue_url
-        self._requests = state_dir / "compute" / "interrupt"
+    """The runner of the ec2 pools: their instances' agents, and spot interruptions."""
+
+    NAME = "local-compute"
+
+    def prepare(self) -> None:
+        self._stack = self.context.stack
+        self._ec2 = self.context.client("ec2")
+        self._asg = self.context.client("autoscaling")
         self._imds = FakeImds()
         self._machines: dict[str, _Machine] = {}
         self._leaving: list[subprocess.Popen[bytes]] = []  # agents of instances gone, until they exit
-        self._api_url = launcher.api_url
+        self._api_url = self.context.launcher.api_url
         self._agent_lines: dict[str, list[str]] = {}  # by pool: the user data's agent line
         self._lock = threading.Lock()
-        super().__init__("local-compute", interval)
 
     # ---- the groups ---------------------------------------------------------------------------------
 
-    def create_groups(self) -> None:
+    def create(self) -> None:
+        """Each pool's launch template and Auto Scaling group, unless the state folder kept them."""
         image = self._ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
         subnets = self._ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[
             "Subnets"
@@ -171,15 +146,9 @@ class LocalCompute(Runner):
             machine.reclaim_at = time.time() + grace_s
         now = datetime.now(UTC)
         self._imds.interrupt(instance_id, at=now + timedelta(seconds=grace_s))
-        send_aws_event(
-            self._sqs,
-            self._events_url,
-            source="aws.ec2",
-            detail_type=SPOT_WARNING,
-            event_id=f"spot-{instance_id}",
-            resource=f"arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}",
-            detail={"instance-id": instance_id, "instance-action": "terminate"},
-        )
+        arn = f"arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}"
+        detail = {"instance-id": instance_id, "instance-action": "terminate"}
+        self.send_event("aws.ec2", SPOT_WARNING, f"spot-{instance_id}", arn, detail)
         log.info("instance %s: spot interruption, terminated in %.0f s", instance_id, grace_s)
 
     def look(self) -> None:

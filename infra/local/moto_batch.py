@@ -11,22 +11,21 @@ read from its `agents` parameter by the runner (moto ignores `nodeOverrides`).
 from __future__ import annotations
 
 import datetime
+import functools
 from typing import Any
 
 from moto.batch.models import Job, batch_backends
 from moto.batch.utils import JobStatus
 from moto.batch_simple.models import BatchSimpleBackend
 
-ACCOUNT = "123456789012"
-_applied = False
+from infra.shape import MOTO_ACCOUNT
+
+ACCOUNT = MOTO_ACCOUNT
 
 
+@functools.cache
 def apply() -> None:
     """Patch moto (once per process)."""
-    global _applied
-    if _applied:
-        return
-    _applied = True
     BatchSimpleBackend._mark_job_as_finished = _keep_running  # type: ignore[method-assign]
     Job.terminate = _terminate  # type: ignore[method-assign]
 

@@ -8,22 +8,21 @@ job's agent exits) or `StopTrainingJob` stops it (`Stopped`), as SageMaker does.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from moto.core.responses import ActionResult
 from moto.sagemaker.models import sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
-ACCOUNT = "123456789012"
-_applied = False
+from infra.shape import MOTO_ACCOUNT
+
+ACCOUNT = MOTO_ACCOUNT
 
 
+@functools.cache
 def apply() -> None:
     """Patch moto (once per process)."""
-    global _applied
-    if _applied:
-        return
-    _applied = True
     create = SageMakerResponse.create_training_job
 
     def create_training_job(self: SageMakerResponse) -> ActionResult:

@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from chalicelib.domain.compute_events import SAGEMAKER_STATE_CHANGE
 from infra.local import moto_sagemaker
-from infra.local.agents import AgentLauncher, Runner, send_aws_event
+from infra.local.agents import Runner
 from stratus.contract.container_boot import agent_argv
 
 log = logging.getLogger("stratus.local.sagemaker")
+
+#: The control plane's variable of the training jobs' role (`infra.aws.compute_sagemaker.ROLE_VARIABLE`).
+ROLE_VARIABLE = "STRATUS_SAGEMAKER_ROLE_ARN"
 
 
 @dataclass
@@ -41,26 +44,22 @@ class _Job:
 
 
 class LocalSageMaker(Runner):
-    def __init__(
-        self,
-        *,
-        stack: str,
-        session: Any,
-        moto_url: str,
-        launcher: AgentLauncher,
-        events_queue_url: str,
-        state_dir: Path,
-        interval: float = 0.5,
-    ) -> None:
-        self._prefix = f"{stack}-"
-        self._sagemaker = session.client("sagemaker", endpoint_url=moto_url)
-        self._sqs = session.client("sqs", endpoint_url=moto_url)
-        self._launcher = launcher
-        self._events_url = events_queue_url
-        self._configs = state_dir / "sagemaker"
-        self._requests = state_dir / "compute" / "interrupt"
+    """The runner of the sagemaker pools: it follows every training job of the stack (`<stack>-...`),
+    whichever pool created it."""
+
+    NAME = "local-sagemaker"
+
+    def prepare(self) -> None:
+        self._stack = self.context.stack
+        self._prefix = f"{self.context.stack}-"
+        self._sagemaker = self.context.client("sagemaker")
+        self._configs = self.context.state_dir / "sagemaker"
         self._jobs: dict[str, _Job] = {}
-        super().__init__("local-sagemaker", interval)
+
+    def create(self) -> None:
+        """The role the control plane names in the training jobs it creates (moto checks none)."""
+        os.environ[ROLE_VARIABLE] = f"arn:aws:iam::123456789012:role/{self._stack}-sagemaker"
+        log.info("pools %s: SageMaker training jobs %s*", ", ".join(p.name for p in self.pools), self._prefix)
 
     def start(self) -> None:
         moto_sagemaker.apply()
@@ -131,12 +130,6 @@ class LocalSageMaker(Runner):
         self._jobs[name] = _Job(name, nodes)
 
     def _send_event(self, described: dict[str, Any]) -> None:
-        send_aws_event(
-            self._sqs,
-            self._events_url,
-            source="aws.sagemaker",
-            detail_type=SAGEMAKER_STATE_CHANGE,
-            event_id=f"sagemaker-{described['TrainingJobName']}-{described['TrainingJobStatus']}",
-            resource=described.get("TrainingJobArn", ""),
-            detail=described,
-        )
+        event_id = f"sagemaker-{described['TrainingJobName']}-{described['TrainingJobStatus']}"
+        resource = described.get("TrainingJobArn", "")
+        self.send_event("aws.sagemaker", SAGEMAKER_STATE_CHANGE, event_id, resource, described)

@@ -33,14 +33,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.local.agents import AgentLauncher
+from infra.local.agents import AgentLauncher, StackContext
 from infra.local.api import free_port, serve_api
 from infra.local.clouds import LocalClouds
 from infra.local.cluster_config import ClusterConfigError, LocalPool, local_pools
-from infra.local.compute import with_groups
 from infra.local.leftovers import end_leftovers, record_agents
 from infra.local.persistence import StateClients, StateFolder, compact, journaling_moto_server, restore
-from stratus.contract.pools import pools_to_json
+from infra.shape import with_groups
+from stratus.contract.pools import pools_to_json, traits
 from stratus.harness.agent import detect_gpus
 
 log = logging.getLogger("stratus.local")
@@ -155,16 +155,16 @@ class LocalStack:
         }
         log.info("resources of stack %r created", self.stack)
         specs = with_groups([pool.spec for pool in self.pools], self.stack)
-        if any(spec.backend != "local" for spec in specs):
-            self._clouds = LocalClouds(
-                stack=self.stack,
-                pools=specs,
-                session=boto3.session.Session(),
-                moto_url=self.moto_url,
-                launcher=self._launcher,
-                events_queue_url=self._queue_urls["events"],
-                state_dir=self.state_dir,
+        if any(traits(spec.backend).cloud for spec in specs):
+            context = StackContext(
+                self.stack,
+                boto3.session.Session(),
+                self.moto_url,
+                self._launcher,
+                self._queue_urls["events"],
+                self.state_dir,
             )
+            self._clouds = LocalClouds(context, specs)
             self._clouds.create()
         self._clients = StateClients(
             boto3.session.Session(), self.moto_url, names.region, f"{self.stack}-", names.log_group

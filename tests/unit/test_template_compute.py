@@ -1,7 +1,7 @@
-"""The EC2 pools' part of the template (infra/aws/compute_resources.py, infra/boot.py): a launch
-template and an Auto Scaling group per pool that only the control plane scales, IAM scoped to the
-stack's groups, spot warnings routed to the events queue, and agents whose unit runs exactly
-`agent_command`. Pure: templates are rendered and read, nothing is deployed."""
+"""The EC2 pools' part of the template (infra/aws/compute_ec2.py, merged by infra/aws/compute_resources.py;
+infra/boot.py): a launch template and an Auto Scaling group per pool that only the control plane scales,
+IAM scoped to the stack's groups, spot warnings routed to the events queue, and agents whose unit runs
+exactly `agent_command`. Pure: templates are rendered and read, nothing is deployed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from infra.aws.compute_resources import ComputeTemplateError, compute_resources, logical_ids
+from infra.aws.compute_agents import ComputeTemplateError, logical_ids
+from infra.aws.compute_resources import compute_resources
 from infra.aws.template import template
 from infra.aws.template_app import COMPUTE_POLICY, QUEUE_IDS
 from infra.boot import API_URL, agent_command, agent_command_in, script

@@ -172,14 +172,13 @@ def test_the_accounts_vcpu_quota_caps_the_group(flow, quota, desired) -> None:
         assert "the account's quota L-DB2E81BA (" in held and f"of {quota:g} vCPUs holds no more" in held
 
 
-def test_requests_the_quota_keeps_waiting_say_so_in_det_job_list(ports, flow) -> None:
+def test_requests_the_quota_keeps_waiting_say_so_in_det_job_list(flow_on) -> None:
     """The scheduler adds the backend's reason to the wait reasons of what it could not place."""
-    from chalicelib.compute.ec2 import Ec2Scaler
     from chalicelib.services import jobs
 
-    ports.compute._ec2 = Ec2Scaler(
-        ports.autoscaling, ports.agents, ports.runs, ports.clock, 30.0, FakeQuotas(4.0)
-    )
+    ports = memory_ports(settings=memory_settings(pools=(EC2_POOL,)), quotas=FakeQuotas(4.0))
+    ports.autoscaling.add_group(GROUP, min_size=0, max_size=3)
+    flow = flow_on(ports)
     experiment = flow.submit(flow.TWO_AT_ONCE)
     first, second = flow.trial_ids(experiment.id)[:2]
     flow.request_slots(first)
