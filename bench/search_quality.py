@@ -5,7 +5,7 @@ Ray Tune's ASHA and HyperBand; `bench/sim/peers.py`). Run from the repository ro
     .venv/bin/python bench/search_quality.py            # print the results
     .venv/bin/python bench/search_quality.py --write    # also write bench/results/search_quality.md
     # Ray Tune's schedulers run in their own venv, one run per line of a JSON-lines file:
-    /tmp/raybench/bin/python bench/sim/ray_peer.py --scheduler asha --function branin --seed 1 >> ray.jsonl
+    .raybench/bin/python bench/sim/ray_peer.py --scheduler asha --function branin --seed 1 >> ray.jsonl
     .venv/bin/python bench/search_quality.py --ray-results ray.jsonl --write
 
 Each run builds the real searcher with `new_searcher(SearchSpec(space, settings, max_length, seed))`

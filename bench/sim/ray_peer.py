@@ -2,8 +2,8 @@
 scored like `bench/sim/simulator.py`. Run it with the interpreter of a virtual environment that has
 `ray[tune]` (Ray is not a dependency of the project), e.g.
 
-    python3 -m venv /tmp/raybench && /tmp/raybench/bin/pip install 'ray[tune]'
-    /tmp/raybench/bin/python bench/sim/ray_peer.py --scheduler asha --function branin --seed 1
+    python3 -m venv .raybench && .raybench/bin/pip install 'ray[tune]'
+    .raybench/bin/python bench/sim/ray_peer.py --scheduler asha --function branin --seed 1
 
 It prints one JSON line, a `RunResult` (see `bench/sim/peers.py`, which runs it).
 
