@@ -32,7 +32,7 @@ from det._runtime import Runtime
 from det.deploy.stack_command import STACK_MODULE, describe_pools, differences, pool_arguments, stack_command
 from det.errors import DetError, StackError
 from stratus.contract.local_state import AGENTS_RECORD, STATE_DIRS
-from stratus.contract.pools import BACKENDS, traits
+from stratus.contract.pools import BACKENDS, CLOUD_BACKENDS, SCHEDULER_KINDS, traits
 
 STATE_FILE = "stack.json"
 PID_FILE = "stack.pid"
@@ -226,8 +226,8 @@ def _add_up_parser(sub: Subcommands) -> None:
     up_cmd.add_argument(
         "--pool",
         action="append",
-        metavar="NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]"
-        "[:backend=local|ec2|batch|sagemaker][:min=N][:max=N][:spot=on|off][:idle=S]",
+        metavar=f"NAME[:scheduler={'|'.join(SCHEDULER_KINDS)}][:preemption=on|off][:priority=N][:slots=N]"
+        f"[:agents=N][:backend={'|'.join(BACKENDS)}][:min=N][:max=N][:spot=on|off][:idle=S]",
         help="start a resource pool with its own agents (repeatable; slots and agents default to --slots "
         "and --agents; backend=ec2: an Auto Scaling group of min to max instances instead; batch and "
         "sagemaker: a job per trial in moto's Batch or SageMaker, run by a local runner); the pool "
@@ -237,7 +237,7 @@ def _add_up_parser(sub: Subcommands) -> None:
         "--cluster-config",
         metavar="FILE",
         help="resource pools in the shape of Determined's master config (`resource_pools:` with pool_name, "
-        "scheduler {type, preemption, default_priority} and provider {type: ec2|batch|sagemaker, ...} as "
+        f"scheduler {{type, preemption, default_priority}} and provider {{type: {'|'.join(CLOUD_BACKENDS)}, ...}} as "
         "`det deploy aws up --pools-file` reads them, plus agents and slots_per_agent for local pools)",
     )
     up_cmd.add_argument(

@@ -111,9 +111,7 @@ def local_pools(
                 0, parse_pool_option(f"{DEFAULT_POOL}:backend={backend}", slots=slots, agents=agents)
             )
         elif backend not in BACKENDS:
-            raise ClusterConfigError(
-                f"--backend {backend!r} is not available here; use local, ec2, batch or sagemaker"
-            )
+            raise ClusterConfigError(f"--backend {backend!r} is not available here; use {_one_of(BACKENDS)}")
         else:
             # Its shape is known (this machine's agents): a trial it can never hold is refused at submission.
             spec = PoolSpec(DEFAULT_POOL, slots_per_agent=slots, max_agents=agents)
@@ -151,12 +149,12 @@ def parse_pool_option(text: str, *, slots: int, agents: int) -> LocalPool:
         extra = sorted(set(values) & {"min", "max", "spot", "idle"})
         if extra:
             raise ClusterConfigError(
-                f"{where}: {extra[0]!r} is for cloud pools (backend=ec2, batch or sagemaker)"
+                f"{where}: {extra[0]!r} is for cloud pools (backend={_one_of(CLOUD_BACKENDS)})"
             )
         return pool
     if backend not in CLOUD_BACKENDS:
         raise ClusterConfigError(
-            f"{where}: backend {backend!r} is not available here; use local, ec2, batch or sagemaker"
+            f"{where}: backend {backend!r} is not available here; use {_one_of(BACKENDS)}"
         )
     most = _count(where, "max", values.get("max", pool.agents))
     least = int(values.get("min", "0")) if values.get("min", "0").isdigit() else -1
@@ -262,3 +260,8 @@ def _count(where: str, what: str, value: Any) -> int:
     if isinstance(value, bool) or number < 1 or str(number) != str(value).strip():
         raise ClusterConfigError(f"{where}: {what} {value!r} must be a positive integer")
     return number
+
+
+def _one_of(names: tuple[str, ...]) -> str:
+    """`local, ec2, batch or sagemaker`: the declared kinds, as a message names them."""
+    return ", ".join(names[:-1]) + " or " + names[-1]

@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         "--pool",
         action="append",
         default=[],
-        metavar="NAME[:scheduler=priority|fair_share][:preemption=on|off][:priority=N][:slots=N][:agents=N]",
+        metavar="NAME[:KEY=VALUE...]",
         help="a resource pool and its agents (repeatable); see infra/local/cluster_config.py",
     )
     parser.add_argument(
