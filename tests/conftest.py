@@ -8,9 +8,10 @@ Tiers (each a folder, see docs/testing.md):
   e2e          the embedded local stack and real trials (marker ``e2e``)
   gpu          a CUDA device (marker ``gpu``; skips itself elsewhere)
 
-Test modules never import each other, nor a conftest.py: what two of them share lives here or in the tier's
-conftest.py and reaches them as a fixture (one that returns a function, a class or a small namespace where
-a test needs that).
+Test modules never import each other, nor a conftest.py: what two of them share lives here, in the tier's
+conftest.py or in the conftest.py of the folder that holds them (tests/unit mirrors the packages; a large
+fake sits in a `fakes.py` beside that conftest.py, which alone imports it), and reaches them as a fixture
+(one that returns a function, a class or a small namespace where a test needs that).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The control plane's registry of cloud backends: each backend's module makes its `PoolCompute` from
 `BackendParts` (`chalicelib.compute.pool_compute`). A new backend is its module here and one line below;
-`stratus.contract.pools.BACKEND_TRAITS` declares it, and `tests/unit/test_backend_registry.py` fails while
-any side lacks its part (docs/extending.md)."""
+`stratus.contract.pools.BACKEND_TRAITS` declares it, and `tests/unit/architecture/test_backend_registry.py`
+fails while any side lacks its part (docs/extending.md)."""
 
 from __future__ import annotations
 

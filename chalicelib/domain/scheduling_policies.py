@@ -7,7 +7,7 @@ and the queue reader alike, so neither asks which kind a pool has.
 - `fair_share` (`scheduling_fair_share`): the pool's slots divided among the active jobs by weight.
 
 A new policy is its module (a class with `SchedulingPolicy`'s members, made from a `PoolPolicy`) and
-one line in `POLICIES`; tests/unit/test_scheduling_policies.py fails while a kind in
+one line in `POLICIES`; tests/unit/chalicelib/domain/test_scheduling_policies.py fails while a kind in
 `pools.SCHEDULER_KINDS` has none.
 """
 

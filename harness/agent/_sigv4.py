@@ -1,7 +1,7 @@
 """AWS Signature Version 4 for the agent's signed calls (`stratus.harness.agent._iam`, `stratus.harness.agent._job_credential`),
 in the standard library only, so the compute side needs no botocore. It signs as botocore's ``SigV4Auth``
 does for API Gateway's IAM authorizer (service ``execute-api``) and as its ``S3SigV4Auth`` does for S3;
-tests/unit/test_agent_sigv4.py holds it to botocore's signatures.
+tests/unit/harness/agent/test_sigv4.py holds it to botocore's signatures.
 
     canonical request  METHOD \\n path \\n query \\n headers \\n signed header names \\n sha256(body)
     string to sign     AWS4-HMAC-SHA256 \\n amz date \\n date/region/service/aws4_request \\n sha256(above)

@@ -1,7 +1,7 @@
 """A job's credential objects on a real (moto) S3: the control plane writes one per lane
 (`chalicelib.compute.cloud.JobCredentials` over the stack's bucket), and each node's agent reads its own
 over HTTP with the standard-library SigV4 signer and deletes it (`stratus.harness.agent._job_credential`). moto
-checks no signature: tests/unit/test_agent_job_credential.py holds the signer to botocore's."""
+checks no signature: tests/unit/harness/agent/test_job_credential.py holds the signer to botocore's."""
 
 from __future__ import annotations
 

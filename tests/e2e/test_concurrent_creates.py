@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from det.deploy.background import BackgroundStack
-from tests.e2e.conftest import ROOT, Det, DetResult, wait_for
+from tests.e2e.support import ROOT, Det, DetResult, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Det
+from tests.e2e.support import Det
 
 pytestmark = pytest.mark.e2e
 

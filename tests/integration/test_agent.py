@@ -2,7 +2,7 @@
 
 Runs are real processes (bash, python3 from this venv); every wait is on a condition with a deadline.
 The pieces that need no process (line splitting, log batching, the environment) are in
-tests/unit/test_agent_pieces.py.
+tests/unit/harness/agent/test_pieces.py.
 """
 
 from __future__ import annotations

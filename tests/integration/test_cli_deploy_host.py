@@ -1,6 +1,6 @@
 """`det deploy local` against this machine: a real busy port and the real process table.
 
-Everything else of `det deploy local` runs on fake processes in tests/unit/test_cli_deploy.py."""
+Everything else of `det deploy local` runs on fake processes in tests/unit/det/deploy/test_cli.py."""
 
 from __future__ import annotations
 

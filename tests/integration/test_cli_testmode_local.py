@@ -1,7 +1,7 @@
 """`det experiment create --local --test-mode`: real (tiny) training processes, started the way the agent
 starts them, that append the harness's events themselves; nothing sleeps to wait for them.
 
-The remote test mode (against the in-memory fake API) is tested in tests/unit/test_cli_testmode.py."""
+The remote test mode (against the in-memory fake API) is tested in tests/unit/det/test_testmode.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """GNU tar reads the context archive det/_context.py packs (the archive itself is tested in
-tests/unit/test_context_pack.py)."""
+tests/unit/det/test_context_pack.py)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 itself SIGTERM (what an agent's stop does), checkpoints, exits 0 and is started again from its checkpoint,
 against a control plane and an S3 on a loopback socket. The runs end bit for bit as the uninterrupted one.
 
-The same trials run in process against the in-memory plane in tests/unit/test_exact_resume.py, which
-covers more cases (loaders, stop points)."""
+The same trials run in process against the in-memory plane in tests/unit/harness/pytorch/test_exact_resume.py,
+which covers more cases (loaders, stop points)."""
 
 from __future__ import annotations
 

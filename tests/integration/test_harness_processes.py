@@ -1,8 +1,8 @@
 """The harness with real processes and torch.distributed gloo groups: a trial script in its own
 interpreter, the agent's probe of the trial's Python, and one-rank process groups.
 
-The same code with an in-memory control plane and no process is tested in tests/unit/test_harness_*.py
-and tests/unit/test_compat.py."""
+The same code with an in-memory control plane and no process is tested in tests/unit/harness/core/,
+tests/unit/harness/pytorch/ and tests/unit/harness/compat/test_packages.py."""
 
 from __future__ import annotations
 

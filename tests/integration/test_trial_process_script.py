@@ -2,7 +2,7 @@
 hook stops it before the entrypoint and leaves its sentence in the marker file.
 
 How the script and the environment are built is tested without a process in
-tests/unit/test_trial_process.py."""
+tests/unit/harness/test_trial_process.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A Determined Core API script written as a careful user would for an exact resume
-(tests/unit/test_exact_resume.py and tests/integration/test_exact_resume_process.py run it; data, not
-a test module).
+(tests/unit/harness/pytorch/test_exact_resume.py and tests/integration/test_exact_resume_process.py run it;
+data, not a test module).
 
 The Core API saves nothing by itself: the script's checkpoint must hold everything the rest of the run
 depends on. Here that is the model (dropout, batch norm buffers), the optimizer (Adam's moments), the LR

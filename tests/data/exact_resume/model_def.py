@@ -1,4 +1,4 @@
-"""A PyTorchTrial that is hard to resume exactly (tests/unit/test_exact_resume.py and
+"""A PyTorchTrial that is hard to resume exactly (tests/unit/harness/pytorch/test_exact_resume.py and
 tests/integration/test_exact_resume_process.py run it; it is data, not a test module).
 
 - dropout and batch norm (parameters, buffers, torch's RNG), two optimizers (Adam, SGD with Nesterov
