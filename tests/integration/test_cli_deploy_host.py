@@ -17,7 +17,7 @@ import pytest
 
 from det import cli
 from det._runtime import Runtime
-from det.deploy.local import pid_alive
+from det.deploy.local_state import pid_alive
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs procfs")

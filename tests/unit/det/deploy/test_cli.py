@@ -18,7 +18,7 @@ from det import cli
 from det._runtime import Runtime
 from det.deploy import aws_compute as _aws_compute
 from det.deploy import local as _deploy
-from det.deploy.local import StackState, inspect, read_state, state_dir
+from det.deploy.local_state import StackState, inspect, read_state, state_dir
 from det.deploy.quotas import InstanceShape
 from det.errors import UsageError
 from stratus.contract.pools import Provider
