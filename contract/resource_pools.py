@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stratus.contract.errors import InvalidPoolError
@@ -196,17 +196,7 @@ def cloud_pool(
 ) -> PoolSpec:
     """`pool` (name, scheduler, ...) made a cloud pool by its Determined-keyed provider mapping."""
     backend, provider = read_provider(raw, label, defaults)
-    return PoolSpec(
-        name=pool.name,
-        scheduler=pool.scheduler,
-        preemption=pool.preemption,
-        default_priority=pool.default_priority,
-        description=pool.description,
-        slots_per_agent=pool.slots_per_agent,
-        max_agents=provider.max_instances,
-        backend=backend,
-        provider=provider,
-    )
+    return replace(pool, max_agents=provider.max_instances, backend=backend, provider=provider)
 
 
 def read_provider(

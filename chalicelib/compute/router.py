@@ -38,48 +38,50 @@ class ComputeRouter:
         self._parts = parts
         self._backends = backends
         self._made: dict[str, PoolCompute] = {}
+        #: Whether a stopped run may have a job of its own to end (then `stop` reads the run).
+        self._jobs = any(traits(spec.backend).job_per_run for spec in settings.pools)
 
     def hosts(self, pool: str) -> list[Host]:
-        spec, compute = self._of(pool)
-        found = compute.hosts(spec) if compute is not None and spec is not None else None
+        cloud = self._cloud(pool)
+        found = cloud[1].hosts(cloud[0]) if cloud is not None else None
         return found if found is not None else self._agents.hosts(pool)
 
     def set_demand(self, pool: str, demand: Demand) -> str | None:
-        spec, compute = self._of(pool)
-        if compute is None or spec is None:
-            return self._agents.set_demand(pool, demand)
-        return compute.set_demand(spec, demand)
+        cloud = self._cloud(pool)
+        return (
+            cloud[1].set_demand(cloud[0], demand)
+            if cloud is not None
+            else self._agents.set_demand(pool, demand)
+        )
 
     def sweep(self, pool: str) -> None:
-        spec, compute = self._of(pool)
-        if compute is not None and spec is not None:
-            compute.sweep(spec)
+        cloud = self._cloud(pool)
+        if cloud is not None:
+            cloud[1].sweep(cloud[0])
 
     def launch(self, run_id: str, launch_token: str) -> Run | None:
         run = self._agents.launch(run_id, launch_token)
-        if run is not None:
-            spec, compute = self._of(run.pool)
-            if compute is not None and spec is not None:
-                compute.submit(spec, run)
+        cloud = self._cloud(run.pool) if run is not None else None
+        if run is not None and cloud is not None:
+            cloud[1].submit(cloud[0], run)
         return run
 
     def stop(self, run_id: str) -> None:
         self._agents.stop(run_id)
-        if any(traits(spec.backend).job_per_run for spec in self._settings.pools):
+        if self._jobs:
             run = self._runs.get(run_id)  # None for a node id: the run's own stop ends its job
-            if run is not None:
-                _, compute = self._of(run.pool)
-                if compute is not None:
-                    compute.terminate(run, "Stratus stopped the run")
+            cloud = self._cloud(run.pool) if run is not None else None
+            if run is not None and cloud is not None:
+                cloud[1].terminate(run, "Stratus stopped the run")
 
     def nudge(self, run_id: str) -> None:
         self._agents.nudge(run_id)
 
-    def _of(self, pool: str) -> tuple[PoolSpec | None, PoolCompute | None]:
-        """The pool's spec, and its cloud backend where it has one."""
+    def _cloud(self, pool: str) -> tuple[PoolSpec, PoolCompute] | None:
+        """The pool's spec and its cloud backend, made on first use; None for a pool of agents alone."""
         spec = self._settings.pool(pool)
         if spec is None or spec.backend not in self._backends:
-            return spec, None
+            return None
         if spec.backend not in self._made:
             self._made[spec.backend] = self._backends[spec.backend](self._parts)
         return spec, self._made[spec.backend]

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from det.deploy.background import BackgroundStack
-from tests.e2e.support import ROOT, Det, DetResult, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -78,10 +77,10 @@ CREATES = 3
 
 
 @pytest.fixture(scope="module")
-def eight_slots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Det]:
+def eight_slots(tmp_path_factory: pytest.TempPathFactory, det_runner: Any) -> Iterator[Any]:
     stack = BackgroundStack(tmp_path_factory.mktemp("eight-slots"), slots=8)
     try:
-        yield Det(stack.state["api_url"])
+        yield det_runner(stack.state["api_url"])
     finally:
         stack.stop()
 
@@ -104,7 +103,7 @@ def busy_machine() -> Iterator[None]:
 
 @pytest.mark.timeout(1500)
 def test_concurrent_asha_creates_each_complete_with_ten_trials(
-    eight_slots: Det, tmp_path: Path, busy_machine: None
+    eight_slots: Any, tmp_path: Path, busy_machine: None, repo_root: Path, wait_for: Any
 ) -> None:
     context = tmp_path / "core_api"
     context.mkdir()
@@ -112,8 +111,8 @@ def test_concurrent_asha_creates_each_complete_with_ten_trials(
     (context / "3_hpsearch.yaml").write_text(CONFIG)
     det = eight_slots
 
-    def create(_: int) -> DetResult:
-        return det("experiment", "create", str(context / "3_hpsearch.yaml"), str(context), cwd=ROOT)
+    def create(_: int) -> Any:
+        return det("experiment", "create", str(context / "3_hpsearch.yaml"), str(context), cwd=repo_root)
 
     with ThreadPoolExecutor(CREATES) as pool:
         results = list(pool.map(create, range(CREATES)))
@@ -121,7 +120,7 @@ def test_concurrent_asha_creates_each_complete_with_ten_trials(
         assert result.code == 0, result.out + result.err
         assert result.out.count("Created experiment") == 1, result.out
         assert "changed meanwhile" not in result.err
-    ids = sorted(Det.created_experiment_id(result.out) for result in results)
+    ids = sorted(det.created_experiment_id(result.out) for result in results)
     assert len(set(ids)) == CREATES, ids
 
     def states() -> dict[int, Any]:

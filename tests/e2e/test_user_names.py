@@ -16,10 +16,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-
-from tests.e2e.support import Det
 
 pytestmark = pytest.mark.e2e
 
@@ -93,7 +92,9 @@ def _write(folder: Path, files: dict[str, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def stack_from_a_users_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Det, Path]]:
+def stack_from_a_users_folder(
+    tmp_path_factory: pytest.TempPathFactory, det_runner: Any
+) -> Iterator[tuple[Any, Path]]:
     folder = tmp_path_factory.mktemp("users-folder")
     _write(
         folder,
@@ -116,14 +117,14 @@ def stack_from_a_users_folder(tmp_path_factory: pytest.TempPathFactory) -> Itera
     up = det_cli("deploy", "local", "up", "--port", str(port), "--slots", "1")
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        yield Det(f"http://127.0.0.1:{port}"), folder
+        yield det_runner(f"http://127.0.0.1:{port}"), folder
     finally:
         down = det_cli("deploy", "local", "down")
         assert down.returncode == 0, down.stdout + down.stderr
 
 
 def test_an_nni_trial_gets_the_stand_in_though_the_stack_runs_beside_an_nni_folder(
-    stack_from_a_users_folder: tuple[Det, Path], tmp_path: Path
+    stack_from_a_users_folder: tuple[Any, Path], tmp_path: Path
 ) -> None:
     det, folder = stack_from_a_users_folder
     _write(tmp_path, {"trial.py": NNI_TRIAL, "config.yml": NNI_CONFIG})
@@ -139,7 +140,7 @@ def test_an_nni_trial_gets_the_stand_in_though_the_stack_runs_beside_an_nni_fold
 
 
 def test_a_context_with_modules_named_like_ours_runs_its_own_and_ours(
-    stack_from_a_users_folder: tuple[Det, Path], tmp_path: Path
+    stack_from_a_users_folder: tuple[Any, Path], tmp_path: Path
 ) -> None:
     det, folder = stack_from_a_users_folder
     _write(tmp_path, {**USER_MODULES, "train.py": TRAIN, "config.yaml": CONFIG})
