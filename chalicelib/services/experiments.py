@@ -16,7 +16,7 @@ from chalicelib.domain.records import Experiment
 from chalicelib.domain.searchers import SearcherNotSupportedError, new_searcher
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import BadRequestError, ConflictError, NotFoundError
-from chalicelib.services import contexts, lookups, pools, searching, warm_start
+from chalicelib.services import contexts, lookups, pools, search_specs, searching, warm_start
 from chalicelib.services.ports import Ports
 from stratus.contract.nni import is_nni_config
 
@@ -41,7 +41,7 @@ def validate(raw_config: Mapping[str, Any]) -> cfg.ParsedConfig:
     if nni_warnings:
         parsed = cfg.ParsedConfig(config=parsed.config, warnings=[*parsed.warnings, *nni_warnings])
     try:
-        new_searcher(searching.search_spec(parsed.config))
+        new_searcher(search_specs.search_spec(parsed.config))
     except SearcherNotSupportedError as error:
         raise cfg.ConfigInvalidError([cfg.ConfigProblem("searcher.name", str(error))]) from error
     except (ValueError, ArithmeticError) as error:

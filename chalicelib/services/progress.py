@@ -17,7 +17,7 @@ from chalicelib.domain.records import Trial
 from chalicelib.domain.searcher_outbox import SearcherRecord
 from chalicelib.domain.states import TrialState
 from chalicelib.services.ports import Ports
-from chalicelib.services.searching import search_spec
+from chalicelib.services.search_specs import search_spec
 
 
 def trial_share(trial: Trial, counts_batches: bool) -> float | None:

@@ -33,7 +33,7 @@ from chalicelib.domain import keys, searchers
 from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.searcher_outbox import SearcherRecord
 from chalicelib.domain.states import ExperimentState, TrialState
-from chalicelib.services import searching, stopping, watchlist
+from chalicelib.services import experiment_ending, search_specs, searching, stopping, watchlist
 from chalicelib.services.clock import epoch_of
 from chalicelib.services.ports import Ports
 from stratus.contract import messages
@@ -102,7 +102,7 @@ def check(ports: Ports, experiment_id: int, check_at: int) -> None:
         return
     if experiment.state in _STOPPING_TO_END:
         log.warning("experiment %s is %s with no trial running; ending it", experiment_id, experiment.state)
-        searching.finish_stopping(ports, experiment_id)
+        experiment_ending.finish_stopping(ports, experiment_id)
     elif experiment.state in stopping.STOPPING_TO_CANCELED:
         log.warning("experiment %s is %s with no trial running; ending it", experiment_id, experiment.state)
         stopping.on_trial_event(ports, experiment)
@@ -162,7 +162,7 @@ def _replay_or_end(ports: Ports, experiment: Experiment, record: SearcherRecord,
         experiment.id,
         ", ".join(str(t.id) for t in trials) or "none",
     )
-    searching.end_experiment(ports, experiment.id)
+    experiment_ending.end_experiment(ports, experiment.id)
 
 
 def _recent_unrecorded_exits(ports: Ports, record: SearcherRecord, trials: list[Trial]) -> bool:
@@ -185,7 +185,7 @@ def _replay(ports: Ports, experiment: Experiment, record: SearcherRecord, trials
     seen_exits = set(exited) if isinstance(exited, dict) else set()
     seen_events = set(record.snapshot.get("seen_events") or ())
     observer = isinstance(
-        searchers.restore_searcher(record.snapshot, searching.search_spec(experiment.parsed_config)),
+        searchers.restore_searcher(record.snapshot, search_specs.search_spec(experiment.parsed_config)),
         searchers.PauseObserver,
     )
     told = []

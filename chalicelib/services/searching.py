@@ -24,14 +24,15 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from chalicelib import config as cfg
 from chalicelib.domain import keys, searchers
 from chalicelib.domain.records import Experiment, Trial
 from chalicelib.domain.searcher_outbox import AnswerValidation, Pending, SearcherRecord, Work
 from chalicelib.domain.states import ExperimentState, TrialState
 from chalicelib.errors import ConflictError
-from chalicelib.services import retention, stopping, watchlist
+from chalicelib.services import stopping, watchlist
+from chalicelib.services.experiment_ending import finish_stopping, gone, on_searcher_shutdown, stops_early
 from chalicelib.services.ports import Ports
+from chalicelib.services.search_specs import search_spec
 from stratus.contract import messages
 
 log = logging.getLogger(__name__)
@@ -47,25 +48,6 @@ START_BUDGET_S = 5.0
 
 class StaleSearcherError(ConflictError):
     """Another consumer updated the searcher first; the event will be delivered again."""
-
-
-def time_metric(config: cfg.ExperimentConfig) -> str | None:
-    """What the trial measures the searcher's lengths in when it is not batches (adaptive_asha's
-    `time_metric`, or `records` / `epochs` that do not convert into batches), or None for batches."""
-    length = config.searcher_length()
-    return length.unit if length is not None and length.unit != "batches" else None
-
-
-def search_spec(config: cfg.ExperimentConfig) -> searchers.SearchSpec:
-    """The searcher's inputs from an experiment's config."""
-    searcher = config.searcher
-    length = config.searcher_length()
-    return searchers.SearchSpec(
-        space=config.model_dump(mode="json", include={"hyperparameters"})["hyperparameters"],
-        settings=searcher.model_dump(mode="json"),
-        max_length=length.value if length is not None else None,
-        seed=config.reproducibility.experiment_seed or 0,
-    )
 
 
 def start(ports: Ports, experiment: Experiment) -> None:
@@ -118,7 +100,7 @@ def on_searcher_work(ports: Ports, message: messages.SearcherWork) -> None:
     short, and carry out its outbox; raises (the message comes again) while races or a failure keep it
     from finishing."""
     experiment = ports.experiments.get(message.experiment_id)
-    if experiment is None or _gone(experiment):
+    if experiment is None or gone(experiment):
         return
     if not experiment.searcher_started:
         if experiment.state != ExperimentState.ACTIVE:
@@ -143,7 +125,7 @@ def _answer_event(ports: Ports, message: messages.TrialEvent) -> bool:
     the save lost to another consumer (nothing changed); True otherwise (also when there was nothing to
     answer, or the event was carried out another way)."""
     experiment = ports.experiments.get(message.experiment_id)
-    if experiment is None or experiment.searcher is None or _gone(experiment):
+    if experiment is None or experiment.searcher is None or gone(experiment):
         return True
     if isinstance(message, messages.TrialExited | messages.TrialPaused):
         watchlist.mark(ports, experiment.id)  # a trial ended a run: the experiment may have gone idle
@@ -156,7 +138,7 @@ def _answer_event(ports: Ports, message: messages.TrialEvent) -> bool:
         return True
     spec = search_spec(experiment.parsed_config)  # parsed once per event
     if experiment.parsed_config.past_time_limit(experiment.start_time, ports.clock.now()):
-        _on_searcher_shutdown(ports, experiment, spec, failure=False)  # NNI's maxExperimentDuration: no more
+        on_searcher_shutdown(ports, experiment, spec, failure=False)  # NNI's maxExperimentDuration: no more
         return True
     record = SearcherRecord.load(experiment.searcher)
     if not isinstance(message, messages.TrialPaused) and message.event_id in record.seen_events:
@@ -205,11 +187,6 @@ def _drive_or_raise(ports: Ports, experiment_id: int) -> bool:
     raise StaleSearcherError(f"searcher of experiment {experiment_id} changed meanwhile; retrying")
 
 
-def _gone(experiment: Experiment) -> bool:
-    """Ended, or being deleted (a late event: its searcher creates nothing more)."""
-    return experiment.state.terminal or experiment.state == ExperimentState.DELETING
-
-
 def _tell_pause(
     ports: Ports, searcher: searchers.Searcher, message: messages.TrialPaused
 ) -> list[searchers.Operation]:
@@ -238,7 +215,7 @@ class _Driving:
     def read(cls, ports: Ports, experiment_id: int) -> _Driving | None:
         """As stored now; None when nothing more may happen to it (gone, ended, no searcher)."""
         experiment = ports.experiments.get(experiment_id)
-        if experiment is None or experiment.searcher is None or _gone(experiment):
+        if experiment is None or experiment.searcher is None or gone(experiment):
             return None
         record = SearcherRecord.load(experiment.searcher)
         spec = search_spec(experiment.parsed_config)
@@ -307,7 +284,7 @@ def _carry_out(
     elif isinstance(work, searchers.StopTrial):
         _stop_trial(ports, work.trial_id, spec, seq=seq)
     elif isinstance(work, searchers.Shutdown):
-        _on_searcher_shutdown(ports, experiment, spec, failure=work.failure, seq=seq)
+        on_searcher_shutdown(ports, experiment, spec, failure=work.failure, seq=seq)
     elif isinstance(work, AnswerValidation):
         ports.trials.clear_searcher_pending(work.trial_id, work.length)
     return []
@@ -424,16 +401,12 @@ def restart_lost_trial(ports: Ports, experiment: Experiment, trial: Trial) -> No
         _start_run(ports, experiment, trial.id, trial.generation + 1)
 
 
-def _stops_early(trial: Trial, spec: searchers.SearchSpec) -> bool:
-    return spec.max_length is not None and (trial.searcher_length or 0) < spec.max_length
-
-
 def _stop_trial(ports: Ports, trial_id: int, spec: searchers.SearchSpec, *, seq: int | None = None) -> None:
     trial = ports.trials.get(trial_id)
     if trial is None:
         return
     if not ports.trials.set_searcher_action(
-        trial_id, "stop", early_stopped=_stops_early(trial, spec), seq=seq
+        trial_id, "stop", early_stopped=stops_early(trial, spec), seq=seq
     ):
         return  # carried out late: a later entry was applied to the trial already
     if trial.state == TrialState.PAUSED:
@@ -465,86 +438,3 @@ def _complete_stopped_paused_trial(ports: Ports, trial: Trial) -> None:
                 state=str(TrialState.COMPLETED),
             ).to_body()
         )
-
-
-def _on_searcher_shutdown(
-    ports: Ports,
-    experiment: Experiment,
-    spec: searchers.SearchSpec,
-    *,
-    failure: bool,
-    seq: int | None = None,
-) -> None:
-    """The searcher shut down. Trials still running (typically on their way to a pause) are told to stop
-    and the experiment waits in STOPPING_* for them, as Determined's does; otherwise it ends now."""
-    running = [
-        t
-        for t in ports.trials.for_experiment(experiment.id, consistent=True)
-        if not t.state.terminal and t.state != TrialState.PAUSED
-    ]
-    if not running:
-        _end_experiment(ports, experiment, failure=failure)
-        return
-    for trial in running:
-        ports.trials.set_searcher_action(trial.id, "stop", early_stopped=_stops_early(trial, spec), seq=seq)
-    stopping = ExperimentState.STOPPING_ERROR if failure else ExperimentState.STOPPING_COMPLETED
-    ports.experiments.transition(experiment.id, stopping)
-
-
-def end_experiment(ports: Ports, experiment_id: int) -> None:
-    """End an active experiment as its searcher's shutdown would (no failure): its running trials are
-    told to stop and it waits for them in STOPPING_COMPLETED, or it ends now."""
-    experiment = ports.experiments.get(experiment_id)
-    if experiment is None or _gone(experiment):
-        return
-    _on_searcher_shutdown(ports, experiment, search_spec(experiment.parsed_config), failure=False)
-
-
-def finish_stopping(ports: Ports, experiment_id: int, message: messages.TrialEvent | None = None) -> None:
-    """An experiment waiting in STOPPING_COMPLETED or STOPPING_ERROR (its searcher shut down): end it
-    once no trial is running any more. `message`: the trial event that asks (a trial that paused is
-    finished where it is)."""
-    experiment = ports.experiments.get(experiment_id)
-    if experiment is None or experiment.state not in (
-        ExperimentState.STOPPING_COMPLETED,
-        ExperimentState.STOPPING_ERROR,
-    ):
-        return
-    if isinstance(message, messages.TrialPaused):
-        trial = ports.trials.get(message.trial_id)
-        if trial is not None and trial.state == TrialState.PAUSED:
-            _complete_paused_trial_as_experiment_ends(ports, trial)
-    trials = ports.trials.for_experiment(experiment.id, consistent=True)
-    if all(t.state.terminal or t.state == TrialState.PAUSED for t in trials):
-        _end_experiment(ports, experiment, failure=experiment.state == ExperimentState.STOPPING_ERROR)
-
-
-def _complete_paused_trial_as_experiment_ends(ports: Ports, trial: Trial) -> None:
-    """A paused trial the searcher will not resume is finished where it is, stopped early (the searcher
-    has shut down: nobody is told)."""
-    ports.trials.set_searcher_action(trial.id, "stop", early_stopped=True)
-    ports.trials.transition(trial.id, TrialState.COMPLETED, end_time=ports.clock.now_iso())
-
-
-def _end_experiment(ports: Ports, experiment: Experiment, *, failure: bool) -> None:
-    """COMPLETED if a trial completed and the searcher did not fail, ERROR otherwise; retention applied."""
-    for trial in ports.trials.for_experiment(experiment.id, consistent=True):
-        if trial.state == TrialState.PAUSED:
-            _complete_paused_trial_as_experiment_ends(ports, trial)
-    trials = ports.trials.for_experiment(experiment.id, consistent=True)
-    any_completed = any(t.state == TrialState.COMPLETED for t in trials)
-    target = ExperimentState.COMPLETED if any_completed and not failure else ExperimentState.ERROR
-    # Retention first: if it fails, the event comes again while the experiment has not ended.
-    retention.apply(ports, experiment, trials)
-    ports.experiments.record_progress(experiment.id, _final_progress(target, trials))
-    ports.experiments.transition(experiment.id, target, end_time=ports.clock.now_iso())
-
-
-def _final_progress(state: ExperimentState, trials: list[Trial]) -> float:
-    """All of it for an experiment that COMPLETED; else the work its trials did (an ERROR experiment
-    whose trial trained nothing is at 0%, not at 100% for having ended)."""
-    if state == ExperimentState.COMPLETED:
-        return 1.0
-    if not trials:
-        return 0.0
-    return round(sum(t.work_done for t in trials) / len(trials), 4)

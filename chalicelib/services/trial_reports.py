@@ -14,7 +14,7 @@ from chalicelib.domain.run_records import Run
 from chalicelib.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from chalicelib.services import experiments, progress, runs, telemetry, warm_start, watchlist
 from chalicelib.services.ports import Ports
-from chalicelib.services.searching import time_metric
+from chalicelib.services.search_specs import time_metric
 from stratus.contract import messages
 from stratus.contract.actions import SearcherAction
 from stratus.contract.errors import InvalidMetricGroupError

@@ -55,6 +55,7 @@ class Only:
 
 
 SEARCHING = "chalicelib.services.searching"
+SEARCH_SPECS = "chalicelib.services.search_specs"
 TRAINER = "stratus.harness.pytorch._trainer:_TrainLoop"
 ASHA = ("chalicelib.domain.searchers.asha_plan:plan",)
 POOL = "chalicelib.domain.searchers.random:PoolSearcher"
@@ -88,8 +89,8 @@ FIELDS: dict[str, Read | Warned | Only] = {
     "ExperimentConfig.workspace": Warned("research"),
     "ExperimentConfig.project": Warned("vision"),
     "ExperimentConfig.entrypoint": Read("chalicelib.services.runs:launch_spec"),
-    "ExperimentConfig.hyperparameters": Read(f"{SEARCHING}:search_spec"),
-    "ExperimentConfig.searcher": Read(f"{SEARCHING}:search_spec"),
+    "ExperimentConfig.hyperparameters": Read(f"{SEARCH_SPECS}:search_spec"),
+    "ExperimentConfig.searcher": Read(f"{SEARCH_SPECS}:search_spec"),
     "ExperimentConfig.resources": Read(f"{SEARCHING}:_start_run"),
     "ExperimentConfig.checkpoint_storage": Read("chalicelib.services.retention:apply"),
     "ExperimentConfig.checkpoint_policy": Warned("all"),
@@ -102,7 +103,7 @@ FIELDS: dict[str, Read | Warned | Only] = {
     ),
     "ExperimentConfig.perform_initial_validation": Read(f"{TRAINER}.__init__"),
     "ExperimentConfig.environment": Read("chalicelib.services.runs:launch_spec"),
-    "ExperimentConfig.reproducibility": Read(f"{SEARCHING}:search_spec"),
+    "ExperimentConfig.reproducibility": Read(f"{SEARCH_SPECS}:search_spec"),
     "ExperimentConfig.preemption_timeout": Warned(60),
     "ExperimentConfig.data": Read(
         "stratus.harness.pytorch._context:PyTorchTrialContext.get_data_config",
@@ -230,7 +231,7 @@ FIELDS: dict[str, Read | Warned | Only] = {
     "EnvironmentVariablesMap.cuda": VARIABLES_FOR,
     "EnvironmentVariablesMap.gpu": VARIABLES_FOR,
     "EnvironmentVariablesMap.rocm": Warned(["HIP_VISIBLE_DEVICES=0"]),
-    "ReproducibilityConfig.experiment_seed": Read(f"{SEARCHING}:search_spec"),
+    "ReproducibilityConfig.experiment_seed": Read(f"{SEARCH_SPECS}:search_spec"),
     # ---- an elastic (AdaptDL) trial ----
     "ElasticConfig.framework": Only(),
     "ElasticConfig.min_replicas": Read(f"{ELASTIC}:RunElastic.of"),

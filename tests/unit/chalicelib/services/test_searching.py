@@ -8,7 +8,7 @@ import pytest
 
 from chalicelib.domain.searchers import ContinueTrial
 from chalicelib.memory import MemoryExperiments
-from chalicelib.services import searching
+from chalicelib.services import experiment_ending, search_specs, searching
 from stratus.contract import messages
 
 RANDOM = {
@@ -169,10 +169,10 @@ def test_a_shutdown_with_a_trial_still_running_waits_in_stopping(ports, flow):
     assert ports.experiments.get(experiment.id).state == "ACTIVE"
     # The searcher shuts down once both trials exited; with one exit left, emulate a trial still at work
     # by ending the second trial's searcher work and sending a Shutdown through its exit's event.
-    searching._on_searcher_shutdown(
+    experiment_ending.on_searcher_shutdown(
         ports,
         ports.experiments.get(experiment.id),
-        searching.search_spec(experiment.parsed_config),
+        search_specs.search_spec(experiment.parsed_config),
         failure=False,
     )
     assert ports.experiments.get(experiment.id).state == "STOPPING_COMPLETED"
