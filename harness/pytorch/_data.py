@@ -39,7 +39,11 @@ _SEED_STRIDE = 1_000_003
 
 
 class DataLoader:
-    """Determined's DataLoader: the arguments of `torch.utils.data.DataLoader`, kept for the trainer."""
+    """Determined's DataLoader: the arguments of `torch.utils.data.DataLoader`, kept for the trainer.
+
+    One default differs: `pin_memory` left unsaid pins the batches where CUDA is available (the trial
+    trains on the GPU there), so that copying a batch to the GPU does not hold the host up; pass
+    `pin_memory=False` to keep them in pageable memory."""
 
     def __init__(
         self,
@@ -50,7 +54,7 @@ class DataLoader:
         batch_sampler: Any = None,
         num_workers: int = 0,
         collate_fn: Any = None,
-        pin_memory: bool = False,
+        pin_memory: bool | None = None,
         drop_last: bool = False,
         timeout: float = 0,
         worker_init_fn: Any = None,
@@ -103,9 +107,10 @@ class DataLoader:
         generator = self.generator or torch.Generator().manual_seed(seed)
         # With workers, each batch is read under RNGs seeded from its number (_workers.py).
         dataset: Any = SeededPerBatch(self.dataset) if workers else self.dataset
-        return torch.utils.data.DataLoader(
-            dataset, batch_sampler=sampler, generator=generator, **self._loader_kwargs
-        )
+        kwargs = dict(self._loader_kwargs)
+        if kwargs["pin_memory"] is None:  # not said: pinned where the trial trains on a GPU (see to_device)
+            kwargs["pin_memory"] = torch.cuda.is_available()
+        return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, generator=generator, **kwargs)
 
     def _batch_sampler(
         self, *, seed: int, repeat: bool, skip: int, num_replicas: int, rank: int, seeded: bool = True
@@ -241,7 +246,14 @@ def _dataset_length(dataset: Any) -> int:
 
 def to_device(data: Any, device: torch.device) -> Any:
     """`data` with every tensor moved to `device` (lists, tuples, dicts and namedtuples are walked);
-    tensors already there are passed on as they are (no call into torch per tensor per batch)."""
+    tensors already there are passed on as they are (no call into torch per tensor per batch).
+
+    A copy from the host to a GPU is queued on the device's stream and not waited for (`non_blocking`): a
+    blocking copy waits until the GPU has finished every step queued before it, so the host could not read
+    and collate the next batch while the GPU trains on this one. From pinned memory (the trainer's
+    `DataLoader` pins batches when the trial trains on a GPU) the copy itself overlaps the GPU's work; from
+    pageable memory the driver stages it first, so the host may still change the tensor after the call.
+    Every other copy (a GPU's tensor to the host, whose values are read next) is waited for."""
     import torch
 
     return _moved(data, device, torch.Tensor)
@@ -249,7 +261,9 @@ def to_device(data: Any, device: torch.device) -> Any:
 
 def _moved(data: Any, device: Any, tensor: Any) -> Any:
     if isinstance(data, tensor):
-        return data if data.device == device else data.to(device)
+        if data.device == device:
+            return data
+        return data.to(device, non_blocking=device.type == "cuda" and data.device.type == "cpu")
     kind = type(data)
     if kind is tuple or kind is list:  # the usual batch, without the ABC checks below
         return kind([_moved(v, device, tensor) for v in data])

@@ -19,7 +19,12 @@ cd "$ROOT" || exit 2
 if [ -d "$WHEELS" ]; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl || exit 2
 fi
+# The checkout, as `make` installs it: contract, harness and launchers as the `stratus` namespace's packages
+# (setup.py), det, chalicelib and infra at the top level (the repository root on PYTHONPATH).
+mkdir -p "$SITE/stratus"
+for name in contract harness launchers; do ln -sfn "$ROOT/$name" "$SITE/stratus/$name"; done
 export PYTHONPATH="$SITE:$ROOT"
+"$PY" -c "import stratus.harness.pytorch, stratus.launchers, det.deploy.background" || exit 2
 
 echo "== machine"
 nvidia-smi -L

@@ -32,6 +32,21 @@ dist.destroy_process_group()
 """
 
 
+def test_the_trainers_loader_pins_batches_and_to_device_copies_them_to_the_gpu() -> None:
+    """Determined's DataLoader left at its defaults pins its batches where CUDA is available, so that the
+    trainer's non-blocking copy to the GPU overlaps the GPU's work (harness/pytorch/_data.py)."""
+    from stratus.harness.pytorch import DataLoader, to_device
+
+    data = torch.utils.data.TensorDataset(torch.arange(64.0).reshape(16, 4), torch.arange(16))
+    x, y = next(iter(DataLoader(data, batch_size=8).get_data_loader()))
+    assert x.is_pinned() and y.is_pinned()
+    unpinned, _ = next(iter(DataLoader(data, batch_size=8, pin_memory=False).get_data_loader()))
+    assert not unpinned.is_pinned()
+    moved = to_device({"batch": (x, y)}, torch.device("cuda", 0))
+    assert moved["batch"][0].device.type == "cuda" and torch.equal(moved["batch"][0].cpu(), x)
+    assert torch.equal(moved["batch"][1].cpu(), y)
+
+
 def test_a_trial_trains_on_one_cuda_device(tmp_path: Path) -> None:
     import json
 

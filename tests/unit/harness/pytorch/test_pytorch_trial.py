@@ -449,6 +449,41 @@ def test_to_device_walks_every_container_and_keeps_tensors_already_there() -> No
     assert doubles[0].device.type == "meta"  # a tensor elsewhere is moved
 
 
+def test_to_device_queues_host_to_gpu_copies_and_waits_for_the_rest() -> None:
+    """A copy from the host to a GPU is not waited for (the host reads the next batch meanwhile); a copy
+    to the host is (its values are read next). Pure logic: a stand-in tensor records how it was moved."""
+    from stratus.harness.pytorch._data import _moved
+
+    class Recorded:
+        def __init__(self, device: str) -> None:
+            self.device = torch.device(device)
+            self.calls: list[tuple[str, bool]] = []
+
+        def to(self, device: torch.device, non_blocking: bool = False) -> Recorded:
+            self.calls.append((str(device), non_blocking))
+            return Recorded(str(device))
+
+    on_host, on_gpu = Recorded("cpu"), Recorded("cuda:0")
+    _moved([on_host], torch.device("cuda", 0), Recorded)
+    _moved((on_gpu,), torch.device("cpu"), Recorded)
+    assert on_host.calls == [("cuda:0", True)] and on_gpu.calls == [("cpu", False)]
+    already = Recorded("cuda:0")
+    assert _moved(already, torch.device("cuda", 0), Recorded) is already and already.calls == []
+
+
+def test_data_loader_pins_batches_where_cuda_is_available_unless_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    train, _ = synthetic()
+    assert DataLoader(train, batch_size=8).get_data_loader().pin_memory is torch.cuda.is_available()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert DataLoader(train, batch_size=8).get_data_loader().pin_memory is True
+    assert DataLoader(train, batch_size=8, pin_memory=False).get_data_loader().pin_memory is False
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert DataLoader(train, batch_size=8).get_data_loader().pin_memory is False
+    assert DataLoader(train, batch_size=8, pin_memory=True).get_data_loader().pin_memory is True
+
+
 def test_context_passes_batches_through_where_the_cpu_is_the_only_device(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
