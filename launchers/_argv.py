@@ -85,13 +85,16 @@ class FlagSpec:
     Names are compared after ``_`` → ``-`` and ``aliases`` (spelling → name). ``switches`` never take a
     value and ``valued`` flags always do; any other flag takes the next argument as its value unless that
     argument looks like a flag. An override of a flag in ``replaces`` also drops the launcher's flags
-    listed for it (DeepSpeed refuses ``--num_gpus`` together with ``--include``).
+    listed for it (DeepSpeed refuses ``--num_gpus`` together with ``--include``). The ``refused`` flags
+    say how the command runs (torchrun's ``--module``), which is the launcher's to decide: an override of
+    one is refused.
     """
 
     aliases: Mapping[str, str] = field(default_factory=dict)
     switches: frozenset[str] = frozenset()
     valued: frozenset[str] = frozenset()
     replaces: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    refused: frozenset[str] = frozenset()
 
     def name(self, flag: str) -> str:
         normal = flag.replace("_", "-")
@@ -150,9 +153,17 @@ def override_names(overrides: Sequence[str], spec: FlagSpec) -> dict[str, str | 
 def merge_flags(
     base: Sequence[tuple[str, str | None]], overrides: Sequence[str], spec: FlagSpec
 ) -> list[str]:
-    """The launcher's ``base`` flags (``(flag, value)``, None for a switch) with ``overrides`` applied."""
+    """The launcher's ``base`` flags (``(flag, value)``, None for a switch) with ``overrides`` applied;
+    an override of a ``spec.refused`` flag is refused."""
+    flags = parse_flags(overrides, spec)
+    refused = sorted({flag.name for flag in flags} & spec.refused)
+    if refused:
+        raise LaunchConfigError(
+            f"{', '.join(refused)} cannot be overridden: the launcher decides how the command runs; write "
+            "the command itself after '--' (e.g. 'python3 -m my.module')."
+        )
     merged = [_Flag(spec.name(f), (f,) if v is None else (f, v)) for f, v in base]
-    for flag in parse_flags(overrides, spec):
+    for flag in flags:
         dropped = set(spec.replaces.get(flag.name, ()))
         merged = [m for m in merged if m.name not in dropped]
         at = next((k for k, m in enumerate(merged) if m.name == flag.name), None)

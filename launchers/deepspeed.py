@@ -31,14 +31,13 @@ from stratus.launchers._argv import (
     FlagSpec,
     Target,
     merge_flags,
-    override_names,
     parse_launch_args,
     worker_command,
 )
 from stratus.launchers._info import LaunchInfo, free_port, load_launch_info
 from stratus.launchers._rendezvous import resolve_peers
 from stratus.launchers._signals import run_command
-from stratus.launchers.errors import LaunchConfigError, LauncherError, MissingProgramError
+from stratus.launchers.errors import LauncherError, MissingProgramError
 
 #: SIGUSR1/SIGUSR2 would end deepspeed (it does not handle them) and orphan its workers: they are ignored.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -65,6 +64,8 @@ DEEPSPEED_FLAGS = FlagSpec(
     ),
     # DeepSpeed refuses --num_nodes/--num_gpus together with --include/--exclude.
     replaces={"--include": ("--num-gpus", "--num-nodes"), "--exclude": ("--num-gpus", "--num-nodes")},
+    # The launcher runs the command as written: 'python3 -m my.module' after '--' runs a module.
+    refused=frozenset({"--module"}),
 )
 
 
@@ -93,11 +94,6 @@ def build_argv(
     if info.chief_port is None:
         raise ValueError("pick the master port (LaunchInfo.chief_port) before building deepspeed's argv")
     info.require_chief()
-    if "--module" in override_names(overrides, DEEPSPEED_FLAGS):
-        raise LaunchConfigError(
-            "deepspeed's --module cannot be overridden: the launcher runs the command as written; "
-            "write 'python3 -m my.module' after '--'."
-        )
     base: list[tuple[str, str | None]] = []
     if info.multi_node:
         if hostfile is None:

@@ -59,8 +59,8 @@ USAGE = "python3 -m stratus.launchers.torch_distributed [TORCH_OVERRIDES... --] 
 TORCHRUN_FLAGS = FlagSpec(
     aliases={"-m": "--module", "-r": "--redirects", "-t": "--tee"},
     switches=frozenset({"--standalone", "--module", "--no-python", "--run-path", "--virtual-local-rank"}),
+    refused=frozenset({"--module", "--no-python", "--run-path"}),
 )
-_REFUSED = frozenset({"--module", "--no-python", "--run-path"})
 _HONOURED_LOCALLY = frozenset(
     {
         "--nproc-per-node",
@@ -178,12 +178,6 @@ def build_argv(
     if info.chief_port is None:
         raise ValueError("pick the master port (LaunchInfo.chief_port) before building torchrun's argv")
     info.require_chief()
-    refused = set(override_names(overrides, TORCHRUN_FLAGS)) & _REFUSED
-    if refused:
-        raise LaunchConfigError(
-            f"torchrun's {', '.join(sorted(refused))} cannot be overridden: the launcher decides how the "
-            "command runs; write the command itself after '--' (e.g. 'python3 -m my.module')."
-        )
     base: list[tuple[str, str | None]] = [
         ("--nnodes", str(info.num_nodes)),
         ("--nproc_per_node", str(info.slots_per_node)),

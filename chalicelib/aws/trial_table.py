@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,8 +24,7 @@ class DynamoTrials(TrialUpdates):
 
     def create(self, trial: Trial) -> None:
         """Create a trial once; creating the same id again (a redelivered event) changes nothing."""
-        item = trial.to_item()
-        item["hparams"] = dynamo.dumps(item["hparams"])
+        item = _encoded(trial.to_item())
         item["state"] = str(trial.state)
         try:
             self._table.put_item(Item=dynamo.to_dynamo(item), ConditionExpression="attribute_not_exists(id)")
@@ -97,39 +95,6 @@ class DynamoTrials(TrialUpdates):
             raise
         return _decode(dynamo.plain(answer["Attributes"]))
 
-    def record_validation(
-        self,
-        trial_id: int,
-        steps_completed: int,
-        metrics: Mapping[str, Any],
-        searcher_value: float | None,
-        smaller_is_better: bool,
-    ) -> None:
-        self._raise_total(trial_id, steps_completed)
-        self._conditional_set(
-            trial_id,
-            "SET latest_validation = :m, latest_validation_steps = :s",
-            "attribute_not_exists(latest_validation_steps) OR latest_validation_steps <= :s",
-            {":m": dynamo.dumps(_finite(metrics)), ":s": steps_completed},
-        )
-        if searcher_value is None or not math.isfinite(searcher_value):
-            return
-        better = "<" if smaller_is_better else ">"
-        self._conditional_set(
-            trial_id,
-            "SET best_validation = :b",
-            f"attribute_not_exists(best_validation) OR :b {better} best_validation",
-            {":b": dynamo.number(searcher_value)},
-        )
-
-    def set_latest_checkpoint(self, trial_id: int, uuid: str, steps_completed: int) -> None:
-        self._conditional_set(
-            trial_id,
-            "SET latest_checkpoint = :u, latest_checkpoint_steps = :s",
-            "attribute_not_exists(latest_checkpoint_steps) OR latest_checkpoint_steps <= :s",
-            {":u": uuid, ":s": steps_completed},
-        )
-
     def resume_paused(self, trial_id: int, generation: int, attempt: int, *, once: bool = True) -> bool:
         """Move a paused trial from execution `generation` to the next, once per pause: `attempt` (the
         trial's attempts, which only a new execution's enqueue moves on) is recorded as resumed, so a
@@ -196,12 +161,25 @@ class DynamoTrials(TrialUpdates):
             {":l": length, **({":yes": True} if reached else {})},
         )
 
-    def _raise_total(self, trial_id: int, steps_completed: int) -> None:
-        self._conditional_set(
-            trial_id,
-            "SET total_batches = :s",
-            "attribute_not_exists(total_batches) OR total_batches < :s",
-            {":s": steps_completed},
+    def _set_trial_unless_past(
+        self, trial_id: int, field: str, value: int, fields: Mapping[str, Any]
+    ) -> None:
+        dynamo.update_fields(
+            self._table,
+            {"id": trial_id},
+            _encoded(fields),
+            f"attribute_exists(#pk) AND (attribute_not_exists({field}) OR {field} <= :at)",
+            {":at": value},
+        )
+
+    def _set_trial_if_better(self, trial_id: int, field: str, value: float, smaller_is_better: bool) -> None:
+        better = "<" if smaller_is_better else ">"
+        dynamo.update_fields(
+            self._table,
+            {"id": trial_id},
+            {field: value},
+            f"attribute_exists(#pk) AND (attribute_not_exists({field}) OR :at {better} {field})",
+            {":at": dynamo.number(value)},
         )
 
     def _conditional_set(
@@ -220,12 +198,16 @@ class DynamoTrials(TrialUpdates):
                 raise
 
 
-def _finite(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()}
+#: The fields kept as JSON text (maps of any keys and values, as given): hyperparameters and metrics.
+_JSON_FIELDS = ("hparams", "latest_validation")
+
+
+def _encoded(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: dynamo.dumps(v) if k in _JSON_FIELDS else v for k, v in fields.items()}
 
 
 def _decode(item: dict[str, Any]) -> Trial:
-    item["hparams"] = json.loads(item["hparams"])
-    if "latest_validation" in item:
-        item["latest_validation"] = json.loads(item["latest_validation"])
+    for name in _JSON_FIELDS:
+        if name in item:
+            item[name] = json.loads(item[name])
     return Trial.from_item(item)

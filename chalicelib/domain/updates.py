@@ -4,6 +4,7 @@ in-memory twin both inherit them, so the two cannot disagree about what an updat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,17 @@ class TrialUpdates:
         """Clear `searcher_pending` unless the trial reported a searcher length beyond `length`."""
         raise NotImplementedError
 
+    def _set_trial_unless_past(
+        self, trial_id: int, field: str, value: int, fields: Mapping[str, Any]
+    ) -> None:
+        """Set `fields` unless the trial's `field` is past `value` already (reports may race: what they
+        record only moves forward) or the trial is gone."""
+        raise NotImplementedError
+
+    def _set_trial_if_better(self, trial_id: int, field: str, value: float, smaller_is_better: bool) -> None:
+        """Set `field` to `value` unless the trial holds one as good already (or is gone)."""
+        raise NotImplementedError
+
     def set_searcher_action(
         self,
         trial_id: int,
@@ -86,6 +98,33 @@ class TrialUpdates:
     def record_usage(self, trial_id: int, usage: Mapping[str, Mapping[str, Any]]) -> None:
         """What the trial's runs used, by run id (`chalicelib.services.costs`: keyed, so idempotent)."""
         self._set_trial(trial_id, {"usage": usage})
+
+    def record_validation(
+        self,
+        trial_id: int,
+        steps_completed: int,
+        metrics: Mapping[str, Any],
+        searcher_value: float | None,
+        smaller_is_better: bool,
+    ) -> None:
+        """A validation at `steps_completed`: the trial trained that far; its `metrics` (NaN and inf
+        kept as null) are the latest unless a later validation's are recorded; `searcher_value` is the
+        best when it beats the best so far (a NaN or inf never does)."""
+        self._set_trial_unless_past(
+            trial_id, "total_batches", steps_completed, {"total_batches": steps_completed}
+        )
+        finite = {
+            k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()
+        }
+        latest = {"latest_validation": finite, "latest_validation_steps": steps_completed}
+        self._set_trial_unless_past(trial_id, "latest_validation_steps", steps_completed, latest)
+        if searcher_value is not None and math.isfinite(searcher_value):
+            self._set_trial_if_better(trial_id, "best_validation", searcher_value, smaller_is_better)
+
+    def set_latest_checkpoint(self, trial_id: int, uuid: str, steps_completed: int) -> None:
+        """The trial's latest checkpoint, unless one at a later step is recorded already."""
+        latest = {"latest_checkpoint": uuid, "latest_checkpoint_steps": steps_completed}
+        self._set_trial_unless_past(trial_id, "latest_checkpoint_steps", steps_completed, latest)
 
     def record_hints(self, trial_id: int, hints: Mapping[str, Any], at: str) -> None:
         """An elastic trial's latest AdaptDL hints, stored whole, and when (`chalicelib.services.elastic`)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import builtins
 import copy
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -126,9 +125,7 @@ class MemoryTrials(TrialUpdates):
         """Create a trial once; creating the same id again (a redelivered event) changes nothing."""
         if trial.id in self.items:
             return
-        item = stored(trial.to_item())
-        item["hparams"] = as_json(trial.hparams)
-        self.items[trial.id] = item
+        self.items[trial.id] = _trial_fields(trial.to_item())
 
     def get(self, trial_id: int) -> Trial | None:
         item = self.items.get(trial_id)
@@ -172,41 +169,6 @@ class MemoryTrials(TrialUpdates):
         item["total_batches"] = steps_completed
         return before
 
-    def record_validation(
-        self,
-        trial_id: int,
-        steps_completed: int,
-        metrics: Mapping[str, Any],
-        searcher_value: float | None,
-        smaller_is_better: bool,
-    ) -> None:
-        self.record_training(trial_id, steps_completed)
-        finite = {
-            k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in metrics.items()
-        }
-        self._raise(
-            trial_id,
-            "latest_validation_steps",
-            steps_completed,
-            {"latest_validation": as_json(finite), "latest_validation_steps": steps_completed},
-            or_equal=True,
-        )
-        item = self.items.get(trial_id)
-        if item is None or searcher_value is None or not math.isfinite(searcher_value):
-            return
-        best = item.get("best_validation")
-        if best is None or (searcher_value < best if smaller_is_better else searcher_value > best):
-            item["best_validation"] = stored(searcher_value)
-
-    def set_latest_checkpoint(self, trial_id: int, uuid: str, steps_completed: int) -> None:
-        self._raise(
-            trial_id,
-            "latest_checkpoint_steps",
-            steps_completed,
-            {"latest_checkpoint": uuid, "latest_checkpoint_steps": steps_completed},
-            or_equal=True,
-        )
-
     def resume_paused(self, trial_id: int, generation: int, attempt: int, *, once: bool = True) -> bool:
         """Move a paused trial from execution `generation` to the next, once per pause (`attempt`)."""
         item = self.items.get(trial_id)
@@ -230,16 +192,26 @@ class MemoryTrials(TrialUpdates):
             item["searcher_pending"] = True
         return _trial(item)
 
-    def _raise(
-        self, trial_id: int, field: str, value: int, sets: Mapping[str, Any], or_equal: bool = False
+    def _set_trial_unless_past(
+        self, trial_id: int, field: str, value: int, fields: Mapping[str, Any]
     ) -> None:
-        # A value already further on is not an error: reports may race.
         item = self.items.get(trial_id)
-        if item is None:
-            return
-        current = item.get(field)
-        if current is None or current < value or (or_equal and current == value):
-            item.update(sets)
+        if item is not None and (item.get(field) is None or item[field] <= value):
+            item.update(_trial_fields(fields))
+
+    def _set_trial_if_better(self, trial_id: int, field: str, value: float, smaller_is_better: bool) -> None:
+        item = self.items.get(trial_id)
+        best = None if item is None else item.get(field)
+        if item is not None and (best is None or (value < best if smaller_is_better else value > best)):
+            item[field] = stored(value)
+
+
+#: The trial fields `chalicelib.aws.trial_table` keeps as JSON text (they come back as fresh JSON values).
+_TRIAL_JSON_FIELDS = ("hparams", "latest_validation")
+
+
+def _trial_fields(fields: Mapping[str, Any]) -> Record:
+    return {k: as_json(v) if k in _TRIAL_JSON_FIELDS else stored(v) for k, v in fields.items()}
 
 
 def _experiment(item: Record) -> Experiment:

@@ -171,7 +171,8 @@ class TrialOutcome(Protocol):
 
 @dataclass
 class SearcherBase:
-    """Bookkeeping shared by all searchers: seen events, trial ids and their outcome."""
+    """Bookkeeping shared by all searchers (seen events, trial ids and their outcome) and the first steps
+    of `on_event`; a searcher says how it finds a request's record and what a trial's event does."""
 
     seen_events: list[str] = field(default_factory=list)
     trials: dict[str, int] = field(default_factory=dict)  # request_id -> trial_id
@@ -179,10 +180,36 @@ class SearcherBase:
     shut_down: bool = False
     name: str = "searcher"
 
+    def on_event(self, event: Event) -> list[Operation]:
+        """What every searcher does first with an event: a duplicate changes nothing, and a creation is
+        noted on its request's record (`_record_of`); a trial's validation or exit goes on to
+        `_on_trial_event`."""
+        if not self._first_time(event.event_id):
+            return []
+        if isinstance(event, TrialCreated):
+            self._record_created(self._record_of(event.request_id), event)
+            return []
+        return self._on_trial_event(event)
+
+    def _record_of(self, request_id: str) -> TrialOutcome | None:
+        """The searcher's record of the create request `request_id`, or None when it has none."""
+        raise NotImplementedError
+
+    def _on_trial_event(self, event: ValidationReported | TrialExited) -> list[Operation]:
+        """The operations that a trial's (first seen) validation or exit calls for."""
+        raise NotImplementedError
+
+    def _events_kept(self) -> int | None:
+        """How many of the latest event ids to remember for duplicates (a bounded snapshot); None: all."""
+        return None
+
     def _first_time(self, event_id: str) -> bool:
         if event_id in self.seen_events:
             return False
         self.seen_events.append(event_id)
+        kept = self._events_kept()
+        if kept is not None:
+            del self.seen_events[:-kept]
         return True
 
     def _record_created(self, record: TrialOutcome | None, event: TrialCreated) -> None:

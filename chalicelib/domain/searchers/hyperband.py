@@ -43,14 +43,12 @@ from chalicelib.domain.searchers.base import (
     DEFAULT_MAX_CONCURRENT_TRIALS,
     ContinueTrial,
     CreateTrial,
-    Event,
     Operation,
     PauseTrial,
     SearcherBase,
     SearchSpec,
     Shutdown,
     StopTrial,
-    TrialCreated,
     TrialExited,
     TrialRecord,
     ValidationReported,
@@ -136,14 +134,13 @@ class HyperbandSearcher(SearcherBase):
             return []
         return self._fill()
 
-    def on_event(self, event: Event) -> list[Operation]:
-        if not self._first_time(event.event_id):
-            return []
-        if self.until_stopped:
-            del self.seen_events[:-SEEN_EVENTS_KEPT]
-        if isinstance(event, TrialCreated):
-            self._record_created(self.requests.get(event.request_id), event)
-            return []
+    def _events_kept(self) -> int | None:
+        return SEEN_EVENTS_KEPT if self.until_stopped else None
+
+    def _record_of(self, request_id: str) -> HyperbandTrial | None:
+        return self.requests.get(request_id)
+
+    def _on_trial_event(self, event: ValidationReported | TrialExited) -> list[Operation]:
         trial = next((t for t in self.requests.values() if t.trial_id == event.trial_id), None)
         if trial is None or trial.status == EXITED or self.shut_down:
             if trial is not None and isinstance(event, TrialExited) and trial.status != EXITED:

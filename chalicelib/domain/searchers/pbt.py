@@ -34,7 +34,6 @@ from chalicelib.domain import hparams as hp
 from chalicelib.domain.searchers.base import (
     ContinueTrial,
     CreateTrial,
-    Event,
     Operation,
     PauseTrial,
     SearcherBase,
@@ -42,7 +41,6 @@ from chalicelib.domain.searchers.base import (
     SearchSpec,
     Shutdown,
     StopTrial,
-    TrialCreated,
     TrialExited,
     TrialPaused,
     TrialRecord,
@@ -120,12 +118,10 @@ class PBTSearcher(SearcherBase):
             ops.append(self._create(index, params, parent=None))
         return ops
 
-    def on_event(self, event: Event) -> list[Operation]:
-        if not self._first_time(event.event_id):
-            return []
-        if isinstance(event, TrialCreated):
-            self._record_created(self.requests.get(event.request_id), event)
-            return []
+    def _record_of(self, request_id: str) -> PbtTrial | None:
+        return self.requests.get(request_id)
+
+    def _on_trial_event(self, event: ValidationReported | TrialExited) -> list[Operation]:
         member = self._by_trial(event.trial_id)
         if member is None or member.status == EXITED:
             return []

@@ -33,12 +33,11 @@ from chalicelib.domain import hparams as hp
 from chalicelib.domain.searchers.base import (
     DEFAULT_MAX_CONCURRENT_TRIALS,
     CreateTrial,
-    Event,
     Operation,
     SearcherBase,
     SearchSpec,
     Shutdown,
-    TrialCreated,
+    TrialExited,
     TrialRecord,
     ValidationReported,
     settings_int,
@@ -104,13 +103,13 @@ class PoolSearcher(SearcherBase):
             return []  # already started: a replayed start creates nothing
         return self._fill()
 
-    def on_event(self, event: Event) -> list[Operation]:
-        if not self._first_time(event.event_id):
-            return []
-        del self.seen_events[:-SEEN_EVENTS_KEPT]
-        if isinstance(event, TrialCreated):
-            self._record_created(self._by_request(event.request_id), event)
-            return []
+    def _events_kept(self) -> int | None:
+        return SEEN_EVENTS_KEPT
+
+    def _record_of(self, request_id: str) -> PoolTrial | None:
+        return next((r for r in self.requests if r.request_id == request_id), None)
+
+    def _on_trial_event(self, event: ValidationReported | TrialExited) -> list[Operation]:
         request = self._by_trial(event.trial_id)
         if request is None or request.exited:
             return []
@@ -227,9 +226,6 @@ class PoolSearcher(SearcherBase):
             self.next_index += 1
             ops.append(CreateTrial(request.request_id, params, self.spec.max_length))
         return ops
-
-    def _by_request(self, request_id: str) -> PoolTrial | None:
-        return next((r for r in self.requests if r.request_id == request_id), None)
 
     def _by_trial(self, trial_id: int) -> PoolTrial | None:
         return next((r for r in self.requests if r.trial_id == trial_id), None)
