@@ -1,7 +1,11 @@
 """Event handlers: one Lambda per queue, each an idempotent consumer (SQS delivers at least once).
 
-A handler that raises leaves the message on the queue to be delivered again (the pump does the same
-locally); a message that can never succeed ends in the queue's dead-letter queue after a few tries.
+Each record of a batch is handled on its own. A record whose handling raises is logged with its message id
+and listed in the answer's `batchItemFailures` (Lambda's partial batch response, turned on by the event
+source mapping's `ReportBatchItemFailures`): only that record is delivered again; the others of its batch
+are deleted. A message that keeps failing ends in the queue's dead-letter queue after the queue's
+`maxReceiveCount` receives; the pump does the same locally (`infra/local/pump.py`). On a FIFO queue the
+records after a failed one are reported failed unhandled, so a message group keeps its order.
 A message the contract refuses (an unknown type, a missing field: `stratus.contract.messages`) could never
 succeed, so it is logged with the typed error and dropped instead of being retried.
 """
@@ -26,33 +30,55 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M")
 
+#: Lambda's partial batch response: `{"batchItemFailures": [{"itemIdentifier": <messageId>}, ...]}`.
+BatchResponse = dict[str, list[dict[str, str]]]
+
 
 def _consume(
     event: SQSEvent, queue: str, parse: Callable[[str], M], handle: Callable[[Ports, M], None]
-) -> None:
-    """Hands each record's message to `handle`; one the contract refuses is logged and dropped."""
+) -> BatchResponse:
+    """Hands each record's message to `handle`; one the contract refuses is logged and dropped. Returns
+    the records that failed (logged once each, with the error but not the body), to be delivered again."""
+    failed: list[dict[str, str]] = []
     for record in event:
+        raw = record.to_dict()
+        message_id = str(raw["messageId"])
+        if failed and str(raw.get("eventSourceARN", "")).endswith(".fifo"):
+            failed.append({"itemIdentifier": message_id})  # after its group's failure: kept in order
+            continue
         try:
             message = parse(record.body)
         except InvalidMessageError as e:
-            log.error("dropping a message from the %s queue: %s: %s", queue, type(e).__name__, e)
+            log.error("dropping message %s of the %s queue: %s: %s", message_id, queue, type(e).__name__, e)
             continue
-        handle(ports(), message)
+        try:
+            handle(ports(), message)
+        except Exception as e:  # reported to SQS below; its neighbours are not retried with it
+            log.error(
+                "message %s of the %s queue failed; it will be delivered again: %s: %s",
+                message_id,
+                queue,
+                type(e).__name__,
+                e,
+                exc_info=True,
+            )
+            failed.append({"itemIdentifier": message_id})
+    return {"batchItemFailures": failed}
 
 
 @bp.on_sqs_message(queue=queue_name("scheduler"), batch_size=1)
-def on_scheduler_message(event: SQSEvent) -> None:
-    _consume(event, "scheduler", messages.parse_scheduler, scheduler.handle_message)
+def on_scheduler_message(event: SQSEvent) -> BatchResponse:
+    return _consume(event, "scheduler", messages.parse_scheduler, scheduler.handle_message)
 
 
 @bp.on_sqs_message(queue=queue_name("launch"), batch_size=10)
-def on_launch_message(event: SQSEvent) -> None:
-    _consume(event, "launch", messages.parse_launch, runs.handle_launch)
+def on_launch_message(event: SQSEvent) -> BatchResponse:
+    return _consume(event, "launch", messages.parse_launch, runs.handle_launch)
 
 
 @bp.on_sqs_message(queue=queue_name("events"), batch_size=1)
-def on_trial_event(event: SQSEvent) -> None:
-    _consume(event, "events", messages.parse_events_queue, handle_events_message)
+def on_trial_event(event: SQSEvent) -> BatchResponse:
+    return _consume(event, "events", messages.parse_events_queue, handle_events_message)
 
 
 def handle_events_message(ports: Ports, message: messages.EventsQueueMessage) -> None:

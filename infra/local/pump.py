@@ -1,6 +1,9 @@
-"""The local stand-in for Lambda's SQS event source mapping: long-poll a queue, hand each batch to its
-Chalice handler, delete the messages only when the handler returned (a handler that raises leaves them to
-be delivered again after the visibility timeout, exactly as in AWS)."""
+"""The local stand-in for Lambda's SQS event source mapping with `ReportBatchItemFailures`: long-poll a
+queue, hand each batch to its Chalice handler, and honour its partial batch response as Lambda does. The
+messages the handler answered for are deleted; those it lists in `batchItemFailures` are left alone, to be
+delivered again after the visibility timeout, and the queue's redrive policy moves one to the dead-letter
+queue after `maxReceiveCount` receives. A handler that raises, or an answer Lambda would refuse (an
+`itemIdentifier` missing, empty or not of the batch), fails the whole batch: nothing is deleted."""
 
 from __future__ import annotations
 
@@ -43,8 +46,8 @@ class QueuePump(_QueueThread):
         self._handler = handler
         self._batch = batch_size
         self._wait = wait_seconds
-        self.delivered = 0
-        self.failures = 0
+        self.delivered = 0  # messages handled and deleted
+        self.failures = 0  # messages left to be delivered again (a failed record, or its whole batch)
 
     def run(self) -> None:
         while not self._stop_event.is_set():
@@ -55,6 +58,7 @@ class QueuePump(_QueueThread):
                 self._stop_event.wait(1.0)
 
     def pump_once(self) -> int:
+        """Receive one batch and deliver it; how many of its messages were handled and deleted."""
         answer = self._sqs.receive_message(
             QueueUrl=self._url,
             MaxNumberOfMessages=self._batch,
@@ -67,17 +71,47 @@ class QueuePump(_QueueThread):
             return 0
         event = {"Records": [_record(m, self._url) for m in messages]}
         try:
-            self._handler(event, None)
+            response = self._handler(event, None)
         except Exception:
-            self.failures += 1
+            self.failures += len(messages)
             log.exception("pump %s: handler failed; the messages will be delivered again", self.name)
             return 0
-        self._sqs.delete_message_batch(
-            QueueUrl=self._url,
-            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
-        )
-        self.delivered += len(messages)
-        return len(messages)
+        failed = failed_ids(response, {m["MessageId"] for m in messages})
+        if failed is None:
+            self.failures += len(messages)
+            log.error(
+                "pump %s: an answer Lambda refuses, %r; the messages will be delivered again",
+                self.name,
+                response,
+            )
+            return 0
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self._sqs.delete_message_batch(
+                QueueUrl=self._url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        self.failures += len(failed)
+        self.delivered += len(done)
+        return len(done)
+
+
+def failed_ids(answer: object, batch: set[str]) -> set[str] | None:
+    """The message ids a handler's answer reports failed, as Lambda reads a partial batch response:
+    nothing (`None`, no `batchItemFailures`, an empty list) is a batch that succeeded; `None` back when
+    Lambda would fail the whole batch (an item without an `itemIdentifier` of the batch)."""
+    if not isinstance(answer, dict) or not answer.get("batchItemFailures"):
+        return set()
+    items = answer["batchItemFailures"]
+    if not isinstance(items, list):
+        return None
+    failed = set()
+    for item in items:
+        identifier = item.get("itemIdentifier") if isinstance(item, dict) else None
+        if not isinstance(identifier, str) or identifier not in batch:
+            return None
+        failed.add(identifier)
+    return failed
 
 
 def _record(message: dict[str, Any], queue_url: str) -> dict[str, Any]:

@@ -142,6 +142,26 @@ def test_the_control_plane_runs_in_the_stack_when_a_package_is_given():
     assert {f"{name}Logs" for name in functions} <= set(logs)  # each function's own, with retention
 
 
+def test_every_sqs_consumer_reports_partial_batch_failures_and_its_queue_has_a_dead_letter_queue():
+    import app
+
+    resources = template()["Resources"]
+    sources = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    assert len(sources) == len(list(app.app.event_sources)) == 4  # one per Chalice SQS handler
+    for source in sources:
+        properties = source["Properties"]
+        # Without it Lambda ignores the handlers' batchItemFailures and retries the whole batch.
+        assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        (queue, _) = properties["EventSourceArn"]["Fn::GetAtt"]
+        redrive = resources[queue]["Properties"]["RedrivePolicy"]
+        assert redrive == {
+            "deadLetterTargetArn": {"Fn::GetAtt": [f"{queue}Dlq", "Arn"]},
+            "maxReceiveCount": 5,
+        }
+        assert resources[f"{queue}Dlq"]["Type"] == "AWS::SQS::Queue"
+    assert {s["Properties"]["BatchSize"] for s in sources} == {1, 10}  # the launch queue's 10 a batch
+
+
 def test_chalices_policy_file_is_the_templates_policy_for_the_default_stack():
     from pathlib import Path
 
