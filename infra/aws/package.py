@@ -5,13 +5,20 @@ code and Chalice's runtime module, in one zip. Run from the repository root:
 
 - Dependencies are `requirements.txt` (the runtime's list; the Chalice CLI, the local stack's moto and the
   `det` CLI's packages are in requirements-dev.txt), installed by pip for the Lambda runtime's platform:
-  CPython 3.11 on Amazon Linux 2, glibc 2.26, so wheels tagged manylinux2014 / manylinux_2_17 (pip picks
-  the newest version that has one; requirements.txt pins numpy to 2.2, the last minor that has one).
+  CPython 3.12 on Amazon Linux 2023, glibc 2.34, so wheels tagged manylinux_2_34 down to manylinux2014
+  (pip picks the newest version that has one).
 - Chalice is not a dependency of the package: like `chalice package`, only its runtime module
   (`chalice/app.py` and its `__init__`) goes in, not its CLI and the CLI's dependencies.
 - Code: `app.py`, `chalicelib/` and `contract/` (the messages the API and the agents share), sources only.
 - Left out: `__pycache__`, the packages' own `tests` folders, type stubs (`.pyi`) and zstandard's CFFI
   backend (`LEFT_OUT`).
+- Bytecode: Lambda's code folder is read-only, so a function compiles every module it imports at each
+  cold start (the app's import takes about 2.5 times the CPU from sources as from bytecode). Where the
+  Python building the package is the runtime's version, the packages a cold start imports (found by
+  importing the app from the package's files) go in compiled too (`__pycache__/*.cpython-312.pyc`,
+  unchecked-hash: valid whatever the files' times); those imported later (optuna, numpy, for TPE) stay
+  sources, keeping the zip under Lambda's direct-upload limit. Any other Python cannot write the
+  runtime's bytecode, and the package says it carries sources only.
 - The zip is reproducible: sorted entries, fixed timestamps; the installed dependencies are cached by the
   hash of the requirements under `build/lambda/`.
 
@@ -23,8 +30,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import inspect
 import os
+import py_compile
 import shutil
 import subprocess
 import sys
@@ -34,9 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LAMBDA_PYTHON = "3.11"
-LAMBDA_RUNTIME = "python3.11"
-PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64")
+LAMBDA_PYTHON = "3.12"
+LAMBDA_RUNTIME = f"python{LAMBDA_PYTHON}"  # Amazon Linux 2023; python3.11 is past its Lambda deprecation
+PLATFORMS = (
+    "manylinux_2_34_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+)
 #: Lambda's limits: a zip uploaded directly, and the unzipped function (any way it is uploaded).
 ZIPPED_LIMIT = 50 * 2**20
 UNZIPPED_LIMIT = 250 * 2**20
@@ -59,6 +73,7 @@ class Package:
     unzipped: int
     files: int
     largest: list[tuple[str, int]]  # top-level folders of the package by unzipped bytes
+    compiled: int = 0  # modules with their bytecode in the package (0: sources only)
 
     def summary(self) -> str:
         mib = 2**20
@@ -67,6 +82,11 @@ class Package:
             f"50 MiB direct upload), {self.unzipped / mib:.1f} MiB unzipped ({self.unzipped / UNZIPPED_LIMIT:.0%} "
             f"of its 250 MiB), {self.files} files",
             "largest: " + ", ".join(f"{name} {size / mib:.1f} MiB" for name, size in self.largest),
+            f"bytecode: {self.compiled} modules compiled for Python {LAMBDA_PYTHON}"
+            if self.compiled
+            else f"bytecode: none (sources only: this is Python {_this_python()}, the runtime {LAMBDA_PYTHON}; "
+            "each cold start compiles what it imports; build with Python "
+            f"{LAMBDA_PYTHON} to carry bytecode)",
         ]
         return "\n".join(lines)
 
@@ -137,6 +157,11 @@ def build(out: Path, work: Path | None = None) -> Package:
     site = install_dependencies(runtime_requirements(), work)
     entries = [(f, f.relative_to(site).as_posix()) for f in sorted(site.rglob("*")) if f.is_file()]
     entries += _code_files()
+    compiled = []
+    if _this_python() == LAMBDA_PYTHON:
+        cold = _cold_start_packages(entries)
+        compiled = _bytecode([e for e in entries if e[1].split("/", 1)[0].removesuffix(".py") in cold], work)
+    entries += compiled
     sizes: dict[str, int] = {}
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_suffix(".partial")
@@ -151,29 +176,152 @@ def build(out: Path, work: Path | None = None) -> Package:
             sizes[top] = sizes.get(top, 0) + len(data)
     partial.replace(out)
     largest = sorted(sizes.items(), key=lambda item: -item[1])[:8]
-    return Package(out, out.stat().st_size, sum(sizes.values()), len(entries), largest)
+    return Package(out, out.stat().st_size, sum(sizes.values()), len(entries), largest, len(compiled))
 
 
-def check(package: Path) -> None:
-    """Import the app and the searchers' libraries from the unzipped package alone; no CLI package in it."""
+def _this_python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _cold_start_packages(entries: list[tuple[Path, str]]) -> set[str]:
+    """The top-level packages and modules that importing the app loads (what a cold start compiles),
+    found by importing it, in this Python (the runtime's version), from the package's files alone."""
+    with tempfile.TemporaryDirectory() as folder:
+        for source, name in entries:
+            target = Path(folder, name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        script = (
+            f"import sys; sys.path.insert(0, {folder!r}); import app\n"
+            "for module in list(sys.modules.values()):\n"
+            f"    if (getattr(module, '__file__', None) or '').startswith({folder + os.sep!r}):\n"
+            f"        print(module.__file__[{len(folder) + 1}:].split('/', 1)[0].removesuffix('.py'))"
+        )
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "STRATUS_STACK": "stratus",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        done = subprocess.run(
+            [sys.executable, "-S", "-B", "-c", script], env=env, capture_output=True, text=True, check=True
+        )
+    return set(done.stdout.split())
+
+
+def _bytecode(entries: list[tuple[Path, str]], work: Path) -> list[tuple[Path, str]]:
+    """Each `.py` entry compiled by this Python (the runtime's version): the `.pyc` files, and where they go
+    in the package. Unchecked-hash bytecode: the import system never compares it with the source's time
+    or hash, so the zip's fixed timestamps do not make it stale; the package is rebuilt whole anyway."""
+    folder = work / "bytecode"
+    shutil.rmtree(folder, ignore_errors=True)
+    compiled = []
+    for source, name in entries:
+        if not name.endswith(".py"):
+            continue
+        inside = importlib.util.cache_from_source(name)
+        target = folder / inside
+        try:
+            py_compile.compile(
+                str(source),
+                cfile=str(target),
+                dfile=name,
+                doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            )
+        except py_compile.PyCompileError:  # a file no import can load either (another Python's syntax)
+            continue
+        compiled.append((target, inside))
+    return compiled
+
+
+#: The smoke test's recorded events: API Gateway's proxy event for a route that needs no AWS service, and
+#: an empty SQS batch for every queue handler (its answer: no failed records).
+_API_EVENT = {
+    "resource": "/health",
+    "path": "/health",
+    "httpMethod": "GET",
+    "headers": {"Accept": "application/json"},
+    "multiValueHeaders": {"Accept": ["application/json"]},
+    "queryStringParameters": None,
+    "multiValueQueryStringParameters": None,
+    "pathParameters": None,
+    "stageVariables": None,
+    "requestContext": {"resourcePath": "/health", "httpMethod": "GET", "path": "/api/health", "stage": "api"},
+    "body": None,
+    "isBase64Encoded": False,
+}
+_SMOKE = """
+import importlib, json, sys, time
+started = time.process_time()
+import app
+imported = time.process_time() - started
+for name in {imports!r}:
+    importlib.import_module(name)
+handlers = ["app.app"] + [source.handler_string for source in app.app.event_sources]
+answers = {{}}
+for name in handlers:  # as Lambda finds a handler: the module, then the function in it
+    module, function = name.rsplit(".", 1)
+    handler = getattr(importlib.import_module(module), function)
+    if name == "app.app":
+        answer = handler({event!r}, None)
+        assert answer["statusCode"] == 200 and json.loads(answer["body"])["status"] == "ok", answer
+    else:
+        answer = handler({{"Records": []}}, None)
+        assert not (answer or {{}}).get("batchItemFailures"), answer
+    answers[name] = answer.get("statusCode", "no failed records") if isinstance(answer, dict) else answer
+import numpy, optuna
+print("python", sys.version.split()[0], "| import app:", f"{{imported:.2f}} s CPU", "| numpy", numpy.__version__,
+      "| optuna", optuna.__version__)
+print("handlers answered:", ", ".join(f"{{name}} ({{answer}})" for name, answer in answers.items()))
+"""
+
+
+def runtime_python() -> str | None:
+    """An interpreter of the runtime's version on this machine (this one, or `python3.12` on PATH)."""
+    if _this_python() == LAMBDA_PYTHON:
+        return sys.executable
+    found = shutil.which(f"python{LAMBDA_PYTHON}")
+    if found is None:
+        return None
+    # A version manager's shim is on PATH whether or not that version is installed: ask it.
+    asked = subprocess.run(
+        [found, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True
+    )
+    return found if asked.returncode == 0 and asked.stdout.strip() == LAMBDA_PYTHON else None
+
+
+def check(package: Path, python: str | None = None) -> str:
+    """The package holds no CLI package, and (the smoke test) from the unzipped package alone, in an
+    interpreter of the runtime's version that sees nothing else (`-S`), the app and the searchers'
+    libraries import, and every handler answers a recorded event. What it printed; SystemExit on a failure
+    or when no such interpreter is here (a 3.12 package's compiled modules load only in 3.12)."""
     with zipfile.ZipFile(package) as archive:
         names = archive.namelist()
         found = sorted({c for c in CLI_ONLY for n in names if n.startswith(c + "/") or n == c + ".py"})
         if found:
             raise SystemExit(f"{package}: holds CLI-only packages {found}; take them out of requirements.txt")
+        python = python or runtime_python()
+        if python is None:
+            raise SystemExit(
+                f"no Python {LAMBDA_PYTHON} on this machine (this is {_this_python()}): the package's "
+                f"compiled modules load only in the runtime's version; run the check where python{LAMBDA_PYTHON} is"
+            )
         with tempfile.TemporaryDirectory() as folder:
             archive.extractall(folder)
-            script = (
-                f"import sys; sys.path.insert(0, {folder!r}); import importlib\n"
-                f"for name in {CHECK_IMPORTS!r}: importlib.import_module(name)\n"
-                "import numpy, optuna; print('imports: numpy', numpy.__version__, 'optuna', optuna.__version__)"
+            script = f"import sys; sys.path.insert(0, {folder!r})\n" + _SMOKE.format(
+                imports=CHECK_IMPORTS, event=_API_EVENT
             )
             env = {
                 "PATH": os.environ.get("PATH", ""),
                 "STRATUS_STACK": "stratus",
                 "AWS_DEFAULT_REGION": "us-east-1",
             }
-            subprocess.run([sys.executable, "-S", "-c", script], check=True, env=env, cwd=folder)
+            done = subprocess.run(
+                [python, "-S", "-B", "-c", script], env=env, cwd=folder, capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"the package's smoke test failed under {python}:\n{done.stderr[-3000:]}")
+            return done.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     package = build(args.out)
     print(package.summary())
     if args.check:
-        check(package.path)
+        print(check(package.path), end="")
     return 0
 
 
