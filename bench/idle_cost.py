@@ -1,26 +1,37 @@
-"""What a deployed stack costs per month with nothing running, from the template and AWS list prices.
-Run from the repository root:
+"""What a deployed stack costs per month with nothing running, and what a finished experiment leaves
+behind, from the template and AWS list prices. Run from the repository root:
 
-    .venv/bin/python bench/idle_cost.py [--sweep-ms 300] [--ec2-pools 1] [--write]
+    .venv/bin/python bench/idle_cost.py [--sweep-ms 300] [--ec2-pools 1] [--checkpoint-gb 1] [--write]
 
 An estimate, not a measurement (no AWS account here): it counts what the rendered template
 (`infra/aws/template.py`) keeps running when idle and prices it. The sweep schedule sends a message to the
 scheduler queue every minute and its function runs a scheduling pass (`--sweep-ms` long, reading the pool's
 summary and holdings); Lambda's SQS event sources long-poll every queue they feed whether or not messages
 come (AWS documents five concurrent pollers per queue, each a 20 s `ReceiveMessage`); the two secrets are
-billed per month; the package sits in S3. DynamoDB on demand, SQS and API Gateway cost nothing idle
-beyond that. Each `ec2` pool (`--ec2-pools`) is an Auto Scaling group at zero instances, a launch template
+billed per month. DynamoDB on demand, SQS and API Gateway cost nothing idle beyond that. Each `ec2` pool (`--ec2-pools`) is an Auto Scaling group at zero instances, a launch template
 and an EventBridge rule for AWS events, all free; it adds a sweep a minute (the schedule's one message is
 fanned out into one per pool), whose pass also lists the group's instances (free API calls). The
 monitoring: CloudWatch alarms and the stack's dashboard are billed per month at list price (an account's
 free tier covers 10 alarms and 3 dashboards), log groups hold nothing idle, and a pool at zero puts no
-metric (`PoolPass.idle`). The always-on alternative: Determined's master on an m5.large with its database, as the
-issue compares (about 0.30 USD an hour).
+metric (`PoolPass.idle`). What `det deploy aws up` keeps in the bucket: the Lambda package the stack runs
+and the one before it (for a rollback; older ones are pruned after each successful update), with ec2
+pools the agents' wheel in use and the one before, and the template it last handed over. The always-on
+alternative: Determined's master on an m5.large with its database, as the issue compares (about 0.30 USD
+an hour).
+
+A finished experiment leaves behind, until `det experiment delete` removes them: its checkpoints in S3
+(`--checkpoint-gb`), its trials' logs in CloudWatch Logs (`--log-mb`; the trial log group keeps them
+90 days), its records in DynamoDB (`--record-mb`: trials, metrics, checkpoints, runs), and, if
+`det experiment dashboard` made one, its CloudWatch dashboard (list price; an account's first 3, the
+stack's own among them, are free). The dashboard is deleted with the experiment, and `det deploy aws
+down` deletes those of the experiments still there. Its metrics cost nothing once it ended: CloudWatch
+bills a custom metric only for the hours it receives data.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -45,6 +56,9 @@ SWEEP_READ_UNITS = (
 MASTER_AN_HOUR = 0.30
 ALARM_A_MONTH = 0.10  # CloudWatch, a standard-resolution metric alarm (the first 10 of an account are free)
 DASHBOARD_A_MONTH = 3.00  # CloudWatch, a dashboard (the first 3 of an account are free)
+LOGS_GB_A_MONTH = 0.03  # CloudWatch Logs, stored (compressed; counted here uncompressed, an upper bound)
+DYNAMO_GB_A_MONTH = 0.25  # DynamoDB on demand, table storage (the first 25 GB of an account are free)
+KEPT_VERSIONS = 2  # the package (and wheel) in use and the one before it: det/deploy/aws.py's pruning
 
 
 def pools(ec2_pools: int) -> tuple[PoolSpec, ...]:
@@ -61,10 +75,13 @@ def pools(ec2_pools: int) -> tuple[PoolSpec, ...]:
     ) or (PoolSpec(DEFAULT_POOL),)
 
 
-def rows(sweep_ms: float, package_mb: float, ec2_pools: int = 0) -> list[tuple[str, float, float]]:
-    """(what, count a month, USD a month)."""
+def rows(
+    sweep_ms: float, package_mb: float, ec2_pools: int = 0, wheel_kb: float = 0
+) -> list[tuple[str, float, float]]:
+    """(what, count a month, USD a month) of an idle stack."""
     configured = pools(ec2_pools)
     built = template(configured)
+    template_mb = len(json.dumps(built, sort_keys=True).encode()) / 2**20
     resources = built["Resources"]
     sources = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
     fifo = sum(1 for s in sources if s["Properties"]["EventSourceArn"]["Fn::GetAtt"][0] == "SchedulerQueue")
@@ -97,8 +114,31 @@ def rows(sweep_ms: float, package_mb: float, ec2_pools: int = 0) -> list[tuple[s
         ("the stack's CloudWatch dashboard (list price; an account's first 3 are free)", boards,
          boards * DASHBOARD_A_MONTH),
         ("custom metrics: none while idle (a pool at zero puts none)", 0, 0.0),
-        (f"the Lambda package in S3 ({package_mb:.0f} MB)", package_mb / 1024, package_mb / 1024 * S3_GB_A_MONTH),
+        (f"the Lambda packages kept in S3, GB ({KEPT_VERSIONS} x {package_mb:.0f} MB: in use, and the one before)",
+         KEPT_VERSIONS * package_mb / 1024, KEPT_VERSIONS * package_mb / 1024 * S3_GB_A_MONTH),
+        *([(f"the agents' wheels kept in S3, GB ({KEPT_VERSIONS} x {wheel_kb:.0f} KB)", KEPT_VERSIONS * wheel_kb / 2**20,
+            KEPT_VERSIONS * wheel_kb / 2**20 * S3_GB_A_MONTH)] if groups else []),
+        (f"the template last handed over, in S3, GB ({template_mb * 1024:.0f} KB)", template_mb / 1024,
+         template_mb / 1024 * S3_GB_A_MONTH),
     ]  # fmt: skip
+
+
+def experiment_rows(checkpoint_gb: float, log_mb: float, record_mb: float) -> list[tuple[str, float, float]]:
+    """(what, count a month, USD a month) of a finished experiment, until it is deleted."""
+    return [
+        ("its checkpoints in S3, GB", checkpoint_gb, checkpoint_gb * S3_GB_A_MONTH),
+        ("its trials' logs in CloudWatch Logs, GB (90 days, then expired)", log_mb / 1024,
+         log_mb / 1024 * LOGS_GB_A_MONTH),
+        ("its records in DynamoDB, GB", record_mb / 1024, record_mb / 1024 * DYNAMO_GB_A_MONTH),
+        ("its metrics in CloudWatch: none billed once it ended (no data point arrives)", 0, 0.0),
+        ("its dashboard, if `det experiment dashboard` made one (list price; deleted with the experiment)", 1,
+         DASHBOARD_A_MONTH),
+    ]  # fmt: skip
+
+
+def _count(count: float) -> str:
+    """Whole counts with thousands separators, fractions (GB) with three significant digits."""
+    return f"{count:,.0f}" if count == int(count) or count >= 100 else f"{count:.3g}"
 
 
 def main() -> int:
@@ -108,30 +148,46 @@ def main() -> int:
         "--package-mb", type=float, default=45, help="the zipped package (python -m infra.aws.package)"
     )
     parser.add_argument("--ec2-pools", type=int, default=1, help="ec2 pools in the stack (0: none)")
+    parser.add_argument(
+        "--wheel-kb", type=float, default=265, help="the agents' wheel (python -m infra.aws.compute_package)"
+    )
+    parser.add_argument("--checkpoint-gb", type=float, default=1, help="a finished experiment's checkpoints")
+    parser.add_argument("--log-mb", type=float, default=10, help="a finished experiment's trial logs")
+    parser.add_argument("--record-mb", type=float, default=1, help="a finished experiment's records")
     parser.add_argument("--write", action="store_true", help="write bench/results/idle_cost.md")
     args = parser.parse_args()
-    lines = rows(args.sweep_ms, args.package_mb, args.ec2_pools)
+    lines = rows(args.sweep_ms, args.package_mb, args.ec2_pools, args.wheel_kb)
+    left = experiment_rows(args.checkpoint_gb, args.log_mb, args.record_mb)
     total = sum(usd for _, _, usd in lines)
     free = sum(
         usd for what, _, usd in lines if "SQS" in what or "long polls" in what or "sweep messages" in what
     )
     text = "\n".join(
         [
-            "# An idle stack, per month (estimate)",
+            "# An idle stack and what a finished experiment leaves, per month (estimate)",
             "",
             f"Machine: {describe()}.  ",
             f"Date: {time.strftime('%Y-%m-%d')}. Command: `.venv/bin/python bench/idle_cost.py --sweep-ms "
-            f"{args.sweep_ms:g} --package-mb {args.package_mb:g} --ec2-pools {args.ec2_pools}"
-            f"{' --write' if args.write else ''}`.",
+            f"{args.sweep_ms:g} --package-mb {args.package_mb:g} --ec2-pools {args.ec2_pools} --wheel-kb "
+            f"{args.wheel_kb:g} --checkpoint-gb {args.checkpoint_gb:g} --log-mb {args.log_mb:g} --record-mb "
+            f"{args.record_mb:g}{' --write' if args.write else ''}`.",
             "",
             (__doc__ or "").split("\n\n", 1)[1].strip(),
             "",
             "| what | a month | USD a month |",
             "|---|---:|---:|",
-            *[f"| {what} | {count:,.0f} | {usd:.4f} |" for what, count, usd in lines],
+            *[f"| {what} | {_count(count)} | {usd:.4f} |" for what, count, usd in lines],
             f"| **an idle stack** | | **{total:.2f}** |",
             f"| of which SQS (the first million requests a month are free) | | {free:.2f} |",
             f"| Determined's always-on master, for comparison | 720 h | {MASTER_AN_HOUR * 720:.2f} |",
+            "",
+            "## A finished experiment, per month until `det experiment delete`",
+            "",
+            "| what | a month | USD a month |",
+            "|---|---:|---:|",
+            *[f"| {what} | {_count(count)} | {usd:.4f} |" for what, count, usd in left],
+            f"| **a finished experiment, with a dashboard** | | **{sum(usd for _, _, usd in left):.2f}** |",
+            f"| without one | | {sum(usd for what, _, usd in left if 'dashboard' not in what):.2f} |",
             "",
         ]
     )

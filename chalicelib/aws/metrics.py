@@ -122,6 +122,14 @@ class _Dashboards:
         for problem in answer.get("DashboardValidationMessages") or []:
             log.warning("dashboard %s: %s", name, problem.get("Message"))
 
+    def delete_dashboard(self, name: str) -> None:
+        try:
+            clients.client("cloudwatch").delete_dashboards(DashboardNames=[name])
+        except ClientError as error:
+            # DeleteDashboards refuses the whole request when a dashboard it names does not exist.
+            if error.response.get("Error", {}).get("Code") != "ResourceNotFound":
+                raise
+
 
 class EmfMetrics(_Dashboards):
     """Metrics as embedded metric format documents on stdout (Lambda sends stdout to CloudWatch Logs)."""

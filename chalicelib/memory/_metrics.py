@@ -20,6 +20,9 @@ class MemoryTelemetry:
     def put_dashboard(self, name: str, body: Mapping[str, Any]) -> None:
         self.dashboards[name] = dict(body)
 
+    def delete_dashboard(self, name: str) -> None:
+        self.dashboards.pop(name, None)
+
     def values(self, name: str, **dimensions: str) -> list[float]:
         """The values put of the metric `name` with exactly these dimensions, in order."""
         wanted = set(dimensions.items())

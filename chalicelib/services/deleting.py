@@ -1,8 +1,9 @@
 """`det experiment delete ID`, as Determined does it: only an experiment that has ended (COMPLETED,
 CANCELED or ERROR) is deleted, and not while an experiment that has not ended starts its trials from one of
 its checkpoints (`chalicelib.services.warm_start`); it goes DELETING (a conditional write, `domain.states`),
-then its checkpoints (S3 and their records), metrics, logs, runs, trials and finally its own record are
-removed, after which it is a 404 like any unknown id.
+then its checkpoints (S3 and their records), metrics, logs, runs, trials, its CloudWatch dashboard
+(`det experiment dashboard`) and finally its own record are removed, after which it is a 404 like any
+unknown id.
 
 Where the work runs: the request removes up to `IN_REQUEST_TRIALS` trials, which finishes a small
 experiment before it answers. A larger one would not fit: API Gateway gives a request 29 s, and each
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chalicelib.domain import keys
+from chalicelib.domain import dashboards, keys
 from chalicelib.domain.records import Trial
 from chalicelib.domain.states import ExperimentState
 from chalicelib.errors import ConflictError, NotFoundError
@@ -88,6 +89,8 @@ def carry_on(ports: Ports, experiment_id: int, *, max_trials: int = PER_MESSAGE_
         return Deletion(experiment_id, deleted=False, trials_left=left)
     # Files of checkpoints uploaded but never reported (a trial that died mid-upload) lie here too.
     ports.blobs.delete_prefix(keys.experiment_checkpoints_prefix(experiment_id))
+    # Billed by the month until deleted (one made by `det experiment dashboard`; none: nothing to do).
+    ports.telemetry.delete_dashboard(dashboards.dashboard_name(ports.settings.stack, experiment_id))
     ports.experiments.delete(experiment_id)
     return Deletion(experiment_id, deleted=True, trials_left=0)
 

@@ -19,3 +19,7 @@ class MetricsSink(Protocol):
     def put_dashboard(self, name: str, body: Mapping[str, Any]) -> None:
         """Create or replace the dashboard `name` (the stack's prefix) with the body."""
         ...
+
+    def delete_dashboard(self, name: str) -> None:
+        """Delete the dashboard `name` (the stack's prefix); none of that name is no error."""
+        ...

@@ -7,16 +7,23 @@ AWS tool takes them (`--profile`, `--region`, or the environment and `~/.aws`); 
 every call at another endpoint (the tests' moto server).
 
 `up` builds the control plane's Lambda package (`infra/aws/package.py`, or `--package ZIP`), makes the
-bucket if it is new, uploads the package there (named by its hash: an unchanged one is not sent again),
-with EC2 pools also the agents' wheel (`infra/aws/compute_package.py`, at `compute/<sha256>/<wheel>`: the
-stack's `ComputeKey`), and creates or updates the stack of `infra/aws/template.py`: the infrastructure, the
-Lambda functions (the API and one per queue, fed by it) and the REST API with each route's authorization,
-wired together (the API's URL included) in one deployment; it prints the `DET_MASTER` to use. Its
-resource pools and their agents' AMI and network come from Determined's compute flags or a pools file
-(`det/deploy/aws_compute.py`), checked against the account's vCPU quotas first. `--add-tag KEY=VALUE` tags the
-stack and, through the template, its pools' instances, volumes, groups and Batch resources, and the
-Batch and SageMaker jobs its control plane starts (`stratus.contract.tags`: AWS's rules, checked before anything
-is asked of AWS). `down` scales the stack's Auto Scaling groups to zero before deleting it.
+bucket if it is new, gives it the stack's bucket rules whatever made it (`infra/aws/bucket_rules.py`: the
+lifecycle rules, TLS only; `det/deploy/aws_bucket.py`), uploads the package there (named by its hash: an
+unchanged one is not sent again), with EC2 pools also the agents' wheel (`infra/aws/compute_package.py`, at
+`compute/<sha256>/<wheel>`: the stack's `ComputeKey`), and creates or updates the stack of
+`infra/aws/template.py`: the infrastructure, the Lambda functions (the API and one per queue, fed by it)
+and the REST API with each route's authorization, wired together (the API's URL included) in one
+deployment; it prints the `DET_MASTER` to use. Its resource pools and their agents' AMI and network come
+from Determined's compute flags or a pools file (`det/deploy/aws_compute.py`), checked against the
+account's vCPU quotas first. `--add-tag KEY=VALUE` tags the stack and, through the template, its pools'
+instances, volumes, groups and Batch resources, and the Batch and SageMaker jobs its control plane starts
+(`stratus.contract.tags`: AWS's rules, checked before anything is asked of AWS). Once the stack is created
+or updated, what earlier `up`s put in the bucket is pruned: the packages and the wheel the stack used
+before the update are kept with the new ones (a rollback needs them), older ones and earlier templates
+are deleted.
+
+`down` scales the stack's Auto Scaling groups to zero before deleting it, and once it is gone deletes the
+experiments' dashboards its control plane made.
 """
 
 from __future__ import annotations
@@ -152,9 +159,9 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     rt.say(f"Stratus stack {stack!r} in account {account}, region {region}: {action}")
     rt.say(f"  bucket {bucket}: " + ("kept from before, adopted" if kept else "made now, kept across stacks"))
     # The bucket is made here, not by the stack: the package goes into it before the stack exists.
-    rt.say(
-        "  resources: " + _resource_summary({k: r for k, r in rendered["Resources"].items() if k != "Bucket"})
-    )
+    # The template's bucket and its policy are made with CreateBucket=true only, which up never passes.
+    made = {k: r for k, r in rendered["Resources"].items() if r.get("Condition") != "MakeBucket"}
+    rt.say("  resources: " + _resource_summary(made))
     rt.say("  tags: " + ", ".join(f"{t['Key']}={t['Value']}" for t in tags))
     rt.say(describe(compute))
     declared = rendered.get("Parameters", {})
@@ -171,6 +178,8 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     package = _package(rt, args.package)
     if not kept:
         aws.make_bucket(bucket, tags)
+    applied = aws.apply_bucket_rules(bucket)
+    rt.say("  bucket rules: " + ("; ".join(applied) + " applied" if applied else "in place already"))
     source = aws.template_source(bucket, body)
     if source is None:
         raise StackError(f"bucket {bucket!r} is missing; the template cannot be handed to CloudFormation")
@@ -188,6 +197,7 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     final = _follow(rt, aws, stack, since)
     if final in _FAILED or not final.endswith("_COMPLETE"):
         raise StackError(f"stack {stack!r} ended {final}; the events above name the resource that failed")
+    _prune(rt, aws, bucket, parameters, existing, body if "TemplateURL" in source else None)
     found = aws.stack(stack) or {}
     _print_outputs(rt, found)
     if queue_arn := _outputs(found).get("SubmissionsQueueArn"):
@@ -195,6 +205,38 @@ def up(args: argparse.Namespace, rt: Runtime) -> int:
     if url := _outputs(found).get("ApiUrl"):
         rt.say(f"Point det at it (requests are signed with your AWS credentials):\n  export DET_MASTER={url}")
     return 0
+
+
+def _prune(
+    rt: Runtime,
+    aws: AwsCalls,
+    bucket: str,
+    parameters: dict[str, str],
+    before: dict[str, Any] | None,
+    stored: str | None,
+) -> None:
+    """After a create or update that succeeded: delete what earlier `up`s put in the bucket, but the packages
+    the stack uses now and those it used before the update (`before`'s parameters: a rollback goes back to
+    them) and the template just handed over from the bucket (`stored`: its body; CloudFormation keeps its
+    own copy of every template, so older ones go)."""
+    from botocore.exceptions import ClientError
+
+    from det.deploy.aws_bucket import PACKAGE_PARAMETERS, template_key
+
+    previous = {p["ParameterKey"]: p.get("ParameterValue", "") for p in (before or {}).get("Parameters", [])}
+    keep = {found[name] for found in (parameters, previous) for name in PACKAGE_PARAMETERS if found.get(name)}
+    if stored is not None:
+        keep.add(template_key(stored.encode()))
+    try:
+        pruned = aws.prune(bucket, keep)
+    except ClientError as e:  # the stack is up: what is left over waits for the next update
+        rt.note(f"warning: older packages not pruned from s3://{bucket}: {e}")
+        return
+    if pruned.keys:
+        rt.say(
+            f"  pruned {plural(len(pruned.keys), 'object')} of earlier deploys from s3://{bucket} "
+            f"({pruned.size / 2**20:.1f} MiB): {', '.join(pruned.keys)}"
+        )
 
 
 def _render_template(
@@ -285,6 +327,9 @@ def down(args: argparse.Namespace, rt: Runtime) -> int:
             f"stack {stack!r} ended {final}; the events above name the resource that failed (its "
             "remaining functions run again: `down` once more retries)"
         )
+    dashboards = aws.delete_dashboards(stack)
+    if dashboards:
+        rt.say(f"deleted {plural(len(dashboards), 'experiment dashboard')}: {', '.join(dashboards)}")
     bucket = outputs.get("BucketName")
     if bucket and args.delete_bucket:
         removed = aws.delete_bucket(bucket)

@@ -1,16 +1,16 @@
 """The AWS calls of `det deploy aws` (`det/deploy/aws.py`, `det/deploy/aws_compute.py`), on one boto3 session:
-the profile, the region (`--region`, `AWS_REGION`, the profile's), and `AWS_ENDPOINT_URL` where it is set."""
+the profile, the region (`--region`, `AWS_REGION`, the profile's), and `AWS_ENDPOINT_URL` where it is set.
+Those on the stack's bucket are `det/deploy/aws_bucket.py`'s, those that end a stack's work
+`det/deploy/aws_teardown.py`'s."""
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
-from det._runtime import Runtime
+from det.deploy.aws_bucket import BucketCalls, template_key
 from det.deploy.aws_teardown import TeardownCalls
 from det.deploy.quotas import InstanceShape
 from det.errors import StackError, UsageError
@@ -19,7 +19,7 @@ from det.errors import StackError, UsageError
 TEMPLATE_BODY_MAX = 51_200
 
 
-class AwsCalls(TeardownCalls):
+class AwsCalls(BucketCalls, TeardownCalls):
     """The boto3 calls of these commands (one session: the profile, the region, AWS_ENDPOINT_URL)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -85,7 +85,7 @@ class AwsCalls(TeardownCalls):
             return {"TemplateBody": body}
         if bucket is None:
             return None
-        key = f"deploy/template-{hashlib.sha256(data).hexdigest()[:16]}.json"
+        key = template_key(data)
         self._session.client("s3").put_object(
             Bucket=bucket, Key=key, Body=data, ContentType="application/json"
         )
@@ -142,85 +142,6 @@ class AwsCalls(TeardownCalls):
     def last_event_time(self, name: str) -> Any:
         events = self._cfn.describe_stack_events(StackName=name)["StackEvents"]
         return max((e["Timestamp"] for e in events), default=None)
-
-    def make_bucket(self, bucket: str, tags: list[dict[str, str]]) -> None:
-        """The stack's bucket, as the template would make it: private, encrypted, tagged."""
-        s3 = self._session.client("s3")
-        where = (
-            {}
-            if self.region == "us-east-1"
-            else {"CreateBucketConfiguration": {"LocationConstraint": self.region}}
-        )
-        s3.create_bucket(Bucket=bucket, **where)
-        s3.put_public_access_block(
-            Bucket=bucket,
-            PublicAccessBlockConfiguration={
-                "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True,
-            },
-        )  # fmt: skip
-        s3.put_bucket_encryption(
-            Bucket=bucket,
-            ServerSideEncryptionConfiguration={
-                "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
-            },
-        )
-        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tags})
-
-    def notify_submissions(self, bucket: str, queue_arn: str) -> None:
-        """Send the bucket's `submissions/<name>/submit` markers to the stack's submissions queue: the
-        template cannot configure the bucket it adopts (`infra/aws/template_submissions.py`)."""
-        from infra.shape import notification_configuration
-
-        self._session.client("s3").put_bucket_notification_configuration(
-            Bucket=bucket, NotificationConfiguration=notification_configuration(queue_arn)
-        )
-
-    def upload_package(self, rt: Runtime, bucket: str, package: Path) -> str:
-        """The package's key in the bucket (named by its hash: an unchanged package is not sent again)."""
-        digest = hashlib.sha256(package.read_bytes()).hexdigest()
-        key = f"deploy/stratus-{digest[:16]}.zip"
-        self.upload_once(rt, bucket, package, key)
-        return key
-
-    def upload_once(self, rt: Runtime, bucket: str, path: Path, key: str) -> bool:
-        """Send the file to `key` unless an object is there already (the keys name their content's hash);
-        whether it was sent."""
-        s3 = self._session.client("s3")
-        try:
-            s3.head_object(Bucket=bucket, Key=key)
-            rt.note(f"package {key} already uploaded")
-            return False
-        except self._errors.ClientError:
-            pass
-        size = path.stat().st_size
-        sent = [0]
-        tty = rt.err_is_tty()
-
-        def progress(count: int) -> None:
-            sent[0] += count
-            if tty:
-                rt.err.write(f"\r  uploading {path.name}: {sent[0] / 2**20:.1f} / {size / 2**20:.1f} MiB")
-                rt.err.flush()
-
-        s3.upload_file(str(path), bucket, key, Callback=progress)
-        rt.note(
-            ("\n" if tty else "") + f"  uploaded {path.name} ({size / 2**20:.1f} MiB) as s3://{bucket}/{key}"
-        )
-        return True
-
-    def delete_bucket(self, bucket: str) -> int:
-        s3 = self._session.client("s3")
-        removed = 0
-        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
-            keys = [
-                {"Key": v["Key"], "VersionId": v["VersionId"]}
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
-            ]
-            if keys:
-                s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-                removed += len(keys)
-        s3.delete_bucket(Bucket=bucket)
-        return removed
 
     # ---- compute: instance types, network, AMI, quotas, Auto Scaling groups -----------------------------
 

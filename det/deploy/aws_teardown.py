@@ -1,12 +1,21 @@
 """The calls of `det deploy aws down` that end a stack's work before it is deleted (a part of
 `det.deploy.aws_calls.AwsCalls`): its control plane frozen, its groups to zero, its Batch jobs, SageMaker training
-jobs and trial executions stopped. What is the stack's is what it owns (its CloudFormation resources) or
-what is tagged with its exact name: never a name prefix, which another stack's names may share."""
+jobs and trial executions stopped; and, once it is deleted, the experiments' dashboards its control plane
+made. What is the stack's is what it owns (its CloudFormation resources), what is tagged with its exact
+name, or (dashboards, which take no tag) what has exactly the name its control plane gives: never a bare
+name prefix, which another stack's names may share."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
+
+#: The experiments' dashboards of stack `{stack}` (`det experiment dashboard`): the name
+#: `chalicelib.domain.dashboards.dashboard_name` gives, `<stack>-experiment-<id>`.
+EXPERIMENT_DASHBOARD = r"{stack}-experiment-\d+"
+#: Dashboards named in one DeleteDashboards request (a bound of our own: each request stays small).
+_DELETE_BATCH = 100
 
 
 class TeardownCalls:
@@ -129,3 +138,21 @@ class TeardownCalls:
                     sagemaker.stop_training_job(TrainingJobName=name)
                     stopped += 1
         return terminated, stopped
+
+    def delete_dashboards(self, stack: str) -> list[str]:
+        """Delete the experiments' dashboards of the stack (`EXPERIMENT_DASHBOARD`; made by its control plane,
+        so unknown to CloudFormation, which deletes the stack's own dashboard with it); their names."""
+        cloudwatch = self._session.client("cloudwatch")
+        ours = re.compile(EXPERIMENT_DASHBOARD.format(stack=re.escape(stack)))
+        pages = cloudwatch.get_paginator("list_dashboards").paginate(
+            DashboardNamePrefix=f"{stack}-experiment-"
+        )
+        names = sorted(
+            d["DashboardName"]
+            for page in pages
+            for d in page["DashboardEntries"]
+            if ours.fullmatch(d["DashboardName"])
+        )
+        for i in range(0, len(names), _DELETE_BATCH):
+            cloudwatch.delete_dashboards(DashboardNames=names[i : i + _DELETE_BATCH])
+        return names

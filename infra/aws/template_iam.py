@@ -167,10 +167,15 @@ def api_policy() -> dict[str, Any]:
                 "Resource": "*",
             },
             {
-                # `det experiment dashboard` (POST /experiments/{id}/dashboard): the stack's own dashboards.
+                # `det experiment dashboard` (POST /experiments/{id}/dashboard) and `det experiment delete`:
+                # the stack's own dashboards.
                 "Sid": "OwnDashboards",
                 "Effect": "Allow",
-                "Action": ["cloudwatch:PutDashboard", "cloudwatch:GetDashboard"],
+                "Action": [
+                    "cloudwatch:PutDashboard",
+                    "cloudwatch:GetDashboard",
+                    "cloudwatch:DeleteDashboards",
+                ],
                 "Resource": _sub(
                     "arn:${AWS::Partition}:cloudwatch::${AWS::AccountId}:dashboard/${AWS::StackName}-*"
                 ),

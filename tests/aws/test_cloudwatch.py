@@ -1,6 +1,7 @@
 """CloudWatch on the moto stack, with real boto3: a trial's reports and a scheduling pass become metrics
-in the stack's namespace (`PutMetricData`, as on the local stack), and `POST /experiments/{id}/dashboard`
-creates the experiment's dashboard, a graph per trial."""
+in the stack's namespace (`PutMetricData`, as on the local stack), `POST /experiments/{id}/dashboard`
+creates the experiment's dashboard, a graph per trial, and the adapter deletes a dashboard (none of that
+name: no error)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import boto3
 import pytest
 
-from chalicelib.services import scheduler
+from chalicelib.services import scheduler, telemetry
 
 pytestmark = pytest.mark.aws
 
@@ -120,3 +121,20 @@ def test_a_scheduling_pass_puts_its_pools_metrics(stack):
     assert _statistic(cloudwatch, space, "Instances", pool, "Maximum") == [1.0]
     assert _statistic(cloudwatch, space, "SlotsUsed", pool, "Maximum") == [1.0]
     assert _statistic(cloudwatch, space, "SlotsIdle", pool, "Minimum") == [0.0]
+
+
+def test_a_dashboard_is_deleted_and_deleting_one_that_is_gone_is_no_error(stack):
+    p = stack.ports
+    experiment = stack.submit_experiment()
+    name = telemetry.experiment_dashboard(p, experiment.id).name
+    cloudwatch = stack.client("cloudwatch")
+
+    def listed() -> list[str]:
+        answer = cloudwatch.list_dashboards(DashboardNamePrefix=f"{stack.names.stack}-")
+        return [d["DashboardName"] for d in answer["DashboardEntries"]]
+
+    assert listed() == [name]
+    p.telemetry.delete_dashboard(name)
+    assert listed() == []
+    p.telemetry.delete_dashboard(name)  # DeleteDashboards' ResourceNotFound: nothing to delete
+    assert listed() == []

@@ -1,6 +1,6 @@
-"""`det experiment delete` on moto: an ended experiment's S3 objects, DynamoDB records and log streams
-go, in the request or through the events queue's handler; a repeat is harmless; a running experiment is
-refused with 409, naming `det experiment cancel`."""
+"""`det experiment delete` on moto: an ended experiment's S3 objects, DynamoDB records, log streams and
+CloudWatch dashboard go, in the request or through the events queue's handler; a repeat is harmless; a
+running experiment is refused with 409, naming `det experiment cancel`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from chalicelib.domain import keys
 from chalicelib.domain.records import LogLine
 from chalicelib.errors import ConflictError, NotFoundError
-from chalicelib.services import checkpoints, deleting, runs, stopping, trial_reports
+from chalicelib.services import checkpoints, deleting, runs, stopping, telemetry, trial_reports
 from stratus.contract import messages
 
 pytestmark = pytest.mark.aws
@@ -36,6 +36,11 @@ def _log_streams(stack, trial_id: int) -> list[str]:
         logGroupName=stack.env["STRATUS_LOG_GROUP"], logStreamNamePrefix=keys.log_stream(trial_id)
     )
     return [s["logStreamName"] for s in answer.get("logStreams", [])]
+
+
+def _dashboards(stack, name: str) -> list[str]:
+    answer = stack.client("cloudwatch").list_dashboards(DashboardNamePrefix=name)
+    return [d["DashboardName"] for d in answer["DashboardEntries"]]
 
 
 def _ran_and_killed(stack):
@@ -70,6 +75,8 @@ def test_an_ended_experiment_is_deleted_with_its_objects_and_records(stack):
     _, (best,) = checkpoints.for_experiment(p, experiment.id, best=1)
     assert (best.checkpoint.uuid, best.searcher_value) == (uuid, 0.2)
     assert len(_objects(stack, f"checkpoints/{experiment.id}/")) == 2 and _log_streams(stack, run.trial_id)
+    dashboard = telemetry.experiment_dashboard(p, experiment.id).name  # `det experiment dashboard`
+    assert _dashboards(stack, dashboard) == [dashboard]
 
     done = deleting.delete_experiment(p, experiment.id)
 
@@ -81,6 +88,7 @@ def test_an_ended_experiment_is_deleted_with_its_objects_and_records(stack):
     assert p.metrics.list(run.trial_id, "validation") == [] and p.metrics.groups(run.trial_id) == []
     assert p.runs.get(run.run_id) is None
     assert _log_streams(stack, run.trial_id) == []
+    assert _dashboards(stack, dashboard) == []  # billed by the month while it stays
     assert _objects(stack, "contexts/")  # contexts are shared by content: they stay
     # Idempotent: a redelivered message is a no-op; a second delete is the usual 404.
     assert deleting.carry_on(p, experiment.id).deleted
@@ -129,3 +137,5 @@ def test_what_the_request_leaves_goes_on_through_the_events_queue(stack):
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     assert p.trials.for_experiment(experiment.id) == []
     assert all(p.runs.get(keys.run_id(t, 1)) is None for t in trial_ids)
+    # It had no dashboard: deleting the one it might have had was no error.
+    assert _dashboards(stack, f"{stack.names.stack}-experiment-{experiment.id}") == []
