@@ -14,7 +14,10 @@ code and HTTP status.
     │                                              losing the searcher's save; the queue delivers the event
     │                                              again. Never reaches an HTTP caller: a create or activate
     │                                              hands unfinished searcher work to the queue
-    └── PayloadTooLargeError              413
+    ├── PayloadTooLargeError              413
+    └── UpgradeRequiredError              426  a CLI or agent older than the oldest the API answers
+                                                   (`stratus.contract.versions`); the message names both
+                                                   versions and the upgrade
 
 This module imports nothing of the project, so the pure packages (`domain`, `config`) raise its errors
 too. The API's one error handler (`chalicelib.api.routing`) turns any of them into
@@ -69,3 +72,8 @@ class ConflictError(StratusError):
 class PayloadTooLargeError(StratusError):
     code = "PayloadTooLarge"
     status = 413
+
+
+class UpgradeRequiredError(StratusError):
+    code = "UpgradeRequired"
+    status = 426

@@ -21,4 +21,6 @@ have httpx or pydantic), and `tests/contract` checks both ends against it.
     stratus.contract.adaptdl   AdaptDL elastic trials: the replicas' variables, the hints, the checkpoint's shape
     stratus.contract.log_levels  a trial log line's level, as Determined reads it (``det trial logs --level``)
     stratus.contract.tags      the user's tags (``det deploy aws up --add-tag``): AWS's rules, ``STRATUS_TAGS``
+    stratus.contract.versions  the code's version, the header every caller names its own in, and how a CLI's
+                       or an agent's version stands against the API's (which is behind, the fix)
 """

@@ -39,6 +39,7 @@ from stratus.contract.transport import (
     UrllibTransport,
     redact,
 )
+from stratus.contract.versions import VERSION, VERSION_HEADER
 
 __all__ = [
     "InMemoryTransport",
@@ -177,7 +178,8 @@ class Session:
     ) -> dict[str, Any]:
         """``method path`` (below ``base_url``) with ``body`` as JSON; the answer's JSON object ({} for an
         empty answer). Raises `HttpCallError`."""
-        headers = {"accept": "application/json"}
+        # The caller's version: the API refuses a compute package too old for it (`stratus.contract.versions`).
+        headers = {"accept": "application/json", VERSION_HEADER.lower(): VERSION}
         if self._token:
             headers["authorization"] = f"Bearer {self._token}"
         data = None

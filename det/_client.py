@@ -18,6 +18,7 @@ from det._client_uploads import ContextUploads
 from det.errors import ApiError, ConnectionFailedError, NotFoundError
 from stratus.contract.errors import ErrorBody
 from stratus.contract.owner import USER_HEADER, clean_user_name
+from stratus.contract.versions import VERSION, VERSION_HEADER, Side, Standing, compare
 
 # API Gateway gives up on a request after 29 s; the local stack answers well within that.
 API_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
@@ -39,7 +40,8 @@ class ApiClient(ContextUploads):
     ) -> None:
         self.master_url = master_url.rstrip("/")
         self._transport = transport
-        headers = {"Accept": "application/json"}
+        # The CLI's version: the API refuses a CLI too old for it, naming both versions (426).
+        headers = {"Accept": "application/json", VERSION_HEADER: VERSION}
         if (name := clean_user_name(user)) is not None:
             headers[USER_HEADER] = name
         self._http = httpx.Client(
@@ -318,7 +320,13 @@ class ApiClient(ContextUploads):
             )
         if status == 403 and message == "Missing Authentication Token":
             # API Gateway's (and Chalice's local server's) answer for a path with no route: the URL is
-            # wrong, not the credentials.
+            # wrong, not the credentials, unless the API is of another version (a route it lacks).
+            if skew := self._skew():
+                return ApiError(
+                    f"the Stratus API at {self.master_url} has no route {method} {path}: {skew}",
+                    status=status,
+                    code="VersionSkew",
+                )
             return ApiError(
                 f"{self.master_url} has no route {method} {path} (it answered 'Missing Authentication "
                 "Token'), so it is not the Stratus API's URL; set DET_MASTER (or -m) to the URL that "
@@ -327,6 +335,10 @@ class ApiClient(ContextUploads):
                 status=status,
                 code=code or "NoSuchRoute",
             )
+        # A field the API does not know: an API older than this CLI, most likely.
+        unknown_field = status == 400 and any(p.get("message") == _UNKNOWN_FIELD for p in problems)
+        if unknown_field and (skew := self._skew()):
+            message = f"{skew}; {message}"  # first: `report_error` keeps a message's head before its problems
         if not message:
             reason = response.reason_phrase or "error"
             message = (
@@ -334,6 +346,29 @@ class ApiClient(ContextUploads):
                 f"{reason}; retry, or look at the API's logs"
             )
         return ApiError(message, status=status, code=code, problems=problems)
+
+    def _skew(self) -> str:
+        """How the API's version (`GET /info`) stands against this CLI's, as one sentence with the fix;
+        "" when they are the same or the API cannot say. Asked only after an answer that a version
+        mismatch explains (a route or a field the API does not know)."""
+        try:
+            response = self._http.get("/info")
+            info = response.json()
+        except (httpx.HTTPError, ValueError):
+            return ""
+        if response.status_code >= 300 or not isinstance(info, dict):
+            return ""
+        comparison = compare(
+            Side.CLI,
+            VERSION,
+            api_version=str(info.get("version") or ""),
+            oldest=str(info.get("oldest_client_version") or ""),
+        )
+        return "" if comparison.standing in (Standing.SAME, Standing.UNKNOWN) else comparison.message
+
+
+#: pydantic's problem for a body field the API's model does not have.
+_UNKNOWN_FIELD = "Extra inputs are not permitted"
 
 
 def _params(**values: str | int | None) -> dict[str, str | int]:

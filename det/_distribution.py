@@ -1,8 +1,9 @@
 """The installed distribution that brings `det` (pyproject's `[project] name`), read in one place.
 
 PyPI's `stratus` is another project, so the distribution is `stratus-dl`: `pip install 'stratus[plot]'`
-would fetch that stranger. Everything that reads the distribution's metadata (the CLI's version, an
-extra's requirements, the files it installed, such as the examples) asks here.
+would fetch that stranger. Everything that reads the distribution's metadata (an extra's requirements,
+the files it installed, such as the examples) asks here. The CLI's version is its code's
+(`stratus.contract.versions.VERSION`), which the API and the agents compare theirs with.
 """
 
 from __future__ import annotations
@@ -11,15 +12,9 @@ import os
 import re
 from importlib import metadata
 
-DISTRIBUTION = "stratus-dl"
+from stratus.contract.versions import DISTRIBUTION
 
-
-def version() -> str:
-    """The installed version, or "unknown" when the CLI runs from a checkout that was never installed."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown"
+__all__ = ["DISTRIBUTION", "extra_requirements", "installed_files"]
 
 
 def extra_requirements(extra: str, fallback: tuple[str, ...]) -> list[str]:

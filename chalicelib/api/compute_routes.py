@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from chalicelib.api import agent_models, elastic_models, models, report_models, views
 from chalicelib.api.agent_identity import AgentIamCredential, credential_for_caller
 from chalicelib.api.auth import AgentPrincipal, RunPrincipal, UserPrincipal
+from chalicelib.api.caller_versions import caller_version
 from chalicelib.api.routing import View, route
 from chalicelib.domain.records import LogLine
 from chalicelib.services import draining, elastic, run_logs, runs, trial_reports
@@ -65,7 +66,13 @@ def agent_heartbeat(
         reason = "its agent reports that its machine is about to go"
         draining.drain_agent(ports(), agent_id, reason, pool=body.pool)
     instructions = runs.heartbeat(
-        ports(), agent_id, body.pool, body.slots, body.running, stopping=body.stopping
+        ports(),
+        agent_id,
+        body.pool,
+        body.slots,
+        body.running,
+        stopping=body.stopping,
+        version=caller_version(bp.current_request.headers),  # its compute package's, `det version` shows it
     )
     return agent_models.AgentInstructions.model_validate(instructions)
 

@@ -101,6 +101,7 @@ def _agent(agent: cluster.AgentStatus) -> qm.Agent:
         alive=agent.alive,
         draining=agent.draining,
         enabled=agent.enabled,
+        version=agent.version,
     )
 
 

@@ -251,6 +251,9 @@ class Info(BaseModel):
     #: The stack's name: `det deploy aws up --cluster-id`, or the local stack's (`stratus`).
     cluster_id: str
     region: str
+    #: The oldest CLI and agent this API answers (`stratus.contract.versions`): older ones are refused (426).
+    oldest_client_version: str = ""
+    oldest_agent_version: str = ""
 
 
 class ErrorBody(BaseModel):

@@ -9,8 +9,7 @@ from pydantic import BaseModel
 
 from chalicelib.api.models import ErrorBody
 from chalicelib.api.routing import PATH_SCHEMAS, ROUTES
-
-VERSION = "0.1.0"
+from stratus.contract.versions import VERSION
 
 _SECURITY: dict[str, list[dict[str, list[str]]]] = {
     "iam": [{"sigv4": []}],

@@ -103,6 +103,8 @@ class Agent(BaseModel):
     draining: bool = False
     #: False once `det agent disable` took it out of placement (`det agent enable` puts it back).
     enabled: bool = True
+    #: The version of the compute package it runs, as its heartbeat names it ("": it names none).
+    version: str = ""
 
 
 class AgentDisable(BaseModel):

@@ -6,7 +6,8 @@ the same declarations as the code.
 A view is `view(principal, body, **path)` (no `body` when the route declares no request model), where
 `principal` is the `chalicelib.api.auth` type of the route's auth kind and the path parameters are
 already typed (ids as positive ints). Order of the checks, so a caller without a valid credential never
-learns about the body: credential (401) → path ids (400) → the credential's scope (403) → body (400).
+learns about the body: credential (401) → the caller's version (426, `chalicelib.api.caller_versions`) →
+path ids (400) → the credential's scope (403) → body (400).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from chalice.app import Blueprint, IAMAuthorizer, Request, Response
 from pydantic import BaseModel, ValidationError
 
 from chalicelib.api.auth import PRINCIPALS, AuthKind, scope, verify
+from chalicelib.api.caller_versions import check_caller
 from chalicelib.domain.numbers import INT64_MAX
 from chalicelib.errors import BadRequestError, StratusError
 
@@ -115,6 +117,7 @@ def route(
         def call(**raw_path: str) -> Response:
             current = bp.current_request
             credential = verify(auth, current)
+            check_caller(auth, path, current.headers, name=raw_path.get("agent_id", ""))
             values = {name: PATH_PARAMETERS[name](raw_path[name]) for name in names}
             principal = scope(auth, credential, values)
             if request is None:

@@ -9,13 +9,14 @@ from chalice.app import Blueprint, Response
 
 from chalicelib.api import models, views
 from chalicelib.api.auth import Anonymous, UserPrincipal
-from chalicelib.api.openapi import VERSION, document
+from chalicelib.api.openapi import document
 from chalicelib.api.routing import int_query, query_int, query_str, route, str_query
 from chalicelib.errors import BadRequestError
 from chalicelib.services import contexts, experiments, jobs, pausing, runs, trial_reports
 from chalicelib.wiring import ports
 from stratus.contract.log_levels import LEVELS, at_or_above
 from stratus.contract.metric_groups import VALIDATION
+from stratus.contract.versions import OLDEST_AGENT, OLDEST_CLIENT, VERSION
 
 bp = Blueprint(__name__)
 
@@ -28,9 +29,16 @@ def health(principal: Anonymous) -> models.Health:
 
 @route(bp, "/info", "GET", response=models.Info, auth="none")
 def info(principal: Anonymous) -> models.Info:
-    """The API's version and the stack it belongs to (as Determined's master answers `GET /info`)."""
+    """The API's version (its code's: `stratus.contract.versions`), the oldest CLI and agent it answers, and
+    the stack it belongs to (as Determined's master answers `GET /info`)."""
     settings = ports().settings
-    return models.Info(version=VERSION, cluster_id=settings.stack, region=settings.region)
+    return models.Info(
+        version=VERSION,
+        cluster_id=settings.stack,
+        region=settings.region,
+        oldest_client_version=OLDEST_CLIENT,
+        oldest_agent_version=OLDEST_AGENT,
+    )
 
 
 @route(bp, "/openapi.json", "GET", response=models.Empty, auth="none")

@@ -278,15 +278,23 @@ class DynamoAgents:
     def __init__(self) -> None:
         self._table = dynamo.table("agents")
 
-    def heartbeat(self, agent_id: str, pool: str, slots: int, *, busy: bool = False) -> bool:
+    def heartbeat(
+        self, agent_id: str, pool: str, slots: int, *, busy: bool = False, version: str | None = None
+    ) -> bool:
         """Record the agent; True when it is new or its capacity changed (the scheduler should run)."""
         now = dynamo.number(dynamo.now_epoch())
         update = "SET #pool = :p, slots = :s, last_seen = :t, first_seen = if_not_exists(first_seen, :t)"
+        names, values = {"#pool": "pool"}, {":p": pool, ":s": slots, ":t": now}
+        if busy:
+            update += ", busy_at = :t"
+        if version is not None:
+            update += ", #version = :v"
+            names["#version"], values[":v"] = "version", version
         answer = self._table.update_item(
             Key={"agent_id": agent_id},
-            UpdateExpression=update + (", busy_at = :t" if busy else ""),
-            ExpressionAttributeNames={"#pool": "pool"},
-            ExpressionAttributeValues={":p": pool, ":s": slots, ":t": now},
+            UpdateExpression=update,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
             ReturnValues="ALL_OLD",
         )
         old: dict[str, Any] = dynamo.plain(answer.get("Attributes") or {})

@@ -172,7 +172,9 @@ class MemoryAgents:
         self.items: dict[str, Record] = {}
         self._clock = clock
 
-    def heartbeat(self, agent_id: str, pool: str, slots: int, *, busy: bool = False) -> bool:
+    def heartbeat(
+        self, agent_id: str, pool: str, slots: int, *, busy: bool = False, version: str | None = None
+    ) -> bool:
         """Record the agent; True when it is new or its capacity changed (the scheduler should run)."""
         old = self.items.get(agent_id, {})
         now = self._clock.now()
@@ -184,6 +186,7 @@ class MemoryAgents:
             "last_seen": now,
             "first_seen": old.get("first_seen", now),
             **({"busy_at": now} if busy else {}),
+            **({"version": version} if version is not None else {}),
         }
         return bool(old.get("slots") != slots or old.get("pool") != pool)
 

@@ -35,6 +35,8 @@ class AgentRecord:
     draining: bool = False
     #: Disabled by an operator (`det agent disable`): nothing new is placed on it until it is enabled.
     disabled: bool = False
+    #: The version its last heartbeat named (`stratus.contract.versions`); "" if it named none.
+    version: str = ""
 
     @classmethod
     def of(cls, item: Mapping[str, Any]) -> AgentRecord:
@@ -53,13 +55,17 @@ class AgentRecord:
             busy_at=seconds("busy_at"),
             draining=bool(item.get("draining", False)),
             disabled=bool(item.get("disabled", False)),
+            version=str(item.get("version", "")),
         )
 
 
 class AgentStore(Protocol):
-    def heartbeat(self, agent_id: str, pool: str, slots: int, *, busy: bool = False) -> bool:
-        """Record a beat (`busy`: the agent runs something); True when the agent is new or its capacity
-        changed (the scheduler should run)."""
+    def heartbeat(
+        self, agent_id: str, pool: str, slots: int, *, busy: bool = False, version: str | None = None
+    ) -> bool:
+        """Record a beat (`busy`: the agent runs something; `version`: the one it named, None: none, and
+        the record keeps what it had); True when the agent is new or its capacity changed (the
+        scheduler should run)."""
         ...
 
     def set_draining(self, agent_id: str) -> bool:

@@ -41,6 +41,8 @@ class AgentStatus:
     alive: bool
     draining: bool = False
     enabled: bool = True
+    #: The version its compute package named ("" if none: an agent from before versions were sent).
+    version: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ def _status(ports: Ports, agent: AgentRecord, held: list[tuple[Run, int]]) -> Ag
         # its machine is about to go, or an operator disabled it with runs still on it
         draining=agent.draining or (agent.disabled and bool(held)),
         enabled=not agent.disabled,
+        version=agent.version,
     )
 
 

@@ -85,10 +85,11 @@ def heartbeat(
     running: Sequence[str],
     *,
     stopping: bool = False,
+    version: str | None = None,
 ) -> dict[str, Any]:
     if stopping:
         return _agent_stopping(ports, agent_id, pool, running)
-    if ports.agents.heartbeat(agent_id, pool, slots, busy=bool(running)):
+    if ports.agents.heartbeat(agent_id, pool, slots, busy=bool(running), version=version):
         ports.queues.to_scheduler(
             pool,
             messages.CapacityChanged(pool).to_body(),

@@ -27,6 +27,7 @@ from urllib.parse import quote, urlsplit
 
 from stratus.contract.errors import NO_ANSWER, ErrorBody, HttpCallError, NoAnswerError
 from stratus.contract.http import PooledTransport, Request, Transport
+from stratus.contract.versions import VERSION, VERSION_HEADER
 from stratus.harness.agent._api import AgentApi
 from stratus.harness.agent._aws import ImdsClient, ImdsError
 from stratus.harness.agent._instance import instance_report
@@ -114,7 +115,7 @@ class IamCredential:
             raise ApiCallError(
                 f"{what}: cannot sign it with the instance's role: {e}", status=NO_ANSWER
             ) from e
-        headers = {"accept": "application/json"}
+        headers = {"accept": "application/json", VERSION_HEADER.lower(): VERSION}  # signed with the rest
         signed = sign(
             "POST", self.url, headers, b"", credentials=keys, region=region, service=SERVICE, now=self._now()
         )

@@ -27,10 +27,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chalicelib.domain.cloud_names import CREDENTIALS_PREFIX
 from chalicelib.settings import QUEUES
 from chalicelib.workflow import WorkflowResources, compile_trial_workflow
 from infra.aws.backends import control_environment
+from infra.aws.bucket_rules import cfn_lifecycle, template_bucket_policy
 from infra.aws.compute_resources import compute_resources
 from infra.aws.template_app import CONDITIONS, PARAMETERS, QUEUE_IDS, app_resources
 from infra.aws.template_iam import TABLE_IDS, api_policy, assume, events_queue_policy, states_policy
@@ -41,6 +41,7 @@ from infra.shape import TABLES, table_request
 from stratus.contract.messages import EVERY_POOL, Sweep
 from stratus.contract.pools import DEFAULT_POOLS, PoolSpec
 from stratus.contract.tags import user_tags
+from stratus.contract.versions import VERSION
 
 
 def _sub(text: str) -> dict[str, str]:
@@ -181,18 +182,9 @@ def template(
                         {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
                     ]
                 },
-                # A job's credential object is deleted by the node that reads it; one never read (the
-                # job failed first) goes a day later.
-                "LifecycleConfiguration": {
-                    "Rules": [
-                        {
-                            "Id": "ExpireJobCredentials",
-                            "Status": "Enabled",
-                            "Prefix": CREDENTIALS_PREFIX,
-                            "ExpirationInDays": 1,
-                        }
-                    ]
-                },
+                # The credentials' expiry and any other rule of infra/aws/bucket_rules.py, which `det deploy aws
+                # up` applies to the bucket it makes or adopts.
+                "LifecycleConfiguration": cfn_lifecycle(),
             },
         },
         "TrialLogGroup": {
@@ -248,6 +240,7 @@ def template(
             },
         },
     }
+    resources["BucketPolicy"] = template_bucket_policy("Bucket", "MakeBucket")  # TLS only, with the bucket
     resources.update(_sweep_schedule())
     resources.update(submission_pieces(resources["Bucket"]))  # markers to the submissions queue
     for spec in TABLES:
@@ -263,6 +256,12 @@ def template(
         **compute_outputs,
         **SUBMISSION_OUTPUTS,
         "BucketName": {"Value": {"Ref": "BucketName"}},
+        # The version that rendered this template (`det deploy aws up` deploys its own version's package;
+        # `det version` shows the API's own and the agents').
+        "StratusVersion": {
+            "Description": "The Stratus version this stack was deployed with",
+            "Value": VERSION,
+        },
         "SchedulerQueueUrl": {"Value": {"Ref": "SchedulerQueue"}},
         "LaunchQueueUrl": {"Value": {"Ref": "LaunchQueue"}},
         "EventsQueueUrl": {"Value": {"Ref": "EventsQueue"}},

@@ -11,17 +11,27 @@ by an estimate of what CloudFormation fills in.
 The API function learns the API's URL (for the launch specs it hands agents) from an environment variable
 that names the REST API, so the REST API must not depend on the function: its integrations name the
 function by its ARN, built from the stack's name, not by a reference.
+
+An API Gateway deployment is a snapshot: updating the REST API changes nothing that the `api` stage serves
+until a new deployment moves the stage. So the deployment's logical id ends in a digest of the REST API's
+properties (`deployment_logical_id`): an upgrade that changes a route makes a new deployment, which moves
+the stage (API Gateway's CreateDeployment of an existing stage name), and CloudFormation then deletes the
+old one (a stage no longer points at it, so it deletes no stage); an unchanged API keeps its deployment.
+The stage stays the one the first deployment made, so it is not a resource of its own here: a new
+`AWS::ApiGateway::Stage` named `api` would collide with it on an existing stack.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chalicelib.settings import QUEUES
+from infra.aws.package import LAMBDA_RUNTIME
 from infra.boot import API_URL, STAGE
 from infra.shape import with_groups
 from stratus.contract.errors import InvalidTagError
@@ -35,12 +45,17 @@ QUEUE_IDS = {
     "events": "EventsQueue",
     "submissions": "SubmissionsQueue",
 }
-RUNTIME = "python3.11"
+RUNTIME = LAMBDA_RUNTIME  # what the package is built for (infra/aws/package.py)
 #: The handlers' timeout; the queues' visibility timeout is six times it, as AWS advises.
 TIMEOUT_S = 30
-MEMORY_MB = 256  # pydantic, numpy and boto3 imported; the cost benches price this size
+#: The functions' memory, as in .chalice/config.json (a test holds them equal). CPU comes with memory: at
+#: 512 MB a function has about 0.29 of a vCPU, so a cold start's import of the app (0.3 s of CPU from
+#: bytecode, 0.75 s from sources) takes 1-2.5 s; the cost benches price this size.
+MEMORY_MB = 512
 LOG_RETENTION_DAYS = 30
 API_FUNCTION = "ApiFunction"
+#: The logical id of the REST API's deployment, before the digest of what it deploys.
+DEPLOYMENT_PREFIX = "RestApiDeployment"
 #: The EC2 pools' scaling permissions (`infra/aws/compute_resources.py`): every function waits for them.
 COMPUTE_POLICY = "ComputeControlPolicy"
 #: Lambda's limit on a function's environment: every variable's name and value, in bytes.
@@ -220,39 +235,56 @@ def _swagger(chalice_app: Any) -> dict[str, Any]:
     return loaded
 
 
+def deployment_logical_id(rest_api: Mapping[str, Any]) -> str:
+    """`DEPLOYMENT_PREFIX` and the first 16 hex digits of the SHA-256 of the REST API's properties
+    (its body, with every route, and anything else a deployment snapshots), as canonical JSON."""
+    canonical = json.dumps(rest_api["Properties"], sort_keys=True, separators=(",", ":"))
+    return DEPLOYMENT_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
 def app_resources(
     pools: Sequence[PoolSpec] = DEFAULT_POOLS,
     tags: Mapping[str, str] | None = None,
     backend_variables: Mapping[str, Any] | None = None,
+    chalice_app: Any = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The functions (configured with `pools`, the user's `tags`, checked already, and the variables the
     pools' backends need, `infra.aws.backends.control_environment(pools)`), event sources, API and log
     groups (each on the HasCode condition), and outputs; InvalidTagError for tags the functions'
     environment has no room for. The backends' variables come from the caller: their parts import this
-    module's names."""
-    import app as chalice_app_module
+    module's names. `chalice_app`: the Chalice app whose routes and queue handlers the stack serves
+    (None: the project's, `app.app`)."""
+    if chalice_app is None:
+        import app as chalice_app_module
 
+        chalice_app = chalice_app_module.app
     tags = tags or {}
     backend_variables = backend_variables or {}
     _check_environment(_environment(pools, tags, backend_variables))
 
-    chalice_app = chalice_app_module.app
+    rest_api = {
+        "Type": "AWS::ApiGateway::RestApi",
+        "Condition": "HasCode",
+        "Properties": {
+            "Name": {"Ref": "AWS::StackName"},
+            "Body": _swagger(chalice_app),
+            "EndpointConfiguration": {"Types": ["REGIONAL"]},
+        },
+    }
+    deployment = deployment_logical_id(rest_api)
     resources: dict[str, Any] = {
         API_FUNCTION: _function("api", "app.app", pools, tags, backend_variables),
         f"{API_FUNCTION}Logs": _logs("api"),
-        "RestApi": {
-            "Type": "AWS::ApiGateway::RestApi",
-            "Condition": "HasCode",
-            "Properties": {
-                "Name": {"Ref": "AWS::StackName"},
-                "Body": _swagger(chalice_app),
-                "EndpointConfiguration": {"Types": ["REGIONAL"]},
-            },
-        },
-        "RestApiDeployment": {
+        "RestApi": rest_api,
+        # A new logical id for a changed API: a new deployment, which moves the stage (the docstring).
+        deployment: {
             "Type": "AWS::ApiGateway::Deployment",
             "Condition": "HasCode",
-            "Properties": {"RestApiId": {"Ref": "RestApi"}, "StageName": STAGE},
+            "Properties": {
+                "RestApiId": {"Ref": "RestApi"},
+                "StageName": STAGE,
+                "Description": f"REST API {deployment.removeprefix(DEPLOYMENT_PREFIX)}",
+            },
         },
         "ApiInvokePermission": {
             "Type": "AWS::Lambda::Permission",
@@ -281,6 +313,9 @@ def app_resources(
                 "EventSourceArn": {"Fn::GetAtt": [QUEUE_IDS[kind], "Arn"]},
                 "FunctionName": {"Ref": logical},
                 "BatchSize": source.batch_size,
+                # The handlers answer with the records that failed (`chalicelib/handlers/events.py`):
+                # only those come back, and only a poison message reaches the dead-letter queue.
+                "FunctionResponseTypes": ["ReportBatchItemFailures"],
                 "Enabled": True,
             },
         }

@@ -14,10 +14,13 @@ import json
 import re
 import uuid
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from det._runtime import Runtime
 from det.cli import build_parser, main
@@ -40,11 +43,53 @@ def det(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # noqa
     def run(*argv: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         runtime = Runtime(environ={}, out=out, err=err, inp=io.StringIO(), sleep=lambda s: None)
-        extra = ["--package", str(package)] if argv[0] == "up" else []
+        extra = ["--package", str(package)] if argv[0] == "up" and "--package" not in argv else []
         code = main(["deploy", "aws", *argv, *extra, "--region", "us-east-1"], runtime=runtime)
         return code, out.getvalue(), err.getvalue()
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def tls(monkeypatch: pytest.MonkeyPatch) -> Callable[[bool], None]:
+    """moto evaluates no condition of a bucket policy (it applies every statement whose action and resource
+    match), so the stack's TLS-only statement (deny where `aws:SecureTransport` is false) would refuse
+    every request for the bucket's objects. Here moto's S3 evaluates that key as AWS does, a request counting
+    as made over TLS (AWS's endpoints, which moto stands in for, are HTTPS) until a test calls
+    `tls(False)`; any other condition is left to moto."""
+    from moto.iam.access_control import IAMPolicy, PermissionResult
+    from moto.s3.models import FakeBucket
+
+    secure = {"aws:SecureTransport": "true"}
+
+    def holds(statement: dict[str, Any]) -> bool:
+        for key, wanted in statement.get("Condition", {}).get("Bool", {}).items():
+            values = wanted if isinstance(wanted, list) else [wanted]
+            if key in secure and secure[key] not in [str(v).lower() for v in values]:
+                return False
+        return True
+
+    def rest(statement: dict[str, Any]) -> dict[str, Any]:
+        """The statement without the conditions evaluated here (met: it applies)."""
+        condition = {
+            operator: {k: v for k, v in keys.items() if not (operator == "Bool" and k in secure)}
+            for operator, keys in statement.get("Condition", {}).items()
+        }
+        left = {operator: keys for operator, keys in condition.items() if keys}
+        plain = {k: v for k, v in statement.items() if k != "Condition"}
+        return {**plain, "Condition": left} if left else plain
+
+    def get_permission(bucket: FakeBucket, action: str, resource: str) -> PermissionResult:
+        if bucket.policy is None:
+            return PermissionResult.NEUTRAL
+        policy = json.loads(bucket.policy)
+        found = policy["Statement"]
+        statements = [found] if isinstance(found, dict) else found
+        evaluated = {**policy, "Statement": [rest(s) for s in statements if holds(s)]}
+        return IAMPolicy(json.dumps(evaluated)).is_action_permitted(action, resource)
+
+    monkeypatch.setattr(FakeBucket, "get_permission", get_permission)
+    return lambda on: secure.update({"aws:SecureTransport": "true" if on else "false"})
 
 
 def _name() -> str:
@@ -86,6 +131,10 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     assert "CREATE_COMPLETE" in err and "BucketName" in out
     bucket = f"{stack.lower()}-123456789012-us-east-1"
     assert len(_tables(stack)) == 8 and bucket in _buckets()
+    # The bucket `up` made has the stack's rules, which the template's conditional Bucket only declares.
+    assert "bucket rules: lifecycle rules ExpireJobCredentials; policy statement DenyInsecureTransport" in out
+    rules = _bucket_rules(bucket)
+    assert rules == (_CREDENTIALS_EXPIRY, [_tls_only(bucket)])
     # The template is over CloudFormation's inline limit (51,200 bytes): the stack was made from the
     # copy `up` put in the bucket, by its URL.
     (stored,) = _all("s3", "list_objects_v2", "Contents", Bucket=bucket, Prefix="deploy/template-")
@@ -102,7 +151,7 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     assert set(functions) == {f"{stack}-api", f"{stack}-on-scheduler-message", f"{stack}-on-launch-message",
                               f"{stack}-on-trial-event", f"{stack}-on-submission"}  # fmt: skip
     api = functions[f"{stack}-api"]
-    assert api["Handler"] == "app.app" and api["Runtime"] == "python3.11"
+    assert api["Handler"] == "app.app" and api["Runtime"] == "python3.12"
     variables = functions[f"{stack}-on-launch-message"]["Environment"]["Variables"]
     assert variables["STRATUS_BUCKET"] == bucket and variables["STRATUS_STACK"] == stack
     # The key is read from Secrets Manager (STRATUS_TOKEN_SECRET_ARN: moto's CloudFormation makes no
@@ -147,11 +196,146 @@ def test_up_down_and_up_again_keeps_the_bucket_and_adopts_it(det) -> None:
     code, out, err = det("up", "--cluster-id", stack, "--no-compute", "--add-tag", "team=vision")
     assert code == 0, err
     assert "kept from before, adopted" in out and "already uploaded" in err
+    assert "bucket rules: in place already" in out and _bucket_rules(bucket) == rules
     assert len(_tables(stack)) == 8
     assert boto3.client("s3").get_object(Bucket=bucket, Key="checkpoints/1/weights")["Body"].read() == b"w"
     code, out, _ = det("down", "--cluster-id", stack, "--yes", "--delete-bucket")
     assert code == 0 and f"deleted bucket {bucket} (3 objects)" in out  # the checkpoint, package, template
     assert bucket not in _buckets()
+
+
+#: The job credentials' expiry, as S3 answers `GetBucketLifecycleConfiguration` (a list of one rule).
+_CREDENTIALS_EXPIRY = [
+    {
+        "ID": "ExpireJobCredentials",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "credentials/"},
+        "Expiration": {"Days": 1},
+    }
+]
+
+
+def _tls_only(bucket: str) -> dict[str, Any]:
+    return {
+        "Sid": "DenyInsecureTransport",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
+
+
+def _bucket_rules(bucket: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The bucket's lifecycle rules and its policy's statements."""
+    s3 = boto3.client("s3")
+    rules = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    return rules, json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])["Statement"]
+
+
+def test_up_gives_a_bucket_it_adopts_the_stacks_rules_and_keeps_the_users_own(det, tls) -> None:
+    """A bucket made before the stack, with a rule and a statement of its owner's: `up` adds the stack's
+    lifecycle rule and TLS-only statement beside them; a second `up` changes nothing."""
+    stack = _name()
+    bucket = f"{stack.lower()}-123456789012-us-east-1"
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    own_rule = {
+        "ID": "ExpireScratch",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "scratch/"},
+        "Expiration": {"Days": 30},
+    }
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [own_rule]})
+    own_statement = {
+        "Sid": "AuditorsRead", "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
+        "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/reports/*",
+    }  # fmt: skip
+    s3.put_bucket_policy(
+        Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [own_statement]})
+    )
+
+    code, out, err = det("up", "--cluster-id", stack, "--no-compute")
+
+    assert code == 0, err
+    assert "kept from before, adopted" in out and "DenyInsecureTransport (TLS only) applied" in out
+    rules = _bucket_rules(bucket)
+    assert rules == ([own_rule, *_CREDENTIALS_EXPIRY], [own_statement, _tls_only(bucket)])
+    # The statement at work (moto evaluating aws:SecureTransport, `tls`): served over TLS, refused without.
+    s3.put_object(Bucket=bucket, Key="checkpoints/1/weights", Body=b"w")
+    tls(False)
+    with pytest.raises(ClientError) as refused:
+        s3.get_object(Bucket=bucket, Key="checkpoints/1/weights")
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    tls(True)
+    assert s3.get_object(Bucket=bucket, Key="checkpoints/1/weights")["Body"].read() == b"w"
+
+    code, out, err = det("up", "--cluster-id", stack, "--no-compute")
+
+    assert code == 0, err
+    assert "bucket rules: in place already" in out and _bucket_rules(bucket) == rules
+    assert det("down", "--cluster-id", stack, "--yes", "--delete-bucket")[0] == 0
+
+
+def _package(path: Path, version: int) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("app.py", f"app = None  # version {version}\n")
+    return path
+
+
+def _package_key(path: Path) -> str:
+    return f"deploy/stratus-{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}.zip"
+
+
+def test_updates_keep_the_package_in_use_and_the_one_before_and_down_deletes_the_experiments_dashboards(
+    det, tmp_path: Path
+) -> None:
+    stack = _name()
+    bucket = f"{stack.lower()}-123456789012-us-east-1"
+    packages = [_package(tmp_path / f"v{version}.zip", version) for version in (1, 2, 3)]
+    s3 = boto3.client("s3")
+    for package in packages[:2]:
+        code, out, err = det("up", "--cluster-id", stack, "--no-compute", "--package", str(package))
+        assert code == 0, err
+        assert "pruned" not in out  # version 2's update: version 1 is the one before it
+    # Not put there by `up` (names `up` never gives): kept.
+    for key in ("deploy/notes.txt", "deploy/stratus-latest.zip", "checkpoints/1/weights"):
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    earlier_template = "deploy/template-0123456789abcdef.json"  # an earlier version's (or a dry run's)
+    s3.put_object(Bucket=bucket, Key=earlier_template, Body=b"{}")
+
+    code, out, err = det("up", "--cluster-id", stack, "--no-compute", "--package", str(packages[2]))
+
+    assert code == 0, err
+    assert "UPDATE_COMPLETE" in err
+    found = boto3.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
+    assert {p["ParameterKey"]: p["ParameterValue"] for p in found["Parameters"]}["CodeKey"] == _package_key(
+        packages[2]
+    )
+    assert f"pruned 2 objects of earlier deploys from s3://{bucket}" in out
+    assert f"{_package_key(packages[0])}, {earlier_template}" in out
+    (template,) = [
+        o["Key"] for o in _all("s3", "list_objects_v2", "Contents", Bucket=bucket, Prefix="deploy/template-")
+    ]
+    kept = sorted(o["Key"] for o in _all("s3", "list_objects_v2", "Contents", Bucket=bucket))
+    assert kept == sorted([_package_key(packages[1]), _package_key(packages[2]), template, "deploy/notes.txt",
+                           "deploy/stratus-latest.zip", "checkpoints/1/weights"])  # fmt: skip
+
+    # The experiments' dashboards its control plane made (`det experiment dashboard`) go with the stack;
+    # those of names it never gives stay.
+    cloudwatch = boto3.client("cloudwatch")
+    ours = [f"{stack}-experiment-1", f"{stack}-experiment-12"]
+    others = [f"{stack}-experiment-1-copy", f"{stack}x-experiment-1", f"{stack}-experimental"]
+    for name in ours + others:
+        cloudwatch.put_dashboard(DashboardName=name, DashboardBody=json.dumps({"widgets": []}))
+
+    code, out, err = det("down", "--cluster-id", stack, "--yes", "--delete-bucket")
+
+    assert code == 0, err
+    assert f"deleted 2 experiment dashboards: {', '.join(ours)}" in out
+    left = {d["DashboardName"] for d in _all("cloudwatch", "list_dashboards", "DashboardEntries")}
+    assert not set(ours) & left and set(others) <= left
+    cloudwatch.delete_dashboards(DashboardNames=others)
 
 
 @pytest.mark.parametrize(
@@ -445,3 +629,63 @@ def test_the_instance_types_shapes_come_from_ec2_with_their_memory(det) -> None:
         0,
         4096,
     )
+
+
+def test_an_upgrade_that_changes_the_api_moves_its_stage_to_a_new_deployment(det) -> None:
+    """The REST API's deployment is named after what it deploys (infra/aws/template_app.py): `up` again
+    with the same API leaves the stage on its deployment; the next version's template, with a route more,
+    makes a new deployment and the `api` stage serves it. The stack records the version it was deployed
+    with. (moto neither rebuilds an updated REST API from its body nor deletes a replaced deployment: the
+    new route's resource and the old deployment's removal are API Gateway's and CloudFormation's part.)"""
+    from infra.aws.template_app import app_resources
+    from stratus.contract.versions import VERSION
+    from tests.unit.infra.aws.test_template_upgrade import _project_app
+
+    stack = _name()
+    assert det("up", "--cluster-id", stack, "--no-compute")[0] == 0
+    apigateway, cloudformation = boto3.client("apigateway"), boto3.client("cloudformation")
+    (rest_api,) = [a["id"] for a in _all("apigateway", "get_rest_apis", "items") if a["name"] == stack]
+
+    def served() -> str:
+        """The description of the deployment the stage serves: `REST API <digest of its API>`."""
+        deployment = apigateway.get_stage(restApiId=rest_api, stageName="api")["deploymentId"]
+        return apigateway.get_deployment(restApiId=rest_api, deploymentId=deployment)["description"]
+
+    def deployed_template() -> dict[str, Any]:
+        body = cloudformation.get_template(StackName=stack)["TemplateBody"]
+        return body if isinstance(body, dict) else json.loads(body)
+
+    first = served()
+    (named,) = [
+        k for k, r in deployed_template()["Resources"].items() if r["Type"] == "AWS::ApiGateway::Deployment"
+    ]
+    assert first == "REST API " + named.removeprefix("RestApiDeployment")
+    (described,) = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    assert {o["OutputKey"]: o["OutputValue"] for o in described["Outputs"]}["StratusVersion"] == VERSION
+
+    code, _, err = det("up", "--cluster-id", stack, "--no-compute")  # the same version again
+    assert code == 0, err
+    assert served() == first
+
+    # The next version: one route more, rendered as `up` renders it, deployed as `up` deploys it.
+    upgraded = deployed_template()
+    resources, _ = app_resources(chalice_app=_project_app("/upgrade-probe"))
+    (new,) = [k for k, r in resources.items() if r["Type"] == "AWS::ApiGateway::Deployment"]
+    del upgraded["Resources"][named]
+    upgraded["Resources"].update({"RestApi": resources["RestApi"], new: resources[new]})
+    bucket = f"{stack.lower()}-123456789012-us-east-1"
+    boto3.client("s3").put_object(
+        Bucket=bucket, Key="deploy/upgraded.json", Body=json.dumps(upgraded).encode()
+    )
+    cloudformation.update_stack(
+        StackName=stack,
+        TemplateURL=f"https://{bucket}.s3.us-east-1.amazonaws.com/deploy/upgraded.json",
+        Parameters=[
+            {"ParameterKey": p["ParameterKey"], "ParameterValue": p["ParameterValue"]}
+            for p in described["Parameters"]
+        ],
+        Capabilities=["CAPABILITY_IAM"],
+    )
+    assert cloudformation.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"] == "UPDATE_COMPLETE"
+    assert new != named and served() == "REST API " + new.removeprefix("RestApiDeployment")
+    assert det("down", "--cluster-id", stack, "--yes")[0] == 0

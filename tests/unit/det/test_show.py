@@ -607,7 +607,8 @@ def test_version_shows_the_cli_and_the_api_as_determined_does(api):
 def test_version_says_which_side_is_older_and_works_without_an_api(api):
     api.info = {**api.info, "version": "999.0.0"}
     newer = api.run("version")
-    assert newer.code == 0 and "is older than the master's (999.0.0): upgrade the CLI" in newer.err
+    assert newer.code == 0 and "CLI behind: the version of the CLI" in newer.err
+    assert "is older than the API's (999.0.0): upgrade the CLI: pip install --upgrade" in newer.err
     api.transport = httpx.MockTransport(lambda request: (_ for _ in ()).throw(httpx.ConnectError("refused")))
     away = api.run("version")
     assert away.code == 0
