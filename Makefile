@@ -28,6 +28,13 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py
 
 install: $(STAMP)
 
+# The locks of the Lambda package's and the compute wheel's dependencies (infra/aws/lambda.lock,
+# infra/aws/compute.lock): exact versions with their hashes, resolved anew by uv from requirements.txt and
+# pyproject.toml for the platforms they run on (infra/aws/lock.py). Run after changing either; commit the locks.
+.PHONY: lock
+lock: install
+	$(PY) -m infra.aws.lock
+
 demo: install
 	$(PY) -m infra.local.demo
 

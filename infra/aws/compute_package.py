@@ -9,14 +9,21 @@ repository root:
   no build backend or build isolation (which fetches setuptools), nothing that varies with setuptools,
   and the same bytes from the same sources (sorted entries, fixed times and modes), so an unchanged
   compute side keeps its sha256 and is not uploaded again. Sources only: `*.py` and `py.typed`.
-- Its dependencies are what the agent and the harness import beyond the standard library, with the
-  versions of `pyproject.toml`: zstandard (the contexts' archives). torch (and numpy, which the harness
-  seeds where present) is the AMI's: never a dependency, so `pip install` leaves it alone.
+- Its dependencies are what the agent and the harness import beyond the standard library: zstandard (the
+  contexts' archives), required by `pyproject.toml`, at the exact versions of the lock
+  `infra/aws/compute.lock`: the wheel's `Requires-Dist` is the lock's packages, `name==version`, so every
+  instance and job installs those versions (its pip, installing the wheel alone, checks no hash; `--check`
+  installs the lock with its hashes). `make lock` resolves the lock anew with uv, for every platform
+  and Python from the wheel's Requires-Python up (a universal resolution: x86_64 and arm64, the AMIs' and
+  images' Pythons), with the hashes of each version's files; a lock made from other requirements than
+  pyproject.toml holds is refused. torch (and numpy, which the harness seeds where present) is the AMI's:
+  never a dependency, so `pip install` leaves it alone.
 - Its key in the stack's bucket is `compute/<sha256>/<wheel>` (`Wheel.key`): pip needs the wheel's own
   file name, so the hash is the folder.
 
-`--check` installs the wheel with `pip install --no-deps --target` and imports every module of it in an
-interpreter that sees only that folder and the dependencies (`python -S`); torch's modules are skipped.
+`--check` installs the wheel with `pip install --no-deps --target`, and the lock's packages for this
+Python with `--require-hashes --no-deps` (from the package index) beside it, and imports every module of
+the wheel in an interpreter that sees only those two folders (`python -S`); torch's modules are skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
-import importlib.util
 import os
 import re
 import subprocess
@@ -35,11 +41,16 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.aws import lockfile
+
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "stratus_compute"  # the distribution `stratus-compute`, as a wheel's file name spells it
 PACKAGES = ("contract", "harness", "launchers")  # the repository's folders, imported as stratus.<name>
-#: What the compute side imports beyond the standard library (their versions: pyproject.toml's).
+#: What the compute side imports beyond the standard library (their ranges: pyproject.toml's; their
+#: versions: the lock's).
 DEPENDENCIES = ("zstandard",)
+#: The dependencies' lock (`make lock`), under the repository's root.
+LOCK = Path("infra") / "aws" / "compute.lock"
 #: Imported by the harness but provided by the Deep Learning AMI's PyTorch environment.
 ON_THE_AMI = ("torch", "numpy")
 TAG = "py3-none-any"
@@ -81,6 +92,22 @@ def project(pyproject: Path = ROOT / "pyproject.toml") -> tuple[str, str, tuple[
     return table["version"], table["requires-python"], tuple(named[name] for name in DEPENDENCIES)
 
 
+def lock(root: Path = ROOT) -> lockfile.Lock:
+    """The lock of the compute side's requirements (pyproject.toml's), resolved for every platform from the
+    wheel's Requires-Python up."""
+    _, python, requires = project(root / "pyproject.toml")
+    lowest = re.fullmatch(r">=\s*(\d+\.\d+)", python.strip())
+    if lowest is None:
+        raise SystemExit(f"Requires-Python {python!r}: the lock needs a lowest version, as '>=3.11'")
+    return lockfile.Lock(
+        root / LOCK,
+        "pyproject.toml",
+        requires,
+        ("--universal", "--python-version", lowest[1]),
+        f"The compute wheel's dependencies (infra/aws/compute_package.py): every platform, Python {python}.",
+    )
+
+
 def _sources(root: Path) -> list[tuple[str, bytes]]:
     found = []
     for package in PACKAGES:
@@ -117,8 +144,10 @@ def _dist_info(version: str, python: str, requires: tuple[str, ...]) -> list[tup
 
 
 def build(out: Path = ROOT / "build" / "compute", root: Path = ROOT) -> Wheel:
-    """The wheel of `root`'s compute packages, written into the folder `out`."""
-    version, python, requires = project(root / "pyproject.toml")
+    """The wheel of `root`'s compute packages, written into the folder `out`, requiring the locked versions
+    (SystemExit, naming the lock and `make lock`, where pyproject.toml changed since the lock was made)."""
+    version, python, _ = project(root / "pyproject.toml")
+    requires = tuple(pin.requirement for pin in lock(root).pins())
     entries = _sources(root) + _dist_info(version, python, requires)
     record_name = f"{NAME}-{version}.dist-info/RECORD"
     record = [f"{name},sha256={_b64(hashlib.sha256(data).digest())},{len(data)}" for name, data in entries]
@@ -166,20 +195,18 @@ print(imported, " ".join(sorted(skipped)))
 
 
 def check(wheel: Path) -> tuple[int, tuple[str, ...]]:
-    """Install the wheel without its dependencies into a folder and import every module from it, in an
-    interpreter that sees that folder and the dependencies alone (this interpreter's, linked); the
-    number of modules imported and those skipped for want of the AMI's torch."""
+    """Install the wheel without its dependencies into a folder, and the lock's packages for this Python,
+    checked against the lock's hashes, into another (from the package index), and import every module of
+    the wheel in an interpreter that sees those two folders alone; the number of modules imported and
+    those skipped for want of the AMI's torch."""
+    locked, _ = lock().read()  # SystemExit where pyproject.toml changed since the lock was made
     with tempfile.TemporaryDirectory() as folder:
-        target, deps = Path(folder) / "target", Path(folder) / "deps"
-        deps.mkdir()
+        target, deps, requirements = Path(folder) / "target", Path(folder) / "deps", Path(folder) / "lock.txt"
+        requirements.write_text(locked)  # the text checked, whatever the file holds by now
         install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-                   "--disable-pip-version-check", "--target", str(target), str(wheel)]  # fmt: skip
-        subprocess.run(install, check=True)
-        for name in DEPENDENCIES:
-            spec = importlib.util.find_spec(name)
-            if spec is None or not spec.submodule_search_locations:
-                raise SystemExit(f"{name} is not installed here; `make install` installs it")
-            (deps / name).symlink_to(spec.submodule_search_locations[0], target_is_directory=True)
+                   "--disable-pip-version-check", "--target"]  # fmt: skip
+        subprocess.run([*install, str(target), str(wheel)], check=True)
+        subprocess.run([*install, str(deps), "--require-hashes", "-r", str(requirements)], check=True)
         script = _CHECK.format(paths=[str(target), str(deps)], packages=[f"stratus.{p}" for p in PACKAGES], target=str(target),
                                on_the_ami=ON_THE_AMI)  # fmt: skip
         env = {"PATH": os.environ.get("PATH", "")}

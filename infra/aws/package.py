@@ -4,9 +4,13 @@ code and Chalice's runtime module, in one zip. Run from the repository root:
     python -m infra.aws.package [--out build/lambda/stratus.zip] [--check]
 
 - Dependencies are `requirements.txt` (the runtime's list; the Chalice CLI, the local stack's moto and the
-  `det` CLI's packages are in requirements-dev.txt), installed by pip for the Lambda runtime's platform:
-  CPython 3.12 on Amazon Linux 2023, glibc 2.34, so wheels tagged manylinux_2_34 down to manylinux2014
-  (pip picks the newest version that has one).
+  `det` CLI's packages are in requirements-dev.txt), at the exact versions of its lock,
+  `infra/aws/lambda.lock` (`make lock` resolves it anew with uv for the Lambda runtime's platform:
+  CPython 3.12 on Amazon Linux 2023, glibc 2.34, wheels only), installed by pip for that platform (wheels
+  tagged manylinux_2_34 down to manylinux2014) with `--require-hashes --no-deps`: every file checked
+  against the lock's sha256, nothing resolved at build time. A lock made from other requirements than
+  `requirements.txt` holds is refused (`make lock` updates it), so two builds of one commit install the
+  same files.
 - Chalice is not a dependency of the package: like `chalice package`, only its runtime module
   (`chalice/app.py` and its `__init__`) goes in, not its CLI and the CLI's dependencies.
 - Code: `app.py`, `chalicelib/` and `contract/` (the messages the API and the agents share), sources only.
@@ -20,7 +24,7 @@ code and Chalice's runtime module, in one zip. Run from the repository root:
   sources, keeping the zip under Lambda's direct-upload limit. Any other Python cannot write the
   runtime's bytecode, and the package says it carries sources only.
 - The zip is reproducible: sorted entries, fixed timestamps; the installed dependencies are cached by the
-  hash of the requirements under `build/lambda/`.
+  hash of the lock (and the platform) under `build/lambda/`.
 
 `--check` imports the app and every searcher's library from the unzipped package in an interpreter that
 sees nothing else (`python -S`), and fails on any CLI-only package found inside.
@@ -42,6 +46,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.aws import lockfile
+
 ROOT = Path(__file__).resolve().parents[2]
 LAMBDA_PYTHON = "3.12"
 LAMBDA_RUNTIME = f"python{LAMBDA_PYTHON}"  # Amazon Linux 2023; python3.11 is past its Lambda deprecation
@@ -51,6 +57,14 @@ PLATFORMS = (
     "manylinux_2_17_x86_64",
     "manylinux2014_x86_64",
 )
+#: The dependencies' lock (`make lock`), and what it is resolved for: the runtime's Python and platform (uv
+#: takes a platform's newest glibc: manylinux_2_34 covers PLATFORMS), wheels only, as the build installs.
+LOCK = ROOT / "infra" / "aws" / "lambda.lock"
+LOCKED_FOR = (
+    "--python-version", LAMBDA_PYTHON,
+    "--python-platform", "x86_64-" + PLATFORMS[0].removesuffix("_x86_64"),
+    "--only-binary", ":all:",
+)  # fmt: skip
 #: Lambda's limits: a zip uploaded directly, and the unzipped function (any way it is uploaded).
 ZIPPED_LIMIT = 50 * 2**20
 UNZIPPED_LIMIT = 250 * 2**20
@@ -101,23 +115,49 @@ def runtime_requirements(path: Path = ROOT / "requirements.txt") -> list[str]:
     return wanted
 
 
+def lock(requirements: list[str] | None = None) -> lockfile.Lock:
+    """The lock of `requirements` (by default requirements.txt's) for the Lambda runtime (`LOCK`)."""
+    wanted = runtime_requirements() if requirements is None else requirements
+    return lockfile.Lock(
+        LOCK,
+        "requirements.txt",
+        tuple(wanted),
+        LOCKED_FOR,
+        f"The Lambda package's dependencies (infra/aws/package.py): CPython {LAMBDA_PYTHON}, {PLATFORMS[0]}, "
+        "wheels only.",
+    )
+
+
 def install_dependencies(requirements: list[str], work: Path) -> Path:
-    """The dependencies installed for Lambda's platform into `work/site-<hash>` (reused when there)."""
-    recipe = [LAMBDA_PYTHON, *PLATFORMS, *requirements, *LEFT_OUT]
+    """The dependencies, at the versions and hashes of their lock, installed for Lambda's platform into
+    `work/site-<hash>` (reused when there). SystemExit, naming the lock and `make lock`, when the lock was
+    made from other requirements than `requirements`."""
+    locked, pins = lock(requirements).read()
+    recipe = [LAMBDA_PYTHON, *PLATFORMS, locked, *LEFT_OUT]
     key = hashlib.sha256("\n".join(recipe).encode()).hexdigest()[:12]
     site = work / f"site-{key}"
     if site.is_dir():
         return site
     partial = work / f"partial-{key}"
     shutil.rmtree(partial, ignore_errors=True)
+    # The lock as hashed into the key, beside the install: pip reads exactly what the key names.
+    work.mkdir(parents=True, exist_ok=True)
+    copy = work / f"lock-{key}.txt"
+    copy.write_text(locked)
     platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
     command = [
         sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(partial),
         *platforms, "--python-version", LAMBDA_PYTHON, "--implementation", "cp", "--only-binary=:all:",
-        *requirements,
+        "--require-hashes", "--no-deps", "-r", str(copy),
     ]  # fmt: skip
-    print(f"installing {len(requirements)} requirements for {LAMBDA_RUNTIME} ({PLATFORMS[0]})", flush=True)
-    subprocess.run(command, check=True)
+    print(
+        f"installing the {len(pins)} packages of {LOCK.name} for {LAMBDA_RUNTIME} ({PLATFORMS[0]})",
+        flush=True,
+    )
+    try:
+        subprocess.run(command, check=True)
+    finally:
+        copy.unlink()
     for folder in [*partial.rglob("__pycache__"), *partial.rglob("tests")]:  # no package imports its tests
         if folder.is_dir():
             shutil.rmtree(folder, ignore_errors=True)

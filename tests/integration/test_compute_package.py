@@ -1,8 +1,9 @@
 """The compute package (`infra/aws/compute_package.py`): one wheel of harness, launchers and contract that an
 EC2 instance pip-installs into the Deep Learning AMI's PyTorch environment. The same bytes when built
 again; a RECORD whose hashes are its files'; installed by pip alone (`--no-deps --target`), the agent
-imports from it in an interpreter that sees nothing else but the dependencies; zstandard is its only
-dependency (torch is the AMI's); nothing of the control plane, the CLI, infra or the tests is in it."""
+imports from it in an interpreter that sees nothing else but the dependencies (installed from the lock,
+with its hashes); zstandard, at the locked version, is its only dependency (torch is the AMI's); nothing of
+the control plane, the CLI, infra or the tests is in it."""
 
 from __future__ import annotations
 
@@ -131,11 +132,12 @@ def test_every_module_imports_from_the_installed_wheel_and_its_dependencies_alon
     assert all(name.startswith("stratus.harness.") for name in skipped), skipped
 
 
-def test_its_only_dependency_is_zstandard_and_never_torch(installed: Path) -> None:
+def test_its_only_dependency_is_zstandard_at_the_locked_version_and_never_torch(installed: Path) -> None:
     (dist,) = importlib.metadata.distributions(path=[str(installed)])
+    (zstandard,) = [pin for pin in compute_package.lock().pins() if pin.name == "zstandard"]
 
     assert dist.metadata["Name"] == "stratus-compute" and dist.version == "0.1.0"
-    assert dist.requires == ["zstandard>=0.23"]
+    assert dist.requires == [f"zstandard=={zstandard.version}"]  # infra/aws/compute.lock's, within >=0.23
     assert dist.metadata["Requires-Python"] == ">=3.11"
 
 
