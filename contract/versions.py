@@ -143,3 +143,21 @@ def compare(side: Side, version: str | None, *, api_version: str, oldest: str, n
     else:
         standing = Standing.SAME
     return Comparison(side, reported, api_version, oldest, standing, name, reported=version is not None)
+
+
+def api_health() -> dict[str, str]:
+    """What `GET /health` answers."""
+    return {"status": "ok", "version": VERSION}
+
+
+def api_info(stack: str, region: str) -> dict[str, str]:
+    """What `GET /info` answers (Determined's master info): this code's version, the oldest CLI and agent
+    it answers, and the stack it belongs to. The local stack's view and API Gateway's own answer in the
+    template (no function runs for it on AWS) both come from here."""
+    return {
+        "version": VERSION,
+        "cluster_id": stack,
+        "region": region,
+        "oldest_client_version": OLDEST_CLIENT,
+        "oldest_agent_version": OLDEST_AGENT,
+    }

@@ -133,7 +133,11 @@ def route(
         options: dict[str, Any] = {"methods": [method]}
         if auth == "iam":
             options["authorizer"] = IAM
-        bp.route(path, **options)(_errors_as_json(call))
+        registered = _errors_as_json(call)
+        # Read by the template (infra/aws/template_app.py), which sees the app's routes alone: a token
+        # route requires its Authorization header at the gateway.
+        registered.auth_kind = auth  # type: ignore[attr-defined]
+        bp.route(path, **options)(registered)
         return view
 
     return register

@@ -16,15 +16,15 @@ from chalicelib.services import contexts, experiments, jobs, pausing, runs, tria
 from chalicelib.wiring import ports
 from stratus.contract.log_levels import LEVELS, at_or_above
 from stratus.contract.metric_groups import VALIDATION
-from stratus.contract.versions import OLDEST_AGENT, OLDEST_CLIENT, VERSION
+from stratus.contract.versions import api_health, api_info
 
 bp = Blueprint(__name__)
 
 
 @route(bp, "/health", "GET", response=models.Health, auth="none")
 def health(principal: Anonymous) -> models.Health:
-    """Liveness of the API."""
-    return models.Health(status="ok", version=VERSION)
+    """Liveness of the API (on AWS, API Gateway answers it itself: `infra/aws/template_app.py`)."""
+    return models.Health(**api_health())
 
 
 @route(bp, "/info", "GET", response=models.Info, auth="none")
@@ -32,13 +32,7 @@ def info(principal: Anonymous) -> models.Info:
     """The API's version (its code's: `stratus.contract.versions`), the oldest CLI and agent it answers, and
     the stack it belongs to (as Determined's master answers `GET /info`)."""
     settings = ports().settings
-    return models.Info(
-        version=VERSION,
-        cluster_id=settings.stack,
-        region=settings.region,
-        oldest_client_version=OLDEST_CLIENT,
-        oldest_agent_version=OLDEST_AGENT,
-    )
+    return models.Info(**api_info(settings.stack, settings.region))  # on AWS, API Gateway answers it
 
 
 @route(bp, "/openapi.json", "GET", response=models.Empty, auth="none")

@@ -37,6 +37,7 @@ from infra.shape import with_groups
 from stratus.contract.errors import InvalidTagError
 from stratus.contract.pools import DEFAULT_POOLS, PoolSpec, pools_to_json, traits
 from stratus.contract.tags import TAGS_ENV, tags_to_json
+from stratus.contract.versions import api_health, api_info
 
 #: What each SQS handler of the app consumes: the queue's logical id in the template, by kind.
 QUEUE_IDS = {
@@ -232,7 +233,54 @@ def _swagger(chalice_app: Any) -> dict[str, Any]:
         "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-api",
     )
     loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    return _gateway_first(loaded, chalice_app)
+
+
+#: Open routes API Gateway answers itself, so that no function runs for whoever calls them: what the app's
+#: views answer on the local stack (`stratus.contract.versions`), with the stack's name and region filled
+#: in by CloudFormation.
+GATEWAY_ANSWERS: dict[str, Any] = {
+    "/health": api_health,
+    "/info": lambda: api_info("${AWS::StackName}", "${AWS::Region}"),
+}
+#: Routes whose caller shows a token (an agent's, a run's): API Gateway refuses a request without an
+#: `Authorization` header (400) before any function runs; the function checks the token itself.
+TOKEN_AUTH = ("agent", "run")
+_VALIDATOR = "headers"
+
+
+def _gateway_first(swagger: dict[str, Any], chalice_app: Any) -> dict[str, Any]:
+    """`swagger` with what API Gateway can do without a function: the open answers of `GATEWAY_ANSWERS` as
+    mock integrations, and the token routes' `Authorization` header required (a request validator)."""
+    for path, methods in swagger["paths"].items():
+        for method, operation in methods.items():
+            entry = chalice_app.routes.get(path, {}).get(method.upper())
+            auth = getattr(getattr(entry, "view_function", None), "auth_kind", None)
+            if method == "get" and path in GATEWAY_ANSWERS:
+                operation["x-amazon-apigateway-integration"] = _mock(GATEWAY_ANSWERS[path]())
+            elif auth in TOKEN_AUTH:
+                required = {"name": "Authorization", "in": "header", "required": True, "type": "string"}
+                operation["parameters"] = [*operation.get("parameters", []), required]
+                operation["x-amazon-apigateway-request-validator"] = _VALIDATOR
+    swagger["x-amazon-apigateway-request-validators"] = {
+        _VALIDATOR: {"validateRequestParameters": True, "validateRequestBody": False}
+    }
+    return swagger
+
+
+def _mock(answer: Mapping[str, str]) -> dict[str, Any]:
+    body = json.dumps(answer)
+    return {
+        "type": "mock",
+        "passthroughBehavior": "when_no_match",
+        "requestTemplates": {"application/json": '{"statusCode": 200}'},
+        "responses": {
+            "default": {
+                "statusCode": "200",
+                "responseTemplates": {"application/json": {"Fn::Sub": body} if "${" in body else body},
+            }
+        },
+    }
 
 
 def deployment_logical_id(rest_api: Mapping[str, Any]) -> str:
