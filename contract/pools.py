@@ -60,14 +60,26 @@ class BackendTraits:
     #: Its service writes job ARNs in lower case, which IAM and the stack's event rule match exactly: the
     #: stack's name must be lower case.
     lowercase_arns: bool = False
+    #: Its pools that may place a multi-node trial on an EFA-capable type get an EFA network interface
+    #: and a cluster placement group (`Provider.efa`, decided at deploy).
+    efa: bool = False
+    #: A spot pool also runs on-demand instances (Batch: its job queue falls back to its on-demand
+    #: environment, and its multi-node queue has only that one): both vCPU quotas count.
+    spot_with_on_demand: bool = False
 
 
 #: Every backend, declared once: a new one is a line here and a module per side (docs/extending.md).
 BACKEND_TRAITS: dict[Backend, BackendTraits] = {
     "local": BackendTraits(cloud=False),
-    "ec2": BackendTraits(cloud=True, networked=True, grouped=True, ec2_quotas=True),
+    "ec2": BackendTraits(cloud=True, networked=True, grouped=True, ec2_quotas=True, efa=True),
     "batch": BackendTraits(
-        cloud=True, networked=True, grouped=True, runs_image=True, ec2_quotas=True, job_per_run=True
+        cloud=True,
+        networked=True,
+        grouped=True,
+        runs_image=True,
+        ec2_quotas=True,
+        job_per_run=True,
+        spot_with_on_demand=True,
     ),
     "sagemaker": BackendTraits(
         cloud=True,
@@ -121,6 +133,14 @@ class Provider:
     group: str = ""
     #: GPUs of each instance (0: a CPU type; its trials get the CPU flavour of `environment`).
     gpus: int = 0
+    #: Its instances run in subnets of their own, not in all of the agents' (set at deploy where a zone of
+    #: those offers none of its types, and for an `efa` pool: one zone's): the stack takes them as the
+    #: pool's own parameter.
+    own_subnets: bool = False
+    #: Its instances take an EFA network interface and share a cluster placement group, which holds one
+    #: zone's instances (set at deploy, with `own_subnets`, for a pool whose backend has the `efa` trait,
+    #: whose types all support EFA and which may place a multi-node trial: `max_instances` above 1).
+    efa: bool = False
 
 
 @dataclass(frozen=True)

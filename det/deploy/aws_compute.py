@@ -1,7 +1,10 @@
 """The compute of `det deploy aws up` and `down`: the pools (one ec2 pool `default` from Determined's
 flags, the pools of `--pools-file`, or none with `--no-compute`), each cloud pool's slots per agent
-from its instance type, the vCPU quota preflight (`det/deploy/quotas.py`), the agents' AMI and network, the
+from its instance type, the quota preflight (`det/deploy/quotas.py`), the agents' AMI and network, the
 stack parameters that carry them; and, before `down` deletes the stack, its groups scaled to zero.
+The capacity checks (`det/deploy/aws_checks.py`) give each EC2 and Batch pool the subnets in zones that
+offer its types (its own stack parameter where that is not all of them) and mark the EC2 pools that take
+EFA and a cluster placement group.
 
 The AMI is the Deep Learning AMI (NVIDIA driver, PyTorch, Amazon Linux 2023) of the region, read from
 its public SSM parameter (`DLAMI_PARAMETER`); where that name is gone, the newest PyTorch version under
@@ -24,6 +27,7 @@ from typing import Any, Protocol
 
 from det._render import table
 from det._runtime import Runtime
+from det.deploy.aws_checks import PlacementCalls, place_pools
 from det.deploy.pools_file import read_pools_file
 from det.deploy.quotas import InstanceShape, QuotaCalls, check_quotas
 from det.deploy.training_images import pytorch_training_image
@@ -95,7 +99,7 @@ def add_compute_arguments(parser: argparse.ArgumentParser) -> None:
     add("--no-compute", action="store_true", help="no cloud pool: agents are started by hand (as before)")
 
 
-class ComputeCalls(QuotaCalls, Protocol):
+class ComputeCalls(QuotaCalls, PlacementCalls, Protocol):
     region: str
 
     def ssm_parameter(self, name: str) -> str | None: ...
@@ -119,6 +123,8 @@ class ComputePlan:
     vcpus: dict[str, int] = field(default_factory=dict)
     #: Their memory (MiB), where read: it caps a Batch job's memory (`template(..., memory=plan.memory)`).
     memory: dict[str, int] = field(default_factory=dict)
+    #: What the capacity checks decided (`det.deploy.aws_checks.place_pools`): zones left out, EFA pools.
+    notes: tuple[str, ...] = ()
 
 
 def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
@@ -146,6 +152,8 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
             )
         return ComputePlan(pools=pools, warnings=warnings, vcpus=vcpus, memory=memory)
     vpc, subnets = agent_network(calls, args.agent_subnet_id or [])
+    placement = place_pools(calls, pools, subnets)
+    pools = placement.pools
     cidr = args.inbound_cidr or DEFAULT_INBOUND_CIDR
     try:
         ipaddress.IPv4Network(cidr)
@@ -166,6 +174,11 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         "InboundCidr": cidr,
         "KeyName": args.keypair or "",
     }
+    # The subnets of the pools with their own (not all the agents').
+    from infra.aws.compute_resources import subnet_parameters  # as aws.py: infra is loaded by `up` only
+
+    names = subnet_parameters(pools)
+    parameters |= {names[pool]: ",".join(kept) for pool, kept in placement.subnets.items()}
     source = ""
     if any(not traits(p.backend).runs_image for p in cloud):  # Batch and SageMaker bring their own images
         parameters["AgentAmiId"], source = resolve_ami(calls, args.agent_ami)
@@ -173,7 +186,7 @@ def plan_compute(args: argparse.Namespace, calls: ComputeCalls) -> ComputePlan:
         raise UsageError(
             f"--agent-ami sets the EC2 agents' image, and {_source(args)} has no EC2 pool; drop it"
         )
-    return ComputePlan(pools, parameters, source, warnings, vcpus, memory)
+    return ComputePlan(pools, parameters, source, warnings, vcpus, memory, placement.notes)
 
 
 def given_pools(args: argparse.Namespace) -> list[PoolSpec] | None:
@@ -298,7 +311,7 @@ def describe(plan: ComputePlan) -> str:
         if "AgentAmiId" in values:
             values["AgentAmiId"] += f" (from {plan.ami_source})"
         out += "\n" + table(["Parameter", "Value"], sorted(values.items()))
-    return out
+    return "\n".join([out, *plan.notes])
 
 
 class GroupCalls(Protocol):

@@ -43,6 +43,7 @@ from chalicelib.domain.cloud_names import MULTI_NODE_SUFFIX
 from chalicelib.domain.compute_events import BATCH_STATE_CHANGE
 from infra.aws.compute_agents import ComputeTemplateError, PoolInputs, logical_ids
 from infra.aws.compute_batch_roles import allow, shared_roles
+from infra.aws.compute_ec2 import pool_subnets
 from infra.aws.template_app import QUEUE_IDS
 from infra.boot import API_URL, batch_command
 from infra.shape import group_name
@@ -116,10 +117,10 @@ def batch_resources(
         types = [_vcpus_of(pool.name, kind, vcpus) for kind in provider.instance_types]
         pool_tags = _tags(pool.name, tags or {})
         on_demand, spot = logical + "OnDemandEnvironment", logical + "SpotEnvironment"
-        resources[on_demand] = _environment(pool_tags, provider, "EC2", max(types))
+        resources[on_demand] = _environment(pool_tags, provider, "EC2", max(types), logical)
         order = [on_demand]
         if provider.spot:
-            resources[spot] = _environment(pool_tags, provider, "SPOT", max(types))
+            resources[spot] = _environment(pool_tags, provider, "SPOT", max(types), logical)
             order = [spot, on_demand]
         resources[logical + "FairShare"] = _fair_share(pool_tags)
         queue, multi_node = queue_names(pool.name)
@@ -229,8 +230,9 @@ def bid_percentage(provider: Provider) -> int | None:
     return max(1, min(100, math.floor(100 * cap / highest)))
 
 
-def _environment(tags: Template, provider: Provider, kind: str, vcpus: int) -> Template:
-    """A managed compute environment of the pool's types, from nothing up to `max_instances` of them."""
+def _environment(tags: Template, provider: Provider, kind: str, vcpus: int, logical: str) -> Template:
+    """A managed compute environment of the pool's types, from nothing up to `max_instances` of them, in
+    the pool's subnets (`infra.aws.compute_ec2.pool_subnets`)."""
     strategy = "SPOT_PRICE_CAPACITY_OPTIMIZED" if kind == "SPOT" else "BEST_FIT_PROGRESSIVE"
     image = "ECS_AL2023_NVIDIA" if provider.gpus > 0 else "ECS_AL2023"
     return {
@@ -246,7 +248,7 @@ def _environment(tags: Template, provider: Provider, kind: str, vcpus: int) -> T
                 "MinvCpus": 0,
                 "MaxvCpus": provider.max_instances * vcpus,
                 "InstanceTypes": list(provider.instance_types),
-                "Subnets": {"Ref": "AgentSubnetIds"},
+                "Subnets": pool_subnets(provider, logical),
                 "SecurityGroupIds": [{"Fn::GetAtt": ["AgentSecurityGroup", "GroupId"]}],
                 "InstanceRole": {"Fn::GetAtt": ["BatchInstanceProfile", "Arn"]},
                 "Ec2Configuration": [{"ImageType": image}],

@@ -1,6 +1,6 @@
 """The EC2 pools' part of the stack (`infra.aws.backends` registers it; `infra/aws/compute_resources.py`
-merges it): per pool a launch template and an Auto Scaling group `<stack>-<pool>`, and the control
-plane's permission to scale the stack's groups.
+merges it): per pool a launch template and an Auto Scaling group `<stack>-<pool>` (and a cluster
+placement group for an EFA pool), and the control plane's permission to scale the stack's groups.
 
     resources, outputs = pool_resources(pools, inputs)   # inputs: compute_agents.PoolInputs
     statements = control_statements()                    # for the control plane's compute policy
@@ -12,6 +12,13 @@ scale-in), and a stack update never resets a scaled group. The instances boot th
 network as the agents' role (`infra.aws.compute_agents`), and start their agent from the user data
 (`infra.boot`). The user's tags follow Stratus's own on the launch templates' instances and volumes and
 on the groups (propagated at launch).
+
+A networked pool (its group here, its compute environments in `infra.aws.compute_batch`) runs in the
+agents' subnets (`AgentSubnetIds`), or, marked `provider.own_subnets`, in those of its own parameter
+`<Logical>SubnetIds` (`pool_subnets`), which `det deploy aws up` fills with the agents' subnets in zones
+that offer the pool's instance types. A pool marked `provider.efa` (EFA-capable types, and a trial may
+take more than one instance) gets an EFA network interface and a cluster placement group, which holds
+one zone's instances: `det deploy aws up` gives it its own subnets, of one zone.
 """
 
 from __future__ import annotations
@@ -40,10 +47,27 @@ PARAMETERS: Template = {
 STATE_RULE: str | None = None
 #: The control plane finds each group by its pool's `provider.group`: no variable of its own.
 CONTROL_ENVIRONMENT: Template = {}
+#: The parameter of a networked pool's own subnets (`provider.own_subnets`): `<Logical>SubnetIds`.
+SUBNETS = "SubnetIds"
 
 
 def _sub(text: str) -> dict[str, str]:
     return {"Fn::Sub": text}
+
+
+def pool_subnets(provider: Provider, logical: str) -> Template:
+    """The subnets of a networked pool (logical id prefix `logical`): its own parameter's, or the
+    agents'."""
+    return {"Ref": logical + SUBNETS if provider.own_subnets else "AgentSubnetIds"}
+
+
+def subnet_parameter(pool: str) -> Template:
+    """The parameter of pool `pool`'s own subnets."""
+    return {
+        "Type": "List<AWS::EC2::Subnet::Id>",
+        "Description": f"The subnets of pool {pool}'s instances, of AgentVpcId (det deploy aws up: those of "
+        "AgentSubnetIds in zones that offer its instance types; one zone's for a placement group)",
+    }
 
 
 def pool_resources(pools: Sequence[PoolSpec], inputs: PoolInputs) -> tuple[Template, Template]:
@@ -57,9 +81,11 @@ def pool_resources(pools: Sequence[PoolSpec], inputs: PoolInputs) -> tuple[Templ
         logical = ids[pool.name]
         pool_tags = _tags(pool.name, inputs.tags)
         resources[logical + "LaunchTemplate"] = _launch_template(pool, pool_tags)
-        resources[logical + "Group"] = _group(
-            pool, providers[pool.name], logical + "LaunchTemplate", pool_tags
-        )
+        group = _group(pool, providers[pool.name], logical, pool_tags)
+        if providers[pool.name].efa:
+            resources[logical + "PlacementGroup"] = _placement_group(pool_tags)
+            group["Properties"]["PlacementGroup"] = {"Ref": logical + "PlacementGroup"}
+        resources[logical + "Group"] = group
         outputs[logical + "GroupName"] = {
             "Condition": "HasCode",
             "Description": f"The Auto Scaling group of pool {pool.name}",
@@ -119,6 +145,27 @@ def _tags(pool: str, user: Mapping[str, str]) -> list[dict[str, Any]]:
     ]
 
 
+def _network(provider: Provider | None) -> Template:
+    """The instances' security group; with EFA, on the EFA interface that replaces the default one (a
+    launch template names the groups there when it declares interfaces). Its subnet is the group's."""
+    groups = [{"Fn::GetAtt": ["AgentSecurityGroup", "GroupId"]}]
+    if provider is None or not provider.efa:
+        return {"SecurityGroupIds": groups}
+    # One EFA interface, on the first network card: a type with several cards (p5: 32) reaches its full
+    # bandwidth with one per card, which a launch template shared by the pool's types cannot know.
+    efa = {"DeviceIndex": 0, "InterfaceType": "efa", "Groups": groups, "DeleteOnTermination": True}
+    return {"NetworkInterfaces": [efa]}
+
+
+def _placement_group(tags: list[dict[str, Any]]) -> Template:
+    """Packs the pool's instances close together in one zone, for the low latency EFA is for."""
+    return {
+        "Type": "AWS::EC2::PlacementGroup",
+        "Condition": "HasCode",
+        "Properties": {"Strategy": "cluster", "Tags": [dict(tag) for tag in tags]},
+    }
+
+
 def _launch_template(pool: PoolSpec, tags: list[dict[str, Any]]) -> Template:
     return {
         "Type": "AWS::EC2::LaunchTemplate",
@@ -128,7 +175,7 @@ def _launch_template(pool: PoolSpec, tags: list[dict[str, Any]]) -> Template:
             "LaunchTemplateData": {
                 "ImageId": {"Ref": "AgentAmiId"},
                 "IamInstanceProfile": {"Arn": {"Fn::GetAtt": ["AgentInstanceProfile", "Arn"]}},
-                "SecurityGroupIds": [{"Fn::GetAtt": ["AgentSecurityGroup", "GroupId"]}],
+                **_network(pool.provider),
                 # IMDSv2 only; two hops so that a trial in a container still reaches it (as Determined).
                 "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
                 "BlockDeviceMappings": [
@@ -155,7 +202,8 @@ def _launch_template(pool: PoolSpec, tags: list[dict[str, Any]]) -> Template:
     }
 
 
-def _group(pool: PoolSpec, provider: Provider, launch_template: str, tags: list[dict[str, Any]]) -> Template:
+def _group(pool: PoolSpec, provider: Provider, logical: str, tags: list[dict[str, Any]]) -> Template:
+    launch_template = logical + "LaunchTemplate"
     distribution: Template = {
         "OnDemandBaseCapacity": 0,
         "OnDemandPercentageAboveBaseCapacity": 0 if provider.spot else 100,
@@ -174,7 +222,7 @@ def _group(pool: PoolSpec, provider: Provider, launch_template: str, tags: list[
             "MinSize": str(provider.min_instances),
             "MaxSize": str(provider.max_instances),
             # No DesiredCapacity: the control plane owns it, and a stack update must not reset it.
-            "VPCZoneIdentifier": {"Ref": "AgentSubnetIds"},
+            "VPCZoneIdentifier": pool_subnets(provider, logical),
             # AWS never picks the instance to stop: the control plane terminates idle ones by id.
             "NewInstancesProtectedFromScaleIn": True,
             # A rebalance would stop a busy instance without draining it; spot warnings drain instead.

@@ -10,6 +10,10 @@ events queue.
 Nothing for a stack without cloud pools. Each parameter only where a pool uses it (CloudFormation refuses
 a template with a parameter no resource uses): a part's own (the EC2 pools' AMI), the agents' network
 (subnets, VPC, SSH key and CIDR) with networked pools; SageMaker runs its jobs in a network of its own.
+A networked pool marked `provider.own_subnets` has its own subnets' parameter (`subnet_parameters`),
+which `det deploy aws up` fills with those of the agents' subnets in zones that offer the pool's types.
+With an EFA pool (`provider.efa`) the agents' security group also allows all traffic out to itself,
+which EFA requires besides the rule in (`infra.aws.compute_agents.agent_network`).
 
 The pools' resources wait for the control plane (`HasCode`): their agents need its API (the user data's
 `--api`, the agent policy's credential route), and nothing else scales the groups. `det deploy aws up`
@@ -27,7 +31,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infra.aws.backends import parts_of
-from infra.aws.compute_agents import ComputeTemplateError, PoolInputs, agent_identity, agent_network
+from infra.aws.compute_agents import (
+    ComputeTemplateError,
+    PoolInputs,
+    agent_identity,
+    agent_network,
+    logical_ids,
+)
+from infra.aws.compute_ec2 import SUBNETS, subnet_parameter
 from infra.aws.template_app import COMPUTE_POLICY, QUEUE_IDS
 from infra.aws.template_iam import events_queue_policy
 from stratus.contract.pools import PoolSpec, traits
@@ -94,8 +105,10 @@ def compute_resources(
     parts = [(part, part.pool_resources(of, inputs)) for part, of in parts_of(cloud)]
     rules = ["SpotWarningRule", *(part.STATE_RULE for part, _ in parts if part.STATE_RULE)]
     networked = any(traits(pool.backend).networked for pool in cloud)  # instances in the agents' network
+    efa = any(pool.provider is not None and pool.provider.efa for pool in cloud)
     resources: Template = {
         **(agent_network() if networked else {}),
+        **(_self_egress() if networked and efa else {}),
         **agent_identity(),
         **_spot_warnings(rules),
     }
@@ -106,7 +119,38 @@ def compute_resources(
     resources[COMPUTE_POLICY] = _control_policy([s for part, _ in parts for s in part.control_statements()])
     own = {name: value for part, _ in parts for name, value in part.PARAMETERS.items()}
     shared = {k: v for k, v in PARAMETERS.items() if networked or k not in NETWORK_PARAMETERS}
-    return {**own, **shared}, dict(CONDITIONS) if networked else {}, resources, outputs
+    subnets = {parameter: subnet_parameter(name) for name, parameter in subnet_parameters(cloud).items()}
+    return {**own, **shared, **subnets}, dict(CONDITIONS) if networked else {}, resources, outputs
+
+
+def subnet_parameters(pools: Sequence[PoolSpec]) -> dict[str, str]:
+    """The parameter of each networked pool with subnets of its own (`provider.own_subnets`), by pool
+    name, as its part names it (`<Logical>SubnetIds`, each part's logical ids its own pools'):
+    `det deploy aws up` fills it."""
+    found: dict[str, str] = {}
+    for _, of in parts_of(pools):
+        ids = logical_ids(of)
+        for pool in of:
+            if traits(pool.backend).networked and pool.provider is not None and pool.provider.own_subnets:
+                found[pool.name] = ids[pool.name] + SUBNETS
+    return found
+
+
+def _self_egress() -> Template:
+    """EFA's traffic must be allowed out to the security group itself as well as in from it; the default
+    rule out (anywhere) stays."""
+    group_id = {"Fn::GetAtt": ["AgentSecurityGroup", "GroupId"]}
+    return {
+        "AgentSelfEgress": {
+            "Type": "AWS::EC2::SecurityGroupEgress",
+            "Properties": {
+                "Description": "EFA: the nodes of a trial, all traffic to each other",
+                "GroupId": group_id,
+                "IpProtocol": "-1",
+                "DestinationSecurityGroupId": group_id,
+            },
+        }
+    }
 
 
 def _control_policy(statements: list[Template]) -> Template:

@@ -19,7 +19,7 @@ from det._runtime import Runtime
 from det.deploy import aws_compute as _aws_compute
 from det.deploy import local as _deploy
 from det.deploy.local_state import StackState, inspect, read_state, state_dir
-from det.deploy.quotas import InstanceShape
+from det.deploy.quotas import InstanceShape, QuotaValue
 from det.errors import UsageError
 from stratus.contract.pools import Provider
 
@@ -473,6 +473,19 @@ class FakeAws:
 
     def check_key_pair(self, name: str) -> None:
         self.asked.append(f"key pair {name}")
+
+    # The capacity checks (tests/unit/det/deploy/test_capacity.py): one zone offering every type, no EFA.
+    def subnet_zones(self, subnets: Sequence[str]) -> dict[str, str]:
+        return {subnet: "us-east-1a" for subnet in subnets}
+
+    def offering_zones(self, types: Sequence[str]) -> dict[str, frozenset[str]]:
+        return {kind: frozenset({"us-east-1a"}) for kind in types}
+
+    def efa_support(self, types: Sequence[str]) -> dict[str, bool]:
+        return {kind: False for kind in types}
+
+    def named_quotas(self, service: str, names: Sequence[str]) -> dict[str, QuotaValue | None]:
+        return {name: QuotaValue("L-00000000", 1000.0) for name in names}
 
 
 def aws_up_args(*flags: str) -> argparse.Namespace:

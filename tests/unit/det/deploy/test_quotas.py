@@ -1,6 +1,8 @@
-"""The vCPU quota preflight of `det deploy aws up` (`det/deploy/quotas.py`), on a fake of its two AWS calls:
-the need of each quota is summed over the pools drawing on it, on-demand and spot apart; a quota too low
-refuses with everything needed to fix it; a quota that cannot be read only warns."""
+"""The quota preflight of `det deploy aws up` (`det/deploy/quotas.py`), on a fake of its AWS calls: the
+need of each EC2 vCPU quota is summed over the EC2 and Batch pools drawing on it, on-demand and spot apart
+(a spot Batch pool on both); SageMaker's training quotas, found by name, over the SageMaker pools of a
+type; a quota too low refuses with everything needed to fix it (a quota of 0 said so); a quota that cannot
+be read only warns."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from det.deploy.quotas import CONSOLE_URL, InstanceShape, QuotaError, check_quotas, quota_for
+from det.deploy.quotas import CONSOLE_URL, InstanceShape, QuotaError, QuotaValue, check_quotas, quota_for
 from stratus.contract.pools import PoolSpec, Provider
 
 SHAPES = {
@@ -21,8 +23,20 @@ SHAPES = {
 
 
 class FakeCalls:
-    def __init__(self, quotas: Mapping[str, float]) -> None:
+    """EC2 quotas by code; `named`: the quotas of other services by (service, name), None for one that
+    cannot be read (a name absent: no such quota); `listed=False`: no service's quotas can be listed."""
+
+    region = "eu-west-1"
+
+    def __init__(
+        self,
+        quotas: Mapping[str, float],
+        named: Mapping[tuple[str, str], QuotaValue | None] | None = None,
+        listed: bool = True,
+    ) -> None:
         self.quotas = dict(quotas)
+        self.named = dict(named or {})
+        self.listed = listed
         self.asked: list[str] = []
 
     def instance_types(self, names: Sequence[str]) -> Mapping[str, InstanceShape]:
@@ -31,6 +45,12 @@ class FakeCalls:
     def service_quota(self, code: str) -> float | None:
         self.asked.append(code)
         return self.quotas.get(code)
+
+    def named_quotas(self, service: str, names: Sequence[str]) -> Mapping[str, QuotaValue | None] | None:
+        self.asked.extend(f"{service}: {name}" for name in names)
+        if not self.listed:
+            return None
+        return {name: self.named[(service, name)] for name in names if (service, name) in self.named}
 
 
 def pool(
@@ -110,14 +130,96 @@ def test_a_quota_that_cannot_be_read_warns_and_goes_on() -> None:
     ]
 
 
-def test_an_unknown_family_warns_and_local_and_sagemaker_pools_are_not_checked() -> None:
+def test_an_unknown_family_warns_and_local_pools_are_not_checked() -> None:
     calls = FakeCalls({})
-    pools = [
-        PoolSpec("default"),
-        pool("sm", "ml.g5.xlarge", backend="sagemaker"),
-        pool("inf", "inf2.xlarge", backend="batch"),
-    ]
+    pools = [PoolSpec("default"), pool("inf", "inf2.xlarge", backend="batch")]
     assert check_quotas(calls, pools) == [
         "pool 'inf': no vCPU quota known for inf2.xlarge's family; not checked"
     ]
     assert calls.asked == []
+
+
+def test_a_spot_batch_pool_draws_on_the_on_demand_quota_too() -> None:
+    """Its queue falls back to its on-demand environment, and its multi-node queue has only that one."""
+    calls = FakeCalls({"L-3819A6DF": 64, "L-DB2E81BA": 8})
+    with pytest.raises(QuotaError) as caught:
+        check_quotas(calls, [pool("b", "g5.xlarge", max_instances=5, spot=True, backend="batch")])
+    assert str(caught.value).startswith(
+        "pool 'b' (5 x g5.xlarge of 4 vCPUs) needs 20 vCPUs at most, but the account's quota L-DB2E81BA "
+        "(Running On-Demand G and VT instances) is 8 vCPUs;"
+    )
+    assert sorted(calls.asked) == ["L-3819A6DF", "L-DB2E81BA"]
+    # An EC2 spot pool runs spot instances only.
+    assert check_quotas(calls, [pool("e", "g5.xlarge", max_instances=5, spot=True)]) == []
+
+
+def test_an_ec2_quota_of_zero_is_said_so() -> None:
+    with pytest.raises(QuotaError) as caught:
+        check_quotas(FakeCalls({"L-417A185B": 0}), [pool("big", "p4d.24xlarge", max_instances=2)])
+    assert str(caught.value) == (
+        "pool 'big' (2 x p4d.24xlarge of 96 vCPUs) needs 192 vCPUs at most, but the account's quota L-417A185B "
+        "(Running On-Demand P instances) is 0 vCPUs: the account can run no instance of these types until it "
+        "is raised; lower max_instances or ask for more at " + CONSOLE_URL.format(code="L-417A185B")
+    )
+
+
+# ---- SageMaker's training quotas -----------------------------------------------------------------------
+
+TRAINING = ("sagemaker", "ml.g5.xlarge for training job usage")
+SPOT_TRAINING = ("sagemaker", "ml.g5.xlarge for spot training job usage")
+
+
+def test_sagemaker_pools_of_a_type_within_its_training_quota_pass() -> None:
+    calls = FakeCalls({}, {TRAINING: QuotaValue("L-TRAIN", 4), SPOT_TRAINING: QuotaValue("L-SPOT", 2)})
+    pools = [
+        pool("a", "ml.g5.xlarge", max_instances=2, backend="sagemaker"),
+        pool("b", "ml.g5.xlarge", max_instances=2, backend="sagemaker"),
+        pool("s", "ml.g5.xlarge", max_instances=2, spot=True, backend="sagemaker"),
+    ]
+    assert check_quotas(calls, pools) == []
+    # One listing for the service's names; no EC2 quota: SageMaker's instances are not the account's.
+    assert calls.asked == [f"sagemaker: {SPOT_TRAINING[1]}", f"sagemaker: {TRAINING[1]}"]
+
+
+def test_a_training_quota_too_low_refuses_naming_the_quota_its_value_the_need_and_its_page() -> None:
+    calls = FakeCalls({}, {TRAINING: QuotaValue("L-TRAIN", 3)})
+    pools = [
+        pool("a", "ml.g5.xlarge", max_instances=2, backend="sagemaker"),
+        pool("b", "ml.g5.xlarge", "ml.g5.2xlarge", max_instances=2, backend="sagemaker"),
+    ]
+    with pytest.raises(QuotaError) as caught:
+        check_quotas(calls, pools)
+    # A training job runs on its pool's first type: ml.g5.2xlarge draws on nothing here.
+    assert str(caught.value) == (
+        "pool 'a' (2 x ml.g5.xlarge) and pool 'b' (2 x ml.g5.xlarge) need 4 instances at most, but the "
+        "account's sagemaker quota L-TRAIN (ml.g5.xlarge for training job usage) is 3 in eu-west-1; lower "
+        "max_instances or ask for more at "
+        "https://console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas/L-TRAIN?region=eu-west-1"
+    )
+
+
+def test_a_training_quota_of_zero_is_said_so() -> None:
+    """New accounts often have 0 for the GPU types."""
+    calls = FakeCalls({}, {SPOT_TRAINING: QuotaValue("L-SPOT", 0)})
+    with pytest.raises(QuotaError) as caught:
+        check_quotas(calls, [pool("s", "ml.g5.xlarge", max_instances=1, spot=True, backend="sagemaker")])
+    assert str(caught.value) == (
+        "pool 's' (1 x ml.g5.xlarge) needs 1 instance at most, but the account's sagemaker quota L-SPOT "
+        "(ml.g5.xlarge for spot training job usage) is 0 in eu-west-1: no sagemaker training job can run on "
+        "ml.g5.xlarge until it is raised; lower max_instances or ask for more at "
+        "https://console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas/L-SPOT?region=eu-west-1"
+    )
+
+
+def test_a_training_quota_that_cannot_be_read_or_is_not_there_warns_and_goes_on() -> None:
+    sm = [pool("sm", "ml.g5.xlarge", max_instances=3, backend="sagemaker")]
+    page = "https://console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas?region=eu-west-1"
+    unreadable = (
+        f"could not read the sagemaker quota {TRAINING[1]!r}; 3 instances are needed, check it at {page}"
+    )
+    assert check_quotas(FakeCalls({}, listed=False), sm) == [unreadable]
+    assert check_quotas(FakeCalls({}, {TRAINING: None}), sm) == [unreadable]
+    assert check_quotas(FakeCalls({}), sm) == [
+        f"sagemaker has no quota {TRAINING[1]!r} in eu-west-1 (is the type offered for training there?); "
+        "pool 'sm' (3 x ml.g5.xlarge) not checked"
+    ]
