@@ -1,16 +1,19 @@
 """The AWS calls of `det deploy aws` (`det/deploy/aws.py`, `det/deploy/aws_compute.py`), on one boto3 session:
 the profile, the region (`--region`, `AWS_REGION`, the profile's), and `AWS_ENDPOINT_URL` where it is set.
-Those on the stack's bucket are `det/deploy/aws_bucket.py`'s, those that end a stack's work
-`det/deploy/aws_teardown.py`'s."""
+Those on the stack's bucket are `det/deploy/aws_bucket.py`'s, on its tables `det/deploy/aws_tables.py`'s,
+those that end a stack's work `det/deploy/aws_teardown.py`'s."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from det.deploy.aws_bucket import BucketCalls, template_key
+from det.deploy.aws_checks import CapacityCalls
+from det.deploy.aws_tables import TableCalls
 from det.deploy.aws_teardown import TeardownCalls
 from det.deploy.quotas import InstanceShape
 from det.errors import StackError, UsageError
@@ -19,7 +22,7 @@ from det.errors import StackError, UsageError
 TEMPLATE_BODY_MAX = 51_200
 
 
-class AwsCalls(BucketCalls, TeardownCalls):
+class AwsCalls(BucketCalls, TableCalls, TeardownCalls, CapacityCalls):
     """The boto3 calls of these commands (one session: the profile, the region, AWS_ENDPOINT_URL)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -127,9 +130,28 @@ class AwsCalls(BucketCalls, TeardownCalls):
             raise
         return True
 
-    def delete(self, name: str) -> None:
+    def current_template(self, name: str) -> dict[str, Any]:
+        """The template the stack runs now (as deployed: its conditions unresolved)."""
+        body = self._cfn.get_template(StackName=name, TemplateStage="Original")["TemplateBody"]
+        return dict(json.loads(body) if isinstance(body, str) else body)
+
+    def update_template(self, name: str, source: dict[str, str], parameters: dict[str, str]) -> None:
+        """Update the stack to another template with these parameters (its tags kept)."""
+        self._cfn.update_stack(
+            StackName=name,
+            **source,
+            Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+            Capabilities=["CAPABILITY_IAM"],
+        )
+
+    def delete(self, name: str, retain: Sequence[str] = ()) -> None:
+        """Delete the stack; `retain`: the logical ids of resources to leave (only a DELETE_FAILED stack
+        takes them)."""
         self._owned_cache.pop(name, None)  # what is left of it is read again
-        self._cfn.delete_stack(StackName=name)
+        if retain:
+            self._cfn.delete_stack(StackName=name, RetainResources=list(retain))
+        else:
+            self._cfn.delete_stack(StackName=name)
 
     def events(self, name: str, since: Any) -> list[dict[str, Any]]:
         try:
@@ -138,6 +160,20 @@ class AwsCalls(BucketCalls, TeardownCalls):
             return []  # a deleted stack's events are gone with it
         fresh = [e for e in events if since is None or e["Timestamp"] > since]
         return sorted(fresh, key=lambda e: e["Timestamp"])
+
+    def failures(self, name: str) -> list[dict[str, Any]]:
+        """The failed events of the stack's last operation (its create, update or delete, and the rollback
+        that followed), oldest first: what `status` explains a failed stack with."""
+        events = self.events(name, None)
+        started = [
+            i
+            for i, e in enumerate(events)
+            if e.get("ResourceType") == "AWS::CloudFormation::Stack"
+            and e.get("ResourceStatus") in ("CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS", "DELETE_IN_PROGRESS")
+            and e.get("ResourceStatusReason", "User Initiated") == "User Initiated"
+        ]
+        last = events[started[-1] :] if started else events
+        return [e for e in last if str(e.get("ResourceStatus", "")).endswith("_FAILED")]
 
     def last_event_time(self, name: str) -> Any:
         events = self._cfn.describe_stack_events(StackName=name)["StackEvents"]

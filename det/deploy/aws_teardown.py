@@ -85,15 +85,23 @@ class TeardownCalls:
         (messages wait in their queues; they go with the stack). The functions frozen."""
         functions = self.owned(stack, "AWS::Lambda::Function")
         client = self._session.client("lambda")
+        frozen = []
         for name in functions:
-            client.put_function_concurrency(FunctionName=name, ReservedConcurrentExecutions=0)
-        return functions
+            try:
+                client.put_function_concurrency(FunctionName=name, ReservedConcurrentExecutions=0)
+            except client.exceptions.ResourceNotFoundException:
+                continue  # never made, or deleted already (a failed create's rollback)
+            frozen.append(name)
+        return frozen
 
     def unfreeze(self, functions: Sequence[str]) -> None:
         """Undo `freeze` (a delete that failed leaves a stack that works)."""
         client = self._session.client("lambda")
         for name in functions:
-            client.delete_function_concurrency(FunctionName=name)
+            try:
+                client.delete_function_concurrency(FunctionName=name)
+            except client.exceptions.ResourceNotFoundException:
+                continue  # deleted with the part of the stack that went
 
     def scale_to_zero(self, group: dict[str, Any]) -> list[str]:
         """Set the group to 0/0/0 and terminate its instances (scale-in protection would keep them

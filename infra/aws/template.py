@@ -2,7 +2,8 @@
 
     det deploy aws up --cluster-id mylab          # renders it and deploys it (det/deploy/aws.py)
     python -m infra.aws.template > stratus.cfn.json   # or by hand, with BucketName (and CreateBucket=false
-                                                  # to adopt a bucket kept from an earlier stack)
+                                                  # to adopt a bucket kept from an earlier stack,
+                                                  # CreateTables=false to adopt its tables)
 
 Built from the same declarations as the local stack (`infra/local/resources.py`). IAM is least privilege
 (`infra/aws/template_iam.py`): the API role reaches only this stack's tables, queues, bucket prefixes, log
@@ -48,14 +49,30 @@ def _sub(text: str) -> dict[str, str]:
     return {"Fn::Sub": text}
 
 
+#: `CreateTables`: whether the stack makes its tables. `det deploy aws up` passes false: it makes or adopts
+#: them itself, outside the stack (`det/deploy/aws_tables.py`), as it does the bucket, so that the
+#: experiments' records outlive `down` and the next stack of the name finds them; a template deployed by
+#: hand makes them (and keeps them when the stack is deleted: DeletionPolicy Retain).
+TABLE_PARAMETERS: dict[str, Any] = {
+    "CreateTables": {
+        "Type": "String",
+        "AllowedValues": ["true", "false"],
+        "Default": "true",
+        "Description": "false: the tables <stack>-<name> exist already (made by det deploy aws up, or kept)",
+    },
+}
+TABLE_CONDITIONS: dict[str, Any] = {"MakeTables": {"Fn::Equals": [{"Ref": "CreateTables"}, "true"]}}
+
+
 def _table(spec_name: str) -> dict[str, Any]:
     spec = next(s for s in TABLES if s.name == spec_name)
     request = table_request_for_cfn(spec)
     return {
         "Type": "AWS::DynamoDB::Table",
-        # The records go with the stack (a re-created stack must be able to make its tables again); the
-        # bucket, which holds the checkpoints and contexts, is kept and adopted by the next stack.
-        "DeletionPolicy": "Delete",
+        "Condition": "MakeTables",
+        # The records outlive the stack: a stack of the same name finds them again (with CreateTables=false);
+        # `det deploy aws down --delete-data` deletes them.
+        "DeletionPolicy": "Retain",
         "UpdateReplacePolicy": "Retain",
         "Properties": request,
     }
@@ -154,7 +171,7 @@ def template(
     checked = user_tags(tags or {})
     definition = compile_trial_workflow(
         WorkflowResources(
-            trials_table="${TrialsTable}",
+            trials_table="${AWS::StackName}-trials",  # by name: see CreateTables
             scheduler_queue_url="${SchedulerQueue}",
             launch_queue_url="${LaunchQueue}",
             events_queue_url="${EventsQueue}",
@@ -275,8 +292,8 @@ def template(
     rendered = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "Stratus: serverless control plane for deep-learning experiments",
-        "Parameters": {**PARAMETERS, **parameters},
-        "Conditions": {**CONDITIONS, **conditions},
+        "Parameters": {**PARAMETERS, **TABLE_PARAMETERS, **parameters},
+        "Conditions": {**CONDITIONS, **TABLE_CONDITIONS, **conditions},
         "Resources": resources,
         "Outputs": outputs,
     }

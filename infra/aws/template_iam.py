@@ -24,10 +24,19 @@ def _sub(text: str) -> dict[str, str]:
     return {"Fn::Sub": text}
 
 
+def table_arn(name: str) -> dict[str, str]:
+    """The ARN of the stack's table `name`, from its name (`<stack>-<name>`): the tables are made by
+    `det deploy aws up` outside the stack, or by the stack only with CreateTables=true
+    (`infra/aws/template.py`), so nothing may `Fn::GetAtt` them."""
+    return _sub(
+        "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/${AWS::StackName}-" + name
+    )
+
+
 def _table_arns() -> list[Any]:
     arns: list[Any] = []
     for spec in TABLES:
-        arn = {"Fn::GetAtt": [TABLE_IDS[spec.name], "Arn"]}
+        arn: Any = table_arn(spec.name)
         arns.append(arn)
         if spec.indexes:
             arns.append({"Fn::Join": ["", [arn, "/index/*"]]})
@@ -192,7 +201,7 @@ def states_policy() -> dict[str, Any]:
                 "Sid": "TrialStates",
                 "Effect": "Allow",
                 "Action": "dynamodb:UpdateItem",
-                "Resource": {"Fn::GetAtt": ["TrialsTable", "Arn"]},
+                "Resource": table_arn("trials"),
             },
             {
                 "Sid": "Queues",

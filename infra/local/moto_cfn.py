@@ -5,6 +5,10 @@ API Gateway builds a REST API's resources and methods from the Swagger 2.0 `Body
 takes OpenAPI 3 only), so the stack's `AWS::ApiGateway::Deployment` fails there with "The REST API
 doesn't contain any methods". `patch_rest_api_body()` makes moto build them: every path's resources, every
 method with its authorization (AWS_IAM where the body asks for SigV4) and its Lambda proxy integration.
+
+It also makes moto keep a resource of `DeletionPolicy: Retain` that an update leaves out of the template,
+as CloudFormation does (moto deletes it): `det deploy aws up` relies on it when an older stack's tables
+leave the stack (`det/deploy/aws.py`).
 """
 
 from __future__ import annotations
@@ -69,4 +73,18 @@ def patch_rest_api_body() -> None:
         return api
 
     setattr(models.RestAPI, "create_from_cloudformation_json", classmethod(create))  # noqa: B010
+    _keep_retained_on_update()
     _patched = True
+
+
+def _keep_retained_on_update() -> None:
+    from moto.cloudformation import parsing
+
+    delete = parsing.ResourceMap._delete_resource
+
+    def delete_unless_retained(self: Any, parsed_resource: Any, resource_json: dict[str, Any]) -> None:
+        if resource_json.get("DeletionPolicy") == "Retain":
+            return  # left in place, no longer the stack's
+        delete(self, parsed_resource, resource_json)
+
+    setattr(parsing.ResourceMap, "_delete_resource", delete_unless_retained)  # noqa: B010

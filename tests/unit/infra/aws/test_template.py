@@ -51,14 +51,19 @@ def test_every_arn_names_its_partition_so_the_stack_deploys_outside_aws_too():
     assert resources and all(r.startswith("arn:${AWS::Partition}:states:::") for r in resources)
 
 
-def test_a_recreated_stack_adopts_the_kept_bucket_and_makes_its_tables_again():
+def test_a_recreated_stack_adopts_the_kept_bucket_and_tables():
     built = template()
     bucket = built["Resources"]["Bucket"]
     assert bucket["Condition"] == "MakeBucket" and bucket["DeletionPolicy"] == "Retain"
     assert bucket["Properties"]["BucketName"] == {"Ref": "BucketName"}
     assert built["Conditions"]["MakeBucket"] == {"Fn::Equals": [{"Ref": "CreateBucket"}, "true"]}
     tables = [r for r in built["Resources"].values() if r["Type"] == "AWS::DynamoDB::Table"]
-    assert all(t["DeletionPolicy"] == "Delete" for t in tables)
+    assert tables and all(t["DeletionPolicy"] == "Retain" and t["Condition"] == "MakeTables" for t in tables)
+    assert built["Conditions"]["MakeTables"] == {"Fn::Equals": [{"Ref": "CreateTables"}, "true"]}
+    # Nothing reaches a table through the (conditional) resource: by its name only.
+    assert '"TrialsTable"' not in json.dumps(
+        {k: v for k, v in built["Resources"].items() if "Table" not in k}
+    )
     assert built["Outputs"]["BucketName"]["Value"] == {"Ref": "BucketName"}
 
 
