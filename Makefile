@@ -8,7 +8,8 @@ STAMP := $(VENV)/.stratus-installed
 # everything but e2e test by test (an idle worker takes over another's queue: the tests' lengths differ a
 # lot), then e2e: a module with a stack of its own (a module-scoped fixture) whole on one worker, so that
 # stack starts once, every other test on whichever worker is free (each worker has its own session stack,
-# with its own free ports and state folder); tests/e2e/conftest.py groups them.
+# with its own free ports and state folder), the longest modules first; tests/e2e/conftest.py groups and
+# orders them.
 # PYTEST_WORKERS=0: no workers, pytest runs the tests itself.
 PYTEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -q -n $(PYTEST_WORKERS)

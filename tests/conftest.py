@@ -28,6 +28,15 @@ import zstandard
 
 from stratus.harness.compat import compat_path
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``--dist loadgroup`` (the e2e tier), xdist hands out the groups in the order the tests are
+    collected, which tests/e2e/conftest.py makes longest first; by default it would reorder them by
+    their number of tests."""
+    if getattr(config.option, "dist", "no") == "loadgroup":
+        config.option.loadscopereorder = False
+
+
 # ---- the CLI's tables (det/_render.py), for the unit and the e2e tests ------------------------------------
 
 

@@ -14,6 +14,7 @@ from det.deploy.background import BackgroundStack
 from tests.e2e.support import (
     ROOT,
     Det,
+    DetResult,
     LocalStackInfo,
     StepsProbe,
     agent_pid,
@@ -25,17 +26,50 @@ from tests.e2e.support import (
 HERE = Path(__file__).resolve().parent
 
 
+#: The modules whose tests take longest, longest first (minutes on 2 cores, `--durations`): the tier starts
+#: them first, so that the last minutes are the short tests spread over every worker, not one long test
+#: on one while the others idle. Every other module follows in file order.
+LONGEST_FIRST = (
+    "test_adaptdl_elastic",
+    "test_pause_and_requeue",
+    "test_stack_restart",
+    "test_concurrent_creates",
+    "test_batch_backend",
+    "test_job_queue",
+    "test_ec2_backend",
+    "test_searcher_warm_start",
+    "test_sagemaker_backend",
+    "test_experiments",
+)
+
+#: Session fixtures that run an experiment several tests look at: the tests that use one run on one worker
+#: (grouped by the fixture's name), so it runs once.
+SHARED_RUNS = ("digits_adaptive",)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`make test` runs this tier with ``--dist loadgroup``: the tests of a module that share a
     module-scoped fixture (a stack of the module's own) stay together on one worker, so that stack starts
-    once; every other test goes to whichever worker is free (each worker has its own session stack).
+    once, and so do the tests that look at one of the `SHARED_RUNS`; every other test goes to whichever
+    worker is free (each worker has its own session stack).
+
+    The tests of the `LONGEST_FIRST` modules come first, in its order (xdist hands out the groups and the
+    tests in the order they are collected: tests/conftest.py turns off its reordering by group size).
 
     First among the hooks: xdist's own reads the groups to name the tests after them, and a group marked
     after it is ignored (it was, until this ran first: every module was spread test by test)."""
+    rank = {stem: i for i, stem in enumerate(LONGEST_FIRST)}
+    items.sort(
+        key=lambda item: rank.get(item.path.stem, len(rank)) if item.path.parent == HERE else len(rank)
+    )
     for item in items:
-        if item.path.parent == HERE and _shares_a_module_fixture(item):
+        if item.path.parent != HERE:
+            continue
+        if _shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        elif shared := [name for name in SHARED_RUNS if name in getattr(item, "fixturenames", ())]:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -73,6 +107,19 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
 @pytest.fixture
 def det(local_stack: LocalStackInfo) -> Det:
     return Det(local_stack.api_url)
+
+
+@pytest.fixture(scope="session")
+def digits_adaptive(local_stack: LocalStackInfo) -> tuple[DetResult, int]:
+    """The digits example under adaptive ASHA (`examples/digits/adaptive.yaml`: 6 trials) created with
+    `det experiment create ... -f` on the session stack and followed to its end, once for the tests that
+    look at it (one group: `SHARED_RUNS`): the CLI's result and the experiment's id."""
+    det = Det(local_stack.api_url)
+    result = det(
+        "experiment", "create", "examples/digits/adaptive.yaml", "examples/digits", "-f", timeout=400
+    )
+    assert result.code == 0, result.out + result.err
+    return result, det.created_experiment_id(result.out)
 
 
 @pytest.fixture(scope="session", name="det_runner")

@@ -23,15 +23,26 @@ from det.deploy.background import BackgroundStack
 ROOT = Path(__file__).resolve().parents[2]
 
 
+#: The longest gap between two polls of `wait_for` (unless a test asks for a longer first one).
+MAX_POLL_INTERVAL_S = 1.0
+
+
 def wait_for(condition, timeout: float, what: str, interval: float = 0.2, seen=None):  # noqa: ANN001, ANN201
     """Poll `condition` until it returns something truthy; fail with `what` after `timeout` seconds, and
-    with what `seen()` describes then (the state the condition looked at), where given."""
+    with what `seen()` describes then (the state the condition looked at), where given.
+
+    The first gap is `interval`; each next one is half as long again, up to `MAX_POLL_INTERVAL_S`: a
+    condition met soon is seen soon, and a long wait does not spend the machine on polls (each one a
+    request to the stack and its moto, and a read of the state there: five a second took a fifth of a
+    core per waiting test, on the 2 cores the stacks and trials of three workers share)."""
     deadline = time.monotonic() + timeout
+    longest = max(interval, MAX_POLL_INTERVAL_S)
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
-        time.sleep(interval)
+        time.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
+        interval = min(interval * 1.5, longest)
     detail = f"; last seen: {seen()}" if seen is not None else ""
     raise AssertionError(f"timed out after {timeout} s waiting for {what}{detail}")
 

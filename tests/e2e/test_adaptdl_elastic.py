@@ -109,8 +109,11 @@ if rank == 0:
 """
 #: Epochs of about 3 s at 1 replica: the allocator grows the trial once the growth pays for its restart
 #: (by its start's length; later under load), and then it runs on 2 replicas past AdaptDL's first goodput
-#: fit (30 s into a run) for several epochs before it ends.
-DEFAULTS_EPOCHS = 80
+#: fit (30 s into a run) for several epochs before it ends. On 2 cores under the tier's load it grew after
+#: epoch 7 and the fit came at epoch 20; no more than 14 epochs fit in 30 s at either size (44 steps of
+#: STEP_SLEEP), so even a late grow leaves many epochs on 2 replicas past the fit (each of only a few
+#: batches then).
+DEFAULTS_EPOCHS = 50
 BATCH_LINE = re.compile(
     r"EPOCH (\d+) done restart=\d+ replicas=(\d+) rank=0 local_bsz=(\d+|None) accumulation=(\d+|None)"
 )

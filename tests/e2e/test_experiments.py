@@ -140,12 +140,10 @@ def test_a_crashed_trial_restarts_from_its_latest_checkpoint(det, tmp_path: Path
     assert [m["steps_completed"] for m in training] == list(range(1, 11))  # no step lost, none twice
 
 
-def test_digits_with_adaptive_asha_completes_and_resumes_promoted_trials(det):
-    result = det(
-        "experiment", "create", "examples/digits/adaptive.yaml", "examples/digits", "-f", timeout=400
-    )
-    assert result.code == 0, result.out + result.err
-    described = det.describe_experiment(det.created_experiment_id(result.out))
+def test_digits_with_adaptive_asha_completes_and_resumes_promoted_trials(det, digits_adaptive):
+    result, experiment_id = digits_adaptive  # `det experiment create ... -f` exited 0 (the fixture checks)
+    assert f"Experiment {experiment_id} COMPLETED" in result.out + result.err
+    described = det.describe_experiment(experiment_id)
     assert described["experiment"]["state"] == "COMPLETED"
     trials = described["trials"]
     assert len(trials) == 6 and all(t["state"] == "COMPLETED" for t in trials)

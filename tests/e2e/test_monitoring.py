@@ -1,4 +1,5 @@
-"""Monitoring on the local stack: an adaptive ASHA experiment of the digits example runs to its end;
+"""Monitoring on the local stack: an adaptive ASHA experiment of the digits example runs to its end (the
+`digits_adaptive` run, which test_experiments.py looks at too);
 `det experiment plot` draws every trial's curves into a PNG, its metrics are in the stack's CloudWatch
 namespace (moto), and the API's dashboard route (what `det experiment dashboard` calls on a stack in AWS)
 creates the experiment's dashboard there. `det experiment dashboard` itself, on the local stack, creates
@@ -10,16 +11,17 @@ import json
 from pathlib import Path
 
 import boto3
+import pytest
 
 from det._client import ApiClient
 
+pytestmark = pytest.mark.e2e
 
-def test_an_asha_experiments_curves_are_plotted_charted_and_on_a_dashboard(det, local_stack, tmp_path: Path):
-    result = det(
-        "experiment", "create", "examples/digits/adaptive.yaml", "examples/digits", "-f", timeout=400
-    )
-    assert result.code == 0, result.out + result.err
-    experiment_id = det.created_experiment_id(result.out)
+
+def test_an_asha_experiments_curves_are_plotted_charted_and_on_a_dashboard(
+    det, local_stack, digits_adaptive, tmp_path: Path
+):
+    _, experiment_id = digits_adaptive  # `det experiment create ... -f` exited 0 (the fixture checks)
     trials = det.describe_experiment(experiment_id)["trials"]
     assert len(trials) == 6 and all(t["state"] == "COMPLETED" for t in trials)
 

@@ -5,6 +5,9 @@ the runtime's Python where one is here, and for a package built for this Python.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pickle
 import sys
 import zipfile
 from pathlib import Path
@@ -16,7 +19,21 @@ from infra.aws import package
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> package.Package:
-    return package.build(tmp_path_factory.mktemp("lambda") / "stratus.zip")
+    """The package, built once a run: under xdist (`--dist worksteal` spreads this module's tests over the
+    workers) the first worker to need it builds it under a lock in a folder of this run's that every
+    worker shares, and the others take what it built, rather than each spending its own minute of CPU
+    on the same bytes."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return package.build(tmp_path_factory.mktemp("lambda") / "stratus.zip")
+    shared = tmp_path_factory.getbasetemp().parent / "lambda-package"  # beside every worker's own folder
+    shared.mkdir(exist_ok=True)
+    record = shared / "built.pickle"
+    with (shared / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            record.write_bytes(pickle.dumps(package.build(shared / "stratus.zip")))
+        built: package.Package = pickle.loads(record.read_bytes())
+    return built
 
 
 def test_the_package_holds_the_runtime_code_and_no_cli_within_lambdas_limits(built: package.Package) -> None:
