@@ -128,7 +128,7 @@ def split(seen: Counter[tuple[str, str]]) -> tuple[Counter[tuple[str, str]], Cou
         {
             k: n - trial.get(k, 0)
             for k, n in seen.items()
-            if k[0] != "dynamodb by table" and n - trial.get(k, 0)
+            if not k[0].startswith("dynamodb by") and n - trial.get(k, 0)
         }
     )
     return control, trial

@@ -94,20 +94,23 @@ class CountingApp:
                 operation += " (agent bell)"
             self._counts.add(service, operation)
             if service == "dynamodb":  # also by table: the trial's own metrics and checkpoints apart
-                self._counts.add("dynamodb by table", f"{operation} {_table_of(environ)}")
+                table = _table_of(environ)
+                self._counts.add("dynamodb by table", f"{operation} {table.rsplit('-', 1)[-1]}")
+                # And by the table's whole name: one stack's requests apart from another's on one server.
+                self._counts.add("dynamodb by stack table", f"{operation} {table}")
         return self._app(environ, start_response)
 
 
 def _table_of(environ: dict[str, Any]) -> str:
-    """The table a DynamoDB request names (the first, for a batch or transaction), without the stack's
-    prefix (`metrics`, not `stratus-metrics`); "?" when it names none."""
+    """The table a DynamoDB request names (the first, for a batch or transaction; `stratus-metrics`); "?"
+    when it names none."""
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
     environ["wsgi.input"] = io.BytesIO(body)
     found = re.search(rb'"TableName"\s*:\s*"([^"]+)"', body) or re.search(
         rb'"RequestItems"\s*:\s*\{\s*"([^"]+)"', body
     )
-    return found.group(1).decode().rsplit("-", 1)[-1] if found else "?"
+    return found.group(1).decode() if found else "?"
 
 
 def _to_a_bell(environ: dict[str, Any]) -> bool:

@@ -19,14 +19,19 @@ WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWrit
 READS = {"GetItem", "Query", "Scan", "BatchGetItem"}
 
 
-def dynamo(moto_url: str, *, reset: bool = False) -> Counter[str]:
+def dynamo(moto_url: str, stack: str, *, reset: bool = False) -> Counter[str]:
+    """The DynamoDB requests to `stack`'s tables since the last reset, by kind and table (`write trials`):
+    the moto server is the worker's, and another test's stack may still be at work on it (a Step Functions
+    execution moto runs in a thread of its own)."""
     answer = (httpx.delete if reset else httpx.get)(moto_url + COUNTS_PATH, timeout=10).raise_for_status()
     seen: Counter[str] = Counter()
     for row in answer.json():
-        if row["service"] == "dynamodb by table":
+        if row["service"] == "dynamodb by stack table":
             op, _, table = row["operation"].partition(" ")
-            kind = "write" if op in WRITES else "read" if op in READS else op
-            seen[f"{kind} {table}"] += row["count"]
+            prefix, _, name = table.rpartition("-")
+            if prefix == stack:
+                kind = "write" if op in WRITES else "read" if op in READS else op
+                seen[f"{kind} {name}"] += row["count"]
     return seen
 
 
@@ -59,9 +64,9 @@ def test_requests_per_report_and_heartbeat(stack, moto_url):
     runs.started(p, "agent-1", spec["run_id"], pid=123)
     run = p.runs.get(spec["run_id"])
     batch = [trial_reports.MetricsReport("training", n, {"loss": 1 / n}) for n in (100, 200, 300)]
-    dynamo(moto_url, reset=True)
+    dynamo(moto_url, stack.names.stack, reset=True)
     trial_reports.report_batch(p, run, [*batch, trial_reports.ProgressReport(0.3)])
-    report = dynamo(moto_url)
+    report = dynamo(moto_url, stack.names.stack)
     assert report["write metrics"] == 3  # one row per metric report: what the trial chose to report
     assert report["write trials"] <= 2
     # Its experiment's progress, raised when the trial's share passed a whole percent (at most 100 times
@@ -69,14 +74,14 @@ def test_requests_per_report_and_heartbeat(stack, moto_url):
     assert report.get("write experiments", 0) == 1
     assert sum(n for key, n in report.items() if key.startswith("write")) <= 6
 
-    dynamo(moto_url, reset=True)
+    dynamo(moto_url, stack.names.stack, reset=True)
     trial_reports.heartbeat(p, run)
-    beat = dynamo(moto_url)
+    beat = dynamo(moto_url, stack.names.stack)
     assert sum(n for key, n in beat.items() if key.startswith("write")) == 0
     assert sum(beat.values()) <= 1
 
-    dynamo(moto_url, reset=True)
+    dynamo(moto_url, stack.names.stack, reset=True)
     runs.heartbeat(p, "agent-1", "default", 1, [spec["run_id"]])
-    agent = dynamo(moto_url)
+    agent = dynamo(moto_url, stack.names.stack)
     assert sum(n for key, n in agent.items() if key.startswith("write")) <= 1
     assert sum(n for key, n in agent.items() if key.startswith("read")) <= 2
